@@ -1,0 +1,156 @@
+/* The backend-independent half of the collective layer: names, element
+ * sizes, opening a communicator of the asked-for backend, and the public
+ * calls, which check what every backend would check alike and then dispatch
+ * through the backend's ops table (comm_internal.h). */
+#include "config.h"
+#include "collective/comm_internal.h"
+#include "common/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int comm_backend_parse(const char *name, comm_backend *b) {
+  if (strcmp(name, "mpi") == 0) *b = COMM_MPI;
+  else if (strcmp(name, "nccl") == 0) *b = COMM_NCCL;
+  else return -1;
+  return 0;
+}
+
+const char *comm_backend_name(comm_backend b) {
+  return b == COMM_NCCL ? "nccl" : "mpi";
+}
+
+size_t comm_dtype_size(comm_dtype t) {
+  switch (t) {
+  case COMM_F32: return 4;
+  case COMM_F64: return 8;
+  case COMM_I32: return 4;
+  case COMM_F16: return 2;
+  case COMM_BF16: return 2;
+  }
+  ASSERT(!"unknown comm_dtype");
+  return 0;
+}
+
+int comm_open(comm **out, comm_backend b) {
+  *out = NULL;
+  comm *c = calloc(1, sizeof *c);
+  CHECK_ALLOC(c, sizeof *c);
+  c->backend = b;
+  c->device = -1;
+  int rc;
+  if (b == COMM_MPI) {
+    rc = comm_mpi_open(c);
+  } else {
+#ifdef HAVE_NCCL
+    rc = comm_nccl_open(c);
+#else
+    rc = err_set(ERR_FAIL, __FILE__, __LINE__,
+                 "backend nccl is not available: trainlab was built without "
+                 "NCCL (configure needs CUDA, MPI and NCCL; see its summary)");
+#endif
+  }
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    if (c->ops) c->ops->close(c);
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+void comm_close(comm *c) {
+  if (!c) return;
+  c->ops->close(c);
+  free(c);
+}
+
+int comm_rank(const comm *c) { return c->rank; }
+int comm_size(const comm *c) { return c->size; }
+comm_backend comm_get_backend(const comm *c) { return c->backend; }
+int comm_device(const comm *c) { return c->device; }
+void *comm_cuda_stream(const comm *c) { return c->stream; }
+
+int comm_alloc(comm *c, size_t bytes, void **p) {
+  *p = NULL;
+  TRY(c->ops->alloc(c, bytes, p));
+  return 0;
+}
+
+void comm_free(comm *c, void *p) {
+  if (p) c->ops->free(c, p);
+}
+
+int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes) {
+  if (bytes == 0) return 0;
+  ASSERT(dst && host_src);
+  TRY(c->ops->to_buf(c, dst, host_src, bytes));
+  return 0;
+}
+
+int comm_from_buf(comm *c, void *host_dst, const void *src, size_t bytes) {
+  if (bytes == 0) return 0;
+  ASSERT(host_dst && src);
+  TRY(c->ops->from_buf(c, host_dst, src, bytes));
+  return 0;
+}
+
+int comm_sync(comm *c) {
+  TRY(c->ops->sync(c));
+  return 0;
+}
+
+/* A NULL buffer with elements to move is a bug in the caller; a zero count
+ * is a legal no-op that both libraries accept. */
+static void check_bufs(const void *a, const void *b, size_t count) {
+  if (count > 0) ASSERT(a != NULL && b != NULL);
+}
+
+int comm_allreduce(comm *c, const void *send, void *recv, size_t count,
+                   comm_dtype t, comm_op op, comm_req **req) {
+  if (req) *req = NULL;
+  check_bufs(send, recv, count);
+  TRY(c->ops->allreduce(c, send, recv, count, t, op, req));
+  return 0;
+}
+
+int comm_broadcast(comm *c, void *buf, size_t count, comm_dtype t, int root,
+                   comm_req **req) {
+  if (req) *req = NULL;
+  check_bufs(buf, buf, count);
+  if (root < 0 || root >= c->size)
+    FAIL(ERR_FAIL, "broadcast: root %d is not a rank (there are %d ranks)",
+         root, c->size);
+  TRY(c->ops->broadcast(c, buf, count, t, root, req));
+  return 0;
+}
+
+int comm_reduce_scatter(comm *c, const void *send, void *recv,
+                        size_t recvcount, comm_dtype t, comm_op op,
+                        comm_req **req) {
+  if (req) *req = NULL;
+  check_bufs(send, recv, recvcount);
+  TRY(c->ops->reduce_scatter(c, send, recv, recvcount, t, op, req));
+  return 0;
+}
+
+int comm_allgather(comm *c, const void *send, void *recv, size_t sendcount,
+                   comm_dtype t, comm_req **req) {
+  if (req) *req = NULL;
+  check_bufs(send, recv, sendcount);
+  TRY(c->ops->allgather(c, send, recv, sendcount, t, req));
+  return 0;
+}
+
+int comm_barrier(comm *c) {
+  TRY(c->ops->barrier(c));
+  return 0;
+}
+
+int comm_wait(comm *c, comm_req *req) {
+  if (!req) return 0;
+  ASSERT(req->owner == c);
+  TRY(c->ops->wait(c, req));
+  return 0;
+}

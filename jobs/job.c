@@ -1,0 +1,60 @@
+/* Typed access to a job's parameter values and a result's metrics. */
+#include "config.h"
+#include "common/check.h"
+#include "runner/kind.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kind_param_index(const kind_def *k, const char *name) {
+  for (int i = 0; i < k->nparams; i++)
+    if (strcmp(k->params[i].name, name) == 0) return i;
+  return -1;
+}
+
+int kind_metric_index(const kind_def *k, const char *name) {
+  for (int i = 0; k->metrics[i]; i++)
+    if (strcmp(k->metrics[i], name) == 0) return i;
+  return -1;
+}
+
+static const pvalue *lookup(const job *j, const char *name, ptype t) {
+  int i = kind_param_index(j->kind, name);
+  if (i < 0 || j->kind->params[i].type != t) {
+    fprintf(stderr, "internal error: job kind %s has no %s parameter %s\n",
+            j->kind->name, ptype_name(t), name);
+    abort();
+  }
+  return &j->v[i];
+}
+
+long long job_int(const job *j, const char *name) {
+  return lookup(j, name, P_INT)->i;
+}
+double job_float(const job *j, const char *name) {
+  return lookup(j, name, P_FLOAT)->f;
+}
+const char *job_str(const job *j, const char *name) {
+  return lookup(j, name, P_STRING)->s;
+}
+int job_bool(const job *j, const char *name) {
+  return (int)lookup(j, name, P_BOOL)->i;
+}
+
+void result_init(result *r, const kind_def *k) {
+  memset(r, 0, sizeof *r);
+  r->kind = k;
+  for (int i = 0; i < RESULT_MAX_METRICS; i++) r->metric[i] = NAN;
+}
+
+void result_set(result *r, const char *metric, double value) {
+  int i = kind_metric_index(r->kind, metric);
+  if (i < 0) {
+    fprintf(stderr, "internal error: job kind %s has no metric %s\n",
+            r->kind->name, metric);
+    abort();
+  }
+  r->metric[i] = value;
+}

@@ -1,0 +1,66 @@
+/* Job kind `selftest`: the runner's own test subject. It does nothing but
+ * what it is told (sleep, then succeed, fail, crash, hang, or report out of
+ * memory as an allocator would), so the tests can drive every path a real
+ * job can take: a row per outcome, timeouts killing the process group,
+ * resume after the runner is killed. */
+#include "config.h"
+#include "common/check.h"
+#include "runner/kind.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const actions[] = {"ok", "fail", "crash", "hang", "oom",
+                                      NULL};
+
+static const param_def params[] = {
+    COMMON_PARAMS,
+    {"selftest", "action", P_STRING, 0, 0, actions,
+     "what the job does after sleeping"},
+    {"selftest", "sleep_s", P_FLOAT, 0, 3600, NULL,
+     "seconds each rank sleeps first"},
+    {"selftest", "value", P_FLOAT, -1e300, 1e300, NULL,
+     "a number echoed into the value metric"},
+};
+
+static const char *const metrics[] = {"value", "ranks", NULL};
+
+static int no_gpus(const job *j) {
+  (void)j;
+  return 0;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static int run(const job *j, result *r) {
+  const char *action = job_str(j, "action");
+  sleep_s(job_float(j, "sleep_s"));
+  if (strcmp(action, "fail") == 0)
+    FAIL(ERR_FAIL, "selftest: failing as asked");
+  if (strcmp(action, "oom") == 0)
+    FAIL(ERR_OOM, "selftest: out of memory, as asked");
+  if (strcmp(action, "crash") == 0) raise(SIGSEGV);
+  if (strcmp(action, "hang") == 0)
+    for (;;) pause();
+  result_set(r, "value", job_float(j, "value"));
+  result_set(r, "ranks", (double)job_int(j, "world_size"));
+  return 0;
+}
+
+const kind_def kind_selftest = {
+    .name = "selftest",
+    .summary = "the runner's own test job: sleep, then ok/fail/crash/hang/oom",
+    .params = params,
+    .nparams = (int)(sizeof params / sizeof params[0]),
+    .metrics = metrics,
+    .gpus_per_rank = no_gpus,
+    .validate = NULL,
+    .run = run,
+};

@@ -1,0 +1,31 @@
+# Shared by the shell tests: absolute paths, a scratch folder removed on
+# exit, mpirun allowed as root, and pass/fail bookkeeping.
+set -u
+top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
+top_builddir=$(cd "${top_builddir:-.}" && pwd)
+RUNNER="$top_builddir/runner"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI on a CI container: no network interfaces worth probing.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+[ -x "$RUNNER" ] || { echo "missing $RUNNER"; exit 99; }
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/trainlab-test.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+check() { # check "what" command...
+  what=$1; shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+# Number of data rows in a CSV (header excluded).
+rows() { if [ -f "$1" ]; then echo $(($(wc -l < "$1") - 1)); else echo 0; fi; }
+# Value of column NAME in every data row of a CSV, one per line.
+column() { # column FILE NAME
+  awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"
+}

@@ -1,0 +1,32 @@
+#!/bin/sh
+# End to end on the CPU: runner + CSV + `make report` on the small MPI
+# all-reduce experiment, into a scratch folder.
+. "${top_srcdir:-.}/tests/lib.sh"
+[ -n "${MPIRUN:-}" ] || { echo "built without MPI: the smoke experiment needs mpirun"; exit 77; }
+
+out="$scratch/data"
+"$RUNNER" --out-dir "$out" "$top_srcdir/experiments/smoke_allreduce.cfg" 2> "$scratch/run.err"
+status=$?
+cat "$scratch/run.err"
+check "smoke experiment exits 0" [ $status -eq 0 ]
+csv="$out/smoke_allreduce.csv"
+check "4 rows" [ "$(rows "$csv")" -eq 4 ]
+check "all ok" [ "$(column "$csv" status | sort -u)" = "ok" ]
+check "bandwidth measured" [ -n "$(column "$csv" busbw_gbps | tail -n 1)" ]
+
+${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
+  REPORT_OUT="$scratch/report" REPORT_EXPERIMENTS=allreduce:smoke_allreduce \
+  > "$scratch/report.out" 2>&1
+status=$?
+cat "$scratch/report.out"
+check "make report exits 0" [ $status -eq 0 ]
+md="$scratch/report/writeup.md"
+check "writeup.md written" [ -s "$md" ]
+check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
+check "writeup has a row per measured job" [ "$(grep -c '^| MPI' "$md")" -ge 4 ]
+if [ -n "${GNUPLOT:-}" ]; then
+  check "figure drawn" grep -q "<svg" "$scratch/report/allreduce.svg"
+else
+  echo "note: no gnuplot, figure not checked"
+fi
+finish
