@@ -141,7 +141,7 @@ static int mpi_wait(comm *c, comm_req *req) {
 
 static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count,
                          comm_dtype t, comm_op op, comm_req **req) {
-  int n;
+  int n = 0;
   TRY(check_dtype(t));
   TRY(check_count(count, &n));
   const void *s = send == recv ? MPI_IN_PLACE : send;
@@ -158,7 +158,7 @@ static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count,
 
 static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype t,
                          int root, comm_req **req) {
-  int n;
+  int n = 0;
   TRY(check_dtype(t));
   TRY(check_count(count, &n));
   if (!req) {
@@ -174,7 +174,7 @@ static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype t,
 static int mpi_reduce_scatter(comm *c, const void *send, void *recv,
                               size_t recvcount, comm_dtype t, comm_op op,
                               comm_req **req) {
-  int n;
+  int n = 0;
   TRY(check_dtype(t));
   TRY(check_count(recvcount, &n));
   size_t block = recvcount * comm_dtype_size(t);
@@ -200,7 +200,7 @@ static int mpi_reduce_scatter(comm *c, const void *send, void *recv,
 
 static int mpi_allgather(comm *c, const void *send, void *recv,
                          size_t sendcount, comm_dtype t, comm_req **req) {
-  int n;
+  int n = 0;
   TRY(check_dtype(t));
   TRY(check_count(sendcount, &n));
   size_t block = sendcount * comm_dtype_size(t);
@@ -271,7 +271,7 @@ int comm_mpi_open(comm *c) {
  * not fail there for a reason a single rank cannot show. */
 static int one_copy(void *dst, const void *src, size_t count, comm_dtype t,
                     comm_req **req, comm *c) {
-  int n;
+  int n = 0;
   TRY(check_dtype(t));
   TRY(check_count(count, &n));
   if (dst != src) memmove(dst, src, count * comm_dtype_size(t));

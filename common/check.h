@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { ERR_OK = 0, ERR_FAIL = -1, ERR_OOM = -2 };
 
 /* Record a new error (replacing any earlier one) and return code. */
@@ -58,5 +62,9 @@ const char *check_errno_(void);
   } while (0)
 void check_abort_(const char *file, int line, const char *what)
     __attribute__((noreturn));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,7 +1,7 @@
 /* Typed access to a job's parameter values and a result's metrics. */
 #include "config.h"
 #include "common/check.h"
-#include "runner/kind.h"
+#include "harness/kind.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Every job kind the runner knows. Adding a kind: one file in jobs/ that
  * defines a kind_def, and one line here. */
 #include "config.h"
-#include "runner/kind.h"
+#include "harness/kind.h"
 
 #include <string.h>
 

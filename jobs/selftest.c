@@ -5,7 +5,7 @@
  * resume after the runner is killed. */
 #include "config.h"
 #include "common/check.h"
-#include "runner/kind.h"
+#include "harness/kind.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -23,10 +23,10 @@ static const param_def params[] = {
     {"selftest", "sleep_s", P_FLOAT, 0, 3600, NULL,
      "seconds each rank sleeps first"},
     {"selftest", "value", P_FLOAT, -1e300, 1e300, NULL,
-     "a number echoed into the value metric"},
+     "a number echoed into the `echoed` metric"},
 };
 
-static const char *const metrics[] = {"value", "ranks", NULL};
+static const char *const metrics[] = {"echoed", "ranks", NULL};
 
 static int no_gpus(const job *j) {
   (void)j;
@@ -49,7 +49,7 @@ static int run(const job *j, result *r) {
   if (strcmp(action, "crash") == 0) raise(SIGSEGV);
   if (strcmp(action, "hang") == 0)
     for (;;) pause();
-  result_set(r, "value", job_float(j, "value"));
+  result_set(r, "echoed", job_float(j, "value"));
   result_set(r, "ranks", (double)job_int(j, "world_size"));
   return 0;
 }

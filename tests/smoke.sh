@@ -23,7 +23,7 @@ check "make report exits 0" [ $status -eq 0 ]
 md="$scratch/report/writeup.md"
 check "writeup.md written" [ -s "$md" ]
 check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
-check "writeup has a row per measured job" [ "$(grep -c '^| MPI' "$md")" -ge 4 ]
+check "writeup has a row per measured job" [ "$(grep -c '^| mpi |' "$md")" -eq 4 ]
 if [ -n "${GNUPLOT:-}" ]; then
   check "figure drawn" grep -q "<svg" "$scratch/report/allreduce.svg"
 else

@@ -1,9 +1,9 @@
-/* runner/csv.c: quoting round trips, header parsing, torn lines, appends,
+/* harness/csv.c: quoting round trips, header parsing, torn lines, appends,
  * atomic rewrites and the error messages for malformed files.
  * Exit 0 when every check passes, 1 when one fails, 99 when the test itself
  * cannot run (no temporary folder). */
 #include "config.h"
-#include "runner/csv.h"
+#include "harness/csv.h"
 
 #include "common/check.h"
 
@@ -31,6 +31,13 @@ static void check(int ok, const char *fmt, ...) {
   va_end(ap);
   if (ok) passed++;
   else failed++;
+}
+
+/* The error's first line: the "at file:line" trace adds nothing here. */
+static const char *msg(void) {
+  static char buf[1024];
+  err_first_line(buf, sizeof buf);
+  return buf;
 }
 
 static void hard_error(const char *what) {
@@ -95,7 +102,7 @@ static void test_roundtrip(void) {
     ok = csv_append_row(fd, tricky + 3 * i, 3) == 0;
   if (close(fd) != 0) hard_error(path);
   check(ok, "append header and %d rows of awkward fields%s%s", TRICKY_ROWS,
-        ok ? "" : ": ", ok ? "" : err_msg());
+        ok ? "" : ": ", ok ? "" : msg());
 
   csv_table t;
   int rc = csv_read(path, &t);
@@ -212,7 +219,7 @@ static void test_append_many(void) {
   if (setrlimit(RLIMIT_FSIZE, &old) != 0) hard_error("setrlimit");
   check(rc == ERR_FAIL && strstr(err_msg(), "short write") != NULL &&
             strstr(err_msg(), "append.csv") != NULL,
-        "a short write is an error naming the file (%s)", err_msg());
+        "a short write is an error naming the file (%s)", msg());
   rc = csv_append_row(fd, extra, 3);
   if (close(fd) != 0) hard_error(path);
   csv_table t2;
@@ -227,7 +234,7 @@ static void test_append_many(void) {
   if (fd < 0) hard_error(path);
   rc = csv_append_row(fd, extra, 3);
   check(rc == ERR_FAIL && strstr(err_msg(), "append.csv") != NULL,
-        "append failure names the file (%s)", err_msg());
+        "append failure names the file (%s)", msg());
   close(fd);
 }
 
@@ -258,7 +265,7 @@ static void test_write_file(void) {
   csv_table t = {.ncols = 3, .header = h, .nrows = 2, .rows = rows};
   int rc = csv_write_file(path, &t);
   check(rc == 0, "csv_write_file over an existing file%s%s",
-        rc ? ": " : "", rc ? err_msg() : "");
+        rc ? ": " : "", rc ? msg() : "");
 
   csv_table back;
   rc = csv_read(path, &back);
@@ -277,6 +284,17 @@ static void test_write_file(void) {
         "rewritten file has the usual mode 0%o (got 0%o)",
         (unsigned)(0666 & ~mask), (unsigned)(st.st_mode & 0777));
 
+  /* rename() onto a folder fails after the temporary file was written. */
+  char taken[512];
+  path_of(taken, sizeof taken, "a_folder.csv");
+  if (mkdir(taken, 0755) != 0) hard_error(taken);
+  rc = csv_write_file(taken, &t);
+  check(rc == ERR_FAIL && strstr(err_msg(), "a_folder.csv") != NULL &&
+            temp_files() == 0,
+        "a failed rewrite names the file and leaves no temporary file (%s)",
+        msg());
+  if (rmdir(taken) != 0) hard_error(taken);
+
   char bad[600];
   snprintf(bad, sizeof bad, "%s/no/such/folder/x.csv", dir);
   rc = csv_write_file(bad, &t);
@@ -293,44 +311,50 @@ static void test_errors(void) {
   int rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "wide.csv:5:") != NULL &&
             strstr(err_msg(), "4 fields") != NULL && t.header == NULL,
-        "too many fields rejected naming file and line (%s)", err_msg());
+        "too many fields rejected naming file and line (%s)", msg());
+
+  path_of(path, sizeof path, "wide_crlf.csv");
+  write_raw(path, "a,b\r\n1,2\r\n3,4,5\r\n");
+  rc = csv_read(path, &t);
+  check(rc == ERR_FAIL && strstr(err_msg(), "wide_crlf.csv:3:") != NULL,
+        "line numbers count CRLF line ends once (%s)", msg());
 
   path_of(path, sizeof path, "missing.csv");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "missing.csv") != NULL &&
             strstr(err_msg(), strerror(ENOENT)) != NULL,
-        "missing file rejected naming it (%s)", err_msg());
+        "missing file rejected naming it (%s)", msg());
 
   path_of(path, sizeof path, "quote.csv");
   write_raw(path, "a,b\n1,\"x\"y\n");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "quote.csv:2:") != NULL,
-        "text after a closing quote rejected (%s)", err_msg());
+        "text after a closing quote rejected (%s)", msg());
 
   path_of(path, sizeof path, "stray.csv");
   write_raw(path, "a,b\n1,2\n3,x\"y\n");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "stray.csv:3:") != NULL,
-        "quote inside an unquoted field rejected (%s)", err_msg());
+        "quote inside an unquoted field rejected (%s)", msg());
 
   path_of(path, sizeof path, "dup.csv");
   write_raw(path, "a,b,a\n1,2,3\n");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "dup.csv:1:") != NULL &&
             strstr(err_msg(), "\"a\"") != NULL,
-        "duplicate column name rejected (%s)", err_msg());
+        "duplicate column name rejected (%s)", msg());
 
   path_of(path, sizeof path, "empty.csv");
   write_raw(path, "");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "empty.csv") != NULL,
-        "empty file rejected (%s)", err_msg());
+        "empty file rejected (%s)", msg());
 
   path_of(path, sizeof path, "tornhead.csv");
   write_raw(path, "a,b");
   rc = csv_read(path, &t);
   check(rc == ERR_FAIL && strstr(err_msg(), "torn") != NULL,
-        "a file holding only a torn header is rejected (%s)", err_msg());
+        "a file holding only a torn header is rejected (%s)", msg());
 }
 
 /* Removes the test folder and what the tests wrote in it. */

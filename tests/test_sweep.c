@@ -1,2 +1,363 @@
-/* placeholder: being written */
-int main(void) { return 99; }
+/* Sweep expansion and overrides on the good experiments in
+ * tests/config/good: job counts, which key varies fastest, fixed values,
+ * @include, --set, --only, canonical value texts and the JSON summary.
+ * (Every error message is tests/bad_configs.sh's concern.)
+ *
+ * Reads $top_srcdir/tests/config/good (top_srcdir defaults to ".").
+ * Exit: 0 all checks pass, 1 some failed, 99 test input missing. */
+#include "config.h"
+#include "harness/experiment.h"
+#include "harness/lint.h"
+
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int npassed, nfailed;
+static char good_dir[4096];
+
+static void check(int ok, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  putchar('\n');
+  va_end(ap);
+  if (ok)
+    npassed++;
+  else
+    nfailed++;
+}
+
+static void path_of(const char *file, char *buf, size_t n) {
+  snprintf(buf, n, "%s/%s", good_dir, file);
+}
+
+/* Loads a good experiment; a failure is a failed check (and NULL). */
+static experiment *load(const char *file, char *const *sets, int nsets,
+                        char *const *onlys, int nonlys) {
+  static experiment e;
+  char path[4200], err[2048];
+  path_of(file, path, sizeof path);
+  if (experiment_load(&e, path, sets, nsets, onlys, nonlys, err,
+                      sizeof err) != 0) {
+    check(0, "%s loads: %s", file, err);
+    return NULL;
+  }
+  return &e;
+}
+
+/* Canonical text of parameter `name` in job i. */
+static const char *job_text(const experiment *e, size_t i, const char *name) {
+  static char buf[PVALUE_STR_MAX];
+  pvalue v[64];
+  job j = {.v = v};
+  if (e->kind->nparams > 64) return "(too many parameters)";
+  experiment_job(e, i, &j);
+  int p = kind_param_index(e->kind, name);
+  if (p < 0) return "(no such parameter)";
+  pvalue_format(&v[p], buf, sizeof buf);
+  return buf;
+}
+
+static void check_text(const experiment *e, size_t i, const char *name,
+                       const char *want) {
+  const char *got = job_text(e, i, name);
+  check(strcmp(got, want) == 0, "%s job %zu: %s = %s (got %s)", e->name, i,
+        name, want, got);
+}
+
+static void check_njobs(const experiment *e, size_t want, const char *why) {
+  size_t got = experiment_njobs(e);
+  check(got == want, "%s%s: %zu jobs (got %zu)", e->name, why, want, got);
+}
+
+static const setting *param(const experiment *e, const char *name) {
+  int p = kind_param_index(e->kind, name);
+  return p < 0 ? NULL : &e->settings[p];
+}
+
+/* Every file in good/ must load: they are the examples the checks below
+ * rely on, and a broken one would hide behind a missing check. */
+static int all_good_load(void) {
+  char pattern[4200];
+  glob_t g;
+  snprintf(pattern, sizeof pattern, "%s/*.cfg", good_dir);
+  if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc < 3) {
+    fprintf(stderr, "test_sweep: fewer than 3 experiments match %s\n",
+            pattern);
+    return -1;
+  }
+  for (size_t k = 0; k < g.gl_pathc; k++) {
+    experiment e;
+    char err[2048];
+    int rc = experiment_load(&e, g.gl_pathv[k], NULL, 0, NULL, 0, err,
+                             sizeof err);
+    check(rc == 0, "%s loads%s%s", g.gl_pathv[k], rc ? ": " : "",
+          rc ? err : "");
+    if (rc == 0) experiment_free(&e);
+  }
+  globfree(&g);
+  return 0;
+}
+
+static void order_and_fixed(void) {
+  experiment *e = load("selftest_sweep.cfg", NULL, 0, NULL, 0);
+  if (!e) return;
+  check_njobs(e, 3 * 2 * 4, "");
+  check(e->nsweep == 3 && e->sweep_order[0] == kind_param_index(e->kind, "action") &&
+            e->sweep_order[2] == kind_param_index(e->kind, "value"),
+        "selftest_sweep: sweep order is action, world_size, value");
+  /* value (written last) varies fastest, action (first) slowest. */
+  check_text(e, 0, "action", "ok");
+  check_text(e, 0, "world_size", "1");
+  check_text(e, 0, "value", "0.1");
+  check_text(e, 1, "value", "1");
+  check_text(e, 1, "world_size", "1");
+  check_text(e, 3, "value", "0.0025");
+  check_text(e, 4, "world_size", "2");
+  check_text(e, 4, "value", "0.1");
+  check_text(e, 8, "action", "fail");
+  check_text(e, 8, "world_size", "1");
+  check_text(e, 23, "action", "oom");
+  check_text(e, 23, "world_size", "2");
+  check_text(e, 23, "value", "0.0025");
+  /* Fixed values are the same in every job. */
+  check_text(e, 0, "timeout_s", "30");
+  check_text(e, 17, "timeout_s", "30");
+  check_text(e, 23, "sleep_s", "0");
+  pvalue v[64];
+  job j = {.v = v};
+  experiment_job(e, 17, &j);
+  check(j.index == 17 && j.kind == e->kind, "job 17 knows its index and kind");
+  const setting *s = param(e, "value");
+  check(s && s->swept && s->nvalues == 4 && s->line == 13 &&
+            strstr(s->file, "selftest_sweep.cfg"),
+        "value is swept with 4 values, given at selftest_sweep.cfg:13");
+  experiment_free(e);
+  check(e->settings == NULL && e->path == NULL,
+        "experiment_free leaves an empty experiment");
+}
+
+static void include(void) {
+  experiment *e = load("allreduce_include.cfg", NULL, 0, NULL, 0);
+  if (!e) return;
+  check_njobs(e, 2 * 2, "");
+  check_text(e, 0, "warmup", "5");
+  check_text(e, 3, "iters", "20");
+  check_text(e, 1, "backend", "mpi");
+  check_text(e, 1, "world_size", "4");
+  check_text(e, 2, "backend", "nccl");
+  check_text(e, 2, "world_size", "2");
+  const setting *s = param(e, "warmup");
+  check(s && strcmp(s->file, "shared/run.cfg") == 0 && s->line == 4,
+        "warmup comes from the @include, shared/run.cfg:4 (got %s:%d)",
+        s ? s->file : "?", s ? s->line : 0);
+  experiment_free(e);
+}
+
+static void set_overrides(void) {
+  char *fixed[] = {"warmup=7", "run.iters=9"};
+  experiment *e = load("allreduce_include.cfg", fixed, 2, NULL, 0);
+  if (e) {
+    check_njobs(e, 4, " with --set on fixed parameters");
+    check_text(e, 0, "warmup", "7");
+    check_text(e, 3, "iters", "9");
+    const setting *s = param(e, "warmup");
+    check(s && strcmp(s->file, "command line") == 0,
+          "--set records where the value came from");
+    experiment_free(e);
+  }
+  char *swept[] = {"world_size=8"};
+  e = load("allreduce_include.cfg", swept, 1, NULL, 0);
+  if (e) {
+    check_njobs(e, 2, " with --set world_size=8");
+    check(e->nsweep == 1 && !param(e, "world_size")->swept,
+          "--set turns a swept parameter into a fixed one");
+    check_text(e, 0, "world_size", "8");
+    check_text(e, 1, "world_size", "8");
+    check_text(e, 1, "backend", "nccl");
+    experiment_free(e);
+  }
+}
+
+static void only_filters(void) {
+  /* Listed in reverse, and 1024 spelt differently: the file's order and
+   * numeric equality decide. */
+  char *only[] = {"value=1.024e3,0.1"};
+  experiment *e = load("selftest_sweep.cfg", NULL, 0, only, 1);
+  if (e) {
+    check_njobs(e, 3 * 2 * 2, " with --only value=1.024e3,0.1");
+    check_text(e, 0, "value", "0.1");
+    check_text(e, 1, "value", "1024");
+    check_text(e, 2, "world_size", "2");
+    check(param(e, "value")->swept, "--only keeps the parameter swept");
+    experiment_free(e);
+  }
+  char *two[] = {"action=oom", "world_size=2"};
+  char *set[] = {"value=3"};
+  e = load("selftest_sweep.cfg", set, 1, two, 2);
+  if (e) {
+    check_njobs(e, 1, " with --set value=3 --only action=oom,"
+                " --only world_size=2");
+    check_text(e, 0, "action", "oom");
+    check_text(e, 0, "world_size", "2");
+    check_text(e, 0, "value", "3");
+    experiment_free(e);
+  }
+}
+
+/* A failed load reports one line and leaves nothing to free. */
+static void failed_load(void) {
+  experiment e;
+  char path[4200], err[2048] = "";
+  char *only[] = {"world_size=3"};
+  path_of("allreduce_include.cfg", path, sizeof path);
+  int rc = experiment_load(&e, path, NULL, 0, only, 1, err, sizeof err);
+  check(rc == -1 && strncmp(err, "command line: --only world_size=3: ", 35) == 0 &&
+            !strchr(err, '\n'),
+        "--only with a value not in the list fails with one line (%s)", err);
+  check(e.settings == NULL && e.path == NULL && e.name == NULL,
+        "a failed load leaves an empty experiment");
+}
+
+static void format_one(ptype t, long long i, double f, const char *s,
+                       const char *want) {
+  pvalue v;
+  char buf[PVALUE_STR_MAX];
+  memset(&v, 0, sizeof v);
+  v.type = t;
+  v.i = i;
+  v.f = f;
+  snprintf(v.s, sizeof v.s, "%s", s);
+  pvalue_format(&v, buf, sizeof buf);
+  check(strcmp(buf, want) == 0, "pvalue_format %s -> %s (got %s)",
+        ptype_name(t), want, buf);
+}
+
+static void formats(void) {
+  format_one(P_INT, 42, 0, "", "42");
+  format_one(P_INT, -3000000000LL, 0, "", "-3000000000");
+  format_one(P_FLOAT, 0, 1.0, "", "1");
+  format_one(P_FLOAT, 0, 0.1, "", "0.1");
+  format_one(P_FLOAT, 0, 1024.0, "", "1024");
+  format_one(P_FLOAT, 0, 300.0, "", "300");
+  format_one(P_FLOAT, 0, 2.5e-3, "", "0.0025");
+  format_one(P_FLOAT, 0, 1e-7, "", "1e-07");
+  format_one(P_FLOAT, 0, 1.0 / 3.0, "", "0.3333333333333333");
+  format_one(P_FLOAT, 0, -0.0, "", "0");
+  format_one(P_STRING, 0, 0, "nccl", "nccl");
+  format_one(P_BOOL, 1, 0, "", "true");
+  format_one(P_BOOL, 0, 0, "", "false");
+  /* Resume matches rows by these texts: parse(format(x)) must give x. */
+  static const param_def d = {"g", "x", P_FLOAT, -1e300, 1e300, NULL, ""};
+  double xs[] = {0.1, 1.0 / 3.0, 6.02214076e23, 1e-300, 123456.789};
+  int round_trips = 1;
+  for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
+    pvalue v = {.type = P_FLOAT, .f = xs[k]}, back;
+    char buf[PVALUE_STR_MAX], err[256];
+    pvalue_format(&v, buf, sizeof buf);
+    if (pvalue_parse(&d, buf, &back, err, sizeof err) != 0 ||
+        !pvalue_equal(&v, &back))
+      round_trips = 0;
+  }
+  check(round_trips, "float texts read back exactly");
+}
+
+static void parses(void) {
+  static const param_def di = {"run", "warmup", P_INT, 0, 100, NULL, ""};
+  static const param_def df = {"run", "lr", P_FLOAT, 0, 1, NULL, ""};
+  static const char *const ch[] = {"mpi", "nccl", NULL};
+  static const param_def ds = {"run", "backend", P_STRING, 0, 0, ch, ""};
+  static const param_def db = {"run", "flag", P_BOOL, 0, 0, NULL, ""};
+  pvalue v;
+  char err[512];
+  check(pvalue_parse(&df, "1e-3", &v, err, sizeof err) == 0 && v.f == 1e-3,
+        "pvalue_parse float 1e-3");
+  check(pvalue_parse(&di, "12", &v, err, sizeof err) == 0 && v.i == 12,
+        "pvalue_parse integer 12");
+  check(pvalue_parse(&di, "1.5", &v, err, sizeof err) != 0 &&
+            strcmp(err, "warmup must be an integer, got \"1.5\" (allowed: "
+                        "0 .. 100)") == 0,
+        "pvalue_parse rejects 1.5 for an integer (%s)", err);
+  check(pvalue_parse(&di, "101", &v, err, sizeof err) != 0 &&
+            strcmp(err, "warmup = 101 is out of range (allowed: 0 .. 100)") == 0,
+        "pvalue_parse range-checks (%s)", err);
+  check(pvalue_parse(&df, "nan", &v, err, sizeof err) != 0,
+        "pvalue_parse rejects nan for a float");
+  check(pvalue_parse(&ds, "gloo", &v, err, sizeof err) != 0 &&
+            strcmp(err, "backend = \"gloo\" is not allowed (allowed: mpi, "
+                        "nccl)") == 0,
+        "pvalue_parse checks choices (%s)", err);
+  check(pvalue_parse(&db, "true", &v, err, sizeof err) == 0 && v.i == 1,
+        "pvalue_parse bool true");
+}
+
+static void json(void) {
+  experiment *e = load("selftest_sweep.cfg", NULL, 0, NULL, 0);
+  if (!e) return;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) {
+    check(0, "open_memstream");
+    experiment_free(e);
+    return;
+  }
+  experiment_write_json(e, f, 0);
+  fclose(f);
+  check(len > 0 && buf[0] == '{' && buf[len - 1] == '}',
+        "experiment_write_json writes one object (%zu bytes)", len);
+  check(buf && strstr(buf, "\"sweep_order\": [\"action\", \"world_size\", "
+                           "\"value\"]") != NULL,
+        "the JSON lists the sweep order");
+  check(buf && strstr(buf, "\"value\": {\"group\": \"selftest\", \"type\": "
+                           "\"float\"") != NULL &&
+            strstr(buf, "\"sweep\": [0.1, 1, 1024, 0.0025]") != NULL,
+        "the JSON gives each parameter's values");
+  free(buf);
+  experiment_free(e);
+}
+
+static void names(void) {
+  static const char *const run[] = {"world_size", "timeout_s", "warmup",
+                                    "iters"};
+  check(lint_edit_distance("warmpu", "warmup") == 1,
+        "a transposition is one edit");
+  check(lint_nearest("warmpu", run, 4) == 2, "warmpu suggests warmup");
+  check(lint_nearest("x", run, 4) == -1, "x suggests nothing");
+}
+
+int main(void) {
+  const char *top = getenv("top_srcdir");
+  snprintf(good_dir, sizeof good_dir, "%s/tests/config/good",
+           top && *top ? top : ".");
+  static const char *const needed[] = {"selftest_sweep.cfg",
+                                       "allreduce_include.cfg",
+                                       "shared/run.cfg"};
+  for (size_t k = 0; k < sizeof needed / sizeof needed[0]; k++) {
+    char path[4200];
+    path_of(needed[k], path, sizeof path);
+    if (access(path, R_OK) != 0) {
+      fprintf(stderr, "test_sweep: cannot read %s\n", path);
+      return 99;
+    }
+  }
+  if (all_good_load() != 0) return 99;
+  order_and_fixed();
+  include();
+  set_overrides();
+  only_filters();
+  failed_load();
+  formats();
+  parses();
+  json();
+  names();
+  printf("%d passed, %d failed\n", npassed, nfailed);
+  return nfailed ? 1 : 0;
+}

@@ -1,0 +1,73 @@
+/* Job kinds: what a job measures. One file per kind under jobs/ supplies its
+ * parameter table, its metric columns and the routine every worker rank runs.
+ * The runner reads the tables (validation, CSV header, skip decisions); the
+ * worker calls run(). Adding a kind = one file + one line in jobs/registry.c. */
+#ifndef TL_KIND_H
+#define TL_KIND_H
+
+#include "harness/param.h"
+
+struct kind_def;
+
+typedef struct job {
+  const struct kind_def *kind;
+  int index;                    /* position in the expanded job list */
+  pvalue *v;                    /* one value per kind->params entry */
+} job;
+
+/* What a job measured. Rank 0's copy is written to the result file. */
+#define RESULT_MAX_METRICS 64
+typedef struct result {
+  const struct kind_def *kind;
+  double metric[RESULT_MAX_METRICS];   /* NaN = not measured */
+  char message[1024];                  /* notes for an ok row, may be empty */
+} result;
+
+typedef struct kind_def {
+  const char *name;
+  const char *summary;
+  const param_def *params;      /* includes the common ones (COMMON_PARAMS) */
+  int nparams;
+  const char *const *metrics;   /* CSV metric columns, units in the names;
+                                   NULL-terminated */
+  /* GPUs each rank needs for this job (0 or 1): the runner turns a job that
+   * needs more GPUs than the machine has into a "skipped" row. */
+  int (*gpus_per_rank)(const job *j);
+  /* Cross-parameter check beyond each parameter's own range (may be NULL):
+   * returns 0 if the job is valid, else 1 + the index (in params) of the
+   * parameter to blame (its file:line is reported), with "what is wrong
+   * (what is allowed)" in err. */
+  int (*validate)(const job *j, char *err, size_t errlen);
+  /* Runs on every rank inside MPI_Init/Finalize. Returns 0, ERR_FAIL or
+   * ERR_OOM with the message in err_msg(); fills r (rank 0's is kept). */
+  int (*run)(const job *j, result *r);
+} kind_def;
+
+/* Parameters every kind has, first in its table:
+ *   run.world_size  processes (ranks) launched for the job
+ *   run.timeout_s   wall-clock limit; the whole process group is killed */
+#define COMMON_PARAMS                                                        \
+  {"run", "world_size", P_INT, 1, 4096, NULL,                                \
+   "number of processes (ranks) the job is launched with"},                  \
+  {"run", "timeout_s", P_FLOAT, 1, 604800, NULL,                             \
+   "wall-clock limit of the job in seconds; the process group is killed"}
+
+/* The registry (jobs/registry.c). */
+const kind_def *kind_find(const char *name);
+const kind_def *const *kind_all(void);        /* NULL-terminated */
+
+int kind_param_index(const kind_def *k, const char *name);  /* -1 if absent */
+int kind_metric_index(const kind_def *k, const char *name); /* -1 if absent */
+
+/* Typed access to a job's values by leaf name; a wrong name or type is a
+ * programming error and aborts. */
+long long job_int(const job *j, const char *name);
+double job_float(const job *j, const char *name);
+const char *job_str(const job *j, const char *name);
+int job_bool(const job *j, const char *name);
+
+void result_init(result *r, const kind_def *k);
+/* Set a metric by column name; an unknown name aborts (programming error). */
+void result_set(result *r, const char *metric, double value);
+
+#endif

@@ -1,0 +1,633 @@
+/* runner: read an experiment, expand its sweep into jobs, run each job under
+ * the launcher (mpirun by default) and append one CSV row per job.
+ *
+ *   runner [options] EXPERIMENT.cfg
+ *
+ * Flow: validate everything (exit 2 on any mistake, before any job) ->
+ * open the CSV and find the jobs already measured -> for each remaining job:
+ * skip it with a row if this machine cannot run it, else launch, wait with
+ * a timeout, turn the outcome into a row. Exit 1 if any job failed. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/env.h"
+#include "harness/experiment.h"
+#include "harness/launch.h"
+#include "harness/resultfile.h"
+#include "harness/rows.h"
+
+#define MAX_ARGS 256
+
+typedef struct options {
+  int dry_run, force, gpus;       /* gpus: -1 = detect */
+  const char *out_dir, *launcher;
+  char *sets[MAX_ARGS], *onlys[MAX_ARGS];
+  int nsets, nonlys;
+  const char *path;
+} options;
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+static void usage(FILE *f) {
+  fprintf(f,
+"usage: runner [options] EXPERIMENT.cfg\n"
+"Run every job of an experiment's sweep and append a CSV row per job.\n"
+"\n"
+"  -n, --dry-run          print the job count, each job and its launch\n"
+"                         command; run nothing, write nothing\n"
+"  -s, --set NAME=VALUE   override a setting (NAME: leaf or group.name);\n"
+"                         on a swept setting, fixes it to VALUE\n"
+"  -o, --only NAME=V1,V2  run only these values of a swept setting\n"
+"  -f, --force            rerun jobs that already have an ok row\n"
+"  -d, --out-dir DIR      where NAME.csv, NAME.json and logs/ go\n"
+"                         (default: reports/data)\n"
+"  -l, --launcher CMD     launcher command, {np} = world size (default:\n"
+"                         $TRAINLAB_LAUNCHER, else \"%s\");\n"
+"                         \"\" runs the worker directly (world size 1)\n"
+"  -g, --gpus N           GPUs available to jobs (default: detected on\n"
+"                         this machine; set it on a cluster)\n"
+"  -k, --kinds            list the job kinds and their settings\n"
+"  -h, --help             this help\n"
+"  -V, --version          the version\n"
+"\n"
+"Exit status: 0 every job ok or skipped, 1 some job failed, 2 bad input,\n"
+"130 interrupted (rows written so far are kept; rerun to resume).\n",
+          TL_DEFAULT_LAUNCHER);
+}
+
+static void list_kinds(void) {
+  for (const kind_def *const *k = kind_all(); *k; k++) {
+    printf("%s: %s\n", (*k)->name, (*k)->summary);
+    for (int i = 0; i < (*k)->nparams; i++) {
+      char allowed[512];
+      param_allowed(&(*k)->params[i], allowed, sizeof allowed);
+      printf("  %s.%s (%s; %s): %s\n", (*k)->params[i].group,
+             (*k)->params[i].name, ptype_name((*k)->params[i].type), allowed,
+             (*k)->params[i].help);
+    }
+    printf("  metrics:");
+    for (int i = 0; (*k)->metrics[i]; i++) printf(" %s", (*k)->metrics[i]);
+    printf("\n");
+  }
+}
+
+static void parse_options(int argc, char **argv, options *o) {
+  static const struct option longopts[] = {
+      {"dry-run", no_argument, 0, 'n'},   {"set", required_argument, 0, 's'},
+      {"only", required_argument, 0, 'o'}, {"force", no_argument, 0, 'f'},
+      {"out-dir", required_argument, 0, 'd'},
+      {"launcher", required_argument, 0, 'l'},
+      {"gpus", required_argument, 0, 'g'}, {"kinds", no_argument, 0, 'k'},
+      {"help", no_argument, 0, 'h'},      {"version", no_argument, 0, 'V'},
+      {0, 0, 0, 0}};
+  memset(o, 0, sizeof *o);
+  o->gpus = -1;
+  o->out_dir = "reports/data";
+  o->launcher = getenv("TRAINLAB_LAUNCHER");
+  if (!o->launcher) o->launcher = TL_DEFAULT_LAUNCHER;
+  int c;
+  while ((c = getopt_long(argc, argv, "ns:o:fd:l:g:khV", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'n': o->dry_run = 1; break;
+      case 'f': o->force = 1; break;
+      case 'd': o->out_dir = optarg; break;
+      case 'l': o->launcher = optarg; break;
+      case 's':
+        if (o->nsets == MAX_ARGS) { fprintf(stderr, "runner: too many --set\n"); exit(2); }
+        o->sets[o->nsets++] = optarg;
+        break;
+      case 'o':
+        if (o->nonlys == MAX_ARGS) { fprintf(stderr, "runner: too many --only\n"); exit(2); }
+        o->onlys[o->nonlys++] = optarg;
+        break;
+      case 'g': {
+        char *end;
+        long g = strtol(optarg, &end, 10);
+        if (*end || g < 0 || g > 1 << 20) {
+          fprintf(stderr, "runner: --gpus %s: not a GPU count (allowed: 0 or more)\n", optarg);
+          exit(2);
+        }
+        o->gpus = (int)g;
+        break;
+      }
+      case 'k': list_kinds(); exit(0);
+      case 'h': usage(stdout); exit(0);
+      case 'V': printf("runner (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
+      default: usage(stderr); exit(2);
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "runner: %s\n", optind >= argc ? "no experiment file given"
+                                                     : "give exactly one experiment file");
+    usage(stderr);
+    exit(2);
+  }
+  o->path = argv[optind];
+}
+
+/* The worker sits next to the runner in a build tree, else where `make
+ * install` put it. */
+static void find_worker(char *buf, size_t n) {
+  char self[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) {
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(buf, n, "%s/worker", self);
+      if (access(buf, X_OK) == 0) return;
+    }
+  }
+  snprintf(buf, n, "%s/worker", PKGLIBEXECDIR);
+}
+
+/* Commit and dirty flag of the source tree this runner was built from;
+ * result files under reports/data do not make it dirty. */
+static void git_info(char *commit, size_t n, char *dirty, size_t dn) {
+  snprintf(commit, n, "unknown");
+  snprintf(dirty, dn, "unknown");
+  char cmd[PATH_MAX + 128];
+  snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse HEAD 2>/dev/null", TL_SRCDIR);
+  FILE *p = popen(cmd, "r");
+  if (!p) return;
+  char line[128] = "";
+  int ok = fgets(line, sizeof line, p) != NULL;
+  if (pclose(p) != 0 || !ok) return;
+  line[strcspn(line, "\n")] = '\0';
+  snprintf(commit, n, "%s", line);
+  snprintf(cmd, sizeof cmd,
+           "git -C '%s' status --porcelain --untracked-files=no -- . "
+           "':!reports/data' 2>/dev/null", TL_SRCDIR);
+  p = popen(cmd, "r");
+  if (!p) return;
+  int changed = fgets(line, sizeof line, p) != NULL;
+  if (pclose(p) == 0) snprintf(dirty, dn, "%d", changed);
+}
+
+static void utc_now(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+  long t = (long)(s + 0.5);
+  if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* "backend=mpi size_mib=10": the swept values, which tell jobs apart. */
+static void job_label(const experiment *e, const job *j, char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int s = 0; s < e->nsweep && len < n; s++) {
+    int i = e->sweep_order[s];
+    char v[PVALUE_STR_MAX + 32];
+    pvalue_format(&j->v[i], v, sizeof v);
+    len += (size_t)snprintf(buf + len, n - len, "%s%s=%s", s ? " " : "",
+                            e->kind->params[i].name, v);
+  }
+  if (e->nsweep == 0) snprintf(buf, n, "(no sweep)");
+}
+
+/* The worker's arguments for job j: --kind, --result, then name=value. */
+static char **worker_args(const job *j, const char *result_path, int *nargs) {
+  int n = 4 + j->kind->nparams;
+  char **a = calloc((size_t)n + 1, sizeof *a);
+  if (!a) return NULL;
+  a[0] = strdup("--kind");
+  a[1] = strdup(j->kind->name);
+  a[2] = strdup("--result");
+  a[3] = strdup(result_path);
+  for (int i = 0; i < j->kind->nparams; i++) {
+    char v[PVALUE_STR_MAX + 32], kv[PVALUE_STR_MAX + 96];
+    pvalue_format(&j->v[i], v, sizeof v);
+    snprintf(kv, sizeof kv, "%s=%s", j->kind->params[i].name, v);
+    a[4 + i] = strdup(kv);
+  }
+  for (int i = 0; i < n; i++)
+    if (!a[i]) return NULL;
+  *nargs = n;
+  return a;
+}
+
+static void free_args(char **a, int n) {
+  for (int i = 0; a && i < n; i++) free(a[i]);
+  free(a);
+}
+
+/* Why this machine cannot run j, or NULL if it can. */
+static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
+  long long ws = job_int(j, "world_size");
+  int per_rank = j->kind->gpus_per_rank(j);
+#ifndef HAVE_MPI
+  if (ws > 1) {
+    snprintf(buf, n, "this build has no MPI, so only world_size 1 runs");
+    return buf;
+  }
+#endif
+  if (per_rank > 0) {
+#ifndef HAVE_CUDA
+    snprintf(buf, n, "needs GPUs but this build has no CUDA");
+    return buf;
+#endif
+    if (per_rank * ws > gpus) {
+      snprintf(buf, n, "needs %lld GPUs, this machine has %d",
+               per_rank * ws, gpus);
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+static int letters(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z');
+  return n;
+}
+
+/* The likeliest explanation, in the job's log since offset, of a crash that
+ * left no result file: the launcher's line naming a signal if there is
+ * one, else the last line with words in it (not a banner of dashes). */
+static void log_tail(const char *log_path, long from, char *buf, size_t n) {
+  buf[0] = '\0';
+  FILE *f = fopen(log_path, "r");
+  if (!f) return;
+  int have_signal = 0;
+  if (fseek(f, from, SEEK_SET) == 0) {
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\r\n")] = '\0';
+      int is_signal = strstr(line, "signal") != NULL;
+      if (letters(line) >= 3 && (is_signal || !have_signal)) {
+        snprintf(buf, n, "%s", line);
+        have_signal |= is_signal;
+      }
+    }
+  }
+  fclose(f);
+}
+
+typedef struct outcome {
+  char status[16];
+  char message[1024];
+  resultfile rf;          /* rank 0's result when ok */
+} outcome;
+
+/* Turn what the launcher did and the result files into a status. */
+static void judge(const launch_outcome *lo, const char *result_path,
+                  int world_size, const char *log_path, long log_from,
+                  double timeout_s, outcome *o) {
+  memset(o, 0, sizeof *o);
+  char raw[1024];
+  if (resultfile_read(result_path, &o->rf) == 0 && lo->exit_code == 0 &&
+      lo->signo == 0 && !lo->timed_out) {
+    const char *st = resultfile_get(&o->rf, "status");
+    snprintf(o->status, sizeof o->status, "%s", st ? st : "error");
+    const char *msg = resultfile_get(&o->rf, "message");
+    snprintf(o->message, sizeof o->message, "%s", msg ? msg : "");
+    unlink(result_path);
+    return;
+  }
+  unlink(result_path);
+  /* A failing rank left its own file: prefer an oom if any rank had one. */
+  for (int r = 0; r < world_size; r++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s.rank%d", result_path, r);
+    resultfile rf;
+    if (resultfile_read(path, &rf) != 0) continue;
+    const char *st = resultfile_get(&rf, "status");
+    const char *msg = resultfile_get(&rf, "message");
+    if (o->status[0] == '\0' || (st && strcmp(st, "oom") == 0)) {
+      snprintf(o->status, sizeof o->status, "%s", st ? st : "error");
+      snprintf(o->message, sizeof o->message, "rank %d: %s", r, msg ? msg : "");
+    }
+    resultfile_free(&rf);
+    unlink(path);
+  }
+  if (lo->timed_out) {
+    snprintf(o->status, sizeof o->status, "timeout");
+    snprintf(o->message, sizeof o->message,
+             "killed after the %g s limit (run.timeout_s)", timeout_s);
+    return;
+  }
+  if (o->status[0]) return;
+  snprintf(o->status, sizeof o->status, "error");
+  log_tail(log_path, log_from, raw, sizeof raw);
+  if (lo->signo)
+    snprintf(o->message, sizeof o->message, "launcher killed by signal %d (%s)%s%s",
+             lo->signo, strsignal(lo->signo), raw[0] ? ": " : "", raw);
+  else
+    snprintf(o->message, sizeof o->message, "exit status %d without a result%s%s",
+             lo->exit_code, raw[0] ? ": " : "", raw);
+}
+
+/* CSV cells stay plain for gnuplot 5.4, which splits on every comma. */
+static void plain_cell(char *dst, size_t n, const char *s) {
+  text_one_line(dst, n, s);
+  for (char *p = dst; *p; p++) {
+    if (*p == ',') *p = ';';
+    if (*p == '"') *p = '\'';
+  }
+}
+
+static int write_row(rows *rw, const job *j, const char *status,
+                     const char *message, const resultfile *rf,
+                     const env_info *env, const char *commit,
+                     const char *dirty) {
+  char **cells = calloc((size_t)rw->ncols, sizeof *cells);
+  CHECK_ALLOC(cells, (size_t)rw->ncols * sizeof *cells);
+  const kind_def *k = j->kind;
+  int c = 0;
+  char buf[2048];
+  for (int i = 0; i < k->nparams; i++) {
+    pvalue_format(&j->v[i], buf, sizeof buf);
+    cells[c++] = strdup(buf);
+  }
+  for (int i = 0; k->metrics[i]; i++) {
+    char key[128];
+    snprintf(key, sizeof key, "metric.%s", k->metrics[i]);
+    const char *v = rf ? resultfile_get(rf, key) : NULL;
+    cells[c++] = strdup(v ? v : "");
+  }
+  cells[c++] = strdup(status);
+  plain_cell(buf, sizeof buf, message);
+  cells[c++] = strdup(buf);
+  utc_now(buf, sizeof buf);
+  cells[c++] = strdup(buf);
+  for (int i = 0; i < ENV_NCOLS; i++) {
+    char key[128], num[32];
+    snprintf(key, sizeof key, "env.%s", env_columns[i]);
+    /* The worker's own view (what the job actually loaded) wins. */
+    const char *v = rf ? resultfile_get(rf, key) : NULL;
+    plain_cell(buf, sizeof buf, v ? v : env_value(env, i, num, sizeof num));
+    cells[c++] = strdup(buf);
+  }
+  cells[c++] = strdup(commit);
+  cells[c++] = strdup(dirty);
+  cells[c++] = strdup(PACKAGE_VERSION);
+  int rc = 0;
+  for (int i = 0; i < c; i++)
+    if (!cells[i]) rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+  if (rc == 0) rc = rows_append(rw, (const char *const *)cells);
+  for (int i = 0; i < c; i++) free(cells[i]);
+  free(cells);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  return rc;
+}
+
+static int mkdir_p(const char *dir) {
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", dir);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    CHECK_SYS(mkdir(tmp, 0755) == 0 || errno == EEXIST, "cannot create %s", tmp);
+    *p = '/';
+  }
+  CHECK_SYS(mkdir(tmp, 0755) == 0 || errno == EEXIST, "cannot create %s", tmp);
+  return 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* NAME.json beside the CSV: the resolved experiment and this run's setup. */
+static int write_sidecar(const char *path, const experiment *e,
+                         const options *o, const char *worker,
+                         const env_info *env, const char *commit,
+                         const char *dirty) {
+  char tmp[PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  CHECK_SYS(f != NULL, "cannot write %s", tmp);
+  char now[64], num[32];
+  utc_now(now, sizeof now);
+  fprintf(f, "{\n  \"experiment\": ");
+  experiment_write_json(e, f, 2);
+  fprintf(f, ",\n  \"run\": {\n    \"started_utc\": ");
+  json_str(f, now);
+  fprintf(f, ",\n    \"launcher\": ");
+  json_str(f, o->launcher);
+  fprintf(f, ",\n    \"worker\": ");
+  json_str(f, worker);
+  fprintf(f, ",\n    \"force\": %s,\n    \"overrides\": [", o->force ? "true" : "false");
+  for (int i = 0; i < o->nsets; i++) {
+    fprintf(f, "%s\"--set ", i ? ", " : "");
+    fprintf(f, "%s\"", o->sets[i]);
+  }
+  for (int i = 0; i < o->nonlys; i++) {
+    fprintf(f, "%s\"--only ", (i || o->nsets) ? ", " : "");
+    fprintf(f, "%s\"", o->onlys[i]);
+  }
+  fprintf(f, "],\n    \"git_commit\": ");
+  json_str(f, commit);
+  fprintf(f, ",\n    \"git_dirty\": ");
+  json_str(f, dirty);
+  fprintf(f, ",\n    \"runner_version\": ");
+  json_str(f, PACKAGE_VERSION);
+  fprintf(f, "\n  },\n  \"environment\": {");
+  for (int i = 0; i < ENV_NCOLS; i++) {
+    fprintf(f, "%s\n    ", i ? "," : "");
+    json_str(f, env_columns[i]);
+    fprintf(f, ": ");
+    json_str(f, env_value(env, i, num, sizeof num));
+  }
+  fprintf(f, "\n  }\n}\n");
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  CHECK_SYS(!bad, "cannot write %s", tmp);
+  CHECK_SYS(rename(tmp, path) == 0, "cannot rename %s", tmp);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  parse_options(argc, argv, &o);
+
+  experiment e;
+  char err[2048];
+  if (experiment_load(&e, o.path, o.sets, o.nsets, o.onlys, o.nonlys, err,
+                      sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    return 2;
+  }
+  size_t njobs = experiment_njobs(&e);
+  job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
+  pvalue *vals = calloc(njobs * (size_t)e.kind->nparams + 1, sizeof *vals);
+  char *done = calloc(njobs + 1, 1);
+  if (!jobs || !vals || !done) { fprintf(stderr, "runner: out of memory\n"); return 2; }
+  for (size_t i = 0; i < njobs; i++) {
+    jobs[i].v = vals + i * (size_t)e.kind->nparams;
+    experiment_job(&e, i, &jobs[i]);
+  }
+
+  char csv_path[PATH_MAX], json_path[PATH_MAX], log_dir[PATH_MAX],
+      log_path[PATH_MAX], worker[PATH_MAX];
+  snprintf(csv_path, sizeof csv_path, "%s/%s.csv", o.out_dir, e.name);
+  snprintf(json_path, sizeof json_path, "%s/%s.json", o.out_dir, e.name);
+  snprintf(log_dir, sizeof log_dir, "%s/logs", o.out_dir);
+  snprintf(log_path, sizeof log_path, "%s/%s.log", log_dir, e.name);
+  find_worker(worker, sizeof worker);
+
+  if (!o.dry_run && (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0)) {
+    fprintf(stderr, "runner: %s\n", err_msg());
+    return 2;
+  }
+  rows rw;
+  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0) {
+    fprintf(stderr, "runner: %s\n", err_msg());
+    return 2;
+  }
+
+  if (o.dry_run) {
+    size_t ndone = 0;
+    for (size_t i = 0; i < njobs; i++) ndone += done[i];
+    printf("%zu jobs (%zu already measured in %s)\n", njobs, ndone, csv_path);
+    for (size_t i = 0; i < njobs; i++) {
+      char label[1024], res[PATH_MAX], cmd[8192];
+      job_label(&e, &jobs[i], label, sizeof label);
+      snprintf(res, sizeof res, "%s/%s.job%zu.result", log_dir, e.name, i + 1);
+      int nargs = 0;
+      char **args = worker_args(&jobs[i], res, &nargs);
+      char **argv2 = args ? launch_command(o.launcher, (int)job_int(&jobs[i], "world_size"),
+                                           worker, args, nargs) : NULL;
+      if (!argv2) { fprintf(stderr, "runner: out of memory\n"); return 2; }
+      launch_command_text(argv2, cmd, sizeof cmd);
+      printf("[%zu/%zu] %s%s\n    %s\n", i + 1, njobs, label,
+             done[i] ? "  (done)" : "", cmd);
+      launch_command_free(argv2);
+      free_args(args, nargs);
+    }
+    rows_close(&rw);
+    experiment_free(&e);
+    free(jobs); free(vals); free(done);
+    return 0;
+  }
+
+  env_info env;
+  env_probe(&env);
+  if (o.gpus >= 0) env.gpu_count = o.gpus;
+  char commit[128], dirty[16];
+  git_info(commit, sizeof commit, dirty, sizeof dirty);
+  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0) {
+    fprintf(stderr, "runner: %s\n", err_msg());
+    return 2;
+  }
+  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (log_fd < 0) {
+    fprintf(stderr, "runner: cannot open %s: %s\n", log_path, strerror(errno));
+    return 2;
+  }
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+
+  size_t ntodo = 0, nfailed = 0, nskipped = 0, nok = 0;
+  for (size_t i = 0; i < njobs; i++) ntodo += !done[i];
+  fprintf(stderr, "%s: %zu jobs, %zu already measured, %zu to run -> %s\n",
+          e.name, njobs, njobs - ntodo, ntodo, csv_path);
+  double t_start = clock_now_s(), t_launched = 0;
+  size_t nlaunched = 0;
+  int rc = 0;
+  for (size_t i = 0; i < njobs && !stop_requested; i++) {
+    if (done[i]) continue;
+    const job *j = &jobs[i];
+    char label[1024], why[256];
+    job_label(&e, j, label, sizeof label);
+    fprintf(stderr, "[%zu/%zu] %s ... ", i + 1, njobs, label);
+    const char *skip = cannot_run(j, env.gpu_count, why, sizeof why);
+    outcome out;
+    memset(&out, 0, sizeof out);
+    double secs = 0;
+    if (skip) {
+      snprintf(out.status, sizeof out.status, "skipped");
+      snprintf(out.message, sizeof out.message, "%s", skip);
+    } else {
+      char res[PATH_MAX], tag[64], cmd[8192];
+      snprintf(res, sizeof res, "%s/%s.job%zu.result", log_dir, e.name, i + 1);
+      snprintf(tag, sizeof tag, "%d-%zu", (int)getpid(), i + 1);
+      int nargs = 0;
+      char **args = worker_args(j, res, &nargs);
+      char **cmdv = args ? launch_command(o.launcher, (int)job_int(j, "world_size"),
+                                          worker, args, nargs) : NULL;
+      if (!cmdv) { fprintf(stderr, "runner: out of memory\n"); rc = 2; break; }
+      launch_command_text(cmdv, cmd, sizeof cmd);
+      char now[64];
+      utc_now(now, sizeof now);
+      dprintf(log_fd, "=== %s job %zu/%zu %s\n=== %s\n", now, i + 1, njobs, label, cmd);
+      long log_from = lseek(log_fd, 0, SEEK_END);
+      launch_outcome lo;
+      int lrc = launch_run(cmdv, log_fd, job_float(j, "timeout_s"), tag,
+                           &stop_requested, &lo);
+      launch_command_free(cmdv);
+      free_args(args, nargs);
+      if (lrc < 0) { fprintf(stderr, "\nrunner: %s\n", err_msg()); rc = 2; break; }
+      if (lo.interrupted) { fprintf(stderr, "interrupted\n"); break; }
+      secs = lo.seconds;
+      t_launched += secs;
+      nlaunched++;
+      judge(&lo, res, (int)job_int(j, "world_size"), log_path, log_from,
+            job_float(j, "timeout_s"), &out);
+    }
+    if (write_row(&rw, j, out.status, out.message, skip ? NULL : &out.rf, &env,
+                  commit, dirty) < 0) {
+      fprintf(stderr, "\nrunner: %s\n", err_msg());
+      resultfile_free(&out.rf);
+      rc = 2;
+      break;
+    }
+    resultfile_free(&out.rf);
+    if (strcmp(out.status, "ok") == 0) nok++;
+    else if (strcmp(out.status, "skipped") == 0) nskipped++;
+    else nfailed++;
+    /* Remaining time: the mean launched job so far times the jobs left. */
+    size_t left = 0;
+    for (size_t k = i + 1; k < njobs; k++) left += !done[k];
+    char el[32], rem[32];
+    fmt_duration(clock_now_s() - t_start, el, sizeof el);
+    fmt_duration(nlaunched ? t_launched / (double)nlaunched * (double)left : 0, rem, sizeof rem);
+    fprintf(stderr, "%s%s%s (%.1f s) | elapsed %s, ~%s left\n", out.status,
+            out.message[0] ? ": " : "", out.message, secs, el, rem);
+  }
+  close(log_fd);
+  rows_close(&rw);
+  fprintf(stderr, "%s: %zu ok, %zu failed, %zu skipped, %zu already measured -> %s\n",
+          e.name, nok, nfailed, nskipped, njobs - ntodo, csv_path);
+  experiment_free(&e);
+  free(jobs); free(vals); free(done);
+  if (rc) return rc;
+  if (stop_requested) {
+    fprintf(stderr, "interrupted: the rows written so far are kept; run again to resume\n");
+    return 130;
+  }
+  return nfailed ? 1 : 0;
+}

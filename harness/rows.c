@@ -1,0 +1,189 @@
+#include "config.h"
+#include "harness/rows.h"
+
+#include "common/check.h"
+#include "common/env.h"
+#include "harness/csv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const tail_cols[] = {"git_commit", "git_dirty",
+                                        "runner_version"};
+
+int rows_columns(const experiment *e, rows *r) {
+  const kind_def *k = e->kind;
+  int nmetrics = 0;
+  while (k->metrics[nmetrics]) nmetrics++;
+  r->ncols = k->nparams + nmetrics + 3 + ENV_NCOLS + 3;
+  r->cols = calloc((size_t)r->ncols, sizeof *r->cols);
+  CHECK_ALLOC(r->cols, (size_t)r->ncols * sizeof *r->cols);
+  int c = 0;
+  for (int i = 0; i < k->nparams; i++) r->cols[c++] = strdup(k->params[i].name);
+  for (int i = 0; i < nmetrics; i++) r->cols[c++] = strdup(k->metrics[i]);
+  r->cols[c++] = strdup("status");
+  r->cols[c++] = strdup("message");
+  r->cols[c++] = strdup("utc");
+  for (int i = 0; i < ENV_NCOLS; i++) r->cols[c++] = strdup(env_columns[i]);
+  for (int i = 0; i < 3; i++) r->cols[c++] = strdup(tail_cols[i]);
+  for (int i = 0; i < c; i++) CHECK_ALLOC(r->cols[i], 32);
+  /* A metric named like a parameter would make two columns of one name. */
+  for (int i = 0; i < c; i++)
+    for (int j = i + 1; j < c; j++) ASSERT(strcmp(r->cols[i], r->cols[j]) != 0);
+  r->fd = -1;
+  return 0;
+}
+
+char *rows_job_key(const job *j) {
+  size_t cap = 64, len = 0;
+  char *key = malloc(cap);
+  if (!key) return NULL;
+  key[0] = '\0';
+  for (int i = 0; i < j->kind->nparams; i++) {
+    char buf[PVALUE_STR_MAX + 32];
+    pvalue_format(&j->v[i], buf, sizeof buf);
+    size_t need = len + strlen(buf) + 2;
+    if (need > cap) {
+      cap = need * 2;
+      char *k = realloc(key, cap);
+      if (!k) { free(key); return NULL; }
+      key = k;
+    }
+    len += (size_t)sprintf(key + len, "%s%s", i ? "\x1f" : "", buf);
+  }
+  return key;
+}
+
+static char *row_key(char **row, int nparams) {
+  size_t len = 1;
+  for (int i = 0; i < nparams; i++) len += strlen(row[i]) + 1;
+  char *key = malloc(len);
+  if (!key) return NULL;
+  key[0] = '\0';
+  for (int i = 0; i < nparams; i++) {
+    if (i) strcat(key, "\x1f");
+    strcat(key, row[i]);
+  }
+  return key;
+}
+
+static int same_header(const rows *r, const csv_table *t, char *why,
+                       size_t n) {
+  for (int i = 0; i < r->ncols || i < t->ncols; i++) {
+    const char *want = i < r->ncols ? r->cols[i] : "(none)";
+    const char *have = i < t->ncols ? t->header[i] : "(none)";
+    if (strcmp(want, have) != 0) {
+      snprintf(why, n, "column %d is \"%s\", this experiment writes \"%s\"",
+               i + 1, have, want);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int create_with_header(rows *r, const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+  CHECK_SYS(fd >= 0, "cannot create %s", path);
+  int rc = csv_append_row(fd, (const char *const *)r->cols, r->ncols);
+  close(fd);
+  TRY(rc);
+  return 0;
+}
+
+int rows_open(rows *r, const char *path, const experiment *e,
+              const job *jobs, size_t njobs, int force, int dry_run,
+              char *done) {
+  TRY(rows_columns(e, r));
+  r->path = strdup(path);
+  CHECK_ALLOC(r->path, strlen(path));
+  memset(done, 0, njobs);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    CHECK_SYS(errno == ENOENT, "cannot read %s", path);
+    if (dry_run) return 0;
+    TRY(create_with_header(r, path));
+  } else {
+    csv_table t;
+    TRY(csv_read(path, &t));
+    char why[512];
+    if (!same_header(r, &t, why, sizeof why)) {
+      csv_free(&t);
+      FAIL(ERR_FAIL,
+           "%s holds other columns than experiment %s writes (%s); move it "
+           "away or choose another --out-dir",
+           path, e->name, why);
+    }
+    int nparams = e->kind->nparams, status_col = csv_col(&t, "status");
+    char **keys = calloc(njobs ? njobs : 1, sizeof *keys);
+    char *drop = calloc(t.nrows ? t.nrows : 1, 1);
+    int rc = 0;
+    if (!keys || !drop) rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+    for (size_t i = 0; rc == 0 && i < njobs; i++)
+      if (!(keys[i] = rows_job_key(&jobs[i])))
+        rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+    /* A job is done if some row with its key is ok; every row of a job
+     * that will run again is dropped. */
+    for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
+      char *key = row_key(t.rows[row], nparams);
+      if (!key) { rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory"); break; }
+      for (size_t i = 0; i < njobs; i++)
+        if (strcmp(key, keys[i]) == 0 && !force &&
+            strcmp(t.rows[row][status_col], "ok") == 0)
+          done[i] = 1;
+      free(key);
+    }
+    size_t kept = 0;
+    for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
+      char *key = row_key(t.rows[row], nparams);
+      if (!key) { rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory"); break; }
+      for (size_t i = 0; i < njobs; i++)
+        if (!done[i] && strcmp(key, keys[i]) == 0) drop[row] = 1;
+      free(key);
+      kept += !drop[row];
+    }
+    if (rc == 0 && !dry_run && (kept < t.nrows || t.torn)) {
+      /* A view of t without the dropped rows; t still owns the strings. */
+      csv_table keep = t;
+      keep.rows = calloc(kept ? kept : 1, sizeof *keep.rows);
+      if (!keep.rows) {
+        rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+      } else {
+        keep.nrows = 0;
+        for (size_t row = 0; row < t.nrows; row++)
+          if (!drop[row]) keep.rows[keep.nrows++] = t.rows[row];
+        keep.torn = 0;
+        rc = csv_write_file(path, &keep);
+        free(keep.rows);
+      }
+    }
+    for (size_t i = 0; keys && i < njobs; i++) free(keys[i]);
+    free(keys);
+    free(drop);
+    csv_free(&t);
+    if (rc < 0) { err_trace(__FILE__, __LINE__); return rc; }
+  }
+  if (!dry_run) {
+    r->fd = open(path, O_WRONLY | O_APPEND);
+    CHECK_SYS(r->fd >= 0, "cannot open %s for appending", path);
+  }
+  return 0;
+}
+
+int rows_append(rows *r, const char *const *fields) {
+  TRY(csv_append_row(r->fd, fields, r->ncols));
+  return 0;
+}
+
+void rows_close(rows *r) {
+  if (r->fd >= 0) close(r->fd);
+  for (int i = 0; i < r->ncols && r->cols; i++) free(r->cols[i]);
+  free(r->cols);
+  free(r->path);
+  memset(r, 0, sizeof *r);
+  r->fd = -1;
+}

@@ -1,0 +1,37 @@
+/* An experiment's CSV: its columns, the rows already measured, and
+ * appending a row per job as it finishes.
+ *
+ * Columns: the kind's parameters (the job's key), its metrics, status and
+ * message, then provenance (utc, env_columns, git_commit, git_dirty,
+ * runner_version). A job counts as done when a row with the same parameter
+ * values has status ok; reopening drops the rows of the jobs about to run
+ * again (failed, skipped, or all with --force), so no job ever has two rows. */
+#ifndef TL_ROWS_H
+#define TL_ROWS_H
+
+#include <stddef.h>
+
+#include "harness/experiment.h"
+
+typedef struct rows {
+  char *path;
+  int ncols;
+  char **cols;          /* header */
+  int fd;               /* open for appending, -1 for a dry run */
+} rows;
+
+/* The header for experiment e (malloc'd strings; free with rows_close). */
+int rows_columns(const experiment *e, rows *r);
+/* Open path for e. done[i] is set for jobs already measured ok (all zero
+ * with force). Unless dry_run, rewrite the file without the rows of jobs
+ * that will run, then open it for appending (creating it with its header).
+ * Fails with a message if the file's header differs. */
+int rows_open(rows *r, const char *path, const experiment *e,
+              const job *jobs, size_t njobs, int force, int dry_run,
+              char *done);
+int rows_append(rows *r, const char *const *fields);
+void rows_close(rows *r);
+/* The key text of a job: its parameter values joined by '\x1f'. */
+char *rows_job_key(const job *j);
+
+#endif

@@ -1,0 +1,134 @@
+/* The worker: what each rank of a job runs, under the launcher.
+ *
+ *   worker --kind KIND --result PATH name=value ...
+ *
+ * Every parameter of the kind is given (the runner passes the resolved job;
+ * its dry run prints the same command, so a job can be rerun by hand).
+ * Rank 0 writes PATH after all ranks have finished and agreed; a failing
+ * rank writes PATH.rank<R> with its status and message, prints the whole
+ * trace on stderr and aborts the job, so ranks blocked in a collective do
+ * not hang until the timeout. Exit: 0 ok, 2 bad arguments, 3 job failed. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "common/check.h"
+#include "common/env.h"
+#include "harness/kind.h"
+#include "harness/resultfile.h"
+
+static int world_rank = 0, world_size = 1;
+
+static void finish(int code) {
+#ifdef HAVE_MPI
+  if (code == 0)
+    MPI_Finalize();
+  else
+    MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  exit(code);
+}
+
+static void usage_error(const char *fmt, const char *arg) {
+  if (world_rank == 0) {
+    fprintf(stderr, "worker: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr,
+            "\nusage: worker --kind KIND --result PATH name=value ...\n");
+  }
+  finish(2);
+}
+
+/* Fill j from name=value arguments; every parameter exactly once. */
+static void parse_job(const kind_def *k, int argc, char **argv, job *j) {
+  static char seen[256];
+  for (int a = 0; a < argc; a++) {
+    char *eq = strchr(argv[a], '=');
+    if (!eq) usage_error("expected name=value, got \"%s\"", argv[a]);
+    *eq = '\0';
+    int i = kind_param_index(k, argv[a]);
+    if (i < 0) usage_error("unknown parameter \"%s\"", argv[a]);
+    char err[512];
+    if (pvalue_parse(&k->params[i], eq + 1, &j->v[i], err, sizeof err) != 0 ||
+        pvalue_check(&k->params[i], &j->v[i], err, sizeof err) != 0)
+      usage_error("%s", err);
+    seen[i] = 1;
+  }
+  for (int i = 0; i < k->nparams; i++)
+    if (!seen[i]) usage_error("parameter %s not given", k->params[i].name);
+}
+
+static const char *status_of(int rc) {
+  return rc == ERR_OOM ? "oom" : rc < 0 ? "error" : "ok";
+}
+
+int main(int argc, char **argv) {
+#ifdef HAVE_MPI
+  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    fprintf(stderr, "worker: MPI_Init failed\n");
+    return 3;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+#endif
+  const char *kind_name = NULL, *result_path = NULL;
+  int a = 1;
+  for (; a + 1 < argc && strncmp(argv[a], "--", 2) == 0; a += 2) {
+    if (strcmp(argv[a], "--kind") == 0)
+      kind_name = argv[a + 1];
+    else if (strcmp(argv[a], "--result") == 0)
+      result_path = argv[a + 1];
+    else
+      usage_error("unknown option %s", argv[a]);
+  }
+  if (!kind_name || !result_path) usage_error("%s", "missing --kind or --result");
+  const kind_def *k = kind_find(kind_name);
+  if (!k) usage_error("unknown kind \"%s\"", kind_name);
+
+  pvalue *v = calloc((size_t)k->nparams, sizeof *v);
+  if (!v) usage_error("%s", "out of memory");
+  job j = {.kind = k, .index = 0, .v = v};
+  parse_job(k, argc - a, argv + a, &j);
+  if (job_int(&j, "world_size") != world_size) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "world_size=%lld but the launcher started %d",
+             job_int(&j, "world_size"), world_size);
+    usage_error("%s", msg);
+  }
+
+  result r;
+  result_init(&r, k);
+  err_clear();
+  int rc = k->run(&j, &r);
+  if (rc < 0) {
+    char path[4096], line[1024];
+    snprintf(path, sizeof path, "%s.rank%d", result_path, world_rank);
+    err_first_line(line, sizeof line);
+    fprintf(stderr, "worker rank %d: %s: %s\n", world_rank, status_of(rc),
+            err_msg());
+    if (resultfile_write(path, status_of(rc), line, NULL, NULL) < 0)
+      fprintf(stderr, "worker rank %d: %s\n", world_rank, err_msg());
+    finish(3);
+  }
+#ifdef HAVE_MPI
+  /* Agreement: rank 0 reports success only once every rank got here. */
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+  if (world_rank == 0) {
+    env_info env;
+    env_probe(&env);
+    if (resultfile_write(result_path, "ok", r.message, &r, &env) < 0) {
+      fprintf(stderr, "worker: %s\n", err_msg());
+      finish(3);
+    }
+  }
+  free(v);
+  finish(0);
+  return 0;
+}
