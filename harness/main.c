@@ -162,6 +162,15 @@ static void find_worker(char *buf, size_t n) {
 static void git_info(char *commit, size_t n, char *dirty, size_t dn) {
   snprintf(commit, n, "unknown");
   snprintf(dirty, dn, "unknown");
+  /* A copy of the tree without .git (a tarball, a copy sent to a GPU
+   * machine) can be told where it came from. */
+  const char *env_commit = getenv("TRAINLAB_GIT_COMMIT");
+  if (env_commit && *env_commit) {
+    const char *env_dirty = getenv("TRAINLAB_GIT_DIRTY");
+    snprintf(commit, n, "%s", env_commit);
+    snprintf(dirty, dn, "%s", env_dirty && *env_dirty ? env_dirty : "unknown");
+    return;
+  }
   char cmd[PATH_MAX + 128];
   snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse HEAD 2>/dev/null", TL_SRCDIR);
   FILE *p = popen(cmd, "r");
