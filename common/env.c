@@ -54,12 +54,16 @@ static void probe_driver(env_info *e) {
   if (!f) return;
   char line[512];
   if (fgets(line, sizeof line, f)) {
-    const char *p = strstr(line, "Kernel Module");
-    if (p) {
-      p += strlen("Kernel Module");
-      while (*p == ' ' || *p == '\t') p++;
-      char v[64];
-      if (sscanf(p, "%63s", v) == 1) copy(e->driver_version, sizeof e->driver_version, v);
+    /* The first token shaped like 580.159.04: the line's wording varies
+     * ("Kernel Module", "Open Kernel Module for x86_64"). */
+    char *save = NULL;
+    for (char *tok = strtok_r(line, " \t\n", &save); tok;
+         tok = strtok_r(NULL, " \t\n", &save)) {
+      unsigned a, b;
+      if (sscanf(tok, "%u.%u", &a, &b) == 2) {
+        copy(e->driver_version, sizeof e->driver_version, tok);
+        break;
+      }
     }
   }
   fclose(f);

@@ -29,8 +29,14 @@ int resultfile_write(const char *path, const char *status,
   fprintf(f, "status=%s\nmessage=%s\n", status, line);
   if (r) {
     for (int i = 0; r->kind->metrics[i]; i++)
-      if (!isnan(r->metric[i]))
-        fprintf(f, "metric.%s=%.9g\n", r->kind->metrics[i], r->metric[i]);
+      if (!isnan(r->metric[i])) {
+        double v = r->metric[i];
+        /* Counts (bytes, ranks) stay exact integers, never 1.07e+09. */
+        if (v == floor(v) && fabs(v) < 1e15)
+          fprintf(f, "metric.%s=%.0f\n", r->kind->metrics[i], v);
+        else
+          fprintf(f, "metric.%s=%.6g\n", r->kind->metrics[i], v);
+      }
   }
   if (env) {
     char buf[64];
