@@ -24,6 +24,15 @@ md="$scratch/report/writeup.md"
 check "writeup.md written" [ -s "$md" ]
 check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
 check "writeup has a row per measured job" [ "$(grep -c '^| mpi |' "$md")" -eq 4 ]
+# A malformed CSV fails the report and leaves the last good writeup alone.
+cp "$md" "$scratch/good.md"
+echo "1,2,3,too,many,fields$(printf ',x%.0s' $(seq 40))" >> "$csv"
+${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
+  REPORT_OUT="$scratch/report" REPORT_EXPERIMENTS=allreduce:smoke_allreduce \
+  > "$scratch/bad.out" 2>&1
+check "a malformed CSV fails make report" [ $? -ne 0 ]
+check "and says where" grep -q "smoke_allreduce.csv:6:" "$scratch/bad.out"
+check "and keeps the last writeup" cmp -s "$md" "$scratch/good.md"
 if [ -n "${GNUPLOT:-}" ]; then
   check "figure drawn" grep -q "<svg" "$scratch/report/allreduce.svg"
 else

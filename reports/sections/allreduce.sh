@@ -323,6 +323,46 @@ else
   done
 fi
 
+# ---- PyTorch measured beside our rows ---------------------------------------
+
+# reports/anchors/torch_allreduce.py, run under torchrun on the machines our
+# NCCL rows come from, appends DATA/allreduce_torch.csv (same columns as the
+# anchor file, plus utc). Only the main experiment has one.
+torch_csv="$DATA/allreduce_torch.csv"
+if [ -f "$torch_csv" ] && [ "$csv" = "$DATA/allreduce.csv" ]; then
+  "$CSVTOOL" check "$torch_csv" > /dev/null
+  echo "PyTorch measured on the same machines, in the same sessions as our rows"
+  echo "(reports/anchors/torch_allreduce.py under torchrun; 5 warm-ups, then 20"
+  echo "iterations of barrier, all_reduce, synchronize; slowest rank; median;"
+  echo "rows in reports/data/allreduce_torch.csv):"
+  echo
+  echo "| machine | ranks | size | PyTorch median (ms) | ours median (ms) | PyTorch busbw (GB/s) | ours busbw (GB/s) | ours / PyTorch busbw |"
+  echo "|---|--:|---|--:|--:|--:|--:|--:|"
+  tool distinct "$torch_csv" --cols machine,world_size,size_mib \
+      --sort machine,world_size,size_mib |
+  while IFS=: read -r m n s; do
+    [ -n "$m" ] || continue
+    tv() { tool value "$torch_csv" --sort -utc --agg first --where machine="$m" \
+             --where world_size="$n" --where size_mib="$s" "$@"; }
+    pt=$(tv --col time_ms_median --fmt %.3f)
+    pb=$(tv --col busbw_gbps --fmt %.1f)
+    num "PyTorch's measured time" "$pt"
+    num "PyTorch's measured busbw" "$pb"
+    ot=$(latest --col time_ms_median --fmt %.3f --where status=ok --where backend=nccl \
+           --where world_size="$n" --where size_mib="$s" --where machine="$m")
+    ob=$(latest --col busbw_gbps --fmt %.1f --where status=ok --where backend=nccl \
+           --where world_size="$n" --where size_mib="$s" --where machine="$m")
+    if [ -z "$ot" ]; then
+      echo "| $m | $n | $(size_label "$s") | $pt | not measured | $pb | not measured | |"
+    else
+      num "NCCL's median time" "$ot"
+      num "NCCL's busbw" "$ob"
+      echo "| $m | $n | $(size_label "$s") | $pt | $ot | $pb | $ob | $(calc "%.2f" "$ob / $pb") |"
+    fi
+  done
+  echo
+fi
+
 # ---- commentary -----------------------------------------------------------
 
 [ "$nok" -gt 0 ] || exit 0
