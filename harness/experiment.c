@@ -4,6 +4,7 @@
  * becomes one line "file:line: what is wrong (what is allowed)". */
 #include "config.h"
 #include "harness/experiment.h"
+#include "common/json.h"
 #include "harness/lint.h"
 
 #include <errno.h>
@@ -791,19 +792,6 @@ void experiment_free(experiment *e) {
 }
 
 /* ---- JSON --------------------------------------------------------------- */
-
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
 
 static void json_value(FILE *f, const pvalue *v) {
   char text[64];

@@ -25,6 +25,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/json.h"
 #include "harness/experiment.h"
 #include "harness/launch.h"
 #include "harness/resultfile.h"
@@ -415,16 +416,6 @@ static int mkdir_p(const char *dir) {
   return 0;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-    else fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 /* NAME.json beside the CSV: the resolved experiment and this run's setup. */
 static int write_sidecar(const char *path, const experiment *e,
                          const options *o, const char *worker,
@@ -439,32 +430,31 @@ static int write_sidecar(const char *path, const experiment *e,
   fprintf(f, "{\n  \"experiment\": ");
   experiment_write_json(e, f, 2);
   fprintf(f, ",\n  \"run\": {\n    \"started_utc\": ");
-  json_str(f, now);
+  json_string(f, now);
   fprintf(f, ",\n    \"launcher\": ");
-  json_str(f, o->launcher);
+  json_string(f, o->launcher);
   fprintf(f, ",\n    \"worker\": ");
-  json_str(f, worker);
+  json_string(f, worker);
   fprintf(f, ",\n    \"force\": %s,\n    \"overrides\": [", o->force ? "true" : "false");
-  for (int i = 0; i < o->nsets; i++) {
-    fprintf(f, "%s\"--set ", i ? ", " : "");
-    fprintf(f, "%s\"", o->sets[i]);
-  }
-  for (int i = 0; i < o->nonlys; i++) {
-    fprintf(f, "%s\"--only ", (i || o->nsets) ? ", " : "");
-    fprintf(f, "%s\"", o->onlys[i]);
+  for (int i = 0; i < o->nsets + o->nonlys; i++) {
+    char arg[1024];
+    snprintf(arg, sizeof arg, "%s %s", i < o->nsets ? "--set" : "--only",
+             i < o->nsets ? o->sets[i] : o->onlys[i - o->nsets]);
+    fprintf(f, "%s", i ? ", " : "");
+    json_string(f, arg);
   }
   fprintf(f, "],\n    \"git_commit\": ");
-  json_str(f, commit);
+  json_string(f, commit);
   fprintf(f, ",\n    \"git_dirty\": ");
-  json_str(f, dirty);
+  json_string(f, dirty);
   fprintf(f, ",\n    \"runner_version\": ");
-  json_str(f, PACKAGE_VERSION);
+  json_string(f, PACKAGE_VERSION);
   fprintf(f, "\n  },\n  \"environment\": {");
   for (int i = 0; i < ENV_NCOLS; i++) {
     fprintf(f, "%s\n    ", i ? "," : "");
-    json_str(f, env_columns[i]);
+    json_string(f, env_columns[i]);
     fprintf(f, ": ");
-    json_str(f, env_value(env, i, num, sizeof num));
+    json_string(f, env_value(env, i, num, sizeof num));
   }
   fprintf(f, "\n  }\n}\n");
   int bad = ferror(f);
