@@ -1,0 +1,155 @@
+/* The compute interface the model is written against. One engine = one
+ * backend instance: the CPU engine (plain C loops, OpenMP; the readable
+ * reference) or, later, the CUDA engine (cuBLAS + own kernels on a stream).
+ * model/ calls only these functions and never says which engine it has.
+ *
+ * Conventions
+ * - Pointers are engine memory (eng_alloc): host memory on the CPU engine,
+ *   device memory on CUDA. Operations are ordered on the engine's stream and
+ *   may return before they finish; eng_sync waits. Every call returns 0 or a
+ *   negative ERR_* code (common/check.h) with the message in err_msg().
+ * - Tensors are row-major and contiguous unless a leading dimension is given.
+ *   Shapes use B batch, T sequence, H heads, Dh head dim, D = H*Dh model dim,
+ *   F ffn dim, V vocabulary, N = B*T rows.
+ * - Precision: activations, gradients, master weights and optimizer state are
+ *   fp32 (DT_F32). Matrix products take a `compute` dtype: DT_F32 is true fp32;
+ *   DT_BF16 / DT_F16 mean low-precision inputs with fp32 accumulation and
+ *   output (the CPU engine supports DT_F32 only and says so for the others).
+ * - Backward rule: an operation's input gradient is WRITTEN (=); a parameter
+ *   gradient is ACCUMULATED (+=) so gradient buffers can be zeroed once per
+ *   step; residual sums are explicit k_add calls in the model. */
+#ifndef TL_KERNELS_H
+#define TL_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DT_F32, DT_BF16, DT_F16 } dtype;
+const char *dtype_name(dtype t);
+size_t dtype_size(dtype t);
+
+typedef struct engine engine;
+
+/* ---- engines ------------------------------------------------------------ */
+/* threads <= 0: OpenMP's default. */
+int engine_cpu_create(engine **out, int threads);
+void engine_destroy(engine *e);
+const char *engine_name(const engine *e);     /* "cpu", "cuda" */
+
+/* Memory. Every allocation carries a tag ("params", "grads", "adam_m",
+ * "act.attn_scores", "workspace", ...): the engine keeps bytes in use and the
+ * peak, in total and per tag, so memory can be accounted per tensor. */
+int eng_alloc(engine *e, size_t bytes, const char *tag, void **p);
+void eng_free(engine *e, void *p);
+int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes);
+int eng_download(engine *e, void *host_dst, const void *src, size_t bytes);
+int eng_memset0(engine *e, void *p, size_t bytes);
+int eng_sync(engine *e);
+size_t eng_bytes_in_use(const engine *e);
+size_t eng_peak_bytes(const engine *e);
+void eng_reset_peak(engine *e);
+/* Calls fn(tag, bytes_in_use, peak_bytes) for each tag seen. */
+void eng_tags(const engine *e,
+              void (*fn)(const char *tag, size_t in_use, size_t peak, void *arg),
+              void *arg);
+
+/* ---- matrix products ---------------------------------------------------- */
+/* C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, row-major; op(X) is X or
+ * X^T as trans_x says; lda/ldb/ldc are the row strides of A, B, C as stored.
+ * Linear layer y = x W^T: k_matmul(e, 0, 1, N, Dout, Din, 1, x, Din, W, Din,
+ * 0, y, Dout, DT_F32). */
+int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
+             float alpha, const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc, dtype compute);
+/* The same for `batch` independent products, operand i at A + i*stride_a,
+ * and likewise for B and C (attention over B*H heads). */
+int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                     float alpha, const float *A, int lda, long long stride_a,
+                     const float *B, int ldb, long long stride_b, float beta,
+                     float *C, int ldc, long long stride_c, int batch,
+                     dtype compute);
+
+/* ---- embedding ---------------------------------------------------------- */
+/* out[i,:] = table[ids[i],:] for i < n; table [V, D]. ids are engine memory. */
+int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
+                    float *out, int n, int d, int vocab);
+/* dtable[ids[i],:] += dout[i,:] (repeated ids accumulate). */
+int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
+                    float *dtable, int n, int d, int vocab);
+
+/* ---- RMSNorm ------------------------------------------------------------ */
+/* y[i,:] = x[i,:] * rstd[i] * g, rstd[i] = 1/sqrt(mean_j x[i,j]^2 + eps);
+ * rstd [n] is saved for backward. x, y [n, d]; y may not alias x. */
+int k_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
+                  float *rstd, int n, int d, float eps);
+/* dx = rstd*(g*dy) - x * rstd^3 * mean_j(g*dy*x) (written);
+ * dg += sum_i dy * x * rstd (accumulated). */
+int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
+                  const float *rstd, float *dx, float *dg, int n, int d);
+
+/* ---- rotary position embedding ------------------------------------------ */
+/* In place on x [B, H, T, Dh] (heads already split): for each pair
+ * (x[2j], x[2j+1]) at position t, rotate by angle t * theta^(-2j/Dh).
+ * inverse = 1 rotates by the negative angle: the backward pass. */
+int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
+           float theta, int inverse);
+
+/* ---- head layout --------------------------------------------------------- */
+/* y [B, H, T, Dh] from x [B, T, H*Dh] (split) and back (merge). */
+int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
+                  int heads, int dh);
+int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
+                  int heads, int dh);
+
+/* ---- causal softmax (materialised attention) ----------------------------- */
+/* For `rows` = B*H matrices S [T, T]: P[i,j] = softmax_j(scale * S[i,j]) over
+ * j <= i, and P[i,j] = 0 for j > i. S and P may alias. */
+int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
+                         int seq, float scale);
+/* dS = scale * P * (dP - rowsum(dP * P)) (written); dS may alias dP. */
+int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
+                         float *dS, int mats, int seq, float scale);
+
+/* ---- SwiGLU gate ---------------------------------------------------------- */
+/* h = silu(a) * b elementwise, silu(z) = z * sigmoid(z); n elements. */
+int k_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
+                 size_t n);
+/* da = dh * b * silu'(a), db = dh * silu(a) (written). */
+int k_swiglu_bwd(engine *e, const float *dh, const float *a, const float *b,
+                 float *da, float *db, size_t n);
+
+/* ---- cross-entropy --------------------------------------------------------- */
+/* losses[i] = logsumexp(logits[i,:]) - logits[i, targets[i]], lse[i] saved;
+ * logits [n, V]. The mean is the caller's (download losses, sum). */
+int k_cross_entropy_fwd(engine *e, const float *logits,
+                        const int32_t *targets, float *losses, float *lse,
+                        int n, int vocab);
+/* dlogits[i,:] = scale * (softmax(logits[i,:]) - onehot(targets[i]))
+ * (written); scale = 1/n for a mean loss. dlogits may alias logits. */
+int k_cross_entropy_bwd(engine *e, const float *logits,
+                        const int32_t *targets, const float *lse,
+                        float *dlogits, int n, int vocab, float scale);
+
+/* ---- optimizer -------------------------------------------------------------- */
+/* The course's AdamW, step t >= 1, over n elements:
+ *   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   p -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps). */
+int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
+            size_t n, float lr, float b1, float b2, float eps, float wd,
+            long long t);
+
+/* ---- elementwise ---------------------------------------------------------- */
+int k_add(engine *e, const float *a, const float *b, float *out, size_t n);
+int k_scale(engine *e, float *x, float s, size_t n);          /* x *= s */
+/* dst (dtype dt) = src (dtype st), n elements, round to nearest even. */
+int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
+           size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

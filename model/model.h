@@ -1,0 +1,92 @@
+/* The course's Transformer LM (shared/spec/model.md) on any engine.
+ *
+ * Parameters, gradients and the two AdamW moments each live in ONE engine
+ * allocation laid out from the size table (model_layout); every tensor is a
+ * named view (offset, shape) carrying the reference's state_dict name, so
+ * checkpointing, flattened all-reduce, buckets and sharding are offsets into
+ * one buffer. Activations saved for backward are a second table of named
+ * views over one allocation, so memory is accounted per tensor. */
+#ifndef TL_MODEL_H
+#define TL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+typedef struct model_config {
+  int vocab, d_model, d_ff, layers, heads;
+  float rope_theta;   /* 10000 */
+  float norm_eps;     /* 1e-5 */
+} model_config;
+
+/* Named sizes of model.md (small, medium, large, xl, 2.7B, 10B) with vocab
+ * 10000, plus tiny ones for tests and CI ("tiny": vocab 64, d 32, d_ff 48,
+ * 2 layers, 4 heads; "nano": vocab 16, d 8, d_ff 12, 1 layer, 2 heads).
+ * Returns -1 for an unknown name. */
+int model_config_by_name(const char *name, model_config *c);
+const char *const *model_size_names(void);     /* NULL-terminated */
+/* 0, or -1 with "what is wrong (what is allowed)" in err (heads divide
+ * d_model, d_head even for RoPE, every size positive). */
+int model_config_check(const model_config *c, char *err, size_t n);
+
+/* One named tensor of a flat buffer. */
+typedef struct tensor_view {
+  char name[64];      /* "layers.3.attn.q_proj.weight" */
+  size_t offset;      /* in elements from the buffer start */
+  size_t numel;
+  int ndim;
+  int shape[2];
+} tensor_view;
+
+/* The parameter table, in the reference's state_dict order. Computed from
+ * the config alone (no allocation), so the counts of the big sizes can be
+ * checked anywhere. *views is malloc'd; the caller frees it. */
+int model_layout(const model_config *c, tensor_view **views, int *nviews,
+                 size_t *nparams);
+size_t model_param_count(const model_config *c);
+
+typedef struct adamw_config {
+  float lr, beta1, beta2, eps, weight_decay;  /* 1e-3, .9, .999, 1e-8, .01 */
+} adamw_config;
+adamw_config adamw_defaults(void);
+
+typedef struct model model;
+
+/* Allocate parameters, gradients, AdamW state and activations for batches of
+ * at most `batch` sequences of `seq` tokens on engine e. `compute` is the
+ * matrix-product precision (kernels.h). ERR_OOM if memory runs out. */
+int model_create(model **out, engine *e, const model_config *c, int batch,
+                 int seq, dtype compute);
+void model_destroy(model *m);
+const model_config *model_get_config(const model *m);
+
+/* Seeded initialisation by model.md's rules (truncated normals, ones). */
+int model_init(model *m, uint64_t seed);
+
+/* The flat buffers (engine memory) and their table. */
+float *model_params(model *m);
+float *model_grads(model *m);
+size_t model_nparams(const model *m);
+const tensor_view *model_views(const model *m, int *nviews);
+const tensor_view *model_view(const model *m, const char *name);
+
+/* Activations saved by forward for backward: name, bytes; for accounting. */
+const tensor_view *model_activations(const model *m, int *n);
+
+/* Forward on ids [batch, seq] (host arrays, copied to the engine), with
+ * targets the next tokens: mean cross-entropy into *loss (host). targets may
+ * be NULL for a forward without loss (logits only). `b`, `t` at most the
+ * sizes given to model_create. */
+int model_forward(model *m, const int32_t *ids, const int32_t *targets,
+                  int b, int t, float *loss);
+/* Logits [b, t, V] of the last forward (engine memory). */
+const float *model_logits(const model *m);
+/* Zero all gradients. */
+int model_zero_grad(model *m);
+/* Backward of the last forward's mean loss: ACCUMULATES into the gradients. */
+int model_backward(model *m);
+/* One AdamW step over all parameters (step counter kept by the model). */
+int model_adamw_step(model *m, const adamw_config *o);
+
+#endif
