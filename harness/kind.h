@@ -21,6 +21,9 @@ typedef struct result {
   const struct kind_def *kind;
   double metric[RESULT_MAX_METRICS];   /* NaN = not measured */
   char message[1024];                  /* notes for an ok row, may be empty */
+  /* Per-step samples behind the metrics ("fwd_ms=1.2 1.3 ..." lines): the
+   * runner keeps them in NAME.samples.jsonl beside the CSV. */
+  char samples[32768];
 } result;
 
 typedef struct kind_def {
@@ -69,5 +72,7 @@ int job_bool(const job *j, const char *name);
 void result_init(result *r, const kind_def *k);
 /* Set a metric by column name; an unknown name aborts (programming error). */
 void result_set(result *r, const char *metric, double value);
+/* Record the n samples behind a metric under `name` (e.g. "fwd_ms"). */
+void result_samples(result *r, const char *name, const double *v, int n);
 
 #endif

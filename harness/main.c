@@ -403,6 +403,51 @@ static int write_row(rows *rw, const job *j, const char *status,
   return rc;
 }
 
+/* NAME.samples.jsonl: one JSON object per job that recorded samples (its
+ * settings, when, and each sample list). A rerun appends a newer line; the
+ * latest utc is the one that matches the CSV row. */
+static int write_samples(const char *path, const job *j, const resultfile *rf) {
+  int any = 0;
+  for (int i = 0; i < rf->n; i++) any |= strncmp(rf->key[i], "sample.", 7) == 0;
+  if (!any) return 0;
+  FILE *f = fopen(path, "a");
+  CHECK_SYS(f != NULL, "cannot append to %s", path);
+  char buf[PVALUE_STR_MAX + 32], now[64];
+  utc_now(now, sizeof now);
+  fprintf(f, "{\"utc\": ");
+  json_string(f, now);
+  fprintf(f, ", \"job\": {");
+  for (int i = 0; i < j->kind->nparams; i++) {
+    pvalue_format(&j->v[i], buf, sizeof buf);
+    fprintf(f, "%s", i ? ", " : "");
+    json_string(f, j->kind->params[i].name);
+    fprintf(f, ": ");
+    json_string(f, buf);
+  }
+  fprintf(f, "}, \"samples\": {");
+  int first = 1;
+  for (int i = 0; i < rf->n; i++) {
+    if (strncmp(rf->key[i], "sample.", 7) != 0) continue;
+    fprintf(f, "%s", first ? "" : ", ");
+    first = 0;
+    json_string(f, rf->key[i] + 7);
+    fprintf(f, ": [");
+    /* The values are numbers written by %g: copy them, comma-separated. */
+    int k = 0;
+    for (const char *p = rf->value[i]; *p;) {
+      size_t len = strcspn(p, " ");
+      if (len) fprintf(f, "%s%.*s", k++ ? ", " : "", (int)len, p);
+      p += len + (p[len] == ' ');
+    }
+    fprintf(f, "]");
+  }
+  fprintf(f, "}}\n");
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  CHECK_SYS(!bad, "cannot append to %s", path);
+  return 0;
+}
+
 static int mkdir_p(const char *dir) {
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s", dir);
@@ -485,10 +530,12 @@ int main(int argc, char **argv) {
     experiment_job(&e, i, &jobs[i]);
   }
 
-  char csv_path[PATH_MAX], json_path[PATH_MAX], log_dir[PATH_MAX],
+  char csv_path[PATH_MAX], json_path[PATH_MAX], samples_path[PATH_MAX],
+      log_dir[PATH_MAX],
       log_path[PATH_MAX], worker[PATH_MAX];
   snprintf(csv_path, sizeof csv_path, "%s/%s.csv", o.out_dir, e.name);
   snprintf(json_path, sizeof json_path, "%s/%s.json", o.out_dir, e.name);
+  snprintf(samples_path, sizeof samples_path, "%s/%s.samples.jsonl", o.out_dir, e.name);
   snprintf(log_dir, sizeof log_dir, "%s/logs", o.out_dir);
   snprintf(log_path, sizeof log_path, "%s/%s.log", log_dir, e.name);
   find_worker(worker, sizeof worker);
@@ -599,6 +646,13 @@ int main(int argc, char **argv) {
     }
     if (write_row(&rw, j, out.status, out.message, skip ? NULL : &out.rf, &env,
                   commit, dirty) < 0) {
+      fprintf(stderr, "\nrunner: %s\n", err_msg());
+      resultfile_free(&out.rf);
+      rc = 2;
+      break;
+    }
+    if (!skip && strcmp(out.status, "ok") == 0 &&
+        write_samples(samples_path, j, &out.rf) < 0) {
       fprintf(stderr, "\nrunner: %s\n", err_msg());
       resultfile_free(&out.rf);
       rc = 2;

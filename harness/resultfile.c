@@ -38,6 +38,15 @@ int resultfile_write(const char *path, const char *status,
           fprintf(f, "metric.%s=%.6g\n", r->kind->metrics[i], v);
       }
   }
+  if (r) {
+    /* "name=v v v" lines become "sample.name=v v v". */
+    const char *p = r->samples;
+    while (*p) {
+      size_t len = strcspn(p, "\n");
+      fprintf(f, "sample.%.*s\n", (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+  }
   if (env) {
     char buf[64];
     for (int c = 0; c < ENV_NCOLS; c++) {

@@ -49,6 +49,18 @@ void result_init(result *r, const kind_def *k) {
   for (int i = 0; i < RESULT_MAX_METRICS; i++) r->metric[i] = NAN;
 }
 
+void result_samples(result *r, const char *name, const double *v, int n) {
+  size_t len = strlen(r->samples);
+  int w = snprintf(r->samples + len, sizeof r->samples - len, "%s=", name);
+  for (int i = 0; i < n && w > 0; i++) {
+    len = strlen(r->samples);
+    w = snprintf(r->samples + len, sizeof r->samples - len, "%s%.6g",
+                 i ? " " : "", v[i]);
+  }
+  len = strlen(r->samples);
+  if (len + 1 < sizeof r->samples) strcat(r->samples, "\n");
+}
+
 void result_set(result *r, const char *metric, double value) {
   int i = kind_metric_index(r->kind, metric);
   if (i < 0) {
