@@ -550,6 +550,10 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  env_info env;
+  env_probe(&env);
+  if (o.gpus >= 0) env.gpu_count = o.gpus;
+
   if (o.dry_run) {
     size_t ndone = 0;
     for (size_t i = 0; i < njobs; i++) ndone += done[i];
@@ -564,8 +568,11 @@ int main(int argc, char **argv) {
                                            worker, args, nargs) : NULL;
       if (!argv2) { fprintf(stderr, "runner: out of memory\n"); return 2; }
       launch_command_text(argv2, cmd, sizeof cmd);
-      printf("[%zu/%zu] %s%s\n    %s\n", i + 1, njobs, label,
-             done[i] ? "  (done)" : "", cmd);
+      char why[256], note[300] = "";
+      const char *skip = cannot_run(&jobs[i], env.gpu_count, why, sizeof why);
+      if (done[i]) snprintf(note, sizeof note, "  (done)");
+      else if (skip) snprintf(note, sizeof note, "  (would be skipped: %s)", skip);
+      printf("[%zu/%zu] %s%s\n    %s\n", i + 1, njobs, label, note, cmd);
       launch_command_free(argv2);
       free_args(args, nargs);
     }
@@ -575,9 +582,6 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  env_info env;
-  env_probe(&env);
-  if (o.gpus >= 0) env.gpu_count = o.gpus;
   char commit[128], dirty[16];
   git_info(commit, sizeof commit, dirty, sizeof dirty);
   if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0) {
