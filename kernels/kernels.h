@@ -106,7 +106,7 @@ int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh);
 
 /* ---- causal softmax (materialised attention) ----------------------------- */
-/* For `rows` = B*H matrices S [T, T]: P[i,j] = softmax_j(scale * S[i,j]) over
+/* For `mats` = B*H matrices S [T, T]: P[i,j] = softmax_j(scale * S[i,j]) over
  * j <= i, and P[i,j] = 0 for j > i. S and P may alias. */
 int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
                          int seq, float scale);

@@ -1,0 +1,33 @@
+/* The course's AdamW (shared/spec/model.md) on the CPU, step t >= 1, over n
+ * elements of parameters p, gradients g and moments m, v:
+ *
+ *   p -= lr * wd * p
+ *   m  = b1 * m + (1 - b1) * g
+ *   v  = b2 * v + (1 - b2) * g^2
+ *   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+ *
+ * The bias-corrected step size is computed once in double, each element's
+ * update in double and stored in fp32. Elements are independent. */
+#include "config.h"
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+
+int cpu_adamw(engine *e, float *p, const float *g, float *m, float *v,
+              size_t n, float lr, float b1, float b2, float eps, float wd,
+              long long t) {
+  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
+                (1.0 - pow(b1, (double)t));
+  double decay = 1.0 - (double)lr * wd;
+  double b1d = b1, b2d = b2;
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    double gi = g[i];
+    double mi = b1d * m[i] + (1.0 - b1d) * gi;
+    double vi = b2d * v[i] + (1.0 - b2d) * gi * gi;
+    m[i] = (float)mi;
+    v[i] = (float)vi;
+    p[i] = (float)(p[i] * decay - step * mi / (sqrt(vi) + eps));
+  }
+  return 0;
+}

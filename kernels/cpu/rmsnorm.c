@@ -1,0 +1,62 @@
+/* RMSNorm on the CPU; x, y, dy, dx [n,d], g, dg [d], rstd [n].
+ *
+ *   forward   rstd[i] = 1/sqrt(mean_j x[i,j]^2 + eps)
+ *             y[i,j]  = x[i,j] * rstd[i] * g[j]          (rstd saved)
+ *   backward  dx[i,j] = rstd[i]*g[j]*dy[i,j]
+ *                       - x[i,j] * rstd[i]^3 * mean_k(g[k]*dy[i,k]*x[i,k])
+ *                                                        (written)
+ *             dg[j]  += sum_i dy[i,j] * x[i,j] * rstd[i] (accumulated)
+ *
+ * The row means are summed in double (this is the reference engine), and
+ * so are the column sums of dg. Rows are independent: parallel over rows;
+ * dg is parallel over columns, each thread summing its columns over all
+ * rows in order. */
+#include "config.h"
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+
+enum { COLS = 64 };   /* columns per parallel block of dg */
+
+int cpu_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
+                    float *rstd, int n, int d, float eps) {
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (int i = 0; i < n; i++) {
+    const float *xi = x + (size_t)i * d;
+    float *yi = y + (size_t)i * d;
+    double ss = 0.0;
+    for (int j = 0; j < d; j++) ss += (double)xi[j] * xi[j];
+    double r = 1.0 / sqrt(ss / d + (double)eps);
+    for (int j = 0; j < d; j++) yi[j] = (float)(xi[j] * r * g[j]);
+    rstd[i] = (float)r;
+  }
+  return 0;
+}
+
+int cpu_rmsnorm_bwd(engine *e, const float *dy, const float *x,
+                    const float *g, const float *rstd, float *dx, float *dg,
+                    int n, int d) {
+  /* dg first (dx may be dy's buffer), by blocks of columns so the rows are
+   * read in order. */
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (int j0 = 0; j0 < d; j0 += COLS) {
+    int nj = j0 + COLS < d ? COLS : d - j0;
+    double s[COLS] = {0};
+    for (int i = 0; i < n; i++) {
+      const float *dyi = dy + (size_t)i * d + j0, *xi = x + (size_t)i * d + j0;
+      for (int j = 0; j < nj; j++) s[j] += (double)dyi[j] * xi[j] * rstd[i];
+    }
+    for (int j = 0; j < nj; j++) dg[j0 + j] += (float)s[j];
+  }
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (int i = 0; i < n; i++) {
+    const float *dyi = dy + (size_t)i * d, *xi = x + (size_t)i * d;
+    float *dxi = dx + (size_t)i * d;
+    double r = rstd[i], dot = 0.0;
+    for (int j = 0; j < d; j++) dot += (double)g[j] * dyi[j] * xi[j];
+    double c = r * r * r * (dot / d);
+    for (int j = 0; j < d; j++)
+      dxi[j] = (float)(r * g[j] * dyi[j] - xi[j] * c);
+  }
+  return 0;
+}

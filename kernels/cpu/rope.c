@@ -1,0 +1,47 @@
+/* Rotary position embedding on the CPU, in place on x [B, H, T, Dh].
+ *
+ * For position t and pair j < Dh/2, with angle a = t * theta^(-2j/Dh):
+ *   x'[2j]   = x[2j] cos a - x[2j+1] sin a
+ *   x'[2j+1] = x[2j] sin a + x[2j+1] cos a
+ * inverse = 1 rotates by -a: the transpose of the rotation, which is the
+ * backward pass (dx = R^T dy) as well as the inverse.
+ *
+ * The cos/sin table [T, Dh/2] is computed once per call in double; rows
+ * (b, h, t) are independent and run in parallel. */
+#include "config.h"
+#include "kernels/cpu/cpu.h"
+#include "common/check.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int cpu_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
+             float theta, int inverse) {
+  int half = dh / 2;
+  size_t entries = (size_t)seq * half;
+  double *cs = malloc(2 * entries * sizeof *cs);   /* [T, Dh/2] cos, sin */
+  CHECK_ALLOC(cs, 2 * entries * sizeof *cs);
+  double sign = inverse ? -1.0 : 1.0;
+  for (int j = 0; j < half; j++) {
+    double freq = pow((double)theta, -2.0 * j / dh);
+    for (int t = 0; t < seq; t++) {
+      double a = t * freq;
+      cs[2 * ((size_t)t * half + j)] = cos(a);
+      cs[2 * ((size_t)t * half + j) + 1] = sign * sin(a);
+    }
+  }
+  long long rows = (long long)batch * heads * seq;
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (long long r = 0; r < rows; r++) {
+    float *xr = x + (size_t)r * dh;
+    const double *c = cs + 2 * (size_t)(r % seq) * half;
+    for (int j = 0; j < half; j++) {
+      double x0 = xr[2 * j], x1 = xr[2 * j + 1];
+      double co = c[2 * j], si = c[2 * j + 1];
+      xr[2 * j] = (float)(x0 * co - x1 * si);
+      xr[2 * j + 1] = (float)(x0 * si + x1 * co);
+    }
+  }
+  free(cs);
+  return 0;
+}

@@ -1,0 +1,462 @@
+/* The backend-independent half of the compute interface: dtype names and
+ * sizes, engine teardown, the memory accounting (bytes in use and peak, in
+ * total and per tag), and the k_* entry points, which check the arguments
+ * alike for every engine and then dispatch through the engine's ops table
+ * (engine_internal.h).
+ *
+ * A bad argument is reported with FAIL ("k_matmul: lda=3 < k=5 ...") rather
+ * than an abort, so a misconfigured job ends as a failed row with the
+ * reason. A call with no work (a zero size) returns 0 without reaching the
+ * backend. */
+#include "config.h"
+#include "kernels/engine_internal.h"
+#include "common/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtypes ---------------------------------------------------------------- */
+
+const char *dtype_name(dtype t) {
+  switch (t) {
+  case DT_F32: return "f32";
+  case DT_BF16: return "bf16";
+  case DT_F16: return "f16";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(dtype t) {
+  switch (t) {
+  case DT_F32: return 4;
+  case DT_BF16: return 2;
+  case DT_F16: return 2;
+  }
+  ASSERT(!"unknown dtype");
+  return 0;
+}
+
+static int dtype_known(dtype t) {
+  return t == DT_F32 || t == DT_BF16 || t == DT_F16;
+}
+
+/* ---- engines ---------------------------------------------------------------- */
+
+void engine_destroy(engine *e) {
+  if (!e) return;
+  /* Whatever the caller left allocated goes back too. */
+  for (int i = 0; i < e->nblocks; i++) e->ops->free(e, e->blocks[i].p);
+  e->ops->destroy(e);
+  for (int i = 0; i < e->ntags; i++) free(e->tags[i].name);
+  free(e->tags);
+  free(e->blocks);
+  free(e);
+}
+
+const char *engine_name(const engine *e) { return e->ops->name; }
+
+/* ---- memory and its accounting -------------------------------------------- */
+
+/* Index of tag `name`, added if new; -1 when the table cannot grow. */
+static int tag_index(engine *e, const char *name) {
+  for (int i = 0; i < e->ntags; i++)
+    if (strcmp(e->tags[i].name, name) == 0) return i;
+  if (e->ntags == e->cap_tags) {
+    int cap = e->cap_tags ? 2 * e->cap_tags : 16;
+    eng_tag *t = realloc(e->tags, (size_t)cap * sizeof *t);
+    if (!t) return -1;
+    e->tags = t;
+    e->cap_tags = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return -1;
+  e->tags[e->ntags] = (eng_tag){copy, 0, 0};
+  return e->ntags++;
+}
+
+int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
+  *p = NULL;
+  if (!tag) tag = "(untagged)";
+  /* Room in the tables first, so a recorded allocation cannot fail. */
+  int ti = tag_index(e, tag);
+  if (ti < 0)
+    FAIL(ERR_OOM, "out of host memory recording an allocation (tag %s)", tag);
+  if (e->nblocks == e->cap_blocks) {
+    int cap = e->cap_blocks ? 2 * e->cap_blocks : 64;
+    eng_block *b = realloc(e->blocks, (size_t)cap * sizeof *b);
+    if (!b)
+      FAIL(ERR_OOM, "out of host memory recording an allocation (tag %s)",
+           tag);
+    e->blocks = b;
+    e->cap_blocks = cap;
+  }
+  TRY(e->ops->alloc(e, bytes, tag, p));
+  e->blocks[e->nblocks++] = (eng_block){*p, bytes, ti};
+  eng_tag *t = &e->tags[ti];
+  e->in_use += bytes;
+  t->in_use += bytes;
+  if (e->in_use > e->peak) e->peak = e->in_use;
+  if (t->in_use > t->peak) t->peak = t->in_use;
+  return 0;
+}
+
+void eng_free(engine *e, void *p) {
+  if (!p) return;
+  int i = e->nblocks - 1;   /* newest first: frees often mirror allocs */
+  while (i >= 0 && e->blocks[i].p != p) i--;
+  ASSERT(i >= 0 && "eng_free of a pointer eng_alloc did not return");
+  e->in_use -= e->blocks[i].bytes;
+  e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
+  e->blocks[i] = e->blocks[--e->nblocks];
+  e->ops->free(e, p);
+}
+
+int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (!dst || !host_src) FAIL(ERR_FAIL, "eng_upload: NULL buffer");
+  TRY(e->ops->upload(e, dst, host_src, bytes));
+  return 0;
+}
+
+int eng_download(engine *e, void *host_dst, const void *src, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (!host_dst || !src) FAIL(ERR_FAIL, "eng_download: NULL buffer");
+  TRY(e->ops->download(e, host_dst, src, bytes));
+  return 0;
+}
+
+int eng_memset0(engine *e, void *p, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (!p) FAIL(ERR_FAIL, "eng_memset0: NULL buffer");
+  TRY(e->ops->memset0(e, p, bytes));
+  return 0;
+}
+
+int eng_sync(engine *e) {
+  TRY(e->ops->sync(e));
+  return 0;
+}
+
+size_t eng_bytes_in_use(const engine *e) { return e->in_use; }
+size_t eng_peak_bytes(const engine *e) { return e->peak; }
+
+void eng_reset_peak(engine *e) {
+  e->peak = e->in_use;
+  for (int i = 0; i < e->ntags; i++) e->tags[i].peak = e->tags[i].in_use;
+}
+
+void eng_tags(const engine *e,
+              void (*fn)(const char *tag, size_t in_use, size_t peak,
+                         void *arg),
+              void *arg) {
+  for (int i = 0; i < e->ntags; i++)
+    fn(e->tags[i].name, e->tags[i].in_use, e->tags[i].peak, arg);
+}
+
+/* ---- argument checks -------------------------------------------------------- */
+
+#define NEED(cond, ...)                                                      \
+  do {                                                                       \
+    if (!(cond)) FAIL(ERR_FAIL, __VA_ARGS__);                                \
+  } while (0)
+/* Sizes of an op must be >= 0; buffers non-NULL (checked when there is
+ * work, after the early return). */
+#define NEED_SIZE(op, x) NEED((x) >= 0, op ": " #x "=%lld must be >= 0", \
+                              (long long)(x))
+#define NEED_BUF(op, p) NEED((p) != NULL, op ": " #p " is NULL")
+
+/* ---- matrix products ---------------------------------------------------------- */
+
+/* Shapes and strides of one product, shared by the plain and batched calls:
+ * A is stored [m,k] (ta=0) or [k,m] (ta=1), B [k,n] or [n,k], C [m,n]. */
+static int check_matmul(const char *op, int ta, int tb, int m, int n, int k,
+                        int lda, int ldb, int ldc, dtype compute) {
+  if (m < 0 || n < 0 || k < 0)
+    FAIL(ERR_FAIL, "%s: m=%d n=%d k=%d: sizes must be >= 0", op, m, n, k);
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    FAIL(ERR_FAIL, "%s: trans_a=%d trans_b=%d must be 0 or 1", op, ta, tb);
+  int acols = ta ? m : k, bcols = tb ? k : n;
+  if (lda < (acols > 1 ? acols : 1))
+    FAIL(ERR_FAIL, "%s: lda=%d < %d, the columns of A as stored (%s)", op,
+         lda, acols, ta ? "[k,m], trans_a=1" : "[m,k]");
+  if (ldb < (bcols > 1 ? bcols : 1))
+    FAIL(ERR_FAIL, "%s: ldb=%d < %d, the columns of B as stored (%s)", op,
+         ldb, bcols, tb ? "[n,k], trans_b=1" : "[k,n]");
+  if (ldc < (n > 1 ? n : 1))
+    FAIL(ERR_FAIL, "%s: ldc=%d < n=%d", op, ldc, n);
+  if (!dtype_known(compute))
+    FAIL(ERR_FAIL, "%s: unknown compute dtype %d", op, (int)compute);
+  return 0;
+}
+
+int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
+             float alpha, const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc, dtype compute) {
+  TRY(check_matmul("k_matmul", trans_a, trans_b, m, n, k, lda, ldb, ldc,
+                   compute));
+  if (m == 0 || n == 0) return 0;
+  NEED_BUF("k_matmul", C);
+  if (k > 0) { NEED_BUF("k_matmul", A); NEED_BUF("k_matmul", B); }
+  TRY(e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
+                     beta, C, ldc, compute));
+  return 0;
+}
+
+int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                     float alpha, const float *A, int lda, long long stride_a,
+                     const float *B, int ldb, long long stride_b, float beta,
+                     float *C, int ldc, long long stride_c, int batch,
+                     dtype compute) {
+  TRY(check_matmul("k_matmul_batched", trans_a, trans_b, m, n, k, lda, ldb,
+                   ldc, compute));
+  NEED_SIZE("k_matmul_batched", batch);
+  NEED(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
+       "k_matmul_batched: strides %lld %lld %lld must be >= 0", stride_a,
+       stride_b, stride_c);
+  /* The outputs of different products must not overlap. */
+  NEED(batch <= 1 || stride_c >= (long long)(m - 1) * ldc + n,
+       "k_matmul_batched: stride_c=%lld makes outputs overlap (need >= %lld)",
+       stride_c, (long long)(m - 1) * ldc + n);
+  if (m == 0 || n == 0 || batch == 0) return 0;
+  NEED_BUF("k_matmul_batched", C);
+  if (k > 0) { NEED_BUF("k_matmul_batched", A); NEED_BUF("k_matmul_batched", B); }
+  TRY(e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
+                             stride_a, B, ldb, stride_b, beta, C, ldc,
+                             stride_c, batch, compute));
+  return 0;
+}
+
+/* ---- embedding -------------------------------------------------------------- */
+
+int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
+                    float *out, int n, int d, int vocab) {
+  NEED_SIZE("k_embedding_fwd", n);
+  NEED_SIZE("k_embedding_fwd", d);
+  NEED(vocab > 0, "k_embedding_fwd: vocab=%d must be > 0", vocab);
+  if (n == 0 || d == 0) return 0;
+  NEED_BUF("k_embedding_fwd", ids);
+  NEED_BUF("k_embedding_fwd", table);
+  NEED_BUF("k_embedding_fwd", out);
+  TRY(e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
+  return 0;
+}
+
+int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
+                    float *dtable, int n, int d, int vocab) {
+  NEED_SIZE("k_embedding_bwd", n);
+  NEED_SIZE("k_embedding_bwd", d);
+  NEED(vocab > 0, "k_embedding_bwd: vocab=%d must be > 0", vocab);
+  if (n == 0 || d == 0) return 0;
+  NEED_BUF("k_embedding_bwd", ids);
+  NEED_BUF("k_embedding_bwd", dout);
+  NEED_BUF("k_embedding_bwd", dtable);
+  TRY(e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
+  return 0;
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------ */
+
+int k_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
+                  float *rstd, int n, int d, float eps) {
+  NEED_SIZE("k_rmsnorm_fwd", n);
+  NEED(d > 0, "k_rmsnorm_fwd: d=%d must be > 0", d);
+  NEED(eps >= 0, "k_rmsnorm_fwd: eps=%g must be >= 0", (double)eps);
+  if (n == 0) return 0;
+  NEED_BUF("k_rmsnorm_fwd", x);
+  NEED_BUF("k_rmsnorm_fwd", g);
+  NEED_BUF("k_rmsnorm_fwd", y);
+  NEED_BUF("k_rmsnorm_fwd", rstd);
+  NEED(y != x, "k_rmsnorm_fwd: y may not alias x");
+  TRY(e->ops->rmsnorm_fwd(e, x, g, y, rstd, n, d, eps));
+  return 0;
+}
+
+int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
+                  const float *rstd, float *dx, float *dg, int n, int d) {
+  NEED_SIZE("k_rmsnorm_bwd", n);
+  NEED(d > 0, "k_rmsnorm_bwd: d=%d must be > 0", d);
+  if (n == 0) return 0;
+  NEED_BUF("k_rmsnorm_bwd", dy);
+  NEED_BUF("k_rmsnorm_bwd", x);
+  NEED_BUF("k_rmsnorm_bwd", g);
+  NEED_BUF("k_rmsnorm_bwd", rstd);
+  NEED_BUF("k_rmsnorm_bwd", dx);
+  NEED_BUF("k_rmsnorm_bwd", dg);
+  NEED(dx != x, "k_rmsnorm_bwd: dx may not alias x");
+  TRY(e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
+  return 0;
+}
+
+/* ---- RoPE and head layout ------------------------------------------------------ */
+
+int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
+           float theta, int inverse) {
+  NEED_SIZE("k_rope", batch);
+  NEED_SIZE("k_rope", heads);
+  NEED_SIZE("k_rope", seq);
+  NEED(dh > 0 && dh % 2 == 0, "k_rope: dh=%d must be even and > 0", dh);
+  NEED(theta > 0, "k_rope: theta=%g must be > 0", (double)theta);
+  NEED(inverse == 0 || inverse == 1, "k_rope: inverse=%d must be 0 or 1",
+       inverse);
+  if (batch == 0 || heads == 0 || seq == 0) return 0;
+  NEED_BUF("k_rope", x);
+  TRY(e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
+  return 0;
+}
+
+static int check_heads(const char *op, const float *x, const float *y,
+                       int batch, int seq, int heads, int dh) {
+  if (batch < 0 || seq < 0 || heads < 0 || dh < 0)
+    FAIL(ERR_FAIL, "%s: batch=%d seq=%d heads=%d dh=%d must be >= 0", op,
+         batch, seq, heads, dh);
+  if ((long long)batch * seq * heads * dh == 0) return 0;
+  if (!x || !y) FAIL(ERR_FAIL, "%s: NULL buffer", op);
+  if (x == y) FAIL(ERR_FAIL, "%s: y may not alias x", op);
+  return 0;
+}
+
+int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
+                  int heads, int dh) {
+  TRY(check_heads("k_split_heads", x, y, batch, seq, heads, dh));
+  if ((long long)batch * seq * heads * dh == 0) return 0;
+  TRY(e->ops->split_heads(e, x, y, batch, seq, heads, dh));
+  return 0;
+}
+
+int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
+                  int heads, int dh) {
+  TRY(check_heads("k_merge_heads", x, y, batch, seq, heads, dh));
+  if ((long long)batch * seq * heads * dh == 0) return 0;
+  TRY(e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
+  return 0;
+}
+
+/* ---- causal softmax ------------------------------------------------------------- */
+
+int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
+                         int seq, float scale) {
+  NEED_SIZE("k_softmax_causal_fwd", mats);
+  NEED_SIZE("k_softmax_causal_fwd", seq);
+  if (mats == 0 || seq == 0) return 0;
+  NEED_BUF("k_softmax_causal_fwd", S);
+  NEED_BUF("k_softmax_causal_fwd", P);
+  TRY(e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
+  return 0;
+}
+
+int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
+                         float *dS, int mats, int seq, float scale) {
+  NEED_SIZE("k_softmax_causal_bwd", mats);
+  NEED_SIZE("k_softmax_causal_bwd", seq);
+  if (mats == 0 || seq == 0) return 0;
+  NEED_BUF("k_softmax_causal_bwd", P);
+  NEED_BUF("k_softmax_causal_bwd", dP);
+  NEED_BUF("k_softmax_causal_bwd", dS);
+  TRY(e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
+  return 0;
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------------ */
+
+int k_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
+                 size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_swiglu_fwd", a);
+  NEED_BUF("k_swiglu_fwd", b);
+  NEED_BUF("k_swiglu_fwd", h);
+  TRY(e->ops->swiglu_fwd(e, a, b, h, n));
+  return 0;
+}
+
+int k_swiglu_bwd(engine *e, const float *dh, const float *a, const float *b,
+                 float *da, float *db, size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_swiglu_bwd", dh);
+  NEED_BUF("k_swiglu_bwd", a);
+  NEED_BUF("k_swiglu_bwd", b);
+  NEED_BUF("k_swiglu_bwd", da);
+  NEED_BUF("k_swiglu_bwd", db);
+  NEED(da != db, "k_swiglu_bwd: da and db may not alias");
+  TRY(e->ops->swiglu_bwd(e, dh, a, b, da, db, n));
+  return 0;
+}
+
+/* ---- cross-entropy ---------------------------------------------------------------- */
+
+int k_cross_entropy_fwd(engine *e, const float *logits,
+                        const int32_t *targets, float *losses, float *lse,
+                        int n, int vocab) {
+  NEED_SIZE("k_cross_entropy_fwd", n);
+  NEED(vocab > 0, "k_cross_entropy_fwd: vocab=%d must be > 0", vocab);
+  if (n == 0) return 0;
+  NEED_BUF("k_cross_entropy_fwd", logits);
+  NEED_BUF("k_cross_entropy_fwd", targets);
+  NEED_BUF("k_cross_entropy_fwd", losses);
+  NEED_BUF("k_cross_entropy_fwd", lse);
+  TRY(e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
+  return 0;
+}
+
+int k_cross_entropy_bwd(engine *e, const float *logits,
+                        const int32_t *targets, const float *lse,
+                        float *dlogits, int n, int vocab, float scale) {
+  NEED_SIZE("k_cross_entropy_bwd", n);
+  NEED(vocab > 0, "k_cross_entropy_bwd: vocab=%d must be > 0", vocab);
+  if (n == 0) return 0;
+  NEED_BUF("k_cross_entropy_bwd", logits);
+  NEED_BUF("k_cross_entropy_bwd", targets);
+  NEED_BUF("k_cross_entropy_bwd", lse);
+  NEED_BUF("k_cross_entropy_bwd", dlogits);
+  TRY(e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
+                                scale));
+  return 0;
+}
+
+/* ---- optimizer ------------------------------------------------------------------------ */
+
+int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
+            size_t n, float lr, float b1, float b2, float eps, float wd,
+            long long t) {
+  NEED(t >= 1, "k_adamw: step t=%lld must be >= 1", t);
+  NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
+       "k_adamw: betas (%g, %g) must be in [0, 1)", (double)b1, (double)b2);
+  if (n == 0) return 0;
+  NEED_BUF("k_adamw", p);
+  NEED_BUF("k_adamw", g);
+  NEED_BUF("k_adamw", m);
+  NEED_BUF("k_adamw", v);
+  TRY(e->ops->adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+  return 0;
+}
+
+/* ---- elementwise ------------------------------------------------------------------------ */
+
+int k_add(engine *e, const float *a, const float *b, float *out, size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_add", a);
+  NEED_BUF("k_add", b);
+  NEED_BUF("k_add", out);
+  TRY(e->ops->add(e, a, b, out, n));
+  return 0;
+}
+
+int k_scale(engine *e, float *x, float s, size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_scale", x);
+  TRY(e->ops->scale(e, x, s, n));
+  return 0;
+}
+
+int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
+           size_t n) {
+  NEED(dtype_known(st) && dtype_known(dt), "k_cast: unknown dtype (%d -> %d)",
+       (int)st, (int)dt);
+  if (n == 0) return 0;
+  NEED_BUF("k_cast", src);
+  NEED_BUF("k_cast", dst);
+  NEED(src != dst || st == dt,
+       "k_cast: %s -> %s may not be in place (src == dst)", dtype_name(st),
+       dtype_name(dt));
+  TRY(e->ops->cast(e, src, st, dst, dt, n));
+  return 0;
+}
