@@ -6,10 +6,12 @@
 #include <string.h>
 
 extern const kind_def kind_allreduce;
+extern const kind_def kind_lm;
 extern const kind_def kind_selftest;
 
 static const kind_def *const kinds[] = {
     &kind_allreduce,
+    &kind_lm,
     &kind_selftest,
     NULL,
 };

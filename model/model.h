@@ -61,7 +61,10 @@ int model_create(model **out, engine *e, const model_config *c, int batch,
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 
-/* Seeded initialisation by model.md's rules (truncated normals, ones). */
+/* Seeded initialisation by model.md's rules (truncated normals, ones),
+ * from the portable generator of model/rng.h: the same seed gives the same
+ * weights on every machine and engine. Also zeroes the gradients and the
+ * AdamW state and resets the step counter. */
 int model_init(model *m, uint64_t seed);
 
 /* The flat buffers (engine memory) and their table. */
@@ -71,7 +74,10 @@ size_t model_nparams(const model *m);
 const tensor_view *model_views(const model *m, int *nviews);
 const tensor_view *model_view(const model *m, const char *name);
 
-/* Activations saved by forward for backward: name, bytes; for accounting. */
+/* The activation table: named views (offset, numel, shape in elements)
+ * tiling the one "activations" allocation, sized for (batch, seq) of
+ * model_create: what forward saves for backward ("layers.3.attn.scores")
+ * and the scratch buffers shared by all layers ("scratch.*"). */
 const tensor_view *model_activations(const model *m, int *n);
 
 /* Forward on ids [batch, seq] (host arrays, copied to the engine), with
@@ -80,11 +86,13 @@ const tensor_view *model_activations(const model *m, int *n);
  * sizes given to model_create. */
 int model_forward(model *m, const int32_t *ids, const int32_t *targets,
                   int b, int t, float *loss);
-/* Logits [b, t, V] of the last forward (engine memory). */
+/* Logits [b, t, V] of the last forward (engine memory); valid until
+ * model_backward, which overwrites them with their gradient. */
 const float *model_logits(const model *m);
 /* Zero all gradients. */
 int model_zero_grad(model *m);
-/* Backward of the last forward's mean loss: ACCUMULATES into the gradients. */
+/* Backward of the last forward's mean loss: ACCUMULATES into the gradients.
+ * Needs a forward with targets since the last backward. */
 int model_backward(model *m);
 /* One AdamW step over all parameters (step counter kept by the model). */
 int model_adamw_step(model *m, const adamw_config *o);

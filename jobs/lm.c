@@ -1,0 +1,238 @@
+/* Job kind `lm`: time the Transformer LM of model.md on one rank
+ * (the handout's benchmarking_script).
+ *
+ * Each step runs on a fresh random batch (seeded): forward with the mean
+ * cross-entropy; for forward_backward also zero_grad + backward; for
+ * train_step also one AdamW step. Every phase ends with eng_sync before its
+ * clock is read, so a phase's time is its own work, as torch.cuda.synchronize
+ * does in the handout. `warmup` steps run first and are not timed; the means
+ * and standard deviations are over the `steps` timed steps, whose samples go
+ * to the experiment's .samples.jsonl. The model is sized by name (model.md's
+ * table, plus tiny / nano) or by explicit dimensions "D/F/L/H". */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "harness/kind.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+static const char *const backends[] = {"cpu", NULL};
+static const char *const modes[] = {"forward", "forward_backward",
+                                    "train_step", NULL};
+static const char *const precisions[] = {"fp32", NULL};
+
+static const param_def params[] = {
+    COMMON_PARAMS,
+    {"run", "backend", P_STRING, 0, 0, backends,
+     "compute engine (the CUDA engine is not built yet)"},
+    {"run", "mode", P_STRING, 0, 0, modes,
+     "what a timed step does: forward; + backward; + AdamW step"},
+    {"run", "precision", P_STRING, 0, 0, precisions,
+     "matrix-product precision"},
+    {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
+    {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
+    {"run", "threads", P_INT, 0, 4096, NULL,
+     "CPU engine threads (0: OpenMP's default)"},
+    {"run", "seed", P_INT, 0, 2147483647, NULL,
+     "seed of the initial weights and the random batches"},
+    {"model", "size", P_STRING, 0, 0, NULL,
+     "a size of model.md (small, medium, large, xl, 2.7B, 10B), tiny or "
+     "nano, or explicit dimensions D/F/L/H (d_model/d_ff/layers/heads)"},
+    {"model", "vocab", P_INT, 2, 1 << 24, NULL, "vocabulary size"},
+    {"model", "context", P_INT, 1, 1 << 20, NULL,
+     "context length: tokens per sequence"},
+    {"model", "batch", P_INT, 1, 1 << 20, NULL, "sequences per step"},
+};
+
+static const char *const metrics[] = {
+    "params",       "tokens_per_step", "fwd_ms_mean",  "fwd_ms_std",
+    "bwd_ms_mean",  "bwd_ms_std",      "opt_ms_mean",  "opt_ms_std",
+    "step_ms_mean", "step_ms_std",     "tokens_per_s", "loss_first",
+    "loss_last",    "engine_peak_mib", "peak_rss_mib", NULL,
+};
+
+/* "small" or "768/3072/12/12", with the job's vocabulary. */
+static int parse_size(const job *j, model_config *c, char *err, size_t n) {
+  const char *s = job_str(j, "size");
+  int d, f, l, h;
+  char tail;
+  if (model_config_by_name(s, c) == 0) {
+    /* named sizes fix the architecture; the experiment sets the vocabulary */
+  } else if (sscanf(s, "%d/%d/%d/%d%c", &d, &f, &l, &h, &tail) == 4) {
+    model_config_by_name("nano", c);
+    c->d_model = d;
+    c->d_ff = f;
+    c->layers = l;
+    c->heads = h;
+  } else {
+    char names[256] = "";
+    for (const char *const *p = model_size_names(); *p; p++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+               p == model_size_names() ? "" : ", ", *p);
+    snprintf(err, n,
+             "size = \"%s\" is not a model size (allowed: %s, or D/F/L/H)", s,
+             names);
+    return -1;
+  }
+  c->vocab = (int)job_int(j, "vocab");
+  return model_config_check(c, err, n);
+}
+
+static int gpus_per_rank(const job *j) {
+  (void)j;
+  return 0;
+}
+
+static int validate(const job *j, char *err, size_t n) {
+  model_config c;
+  if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
+  if (job_int(j, "world_size") != 1) {
+    snprintf(err, n, "world_size = %lld, but an lm job runs on one rank "
+             "(allowed: 1)", job_int(j, "world_size"));
+    return 1 + kind_param_index(j->kind, "world_size");
+  }
+  return 0;
+}
+
+static void stats(const double *v, int n, double *mean, double *std) {
+  double s = 0, ss = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  *mean = s / n;
+  for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+  *std = n > 1 ? sqrt(ss / (n - 1)) : NAN;
+}
+
+/* splitmix64: the batches' tokens, reproducible from the seed. */
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+typedef struct timings {
+  double *fwd, *bwd, *opt, *step, *loss;
+} timings;
+
+static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
+                    int32_t *tgt, int b, int t, int vocab, uint64_t *rng,
+                    timings *tm, int k) {
+  for (int i = 0; i < b * t; i++) {
+    ids[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
+    tgt[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
+  }
+  float loss = 0;
+  double t0 = clock_now_s();
+  TRY(model_forward(m, ids, tgt, b, t, &loss));
+  TRY(eng_sync(e));
+  double t1 = clock_now_s(), t2 = t1, t3 = t1;
+  if (strcmp(mode, "forward") != 0) {
+    TRY(model_zero_grad(m));
+    TRY(model_backward(m));
+    TRY(eng_sync(e));
+    t2 = t3 = clock_now_s();
+  }
+  if (strcmp(mode, "train_step") == 0) {
+    adamw_config o = adamw_defaults();
+    TRY(model_adamw_step(m, &o));
+    TRY(eng_sync(e));
+    t3 = clock_now_s();
+  }
+  if (tm && k >= 0) {
+    tm->fwd[k] = (t1 - t0) * 1e3;
+    tm->bwd[k] = (t2 - t1) * 1e3;
+    tm->opt[k] = (t3 - t2) * 1e3;
+    tm->step[k] = (t3 - t0) * 1e3;
+    tm->loss[k] = loss;
+  }
+  return 0;
+}
+
+static int run(const job *j, result *r) {
+  model_config c;
+  char err[512];
+  if (parse_size(j, &c, err, sizeof err) != 0) FAIL(ERR_FAIL, "%s", err);
+  int b = (int)job_int(j, "batch"), t = (int)job_int(j, "context");
+  int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
+  const char *mode = job_str(j, "mode");
+  uint64_t rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+
+  engine *e = NULL;
+  model *m = NULL;
+  int32_t *ids = malloc(sizeof *ids * (size_t)b * (size_t)t);
+  int32_t *tgt = malloc(sizeof *tgt * (size_t)b * (size_t)t);
+  double *buf = calloc((size_t)steps * 5, sizeof *buf);
+  int rc = 0;
+  if (!ids || !tgt || !buf) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
+    goto done;
+  }
+  timings tm = {buf, buf + steps, buf + 2 * steps, buf + 3 * steps, buf + 4 * steps};
+  if ((rc = engine_cpu_create(&e, (int)job_int(j, "threads"))) < 0) goto fail;
+  if ((rc = model_create(&m, e, &c, b, t, DT_F32)) < 0) goto fail;
+  if ((rc = model_init(m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
+  for (int k = 0; k < warmup; k++)
+    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
+  for (int k = 0; k < steps; k++)
+    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, &tm, k)) < 0) goto fail;
+
+  double mean, sd;
+  result_set(r, "params", (double)model_nparams(m));
+  result_set(r, "tokens_per_step", (double)b * t);
+  stats(tm.fwd, steps, &mean, &sd);
+  result_set(r, "fwd_ms_mean", mean);
+  result_set(r, "fwd_ms_std", sd);
+  if (strcmp(mode, "forward") != 0) {
+    stats(tm.bwd, steps, &mean, &sd);
+    result_set(r, "bwd_ms_mean", mean);
+    result_set(r, "bwd_ms_std", sd);
+  }
+  if (strcmp(mode, "train_step") == 0) {
+    stats(tm.opt, steps, &mean, &sd);
+    result_set(r, "opt_ms_mean", mean);
+    result_set(r, "opt_ms_std", sd);
+  }
+  stats(tm.step, steps, &mean, &sd);
+  result_set(r, "step_ms_mean", mean);
+  result_set(r, "step_ms_std", sd);
+  result_set(r, "tokens_per_s", (double)b * t / (mean / 1e3));
+  result_set(r, "loss_first", tm.loss[0]);
+  result_set(r, "loss_last", tm.loss[steps - 1]);
+  result_set(r, "engine_peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    result_set(r, "peak_rss_mib", (double)ru.ru_maxrss / 1024.0);
+  result_samples(r, "fwd_ms", tm.fwd, steps);
+  if (strcmp(mode, "forward") != 0) result_samples(r, "bwd_ms", tm.bwd, steps);
+  if (strcmp(mode, "train_step") == 0) result_samples(r, "opt_ms", tm.opt, steps);
+  result_samples(r, "step_ms", tm.step, steps);
+  result_samples(r, "loss", tm.loss, steps);
+  goto done;
+fail:
+  err_trace(__FILE__, __LINE__);
+done:
+  if (m) model_destroy(m);
+  if (e) engine_destroy(e);
+  free(ids);
+  free(tgt);
+  free(buf);
+  return rc;
+}
+
+const kind_def kind_lm = {
+    .name = "lm",
+    .summary = "time forward / backward / AdamW of model.md's Transformer LM",
+    .params = params,
+    .nparams = (int)(sizeof params / sizeof params[0]),
+    .metrics = metrics,
+    .gpus_per_rank = gpus_per_rank,
+    .validate = validate,
+    .run = run,
+};

@@ -1,0 +1,160 @@
+/* Backward: forward.c's list of calls in reverse, each op differentiated by
+ * hand with the kernels' backward functions.
+ *
+ * Rule (kernels.h): parameter gradients are ACCUMULATED (+=, beta = 1 in the
+ * weight-gradient products, dg in k_rmsnorm_bwd, k_embedding_bwd), so
+ * model_zero_grad once per step and several backwards (gradient
+ * accumulation) simply add. Gradients of activations are OVERWRITTEN (=):
+ * every scratch.* buffer is written before it is read.
+ *
+ * The gradient of the residual stream lives in one of three [N, D] buffers
+ * (scratch.grad_residual, scratch.grad_norm, scratch.tmp) that rotate
+ * through the roles dres (d loss / d residual), dnorm (d loss / d a norm's
+ * output) and dtmp (a norm's dx, a merged-heads gradient), so no kernel
+ * reads and writes the same buffer except where kernels.h allows it:
+ * cross-entropy writes dlogits over the logits, and the softmax backward
+ * writes dS over dP.
+ *
+ * Linear layer y = x W^T, W [dout, din]:  dW += dy^T x;  dx = dy W. */
+#include "config.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+
+#include "common/check.h"
+
+#include <math.h>
+
+/* dW[dout, din] += dy[N, dout]^T x[N, din] */
+static int linear_dw(model *m, const float *dy, const float *x, float *dW,
+                     int n, int din, int dout) {
+  return k_matmul(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, 1.0f, dW,
+                  din, m->compute);
+}
+
+/* dx[N, din] = dy[N, dout] W (beta 0), or += with beta 1. */
+static int linear_dx(model *m, const float *dy, const float *W, float *dx,
+                     int n, int din, int dout, float beta) {
+  return k_matmul(m->e, 0, 0, n, din, dout, 1.0f, dy, dout, W, din, beta, dx,
+                  din, m->compute);
+}
+
+typedef struct grad_bufs {
+  float *dres, *dnorm, *dtmp;
+} grad_bufs;
+
+static void swap(float **x, float **y) {
+  float *t = *x;
+  *x = *y;
+  *y = t;
+}
+
+/* In: r->dres = d loss / d l->out. Out: r->dres = d loss / d l->resid. */
+static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
+  engine *e = m->e;
+  const layer_ptrs *p = &m->p.layer[i];
+  const layer_ptrs *g = &m->g.layer[i];
+  const layer_acts *l = &m->a.layer[i];
+  const model_acts *a = &m->a;
+  const int N = b * t, D = m->c.d_model, F = m->c.d_ff;
+
+  /* out = resid + h W2^T */
+  TRY(linear_dw(m, r->dres, l->h, g->w2, N, F, D));
+  TRY(linear_dx(m, r->dres, p->w2, a->g_h, N, F, D, 0.0f));
+  /* h = silu(a) * b */
+  TRY(k_swiglu_bwd(e, a->g_h, l->a, l->b, a->g_a, a->g_b, (size_t)N * F));
+  /* a = ln2_out W1^T, b = ln2_out W3^T */
+  TRY(linear_dw(m, a->g_a, l->ln2_out, g->w1, N, D, F));
+  TRY(linear_dw(m, a->g_b, l->ln2_out, g->w3, N, D, F));
+  TRY(linear_dx(m, a->g_a, p->w1, r->dnorm, N, D, F, 0.0f));
+  TRY(linear_dx(m, a->g_b, p->w3, r->dnorm, N, D, F, 1.0f));
+  /* ln2_out = RMSNorm(resid); d resid = dres + dx(norm) */
+  TRY(k_rmsnorm_bwd(e, r->dnorm, l->resid, p->ln2, l->ln2_rstd, r->dtmp,
+                    g->ln2, N, D));
+  TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
+  swap(&r->dres, &r->dnorm);
+  return 0;
+}
+
+/* In: r->dres = d loss / d l->resid. Out: r->dres = d loss / d x, x the
+ * layer's input. */
+static int attention_bwd(model *m, int i, const float *x, int b, int t,
+                         grad_bufs *r) {
+  engine *e = m->e;
+  const layer_ptrs *p = &m->p.layer[i];
+  const layer_ptrs *g = &m->g.layer[i];
+  const layer_acts *l = &m->a.layer[i];
+  const model_acts *a = &m->a;
+  const int N = b * t, D = m->c.d_model, H = m->c.heads, Dh = D / H;
+  const float scale = 1.0f / sqrtf((float)Dh);
+  const long long sh = (long long)t * Dh, ss = (long long)t * t;
+
+  /* resid = x + o Wo^T */
+  TRY(linear_dw(m, r->dres, l->o, g->wo, N, D, D));
+  TRY(linear_dx(m, r->dres, p->wo, r->dtmp, N, D, D, 0.0f));
+  /* o = merge(Y): dY = split(do) */
+  TRY(k_split_heads(e, r->dtmp, a->g_heads, b, t, H, Dh));
+  /* Y = P V: dP = dY V^T, dV = P^T dY */
+  TRY(k_matmul_batched(e, 0, 1, t, t, Dh, 1.0f, a->g_heads, Dh, sh, l->v, Dh,
+                       sh, 0.0f, a->g_scores, t, ss, b * H, m->compute));
+  TRY(k_matmul_batched(e, 1, 0, t, Dh, t, 1.0f, l->scores, t, ss, a->g_heads,
+                       Dh, sh, 0.0f, a->g_v, Dh, sh, b * H, m->compute));
+  /* P = causal softmax(scale S): dS, in place over dP */
+  TRY(k_softmax_causal_bwd(e, l->scores, a->g_scores, a->g_scores, b * H, t,
+                           scale));
+  /* S = Q K^T: dQ = dS K, dK = dS^T Q (Q, K after RoPE) */
+  TRY(k_matmul_batched(e, 0, 0, t, Dh, t, 1.0f, a->g_scores, t, ss, l->k, Dh,
+                       sh, 0.0f, a->g_q, Dh, sh, b * H, m->compute));
+  TRY(k_matmul_batched(e, 1, 0, t, Dh, t, 1.0f, a->g_scores, t, ss, l->q, Dh,
+                       sh, 0.0f, a->g_k, Dh, sh, b * H, m->compute));
+  /* RoPE is a rotation: its backward rotates back. */
+  TRY(k_rope(e, a->g_q, b, H, t, Dh, m->c.rope_theta, 1));
+  TRY(k_rope(e, a->g_k, b, H, t, Dh, m->c.rope_theta, 1));
+  /* q/k/v = split(ln1_out W^T): merge each gradient into dtmp, then
+   * dW += dtmp^T ln1_out and dnorm (+)= dtmp W. */
+  TRY(k_merge_heads(e, a->g_q, r->dtmp, b, t, H, Dh));
+  TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wq, N, D, D));
+  TRY(linear_dx(m, r->dtmp, p->wq, r->dnorm, N, D, D, 0.0f));
+  TRY(k_merge_heads(e, a->g_k, r->dtmp, b, t, H, Dh));
+  TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wk, N, D, D));
+  TRY(linear_dx(m, r->dtmp, p->wk, r->dnorm, N, D, D, 1.0f));
+  TRY(k_merge_heads(e, a->g_v, r->dtmp, b, t, H, Dh));
+  TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wv, N, D, D));
+  TRY(linear_dx(m, r->dtmp, p->wv, r->dnorm, N, D, D, 1.0f));
+  /* ln1_out = RMSNorm(x); d x = dres + dx(norm) */
+  TRY(k_rmsnorm_bwd(e, r->dnorm, x, p->ln1, l->ln1_rstd, r->dtmp, g->ln1, N,
+                    D));
+  TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
+  swap(&r->dres, &r->dnorm);
+  return 0;
+}
+
+int model_backward(model *m) {
+  engine *e = m->e;
+  model_acts *a = &m->a;
+  if (!m->fwd_loss)
+    FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
+         "backward (backward overwrites the logits with their gradient)");
+  m->fwd_loss = 0;
+  const int b = m->fwd_b, t = m->fwd_t, N = b * t;
+  const int D = m->c.d_model, V = m->c.vocab, L = m->c.layers;
+  grad_bufs r = {a->g_resid, a->g_norm, a->g_tmp};
+
+  /* loss = mean CE: dlogits = (softmax - onehot) / N, over the logits */
+  TRY(k_cross_entropy_bwd(e, a->logits, m->targets, a->lse, a->logits, N, V,
+                          1.0f / (float)N));
+  /* logits = lnf_out lm_head^T */
+  TRY(linear_dw(m, a->logits, a->lnf_out, m->g.lm, N, D, V));
+  TRY(linear_dx(m, a->logits, m->p.lm, r.dnorm, N, D, V, 0.0f));
+  /* lnf_out = RMSNorm(h_L) */
+  const float *hL = a->layer[L - 1].out;
+  TRY(k_rmsnorm_bwd(e, r.dnorm, hL, m->p.lnf, a->lnf_rstd, r.dres, m->g.lnf,
+                    N, D));
+  for (int i = L - 1; i >= 0; i--) {
+    const float *x = i == 0 ? a->embed_out : a->layer[i - 1].out;
+    TRY(ffn_bwd(m, i, b, t, &r));
+    TRY(attention_bwd(m, i, x, b, t, &r));
+  }
+  /* h0 = token_embeddings[ids] */
+  TRY(k_embedding_bwd(e, m->ids, r.dres, m->g.emb, N, D, V));
+  return 0;
+}

@@ -1,0 +1,155 @@
+/* Model sizes and the parameter table (shared/spec/model.md).
+ *
+ * The table is the reference's state_dict, in its order:
+ *   token_embeddings.weight                 [V, D]
+ *   per layer i:
+ *     layers.i.ln1.weight                   [D]
+ *     layers.i.attn.{q,k,v,output}_proj.weight  [D, D]
+ *     layers.i.ln2.weight                   [D]
+ *     layers.i.ffn.w1.weight                [F, D]
+ *     layers.i.ffn.w2.weight                [D, F]
+ *     layers.i.ffn.w3.weight                [F, D]
+ *   ln_final.weight                         [D]
+ *   lm_head.weight                          [V, D]
+ * Linear weights are [d_out, d_in]; every tensor is contiguous and the
+ * tensors follow each other with no padding, so the flat buffer is exactly
+ * the concatenation of the state_dict's tensors. */
+#include "config.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+
+#include "common/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct named_size {
+  const char *name;
+  int vocab, d_model, d_ff, layers, heads;
+} named_size;
+
+/* model.md's table (vocab 10000), the 2026 edition's 10B, and two sizes for
+ * tests and CI. */
+static const named_size sizes[] = {
+    {"small", 10000, 768, 3072, 12, 12},
+    {"medium", 10000, 1024, 4096, 24, 16},
+    {"large", 10000, 1280, 5120, 36, 20},
+    {"xl", 10000, 1600, 6400, 48, 25},
+    {"2.7B", 10000, 2560, 10240, 32, 32},
+    {"10B", 10000, 4608, 12288, 50, 36},
+    {"tiny", 64, 32, 48, 2, 4},
+    {"nano", 16, 8, 12, 1, 2},
+};
+enum { NSIZES = sizeof sizes / sizeof sizes[0] };
+
+int model_config_by_name(const char *name, model_config *c) {
+  for (int i = 0; i < NSIZES; i++) {
+    if (strcmp(sizes[i].name, name) != 0) continue;
+    c->vocab = sizes[i].vocab;
+    c->d_model = sizes[i].d_model;
+    c->d_ff = sizes[i].d_ff;
+    c->layers = sizes[i].layers;
+    c->heads = sizes[i].heads;
+    c->rope_theta = 10000.0f;
+    c->norm_eps = 1e-5f;
+    return 0;
+  }
+  return -1;
+}
+
+const char *const *model_size_names(void) {
+  static const char *names[NSIZES + 1];
+  for (int i = 0; i < NSIZES; i++) names[i] = sizes[i].name;
+  names[NSIZES] = NULL;
+  return names;
+}
+
+int model_config_check(const model_config *c, char *err, size_t n) {
+  const char *what = NULL;
+  char buf[256];
+  if (c->vocab <= 0) what = "vocab must be positive";
+  else if (c->d_model <= 0) what = "d_model must be positive";
+  else if (c->d_ff <= 0) what = "d_ff must be positive";
+  else if (c->layers <= 0) what = "layers must be positive";
+  else if (c->heads <= 0) what = "heads must be positive";
+  else if (c->d_model % c->heads != 0) {
+    snprintf(buf, sizeof buf,
+             "heads (%d) must divide d_model (%d) (d_head = d_model / heads)",
+             c->heads, c->d_model);
+    what = buf;
+  } else if ((c->d_model / c->heads) % 2 != 0) {
+    snprintf(buf, sizeof buf,
+             "d_head = d_model / heads = %d must be even (RoPE rotates pairs)",
+             c->d_model / c->heads);
+    what = buf;
+  } else if (!(c->rope_theta > 0.0f)) what = "rope_theta must be positive";
+  else if (!(c->norm_eps > 0.0f)) what = "norm_eps must be positive";
+  if (what == NULL) {
+    if (n > 0) err[0] = '\0';
+    return 0;
+  }
+  if (n > 0) snprintf(err, n, "%s", what);
+  return -1;
+}
+
+static void put(tensor_view *v, int *k, size_t *off, const char *name,
+                int ndim, int d0, int d1) {
+  tensor_view *t = &v[(*k)++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->ndim = ndim;
+  t->shape[0] = d0;
+  t->shape[1] = ndim == 2 ? d1 : 0;
+  t->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
+  t->offset = *off;
+  *off += t->numel;
+}
+
+int model_nparam_tensors(const model_config *c) {
+  return 1 + PER_LAYER_TENSORS * c->layers + 2;
+}
+
+int model_layout(const model_config *c, tensor_view **views, int *nviews,
+                 size_t *nparams) {
+  char err[256];
+  if (model_config_check(c, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "model config: %s", err);
+  int n = model_nparam_tensors(c);
+  tensor_view *v = calloc((size_t)n, sizeof *v);
+  CHECK_ALLOC(v, (size_t)n * sizeof *v);
+  int k = 0;
+  size_t off = 0;
+  const int V = c->vocab, D = c->d_model, F = c->d_ff;
+  char name[64];
+  put(v, &k, &off, "token_embeddings.weight", 2, V, D);
+  for (int i = 0; i < c->layers; i++) {
+#define LAYER(suffix, ndim, d0, d1)                                          \
+  do {                                                                       \
+    snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                  \
+    put(v, &k, &off, name, ndim, d0, d1);                                    \
+  } while (0)
+    LAYER("ln1.weight", 1, D, 0);
+    LAYER("attn.q_proj.weight", 2, D, D);
+    LAYER("attn.k_proj.weight", 2, D, D);
+    LAYER("attn.v_proj.weight", 2, D, D);
+    LAYER("attn.output_proj.weight", 2, D, D);
+    LAYER("ln2.weight", 1, D, 0);
+    LAYER("ffn.w1.weight", 2, F, D);
+    LAYER("ffn.w2.weight", 2, D, F);
+    LAYER("ffn.w3.weight", 2, F, D);
+#undef LAYER
+  }
+  put(v, &k, &off, "ln_final.weight", 1, D, 0);
+  put(v, &k, &off, "lm_head.weight", 2, V, D);
+  ASSERT(k == n);
+  *views = v;
+  *nviews = n;
+  *nparams = off;
+  return 0;
+}
+
+size_t model_param_count(const model_config *c) {
+  size_t V = (size_t)c->vocab, D = (size_t)c->d_model, F = (size_t)c->d_ff;
+  size_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
+  return 2 * V * D + (size_t)c->layers * per_layer + D;
+}

@@ -1,0 +1,305 @@
+/* The model's memory: one engine allocation each for parameters, gradients
+ * and the two AdamW moments ("params", "grads", "adam_m", "adam_v"), laid
+ * out by model_layout; one for the activations ("activations"), laid out by
+ * the table below; one for the token ids and targets ("inputs"). Everything
+ * is allocated here, by model_create, and nothing during a step. */
+#include "config.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+#include "model/rng.h"
+
+#include "common/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the activation table ----------------------------------------------- */
+
+/* Views are appended with the address of the pointer that will hold them;
+ * once the allocation exists every pointer is set to base + offset. */
+typedef struct act_builder {
+  tensor_view *views;
+  float ***slots;
+  int n, cap;
+  size_t off;
+} act_builder;
+
+static int act_add(act_builder *b, float **slot, const char *name, size_t rows,
+                   size_t cols) {
+  if (b->n == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 64;
+    tensor_view *v = realloc(b->views, (size_t)cap * sizeof *v);
+    CHECK_ALLOC(v, (size_t)cap * sizeof *v);
+    b->views = v;
+    float ***s = realloc(b->slots, (size_t)cap * sizeof *s);
+    CHECK_ALLOC(s, (size_t)cap * sizeof *s);
+    b->slots = s;
+    b->cap = cap;
+  }
+  tensor_view *t = &b->views[b->n];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->offset = b->off;
+  t->numel = rows * cols;
+  t->ndim = cols == 1 ? 1 : 2;
+  t->shape[0] = (int)rows;
+  t->shape[1] = cols == 1 ? 0 : (int)cols;
+  b->slots[b->n] = slot;
+  b->n++;
+  b->off += t->numel;
+  return 0;
+}
+
+/* Every activation of a (B, T) step. Saved for backward: per layer 14
+ * tensors, plus the embeddings, the final norm, logits and loss terms.
+ * Scratch shared by all layers: the scratch.* views (model_internal.h says
+ * what each holds in forward and in backward). Sizes use B, T, H = heads,
+ * Dh = D / H, N = B*T. */
+static int act_table(model *m, act_builder *b) {
+  const size_t B = (size_t)m->B, T = (size_t)m->T, N = B * T;
+  const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
+  const size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, Dh = D / H;
+  model_acts *a = &m->a;
+  char name[64];
+  TRY(act_add(b, &a->embed_out, "token_embeddings.out", N, D));
+  for (int i = 0; i < m->c.layers; i++) {
+    layer_acts *l = &a->layer[i];
+#define ACT(field, suffix, rows, cols)                                        \
+  do {                                                                       \
+    snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                  \
+    TRY(act_add(b, &l->field, name, rows, cols));                            \
+  } while (0)
+    ACT(ln1_out, "ln1.out", N, D);
+    ACT(ln1_rstd, "ln1.rstd", N, 1);
+    ACT(q, "attn.q", B * H * T, Dh);
+    ACT(k, "attn.k", B * H * T, Dh);
+    ACT(v, "attn.v", B * H * T, Dh);
+    ACT(scores, "attn.scores", B * H * T, T);
+    ACT(o, "attn.o", N, D);
+    ACT(resid, "attn.residual", N, D);
+    ACT(ln2_out, "ln2.out", N, D);
+    ACT(ln2_rstd, "ln2.rstd", N, 1);
+    ACT(a, "ffn.a", N, F);
+    ACT(b, "ffn.b", N, F);
+    ACT(h, "ffn.h", N, F);
+    ACT(out, "output", N, D);
+#undef ACT
+  }
+  TRY(act_add(b, &a->lnf_out, "ln_final.out", N, D));
+  TRY(act_add(b, &a->lnf_rstd, "ln_final.rstd", N, 1));
+  TRY(act_add(b, &a->logits, "lm_head.logits", N, V));
+  TRY(act_add(b, &a->losses, "loss.per_token", N, 1));
+  TRY(act_add(b, &a->lse, "loss.lse", N, 1));
+  TRY(act_add(b, &a->g_resid, "scratch.grad_residual", N, D));
+  TRY(act_add(b, &a->g_norm, "scratch.grad_norm", N, D));
+  TRY(act_add(b, &a->g_tmp, "scratch.tmp", N, D));
+  TRY(act_add(b, &a->g_heads, "scratch.heads", B * H * T, Dh));
+  TRY(act_add(b, &a->g_q, "scratch.grad_q", B * H * T, Dh));
+  TRY(act_add(b, &a->g_k, "scratch.grad_k", B * H * T, Dh));
+  TRY(act_add(b, &a->g_v, "scratch.grad_v", B * H * T, Dh));
+  TRY(act_add(b, &a->g_scores, "scratch.grad_scores", B * H * T, T));
+  TRY(act_add(b, &a->g_a, "scratch.grad_ffn_a", N, F));
+  TRY(act_add(b, &a->g_b, "scratch.grad_ffn_b", N, F));
+  TRY(act_add(b, &a->g_h, "scratch.grad_ffn_h", N, F));
+  return 0;
+}
+
+/* ---- parameter pointers ------------------------------------------------- */
+
+static void set_ptrs(const model *m, float *base, param_ptrs *p) {
+  const tensor_view *v = m->views;
+  p->emb = base + v[0].offset;
+  for (int i = 0; i < m->c.layers; i++) {
+    const tensor_view *l = &v[1 + i * PER_LAYER_TENSORS];
+    layer_ptrs *q = &p->layer[i];
+    q->ln1 = base + l[P_LN1].offset;
+    q->wq = base + l[P_WQ].offset;
+    q->wk = base + l[P_WK].offset;
+    q->wv = base + l[P_WV].offset;
+    q->wo = base + l[P_WO].offset;
+    q->ln2 = base + l[P_LN2].offset;
+    q->w1 = base + l[P_W1].offset;
+    q->w2 = base + l[P_W2].offset;
+    q->w3 = base + l[P_W3].offset;
+  }
+  p->lnf = base + v[m->nviews - 2].offset;
+  p->lm = base + v[m->nviews - 1].offset;
+}
+
+/* ---- create / destroy --------------------------------------------------- */
+
+static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
+  void *q = NULL;
+  TRY(eng_alloc(e, n * sizeof(float), tag, &q));
+  *p = q;
+  return eng_memset0(e, q, n * sizeof(float));
+}
+
+static int create(model *m) {
+  engine *e = m->e;
+  TRY(model_layout(&m->c, &m->views, &m->nviews, &m->nparams));
+  size_t L = (size_t)m->c.layers;
+  m->p.layer = calloc(L, sizeof(layer_ptrs));
+  CHECK_ALLOC(m->p.layer, L * sizeof(layer_ptrs));
+  m->g.layer = calloc(L, sizeof(layer_ptrs));
+  CHECK_ALLOC(m->g.layer, L * sizeof(layer_ptrs));
+  m->a.layer = calloc(L, sizeof(layer_acts));
+  CHECK_ALLOC(m->a.layer, L * sizeof(layer_acts));
+
+  TRY(alloc_f32(e, &m->params, m->nparams, "params"));
+  TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
+  TRY(alloc_f32(e, &m->adam_m, m->nparams, "adam_m"));
+  TRY(alloc_f32(e, &m->adam_v, m->nparams, "adam_v"));
+  set_ptrs(m, m->params, &m->p);
+  set_ptrs(m, m->grads, &m->g);
+
+  act_builder b = {0};
+  int rc = act_table(m, &b);
+  m->act_views = b.views;
+  m->nact_views = b.n;
+  m->nacts = b.off;
+  if (rc == 0) rc = alloc_f32(e, &m->acts, m->nacts, "activations");
+  if (rc == 0)
+    for (int i = 0; i < b.n; i++) *b.slots[i] = m->acts + b.views[i].offset;
+  free(b.slots);
+  TRY(rc);
+
+  size_t N = (size_t)m->B * (size_t)m->T;
+  void *q = NULL;
+  TRY(eng_alloc(e, 2 * N * sizeof(int32_t), "inputs", &q));
+  m->ids = q;
+  m->targets = m->ids + N;
+  m->host_losses = malloc(N * sizeof(float));
+  CHECK_ALLOC(m->host_losses, N * sizeof(float));
+  return 0;
+}
+
+int model_create(model **out, engine *e, const model_config *c, int batch,
+                 int seq, dtype compute) {
+  char err[256];
+  *out = NULL;
+  if (model_config_check(c, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "model config: %s", err);
+  if (batch <= 0 || seq <= 0)
+    FAIL(ERR_FAIL, "model_create: batch %d and seq %d must be positive",
+         batch, seq);
+  model *m = calloc(1, sizeof *m);
+  CHECK_ALLOC(m, sizeof *m);
+  m->e = e;
+  m->c = *c;
+  m->B = batch;
+  m->T = seq;
+  m->compute = compute;
+  int rc = create(m);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    model_destroy(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+void model_destroy(model *m) {
+  if (m == NULL) return;
+  float *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->acts};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) eng_free(m->e, bufs[i]);
+  if (m->ids) eng_free(m->e, m->ids);
+  free(m->host_losses);
+  free(m->views);
+  free(m->act_views);
+  free(m->p.layer);
+  free(m->g.layer);
+  free(m->a.layer);
+  free(m);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+const model_config *model_get_config(const model *m) { return &m->c; }
+float *model_params(model *m) { return m->params; }
+float *model_grads(model *m) { return m->grads; }
+size_t model_nparams(const model *m) { return m->nparams; }
+
+const tensor_view *model_views(const model *m, int *nviews) {
+  *nviews = m->nviews;
+  return m->views;
+}
+
+const tensor_view *model_view(const model *m, const char *name) {
+  for (int i = 0; i < m->nviews; i++)
+    if (strcmp(m->views[i].name, name) == 0) return &m->views[i];
+  return NULL;
+}
+
+const tensor_view *model_activations(const model *m, int *n) {
+  *n = m->nact_views;
+  return m->act_views;
+}
+
+const float *model_logits(const model *m) { return m->a.logits; }
+
+adamw_config adamw_defaults(void) {
+  adamw_config o = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  return o;
+}
+
+int model_zero_grad(model *m) {
+  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  return 0;
+}
+
+/* The course's AdamW over the whole flat buffer; t counts from 1. */
+int model_adamw_step(model *m, const adamw_config *o) {
+  TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
+              o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+              m->step + 1));
+  m->step++;
+  return 0;
+}
+
+/* ---- initialisation ----------------------------------------------------- */
+
+/* model.md's rules: RMSNorm gains are ones; token_embeddings.weight is
+ * trunc_normal(std 1, clip +-3); every linear weight [d_out, d_in] is
+ * trunc_normal(std sqrt(2/(d_in+d_out)), clip +-3 std). Tensor i draws from
+ * its own stream, rng_stream(seed, i) (model/rng.h), its elements in
+ * row-major order, so one tensor's values depend on the seed and its place
+ * in the table only. Values are made on the host, one tensor at a time, and
+ * uploaded. Also zeroes gradients and AdamW state and the step counter. */
+int model_init(model *m, uint64_t seed) {
+  size_t most = 0;
+  for (int i = 0; i < m->nviews; i++)
+    if (m->views[i].numel > most) most = m->views[i].numel;
+  float *host = malloc(most * sizeof(float));
+  CHECK_ALLOC(host, most * sizeof(float));
+  int rc = 0;
+  for (int i = 0; i < m->nviews && rc == 0; i++) {
+    const tensor_view *v = &m->views[i];
+    if (v->ndim == 1) {
+      for (size_t j = 0; j < v->numel; j++) host[j] = 1.0f;
+    } else {
+      double std = strcmp(v->name, "token_embeddings.weight") == 0
+                       ? 1.0
+                       : sqrt(2.0 / ((double)v->shape[0] + v->shape[1]));
+      rng r;
+      rng_stream(&r, seed, (uint64_t)i);
+      for (size_t j = 0; j < v->numel; j++)
+        host[j] = (float)(std * rng_trunc_normal(&r, 3.0));
+    }
+    rc = eng_upload(m->e, m->params + v->offset, host,
+                    v->numel * sizeof(float));
+    if (rc == 0) rc = eng_sync(m->e);   /* before `host` is written again */
+  }
+  free(host);
+  TRY(rc);
+  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
+  TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  m->step = 0;
+  m->fwd_loss = 0;
+  return 0;
+}

@@ -1,0 +1,96 @@
+/* What the files of model/ share and nobody else sees: the model's struct, the
+ * pointers into its flat buffers, and the activation table. */
+#ifndef TL_MODEL_INTERNAL_H
+#define TL_MODEL_INTERNAL_H
+
+#include "model/model.h"
+
+/* Tensors of one layer in the parameter table (config.c's order). */
+enum {
+  P_LN1, P_WQ, P_WK, P_WV, P_WO, P_LN2, P_W1, P_W2, P_W3,
+  PER_LAYER_TENSORS
+};
+
+/* Entries of the parameter table: 1 + PER_LAYER_TENSORS * layers + 2. */
+int model_nparam_tensors(const model_config *c);
+
+/* Pointers of one layer into a flat buffer laid out by model_layout
+ * (parameters or their gradients, same offsets). */
+typedef struct layer_ptrs {
+  float *ln1, *wq, *wk, *wv, *wo, *ln2, *w1, *w2, *w3;
+} layer_ptrs;
+
+typedef struct param_ptrs {
+  float *emb;         /* [V, D] */
+  layer_ptrs *layer;  /* [layers] */
+  float *lnf;         /* [D] */
+  float *lm;          /* [V, D] */
+} param_ptrs;
+
+/* Activations one layer saves for backward (views into "activations").
+ * N = B*T rows; [B*H*T, Dh] is [B, H, T, Dh] with the heads split. */
+typedef struct layer_acts {
+  float *ln1_out;     /* [N, D]   RMSNorm_ln1(x), input of q/k/v_proj */
+  float *ln1_rstd;    /* [N] */
+  float *q, *k;       /* [B*H*T, Dh] after RoPE */
+  float *v;           /* [B*H*T, Dh] */
+  float *scores;      /* [B*H*T, T] softmax probabilities P (causal) */
+  float *o;           /* [N, D]   heads merged, input of output_proj;
+                       *          forward also uses it for the q, k, v
+                       *          projections before their heads are split */
+  float *resid;       /* [N, D]   x + attn(ln1(x)), input of ln2 */
+  float *ln2_out;     /* [N, D] */
+  float *ln2_rstd;    /* [N] */
+  float *a, *b;       /* [N, F]   w1 x, w3 x */
+  float *h;           /* [N, F]   silu(a) * b, input of w2 */
+  float *out;         /* [N, D]   the layer's output (next layer's input) */
+} layer_acts;
+
+typedef struct model_acts {
+  float *embed_out;   /* [N, D] token embeddings: layer 0's input */
+  layer_acts *layer;  /* [layers] */
+  float *lnf_out;     /* [N, D] */
+  float *lnf_rstd;    /* [N] */
+  float *logits;      /* [N, V]; backward overwrites it with dlogits */
+  float *losses;      /* [N] per-position cross-entropy */
+  float *lse;         /* [N] logsumexp of each row of logits */
+  /* Scratch shared by every layer, forward and backward: */
+  float *g_resid;     /* [N, D] d loss / d residual stream */
+  float *g_norm;      /* [N, D] d loss / d a norm's output */
+  float *g_tmp;       /* [N, D] forward: a sublayer's output before the
+                       *        residual add; backward: a norm's dx, the
+                       *        merged-heads gradient */
+  float *g_heads;     /* [B*H*T, Dh] forward: P V before the heads merge;
+                       *             backward: its gradient */
+  float *g_q, *g_k, *g_v;  /* [B*H*T, Dh] */
+  float *g_scores;    /* [B*H*T, T] dP, then dS in place */
+  float *g_a, *g_b, *g_h;  /* [N, F] */
+} model_acts;
+
+struct model {
+  engine *e;
+  model_config c;
+  int B, T;           /* the largest batch and sequence forward accepts */
+  dtype compute;
+
+  tensor_view *views; /* parameter table (model_layout) */
+  int nviews;
+  size_t nparams;
+  float *params, *grads, *adam_m, *adam_v;  /* one allocation each */
+  param_ptrs p, g;    /* per-tensor pointers into params and grads */
+
+  tensor_view *act_views;  /* activation table over `acts` */
+  int nact_views;
+  size_t nacts;            /* elements of `acts` */
+  float *acts;
+  model_acts a;
+
+  int32_t *ids, *targets;  /* engine memory, [B*T] each ("inputs") */
+  float *host_losses;      /* host, [B*T] */
+
+  long long step;          /* AdamW steps taken */
+  int fwd_b, fwd_t;        /* shape of the last forward */
+  int fwd_loss;            /* it had targets and backward has not run */
+};
+
+#endif

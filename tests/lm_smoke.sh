@@ -1,0 +1,26 @@
+#!/bin/sh
+# The lm job kind through the runner on the CPU engine: every mode of three
+# tiny models gives an ok row with times, the exact parameter count, a loss
+# near ln(vocab) at initialisation, and per-step samples in the sidecar.
+. "${top_srcdir:-.}/tests/lib.sh"
+
+out="$scratch/data"
+"$RUNNER" --out-dir "$out" "$top_srcdir/experiments/smoke_lm.cfg" 2> "$scratch/run.err"
+status=$?
+cat "$scratch/run.err"
+check "smoke_lm exits 0" [ $status -eq 0 ]
+csv="$out/smoke_lm.csv"
+check "9 rows" [ "$(rows "$csv")" -eq 9 ]
+check "all ok" [ "$(column "$csv" status | sort -u)" = "ok" ]
+# vocab 256: nano 4664, tiny 33952, 64/192/2/4 139584 parameters.
+check "parameter counts" [ "$(column "$csv" params | sort -un | tr '\n' ' ')" = "4664 33952 139584 " ]
+check "loss at init near ln(256) = 5.55" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "loss_first") c = i; next }
+           { if ($c < 5.0 || $c > 6.1) bad = 1 } END { exit bad }' "$csv"
+check "forward rows have no backward time" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "mode") m = i; if ($i == "bwd_ms_mean") b = i }; next }
+           $m == "forward" && $b != "" { bad = 1 } $m == "train_step" && $b == "" { bad = 1 } END { exit bad }' "$csv"
+check "step times measured" [ -n "$(column "$csv" step_ms_mean | tail -n 1)" ]
+check "samples kept, one line per job" [ "$(wc -l < "$out/smoke_lm.samples.jsonl")" -eq 9 ]
+check "samples hold 3 timed steps" grep -q '"step_ms": \[[^],]*, [^],]*, [^],]*\]' "$out/smoke_lm.samples.jsonl"
+finish
