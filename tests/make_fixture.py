@@ -2,12 +2,15 @@
 on small dimensions: writes a safetensors fixture with the weights, a batch,
 the logits, the loss and every gradient, for tests/test_fixture.c.
 
-    python3 tests/make_fixture.py tests/data/fixture_tiny.safetensors
+    python3 tests/make_fixture.py tests/data/fixture_tiny.safetensors \
+        tests/data/fixture_tiny_state_dict.safetensors
 
 Written from model.md with plain tensor operations (no nn.Module), so each
 line can be read against the spec. Norm gains are drawn at random (not
 ones) so that their gradients are tested too. CI never runs this: it only
-reads the committed output.
+reads the committed output. The second file is the same weights as a
+float32 state_dict, written by safetensors.torch.save_file exactly as a
+PyTorch user would save a checkpoint.
 """
 import math
 import sys
@@ -112,6 +115,8 @@ def main():
                       f"heads={HEADS} batch={BATCH} seq={SEQ} theta={THETA} eps={EPS}",
             "torch": torch.__version__, "generator": "tests/make_fixture.py"}
     save_file(out, sys.argv[1], metadata=meta)
+    state_dict = {name: t.detach().to(torch.float32).contiguous() for name, t in params.items()}
+    save_file(state_dict, sys.argv[2], metadata={"format": "pt"})
     print(f"loss {loss.item():.10f} (ln V = {math.log(VOCAB):.4f}); {len(out)} tensors -> {sys.argv[1]}")
 
 

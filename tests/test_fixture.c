@@ -156,6 +156,32 @@ int main(void) {
     free(ref);
   }
   free(g);
+
+  /* The same weights as PyTorch writes a float32 state_dict
+   * (safetensors.torch.save_file): st_load_model must take it as a
+   * checkpoint, and the model must then give the reference logits. */
+  snprintf(path, sizeof path, "%s/tests/data/fixture_tiny_state_dict.safetensors",
+           top && top[0] ? top : ".");
+  if (access(path, R_OK) != 0) {
+    fprintf(stderr, "test_fixture: %s is missing (tests/make_fixture.py)\n", path);
+    return 99;
+  }
+  model *m2;
+  hard(model_create(&m2, e, &c, B, T, DT_F32), "model_create");
+  int rc = st_load_model(m2, path);
+  check(rc == 0, "PyTorch's float32 state_dict loads as a checkpoint%s%s",
+        rc ? ": " : "", rc ? err_msg() : "");
+  if (rc == 0) {
+    hard(model_forward(m2, ids, tg, B, T, &loss), "forward");
+    hard(eng_download(e, logits, model_logits(m2), nl * sizeof *logits),
+         "download");
+    hard(eng_sync(e), "sync");
+    hard(st_read_f64(f, "logits", &ref, &n), "read logits");
+    compare("logits from the loaded state_dict", logits, ref, n);
+    free(ref);
+  }
+  model_destroy(m2);
+
   free(logits);
   free(ids);
   free(tg);
