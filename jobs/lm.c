@@ -8,7 +8,8 @@
  * does in the handout. `warmup` steps run first and are not timed; the means
  * and standard deviations are over the `steps` timed steps, whose samples go
  * to the experiment's .samples.jsonl. The model is sized by name (model.md's
- * table, plus tiny / nano) or by explicit dimensions "D/F/L/H". */
+ * table, plus tiny / nano) or by explicit dimensions "D/F/L/H".
+ * Out of memory anywhere (model_create, a step) makes the row "oom". */
 #include "config.h"
 
 #include <math.h>
@@ -23,19 +24,20 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-static const char *const backends[] = {"cpu", NULL};
+static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const modes[] = {"forward", "forward_backward",
                                     "train_step", NULL};
-static const char *const precisions[] = {"fp32", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 
 static const param_def params[] = {
     COMMON_PARAMS,
     {"run", "backend", P_STRING, 0, 0, backends,
-     "compute engine (the CUDA engine is not built yet)"},
+     "compute engine: cpu (the reference) or cuda (one GPU)"},
     {"run", "mode", P_STRING, 0, 0, modes,
      "what a timed step does: forward; + backward; + AdamW step"},
     {"run", "precision", P_STRING, 0, 0, precisions,
-     "matrix-product precision"},
+     "matrix-product inputs: fp32 (true fp32), bf16 or fp16 (fp32 "
+     "accumulation, fp32 master weights; CPU: fp32 only)"},
     {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
     {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
     {"run", "threads", P_INT, 0, 4096, NULL,
@@ -86,13 +88,23 @@ static int parse_size(const job *j, model_config *c, char *err, size_t n) {
 }
 
 static int gpus_per_rank(const job *j) {
-  (void)j;
-  return 0;
+  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
+}
+
+static dtype compute_dtype(const job *j) {
+  const char *p = job_str(j, "precision");
+  return strcmp(p, "bf16") == 0 ? DT_BF16 : strcmp(p, "fp16") == 0 ? DT_F16 : DT_F32;
 }
 
 static int validate(const job *j, char *err, size_t n) {
   model_config c;
   if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
+  if (strcmp(job_str(j, "backend"), "cpu") == 0 &&
+      strcmp(job_str(j, "precision"), "fp32") != 0) {
+    snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
+             "with backend cpu: fp32)", job_str(j, "precision"));
+    return 1 + kind_param_index(j->kind, "precision");
+  }
   if (job_int(j, "world_size") != 1) {
     snprintf(err, n, "world_size = %lld, but an lm job runs on one rank "
              "(allowed: 1)", job_int(j, "world_size"));
@@ -175,8 +187,12 @@ static int run(const job *j, result *r) {
     goto done;
   }
   timings tm = {buf, buf + steps, buf + 2 * steps, buf + 3 * steps, buf + 4 * steps};
-  if ((rc = engine_cpu_create(&e, (int)job_int(j, "threads"))) < 0) goto fail;
-  if ((rc = model_create(&m, e, &c, b, t, DT_F32)) < 0) goto fail;
+  if (strcmp(job_str(j, "backend"), "cuda") == 0)
+    rc = engine_cuda_create(&e, 0);
+  else
+    rc = engine_cpu_create(&e, (int)job_int(j, "threads"));
+  if (rc < 0) goto fail;
+  if ((rc = model_create(&m, e, &c, b, t, compute_dtype(j))) < 0) goto fail;
   if ((rc = model_init(m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
   for (int k = 0; k < warmup; k++)
     if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;

@@ -37,6 +37,10 @@ typedef struct engine engine;
 /* ---- engines ------------------------------------------------------------ */
 /* threads <= 0: OpenMP's default. */
 int engine_cpu_create(engine **out, int threads);
+/* The CUDA engine on GPU `device`: its own non-blocking stream, cuBLAS
+ * handle and device memory; ERR_FAIL with a clear message when the build
+ * has no CUDA or the device is absent. */
+int engine_cuda_create(engine **out, int device);
 void engine_destroy(engine *e);
 const char *engine_name(const engine *e);     /* "cpu", "cuda" */
 

@@ -1,0 +1,207 @@
+/* The whole model on the CUDA engine against the CPU engine (GPU only; exit
+ * 77 without one): same initial weights, same batch; loss, logits and every
+ * parameter gradient, then one AdamW step, compared per precision:
+ *   fp32 (true fp32 matrix products, no TF32): within 1e-4 of each tensor's
+ *     largest absolute value — both engines round in fp32, only the order of
+ *     summation differs;
+ *   bf16 / fp16 matrix inputs (fp32 accumulation): within 3e-2 / 1e-2 of the
+ *     tensor's scale — an 8-bit (bf16) or 11-bit (fp16) mantissa on the
+ *     inputs of every product, compounded over two layers;
+ * and the CUDA engine's fp32 forward and backward against the PyTorch
+ * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4. */
+#include "config.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+#include "common/check.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s: ", ok ? "PASS" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  if (ok) passed++; else failed++;
+}
+
+static void hard(int rc, const char *what) {
+  if (rc >= 0) return;
+  fprintf(stderr, "test_model_cuda: %s: %s\n", what, err_msg());
+  exit(99);
+}
+
+static void compare(const char *what, const float *a, const float *b,
+                    size_t n, double tol) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < n; i++) {
+    scale = fmax(scale, fabs(b[i]));
+    double d = fabs((double)a[i] - b[i]);
+    if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+  }
+  check(worst <= tol * scale && scale > 0,
+        "%s: max |cuda - cpu| %.3e <= %.0e * %.3e", what, worst, tol, scale);
+}
+
+static float *download(engine *e, const float *p, size_t n) {
+  float *h = malloc(n * sizeof *h);
+  if (!h) { fprintf(stderr, "out of memory\n"); exit(99); }
+  hard(eng_download(e, h, p, n * sizeof *h), "download");
+  hard(eng_sync(e), "sync");
+  return h;
+}
+
+typedef struct run_out { float loss; float *logits, *grads, *params_after; } run_out;
+
+/* Forward, backward and one AdamW step from the given weights. */
+static void run(engine *e, const model_config *c, const float *w, size_t np,
+                const int32_t *ids, const int32_t *tg, int B, int T,
+                dtype compute, run_out *o) {
+  model *m;
+  hard(model_create(&m, e, c, B, T, compute), "model_create");
+  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
+  o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
+  hard(model_backward(m), "backward");
+  o->grads = download(e, model_grads(m), np);
+  adamw_config a = adamw_defaults();
+  hard(model_adamw_step(m, &a), "adamw");
+  o->params_after = download(e, model_params(m), np);
+  model_destroy(m);
+}
+
+static void free_out(run_out *o) {
+  free(o->logits); free(o->grads); free(o->params_after);
+}
+
+int main(void) {
+#ifndef HAVE_CUDA
+  printf("built without CUDA: nothing to test\n");
+  return 77;
+#else
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
+    printf("no GPU: skipped\n");
+    return 77;
+  }
+  engine *cpu, *gpu;
+  hard(engine_cpu_create(&cpu, 0), "engine_cpu_create");
+  hard(engine_cuda_create(&gpu, 0), "engine_cuda_create");
+
+  model_config c;
+  model_config_by_name("tiny", &c);
+  const int B = 3, T = 17;
+  model *init;
+  hard(model_create(&init, cpu, &c, B, T, DT_F32), "model_create");
+  hard(model_init(init, 336), "model_init");
+  size_t np = model_nparams(init);
+  float *w = download(cpu, model_params(init), np);
+  int nv;
+  const tensor_view *v = model_views(init, &nv);
+  int32_t ids[B * T], tg[B * T];
+  unsigned s = 12345;
+  for (int i = 0; i < B * T; i++) {
+    s = s * 1103515245u + 12345u; ids[i] = (int32_t)((s >> 8) % (unsigned)c.vocab);
+    s = s * 1103515245u + 12345u; tg[i] = (int32_t)((s >> 8) % (unsigned)c.vocab);
+  }
+
+  run_out ref;
+  run(cpu, &c, w, np, ids, tg, B, T, DT_F32, &ref);
+  const struct { dtype t; double tol; } precisions[] = {
+      {DT_F32, 1e-4}, {DT_BF16, 3e-2}, {DT_F16, 1e-2}};
+  for (int p = 0; p < 3; p++) {
+    run_out o;
+    run(gpu, &c, w, np, ids, tg, B, T, precisions[p].t, &o);
+    const char *pn = dtype_name(precisions[p].t);
+    double tol = precisions[p].tol;
+    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
+          "%s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
+    char what[160];
+    snprintf(what, sizeof what, "%s logits", pn);
+    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
+    for (int i = 0; i < nv; i++) {
+      snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
+      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset, v[i].numel, tol);
+    }
+    if (precisions[p].t == DT_F32) {
+      /* AdamW itself: the same update from nearly the same gradients. */
+      compare("fp32 params after one AdamW step", o.params_after,
+              ref.params_after, np, 1e-5);
+    }
+    free_out(&o);
+  }
+  free_out(&ref);
+  model_destroy(init);
+  free(w);
+
+  /* The PyTorch fixture on the CUDA engine. */
+  const char *top = getenv("top_srcdir");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/data/fixture_tiny_state_dict.safetensors",
+           top && top[0] ? top : ".");
+  char fpath[4096];
+  snprintf(fpath, sizeof fpath, "%s/tests/data/fixture_tiny.safetensors",
+           top && top[0] ? top : ".");
+  if (access(path, R_OK) != 0 || access(fpath, R_OK) != 0) {
+    fprintf(stderr, "test_model_cuda: fixture missing under %s/tests/data\n",
+            top && top[0] ? top : ".");
+    return 99;
+  }
+  st_file *f;
+  hard(st_open(&f, fpath), "open fixture");
+  int32_t *fids, *ftg;
+  size_t n;
+  hard(st_read_i32(f, "input_ids", &fids, &n), "input_ids");
+  hard(st_read_i32(f, "targets", &ftg, &n), "targets");
+  const st_tensor *ti = st_find(f, "input_ids");
+  int fb = (int)ti->shape[0], ft = (int)ti->shape[1];
+  model *m;
+  hard(model_create(&m, gpu, &c, fb, ft, DT_F32), "model_create");
+  hard(st_load_model(m, path), "load the PyTorch state_dict");
+  float loss;
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, fids, ftg, fb, ft, &loss), "forward");
+  size_t nl = (size_t)fb * ft * c.vocab;
+  float *lg = download(gpu, model_logits(m), nl);
+  double *ref64;
+  hard(st_read_f64(f, "logits", &ref64, &n), "logits");
+  float *ref32 = malloc(n * sizeof *ref32);
+  for (size_t i = 0; i < n; i++) ref32[i] = (float)ref64[i];
+  compare("fixture logits on the CUDA engine", lg, ref32, nl, 1e-4);
+  free(ref64); free(ref32); free(lg);
+  hard(model_backward(m), "backward");
+  float *g = download(gpu, model_grads(m), model_nparams(m));
+  const tensor_view *mv = model_views(m, &nv);
+  for (int i = 0; i < nv; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "grad.%s", mv[i].name);
+    hard(st_read_f64(f, name, &ref64, &n), "gradient");
+    ref32 = malloc(n * sizeof *ref32);
+    for (size_t k = 0; k < n; k++) ref32[k] = (float)ref64[k];
+    snprintf(name, sizeof name, "fixture grad.%s on the CUDA engine", mv[i].name);
+    compare(name, g + mv[i].offset, ref32, n, 1e-4);
+    free(ref64); free(ref32);
+  }
+  free(g); free(fids); free(ftg);
+  model_destroy(m);
+  st_close(f);
+  engine_destroy(gpu);
+  engine_destroy(cpu);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+#endif
+}
