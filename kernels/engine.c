@@ -55,6 +55,15 @@ void engine_destroy(engine *e) {
 
 const char *engine_name(const engine *e) { return e->ops->name; }
 
+#ifndef HAVE_CUDA
+/* Without a CUDA toolkit the CUDA engine is not built (kernels/cuda/). */
+int engine_cuda_create(engine **out, int device) {
+  *out = NULL;
+  FAIL(ERR_FAIL, "engine_cuda_create(device %d): this build has no CUDA "
+       "engine (configure found no CUDA toolkit)", device);
+}
+#endif
+
 /* ---- memory and its accounting -------------------------------------------- */
 
 /* Index of tag `name`, added if new; -1 when the table cannot grow. */

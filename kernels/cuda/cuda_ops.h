@@ -1,0 +1,137 @@
+/* The CUDA engine's operations (one family per file, kernels/cuda/<family>.cu,
+ * matrix products in matmul.c), the engine state they share, and the ops
+ * table engine_cuda.c builds from them. Included by plain C (engine_cuda.c,
+ * matmul.c) and by the .cu files.
+ *
+ * Each cuda_* operation has the signature of the k_* function of the same
+ * name (kernels.h) and is called only through engine.c, which has already
+ * checked the arguments. Every operation runs on the engine's stream and
+ * returns once its work is queued; eng_sync waits. Launches are checked at
+ * once (CHECK_LAUNCH); faults inside a kernel surface at the next sync.
+ *
+ * Token ids and targets live in device memory, so they are validated on the
+ * device: a kernel that finds one outside [0, V) records the smallest such
+ * position (cuda_report_bad) and the next eng_sync or eng_download fails
+ * with the same message the CPU engine gives at the call. The operation
+ * itself still returns 0 (checking at the call would cost a sync per call). */
+#ifndef TL_KERNELS_CUDA_OPS_H
+#define TL_KERNELS_CUDA_OPS_H
+
+#include "kernels/engine_internal.h"
+
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the device-side checks of ids and targets leave for the host. */
+enum {
+  CUDA_CHK_EMBEDDING_FWD,
+  CUDA_CHK_EMBEDDING_BWD,
+  CUDA_CHK_CROSS_ENTROPY_FWD,
+  CUDA_CHK_CROSS_ENTROPY_BWD,
+  CUDA_CHK_OPS
+};
+typedef struct cuda_status {
+  /* Per checking op: min over bad elements of (position << 32 | value as
+   * uint32); ~0 when none. The minimum names the first bad position. */
+  unsigned long long key[CUDA_CHK_OPS];
+  int bound[CUDA_CHK_OPS];              /* the V that was exceeded */
+} cuda_status;
+
+typedef struct cuda_engine {
+  int device;
+  int sms;                              /* multiprocessors, for grid sizes */
+  cudaStream_t stream;                  /* non-blocking; everything runs here */
+  cublasHandle_t blas;
+  void *blas_ws;                        /* cuBLAS workspace, "workspace.cublas" */
+  size_t blas_ws_bytes;
+  void *ws;                             /* scratch of the ops, "workspace" */
+  size_t ws_bytes;
+  cuda_status *status;                  /* device memory */
+  int *bad_flag;                        /* mapped pinned host memory, set by a
+                                           kernel that found a bad id ... */
+  int *bad_flag_dev;                    /* ... through this device address */
+} cuda_engine;
+
+static inline cuda_engine *cuda_impl(const engine *e) {
+  return (cuda_engine *)e->impl;
+}
+static inline cudaStream_t cuda_stream(const engine *e) {
+  return cuda_impl(e)->stream;
+}
+
+/* At least `bytes` of scratch device memory for the current operation,
+ * valid until the next call (all use is stream-ordered, so one buffer
+ * serves every op). Grows by eng_alloc under the tag "workspace", after a
+ * stream sync so nothing in flight still reads the old one. */
+int cuda_workspace(engine *e, size_t bytes, void **p);
+
+/* Grid size for a grid-stride loop over `work` items, `threads` per block:
+ * enough blocks to fill the GPU several times over, no more than needed. */
+unsigned cuda_grid(const engine *e, size_t work, int threads);
+
+/* ---- operations ---------------------------------------------------------- */
+int cuda_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                float alpha, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc, dtype compute);
+int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
+                        int k, float alpha, const float *A, int lda,
+                        long long stride_a, const float *B, int ldb,
+                        long long stride_b, float beta, float *C, int ldc,
+                        long long stride_c, int batch, dtype compute);
+int cuda_embedding_fwd(engine *e, const int32_t *ids, const float *table,
+                       float *out, int n, int d, int vocab);
+int cuda_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
+                       float *dtable, int n, int d, int vocab);
+int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
+                     float *rstd, int n, int d, float eps);
+int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
+                     const float *g, const float *rstd, float *dx, float *dg,
+                     int n, int d);
+int cuda_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
+              float theta, int inverse);
+int cuda_split_heads(engine *e, const float *x, float *y, int batch, int seq,
+                     int heads, int dh);
+int cuda_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
+                     int heads, int dh);
+int cuda_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
+                            int seq, float scale);
+int cuda_softmax_causal_bwd(engine *e, const float *P, const float *dP,
+                            float *dS, int mats, int seq, float scale);
+int cuda_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
+                    size_t n);
+int cuda_swiglu_bwd(engine *e, const float *dh, const float *a,
+                    const float *b, float *da, float *db, size_t n);
+int cuda_cross_entropy_fwd(engine *e, const float *logits,
+                           const int32_t *targets, float *losses, float *lse,
+                           int n, int vocab);
+int cuda_cross_entropy_bwd(engine *e, const float *logits,
+                           const int32_t *targets, const float *lse,
+                           float *dlogits, int n, int vocab, float scale);
+int cuda_adamw(engine *e, float *p, const float *g, float *m, float *v,
+               size_t n, float lr, float b1, float b2, float eps, float wd,
+               long long t);
+int cuda_add(engine *e, const float *a, const float *b, float *out, size_t n);
+int cuda_scale(engine *e, float *x, float s, size_t n);
+int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
+              size_t n);
+
+/* ---- helpers of the matrix products (elementwise.cu) ------------------------ */
+/* dst[b][r][c] = (bf16 or f16) src[b*stride + r*ld + c], round to nearest
+ * even, for b < batch, r < rows, c < cols; dst rows are dst_ld apart and
+ * batches rows*dst_ld apart. */
+int cuda_pack_lowp(engine *e, const float *src, int rows, int cols, int ld,
+                   long long stride, int batch, dtype dt, void *dst,
+                   int dst_ld);
+/* C[b][i][j] = beta * C[b][i][j] (0 when beta = 0, C not read), the product
+ * with k = 0. */
+int cuda_scale_matrix(engine *e, float *C, int m, int n, int ldc,
+                      long long stride_c, int batch, float beta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

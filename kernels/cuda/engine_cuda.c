@@ -1,0 +1,255 @@
+/* The CUDA engine: device memory from cudaMalloc, one non-blocking stream on
+ * which every operation is queued, a cuBLAS handle bound to that stream,
+ * and the scratch workspace of the operations. The operations themselves
+ * live one family per file (cuda_ops.h).
+ *
+ * Memory
+ * - alloc is cudaMalloc (256-byte aligned; 0 bytes still gives a real
+ *   pointer). Failure is ERR_OOM naming the bytes, the tag, what this engine
+ *   already holds and the GPU's free / total memory.
+ * - free waits for the stream first: cudaFree of memory a queued kernel
+ *   still reads would be a use after free.
+ * - upload and download copy on the stream and wait for it, so a host
+ *   buffer may be reused (upload) or read (download) as soon as they
+ *   return. memset0 is queued like an operation.
+ * - The cuBLAS workspace (32 MiB, tag "workspace.cublas") and the ops'
+ *   scratch (tag "workspace", grown on demand) are allocated through
+ *   eng_alloc, so the accounting shows every byte the engine takes; cuBLAS
+ *   is given its workspace and allocates nothing itself.
+ *
+ * Precision: cuBLAS runs in CUBLAS_DEFAULT_MATH with CUBLAS_COMPUTE_32F, so
+ * fp32 products are true fp32 (no TF32), as PyTorch's default.
+ *
+ * eng_sync and eng_download also report a token id or target that a kernel
+ * found outside [0, V) (cuda_ops.h). */
+#include "config.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "common/check.h"
+#include "common/check_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { BLAS_WORKSPACE = 32 << 20 };   /* cuBLAS's advice for Hopper */
+static const size_t WS_ROUND = (size_t)1 << 20;
+
+/* ---- workspace and grid sizes ------------------------------------------ */
+
+int cuda_workspace(engine *e, size_t bytes, void **p) {
+  cuda_engine *c = cuda_impl(e);
+  if (bytes > c->ws_bytes) {
+    size_t want = (bytes + WS_ROUND - 1) / WS_ROUND * WS_ROUND;
+    if (c->ws) {
+      CHECK_CUDA(cudaStreamSynchronize(c->stream));
+      eng_free(e, c->ws);
+      c->ws = NULL;
+      c->ws_bytes = 0;
+    }
+    TRY(eng_alloc(e, want, "workspace", &c->ws));
+    c->ws_bytes = want;
+  }
+  *p = c->ws;
+  return 0;
+}
+
+unsigned cuda_grid(const engine *e, size_t work, int threads) {
+  size_t blocks = (work + (size_t)threads - 1) / (size_t)threads;
+  size_t cap = (size_t)cuda_impl(e)->sms * 32;
+  if (blocks > cap) blocks = cap;
+  return blocks ? (unsigned)blocks : 1u;
+}
+
+/* ---- device-side checks --------------------------------------------------- */
+
+static int status_reset(cuda_engine *c) {
+  CHECK_CUDA(cudaMemsetAsync(c->status, 0xff, sizeof *c->status, c->stream));
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  *(volatile int *)c->bad_flag = 0;
+  return 0;
+}
+
+/* After the stream is idle: fail if a kernel found a bad id or target. */
+static int status_report(engine *e) {
+  cuda_engine *c = cuda_impl(e);
+  if (!*(volatile int *)c->bad_flag) return 0;
+  cuda_status st;
+  CHECK_CUDA(cudaMemcpyAsync(&st, c->status, sizeof st, cudaMemcpyDeviceToHost,
+                             c->stream));
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  TRY(status_reset(c));
+  static const char *const op[CUDA_CHK_OPS] = {
+    "k_embedding_fwd", "k_embedding_bwd", "k_cross_entropy_fwd",
+    "k_cross_entropy_bwd"};
+  static const char *const what[CUDA_CHK_OPS] = {
+    "token id", "token id", "target", "target"};
+  for (int i = 0; i < CUDA_CHK_OPS; i++) {
+    if (st.key[i] == ~0ull) continue;
+    int more = 0;
+    for (int j = i + 1; j < CUDA_CHK_OPS; j++) more |= st.key[j] != ~0ull;
+    FAIL(ERR_FAIL,
+         "%s: %s %d at position %lld is outside [0, %d) (found on the GPU "
+         "and reported at the next sync; that row was not computed)%s",
+         op[i], what[i], (int)(uint32_t)(st.key[i] & 0xffffffffu),
+         (long long)(st.key[i] >> 32), st.bound[i],
+         more ? "; other operations found bad values too" : "");
+  }
+  return 0;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static int cu_alloc(engine *e, size_t bytes, const char *tag, void **p) {
+  cudaError_t rc = cudaMalloc(p, bytes ? bytes : 1);
+  if (rc == cudaSuccess) return 0;
+  *p = NULL;
+  (void)cudaGetLastError();   /* not sticky: keep it from later checks */
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free_b = total_b = 0;
+  }
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (rc == cudaErrorMemoryAllocation)
+    FAIL(ERR_OOM,
+         "out of GPU memory allocating %zu bytes for %s (GPU %d: %.2f GiB "
+         "free of %.2f GiB; this engine holds %.2f GiB)",
+         bytes, tag, cuda_impl(e)->device, free_b / gib, total_b / gib,
+         eng_bytes_in_use(e) / gib);
+  FAIL(ERR_FAIL, "cudaMalloc of %zu bytes for %s: %s (%s)", bytes, tag,
+       cudaGetErrorString(rc), cudaGetErrorName(rc));
+}
+
+static void cu_free(engine *e, void *p) {
+  /* free cannot report; a failure here shows at the next checked call. */
+  (void)cudaStreamSynchronize(cuda_stream(e));
+  (void)cudaFree(p);
+}
+
+static int cu_upload(engine *e, void *dst, const void *host_src,
+                     size_t bytes) {
+  CHECK_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice,
+                             cuda_stream(e)));
+  CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
+  return 0;
+}
+
+static int cu_download(engine *e, void *host_dst, const void *src,
+                       size_t bytes) {
+  CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
+                             cuda_stream(e)));
+  CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
+  TRY(status_report(e));
+  return 0;
+}
+
+static int cu_memset0(engine *e, void *p, size_t bytes) {
+  CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, cuda_stream(e)));
+  return 0;
+}
+
+static int cu_sync(engine *e) {
+  CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
+  CHECK_CUDA(cudaGetLastError());
+  TRY(status_report(e));
+  return 0;
+}
+
+/* ---- the engine ---------------------------------------------------------------- */
+
+/* Tolerates a partly built engine (create's failure path). The workspaces
+ * were eng_alloc'd, so engine_destroy has already freed them. */
+static void cu_destroy(engine *e) {
+  cuda_engine *c = cuda_impl(e);
+  if (!c) return;
+  if (c->stream) (void)cudaStreamSynchronize(c->stream);
+  if (c->blas) (void)cublasDestroy(c->blas);
+  if (c->status) (void)cudaFree(c->status);
+  if (c->bad_flag) (void)cudaFreeHost(c->bad_flag);
+  if (c->stream) (void)cudaStreamDestroy(c->stream);
+  free(c);
+  e->impl = NULL;
+}
+
+static const engine_ops cuda_ops = {
+  .name = "cuda",
+  .destroy = cu_destroy,
+  .alloc = cu_alloc,
+  .free = cu_free,
+  .upload = cu_upload,
+  .download = cu_download,
+  .memset0 = cu_memset0,
+  .sync = cu_sync,
+  .matmul = cuda_matmul,
+  .matmul_batched = cuda_matmul_batched,
+  .embedding_fwd = cuda_embedding_fwd,
+  .embedding_bwd = cuda_embedding_bwd,
+  .rmsnorm_fwd = cuda_rmsnorm_fwd,
+  .rmsnorm_bwd = cuda_rmsnorm_bwd,
+  .rope = cuda_rope,
+  .split_heads = cuda_split_heads,
+  .merge_heads = cuda_merge_heads,
+  .softmax_causal_fwd = cuda_softmax_causal_fwd,
+  .softmax_causal_bwd = cuda_softmax_causal_bwd,
+  .swiglu_fwd = cuda_swiglu_fwd,
+  .swiglu_bwd = cuda_swiglu_bwd,
+  .cross_entropy_fwd = cuda_cross_entropy_fwd,
+  .cross_entropy_bwd = cuda_cross_entropy_bwd,
+  .adamw = cuda_adamw,
+  .add = cuda_add,
+  .scale = cuda_scale,
+  .cast = cuda_cast,
+};
+
+static int cuda_init(engine *e, int device) {
+  cuda_engine *c = cuda_impl(e);
+  c->device = device;
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount,
+                                    device));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CHECK_CUBLAS(cublasCreate(&c->blas));
+  /* SetStream resets the workspace to cuBLAS's own pool: stream first. */
+  CHECK_CUBLAS(cublasSetStream(c->blas, c->stream));
+  CHECK_CUBLAS(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+  TRY(eng_alloc(e, BLAS_WORKSPACE, "workspace.cublas", &c->blas_ws));
+  c->blas_ws_bytes = BLAS_WORKSPACE;
+  CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+  CHECK_CUDA(cudaMalloc((void **)&c->status, sizeof *c->status));
+  CHECK_CUDA(cudaHostAlloc((void **)&c->bad_flag, sizeof *c->bad_flag,
+                           cudaHostAllocMapped));
+  CHECK_CUDA(cudaHostGetDevicePointer((void **)&c->bad_flag_dev, c->bad_flag,
+                                      0));
+  TRY(status_reset(c));
+  return 0;
+}
+
+int engine_cuda_create(engine **out, int device) {
+  *out = NULL;
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    FAIL(ERR_FAIL, "engine_cuda_create: no usable GPU: cudaGetDeviceCount: "
+         "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
+  }
+  if (device < 0 || device >= count)
+    FAIL(ERR_FAIL, "engine_cuda_create: no GPU %d (this machine has %d)",
+         device, count);
+  engine *e = calloc(1, sizeof *e);
+  CHECK_ALLOC(e, sizeof *e);
+  e->ops = &cuda_ops;
+  cuda_engine *c = calloc(1, sizeof *c);
+  if (!c) {
+    free(e);
+    CHECK_ALLOC(c, sizeof *c);
+  }
+  e->impl = c;
+  int irc = cuda_init(e, device);
+  if (irc < 0) {
+    err_trace(__FILE__, __LINE__);
+    engine_destroy(e);   /* frees what init got; keeps the message */
+    return irc;
+  }
+  *out = e;
+  return 0;
+}

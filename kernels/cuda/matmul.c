@@ -1,0 +1,105 @@
+/* Matrix products on the CUDA engine, through cuBLAS.
+ *
+ *   C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C        (row-major)
+ *
+ * Same contract as the CPU engine (kernels/cpu/matmul.c): op(X) is X or X^T
+ * as trans_x says, lda/ldb/ldc are row strides as stored; beta = 0 means C
+ * is not read (cuBLAS guarantees it); k = 0 gives C = beta*C. Batched:
+ * operand i at A + i*stride_a, and likewise B and C (stride 0 shares one
+ * operand).
+ *
+ * Row-major to cuBLAS's column-major: a row-major [r,c] matrix with row
+ * stride ld is the column-major [c,r] matrix with the same ld, its
+ * transpose. So row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T: cuBLAS gets B first with transa = trans_b, then A
+ * with transb = trans_a, and sizes (n, m, k).
+ *
+ * compute = DT_F32: fp32 inputs, CUBLAS_COMPUTE_32F in the engine's default
+ * math mode: true fp32, no TF32 (PyTorch's default).
+ * compute = DT_BF16 / DT_F16: A and B are first rounded (to nearest even)
+ * into the engine's workspace as bf16 / f16, packed with rows padded to 8
+ * elements (16 bytes, what the tensor-core kernels want); then GemmEx with
+ * 16-bit inputs, fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 C: what
+ * torch.autocast does to a matmul, except the output stays fp32. A shared
+ * operand (stride 0) is packed once. */
+#include "config.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "common/check.h"
+#include "common/check_cuda.h"
+
+#include <stdint.h>
+
+enum { MAX_BATCH = 65535 };   /* batches per cuBLAS call (grid z limit) */
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
+                const float *A, int lda, long long sa, const float *B, int ldb,
+                long long sb, float beta, float *C, int ldc, long long sc,
+                int batch, dtype compute) {
+  cuda_engine *c = cuda_impl(e);
+  if (k == 0) {
+    TRY(cuda_scale_matrix(e, C, m, n, ldc, sc, batch, beta));
+    return 0;
+  }
+  cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   /* cuBLAS's A: B */
+  cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;   /* cuBLAS's B: A */
+  const void *a = A, *b = B;
+  cudaDataType_t type = CUDA_R_32F;
+  if (compute != DT_F32) {
+    type = compute == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    int arows = ta ? k : m, acols = ta ? m : k;
+    int brows = tb ? n : k, bcols = tb ? k : n;
+    int pa = (int)round_up((size_t)acols, 8), pb = (int)round_up((size_t)bcols, 8);
+    int na = sa == 0 ? 1 : batch, nb = sb == 0 ? 1 : batch;
+    size_t abytes = round_up((size_t)na * arows * pa * 2, 256);
+    size_t bbytes = (size_t)nb * brows * pb * 2;
+    void *ws;
+    TRY(cuda_workspace(e, abytes + bbytes, &ws));
+    void *wa = ws, *wb = (char *)ws + abytes;
+    TRY(cuda_pack_lowp(e, A, arows, acols, lda, sa, na, compute, wa, pa));
+    TRY(cuda_pack_lowp(e, B, brows, bcols, ldb, sb, nb, compute, wb, pb));
+    a = wa;
+    b = wb;
+    lda = pa;
+    ldb = pb;
+    sa = sa == 0 ? 0 : (long long)arows * pa;
+    sb = sb == 0 ? 0 : (long long)brows * pb;
+  }
+  size_t esz = compute == DT_F32 ? 4 : 2;
+  if (batch == 1) {
+    CHECK_CUBLAS(cublasGemmEx(c->blas, opA, opB, n, m, k, &alpha, b, type, ldb,
+                              a, type, lda, &beta, C, CUDA_R_32F, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+  }
+  for (int i0 = 0; i0 < batch; i0 += MAX_BATCH) {
+    int nbat = batch - i0 < MAX_BATCH ? batch - i0 : MAX_BATCH;
+    const char *ai = (const char *)a + (size_t)i0 * sa * esz;
+    const char *bi = (const char *)b + (size_t)i0 * sb * esz;
+    float *ci = C + (size_t)i0 * sc;
+    CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        c->blas, opA, opB, n, m, k, &alpha, bi, type, ldb, sb, ai, type, lda,
+        sa, &beta, ci, CUDA_R_32F, ldc, sc, nbat, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
+  }
+  return 0;
+}
+
+int cuda_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                float alpha, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc, dtype compute) {
+  TRY(gemm(e, trans_a, trans_b, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
+           ldc, 0, 1, compute));
+  return 0;
+}
+
+int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
+                        int k, float alpha, const float *A, int lda,
+                        long long stride_a, const float *B, int ldb,
+                        long long stride_b, float beta, float *C, int ldc,
+                        long long stride_c, int batch, dtype compute) {
+  TRY(gemm(e, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb,
+           stride_b, beta, C, ldc, stride_c, batch, compute));
+  return 0;
+}

@@ -1,0 +1,167 @@
+/* RMSNorm on the CUDA engine; x, y, dy, dx [n,d], g, dg [d], rstd [n].
+ *
+ *   forward   rstd[i] = 1/sqrt(mean_j x[i,j]^2 + eps)
+ *             y[i,j]  = x[i,j] * rstd[i] * g[j]          (rstd saved)
+ *   backward  dx[i,j] = rstd[i]*g[j]*dy[i,j]
+ *                       - x[i,j] * rstd[i]^3 * mean_k(g[k]*dy[i,k]*x[i,k])
+ *                                                        (written)
+ *             dg[j]  += sum_i dy[i,j] * x[i,j] * rstd[i] (accumulated)
+ *
+ * All in fp32. Row sums: one block per row, each thread a serial partial
+ * sum over its columns (float4 when d % 4 = 0), then a fixed tree over the
+ * warp (shuffles) and over the warps; 1/sqrt is the correctly rounded
+ * 1.0f / sqrtf, not rsqrtf.
+ *
+ * dg is a column sum over all rows, done without atomics in two kernels:
+ * blocks of 32 columns x a chunk of rows write partial sums [chunks, d],
+ * then one thread per column adds the chunks in order and adds the total to
+ * dg. The chunking depends only on n, so results are the same run to run
+ * and GPU to GPU. dg runs before dx, so dx may be dy's buffer (as on the
+ * CPU engine); dx may not alias x (engine.c refuses it). */
+#include "kernels/cuda/common.cuh"
+
+/* ---- forward --------------------------------------------------------------- */
+
+template <bool VEC>
+__global__ void rmsnorm_fwd_k(const float *x, const float *g, float *y,
+                              float *rstd, int d, float eps) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  const float *xr = x + row * d;
+  float *yr = y + row * d;
+  float ss = 0.0f;
+  if (VEC) {
+    for (int j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      float4 v = ((const float4 *)xr)[j];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) ss += xr[j] * xr[j];
+  }
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  if (VEC) {
+    for (int j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      float4 v = ((const float4 *)xr)[j], w = ((const float4 *)g)[j];
+      ((float4 *)yr)[j] = make_float4(v.x * r * w.x, v.y * r * w.y,
+                                      v.z * r * w.z, v.w * r * w.w);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] * r * g[j];
+  }
+}
+
+int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
+                     float *rstd, int n, int d, float eps) {
+  bool vec = d % 4 == 0 && aligned16(x) && aligned16(g) && aligned16(y);
+  int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
+  if (vec) rmsnorm_fwd_k<true><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  else rmsnorm_fwd_k<false><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* ---- backward: dg ------------------------------------------------------------ */
+
+enum { DG_COLS = 32, DG_LANES = 8 };   /* block: 32 columns x 8 row lanes */
+
+/* Block (bx, chunk): columns bx*32 + tx, rows [chunk*rows_per, ...), lane ty
+ * takes every 8th row; the 8 lanes are added in order into part[chunk, j]. */
+__global__ void rmsnorm_dg_part_k(const float *dy, const float *x,
+                                  const float *rstd, float *part, int n,
+                                  int d, int rows_per) {
+  __shared__ float sh[DG_LANES][DG_COLS];
+  int j = blockIdx.x * DG_COLS + threadIdx.x;
+  int r0 = blockIdx.y * rows_per;
+  int r1 = min(n, r0 + rows_per);
+  float acc = 0.0f;
+  if (j < d)
+    for (int i = r0 + threadIdx.y; i < r1; i += DG_LANES) {
+      long long o = (long long)i * d + j;
+      acc += dy[o] * x[o] * rstd[i];
+    }
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    float s = 0.0f;
+    for (int l = 0; l < DG_LANES; l++) s += sh[l][threadIdx.x];
+    part[(long long)blockIdx.y * d + j] = s;
+  }
+}
+
+__global__ void rmsnorm_dg_sum_k(const float *part, float *dg, int chunks,
+                                 int d) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  float s = 0.0f;
+  for (int c = 0; c < chunks; c++) s += part[(long long)c * d + j];
+  dg[j] += s;
+}
+
+/* ---- backward: dx --------------------------------------------------------- */
+
+template <bool VEC>
+__global__ void rmsnorm_dx_k(const float *dy, const float *x, const float *g,
+                             const float *rstd, float *dx, int d) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  const float *dyr = dy + row * d, *xr = x + row * d;
+  float *dxr = dx + row * d;
+  float dot = 0.0f;
+  if (VEC) {
+    for (int j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      float4 a = ((const float4 *)g)[j], b = ((const float4 *)dyr)[j],
+             c = ((const float4 *)xr)[j];
+      dot += a.x * b.x * c.x + a.y * b.y * c.y + a.z * b.z * c.z +
+             a.w * b.w * c.w;
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      dot += g[j] * dyr[j] * xr[j];
+  }
+  dot = block_sum(dot, sh);
+  float r = rstd[row];
+  float c = r * r * r * (dot / (float)d);
+  /* Every thread has read its dy before the block_sum's barriers, but the
+   * second pass reads dy again: with dx == dy, each element is read and
+   * then written by the same thread, so the alias is safe. */
+  if (VEC) {
+    for (int j = threadIdx.x; j < d / 4; j += blockDim.x) {
+      float4 a = ((const float4 *)g)[j], b = ((const float4 *)dyr)[j],
+             v = ((const float4 *)xr)[j];
+      ((float4 *)dxr)[j] =
+          make_float4(r * a.x * b.x - v.x * c, r * a.y * b.y - v.y * c,
+                      r * a.z * b.z - v.z * c, r * a.w * b.w - v.w * c);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      dxr[j] = r * g[j] * dyr[j] - xr[j] * c;
+  }
+}
+
+int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
+                     const float *g, const float *rstd, float *dx, float *dg,
+                     int n, int d) {
+  cudaStream_t s = cuda_stream(e);
+  /* dg: chunks of at least 64 rows, at most 1024 chunks. */
+  int rows_per = (n + 1023) / 1024;
+  if (rows_per < 64) rows_per = 64;
+  int chunks = (n + rows_per - 1) / rows_per;
+  float *part;
+  TRY(cuda_workspace(e, (size_t)chunks * d * sizeof(float), (void **)&part));
+  dim3 grid((d + DG_COLS - 1) / DG_COLS, chunks), block(DG_COLS, DG_LANES);
+  rmsnorm_dg_part_k<<<grid, block, 0, s>>>(dy, x, rstd, part, n, d, rows_per);
+  CHECK_LAUNCH();
+  rmsnorm_dg_sum_k<<<(d + 255) / 256, 256, 0, s>>>(part, dg, chunks, d);
+  CHECK_LAUNCH();
+
+  bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
+             aligned16(dx);
+  int threads = row_threads(vec ? d / 4 : d);
+  if (vec) rmsnorm_dx_k<true><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  else rmsnorm_dx_k<false><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  CHECK_LAUNCH();
+  return 0;
+}

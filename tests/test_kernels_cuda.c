@@ -1,0 +1,1097 @@
+/* kernels/: every operation of kernels.h on the CUDA engine, against the CPU
+ * engine (the reference, itself checked against double-precision loops and
+ * finite differences by test_kernels).
+ *
+ * Each check draws fresh seeded random inputs (never zeros: +-[0.1, 1)
+ * times a scale), uploads the same bytes to both engines, fills every
+ * output with NaN first (so an element the GPU never writes fails), runs
+ * the operation on both and compares. Sizes: odd ones (a wrong index,
+ * stride or vector tail shows) and the model's own (B*T = 512 or 2048 rows,
+ * d_model 768, d_ff 3072, 12 heads of 64, vocab 10000).
+ *
+ * Tolerances, and why:
+ * - fp32 operations: max |cuda - cpu| <= 1e-5 * max |cpu| over the tensor.
+ *   Both compute in fp32 or better (the CPU engine mostly in double); a few
+ *   fp32 roundings per element, or a sum of n terms in a tree, stay near
+ *   1e-6 of the largest element. Bitwise where the operation is exact or
+ *   sums in the CPU's order: copies (embedding forward, head layout),
+ *   embedding backward, add, scale, casts.
+ * - matrix products, per element, relative to its own magnitude
+ *   |alpha| * |op(A)| |op(B)| + |beta * C| (so cancellation cannot hide an
+ *   error): fp32 1e-5 (fp32 summation of k <= 3072 products lands near
+ *   1e-7..1e-6; TF32 would land near 1e-3 and fail, so this also proves
+ *   TF32 is off); bf16 1e-2 and f16 2e-3: rounding each input to 8 (bf16)
+ *   or 11 (f16) significant bits perturbs every product by at most
+ *   2u + u^2 of itself, u = 2^-8 (7.8e-3) or 2^-11 (9.8e-4), and the fp32
+ *   accumulation adds little. The bf16 / f16 cases also check that the
+ *   error is above 1e-5, so the low-precision path really ran.
+ *
+ * Also: the accumulate rule (dg, dtable pre-filled with random values),
+ * the aliasing the CPU engine allows (S = P, dS = dP, dlogits = logits,
+ * dx = dy in RMSNorm backward, out = a in add), misaligned pointers (the
+ * scalar paths), bad ids and targets (reported at the next sync), an
+ * allocation far larger than the GPU (ERR_OOM with a message, no crash),
+ * and the tag accounting on the CUDA engine.
+ *
+ * One line per check, then "N passed, M failed". Exit 0 when every check
+ * passes, 1 when one fails, 77 (skip) without a GPU or without a CUDA
+ * build, 99 when the test itself cannot run.
+ *
+ * Options: --small runs only the odd sizes (for compute-sanitizer);
+ * --bench also times the operations at the small model's sizes
+ * (B=4, T=512) and prints a table. */
+#include "config.h"
+#include "kernels/kernels.h"
+
+#include "common/check.h"
+#include "common/clock.h"
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+static engine *CPU, *GPU;
+static int small_only;
+
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s: ", ok ? "PASS" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+  if (ok) passed++;
+  else failed++;
+}
+
+static void hard_error(const char *what) {
+  fprintf(stderr, "test_kernels_cuda: %s: %s\n", what, err_msg());
+  exit(99);
+}
+
+/* The current error's first line (the message without its trace), so a
+ * check stays one line. */
+static const char *err1(void) {
+  static char buf[512];
+  err_first_line(buf, sizeof buf);
+  return buf;
+}
+
+static void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) hard_error("malloc");
+  return p;
+}
+
+/* ---- random inputs ------------------------------------------------------------ */
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next_u64(void) {                 /* splitmix64 */
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double urand(void) { return (next_u64() >> 11) * 0x1.0p-53; }
+
+/* scale * (+-[0.1, 1)): never zero, both signs. */
+static float frand(float scale) {
+  double u = 0.1 + 0.9 * urand();
+  return (float)(scale * (next_u64() & 1 ? u : -u));
+}
+
+static float *host_rand(size_t n, float scale) {
+  float *x = xmalloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) x[i] = frand(scale);
+  return x;
+}
+
+/* ---- one buffer on both engines ------------------------------------------------- */
+
+typedef struct pair {
+  void *c, *g;            /* CPU engine, CUDA engine */
+  size_t bytes;
+} pair;
+
+/* Inside `for (int w = 0; w < 2; w++)`: this engine's copy. */
+#define W(p) ((w) ? (p).g : (p).c)
+
+/* The same bytes on both engines; host NULL: NaN (all bits set) poison. */
+static pair pair_new(const void *host, size_t bytes) {
+  pair p = {NULL, NULL, bytes};
+  void *poison = NULL;
+  if (!host) {
+    poison = xmalloc(bytes);
+    memset(poison, 0xff, bytes);
+    host = poison;
+  }
+  if (eng_alloc(CPU, bytes, "test", &p.c) < 0 ||
+      eng_alloc(GPU, bytes, "test", &p.g) < 0)
+    hard_error("eng_alloc");
+  if (eng_upload(CPU, p.c, host, bytes) < 0 ||
+      eng_upload(GPU, p.g, host, bytes) < 0)
+    hard_error("eng_upload");
+  free(poison);
+  return p;
+}
+
+static pair pair_f(const float *host, size_t n) {
+  return pair_new(host, n * sizeof(float));
+}
+
+/* Fresh random floats on both engines. */
+static pair pair_rand(size_t n, float scale) {
+  float *h = host_rand(n, scale);
+  pair p = pair_f(h, n);
+  free(h);
+  return p;
+}
+
+static void pair_set(pair p, const void *host) {
+  if (eng_upload(CPU, p.c, host, p.bytes) < 0 ||
+      eng_upload(GPU, p.g, host, p.bytes) < 0)
+    hard_error("eng_upload");
+}
+
+static void pair_free(pair p) {
+  eng_free(CPU, p.c);
+  eng_free(GPU, p.g);
+}
+
+static void *down(engine *e, const void *p, size_t bytes) {
+  void *h = xmalloc(bytes);
+  if (eng_sync(e) < 0 || eng_download(e, h, p, bytes) < 0)
+    hard_error("eng_download");
+  return h;
+}
+
+/* A call that must succeed on both engines; a failure is a failed check
+ * and ends the test function. */
+#define BOTH(call)                                                           \
+  for (int w = 0; w < 2; w++) {                                              \
+    engine *e = w ? GPU : CPU;                                               \
+    if ((call) < 0) {                                                        \
+      check(0, "%s on the %s engine: %s", #call, engine_name(e), err1()); \
+      err_clear();                                                           \
+      return;                                                                \
+    }                                                                        \
+  }
+
+/* ---- comparisons ------------------------------------------------------------------ */
+
+/* max |cuda - cpu| over the first n floats (from float `off`), relative to
+ * max |cpu|; NaN anywhere fails. */
+static void cmp_range(const char *what, pair p, size_t off, size_t n,
+                      double tol) {
+  float *c = down(CPU, p.c, p.bytes), *g = down(GPU, p.g, p.bytes);
+  double big = 0, err = 0;
+  size_t worst = off, nans = 0;
+  for (size_t i = off; i < off + n; i++) {
+    if (isnan(c[i]) || isnan(g[i])) { nans++; continue; }
+    if (fabs(c[i]) > big) big = fabs(c[i]);
+    double e = fabs((double)g[i] - c[i]);
+    if (e > err) { err = e; worst = i; }
+  }
+  double rel = err / (big > 0 ? big : 1);
+  check(nans == 0 && rel <= tol,
+        "%s: max |cuda - cpu| %.2e of max |cpu| %.3g (tol %.0e)%s", what, rel,
+        big, tol, nans ? " -- NaN FOUND (unwritten or wrong)" : "");
+  if (nans || rel > tol)
+    printf("  worst [%zu] cuda %.9g cpu %.9g; %zu NaN\n", worst, g[worst],
+           c[worst], nans);
+  free(c);
+  free(g);
+}
+
+static void cmp(const char *what, pair p, double tol) {
+  cmp_range(what, p, 0, p.bytes / sizeof(float), tol);
+}
+
+/* Bit for bit. */
+static void same(const char *what, pair p) {
+  unsigned char *c = down(CPU, p.c, p.bytes), *g = down(GPU, p.g, p.bytes);
+  size_t diff = 0, first = 0, n = p.bytes / 4;
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(c + 4 * i, g + 4 * i, 4) != 0 && diff++ == 0) first = i;
+  check(diff == 0, "%s: bit for bit equal to the CPU engine (%zu of %zu "
+        "words differ)", what, diff, n);
+  if (diff) {
+    uint32_t a, b;
+    memcpy(&a, c + 4 * first, 4);
+    memcpy(&b, g + 4 * first, 4);
+    printf("  first at [%zu]: cpu %08x cuda %08x\n", first, a, b);
+  }
+  free(c);
+  free(g);
+}
+
+/* The next sync on the GPU must fail with `needle` in the message, and the
+ * one after it must succeed (the report is cleared). */
+static void expect_sync_fail(const char *what, const char *needle) {
+  int rc = eng_sync(GPU);
+  int ok = rc == ERR_FAIL && strstr(err_msg(), needle) != NULL;
+  check(ok, "%s is reported by the next eng_sync (rc %d, message: %s)", what,
+        rc, rc ? err1() : "none");
+  err_clear();
+  rc = eng_sync(GPU);
+  check(rc == 0, "%s: the report is cleared afterwards", what);
+  err_clear();
+}
+
+/* ======================================================================= */
+/* matrix products                                                          */
+/* ======================================================================= */
+
+static double mm_tol(dtype t) {
+  return t == DT_F32 ? 1e-5 : t == DT_BF16 ? 1e-2 : 2e-3;
+}
+
+static void fabs_all(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] = fabsf(x[i]);
+}
+
+/* batch = 0: k_matmul; otherwise k_matmul_batched with gaps between the
+ * operands (and stride_b = 0 when shared_b). Leading dimensions exceed the
+ * rows by `pad`. beta = 0: C holds NaN, which must not be read. */
+static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
+                    float beta, dtype ct, int batch, int shared_b, int pad) {
+  int nb = batch ? batch : 1;
+  int arows = ta ? k : m, acols = ta ? m : k;
+  int brows = tb ? n : k, bcols = tb ? k : n;
+  int lda = acols + pad, ldb = bcols + pad, ldc = n + pad;
+  long long sa = batch ? (long long)arows * lda + 5 : 0;
+  long long sb = batch && !shared_b ? (long long)brows * ldb + 3 : 0;
+  long long sc = batch ? (long long)m * ldc + 7 : 0;
+  size_t na = batch ? (size_t)sa * nb : (size_t)arows * lda;
+  size_t nbb = sb ? (size_t)sb * nb : (size_t)brows * ldb;
+  size_t nc = batch ? (size_t)sc * nb : (size_t)m * ldc;
+  float *A = host_rand(na, 1), *B = host_rand(nbb, 1), *C0 = host_rand(nc, 1);
+  for (int b = 0; b < nb && beta == 0; b++)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) C0[b * sc + (size_t)i * ldc + j] = NAN;
+
+  char what[200];
+  snprintf(what, sizeof what, "%s %s ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g",
+           batch ? "k_matmul_batched" : "k_matmul", dtype_name(ct), ta, tb, m,
+           n, k, alpha, beta);
+  if (batch)
+    snprintf(what + strlen(what), sizeof what - strlen(what), " (batch %d%s)",
+             batch, shared_b ? ", stride_b=0" : "");
+
+  /* The GPU in `ct`; the CPU reference in fp32, and the magnitudes. */
+  float *Cg = NULL, *R = NULL, *M = NULL;
+  for (int pass = 0; pass < 3; pass++) {
+    engine *e = pass == 0 ? GPU : CPU;
+    if (pass == 2) { fabs_all(A, na); fabs_all(B, nbb); fabs_all(C0, nc); }
+    float *dA, *dB, *dC;
+    if (eng_alloc(e, na * 4, "test", (void **)&dA) < 0 ||
+        eng_alloc(e, nbb * 4, "test", (void **)&dB) < 0 ||
+        eng_alloc(e, nc * 4, "test", (void **)&dC) < 0 ||
+        eng_upload(e, dA, A, na * 4) < 0 || eng_upload(e, dB, B, nbb * 4) < 0 ||
+        eng_upload(e, dC, C0, nc * 4) < 0)
+      hard_error("matmul buffers");
+    float al = pass == 2 ? fabsf(alpha) : alpha, be = pass == 2 ? fabsf(beta) : beta;
+    dtype t = pass == 0 ? ct : DT_F32;
+    int rc = batch ? k_matmul_batched(e, ta, tb, m, n, k, al, dA, lda, sa, dB,
+                                      ldb, sb, be, dC, ldc, sc, batch, t)
+                   : k_matmul(e, ta, tb, m, n, k, al, dA, lda, dB, ldb, be,
+                              dC, ldc, t);
+    float *out = NULL;
+    if (rc == 0) out = down(e, dC, nc * 4);
+    else { check(0, "%s on %s: %s", what, engine_name(e), err1()); err_clear(); }
+    eng_free(e, dA); eng_free(e, dB); eng_free(e, dC);
+    if (pass == 0) Cg = out; else if (pass == 1) R = out; else M = out;
+    if (!out) break;
+  }
+  if (Cg && R && M) {
+    double worst = 0;
+    size_t bad_pad = 0;
+    for (int b = 0; b < nb; b++)
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+          size_t o = (size_t)b * sc + (size_t)i * ldc + j;
+          double e = fabs((double)Cg[o] - R[o]) / ((double)M[o] + 1e-30);
+          if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+    /* Padding and gaps: the GPU result there equals the CPU's (both left
+     * them alone, and both started from the same C0). */
+    for (size_t o = 0; o < nc; o++) {
+      size_t r = batch ? o % (size_t)sc : o;
+      size_t i = r / ldc, j = r % ldc;
+      int inside = i < (size_t)m && j < (size_t)n;
+      if (!inside && memcmp(&Cg[o], &R[o], 4) != 0) bad_pad++;
+    }
+    double tol = mm_tol(ct);
+    int lowp_ran = ct == DT_F32 || worst > 1e-5 || (size_t)k * m * n < 64;
+    check(worst <= tol && bad_pad == 0 && lowp_ran,
+          "%s: max error %.2e of the element's magnitude (tol %.0e)%s%s", what,
+          worst, tol, bad_pad ? "; WROTE OUTSIDE C" : "",
+          lowp_ran ? "" : "; error too small: were the inputs really rounded?");
+  }
+  free(Cg); free(R); free(M);
+  free(A); free(B); free(C0);
+}
+
+static void test_matmul(void) {
+  for (int t = 0; t < 3; t++) {
+    dtype ct = t == 0 ? DT_F32 : t == 1 ? DT_BF16 : DT_F16;
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        mm_case(ta, tb, 7, 13, 9, 1.0f, 0.0f, ct, 0, 0, 3);
+        mm_case(ta, tb, 7, 13, 9, 0.7f, 0.3f, ct, 0, 0, 3);
+        mm_case(ta, tb, 37, 150, 300, -1.3f, 1.0f, ct, 0, 0, 1);
+      }
+    mm_case(0, 1, 1, 1, 1, 2.0f, -0.5f, ct, 0, 0, 0);
+    if (small_only) continue;
+    /* The model's products at N = 512, d_model 768, d_ff 3072, V 10000:
+     * forward y = x W^T, input gradient dx = dy W, weight gradient
+     * dW += dy^T x (beta 1), the FFN and the LM head. */
+    mm_case(0, 1, 512, 768, 768, 1.0f, 0.0f, ct, 0, 0, 0);
+    mm_case(0, 0, 512, 768, 768, 1.0f, 0.0f, ct, 0, 0, 0);
+    mm_case(1, 0, 768, 768, 512, 1.0f, 1.0f, ct, 0, 0, 0);
+    mm_case(0, 1, 512, 3072, 768, 1.0f, 0.0f, ct, 0, 0, 0);
+    mm_case(0, 0, 512, 768, 3072, 1.0f, 0.0f, ct, 0, 0, 0);
+    mm_case(0, 1, 512, 10000, 768, 1.0f, 0.0f, ct, 0, 0, 0);
+  }
+
+  /* k = 0: C = beta C (and 0, C not read, when beta = 0). */
+  float C0[6], *Cnan = xmalloc(6 * sizeof *Cnan);
+  for (int i = 0; i < 6; i++) { C0[i] = frand(1); Cnan[i] = NAN; }
+  pair c = pair_f(C0, 6), z = pair_f(Cnan, 6);
+  BOTH(k_matmul(e, 0, 0, 2, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.5f, W(c), 3, DT_F32));
+  BOTH(k_matmul(e, 0, 0, 2, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.0f, W(z), 3, w ? DT_BF16 : DT_F32));
+  same("k_matmul with k=0: C = beta*C", c);
+  same("k_matmul with k=0, beta=0: C = 0 without reading C", z);
+  pair_free(c); pair_free(z); free(Cnan);
+}
+
+static void test_matmul_batched(void) {
+  for (int t = 0; t < 3; t++) {
+    dtype ct = t == 0 ? DT_F32 : t == 1 ? DT_BF16 : DT_F16;
+    /* Attention's products S = Q K^T, O = P V, their backward shapes with
+     * beta != 0, and a shared B. */
+    mm_case(0, 1, 9, 9, 6, 1.0f, 0.0f, ct, 3, 0, 1);
+    mm_case(0, 0, 9, 6, 9, 0.6f, 0.0f, ct, 3, 0, 2);
+    mm_case(1, 0, 6, 9, 9, 0.6f, 0.5f, ct, 3, 0, 1);
+    mm_case(1, 1, 7, 5, 11, 0.6f, 1.0f, ct, 4, 0, 2);
+    mm_case(0, 1, 7, 13, 9, 0.6f, 0.25f, ct, 3, 1, 1);
+    if (small_only) continue;
+    /* B*H = 48 heads, T = 512, Dh = 64. */
+    mm_case(0, 1, 512, 512, 64, 0.125f, 0.0f, ct, 48, 0, 0);
+    mm_case(0, 0, 512, 64, 512, 1.0f, 0.0f, ct, 48, 0, 0);
+    mm_case(1, 0, 512, 64, 512, 1.0f, 0.0f, ct, 48, 0, 0);
+  }
+  /* More products than one cuBLAS call takes (65535). */
+  mm_case(0, 0, 2, 3, 2, 1.0f, 0.5f, DT_F32, 65537, 0, 0);
+  mm_case(0, 1, 2, 3, 4, 1.0f, 0.0f, DT_BF16, 65537, 0, 1);
+}
+
+/* ======================================================================= */
+/* embedding                                                                */
+/* ======================================================================= */
+
+static void emb_case(int n, int d, int vocab, int misalign) {
+  int32_t *ids = xmalloc((size_t)n * sizeof *ids);
+  /* Half the positions from 5 ids: many repeats. */
+  for (int i = 0; i < n; i++)
+    ids[i] = (int32_t)(next_u64() % (next_u64() & 1 ? 5 : (uint64_t)vocab));
+  int o = misalign;
+  pair pid = pair_new(ids, (size_t)n * 4);
+  pair table = pair_rand((size_t)vocab * d + o, 1);
+  pair out = pair_f(NULL, (size_t)n * d + o);
+  pair dout = pair_rand((size_t)n * d + o, 1);
+  pair dt = pair_rand((size_t)vocab * d + o, 1);   /* accumulated into */
+  char what[160];
+  snprintf(what, sizeof what, "n=%d d=%d V=%d%s", n, d, vocab,
+           o ? ", misaligned" : "");
+  BOTH(k_embedding_fwd(e, W(pid), (float *)W(table) + o, (float *)W(out) + o,
+                       n, d, vocab));
+  char line[200];
+  snprintf(line, sizeof line, "k_embedding_fwd %s", what);
+  same(line, out);
+  BOTH(k_embedding_bwd(e, W(pid), (float *)W(dout) + o, (float *)W(dt) + o, n,
+                       d, vocab));
+  snprintf(line, sizeof line, "k_embedding_bwd %s (accumulated into random "
+           "dtable, repeated ids, deterministic)", what);
+  same(line, dt);
+  pair_free(pid); pair_free(table); pair_free(out); pair_free(dout);
+  pair_free(dt);
+  free(ids);
+}
+
+static void test_embedding(void) {
+  emb_case(9, 150, 37, 0);
+  emb_case(9, 13, 37, 0);
+  emb_case(33, 20, 7, 1);
+  if (!small_only) {
+    emb_case(2048, 768, 10000, 0);
+    emb_case(512, 2560, 10000, 0);
+  }
+  /* A bad id is reported at the next sync, with the CPU engine's words. */
+  enum { D = 16, V = 37 };
+  int32_t bad[3] = {1, 37, 2};
+  pair pid = pair_new(bad, sizeof bad), table = pair_rand(V * D, 1);
+  pair out = pair_f(NULL, 3 * D), dout = pair_rand(3 * D, 1);
+  int rc = k_embedding_fwd(GPU, pid.g, table.g, out.g, 3, D, V);
+  check(rc == 0, "k_embedding_fwd with a bad id returns 0 at the call (the "
+        "ids are on the GPU)");
+  expect_sync_fail("k_embedding_fwd with an id >= V",
+                   "k_embedding_fwd: token id 37 at position 1 is outside [0, 37)");
+  bad[1] = -1;
+  pair_set(pid, bad);
+  rc = k_embedding_bwd(GPU, pid.g, dout.g, table.g, 3, D, V);
+  check(rc == 0, "k_embedding_bwd with a bad id returns 0 at the call");
+  expect_sync_fail("k_embedding_bwd with an id < 0",
+                   "k_embedding_bwd: token id -1 at position 1 is outside [0, 37)");
+  pair_free(pid); pair_free(table); pair_free(out); pair_free(dout);
+}
+
+/* ======================================================================= */
+/* RMSNorm                                                                  */
+/* ======================================================================= */
+
+static void rms_case(int n, int d, int alias_dx_dy) {
+  const float eps = 1e-5f;
+  pair x = pair_rand((size_t)n * d, 2), g = pair_rand(d, 1);
+  pair y = pair_f(NULL, (size_t)n * d), r = pair_f(NULL, n);
+  pair dy = pair_rand((size_t)n * d, 1), dg = pair_rand(d, 1);
+  pair dx = alias_dx_dy ? dy : pair_f(NULL, (size_t)n * d);
+  char line[160];
+  BOTH(k_rmsnorm_fwd(e, W(x), W(g), W(y), W(r), n, d, eps));
+  snprintf(line, sizeof line, "k_rmsnorm_fwd y n=%d d=%d", n, d);
+  cmp(line, y, 1e-5);
+  snprintf(line, sizeof line, "k_rmsnorm_fwd rstd n=%d d=%d", n, d);
+  cmp(line, r, 1e-5);
+  BOTH(k_rmsnorm_bwd(e, W(dy), W(x), W(g), W(r), W(dx), W(dg), n, d));
+  snprintf(line, sizeof line, "k_rmsnorm_bwd dx n=%d d=%d%s", n, d,
+           alias_dx_dy ? " (dx = dy, in place)" : "");
+  cmp(line, dx, 1e-5);
+  snprintf(line, sizeof line, "k_rmsnorm_bwd dg n=%d d=%d (accumulated into "
+           "random dg)", n, d);
+  cmp(line, dg, 1e-5);
+  pair_free(x); pair_free(g); pair_free(y); pair_free(r); pair_free(dy);
+  pair_free(dg);
+  if (!alias_dx_dy) pair_free(dx);
+}
+
+/* The dg column sums do not depend on timing: two runs, same bits. */
+static void rms_deterministic(int n, int d) {
+  pair x = pair_rand((size_t)n * d, 1), g = pair_rand(d, 1), r = pair_rand(n, 1);
+  pair dy = pair_rand((size_t)n * d, 1), dx = pair_f(NULL, (size_t)n * d);
+  float *z = xmalloc(d * sizeof *z), *o[2];
+  for (int i = 0; i < d; i++) z[i] = 0.5f;
+  pair dg = pair_f(z, d);
+  for (int k = 0; k < 2; k++) {
+    pair_set(dg, z);
+    if (k_rmsnorm_bwd(GPU, dy.g, x.g, g.g, r.g, dx.g, dg.g, n, d) < 0)
+      hard_error("k_rmsnorm_bwd");
+    o[k] = down(GPU, dg.g, d * sizeof(float));
+  }
+  check(memcmp(o[0], o[1], d * sizeof(float)) == 0,
+        "k_rmsnorm_bwd dg n=%d d=%d: two runs give the same bits", n, d);
+  free(o[0]); free(o[1]); free(z);
+  pair_free(x); pair_free(g); pair_free(r); pair_free(dy); pair_free(dx);
+  pair_free(dg);
+}
+
+static void test_rmsnorm(void) {
+  rms_case(7, 13, 0);
+  rms_case(5, 1001, 0);
+  rms_case(9, 20, 1);
+  if (!small_only) {
+    rms_case(512, 768, 0);
+    rms_case(2048, 768, 1);
+    rms_case(3001, 2560, 0);
+    rms_deterministic(2048, 768);
+  }
+}
+
+/* ======================================================================= */
+/* RoPE and head layout                                                     */
+/* ======================================================================= */
+
+static void rope_case(int b, int h, int t, int dh, int misalign) {
+  size_t n = (size_t)b * h * t * dh;
+  int o = misalign;
+  pair x = pair_rand(n + o, 1);
+  char line[160];
+  BOTH(k_rope(e, (float *)W(x) + o, b, h, t, dh, 10000.0f, 0));
+  snprintf(line, sizeof line, "k_rope B=%d H=%d T=%d Dh=%d%s", b, h, t, dh,
+           o ? " misaligned" : "");
+  cmp(line, x, 1e-5);
+  BOTH(k_rope(e, (float *)W(x) + o, b, h, t, dh, 10000.0f, 1));
+  snprintf(line, sizeof line, "k_rope inverse (backward) B=%d H=%d T=%d Dh=%d",
+           b, h, t, dh);
+  cmp(line, x, 1e-5);
+  pair_free(x);
+}
+
+static void heads_case(int b, int t, int h, int dh) {
+  size_t n = (size_t)b * t * h * dh;
+  pair x = pair_rand(n, 1), y = pair_f(NULL, n), z = pair_f(NULL, n);
+  char line[160];
+  BOTH(k_split_heads(e, W(x), W(y), b, t, h, dh));
+  snprintf(line, sizeof line, "k_split_heads B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  same(line, y);
+  BOTH(k_merge_heads(e, W(y), W(z), b, t, h, dh));
+  snprintf(line, sizeof line, "k_merge_heads B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  same(line, z);
+  pair_free(x); pair_free(y); pair_free(z);
+}
+
+static void test_rope_heads(void) {
+  rope_case(2, 3, 9, 6, 0);
+  rope_case(1, 2, 7, 10, 1);
+  heads_case(2, 9, 3, 6);
+  heads_case(1, 5, 2, 12);
+  if (!small_only) {
+    rope_case(4, 12, 512, 64, 0);
+    rope_case(1, 2, 8192, 128, 0);   /* large angles: t up to 8191 */
+    heads_case(4, 512, 12, 64);
+  }
+}
+
+/* ======================================================================= */
+/* causal softmax                                                           */
+/* ======================================================================= */
+
+/* Every entry above the diagonal exactly +0 on the GPU. */
+static void upper_zero(const char *what, pair p, int mats, int seq) {
+  float *g = down(GPU, p.g, p.bytes);
+  size_t bad = 0;
+  for (long long mtx = 0; mtx < mats; mtx++)
+    for (int i = 0; i < seq; i++)
+      for (int j = i + 1; j < seq; j++) {
+        uint32_t u;
+        memcpy(&u, &g[((size_t)mtx * seq + i) * seq + j], 4);
+        bad += u != 0;
+      }
+  check(bad == 0, "%s: upper triangle written as 0 (%zu not)", what, bad);
+  free(g);
+}
+
+static void softmax_case(int mats, int seq, float scale, int in_place) {
+  size_t n = (size_t)mats * seq * seq;
+  pair S = pair_rand(n, 3);
+  pair P = in_place ? S : pair_f(NULL, n);
+  pair dP = pair_rand(n, 1);
+  pair dS = in_place ? dP : pair_f(NULL, n);
+  char line[160];
+  BOTH(k_softmax_causal_fwd(e, W(S), W(P), mats, seq, scale));
+  snprintf(line, sizeof line, "k_softmax_causal_fwd mats=%d T=%d scale=%g%s",
+           mats, seq, scale, in_place ? " (P = S)" : "");
+  cmp(line, P, 1e-5);
+  upper_zero(line, P, mats, seq);
+  BOTH(k_softmax_causal_bwd(e, W(P), W(dP), W(dS), mats, seq, scale));
+  snprintf(line, sizeof line, "k_softmax_causal_bwd mats=%d T=%d%s", mats, seq,
+           in_place ? " (dS = dP)" : "");
+  cmp(line, dS, 1e-5);
+  upper_zero(line, dS, mats, seq);
+  pair_free(S); pair_free(dP);
+  if (!in_place) { pair_free(P); pair_free(dS); }
+}
+
+static void test_softmax(void) {
+  softmax_case(3, 9, 0.4f, 0);
+  softmax_case(2, 33, 1.0f, 1);
+  softmax_case(1, 1100, 0.125f, 0);   /* a block per row (T > 1024) */
+  if (!small_only) {
+    softmax_case(48, 512, 0.125f, 0);
+    softmax_case(4, 1024, 0.125f, 1);
+    softmax_case(2, 1500, 0.125f, 1);
+  }
+}
+
+/* ======================================================================= */
+/* SwiGLU                                                                   */
+/* ======================================================================= */
+
+static void swiglu_case(size_t n, int misalign, int alias) {
+  int o = misalign;
+  pair a = pair_rand(n + o, 4), b = pair_rand(n + o, 1), h = pair_f(NULL, n + o);
+  pair dh = pair_rand(n + o, 1);
+  pair da = alias ? a : pair_f(NULL, n + o), db = alias ? b : pair_f(NULL, n + o);
+  char line[160];
+  BOTH(k_swiglu_fwd(e, (float *)W(a) + o, (float *)W(b) + o,
+                    (float *)W(h) + o, n));
+  snprintf(line, sizeof line, "k_swiglu_fwd n=%zu%s", n, o ? " misaligned" : "");
+  cmp_range(line, h, o, n, 1e-5);
+  BOTH(k_swiglu_bwd(e, (float *)W(dh) + o, (float *)W(a) + o,
+                    (float *)W(b) + o, (float *)W(da) + o, (float *)W(db) + o,
+                    n));
+  snprintf(line, sizeof line, "k_swiglu_bwd da n=%zu%s", n,
+           alias ? " (da = a, db = b)" : "");
+  cmp_range(line, da, o, n, 1e-5);
+  snprintf(line, sizeof line, "k_swiglu_bwd db n=%zu", n);
+  cmp_range(line, db, o, n, 1e-5);
+  pair_free(a); pair_free(b); pair_free(h); pair_free(dh);
+  if (!alias) { pair_free(da); pair_free(db); }
+}
+
+static void test_swiglu(void) {
+  swiglu_case(1001, 0, 0);
+  swiglu_case(1001, 1, 1);
+  swiglu_case(7, 0, 0);
+  if (!small_only) swiglu_case((size_t)2048 * 3072, 0, 0);
+}
+
+/* ======================================================================= */
+/* cross-entropy                                                            */
+/* ======================================================================= */
+
+static void ce_case(int n, int vocab, float scale, float offset, int alias) {
+  float *lg = host_rand((size_t)n * vocab, scale);
+  for (size_t i = 0; i < (size_t)n * vocab; i++) lg[i] += offset;
+  int32_t *tg = xmalloc((size_t)n * sizeof *tg);
+  for (int i = 0; i < n; i++) tg[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+  pair L = pair_f(lg, (size_t)n * vocab), T = pair_new(tg, (size_t)n * 4);
+  pair loss = pair_f(NULL, n), lse = pair_f(NULL, n);
+  pair dL = alias ? L : pair_f(NULL, (size_t)n * vocab);
+  char line[160];
+  BOTH(k_cross_entropy_fwd(e, W(L), W(T), W(loss), W(lse), n, vocab));
+  snprintf(line, sizeof line, "k_cross_entropy_fwd losses n=%d V=%d "
+           "(logits +-%g%+g)", n, vocab, scale, offset);
+  cmp(line, loss, 1e-5);
+  snprintf(line, sizeof line, "k_cross_entropy_fwd lse n=%d V=%d", n, vocab);
+  cmp(line, lse, 1e-5);
+  BOTH(k_cross_entropy_bwd(e, W(L), W(T), W(lse), W(dL), n, vocab,
+                           1.0f / n));
+  snprintf(line, sizeof line, "k_cross_entropy_bwd n=%d V=%d scale=1/n%s", n,
+           vocab, alias ? " (dlogits = logits)" : "");
+  cmp(line, dL, 1e-5);
+  pair_free(L); pair_free(T); pair_free(loss); pair_free(lse);
+  if (!alias) pair_free(dL);
+  free(lg); free(tg);
+}
+
+static void test_cross_entropy(void) {
+  ce_case(7, 37, 4, 0, 0);
+  ce_case(5, 1001, 4, 0, 1);
+  ce_case(3, 40, 3, 100, 0);   /* exp(100) would overflow without the max */
+  if (!small_only) {
+    ce_case(512, 10000, 4, 0, 0);
+    ce_case(2048, 10000, 4, 0, 1);
+    ce_case(64, 10001, 4, 0, 0);
+    ce_case(4, 151936, 4, 0, 0);
+  }
+  /* Bad targets, reported at the next sync. */
+  int32_t bad[3] = {1, 37, 2};
+  pair L = pair_rand(3 * 37, 1), T = pair_new(bad, sizeof bad);
+  pair loss = pair_f(NULL, 3), lse = pair_f(NULL, 3), dL = pair_f(NULL, 3 * 37);
+  int rc = k_cross_entropy_fwd(GPU, L.g, T.g, loss.g, lse.g, 3, 37);
+  check(rc == 0, "k_cross_entropy_fwd with a bad target returns 0 at the call");
+  expect_sync_fail("k_cross_entropy_fwd with a target >= V",
+                   "k_cross_entropy_fwd: target 37 at position 1 is outside [0, 37)");
+  bad[1] = -3;
+  pair_set(T, bad);
+  rc = k_cross_entropy_bwd(GPU, L.g, T.g, lse.g, dL.g, 3, 37, 1.0f);
+  check(rc == 0, "k_cross_entropy_bwd with a bad target returns 0 at the call");
+  expect_sync_fail("k_cross_entropy_bwd with a target < 0",
+                   "k_cross_entropy_bwd: target -3 at position 1 is outside [0, 37)");
+  pair_free(L); pair_free(T); pair_free(loss); pair_free(lse); pair_free(dL);
+}
+
+/* ======================================================================= */
+/* AdamW, elementwise, casts                                                */
+/* ======================================================================= */
+
+static void adamw_case(size_t n, int misalign) {
+  int o = misalign;
+  float *v0 = host_rand(n + o, 1);
+  for (size_t i = 0; i < n + o; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
+  pair p = pair_rand(n + o, 1), m = pair_rand(n + o, 0.1f), v = pair_f(v0, n + o);
+  pair g = pair_f(NULL, n + o);
+  for (long long t = 1; t <= 3; t++) {
+    float *gh = host_rand(n + o, 1);
+    pair_set(g, gh);
+    free(gh);
+    BOTH(k_adamw(e, (float *)W(p) + o, (float *)W(g) + o, (float *)W(m) + o,
+                 (float *)W(v) + o, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t));
+  }
+  char line[160];
+  snprintf(line, sizeof line, "k_adamw 3 steps n=%zu%s: p", n,
+           o ? " misaligned" : "");
+  cmp_range(line, p, o, n, 1e-5);
+  snprintf(line, sizeof line, "k_adamw 3 steps n=%zu: m", n);
+  cmp_range(line, m, o, n, 1e-5);
+  snprintf(line, sizeof line, "k_adamw 3 steps n=%zu: v", n);
+  cmp_range(line, v, o, n, 1e-5);
+  pair_free(p); pair_free(m); pair_free(v); pair_free(g);
+  free(v0);
+}
+
+static void add_scale_case(size_t n, int misalign) {
+  int o = misalign;
+  pair a = pair_rand(n + o, 1), b = pair_rand(n + o, 1), out = pair_f(NULL, n + o);
+  char line[160];
+  BOTH(k_add(e, (float *)W(a) + o, (float *)W(b) + o, (float *)W(out) + o, n));
+  snprintf(line, sizeof line, "k_add n=%zu%s", n, o ? " misaligned" : "");
+  same(line, out);
+  BOTH(k_add(e, (float *)W(a) + o, (float *)W(b) + o, (float *)W(a) + o, n));
+  snprintf(line, sizeof line, "k_add n=%zu in place (out = a)", n);
+  same(line, a);
+  BOTH(k_scale(e, (float *)W(b) + o, -0.37f, n));
+  snprintf(line, sizeof line, "k_scale n=%zu%s", n, o ? " misaligned" : "");
+  same(line, b);
+  pair_free(a); pair_free(b); pair_free(out);
+}
+
+/* Casting n values of st to dt on both engines: the same bits. */
+static void cast_case(const char *what, const void *src, dtype st, dtype dt,
+                      size_t n) {
+  pair s = pair_new(src, n * dtype_size(st));
+  pair d = pair_new(NULL, (n * dtype_size(dt) + 3) / 4 * 4);  /* whole words */
+  BOTH(k_cast(e, W(s), st, W(d), dt, n));
+  char line[200];
+  snprintf(line, sizeof line, "k_cast %s -> %s: %s (n=%zu)", dtype_name(st),
+           dtype_name(dt), what, n);
+  same(line, d);
+  pair_free(s); pair_free(d);
+}
+
+static void test_adamw_elementwise(void) {
+  adamw_case(1001, 0);
+  adamw_case(1003, 1);
+  add_scale_case(1001, 0);
+  add_scale_case(1001, 1);
+  if (!small_only) {
+    adamw_case(((size_t)1 << 22) + 3, 0);
+    add_scale_case(((size_t)1 << 22) + 3, 0);
+  }
+
+  enum { ALL = 65536 };
+  uint16_t *h = xmalloc(ALL * sizeof *h);
+  for (int i = 0; i < ALL; i++) h[i] = (uint16_t)i;
+  cast_case("all 65536 values", h, DT_BF16, DT_F32, ALL);
+  cast_case("all 65536 values", h, DT_F16, DT_F32, ALL);
+  cast_case("all 65536 values", h, DT_BF16, DT_F16, ALL);
+  cast_case("all 65536 values", h, DT_F16, DT_BF16, ALL);
+  /* Narrowing: every sign/exponent/top-mantissa pattern with low bits at
+   * and around both formats' rounding points (ties included), then random
+   * bit patterns (NaN payloads, subnormals, everything). */
+  static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001,
+                                  0x1fff, 0x2000, 0x7fff, 0x8000, 0x8001,
+                                  0xffff};
+  size_t nl = sizeof lows / sizeof lows[0], n1 = (size_t)ALL * nl;
+  uint32_t *f = xmalloc(n1 * sizeof *f);
+  for (size_t i = 0; i < (size_t)ALL; i++)
+    for (size_t l = 0; l < nl; l++) f[i * nl + l] = (uint32_t)(i << 16) | lows[l];
+  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_BF16, n1);
+  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_F16, n1);
+  for (size_t i = 0; i < n1; i++) f[i] = (uint32_t)next_u64();
+  cast_case("random bit patterns", f, DT_F32, DT_BF16, n1);
+  cast_case("random bit patterns", f, DT_F32, DT_F16, n1);
+  cast_case("copy", f, DT_F32, DT_F32, 1001);
+  free(f);
+  free(h);
+}
+
+/* ======================================================================= */
+/* the GPU                                                                  */
+/* ======================================================================= */
+
+static int device_count(void) {
+  int count = 0;
+#ifdef HAVE_CUDA
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+#endif
+  return count;
+}
+
+/* 1 when there is a CUDA build and a GPU (named on stdout); otherwise says
+ * why not, for the skip. */
+static int gpu_available(void) {
+#ifdef HAVE_CUDA
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess || count == 0) {
+    printf("SKIP: no GPU (cudaGetDeviceCount: %s, %d devices)\n",
+           cudaGetErrorString(rc), count);
+    return 0;
+  }
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    printf("GPU 0: %s, %d multiprocessors, %.1f GiB\n", prop.name,
+           prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+  return 1;
+#else
+  engine *e = NULL;
+  int rc = engine_cuda_create(&e, 0);
+  printf("SKIP: this build has no CUDA engine (engine_cuda_create: rc %d, "
+         "%s)\n", rc, err1());
+  return 0;
+#endif
+}
+
+/* ======================================================================= */
+/* memory and the engine                                                    */
+/* ======================================================================= */
+
+typedef struct tag_row { char name[32]; size_t in_use, peak; } tag_row;
+typedef struct tag_list { tag_row rows[16]; int n; } tag_list;
+
+static void collect_tag(const char *tag, size_t in_use, size_t peak, void *arg) {
+  tag_list *l = arg;
+  if (l->n < 16) {
+    snprintf(l->rows[l->n].name, sizeof l->rows[0].name, "%s", tag);
+    l->rows[l->n].in_use = in_use;
+    l->rows[l->n].peak = peak;
+    l->n++;
+  }
+}
+
+static const tag_row *find_tag(const tag_list *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->rows[i].name, name) == 0) return &l->rows[i];
+  return NULL;
+}
+
+static int tag_is(const engine *e, const char *name, size_t in_use, size_t peak) {
+  tag_list l = {.n = 0};
+  eng_tags(e, collect_tag, &l);
+  const tag_row *r = find_tag(&l, name);
+  return r && r->in_use == in_use && r->peak == peak;
+}
+
+static void test_memory(void) {
+  engine *e;
+  if (engine_cuda_create(&e, 0) < 0) hard_error("engine_cuda_create");
+  check(strcmp(engine_name(e), "cuda") == 0, "engine_name is \"cuda\"");
+  tag_list l = {.n = 0};
+  eng_tags(e, collect_tag, &l);
+  const tag_row *ws = find_tag(&l, "workspace.cublas");
+  size_t base = eng_bytes_in_use(e);
+  check(ws && ws->in_use == base && base >= ((size_t)4 << 20),
+        "a new CUDA engine holds only its cuBLAS workspace, accounted under "
+        "\"workspace.cublas\" (%zu bytes)", base);
+
+  void *a, *b, *c, *d, *z;
+  if (eng_alloc(e, 1000, "params", &a) < 0 || eng_alloc(e, 3000, "grads", &b) < 0 ||
+      eng_alloc(e, 500, "params", &c) < 0)
+    hard_error("eng_alloc");
+  check(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 256 == 0,
+        "eng_alloc returns 256-byte aligned device memory");
+  check(eng_bytes_in_use(e) == base + 4500 && eng_peak_bytes(e) == base + 4500,
+        "after 1000 params + 3000 grads + 500 params: in use and peak grow by "
+        "4500");
+  eng_free(e, b);
+  if (eng_alloc(e, 200, "act.attn_scores", &d) < 0) hard_error("eng_alloc");
+  check(eng_bytes_in_use(e) == base + 1700 && eng_peak_bytes(e) == base + 4500,
+        "after freeing grads and 200 act: in use base+1700, peak base+4500");
+  check(tag_is(e, "params", 1500, 1500) && tag_is(e, "grads", 0, 3000) &&
+        tag_is(e, "act.attn_scores", 200, 200),
+        "per tag: params 1500/1500, grads 0/3000, act.attn_scores 200/200");
+  eng_reset_peak(e);
+  check(eng_peak_bytes(e) == base + 1700 && tag_is(e, "grads", 0, 0),
+        "eng_reset_peak: peak = in use, per tag too");
+  if (eng_alloc(e, 0, "empty", &z) < 0) hard_error("eng_alloc 0");
+  check(z != NULL && eng_bytes_in_use(e) == base + 1700,
+        "a 0-byte allocation is a real pointer and counts 0 bytes");
+  eng_free(e, z);
+
+  /* Far more than the GPU has: ERR_OOM with a message, nothing recorded,
+   * and the engine still works afterwards. */
+  void *huge = (void *)1;
+  int rc = eng_alloc(e, (size_t)1 << 50, "act.huge", &huge);
+  check(rc == ERR_OOM && huge == NULL &&
+        strstr(err_msg(), "1125899906842624 bytes") &&
+        strstr(err_msg(), "act.huge") && strstr(err_msg(), "GiB free of") &&
+        eng_bytes_in_use(e) == base + 1700,
+        "eng_alloc of 1 PiB: ERR_OOM naming bytes, tag and free memory (%s)",
+        err1());
+  err_clear();
+  rc = eng_alloc(e, SIZE_MAX, "act.huge", &huge);
+  check(rc == ERR_OOM, "eng_alloc of SIZE_MAX bytes: ERR_OOM (%s)", err1());
+  err_clear();
+  float hv[5] = {1, 2, 3, 4, 5}, back[5];
+  int ok = eng_upload(e, c, hv, sizeof hv) == 0 && k_scale(e, c, 2.0f, 5) == 0 &&
+           eng_sync(e) == 0 && eng_download(e, back, c, sizeof back) == 0 &&
+           back[0] == 2 && back[4] == 10;
+  check(ok, "after the failed allocations the engine still runs kernels "
+        "(upload, k_scale, sync, download)");
+  err_clear();
+  eng_memset0(e, c, sizeof hv);
+  eng_download(e, back, c, sizeof back);
+  check(back[0] == 0 && back[4] == 0, "eng_memset0 zeroes");
+
+  /* A bf16 product takes scratch memory, accounted as "workspace". */
+  float *A, *C;
+  if (eng_alloc(e, 64 * 64 * 4, "test", (void **)&A) < 0 ||
+      eng_alloc(e, 64 * 64 * 4, "test", (void **)&C) < 0)
+    hard_error("eng_alloc");
+  eng_memset0(e, A, 64 * 64 * 4);
+  rc = k_matmul(e, 0, 1, 64, 64, 64, 1, A, 64, A, 64, 0, C, 64, DT_BF16);
+  l.n = 0;
+  eng_tags(e, collect_tag, &l);
+  const tag_row *sw = find_tag(&l, "workspace");
+  check(rc == 0 && eng_sync(e) == 0 && sw && sw->in_use > 0,
+        "a bf16 product's operands are packed in the engine's \"workspace\" "
+        "(%zu bytes)", sw ? sw->in_use : 0);
+  eng_free(e, A);
+  eng_free(e, C);
+  eng_free(e, c);
+  eng_free(e, d);
+  /* engine_destroy frees what is left (here a and the workspaces). */
+  engine_destroy(e);
+  check(1, "engine_destroy with live allocations");
+
+  rc = engine_cuda_create(&e, device_count());
+  check(rc == ERR_FAIL && e == NULL && strstr(err_msg(), "no GPU"),
+        "engine_cuda_create on a device that does not exist fails (%s)",
+        err1());
+  err_clear();
+}
+
+/* ======================================================================= */
+/* timings (--bench)                                                        */
+/* ======================================================================= */
+
+/* ms per call of `call` on the GPU: 3 warm-up calls, then reps calls
+ * between two syncs. */
+#define TIME(ms, reps, call)                                                 \
+  do {                                                                       \
+    for (int i_ = 0; i_ < 3; i_++) if ((call) < 0) hard_error(#call);        \
+    if (eng_sync(GPU) < 0) hard_error("sync");                               \
+    double t0_ = clock_now_s();                                              \
+    for (int i_ = 0; i_ < (reps); i_++) if ((call) < 0) hard_error(#call);   \
+    if (eng_sync(GPU) < 0) hard_error("sync");                               \
+    (ms) = (clock_now_s() - t0_) * 1e3 / (reps);                             \
+  } while (0)
+
+static void *gbuf(size_t floats, float scale) {
+  float *h = host_rand(floats, scale);
+  void *p;
+  if (eng_alloc(GPU, floats * 4, "bench", &p) < 0 ||
+      eng_upload(GPU, p, h, floats * 4) < 0)
+    hard_error("bench buffer");
+  free(h);
+  return p;
+}
+
+static void row(const char *op, double ms, double bytes, double flops) {
+  printf("| %-44s | %8.3f | %7.0f | %7.1f |\n", op, ms, bytes / ms / 1e6,
+         flops / ms / 1e9);   /* per ms: 1e6 B = 1 GB/s, 1e9 FLOP = 1 TFLOP/s */
+}
+
+static void bench(void) {
+  enum { B = 4, T = 512, D = 768, F = 3072, H = 12, DH = 64, V = 10000 };
+  const int N = B * T;
+  const size_t ND = (size_t)N * D, NF = (size_t)N * F, NV = (size_t)N * V;
+  const size_t SS = (size_t)B * H * T * T;
+  float *x = gbuf(ND, 1), *y = gbuf(ND, 1), *g = gbuf(D, 1), *r = gbuf(N, 1);
+  float *w1 = gbuf((size_t)F * D, 0.03f), *a = gbuf(NF, 1), *b = gbuf(NF, 1);
+  float *hbuf = gbuf(NF, 1), *S = gbuf(SS, 1), *P = gbuf(SS, 1);
+  float *logits = gbuf(NV, 3), *dl = gbuf(NV, 1), *loss = gbuf(N, 1);
+  float *lse = gbuf(N, 1), *tab = gbuf((size_t)V * D, 1), *dg = gbuf(D, 1);
+  size_t np = 128625408;   /* the small model's parameters */
+  float *pp = gbuf(np, 1), *pg = gbuf(np, 1), *pm = gbuf(np, 1), *pv = gbuf(np, 1);
+  int32_t *ih = xmalloc(N * sizeof *ih);
+  for (int i = 0; i < N; i++) ih[i] = (int32_t)(next_u64() % V);
+  int32_t *ids;
+  if (eng_alloc(GPU, N * 4, "bench", (void **)&ids) < 0 ||
+      eng_upload(GPU, ids, ih, N * 4) < 0)
+    hard_error("ids");
+  double ms, f4 = 4.0;
+  printf("\nTimings on the GPU, small model sizes (B=4, T=512, d=768, "
+         "d_ff=3072, 12 heads, V=10000); host clock over 20 calls\n");
+  printf("| %-44s | %8s | %7s | %7s |\n", "operation", "ms", "GB/s", "TFLOP/s");
+  printf("|---|--:|--:|--:|\n");
+  TIME(ms, 20, k_matmul(GPU, 0, 1, N, F, D, 1, x, D, w1, D, 0, a, F, DT_F32));
+  row("matmul f32 [2048x768] x [3072x768]^T", ms, f4 * (ND + F * D + NF), 2.0 * N * F * D);
+  TIME(ms, 20, k_matmul(GPU, 0, 1, N, F, D, 1, x, D, w1, D, 0, a, F, DT_BF16));
+  row("matmul bf16 (incl. packing) same shape", ms, f4 * (ND + F * D + NF), 2.0 * N * F * D);
+  TIME(ms, 20, k_matmul_batched(GPU, 0, 1, T, T, DH, 0.125f, x, DH, (long long)T * DH,
+                                y, DH, (long long)T * DH, 0, S, T, (long long)T * T,
+                                B * H, DT_F32));
+  row("matmul_batched f32 QK^T, 48 heads", ms, f4 * (SS + 2 * ND), 2.0 * B * H * T * T * DH);
+  TIME(ms, 20, k_matmul_batched(GPU, 0, 1, T, T, DH, 0.125f, x, DH, (long long)T * DH,
+                                y, DH, (long long)T * DH, 0, S, T, (long long)T * T,
+                                B * H, DT_BF16));
+  row("matmul_batched bf16 QK^T, 48 heads", ms, f4 * (SS + 2 * ND), 2.0 * B * H * T * T * DH);
+  TIME(ms, 20, k_embedding_fwd(GPU, ids, tab, x, N, D, V));
+  row("embedding_fwd", ms, f4 * 2 * ND, 0);
+  TIME(ms, 20, k_embedding_bwd(GPU, ids, y, tab, N, D, V));
+  row("embedding_bwd (sort + ordered sums)", ms, f4 * 3 * ND, 0);
+  TIME(ms, 20, k_rmsnorm_fwd(GPU, x, g, y, r, N, D, 1e-5f));
+  row("rmsnorm_fwd", ms, f4 * 2 * ND, 0);
+  TIME(ms, 20, k_rmsnorm_bwd(GPU, y, x, g, r, y, dg, N, D));
+  row("rmsnorm_bwd (dx = dy)", ms, f4 * 3 * ND, 0);
+  TIME(ms, 20, k_rope(GPU, x, B, H, T, DH, 10000.0f, 0));
+  row("rope", ms, f4 * 2 * ND, 0);
+  TIME(ms, 20, k_split_heads(GPU, x, y, B, T, H, DH));
+  row("split_heads", ms, f4 * 2 * ND, 0);
+  TIME(ms, 20, k_softmax_causal_fwd(GPU, S, P, B * H, T, 0.125f));
+  row("softmax_causal_fwd [48,512,512]", ms, f4 * 1.5 * SS, 0);
+  TIME(ms, 20, k_softmax_causal_bwd(GPU, P, S, S, B * H, T, 0.125f));
+  row("softmax_causal_bwd (dS = dP)", ms, f4 * 2 * SS, 0);
+  TIME(ms, 20, k_swiglu_fwd(GPU, a, b, hbuf, NF));
+  row("swiglu_fwd [2048x3072]", ms, f4 * 3 * NF, 0);
+  TIME(ms, 20, k_swiglu_bwd(GPU, hbuf, a, b, hbuf, dl, NF));
+  row("swiglu_bwd", ms, f4 * 5 * NF, 0);
+  TIME(ms, 20, k_cross_entropy_fwd(GPU, logits, ids, loss, lse, N, V));
+  row("cross_entropy_fwd [2048x10000]", ms, f4 * NV, 0);
+  TIME(ms, 20, k_cross_entropy_bwd(GPU, logits, ids, lse, dl, N, V, 1.0f / N));
+  row("cross_entropy_bwd", ms, f4 * 2 * NV, 0);
+  TIME(ms, 20, k_add(GPU, a, b, hbuf, NF));
+  row("add [2048x3072]", ms, f4 * 3 * NF, 0);
+  TIME(ms, 10, k_adamw(GPU, pp, pg, pm, pv, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+  row("adamw, 128.6M parameters", ms, f4 * 7 * np, 0);
+  void *half;
+  if (eng_alloc(GPU, np * 2, "bench", &half) < 0) hard_error("bench half");
+  TIME(ms, 10, k_cast(GPU, pp, DT_F32, half, DT_BF16, np));
+  row("cast f32 -> bf16, 128.6M", ms, 6.0 * np, 0);
+  free(ih);
+  /* The bench buffers go with the engine. */
+}
+
+/* ======================================================================= */
+
+int main(int argc, char **argv) {
+  int do_bench = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--small") == 0) small_only = 1;
+    else if (strcmp(argv[i], "--bench") == 0) do_bench = 1;
+    else {
+      fprintf(stderr, "usage: %s [--small] [--bench]\n", argv[0]);
+      return 99;
+    }
+  }
+  if (!gpu_available()) return 77;
+  if (engine_cpu_create(&CPU, 0) < 0) hard_error("engine_cpu_create");
+  if (engine_cuda_create(&GPU, 0) < 0) hard_error("engine_cuda_create");
+  double t0 = clock_now_s();
+  size_t gpu_base = eng_bytes_in_use(GPU);
+  test_memory();
+  test_matmul();
+  test_matmul_batched();
+  test_embedding();
+  test_rmsnorm();
+  test_rope_heads();
+  test_softmax();
+  test_swiglu();
+  test_cross_entropy();
+  test_adamw_elementwise();
+  tag_list l = {.n = 0};
+  eng_tags(GPU, collect_tag, &l);
+  const tag_row *tr = find_tag(&l, "test");
+  check(tr && tr->in_use == 0 && eng_bytes_in_use(CPU) == 0,
+        "the tests freed all their engine memory (GPU engine holds %zu bytes "
+        "of workspace, %zu at the start)", eng_bytes_in_use(GPU), gpu_base);
+  printf("checks took %.1f s\n", clock_now_s() - t0);
+  if (do_bench) bench();
+  engine_destroy(GPU);
+  engine_destroy(CPU);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
