@@ -1,0 +1,116 @@
+#!/bin/sh
+# Writeup section 1.1 (benchmarking_script): forward, backward and training
+# step times of the LM per size, context and precision, next to PyTorch on
+# the same GPU model (reports/anchors/lm_pytorch_h100.csv, copied from
+# shared/anchors/README.md), and the issue's goals computed from the rows.
+# Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+csv="${CSV:-$DATA/benchmarking_script.csv}"
+anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
+
+echo "## 1.1 benchmarking_script: forward, backward and training step"
+echo
+if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv")" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
+  echo
+  exit 0
+fi
+tool() { "$CSVTOOL" "$@"; }
+nok=$(tool count "$csv" --where status=ok)
+warmup=$(tool distinct "$csv" --cols warmup --sep / | tr '\n' ' ')
+steps=$(tool distinct "$csv" --cols steps --sep / | tr '\n' ' ')
+gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+engines=$(tool distinct "$csv" --cols backend --where status=ok | tr '\n' ' ')
+
+cat <<TEXT
+Each row is one \`lm\` job: the model of model.md with batch 4 and vocabulary
+10000 on random tokens, ${warmup}warm-up steps, then ${steps}timed steps (mean
+and sample standard deviation over the timed steps). A step is forward with
+the mean cross-entropy, then zero_grad and backward, then one AdamW step, each
+phase ending with a device synchronisation before its clock is read. \`fp32\` is
+true fp32 (no TF32); \`bf16\` rounds every matrix product's inputs to bf16 and
+accumulates in fp32, with fp32 weights, gradients and optimizer state. Peak is
+the engine's own allocation peak. Engine: ${engines}(op by op: one kernel per
+operation, attention scores materialised). GPU: ${gpus}. PyTorch columns are
+shared/anchors' eager numbers on an H100 80GB HBM3 at context 512.
+
+TEXT
+
+echo "| size | context | precision | mode | forward (ms) | backward (ms) | optimizer (ms) | step (ms) | tokens/s | peak (GiB) | PyTorch, same mode (ms) | ours / PyTorch |"
+echo "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+tool distinct "$csv" --cols size,context,precision,mode --where status=ok --sep '|' |
+while IFS='|' read -r size ctx prec mode; do
+  [ -n "$size" ] || continue
+  v() { tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+          --where size="$size" --where context="$ctx" --where precision="$prec" \
+          --where mode="$mode" "$@"; }
+  pm() { # mean +- std
+    m=$(v --col "$1_ms_mean" --fmt %.2f); s=$(v --col "$1_ms_std" --fmt %.2f)
+    if [ -n "$m" ]; then printf '%s ± %s' "$m" "$s"; else printf -- '-'; fi
+  }
+  step=$(v --col step_ms_mean --fmt %.2f)
+  tps=$(v --col tokens_per_s --fmt %.0f)
+  peak=$(v --col engine_peak_mib)
+  peak=$(awk "BEGIN { printf \"%.1f\", $peak / 1024 }")
+  pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
+         --where context="$ctx" --where precision="$prec" --where mode="$mode" \
+         --where source="PyTorch 2.11 eager" --col time_ms)
+  ratio=""
+  [ -n "$pt" ] && ratio=$(awk "BEGIN { printf \"%.2f\", $step / $pt }")
+  echo "| $size | $ctx | $prec | $mode | $(pm fwd) | $(pm bwd) | $(pm opt) | $(pm step) | $tps | $peak | ${pt:--} | ${ratio:--} |"
+done
+echo
+
+nbad=$(tool count "$csv" --where status!=ok)
+if [ "$nbad" -gt 0 ]; then
+  echo "Jobs without a measurement ($nbad):"
+  echo
+  tool table "$csv" --cols size,context,precision,mode,status,message \
+    --head "size,context,precision,mode,status,message" --where status!=ok
+  echo
+fi
+
+# ---- the issue's goals, from the rows ---------------------------------------
+echo "### Goals"
+echo
+goal() { # goal TEXT SIZE PRECISION LIMIT_MS
+  t=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+        --where size="$2" --where context=512 --where precision="$3" \
+        --where mode=train_step --col step_ms_mean --fmt %.1f)
+  if [ -z "$t" ]; then
+    echo "- $1: not measured yet."
+  elif awk "BEGIN { exit !($t <= $4) }"; then
+    echo "- $1: **met**, $t ms."
+  else
+    echo "- $1: **not met**: $t ms, $(awk "BEGIN { printf \"%.0f\", $t - $4 }") ms over ($(awk "BEGIN { printf \"%.2f\", $t / $4 }") x the goal)."
+  fi
+}
+goal "2.7B, context 512, bf16 train step at most 110 ms (PyTorch eager 287, torch.compile 194)" 2.7B bf16 110
+goal "2.7B fp32 train step at most 880 ms (PyTorch 1101.6)" 2.7B fp32 880
+goal "small bf16 train step at most 10 ms (torch.compile 19.9)" small bf16 10
+tool distinct "$csv" --cols size,precision --where status=ok --where mode=train_step \
+    --where context=512 --sep '|' |
+while IFS='|' read -r size prec; do
+  [ -n "$size" ] || continue
+  ours=$(tool value "$csv" --sort -utc --agg first --where status=ok --where size="$size" \
+           --where context=512 --where precision="$prec" --where mode=train_step \
+           --col engine_peak_mib)
+  ours=$(awk "BEGIN { printf \"%.1f\", $ours / 1024 }")
+  theirs=$(tool value "$anchor" --agg first --default "" --where size="$size" \
+             --where precision="$prec" --where mode=train_step \
+             --where source="PyTorch 2.11 eager" --col peak_gib)
+  [ -n "$theirs" ] || continue
+  if awk "BEGIN { exit !($ours <= $theirs) }"; then
+    echo "- Peak memory, $size $prec train step, no higher than PyTorch's $theirs GiB: **met**, $ours GiB."
+  else
+    echo "- Peak memory, $size $prec train step, no higher than PyTorch's $theirs GiB: **not met**: $ours GiB."
+  fi
+done
+echo
+echo "What bounds the missed goals is not measured yet: the per-kernel-family"
+echo "time summary (nsys_profile) comes with the fused path."
+echo
