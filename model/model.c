@@ -270,29 +270,50 @@ int model_adamw_step(model *m, const adamw_config *o) {
  * row-major order, so one tensor's values depend on the seed and its place
  * in the table only. Values are made on the host, one tensor at a time, and
  * uploaded. Also zeroes gradients and AdamW state and the step counter. */
+/* One tensor's initial values, from its own stream of the seed. */
+static void init_tensor(const tensor_view *v, int index, uint64_t seed,
+                        float *out) {
+  if (v->ndim == 1) {
+    for (size_t j = 0; j < v->numel; j++) out[j] = 1.0f;
+    return;
+  }
+  double std = strcmp(v->name, "token_embeddings.weight") == 0
+                   ? 1.0
+                   : sqrt(2.0 / ((double)v->shape[0] + v->shape[1]));
+  rng r;
+  rng_stream(&r, seed, (uint64_t)index);
+  for (size_t j = 0; j < v->numel; j++)
+    out[j] = (float)(std * rng_trunc_normal(&r, 3.0));
+}
+
+/* Tensors are drawn on the host in groups of up to INIT_GROUP floats (at
+ * least the largest tensor), the tensors of a group in parallel: each has
+ * its own stream, so the values do not depend on the thread count. Then the
+ * group is uploaded. Drawing a 2.7B model one tensor at a time took about a
+ * minute. */
+#define INIT_GROUP ((size_t)64 << 20)
+
 int model_init(model *m, uint64_t seed) {
-  size_t most = 0;
+  size_t cap = INIT_GROUP;
   for (int i = 0; i < m->nviews; i++)
-    if (m->views[i].numel > most) most = m->views[i].numel;
-  float *host = malloc(most * sizeof(float));
-  CHECK_ALLOC(host, most * sizeof(float));
+    if (m->views[i].numel > cap) cap = m->views[i].numel;
+  if (cap > m->nparams) cap = m->nparams;
+  float *host = malloc(cap * sizeof(float));
+  CHECK_ALLOC(host, cap * sizeof(float));
   int rc = 0;
-  for (int i = 0; i < m->nviews && rc == 0; i++) {
-    const tensor_view *v = &m->views[i];
-    if (v->ndim == 1) {
-      for (size_t j = 0; j < v->numel; j++) host[j] = 1.0f;
-    } else {
-      double std = strcmp(v->name, "token_embeddings.weight") == 0
-                       ? 1.0
-                       : sqrt(2.0 / ((double)v->shape[0] + v->shape[1]));
-      rng r;
-      rng_stream(&r, seed, (uint64_t)i);
-      for (size_t j = 0; j < v->numel; j++)
-        host[j] = (float)(std * rng_trunc_normal(&r, 3.0));
-    }
-    rc = eng_upload(m->e, m->params + v->offset, host,
-                    v->numel * sizeof(float));
+  for (int first = 0; first < m->nviews && rc == 0;) {
+    /* The group: consecutive views, contiguous in the flat buffer. */
+    int end = first;
+    size_t total = 0;
+    while (end < m->nviews && total + m->views[end].numel <= cap)
+      total += m->views[end++].numel;
+    size_t base = m->views[first].offset;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = first; i < end; i++)
+      init_tensor(&m->views[i], i, seed, host + (m->views[i].offset - base));
+    rc = eng_upload(m->e, m->params + base, host, total * sizeof(float));
     if (rc == 0) rc = eng_sync(m->e);   /* before `host` is written again */
+    first = end;
   }
   free(host);
   TRY(rc);
