@@ -291,7 +291,7 @@ static void init_tensor(const tensor_view *v, int index, uint64_t seed,
  * its own stream, so the values do not depend on the thread count. Then the
  * group is uploaded. Drawing a 2.7B model one tensor at a time took about a
  * minute. */
-#define INIT_GROUP ((size_t)64 << 20)
+#define INIT_GROUP ((size_t)256 << 20)
 
 int model_init(model *m, uint64_t seed) {
   size_t cap = INIT_GROUP;
