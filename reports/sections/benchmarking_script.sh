@@ -114,3 +114,31 @@ echo
 echo "What bounds the missed goals is not measured yet: the per-kernel-family"
 echo "time summary (nsys_profile) comes with the fused path."
 echo
+
+# ---- (c) warm-up --------------------------------------------------------------
+wcsv="$DATA/benchmarking_warmup.csv"
+echo "### (c) Warm-up steps"
+echo
+if [ ! -f "$wcsv" ] || [ "$(tool count "$wcsv" --where status=ok)" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/benchmarking_warmup.cfg\` on a GPU._"
+  echo
+  exit 0
+fi
+echo "Full training steps at context 512, 10 timed steps after 0, 1, 2 or 5"
+echo "untimed ones (reports/data/benchmarking_warmup.csv):"
+echo
+tool table "$wcsv" --cols size,precision,warmup,step_ms_mean,step_ms_std,fwd_ms_mean,gpu_name \
+  --head "size,precision,warm-up steps,step mean (ms),step std (ms),forward mean (ms),GPU" \
+  --where status=ok --fmt step_ms_mean=%.2f --fmt step_ms_std=%.3f --fmt fwd_ms_mean=%.2f
+echo
+s0=$(tool value "$wcsv" --agg first --default "" --where status=ok --where size=small \
+       --where precision=fp32 --where warmup=0 --col step_ms_std --fmt %.1f)
+s1=$(tool value "$wcsv" --agg first --default "" --where status=ok --where size=small \
+       --where precision=fp32 --where warmup=1 --col step_ms_std --fmt %.2f)
+if [ -n "$s0" ] && [ -n "$s1" ]; then
+  echo "Without warm-up the first timed step carries one-time costs (cuBLAS"
+  echo "heuristics and workspace, first touches of freshly allocated memory), so"
+  echo "the small model's standard deviation is $s0 ms; one warm-up step already"
+  echo "brings it to $s1 ms, and more warm-up changes little."
+  echo
+fi
