@@ -42,8 +42,10 @@ TEXT
 
 echo "| size | context | precision | mode | forward (ms) | backward (ms) | optimizer (ms) | step (ms) | tokens/s | peak (GiB) | PyTorch, same mode (ms) | ours / PyTorch |"
 echo "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
-tool distinct "$csv" --cols size,context,precision,mode --where status=ok --sep '|' |
-while IFS='|' read -r size ctx prec mode; do
+# Rows by precision, then model size (parameter count), context and mode.
+tool distinct "$csv" --cols precision,params,size,context,mode --where status=ok \
+    --sort precision,params,context,mode --sep '|' |
+while IFS='|' read -r prec _ size ctx mode; do
   [ -n "$size" ] || continue
   v() { tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
           --where size="$size" --where context="$ctx" --where precision="$prec" \
