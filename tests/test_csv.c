@@ -3,6 +3,7 @@
  * Exit 0 when every check passes, 1 when one fails, 99 when the test itself
  * cannot run (no temporary folder). */
 #include "config.h"
+#include "tests/testlib.h"
 #include "harness/csv.h"
 
 #include "common/check.h"
@@ -19,19 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int passed, failed;
 static char dir[256];
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
 /* The error's first line: the "at file:line" trace adds nothing here. */
 static const char *msg(void) {
@@ -385,8 +375,8 @@ int main(void) {
   test_write_file();
   test_errors();
 
-  printf("%d passed, %d failed\n", passed, failed);
-  if (failed) printf("test files kept in %s\n", dir);
+  int rc = tl_finish();
+  if (rc) printf("test files kept in %s\n", dir);
   else cleanup();
-  return failed ? 1 : 0;
+  return rc;
 }

@@ -18,6 +18,7 @@
  * missing or unreadable ($top_srcdir/tests/data/, top_srcdir from the
  * environment as `make check` sets it, else "."). */
 #include "config.h"
+#include "tests/testlib.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -30,24 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
-static void hard(int rc, const char *what) {
-  if (rc >= 0) return;
-  fprintf(stderr, "test_fixture: %s: %s\n", what, err_msg());
-  exit(99);
-}
 
 static const double tol_tensor = 1e-4, tol_loss = 1e-5;
 
@@ -188,6 +173,5 @@ int main(void) {
   model_destroy(m);
   engine_destroy(e);
   st_close(f);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 }

@@ -13,6 +13,7 @@
  * checks can run against another engine. Exit 0 when every check passes, 1
  * when one fails, 99 when the test itself cannot run. */
 #include "config.h"
+#include "tests/testlib.h"
 #include "kernels/kernels.h"
 
 #include "common/check.h"
@@ -24,19 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
 static engine *E;       /* the engine under test (3 threads: odd on purpose) */
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
 static void hard_error(const char *what) {
   fprintf(stderr, "test_kernels: %s: %s\n", what, err_msg());
@@ -55,22 +45,7 @@ static void hard_error(const char *what) {
 
 /* ---- random inputs ------------------------------------------------------------ */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next_u64(void) {                 /* splitmix64 */
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double urand(void) { return (next_u64() >> 11) * 0x1.0p-53; }
-
-/* scale * (+-[0.1, 1)): never zero, both signs. */
-static float frand(float scale) {
-  double u = 0.1 + 0.9 * urand();
-  return (float)(scale * (next_u64() & 1 ? u : -u));
-}
+/* Inputs from tests/testlib.c's generator, seeded in main. */
 
 static float *host_rand(size_t n, float scale) {
   float *x = malloc(n * sizeof *x);
@@ -1155,6 +1130,7 @@ static void test_dtypes(void) {
 }
 
 int main(void) {
+  tl_seed(0x9e3779b97f4a7c15ull);
   if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
   test_dtypes();
   test_memory();
@@ -1174,6 +1150,5 @@ int main(void) {
   size_t left = eng_bytes_in_use(E);
   check(left == 0, "the tests freed all engine memory (%zu bytes left)", left);
   engine_destroy(E);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 }

@@ -41,6 +41,7 @@
  * --bench also times the operations at the small model's sizes
  * (B=4, T=512) and prints a table. */
 #include "config.h"
+#include "tests/testlib.h"
 #include "kernels/kernels.h"
 
 #include "common/check.h"
@@ -57,21 +58,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
 static engine *CPU, *GPU;
 static int small_only;
-
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  fflush(stdout);
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
 static void hard_error(const char *what) {
   fprintf(stderr, "test_kernels_cuda: %s: %s\n", what, err_msg());
@@ -94,22 +82,7 @@ static void *xmalloc(size_t bytes) {
 
 /* ---- random inputs ------------------------------------------------------------ */
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static uint64_t next_u64(void) {                 /* splitmix64 */
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double urand(void) { return (next_u64() >> 11) * 0x1.0p-53; }
-
-/* scale * (+-[0.1, 1)): never zero, both signs. */
-static float frand(float scale) {
-  double u = 0.1 + 0.9 * urand();
-  return (float)(scale * (next_u64() & 1 ? u : -u));
-}
+/* Inputs from tests/testlib.c's generator, seeded in main. */
 
 static float *host_rand(size_t n, float scale) {
   float *x = xmalloc(n * sizeof *x);
@@ -1058,6 +1031,7 @@ static void bench(void) {
 /* ======================================================================= */
 
 int main(int argc, char **argv) {
+  tl_seed(0x2545f4914f6cdd1dull);
   int do_bench = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--small") == 0) small_only = 1;
@@ -1092,6 +1066,5 @@ int main(int argc, char **argv) {
   if (do_bench) bench();
   engine_destroy(GPU);
   engine_destroy(CPU);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 }

@@ -5,6 +5,7 @@
  * Runs on the CPU engine. Exit 0 when every check passes, 1 when one fails,
  * 99 when the test cannot run (no engine, no memory). */
 #include "config.h"
+#include "tests/testlib.h"
 #include "model/model.h"
 #include "model/rng.h"
 
@@ -16,24 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
-static void hard(int rc, const char *what) {
-  if (rc >= 0) return;
-  fprintf(stderr, "test_model: %s: %s\n", what, err_msg());
-  exit(99);
-}
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -634,6 +619,5 @@ int main(void) {
   test_init_loss();
   test_overfit();
   engine_destroy(E);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 }

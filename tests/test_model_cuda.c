@@ -10,6 +10,7 @@
  * and the CUDA engine's fp32 forward and backward against the PyTorch
  * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4. */
 #include "config.h"
+#include "tests/testlib.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -26,23 +27,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-static int passed, failed;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++; else failed++;
-}
 
-static void hard(int rc, const char *what) {
-  if (rc >= 0) return;
-  fprintf(stderr, "test_model_cuda: %s: %s\n", what, err_msg());
-  exit(99);
-}
 
 static void compare(const char *what, const float *a, const float *b,
                     size_t n, double tol) {
@@ -201,7 +187,6 @@ int main(void) {
   st_close(f);
   engine_destroy(gpu);
   engine_destroy(cpu);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 #endif
 }

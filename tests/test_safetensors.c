@@ -7,6 +7,7 @@
  * Exit 0 when every check passes, 1 when one fails, 99 when the test cannot
  * run (no temporary folder, no engine). */
 #include "config.h"
+#include "tests/testlib.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -20,26 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
 static char dir[256];
 static engine *E;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
 
-static void hard(int rc, const char *what) {
-  if (rc >= 0) return;
-  fprintf(stderr, "test_safetensors: %s: %s\n", what, err_msg());
-  exit(99);
-}
 
 static void hard_sys(int ok, const char *what) {
   if (ok) return;
@@ -637,6 +622,5 @@ int main(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return tl_finish();
 }
