@@ -94,6 +94,15 @@ goal() { # goal TEXT SIZE PRECISION LIMIT_MS
 goal "2.7B, context 512, bf16 train step at most 110 ms (PyTorch eager 287, torch.compile 194)" 2.7B bf16 110
 goal "2.7B fp32 train step at most 880 ms (PyTorch 1101.6)" 2.7B fp32 880
 goal "small bf16 train step at most 10 ms (torch.compile 19.9)" small bf16 10
+st=$(tool value "$csv" --sort -utc --agg first --default "" --where size=2.7B \
+       --where context=1024 --where precision=bf16 --where mode=train_step --col status)
+case $st in
+  ok) echo "- 2.7B bf16 train step runs at context 1024: **met**." ;;
+  "") echo "- 2.7B bf16 train step runs at context 1024: not measured yet." ;;
+  *) echo "- 2.7B bf16 train step runs at context 1024: **not met** ($st: $(tool value "$csv" \
+       --sort -utc --agg first --where size=2.7B --where context=1024 --where precision=bf16 \
+       --where mode=train_step --col message))." ;;
+esac
 tool distinct "$csv" --cols size,precision --where status=ok --where mode=train_step \
     --where context=512 --sep '|' |
 while IFS='|' read -r size prec; do
