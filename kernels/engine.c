@@ -154,6 +154,16 @@ void eng_reset_peak(engine *e) {
   for (int i = 0; i < e->ntags; i++) e->tags[i].peak = e->tags[i].in_use;
 }
 
+int eng_tag_bytes(const engine *e, const char *tag, size_t *in_use, size_t *peak) {
+  for (int i = 0; i < e->ntags; i++)
+    if (strcmp(e->tags[i].name, tag) == 0) {
+      if (in_use) *in_use = e->tags[i].in_use;
+      if (peak) *peak = e->tags[i].peak;
+      return 0;
+    }
+  return -1;
+}
+
 void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak,
                          void *arg),

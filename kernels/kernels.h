@@ -56,7 +56,11 @@ int eng_sync(engine *e);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
 void eng_reset_peak(engine *e);
-/* Calls fn(tag, bytes_in_use, peak_bytes) for each tag seen. */
+/* Bytes in use and peak under one tag: 0, or -1 if the tag was never used
+ * (in_use and peak may be NULL). */
+int eng_tag_bytes(const engine *e, const char *tag, size_t *in_use, size_t *peak);
+/* Calls fn(tag, bytes_in_use, peak_bytes) for each tag seen, in order of
+ * first use. */
 void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak, void *arg),
               void *arg);

@@ -997,12 +997,8 @@ static void collect_tag(const char *tag, size_t in_use, size_t peak, void *arg) 
 }
 
 static int tag_is(const engine *e, const char *name, size_t in_use, size_t peak) {
-  tag_list l = {.n = 0};
-  eng_tags(e, collect_tag, &l);
-  for (int i = 0; i < l.n; i++)
-    if (strcmp(l.rows[i].name, name) == 0)
-      return l.rows[i].in_use == in_use && l.rows[i].peak == peak;
-  return 0;
+  size_t u, p;
+  return eng_tag_bytes(e, name, &u, &p) == 0 && u == in_use && p == peak;
 }
 
 static void test_memory(void) {

@@ -811,41 +811,19 @@ static int gpu_available(void) {
 /* memory and the engine                                                    */
 /* ======================================================================= */
 
-typedef struct tag_row { char name[32]; size_t in_use, peak; } tag_row;
-typedef struct tag_list { tag_row rows[16]; int n; } tag_list;
-
-static void collect_tag(const char *tag, size_t in_use, size_t peak, void *arg) {
-  tag_list *l = arg;
-  if (l->n < 16) {
-    snprintf(l->rows[l->n].name, sizeof l->rows[0].name, "%s", tag);
-    l->rows[l->n].in_use = in_use;
-    l->rows[l->n].peak = peak;
-    l->n++;
-  }
-}
-
-static const tag_row *find_tag(const tag_list *l, const char *name) {
-  for (int i = 0; i < l->n; i++)
-    if (strcmp(l->rows[i].name, name) == 0) return &l->rows[i];
-  return NULL;
-}
-
 static int tag_is(const engine *e, const char *name, size_t in_use, size_t peak) {
-  tag_list l = {.n = 0};
-  eng_tags(e, collect_tag, &l);
-  const tag_row *r = find_tag(&l, name);
-  return r && r->in_use == in_use && r->peak == peak;
+  size_t u, p;
+  return eng_tag_bytes(e, name, &u, &p) == 0 && u == in_use && p == peak;
 }
 
 static void test_memory(void) {
   engine *e;
   if (engine_cuda_create(&e, 0) < 0) hard_error("engine_cuda_create");
   check(strcmp(engine_name(e), "cuda") == 0, "engine_name is \"cuda\"");
-  tag_list l = {.n = 0};
-  eng_tags(e, collect_tag, &l);
-  const tag_row *ws = find_tag(&l, "workspace.cublas");
+  size_t ws_in_use = 0;
+  int ws = eng_tag_bytes(e, "workspace.cublas", &ws_in_use, NULL) == 0;
   size_t base = eng_bytes_in_use(e);
-  check(ws && ws->in_use == base && base >= ((size_t)4 << 20),
+  check(ws && ws_in_use == base && base >= ((size_t)4 << 20),
         "a new CUDA engine holds only its cuBLAS workspace, accounted under "
         "\"workspace.cublas\" (%zu bytes)", base);
 
@@ -905,12 +883,11 @@ static void test_memory(void) {
     hard_error("eng_alloc");
   eng_memset0(e, A, 64 * 64 * 4);
   rc = k_matmul(e, 0, 1, 64, 64, 64, 1, A, 64, A, 64, 0, C, 64, DT_BF16);
-  l.n = 0;
-  eng_tags(e, collect_tag, &l);
-  const tag_row *sw = find_tag(&l, "workspace");
-  check(rc == 0 && eng_sync(e) == 0 && sw && sw->in_use > 0,
+  size_t sw_in_use = 0;
+  int sw = eng_tag_bytes(e, "workspace", &sw_in_use, NULL) == 0;
+  check(rc == 0 && eng_sync(e) == 0 && sw && sw_in_use > 0,
         "a bf16 product's operands are packed in the engine's \"workspace\" "
-        "(%zu bytes)", sw ? sw->in_use : 0);
+        "(%zu bytes)", sw_in_use);
   eng_free(e, A);
   eng_free(e, C);
   eng_free(e, c);
@@ -1056,10 +1033,9 @@ int main(int argc, char **argv) {
   test_swiglu();
   test_cross_entropy();
   test_adamw_elementwise();
-  tag_list l = {.n = 0};
-  eng_tags(GPU, collect_tag, &l);
-  const tag_row *tr = find_tag(&l, "test");
-  check(tr && tr->in_use == 0 && eng_bytes_in_use(CPU) == 0,
+  size_t test_in_use = 1;
+  int tr = eng_tag_bytes(GPU, "test", &test_in_use, NULL) == 0;
+  check(tr && test_in_use == 0 && eng_bytes_in_use(CPU) == 0,
         "the tests freed all their engine memory (GPU engine holds %zu bytes "
         "of workspace, %zu at the start)", eng_bytes_in_use(GPU), gpu_base);
   printf("checks took %.1f s\n", clock_now_s() - t0);
