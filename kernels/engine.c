@@ -55,6 +55,10 @@ void engine_destroy(engine *e) {
 
 const char *engine_name(const engine *e) { return e->ops->name; }
 
+void *eng_stream(engine *e) {
+  return e->ops->stream ? e->ops->stream(e) : NULL;
+}
+
 #ifndef HAVE_CUDA
 /* Without a CUDA toolkit the CUDA engine is not built (kernels/cuda/). */
 int engine_cuda_create(engine **out, int device) {

@@ -27,6 +27,7 @@ typedef struct engine_ops {
   int (*download)(engine *e, void *host_dst, const void *src, size_t bytes);
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*sync)(engine *e);
+  void *(*stream)(engine *e);               /* NULL: host engine */
 
   /* Operations, one per k_* function. */
   int (*matmul)(engine *e, int trans_a, int trans_b, int m, int n, int k,

@@ -53,6 +53,10 @@ int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes);
 int eng_download(engine *e, void *host_dst, const void *src, size_t bytes);
 int eng_memset0(engine *e, void *p, size_t bytes);
 int eng_sync(engine *e);
+/* The CUDA engine's stream (a cudaStream_t) on which every operation is
+ * queued, for callers that order other work after it (events); NULL on the
+ * CPU engine, whose operations are done when they return. */
+void *eng_stream(engine *e);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
 void eng_reset_peak(engine *e);

@@ -150,8 +150,6 @@ static int create(model *m) {
 
   TRY(alloc_f32(e, &m->params, m->nparams, "params"));
   TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
-  TRY(alloc_f32(e, &m->adam_m, m->nparams, "adam_m"));
-  TRY(alloc_f32(e, &m->adam_v, m->nparams, "adam_v"));
   set_ptrs(m, m->params, &m->p);
   set_ptrs(m, m->grads, &m->g);
 
@@ -241,6 +239,14 @@ const tensor_view *model_activations(const model *m, int *n) {
 }
 
 const float *model_logits(const model *m) { return m->a.logits; }
+engine *model_engine(model *m) { return m->e; }
+long long model_step_count(const model *m) { return m->step; }
+void model_set_step_count(model *m, long long step) { m->step = step; }
+
+void model_set_grad_hook(model *m, model_grad_hook fn, void *arg) {
+  m->grad_hook = fn;
+  m->grad_hook_arg = arg;
+}
 
 adamw_config adamw_defaults(void) {
   adamw_config o = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
@@ -252,8 +258,17 @@ int model_zero_grad(model *m) {
   return 0;
 }
 
-/* The course's AdamW over the whole flat buffer; t counts from 1. */
+/* The course's AdamW over the whole flat buffer; t counts from 1. The two
+ * moments are allocated (zeroed) at the first step, as PyTorch's optimizers
+ * do: a model that is only run forward, or whose optimizer state lives
+ * elsewhere (sharded, parallel/), never holds them. */
 int model_adamw_step(model *m, const adamw_config *o) {
+  if (m->adam_m == NULL) {
+    TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
+    TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
+    TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
+    TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  }
   TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
               o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
               m->step + 1));
@@ -319,8 +334,10 @@ int model_init(model *m, uint64_t seed) {
   free(host);
   TRY(rc);
   TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
-  TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
-  TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  if (m->adam_m) {
+    TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
+    TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  }
   m->step = 0;
   m->fwd_loss = 0;
   return 0;

@@ -94,7 +94,25 @@ int model_zero_grad(model *m);
 /* Backward of the last forward's mean loss: ACCUMULATES into the gradients.
  * Needs a forward with targets since the last backward. */
 int model_backward(model *m);
-/* One AdamW step over all parameters (step counter kept by the model). */
+/* One AdamW step over all parameters (step counter kept by the model). The
+ * moments ("adam_m", "adam_v") are allocated at the first call. */
 int model_adamw_step(model *m, const adamw_config *o);
+/* Steps taken; setting it lets an optimizer that lives outside the model
+ * (a sharded one) keep the count every rank agrees on. */
+long long model_step_count(const model *m);
+void model_set_step_count(model *m, long long step);
+engine *model_engine(model *m);
+
+/* Called by model_backward once per parameter tensor, the moment that
+ * tensor's gradient is final for this backward (all its kernels queued on
+ * the engine's stream, not necessarily finished: on CUDA, record an event
+ * on eng_stream to wait for it). `view` indexes model_views. Tensors come
+ * in reverse order of use: lm_head, final norm, then layers from last to
+ * first (within a layer: ffn.w2, ffn.w1, ffn.w3, ln2, attn.output_proj,
+ * q, k, v, ln1), token_embeddings last. A non-zero return aborts backward
+ * with that code. This is where data parallelism starts gradient
+ * communication while backward goes on (parallel/). */
+typedef int (*model_grad_hook)(int view, void *arg);
+void model_set_grad_hook(model *m, model_grad_hook fn, void *arg);
 
 #endif

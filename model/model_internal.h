@@ -76,7 +76,9 @@ struct model {
   tensor_view *views; /* parameter table (model_layout) */
   int nviews;
   size_t nparams;
-  float *params, *grads, *adam_m, *adam_v;  /* one allocation each */
+  float *params, *grads, *adam_m, *adam_v;  /* one allocation each; the
+                                               AdamW moments from the first
+                                               model_adamw_step on */
   param_ptrs p, g;    /* per-tensor pointers into params and grads */
 
   tensor_view *act_views;  /* activation table over `acts` */
@@ -89,6 +91,8 @@ struct model {
   float *host_losses;      /* host, [B*T] */
 
   long long step;          /* AdamW steps taken */
+  model_grad_hook grad_hook;  /* model_set_grad_hook */
+  void *grad_hook_arg;
   int fwd_b, fwd_t;        /* shape of the last forward */
   int fwd_loss;            /* it had targets and backward has not run */
 };

@@ -488,8 +488,10 @@ static void test_memory(void) {
   model *m = make("tiny", b, t, 9);
   const model_config *c = model_get_config(m);
   size_t P = model_nparams(m) * sizeof(float);
-  const char *tags[] = {"params", "grads", "adam_m", "adam_v"};
-  for (int i = 0; i < 4; i++)
+  const char *tags[] = {"params", "grads"};
+  check(tag_bytes("adam_m") == (size_t)-1 || tag_bytes("adam_m") == 0,
+        "no AdamW state before the first optimizer step");
+  for (int i = 0; i < 2; i++)
     check(tag_bytes(tags[i]) == P, "tag %s holds %zu bytes (%zu parameters)",
           tags[i], tag_bytes(tags[i]), model_nparams(m));
   int na;
@@ -512,14 +514,20 @@ static void test_memory(void) {
       found = 1;
   check(found, "layers.1.attn.scores holds B*H*T*T = %d values", b * H * t * t);
   size_t all = eng_bytes_in_use(E) - before;
-  check(all == 4 * P + sum + 2 * (size_t)b * t * sizeof(int32_t),
-        "the model's memory is its 6 allocations (%zu bytes)", all);
+  check(all == 2 * P + sum + 2 * (size_t)b * t * sizeof(int32_t),
+        "the model's memory is its 4 allocations (%zu bytes)", all);
 
   int32_t ids[3 * 10], tg[3 * 10];
   tokens(ids, b * t, c->vocab, 31);
   tokens(tg, b * t, c->vocab, 32);
   adamw_config o = adamw_defaults();
   float loss;
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, ids, tg, b, t, &loss), "forward");
+  hard(model_backward(m), "backward");
+  hard(model_adamw_step(m, &o), "adamw");
+  check(tag_bytes("adam_m") == P && tag_bytes("adam_v") == P,
+        "the first optimizer step allocates both moments (%zu bytes each)", P);
   size_t in_use = eng_bytes_in_use(E);
   eng_reset_peak(E);
   for (int s = 0; s < 2; s++) {
@@ -529,10 +537,72 @@ static void test_memory(void) {
     hard(model_adamw_step(m, &o), "adamw");
   }
   check(eng_bytes_in_use(E) == in_use && eng_peak_bytes(E) == in_use,
-        "two training steps allocate nothing (in use %zu, peak %zu, before "
+        "two more training steps allocate nothing (in use %zu, peak %zu, before "
         "%zu)", eng_bytes_in_use(E), eng_peak_bytes(E), in_use);
   model_destroy(m);
   check(eng_bytes_in_use(E) == before, "model_destroy frees everything");
+}
+
+/* ---- the gradient hook ------------------------------------------------- */
+
+typedef struct hook_log {
+  model *m;
+  int calls, order_ok, *seen;
+  float **snap;     /* each tensor's gradient as it was when announced */
+} hook_log;
+
+static int on_grad(int view, void *arg) {
+  hook_log *h = arg;
+  int nv;
+  const tensor_view *v = model_views(h->m, &nv);
+  if (view < 0 || view >= nv || h->seen[view]++) {
+    h->order_ok = 0;
+    return 0;
+  }
+  /* Reverse order of use: lm_head first, token_embeddings last. */
+  if ((h->calls == 0 && view != nv - 1) || (h->calls == nv - 1 && view != 0))
+    h->order_ok = 0;
+  h->calls++;
+  h->snap[view] = malloc(v[view].numel * sizeof(float));
+  hard(eng_download(model_engine(h->m), h->snap[view],
+                    model_grads(h->m) + v[view].offset,
+                    v[view].numel * sizeof(float)), "download");
+  return 0;
+}
+
+static void test_grad_hook(void) {
+  const int b = 2, t = 6;
+  model *m = make("tiny", b, t, 21);
+  const model_config *c = model_get_config(m);
+  int nv;
+  const tensor_view *v = model_views(m, &nv);
+  int32_t ids[2 * 6], tg[2 * 6];
+  tokens(ids, b * t, c->vocab, 51);
+  tokens(tg, b * t, c->vocab, 52);
+  hook_log h = {m, 0, 1, calloc(nv, sizeof(int)), calloc(nv, sizeof(float *))};
+  model_set_grad_hook(m, on_grad, &h);
+  float loss;
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, ids, tg, b, t, &loss), "forward");
+  hard(model_backward(m), "backward");
+  check(h.calls == nv && h.order_ok,
+        "backward announces each of the %d gradients once, lm_head first and "
+        "token_embeddings last (%d calls)", nv, h.calls);
+  float *g = malloc(model_nparams(m) * sizeof(float));
+  hard(eng_download(E, g, model_grads(m), model_nparams(m) * sizeof(float)),
+       "download");
+  int final = 1;
+  for (int i = 0; i < nv; i++)
+    if (!h.snap[i] || memcmp(h.snap[i], g + v[i].offset,
+                             v[i].numel * sizeof(float)) != 0)
+      final = 0;
+  check(final, "every gradient is final when announced");
+  model_set_grad_hook(m, NULL, NULL);
+  for (int i = 0; i < nv; i++) free(h.snap[i]);
+  free(h.snap);
+  free(h.seen);
+  free(g);
+  model_destroy(m);
 }
 
 /* ---- the step's contract ------------------------------------------------ */
@@ -613,6 +683,7 @@ int main(void) {
   test_init();
   test_contract();
   test_memory();
+  test_grad_hook();
   test_adamw();
   gradcheck("nano", 2, 5, 0, 5e-3, 5e-4);
   gradcheck("tiny", 2, 6, 6, 5e-3, 5e-4);

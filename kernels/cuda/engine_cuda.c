@@ -147,6 +147,8 @@ static int cu_memset0(engine *e, void *p, size_t bytes) {
   return 0;
 }
 
+static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
+
 static int cu_sync(engine *e) {
   CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
   CHECK_CUDA(cudaGetLastError());
@@ -179,6 +181,7 @@ static const engine_ops cuda_ops = {
   .download = cu_download,
   .memset0 = cu_memset0,
   .sync = cu_sync,
+  .stream = cu_stream,
   .matmul = cuda_matmul,
   .matmul_batched = cuda_matmul_batched,
   .embedding_fwd = cuda_embedding_fwd,
