@@ -27,7 +27,10 @@
 static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const modes[] = {"forward", "forward_backward",
                                     "train_step", NULL};
-static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16",
+                                         NULL};
+static const char *const fusions[] = {"opbyop", "fused", NULL};
+static const char *const attentions[] = {"materialized", "flash", NULL};
 
 static const param_def params[] = {
     COMMON_PARAMS,
@@ -36,8 +39,15 @@ static const param_def params[] = {
     {"run", "mode", P_STRING, 0, 0, modes,
      "what a timed step does: forward; + backward; + AdamW step"},
     {"run", "precision", P_STRING, 0, 0, precisions,
-     "matrix-product inputs: fp32 (true fp32), bf16 or fp16 (fp32 "
-     "accumulation, fp32 master weights; CPU: fp32 only)"},
+     "matrix-product inputs: fp32 (true fp32), tf32 (fp32 with TF32 "
+     "tensor cores), bf16 or fp16 (fp32 accumulation, fp32 master weights; "
+     "CPU: fp32 only)"},
+    {"run", "fusion", P_STRING, 0, 0, fusions,
+     "opbyop: one kernel per operation, as PyTorch eager; fused: the fused "
+     "path (fewer passes, activations in the products' dtype)"},
+    {"run", "attention", P_STRING, 0, 0, attentions,
+     "materialized (scores in memory) or flash (FlashAttention-2; fused "
+     "path only)"},
     {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
     {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
     {"run", "threads", P_INT, 0, 4096, NULL,
@@ -57,7 +67,8 @@ static const char *const metrics[] = {
     "params",       "tokens_per_step", "fwd_ms_mean",  "fwd_ms_std",
     "bwd_ms_mean",  "bwd_ms_std",      "opt_ms_mean",  "opt_ms_std",
     "step_ms_mean", "step_ms_std",     "tokens_per_s", "loss_first",
-    "loss_last",    "engine_peak_mib", "peak_rss_mib", NULL,
+    "loss_last",    "engine_peak_mib", "peak_rss_mib", "loss_scale",
+    "skipped_steps", NULL,
 };
 
 /* "small" or "768/3072/12/12", with the job's vocabulary. */
@@ -91,9 +102,18 @@ static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
 }
 
-static dtype compute_dtype(const job *j) {
+static model_options options(const job *j) {
   const char *p = job_str(j, "precision");
-  return strcmp(p, "bf16") == 0 ? DT_BF16 : strcmp(p, "fp16") == 0 ? DT_F16 : DT_F32;
+  model_options o;
+  o.compute = strcmp(p, "bf16") == 0   ? DT_BF16
+              : strcmp(p, "fp16") == 0 ? DT_F16
+                                       : DT_F32;
+  o.tf32 = strcmp(p, "tf32") == 0;
+  o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
+  o.attention = strcmp(job_str(j, "attention"), "flash") == 0
+                    ? ATTN_FLASH
+                    : ATTN_MATERIALIZED;
+  return o;
 }
 
 static int validate(const job *j, char *err, size_t n) {
@@ -104,6 +124,12 @@ static int validate(const job *j, char *err, size_t n) {
     snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
              "with backend cpu: fp32)", job_str(j, "precision"));
     return 1 + kind_param_index(j->kind, "precision");
+  }
+  if (strcmp(job_str(j, "attention"), "flash") == 0 &&
+      strcmp(job_str(j, "fusion"), "fused") != 0) {
+    snprintf(err, n, "attention = \"flash\" runs on the fused path "
+             "(allowed with fusion \"opbyop\": materialized)");
+    return 1 + kind_param_index(j->kind, "attention");
   }
   if (job_int(j, "world_size") != 1) {
     snprintf(err, n, "world_size = %lld, but an lm job runs on one rank "
@@ -192,12 +218,22 @@ static int run(const job *j, result *r) {
   else
     rc = engine_cpu_create(&e, (int)job_int(j, "threads"));
   if (rc < 0) goto fail;
-  if ((rc = model_create(&m, e, &c, b, t, compute_dtype(j))) < 0) goto fail;
+  model_options mo = options(j);
+  if ((rc = model_create_ex(&m, e, &c, b, t, &mo)) < 0) goto fail;
   if ((rc = model_init(m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
   for (int k = 0; k < warmup; k++)
     if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
   for (int k = 0; k < steps; k++)
     if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, &tm, k)) < 0) goto fail;
+
+  /* One more, untimed step with every operation bracketed: where the time
+   * goes, by kernel family, in the row's message. */
+  char fam[700];
+  if ((rc = eng_profile(e, 1)) < 0) goto fail;
+  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
+  if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
+  snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
+           fam);
 
   double mean, sd;
   result_set(r, "params", (double)model_nparams(m));
@@ -222,6 +258,9 @@ static int run(const job *j, result *r) {
   result_set(r, "loss_first", tm.loss[0]);
   result_set(r, "loss_last", tm.loss[steps - 1]);
   result_set(r, "engine_peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
+  /* fp16: the dynamic loss scale at the end and the steps it skipped */
+  result_set(r, "loss_scale", model_loss_scale(m));
+  result_set(r, "skipped_steps", (double)model_skipped_steps(m));
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) == 0)
     result_set(r, "peak_rss_mib", (double)ru.ru_maxrss / 1024.0);

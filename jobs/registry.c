@@ -8,11 +8,19 @@
 extern const kind_def kind_allreduce;
 extern const kind_def kind_lm;
 extern const kind_def kind_selftest;
+extern const kind_def kind_toy_dtypes;
+extern const kind_def kind_accumulation;
+extern const kind_def kind_ddp;
+extern const kind_def kind_attention;
 
 static const kind_def *const kinds[] = {
     &kind_allreduce,
     &kind_lm,
     &kind_selftest,
+    &kind_toy_dtypes,
+    &kind_accumulation,
+    &kind_ddp,
+    &kind_attention,
     NULL,
 };
 

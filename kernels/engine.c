@@ -12,6 +12,7 @@
 #include "kernels/engine_internal.h"
 #include "common/check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,11 @@ void engine_destroy(engine *e) {
   for (int i = 0; i < e->nblocks; i++) e->ops->free(e, e->blocks[i].p);
   e->ops->destroy(e);
   for (int i = 0; i < e->ntags; i++) free(e->tags[i].name);
+  if (e->ops->prof_release)
+    for (int i = 0; i < e->nprof; i++)
+      for (int k = 0; k < 2; k++)
+        if (e->prof[i].ev[k]) e->ops->prof_release(e, e->prof[i].ev[k]);
+  free(e->prof);
   free(e->tags);
   free(e->blocks);
   free(e);
@@ -57,6 +63,14 @@ const char *engine_name(const engine *e) { return e->ops->name; }
 
 void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
+}
+
+int eng_allow_tf32(engine *e, int on) {
+  if (e->ops->allow_tf32) return e->ops->allow_tf32(e, on != 0);
+  if (on)
+    FAIL(ERR_FAIL, "the %s engine has no TF32 (allowed: fp32, or the cuda "
+         "engine)", e->ops->name);
+  return 0;
 }
 
 #ifndef HAVE_CUDA
@@ -187,6 +201,16 @@ void eng_tags(const engine *e,
 #define NEED_SIZE(op, x) NEED((x) >= 0, op ": " #x "=%lld must be >= 0", \
                               (long long)(x))
 #define NEED_BUF(op, p) NEED((p) != NULL, op ": " #p " is NULL")
+/* Call a backend op, bracketed for eng_profile when it is on. */
+static int prof_start(engine *e, const char *op);
+static void prof_stop(engine *e, int rec);
+#define DISPATCH(e, name, call)                                              \
+  do {                                                                       \
+    int rec_ = prof_start(e, name);                                          \
+    int rc_ = (call);                                                        \
+    prof_stop(e, rec_);                                                      \
+    TRY(rc_);                                                                \
+  } while (0)
 
 /* ---- matrix products ---------------------------------------------------------- */
 
@@ -220,7 +244,7 @@ int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0) return 0;
   NEED_BUF("k_matmul", C);
   if (k > 0) { NEED_BUF("k_matmul", A); NEED_BUF("k_matmul", B); }
-  TRY(e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
+  DISPATCH(e, "matmul", e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
                      beta, C, ldc, compute));
   return 0;
 }
@@ -243,7 +267,7 @@ int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0 || batch == 0) return 0;
   NEED_BUF("k_matmul_batched", C);
   if (k > 0) { NEED_BUF("k_matmul_batched", A); NEED_BUF("k_matmul_batched", B); }
-  TRY(e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
+  DISPATCH(e, "matmul_batched", e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
                              stride_a, B, ldb, stride_b, beta, C, ldc,
                              stride_c, batch, compute));
   return 0;
@@ -260,7 +284,7 @@ int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
   NEED_BUF("k_embedding_fwd", ids);
   NEED_BUF("k_embedding_fwd", table);
   NEED_BUF("k_embedding_fwd", out);
-  TRY(e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
+  DISPATCH(e, "embedding_fwd", e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
   return 0;
 }
 
@@ -273,7 +297,7 @@ int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
   NEED_BUF("k_embedding_bwd", ids);
   NEED_BUF("k_embedding_bwd", dout);
   NEED_BUF("k_embedding_bwd", dtable);
-  TRY(e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
+  DISPATCH(e, "embedding_bwd", e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
   return 0;
 }
 
@@ -290,7 +314,7 @@ int k_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
   NEED_BUF("k_rmsnorm_fwd", y);
   NEED_BUF("k_rmsnorm_fwd", rstd);
   NEED(y != x, "k_rmsnorm_fwd: y may not alias x");
-  TRY(e->ops->rmsnorm_fwd(e, x, g, y, rstd, n, d, eps));
+  DISPATCH(e, "rmsnorm_fwd", e->ops->rmsnorm_fwd(e, x, g, y, rstd, n, d, eps));
   return 0;
 }
 
@@ -306,7 +330,7 @@ int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
   NEED_BUF("k_rmsnorm_bwd", dx);
   NEED_BUF("k_rmsnorm_bwd", dg);
   NEED(dx != x, "k_rmsnorm_bwd: dx may not alias x");
-  TRY(e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
+  DISPATCH(e, "rmsnorm_bwd", e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
   return 0;
 }
 
@@ -323,7 +347,7 @@ int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
        inverse);
   if (batch == 0 || heads == 0 || seq == 0) return 0;
   NEED_BUF("k_rope", x);
-  TRY(e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
+  DISPATCH(e, "rope", e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
   return 0;
 }
 
@@ -342,7 +366,7 @@ int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_split_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  TRY(e->ops->split_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH(e, "split_heads", e->ops->split_heads(e, x, y, batch, seq, heads, dh));
   return 0;
 }
 
@@ -350,7 +374,7 @@ int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_merge_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  TRY(e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH(e, "merge_heads", e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
   return 0;
 }
 
@@ -363,7 +387,7 @@ int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
   if (mats == 0 || seq == 0) return 0;
   NEED_BUF("k_softmax_causal_fwd", S);
   NEED_BUF("k_softmax_causal_fwd", P);
-  TRY(e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
+  DISPATCH(e, "softmax_causal_fwd", e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
   return 0;
 }
 
@@ -375,7 +399,7 @@ int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
   NEED_BUF("k_softmax_causal_bwd", P);
   NEED_BUF("k_softmax_causal_bwd", dP);
   NEED_BUF("k_softmax_causal_bwd", dS);
-  TRY(e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
+  DISPATCH(e, "softmax_causal_bwd", e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
   return 0;
 }
 
@@ -387,7 +411,7 @@ int k_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
   NEED_BUF("k_swiglu_fwd", a);
   NEED_BUF("k_swiglu_fwd", b);
   NEED_BUF("k_swiglu_fwd", h);
-  TRY(e->ops->swiglu_fwd(e, a, b, h, n));
+  DISPATCH(e, "swiglu_fwd", e->ops->swiglu_fwd(e, a, b, h, n));
   return 0;
 }
 
@@ -400,7 +424,7 @@ int k_swiglu_bwd(engine *e, const float *dh, const float *a, const float *b,
   NEED_BUF("k_swiglu_bwd", da);
   NEED_BUF("k_swiglu_bwd", db);
   NEED(da != db, "k_swiglu_bwd: da and db may not alias");
-  TRY(e->ops->swiglu_bwd(e, dh, a, b, da, db, n));
+  DISPATCH(e, "swiglu_bwd", e->ops->swiglu_bwd(e, dh, a, b, da, db, n));
   return 0;
 }
 
@@ -416,7 +440,7 @@ int k_cross_entropy_fwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_fwd", targets);
   NEED_BUF("k_cross_entropy_fwd", losses);
   NEED_BUF("k_cross_entropy_fwd", lse);
-  TRY(e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
+  DISPATCH(e, "cross_entropy_fwd", e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
   return 0;
 }
 
@@ -430,8 +454,66 @@ int k_cross_entropy_bwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_bwd", targets);
   NEED_BUF("k_cross_entropy_bwd", lse);
   NEED_BUF("k_cross_entropy_bwd", dlogits);
-  TRY(e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
+  DISPATCH(e, "cross_entropy_bwd", e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
                                 scale));
+  return 0;
+}
+
+/* ---- LayerNorm and ReLU ------------------------------------------------------------ */
+
+int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
+                    float *y, float *mean, float *rstd, int n, int d,
+                    float eps) {
+  NEED_SIZE("k_layernorm_fwd", n);
+  NEED(d > 0, "k_layernorm_fwd: d=%d must be > 0", d);
+  NEED(eps >= 0, "k_layernorm_fwd: eps=%g must be >= 0", (double)eps);
+  if (n == 0) return 0;
+  NEED_BUF("k_layernorm_fwd", x);
+  NEED_BUF("k_layernorm_fwd", w);
+  NEED_BUF("k_layernorm_fwd", b);
+  NEED_BUF("k_layernorm_fwd", y);
+  NEED_BUF("k_layernorm_fwd", mean);
+  NEED_BUF("k_layernorm_fwd", rstd);
+  NEED(y != x, "k_layernorm_fwd: y may not alias x");
+  DISPATCH(e, "layernorm_fwd", e->ops->layernorm_fwd(e, x, w, b, y, mean, rstd, n, d, eps));
+  return 0;
+}
+
+int k_layernorm_bwd(engine *e, const float *dy, const float *x,
+                    const float *w, const float *mean, const float *rstd,
+                    float *dx, float *dw, float *db, int n, int d) {
+  NEED_SIZE("k_layernorm_bwd", n);
+  NEED(d > 0, "k_layernorm_bwd: d=%d must be > 0", d);
+  if (n == 0) return 0;
+  NEED_BUF("k_layernorm_bwd", dy);
+  NEED_BUF("k_layernorm_bwd", x);
+  NEED_BUF("k_layernorm_bwd", w);
+  NEED_BUF("k_layernorm_bwd", mean);
+  NEED_BUF("k_layernorm_bwd", rstd);
+  NEED_BUF("k_layernorm_bwd", dx);
+  NEED_BUF("k_layernorm_bwd", dw);
+  NEED_BUF("k_layernorm_bwd", db);
+  NEED(dx != x, "k_layernorm_bwd: dx may not alias x");
+  NEED(dw != db, "k_layernorm_bwd: dw and db may not alias");
+  DISPATCH(e, "layernorm_bwd", e->ops->layernorm_bwd(e, dy, x, w, mean, rstd, dx, dw, db, n, d));
+  return 0;
+}
+
+int k_relu_fwd(engine *e, const float *x, float *y, size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_relu_fwd", x);
+  NEED_BUF("k_relu_fwd", y);
+  DISPATCH(e, "relu_fwd", e->ops->relu_fwd(e, x, y, n));
+  return 0;
+}
+
+int k_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
+               size_t n) {
+  if (n == 0) return 0;
+  NEED_BUF("k_relu_bwd", dy);
+  NEED_BUF("k_relu_bwd", x);
+  NEED_BUF("k_relu_bwd", dx);
+  DISPATCH(e, "relu_bwd", e->ops->relu_bwd(e, dy, x, dx, n));
   return 0;
 }
 
@@ -448,7 +530,7 @@ int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
   NEED_BUF("k_adamw", g);
   NEED_BUF("k_adamw", m);
   NEED_BUF("k_adamw", v);
-  TRY(e->ops->adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+  DISPATCH(e, "adamw", e->ops->adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
   return 0;
 }
 
@@ -459,14 +541,14 @@ int k_add(engine *e, const float *a, const float *b, float *out, size_t n) {
   NEED_BUF("k_add", a);
   NEED_BUF("k_add", b);
   NEED_BUF("k_add", out);
-  TRY(e->ops->add(e, a, b, out, n));
+  DISPATCH(e, "add", e->ops->add(e, a, b, out, n));
   return 0;
 }
 
 int k_scale(engine *e, float *x, float s, size_t n) {
   if (n == 0) return 0;
   NEED_BUF("k_scale", x);
-  TRY(e->ops->scale(e, x, s, n));
+  DISPATCH(e, "scale", e->ops->scale(e, x, s, n));
   return 0;
 }
 
@@ -480,6 +562,200 @@ int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
   NEED(src != dst || st == dt,
        "k_cast: %s -> %s may not be in place (src == dst)", dtype_name(st),
        dtype_name(dt));
-  TRY(e->ops->cast(e, src, st, dst, dt, n));
+  DISPATCH(e, "cast", e->ops->cast(e, src, st, dst, dt, n));
   return 0;
 }
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+int attn_impl_parse(const char *s, attn_impl *out) {
+  if (s && strcmp(s, "materialized") == 0) { *out = ATTN_MATERIALIZED; return 0; }
+  if (s && strcmp(s, "flash") == 0) { *out = ATTN_FLASH; return 0; }
+  return -1;
+}
+
+const char *attn_impl_name(attn_impl impl) {
+  return impl == ATTN_MATERIALIZED ? "materialized"
+         : impl == ATTN_FLASH      ? "flash"
+                                   : "unknown";
+}
+
+/* What forward and backward share: known impl and dtype, sizes, P present
+ * exactly for the materialised path. Returns 1 when there is no work. */
+static int check_attention(const char *op, attn_impl impl, const void *P,
+                           int bh, int tq, int tk, int dh, float scale,
+                           dtype dt) {
+  NEED(impl == ATTN_MATERIALIZED || impl == ATTN_FLASH,
+       "%s: unknown impl %d (allowed: materialized, flash)", op, (int)impl);
+  NEED(dtype_known(dt), "%s: unknown dtype %d", op, (int)dt);
+  NEED(bh >= 0 && tq >= 0 && tk >= 0,
+       "%s: bh=%d tq=%d tk=%d must be >= 0", op, bh, tq, tk);
+  NEED(dh > 0, "%s: dh=%d must be > 0", op, dh);
+  NEED(scale == scale && scale > -3e38f && scale < 3e38f,
+       "%s: scale=%g must be finite", op, (double)scale);
+  if (bh == 0 || tq == 0) return 1;
+  NEED(tk > 0, "%s: tk=0 keys: the softmax of row 0 has no terms "
+       "(allowed: tk >= 1)", op);
+  if (impl == ATTN_MATERIALIZED)
+    NEED(P != NULL, "%s: impl materialized needs the P buffer [bh, tq, tk]",
+         op);
+  else
+    NEED(P == NULL, "%s: impl flash keeps no P (pass NULL)", op);
+  return 0;
+}
+
+int k_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
+                    const void *v, void *o, float *lse, void *P, int bh,
+                    int tq, int tk, int dh, int causal, float scale,
+                    dtype dt) {
+  int rc = check_attention("k_attention_fwd", impl, P, bh, tq, tk, dh, scale,
+                           dt);
+  if (rc != 0) return rc < 0 ? rc : 0;
+  NEED_BUF("k_attention_fwd", q);
+  NEED_BUF("k_attention_fwd", k);
+  NEED_BUF("k_attention_fwd", v);
+  NEED_BUF("k_attention_fwd", o);
+  NEED_BUF("k_attention_fwd", lse);
+  NEED(o != q && o != k && o != v, "k_attention_fwd: o may not alias q, k, v");
+  DISPATCH(e, "attention_fwd", e->ops->attention_fwd(e, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
+                            causal != 0, scale, dt));
+  return 0;
+}
+
+int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
+                    const void *v, const void *o, const void *dout,
+                    const float *lse, const void *P, void *dq, void *dk,
+                    void *dv, int bh, int tq, int tk, int dh, int causal,
+                    float scale, dtype dt) {
+  int rc = check_attention("k_attention_bwd", impl, P, bh, tq, tk, dh, scale,
+                           dt);
+  if (rc < 0) return rc;
+  if (rc > 0) {
+    /* No queries: the loss does not depend on k and v. */
+    if (bh > 0 && tk > 0) {
+      size_t bytes = (size_t)bh * tk * dh * dtype_size(dt);
+      NEED_BUF("k_attention_bwd", dk);
+      NEED_BUF("k_attention_bwd", dv);
+      TRY(eng_memset0(e, dk, bytes));
+      TRY(eng_memset0(e, dv, bytes));
+    }
+    return 0;
+  }
+  NEED_BUF("k_attention_bwd", q);
+  NEED_BUF("k_attention_bwd", k);
+  NEED_BUF("k_attention_bwd", v);
+  NEED_BUF("k_attention_bwd", o);
+  NEED_BUF("k_attention_bwd", dout);
+  NEED_BUF("k_attention_bwd", lse);
+  NEED_BUF("k_attention_bwd", dq);
+  NEED_BUF("k_attention_bwd", dk);
+  NEED_BUF("k_attention_bwd", dv);
+  NEED(dq != dk && dq != dv && dk != dv,
+       "k_attention_bwd: dq, dk, dv must be separate buffers");
+  DISPATCH(e, "attention_bwd", e->ops->attention_bwd(e, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
+                            bh, tq, tk, dh, causal != 0, scale, dt));
+  return 0;
+}
+
+/* ---- profiling ----------------------------------------------------------------- */
+
+#include "common/clock.h"
+
+/* Open a record for `op`: its start mark. Returns the record's index + 1,
+ * or 0 when not profiling (or out of memory: the op just goes unrecorded). */
+static int prof_start(engine *e, const char *op) {
+  if (!e->prof_on) return 0;
+  if (e->nprof == e->cap_prof) {
+    int cap = e->cap_prof ? 2 * e->cap_prof : 1024;
+    eng_prof_rec *r = realloc(e->prof, (size_t)cap * sizeof *r);
+    if (!r) return 0;
+    e->prof = r;
+    e->cap_prof = cap;
+  }
+  eng_prof_rec *r = &e->prof[e->nprof];
+  r->op = op;
+  r->ev[0] = r->ev[1] = NULL;
+  if (e->ops->prof_record) r->ev[0] = e->ops->prof_record(e);
+  else r->host[0] = clock_now_s();
+  return ++e->nprof;
+}
+
+static void prof_stop(engine *e, int rec) {
+  if (rec == 0) return;
+  eng_prof_rec *r = &e->prof[rec - 1];
+  if (e->ops->prof_record) r->ev[1] = e->ops->prof_record(e);
+  else r->host[1] = clock_now_s();
+}
+
+/* An operation's family: its name without _fwd/_bwd/_ex/_batched, with
+ * the head-layout ops and RoPE together and the loss-scale pass counted
+ * as elementwise. */
+static void family(const char *op, char *out, size_t n) {
+  static const struct { const char *prefix, *fam; } map[] = {
+      {"matmul", "matmul"},          {"attention", "attention"},
+      {"softmax", "softmax"},        {"rmsnorm", "rmsnorm"},
+      {"add_rmsnorm", "rmsnorm"},    {"rope", "rope+heads"},
+      {"qkv_", "rope+heads"},        {"split_heads", "rope+heads"},
+      {"merge_heads", "rope+heads"}, {"swiglu", "swiglu"},
+      {"cross_entropy", "cross_entropy"}, {"adamw", "adamw"},
+      {"embedding", "embedding"},    {"layernorm", "layernorm"},
+      {"relu", "relu"}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strncmp(op, map[i].prefix, strlen(map[i].prefix)) == 0) {
+      snprintf(out, n, "%s", map[i].fam);
+      return;
+    }
+  snprintf(out, n, "elementwise");
+}
+
+int eng_profile(engine *e, int on) {
+  if (on && !e->prof_on) e->nprof = 0;
+  e->prof_on = on != 0;
+  return 0;
+}
+
+int eng_profile_report(engine *e, char *buf, size_t n) {
+  TRY(eng_sync(e));
+  enum { MAXF = 32 };
+  char names[MAXF][32];
+  double ms[MAXF];
+  int nf = 0;
+  for (int i = 0; i < e->nprof; i++) {
+    eng_prof_rec *r = &e->prof[i];
+    double t = 0;
+    if (e->ops->prof_record) {
+      if (r->ev[0] && r->ev[1]) t = e->ops->prof_elapsed_ms(e, r->ev[0], r->ev[1]);
+      if (r->ev[0]) e->ops->prof_release(e, r->ev[0]);
+      if (r->ev[1]) e->ops->prof_release(e, r->ev[1]);
+    } else {
+      t = (r->host[1] - r->host[0]) * 1e3;
+    }
+    char f[32];
+    family(r->op, f, sizeof f);
+    int k = 0;
+    while (k < nf && strcmp(names[k], f) != 0) k++;
+    if (k == nf && nf < MAXF) {
+      snprintf(names[nf], sizeof names[nf], "%s", f);
+      ms[nf++] = 0;
+    }
+    if (k < nf) ms[k] += t;
+  }
+  e->nprof = 0;
+  e->prof_on = 0;
+  size_t len = 0;
+  if (n) buf[0] = 0;
+  for (int done = 0; done < nf; done++) {   /* largest first */
+    int best = -1;
+    for (int k = 0; k < nf; k++)
+      if (ms[k] >= 0 && (best < 0 || ms[k] > ms[best])) best = k;
+    if (len < n)
+      len += (size_t)snprintf(buf + len, n - len, "%s%s %.3f",
+                              done ? "; " : "", names[best], ms[best]);
+    ms[best] = -1;
+  }
+  return 0;
+}
+
+/* For engine_fused.c's DISPATCH. */
+int eng_prof_start_(engine *e, const char *op) { return prof_start(e, op); }
+void eng_prof_stop_(engine *e, int rec) { prof_stop(e, rec); }

@@ -16,6 +16,46 @@
 
 #include "kernels/kernels.h"
 
+/* The fused path's operations (kernels.h, "the fused path"), each with the
+ * signature of its k_* function; kernels/engine_fused.c checks and
+ * dispatches them. */
+typedef struct fused_ops {
+  int (*matmul_ex)(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                   float alpha, const void *A, int lda, const void *B,
+                   int ldb, dtype in_t, float beta, void *C, int ldc,
+                   dtype ct, int tf32);
+  int (*add_rmsnorm_fwd)(engine *e, const float *a, const float *b,
+                         float *sum, const float *g, void *y, dtype yt,
+                         float *rstd, int n, int d, float eps);
+  int (*rmsnorm_bwd_ex)(engine *e, const float *dy, const float *x,
+                        const float *g, const float *rstd, const float *dres,
+                        float *dx, void *dx_low, dtype lt, float *dg, int n,
+                        int d);
+  int (*qkv_split_rope)(engine *e, const float *qkv, void *q, void *k,
+                        void *v, dtype lt, int batch, int seq, int heads,
+                        int dh, float theta);
+  int (*qkv_merge_rope_bwd)(engine *e, const void *dq, const void *dk,
+                            const void *dv, void *dqkv, dtype lt, int batch,
+                            int seq, int heads, int dh, float theta);
+  int (*split_heads_ex)(engine *e, const void *x, dtype xt, void *y,
+                        dtype yt, int batch, int seq, int heads, int dh);
+  int (*merge_heads_ex)(engine *e, const void *x, dtype xt, void *y,
+                        dtype yt, int batch, int seq, int heads, int dh);
+  int (*swiglu_fwd_ex)(engine *e, const void *a, const void *b, void *h,
+                       dtype lt, size_t n);
+  int (*swiglu_bwd_ex)(engine *e, const void *dh, const void *a,
+                       const void *b, void *da, void *db, dtype lt, size_t n);
+  int (*cross_entropy_bwd_ex)(engine *e, const float *logits,
+                              const int32_t *targets, const float *lse,
+                              void *dlogits, dtype dt, int n, int vocab,
+                              float scale);
+  int (*adamw_ex)(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                  float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, long long t);
+  int (*grad_unscale)(engine *e, float *g, size_t n, float inv_scale,
+                      int *finite);
+} fused_ops;
+
 typedef struct engine_ops {
   const char *name;                         /* "cpu", "cuda" */
   void (*destroy)(engine *e);               /* frees e->impl */
@@ -28,6 +68,12 @@ typedef struct engine_ops {
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
+  int (*allow_tf32)(engine *e, int on);     /* NULL: no TF32 */
+  /* Profiling (NULL on a synchronous engine: the host clock is used). An
+   * event recorded on the stream now; ms between two; give one back. */
+  void *(*prof_record)(engine *e);
+  double (*prof_elapsed_ms)(engine *e, void *a, void *b);
+  void (*prof_release)(engine *e, void *ev);
 
   /* Operations, one per k_* function. */
   int (*matmul)(engine *e, int trans_a, int trans_b, int m, int n, int k,
@@ -67,6 +113,15 @@ typedef struct engine_ops {
   int (*cross_entropy_bwd)(engine *e, const float *logits,
                            const int32_t *targets, const float *lse,
                            float *dlogits, int n, int vocab, float scale);
+  int (*layernorm_fwd)(engine *e, const float *x, const float *w,
+                       const float *b, float *y, float *mean, float *rstd,
+                       int n, int d, float eps);
+  int (*layernorm_bwd)(engine *e, const float *dy, const float *x,
+                       const float *w, const float *mean, const float *rstd,
+                       float *dx, float *dw, float *db, int n, int d);
+  int (*relu_fwd)(engine *e, const float *x, float *y, size_t n);
+  int (*relu_bwd)(engine *e, const float *dy, const float *x, float *dx,
+                  size_t n);
   int (*adamw)(engine *e, float *p, const float *g, float *m, float *v,
                size_t n, float lr, float b1, float b2, float eps, float wd,
                long long t);
@@ -74,6 +129,16 @@ typedef struct engine_ops {
   int (*scale)(engine *e, float *x, float s, size_t n);
   int (*cast)(engine *e, const void *src, dtype st, void *dst, dtype dt,
               size_t n);
+  const fused_ops *fused;                   /* the fused path */
+  int (*attention_fwd)(engine *e, attn_impl impl, const void *q,
+                       const void *k, const void *v, void *o, float *lse,
+                       void *P, int bh, int tq, int tk, int dh, int causal,
+                       float scale, dtype dt);
+  int (*attention_bwd)(engine *e, attn_impl impl, const void *q,
+                       const void *k, const void *v, const void *o,
+                       const void *dout, const float *lse, const void *P,
+                       void *dq, void *dk, void *dv, int bh, int tq, int tk,
+                       int dh, int causal, float scale, dtype dt);
 } engine_ops;
 
 /* Memory accounting, kept by engine.c. One record per live allocation
@@ -90,9 +155,25 @@ typedef struct eng_tag {
   size_t in_use, peak;
 } eng_tag;
 
+/* engine.c's profiling brackets, for the k_* entry points outside it:
+ * start returns a record handle (0 when not profiling). */
+struct engine;
+int eng_prof_start_(struct engine *e, const char *op);
+void eng_prof_stop_(struct engine *e, int rec);
+
+/* One bracketed operation while profiling (engine.c). */
+typedef struct eng_prof_rec {
+  const char *op;       /* the op's name (a string literal) */
+  void *ev[2];          /* device events, or NULL ... */
+  double host[2];       /* ... and host clock times (synchronous engines) */
+} eng_prof_rec;
+
 struct engine {
   const engine_ops *ops;
   void *impl;           /* the backend's own state */
+  int prof_on;
+  eng_prof_rec *prof;
+  int nprof, cap_prof;
 
   size_t in_use, peak;
   eng_block *blocks;

@@ -57,6 +57,20 @@ int eng_sync(engine *e);
  * queued, for callers that order other work after it (events); NULL on the
  * CPU engine, whose operations are done when they return. */
 void *eng_stream(engine *e);
+/* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
+ * eng_profile(e, 1) every operation is bracketed (CUDA events on the
+ * engine's stream; the host clock on the CPU engine, whose operations are
+ * synchronous); eng_profile_report waits for the engine, writes
+ * "family ms; family ms; ..." (largest first, milliseconds summed over
+ * everything since eng_profile(e, 1)) and stops collecting. The brackets
+ * cost a little launch time: profile a separate, untimed step. */
+int eng_profile(engine *e, int on);
+int eng_profile_report(engine *e, char *buf, size_t n);
+/* Let fp32 matrix products use TF32 tensor cores (PyTorch's
+ * allow_tf32 = True): inputs rounded to 10-bit mantissas, fp32
+ * accumulation. Off by default (true fp32). The CPU engine has no TF32:
+ * on = 1 fails there. */
+int eng_allow_tf32(engine *e, int on);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
 void eng_reset_peak(engine *e);
@@ -146,6 +160,30 @@ int k_cross_entropy_bwd(engine *e, const float *logits,
                         const int32_t *targets, const float *lse,
                         float *dlogits, int n, int vocab, float scale);
 
+/* ---- LayerNorm and ReLU ------------------------------------------------------ */
+/* The handout's ToyModel (model/toy.h). x, y, dy, dx [n, d]; w, b, dw, db
+ * [d]; mean, rstd [n]. LayerNorm over the last dim, with weight and bias:
+ *   mean[i] = mean_j x[i,j], rstd[i] = 1/sqrt(mean_j (x[i,j]-mean[i])^2 + eps)
+ *   y[i,j]  = (x[i,j] - mean[i]) * rstd[i] * w[j] + b[j]   (mean, rstd saved)
+ * y may not alias x. */
+int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
+                    float *y, float *mean, float *rstd, int n, int d,
+                    float eps);
+/* With xhat = (x - mean) * rstd and g = dy * w:
+ *   dx = rstd * (g - mean_j g - xhat * mean_j(g * xhat))   (written)
+ *   dw += sum_i dy * xhat,  db += sum_i dy                 (accumulated)
+ * dx may be dy's buffer, not x's. */
+int k_layernorm_bwd(engine *e, const float *dy, const float *x,
+                    const float *w, const float *mean, const float *rstd,
+                    float *dx, float *dw, float *db, int n, int d);
+/* y = max(x, 0) over n elements; y may alias x. */
+int k_relu_fwd(engine *e, const float *x, float *y, size_t n);
+/* dx = dy where x > 0, else 0 (written; 0 at x = 0, as PyTorch). x may be
+ * the forward's output, which is > 0 exactly where its input was; dx may
+ * alias dy. */
+int k_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
+               size_t n);
+
 /* ---- optimizer -------------------------------------------------------------- */
 /* The course's AdamW, step t >= 1, over n elements:
  *   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -154,12 +192,118 @@ int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
             size_t n, float lr, float b1, float b2, float eps, float wd,
             long long t);
 
+/* ---- the fused path --------------------------------------------------------- */
+/* What the model's fused path (model/forward_fused.c) runs instead of chains
+ * of the ops above: fewer passes over memory, and activations stored in the
+ * matrix products' input dtype `lt` (DT_F32 for fp32; DT_BF16 / DT_F16 for
+ * mixed precision) so products read them with no cast. Reductions,
+ * normalisation statistics and the residual stream stay fp32. Pointers
+ * typed void * hold elements of the dtype named next to them. The CPU engine
+ * implements every one for DT_F32 only (the reference the CUDA engine is
+ * tested against), like its matrix products. */
+
+/* C[m,n] (ct) = alpha * op(A) op(B) (at, bt) + beta * C, fp32 accumulation;
+ * as k_matmul otherwise. Inputs must share one dtype: DT_F32 is true fp32
+ * (tf32 != 0 allows TF32 tensor cores for it), 16-bit inputs use tensor
+ * cores; C may be fp32 or the inputs' dtype (rounded once, at the end). */
+int k_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                float alpha, const void *A, int lda, const void *B, int ldb,
+                dtype in_t, float beta, void *C, int ldc, dtype ct, int tf32);
+
+/* sum = a + b (fp32, b may be NULL: sum is a, and `sum` may be NULL), then
+ * y (yt) = RMSNorm(sum) * g with rstd saved, as k_rmsnorm_fwd: the residual
+ * add and the next norm in one pass. a, b, sum, y [n, d]. */
+int k_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
+                      const float *g, void *y, dtype yt, float *rstd, int n,
+                      int d, float eps);
+/* dx = dres + RMSNorm backward (k_rmsnorm_bwd's dx; dres may be NULL, and
+ * dx may be dres), dg accumulated; dy is fp32. When dx_low is not NULL it
+ * also gets dx rounded to lt (the next products' input). */
+int k_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+                     const float *g, const float *rstd, const float *dres,
+                     float *dx, void *dx_low, dtype lt, float *dg, int n,
+                     int d);
+
+/* qkv [B*T, 3D] fp32 (x W_qkv^T: q, k, v side by side) -> q, k, v
+ * [B, H, T, Dh] (lt), q and k rotated by RoPE (k_rope's angles). */
+int k_qkv_split_rope(engine *e, const float *qkv, void *q, void *k, void *v,
+                     dtype lt, int batch, int seq, int heads, int dh,
+                     float theta);
+/* Its backward: dq, dk, dv [B, H, T, Dh] (lt) -> dqkv [B*T, 3D] (lt), dq
+ * and dk rotated back. */
+int k_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                         const void *dv, void *dqkv, dtype lt, int batch,
+                         int seq, int heads, int dh, float theta);
+/* k_split_heads / k_merge_heads with typed ends (xt -> yt). */
+int k_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                     int batch, int seq, int heads, int dh);
+int k_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                     int batch, int seq, int heads, int dh);
+
+/* h = silu(a) * b, all lt, math in fp32. */
+int k_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
+                    dtype lt, size_t n);
+/* da = dh * b * silu'(a), db = dh * silu(a), all lt (written). */
+int k_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
+                    void *da, void *db, dtype lt, size_t n);
+
+/* k_cross_entropy_bwd writing dlogits in dt (a separate buffer when dt is
+ * not fp32, since a narrower row cannot overwrite its source in place). */
+int k_cross_entropy_bwd_ex(engine *e, const float *logits,
+                           const int32_t *targets, const float *lse,
+                           void *dlogits, dtype dt, int n, int vocab,
+                           float scale);
+
+/* k_adamw that also writes p_low (lt) = the updated p rounded, when p_low is
+ * not NULL: the low-precision copy of the weights the products read, kept
+ * in the same pass. */
+int k_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+               float *m, float *v, size_t n, float lr, float b1, float b2,
+               float eps, float wd, long long t);
+
+/* g *= inv_scale over n elements, and *finite (host) = 1 if every result is
+ * finite, else 0: fp16 training's dynamic loss scaling (model.c). Waits for
+ * the engine (the answer decides whether the optimizer step runs). */
+int k_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                   int *finite);
+
 /* ---- elementwise ---------------------------------------------------------- */
 int k_add(engine *e, const float *a, const float *b, float *out, size_t n);
 int k_scale(engine *e, float *x, float s, size_t n);          /* x *= s */
 /* dst (dtype dt) = src (dtype st), n elements, round to nearest even. */
 int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
            size_t n);
+
+/* ---- attention ------------------------------------------------------------- */
+/* softmax(scale * Q K^T) V per head, two ways: materialised (scores and
+ * probabilities in memory, as the reference model computes it) or
+ * FlashAttention-2 (tiled over queries and keys with an online softmax;
+ * only O and the logsumexp L reach memory, backward recomputes P from L). */
+typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
+/* "materialized" | "flash"; -1 for anything else. */
+int attn_impl_parse(const char *s, attn_impl *out);
+const char *attn_impl_name(attn_impl impl);
+/* q [BH, Tq, Dh], k and v [BH, Tk, Dh], o [BH, Tq, Dh], all of dtype dt
+ * (DT_F32, DT_BF16, DT_F16; row-major, contiguous). lse [BH, Tq] fp32:
+ * L_i = log sum_j exp(scale * q_i.k_j) over the keys row i may see.
+ * causal: row i sees keys j <= i (query i and key i are one position, the
+ * handout's index comparison; key 0 is always visible, so no row is empty).
+ * Accumulation always fp32.
+ * P: for ATTN_MATERIALIZED the caller's buffer [BH, Tq, Tk] of dtype dt
+ * receiving the probabilities (kept for backward, so memory accounting shows
+ * it under the caller's tag); must be NULL for ATTN_FLASH. The CPU engine
+ * supports DT_F32 only. */
+int k_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
+                    const void *v, void *o, float *lse, void *P, int bh,
+                    int tq, int tk, int dh, int causal, float scale, dtype dt);
+/* dq, dk, dv (written, dtype dt) from dout [BH, Tq, Dh]; flash recomputes P
+ * from q, k and lse; materialized reads P (dS scratch from the engine's
+ * workspace). */
+int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
+                    const void *v, const void *o, const void *dout,
+                    const float *lse, const void *P, void *dq, void *dk,
+                    void *dv, int bh, int tq, int tk, int dh, int causal,
+                    float scale, dtype dt);
 
 #ifdef __cplusplus
 }

@@ -150,13 +150,15 @@ int model_backward(model *m) {
     FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
          "backward (backward overwrites the logits with their gradient)");
   m->fwd_loss = 0;
+  if (m->opt.fused) return model_backward_fused(m);
   const int b = m->fwd_b, t = m->fwd_t, N = b * t;
   const int D = m->c.d_model, V = m->c.vocab, L = m->c.layers;
   grad_bufs r = {a->g_resid, a->g_norm, a->g_tmp};
 
-  /* loss = mean CE: dlogits = (softmax - onehot) / N, over the logits */
+  /* loss = mean CE: dlogits = S (softmax - onehot) / N, over the logits
+   * (S the loss scale, 1 but for fp16) */
   TRY(k_cross_entropy_bwd(e, a->logits, m->targets, a->lse, a->logits, N, V,
-                          1.0f / (float)N));
+                          m->loss_scale / (float)N));
   /* logits = lnf_out lm_head^T */
   TRY(linear_dw(m, a->logits, a->lnf_out, m->g.lm, N, D, V));
   TRY(grad_ready(m, LAYER_VIEW(L, 1)));

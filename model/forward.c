@@ -99,22 +99,29 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets,
   if (targets)
     TRY(eng_upload(e, m->targets, targets, (size_t)N * sizeof(int32_t)));
 
-  TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed_out, N, D, V));
-  const float *x = a->embed_out;
-  for (int i = 0; i < m->c.layers; i++) {
-    TRY(attention_fwd(m, i, x, b, t));
-    TRY(ffn_fwd(m, i, b, t));
-    x = a->layer[i].out;
+  float *logits, *losses, *lse;
+  if (m->opt.fused) {
+    TRY(model_forward_fused(m, b, t));
+    logits = m->f.logits, losses = m->f.losses, lse = m->f.lse;
+  } else {
+    TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed_out, N, D, V));
+    const float *x = a->embed_out;
+    for (int i = 0; i < m->c.layers; i++) {
+      TRY(attention_fwd(m, i, x, b, t));
+      TRY(ffn_fwd(m, i, b, t));
+      x = a->layer[i].out;
+    }
+    TRY(k_rmsnorm_fwd(e, x, m->p.lnf, a->lnf_out, a->lnf_rstd, N, D,
+                      m->c.norm_eps));
+    TRY(linear(m, a->lnf_out, m->p.lm, a->logits, N, D, V));
+    logits = a->logits, losses = a->losses, lse = a->lse;
   }
-  TRY(k_rmsnorm_fwd(e, x, m->p.lnf, a->lnf_out, a->lnf_rstd, N, D,
-                    m->c.norm_eps));
-  TRY(linear(m, a->lnf_out, m->p.lm, a->logits, N, D, V));
   if (targets == NULL) {
     TRY(eng_sync(e));
     return 0;
   }
-  TRY(k_cross_entropy_fwd(e, a->logits, m->targets, a->losses, a->lse, N, V));
-  TRY(eng_download(e, m->host_losses, a->losses, (size_t)N * sizeof(float)));
+  TRY(k_cross_entropy_fwd(e, logits, m->targets, losses, lse, N, V));
+  TRY(eng_download(e, m->host_losses, losses, (size_t)N * sizeof(float)));
   TRY(eng_sync(e));
   double sum = 0.0;
   for (int i = 0; i < N; i++) sum += m->host_losses[i];

@@ -24,10 +24,24 @@ typedef struct act_builder {
   float ***slots;
   int n, cap;
   size_t off;
+  int align;      /* start every view on a 256-byte boundary */
 } act_builder;
+
+static int act_add_t(act_builder *b, void *slot, const char *name,
+                     size_t rows, size_t cols, size_t esz);
 
 static int act_add(act_builder *b, float **slot, const char *name, size_t rows,
                    size_t cols) {
+  return act_add_t(b, slot, name, rows, cols, sizeof(float));
+}
+
+/* A view of rows x cols elements of esz bytes. Offsets count 4-byte slots;
+ * 16-bit tensors (the fused path's) take half as many slots. 16-bit views,
+ * and every view of the fused path, start on a 256-byte boundary, which
+ * vector loads, tensor cores and the flash kernels want. */
+static int act_add_t(act_builder *b, void *slot_, const char *name,
+                     size_t rows, size_t cols, size_t esz) {
+  float **slot = slot_;
   if (b->n == b->cap) {
     int cap = b->cap ? 2 * b->cap : 64;
     tensor_view *v = realloc(b->views, (size_t)cap * sizeof *v);
@@ -38,6 +52,7 @@ static int act_add(act_builder *b, float **slot, const char *name, size_t rows,
     b->slots = s;
     b->cap = cap;
   }
+  if (b->align || esz != sizeof(float)) b->off = (b->off + 63) / 64 * 64;
   tensor_view *t = &b->views[b->n];
   memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%s", name);
@@ -48,7 +63,8 @@ static int act_add(act_builder *b, float **slot, const char *name, size_t rows,
   t->shape[1] = cols == 1 ? 0 : (int)cols;
   b->slots[b->n] = slot;
   b->n++;
-  b->off += t->numel;
+  b->off += (t->numel * esz + sizeof(float) - 1) / sizeof(float);
+  if (esz != sizeof(float)) b->off = (b->off + 63) / 64 * 64;
   return 0;
 }
 
@@ -106,6 +122,64 @@ static int act_table(model *m, act_builder *b) {
   return 0;
 }
 
+/* The fused path's table (model_internal.h, fused_acts): saved per layer
+ * the input x, resid, q, k, v, o, lse, a, b and the two rstd (P too when
+ * attention is materialised); scratch shared by all layers. */
+static int fused_act_table(model *m, act_builder *b) {
+  const size_t B = (size_t)m->B, T = (size_t)m->T, N = B * T;
+  const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
+  const size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, Dh = D / H;
+  const size_t lz = dtype_size(m->lt), fz = sizeof(float);
+  fused_acts *a = &m->f;
+  char name[64];
+  TRY(act_add(b, &a->embed, "token_embeddings.out", N, D));
+  for (int i = 0; i < m->c.layers; i++) {
+    fused_layer *l = &a->layer[i];
+#define ACT(field, suffix, rows, cols, esz)                                     do {                                                                           snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                      TRY(act_add_t(b, &l->field, name, rows, cols, esz));                       } while (0)
+    if (i > 0) ACT(x, "input", N, D, fz);
+    ACT(rstd1, "ln1.rstd", N, 1, fz);
+    ACT(q, "attn.q", B * H * T, Dh, lz);
+    ACT(k, "attn.k", B * H * T, Dh, lz);
+    ACT(v, "attn.v", B * H * T, Dh, lz);
+    ACT(o, "attn.o", B * H * T, Dh, lz);
+    ACT(lse, "attn.lse", B * H * T, 1, fz);
+    if (m->opt.attention == ATTN_MATERIALIZED)
+      ACT(P, "attn.scores", B * H * T, T, lz);
+    ACT(resid, "attn.residual", N, D, fz);
+    ACT(rstd2, "ln2.rstd", N, 1, fz);
+    ACT(a, "ffn.a", N, F, lz);
+    ACT(b, "ffn.b", N, F, lz);
+#undef ACT
+  }
+  TRY(act_add(b, &a->xl, "output", N, D));
+  TRY(act_add_t(b, &a->lnf, "ln_final.out", N, D, lz));
+  TRY(act_add(b, &a->lnf_rstd, "ln_final.rstd", N, 1));
+  TRY(act_add(b, &a->logits, "lm_head.logits", N, V));
+  TRY(act_add(b, &a->losses, "loss.per_token", N, 1));
+  TRY(act_add(b, &a->lse, "loss.lse", N, 1));
+  if (m->lt != DT_F32)
+    TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", N, V, lz));
+  TRY(act_add(b, &a->qkv, "scratch.qkv", N, 3 * D));
+  TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
+  TRY(act_add_t(b, &a->norm, "scratch.norm", N, D, lz));
+  TRY(act_add_t(b, &a->om, "scratch.attn_merged", N, D, lz));
+  TRY(act_add_t(b, &a->h, "scratch.ffn_h", N, F, lz));
+  TRY(act_add(b, &a->dres, "scratch.grad_residual", N, D));
+  if (m->lt != DT_F32)
+    TRY(act_add_t(b, &a->dres_low, "scratch.grad_residual_low", N, D, lz));
+  TRY(act_add(b, &a->dn, "scratch.grad_norm", N, D));
+  TRY(act_add_t(b, &a->dh, "scratch.grad_ffn_h", N, F, lz));
+  TRY(act_add_t(b, &a->da, "scratch.grad_ffn_a", N, F, lz));
+  TRY(act_add_t(b, &a->db, "scratch.grad_ffn_b", N, F, lz));
+  TRY(act_add_t(b, &a->dom, "scratch.grad_attn_merged", N, D, lz));
+  TRY(act_add_t(b, &a->dO, "scratch.grad_attn_o", B * H * T, Dh, lz));
+  TRY(act_add_t(b, &a->dq, "scratch.grad_q", B * H * T, Dh, lz));
+  TRY(act_add_t(b, &a->dk, "scratch.grad_k", B * H * T, Dh, lz));
+  TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
+  TRY(act_add_t(b, &a->dqkv, "scratch.grad_qkv", N, 3 * D, lz));
+  return 0;
+}
+
 /* ---- parameter pointers ------------------------------------------------- */
 
 static void set_ptrs(const model *m, float *base, param_ptrs *p) {
@@ -147,20 +221,32 @@ static int create(model *m) {
   CHECK_ALLOC(m->g.layer, L * sizeof(layer_ptrs));
   m->a.layer = calloc(L, sizeof(layer_acts));
   CHECK_ALLOC(m->a.layer, L * sizeof(layer_acts));
+  m->f.layer = calloc(L, sizeof(fused_layer));
+  CHECK_ALLOC(m->f.layer, L * sizeof(fused_layer));
 
   TRY(alloc_f32(e, &m->params, m->nparams, "params"));
   TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
   set_ptrs(m, m->params, &m->p);
   set_ptrs(m, m->grads, &m->g);
+  m->params_low = m->params;
+  if (m->opt.fused && m->lt != DT_F32)
+    TRY(eng_alloc(e, m->nparams * dtype_size(m->lt), "params.low",
+                  &m->params_low));
 
   act_builder b = {0};
-  int rc = act_table(m, &b);
+  b.align = m->opt.fused;   /* vector loads, tensor cores, flash tiles */
+  int rc = m->opt.fused ? fused_act_table(m, &b) : act_table(m, &b);
   m->act_views = b.views;
   m->nact_views = b.n;
   m->nacts = b.off;
   if (rc == 0) rc = alloc_f32(e, &m->acts, m->nacts, "activations");
   if (rc == 0)
     for (int i = 0; i < b.n; i++) *b.slots[i] = m->acts + b.views[i].offset;
+  if (rc == 0 && m->opt.fused) {
+    m->f.layer[0].x = m->f.embed;
+    if (m->f.dlogits == NULL) m->f.dlogits = m->f.logits;
+    if (m->f.dres_low == NULL) m->f.dres_low = m->f.dres;
+  }
   free(b.slots);
   TRY(rc);
 
@@ -176,6 +262,12 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
+  model_options o = {compute, 0, ATTN_MATERIALIZED, 0};
+  return model_create_ex(out, e, c, batch, seq, &o);
+}
+
+int model_create_ex(model **out, engine *e, const model_config *c, int batch,
+                    int seq, const model_options *o) {
   char err[256];
   *out = NULL;
   if (model_config_check(c, err, sizeof err) != 0)
@@ -189,7 +281,16 @@ int model_create(model **out, engine *e, const model_config *c, int batch,
   m->c = *c;
   m->B = batch;
   m->T = seq;
-  m->compute = compute;
+  m->compute = o->compute;
+  m->loss_scale = o->compute == DT_F16 ? 65536.0f : 1.0f;
+  m->opt = *o;
+  m->lt = o->fused ? o->compute : DT_F32;
+  if (!o->fused && o->attention != ATTN_MATERIALIZED) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
+         "(allowed with flash attention: the fused path)");
+  }
+  if (o->tf32) TRY(eng_allow_tf32(e, 1));
   int rc = create(m);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
@@ -206,6 +307,9 @@ void model_destroy(model *m) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(m->e, bufs[i]);
   if (m->ids) eng_free(m->e, m->ids);
+  if (m->params_low && m->params_low != (void *)m->params)
+    eng_free(m->e, m->params_low);
+  free(m->f.layer);
   free(m->host_losses);
   free(m->views);
   free(m->act_views);
@@ -238,7 +342,16 @@ const tensor_view *model_activations(const model *m, int *n) {
   return m->act_views;
 }
 
-const float *model_logits(const model *m) { return m->a.logits; }
+const float *model_logits(const model *m) {
+  return m->opt.fused ? m->f.logits : m->a.logits;
+}
+const model_options *model_get_options(const model *m) { return &m->opt; }
+
+int model_params_changed(model *m) {
+  if (m->params_low != (void *)m->params)
+    TRY(k_cast(m->e, m->params, DT_F32, m->params_low, m->lt, m->nparams));
+  return 0;
+}
 engine *model_engine(model *m) { return m->e; }
 long long model_step_count(const model *m) { return m->step; }
 void model_set_step_count(model *m, long long step) { m->step = step; }
@@ -262,16 +375,46 @@ int model_zero_grad(model *m) {
  * moments are allocated (zeroed) at the first step, as PyTorch's optimizers
  * do: a model that is only run forward, or whose optimizer state lives
  * elsewhere (sharded, parallel/), never holds them. */
+float model_loss_scale(const model *m) { return m->loss_scale; }
+long long model_skipped_steps(const model *m) { return m->skipped_steps; }
+
+/* GradScaler's rule: unscale; on overflow halve S; grow S after 2000 good
+ * steps. Called once per optimizer step. */
+int model_unscale_grads(model *m, int *finite) {
+  *finite = 1;
+  if (m->loss_scale == 1.0f) return 0;
+  TRY(k_grad_unscale(m->e, m->grads, m->nparams, 1.0f / m->loss_scale,
+                     finite));
+  if (!*finite) {
+    m->loss_scale *= 0.5f;
+    m->scale_good_steps = 0;
+    m->skipped_steps++;
+  } else if (++m->scale_good_steps == 2000) {
+    m->loss_scale *= 2.0f;
+    m->scale_good_steps = 0;
+  }
+  return 0;
+}
+
 int model_adamw_step(model *m, const adamw_config *o) {
+  int finite;
+  TRY(model_unscale_grads(m, &finite));
+  if (!finite) return 0;   /* skipped: the next zero_grad clears them */
   if (m->adam_m == NULL) {
     TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
     TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
     TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
     TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
   }
-  TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
-              o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
-              m->step + 1));
+  if (m->opt.fused)
+    TRY(k_adamw_ex(m->e, m->params,
+                   m->params_low == (void *)m->params ? NULL : m->params_low,
+                   m->lt, m->grads, m->adam_m, m->adam_v, m->nparams, o->lr,
+                   o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
+  else
+    TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
+                o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+                m->step + 1));
   m->step++;
   return 0;
 }
@@ -334,11 +477,15 @@ int model_init(model *m, uint64_t seed) {
   free(host);
   TRY(rc);
   TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  TRY(model_params_changed(m));
   if (m->adam_m) {
     TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
     TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
   }
   m->step = 0;
   m->fwd_loss = 0;
+  m->loss_scale = m->compute == DT_F16 ? 65536.0f : 1.0f;
+  m->scale_good_steps = 0;
+  m->skipped_steps = 0;
   return 0;
 }

@@ -58,6 +58,25 @@ typedef struct model model;
  * matrix-product precision (kernels.h). ERR_OOM if memory runs out. */
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute);
+/* How the model computes (model_create_ex). */
+typedef struct model_options {
+  dtype compute;       /* matrix-product inputs: f32, bf16 or f16 */
+  int fused;           /* 0: op-by-op (one kernel per operation, attention
+                        * materialised, as PyTorch eager runs the reference);
+                        * 1: the fused path (forward_fused.c) */
+  attn_impl attention; /* fused path: ATTN_FLASH or ATTN_MATERIALIZED;
+                        * op-by-op is always materialised */
+  int tf32;            /* f32 products may use TF32 tensor cores */
+} model_options;
+/* model_create with options; model_create is {compute, op-by-op,
+ * materialised, no TF32}. On the fused path with 16-bit compute the model
+ * also keeps a 16-bit copy of the weights ("params.low"), refreshed by
+ * model_adamw_step and model_init: whoever writes the fp32 weights
+ * otherwise (a sharded optimizer) calls model_params_changed after. */
+int model_create_ex(model **out, engine *e, const model_config *c, int batch,
+                    int seq, const model_options *o);
+const model_options *model_get_options(const model *m);
+int model_params_changed(model *m);
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 
@@ -97,6 +116,18 @@ int model_backward(model *m);
 /* One AdamW step over all parameters (step counter kept by the model). The
  * moments ("adam_m", "adam_v") are allocated at the first call. */
 int model_adamw_step(model *m, const adamw_config *o);
+/* fp16 mixed precision scales the loss (so the gradients) by a dynamic
+ * factor S, as torch.cuda.amp.GradScaler does: S starts at 2^16; a step
+ * whose unscaled gradients are not all finite is skipped and S halves;
+ * after 2000 good steps in a row S doubles. model_adamw_step does all of
+ * it. After model_backward the gradient buffer holds S * gradient: an
+ * optimizer outside the model calls model_unscale_grads first and skips
+ * its step when *finite is 0. For other precisions S is 1 and nothing
+ * changes. */
+float model_loss_scale(const model *m);
+long long model_skipped_steps(const model *m);
+int model_unscale_grads(model *m, int *finite);
+
 /* Steps taken; setting it lets an optimizer that lives outside the model
  * (a sharded one) keep the count every rank agrees on. */
 long long model_step_count(const model *m);

@@ -67,6 +67,50 @@ typedef struct model_acts {
   float *g_a, *g_b, *g_h;  /* [N, F] */
 } model_acts;
 
+/* The fused path's activations (forward_fused.c, backward_fused.c). Typed
+ * `void *` tensors hold the products' input dtype lt (f32, bf16 or f16);
+ * the residual stream, norms' statistics, logits and the gradients that
+ * feed norms stay fp32. What backward can recompute cheaply from saved
+ * tensors (the norms' outputs, merged heads, the SwiGLU product) is not
+ * kept: it is recomputed into scratch. */
+typedef struct fused_layer {
+  float *x;            /* [N, D] the layer's input (layer 0: the embeddings) */
+  float *rstd1, *rstd2;/* [N] */
+  void *q, *k, *v;     /* [B*H*T, Dh] q, k after RoPE */
+  void *o;             /* [B*H*T, Dh] attention output, heads split */
+  float *lse;          /* [B*H*T] the attention's logsumexp */
+  void *P;             /* [B*H*T, T] materialised attention only, else NULL */
+  float *resid;        /* [N, D] x + attention: input of ln2 */
+  void *a, *b;         /* [N, F] x W1^T, x W3^T */
+} fused_layer;
+
+typedef struct fused_acts {
+  fused_layer *layer;
+  float *embed;        /* [N, D] */
+  float *xl;           /* [N, D] the last layer's output, input of ln_final */
+  void *lnf;           /* [N, D] ln_final output */
+  float *lnf_rstd;     /* [N] */
+  float *logits;       /* [N, V] fp32 */
+  float *losses, *lse; /* [N] */
+  void *dlogits;       /* [N, V] lt; the logits buffer itself when lt = f32 */
+  /* scratch shared by all layers */
+  float *qkv;          /* [N, 3D] fp32 */
+  float *tmp;          /* [N, D] a sublayer's output before its residual */
+  void *norm;          /* [N, D] ln1 / ln2 output (forward; recomputed) */
+  void *om;            /* [N, D] attention output, heads merged */
+  void *h;             /* [N, F] SwiGLU output (recomputed in backward) */
+  float *dres;         /* [N, D] d loss / d residual stream */
+  void *dres_low;      /* [N, D] the same in lt (dres itself when f32) */
+  float *dn;           /* [N, D] d loss / d a norm's output */
+  void *dh, *da, *db;  /* [N, F] */
+  void *dom;           /* [N, D] d loss / d merged attention output */
+  void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh] */
+  void *dqkv;          /* [N, 3D] */
+} fused_acts;
+
+int model_forward_fused(model *m, int b, int t);
+int model_backward_fused(model *m);
+
 struct model {
   engine *e;
   model_config c;
@@ -85,13 +129,20 @@ struct model {
   int nact_views;
   size_t nacts;            /* elements of `acts` */
   float *acts;
-  model_acts a;
+  model_acts a;             /* op-by-op path */
+  model_options opt;
+  dtype lt;                 /* fused path: activations' dtype (= compute) */
+  fused_acts f;             /* fused path */
+  void *params_low;         /* fused, 16-bit: weights in lt; else params */
 
   int32_t *ids, *targets;  /* engine memory, [B*T] each ("inputs") */
   float *host_losses;      /* host, [B*T] */
 
   long long step;          /* AdamW steps taken */
   model_grad_hook grad_hook;  /* model_set_grad_hook */
+  float loss_scale;        /* fp16: dynamic loss scale; else 1 */
+  int scale_good_steps;    /* steps since the scale last changed */
+  long long skipped_steps; /* fp16 steps skipped for non-finite gradients */
   void *grad_hook_arg;
   int fwd_b, fwd_t;        /* shape of the last forward */
   int fwd_loss;            /* it had targets and backward has not run */

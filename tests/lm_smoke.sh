@@ -10,7 +10,7 @@ status=$?
 cat "$scratch/run.err"
 check "smoke_lm exits 0" [ $status -eq 0 ]
 csv="$out/smoke_lm.csv"
-check "9 rows" [ "$(rows "$csv")" -eq 9 ]
+check "18 rows" [ "$(rows "$csv")" -eq 18 ]
 check "all ok" [ "$(column "$csv" status | sort -u)" = "ok" ]
 # vocab 256: nano 4664, tiny 33952, 64/192/2/4 139584 parameters.
 check "parameter counts" [ "$(column "$csv" params | sort -un | tr '\n' ' ')" = "4664 33952 139584 " ]
@@ -21,6 +21,12 @@ check "forward rows have no backward time" \
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "mode") m = i; if ($i == "bwd_ms_mean") b = i }; next }
            $m == "forward" && $b != "" { bad = 1 } $m == "train_step" && $b == "" { bad = 1 } END { exit bad }' "$csv"
 check "step times measured" [ -n "$(column "$csv" step_ms_mean | tail -n 1)" ]
-check "samples kept, one line per job" [ "$(wc -l < "$out/smoke_lm.samples.jsonl")" -eq 9 ]
+check "samples kept, one line per job" [ "$(wc -l < "$out/smoke_lm.samples.jsonl")" -eq 18 ]
+check "fused and op-by-op give the same first loss" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "size") s = i; if ($i == "mode") m = i; if ($i == "fusion") f = i; if ($i == "loss_first") l = i }; next }
+           { k = $s "/" $m; if (k in v) { d = v[k] - $l; if (d < 0) d = -d; if (d > 1e-4 * v[k]) bad = 1 } else v[k] = $l } END { exit bad }' "$csv"
+"$RUNNER" --out-dir "$out" --set fusion=fused --set attention=flash --set size=tiny \
+  "$top_srcdir/experiments/smoke_lm.cfg" 2> "$scratch/flash.err"
+check "the fused path with flash attention runs" [ $? -eq 0 ]
 check "samples hold 3 timed steps" grep -q '"step_ms": \[[^],]*, [^],]*, [^],]*\]' "$out/smoke_lm.samples.jsonl"
 finish

@@ -53,21 +53,30 @@ static float *download(engine *e, const float *p, size_t n) {
 typedef struct run_out { float loss; float *logits, *grads, *params_after; } run_out;
 
 /* Forward, backward and one AdamW step from the given weights. */
-static void run(engine *e, const model_config *c, const float *w, size_t np,
-                const int32_t *ids, const int32_t *tg, int B, int T,
-                dtype compute, run_out *o) {
+static void run_ex(engine *e, const model_config *c, const float *w,
+                   size_t np, const int32_t *ids, const int32_t *tg, int B,
+                   int T, const model_options *opt, run_out *o) {
   model *m;
-  hard(model_create(&m, e, c, B, T, compute), "model_create");
+  hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
   hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
+  hard(model_params_changed(m), "model_params_changed");
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
   o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
   hard(model_backward(m), "backward");
   o->grads = download(e, model_grads(m), np);
+  for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
   adamw_config a = adamw_defaults();
   hard(model_adamw_step(m, &a), "adamw");
   o->params_after = download(e, model_params(m), np);
   model_destroy(m);
+}
+
+static void run(engine *e, const model_config *c, const float *w, size_t np,
+                const int32_t *ids, const int32_t *tg, int B, int T,
+                dtype compute, run_out *o) {
+  model_options opt = {compute, 0, ATTN_MATERIALIZED, 0};
+  run_ex(e, c, w, np, ids, tg, B, T, &opt, o);
 }
 
 static void free_out(run_out *o) {
@@ -90,6 +99,7 @@ int main(void) {
 
   model_config c;
   model_config_by_name("tiny", &c);
+  c.heads = 2;   /* d_head 16: the GPU flash kernels take 16, 32, 64, 80, 128 */
   const int B = 3, T = 17;
   model *init;
   hard(model_create(&init, cpu, &c, B, T, DT_F32), "model_create");
@@ -130,11 +140,50 @@ int main(void) {
     }
     free_out(&o);
   }
+  /* The fused path (attention materialised and flash; TF32 too) against
+   * the CPU engine's op-by-op reference with the same tolerances, and the
+   * fused fp32 path against the op-by-op fp32 path on the GPU. */
+  run_out gref;
+  run(gpu, &c, w, np, ids, tg, B, T, DT_F32, &gref);
+  const struct { dtype t; attn_impl a; int tf32; double tol; } fused[] = {
+      {DT_F32, ATTN_MATERIALIZED, 0, 1e-4}, {DT_F32, ATTN_FLASH, 0, 1e-4},
+      {DT_BF16, ATTN_MATERIALIZED, 0, 3e-2}, {DT_BF16, ATTN_FLASH, 0, 3e-2},
+      {DT_F16, ATTN_FLASH, 0, 1e-2}, {DT_F32, ATTN_FLASH, 1, 1e-2}};
+  for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++) {
+    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].tf32};
+    run_out o;
+    run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
+    char pn[64], what[200];
+    snprintf(pn, sizeof pn, "fused %s%s %s", dtype_name(fused[f].t),
+             fused[f].tf32 ? "+tf32" : "",
+             fused[f].a == ATTN_FLASH ? "flash" : "materialized");
+    double tol = fused[f].tol;
+    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
+          "%s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
+    snprintf(what, sizeof what, "%s logits", pn);
+    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
+    for (int i = 0; i < nv; i++) {
+      snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
+      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
+              v[i].numel, tol);
+    }
+    snprintf(what, sizeof what, "%s params after one AdamW step", pn);
+    compare(what, o.params_after, ref.params_after, np,
+            fused[f].t == DT_F32 && !fused[f].tf32 ? 1e-5 : 1e-3);
+    if (fused[f].t == DT_F32 && !fused[f].tf32) {
+      snprintf(what, sizeof what, "%s grads vs op-by-op fp32 on the GPU", pn);
+      compare(what, o.grads, gref.grads, np, 1e-4);
+    }
+    free_out(&o);
+  }
+  free_out(&gref);
+
   free_out(&ref);
   model_destroy(init);
   free(w);
 
-  /* The PyTorch fixture on the CUDA engine. */
+  /* The PyTorch fixture on the CUDA engine (the fixture's tiny: 4 heads). */
+  model_config_by_name("tiny", &c);
   const char *top = getenv("top_srcdir");
   char path[4096];
   snprintf(path, sizeof path, "%s/tests/data/fixture_tiny_state_dict.safetensors",

@@ -15,6 +15,9 @@
 /* Threads for this engine's parallel loops (for num_threads clauses). */
 int cpu_threads(const engine *e);
 
+/* The fused path (fused.c). */
+extern const fused_ops cpu_fused_ops;
+
 int cpu_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
                float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc, dtype compute);
@@ -52,6 +55,15 @@ int cpu_cross_entropy_fwd(engine *e, const float *logits,
 int cpu_cross_entropy_bwd(engine *e, const float *logits,
                           const int32_t *targets, const float *lse,
                           float *dlogits, int n, int vocab, float scale);
+int cpu_layernorm_fwd(engine *e, const float *x, const float *w,
+                      const float *b, float *y, float *mean, float *rstd,
+                      int n, int d, float eps);
+int cpu_layernorm_bwd(engine *e, const float *dy, const float *x,
+                      const float *w, const float *mean, const float *rstd,
+                      float *dx, float *dw, float *db, int n, int d);
+int cpu_relu_fwd(engine *e, const float *x, float *y, size_t n);
+int cpu_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
+                 size_t n);
 int cpu_adamw(engine *e, float *p, const float *g, float *m, float *v,
               size_t n, float lr, float b1, float b2, float eps, float wd,
               long long t);
@@ -59,5 +71,23 @@ int cpu_add(engine *e, const float *a, const float *b, float *out, size_t n);
 int cpu_scale(engine *e, float *x, float s, size_t n);
 int cpu_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
              size_t n);
+/* Attention (attention.c dispatches; the materialised loops live there, the
+ * tiled FlashAttention-2 in attention_flash.c). fp32 only. */
+int cpu_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
+                      const void *v, void *o, float *lse, void *P, int bh,
+                      int tq, int tk, int dh, int causal, float scale,
+                      dtype dt);
+int cpu_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
+                      const void *v, const void *o, const void *dout,
+                      const float *lse, const void *P, void *dq, void *dk,
+                      void *dv, int bh, int tq, int tk, int dh, int causal,
+                      float scale, dtype dt);
+int cpu_flash_fwd(engine *e, const float *q, const float *k, const float *v,
+                  float *o, float *lse, int bh, int tq, int tk, int dh,
+                  int causal, float scale);
+int cpu_flash_bwd(engine *e, const float *q, const float *k, const float *v,
+                  const float *o, const float *dout, const float *lse,
+                  float *dq, float *dk, float *dv, int bh, int tq, int tk,
+                  int dh, int causal, float scale);
 
 #endif

@@ -75,10 +75,17 @@ static const engine_ops cpu_ops = {
   .swiglu_bwd = cpu_swiglu_bwd,
   .cross_entropy_fwd = cpu_cross_entropy_fwd,
   .cross_entropy_bwd = cpu_cross_entropy_bwd,
+  .layernorm_fwd = cpu_layernorm_fwd,
+  .layernorm_bwd = cpu_layernorm_bwd,
+  .relu_fwd = cpu_relu_fwd,
+  .relu_bwd = cpu_relu_bwd,
   .adamw = cpu_adamw,
   .add = cpu_add,
   .scale = cpu_scale,
   .cast = cpu_cast,
+  .fused = &cpu_fused_ops,
+  .attention_fwd = cpu_attention_fwd,
+  .attention_bwd = cpu_attention_bwd,
 };
 
 int engine_cpu_create(engine **out, int threads) {

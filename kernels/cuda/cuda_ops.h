@@ -111,6 +111,15 @@ int cuda_cross_entropy_fwd(engine *e, const float *logits,
 int cuda_cross_entropy_bwd(engine *e, const float *logits,
                            const int32_t *targets, const float *lse,
                            float *dlogits, int n, int vocab, float scale);
+int cuda_layernorm_fwd(engine *e, const float *x, const float *w,
+                       const float *b, float *y, float *mean, float *rstd,
+                       int n, int d, float eps);
+int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
+                       const float *w, const float *mean, const float *rstd,
+                       float *dx, float *dw, float *db, int n, int d);
+int cuda_relu_fwd(engine *e, const float *x, float *y, size_t n);
+int cuda_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
+                  size_t n);
 int cuda_adamw(engine *e, float *p, const float *g, float *m, float *v,
                size_t n, float lr, float b1, float b2, float eps, float wd,
                long long t);
@@ -118,6 +127,34 @@ int cuda_add(engine *e, const float *a, const float *b, float *out, size_t n);
 int cuda_scale(engine *e, float *x, float s, size_t n);
 int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
               size_t n);
+
+/* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu). */
+int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
+                    const float *rstd, float *dg, int n, int d);
+/* The fused path (fused.cu; matmul_ex in matmul.c). */
+extern const fused_ops cuda_fused_ops;
+int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                   float alpha, const void *A, int lda, const void *B,
+                   int ldb, dtype in_t, float beta, void *C, int ldc,
+                   dtype ct, int tf32);
+
+/* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu). */
+int cuda_attention_fwd(engine *e, attn_impl impl, const void *q,
+                       const void *k, const void *v, void *o, float *lse,
+                       void *P, int bh, int tq, int tk, int dh, int causal,
+                       float scale, dtype dt);
+int cuda_attention_bwd(engine *e, attn_impl impl, const void *q,
+                       const void *k, const void *v, const void *o,
+                       const void *dout, const float *lse, const void *P,
+                       void *dq, void *dk, void *dv, int bh, int tq, int tk,
+                       int dh, int causal, float scale, dtype dt);
+int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
+                   void *o, float *lse, int bh, int tq, int tk, int dh,
+                   int causal, float scale, dtype dt);
+int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
+                   const void *o, const void *dout, const float *lse,
+                   void *dq, void *dk, void *dv, int bh, int tq, int tk,
+                   int dh, int causal, float scale, dtype dt);
 
 /* ---- helpers of the matrix products (elementwise.cu) ------------------------ */
 /* dst[b][r][c] = (bf16 or f16) src[b*stride + r*ld + c], round to nearest

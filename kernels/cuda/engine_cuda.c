@@ -149,6 +149,36 @@ static int cu_memset0(engine *e, void *p, size_t bytes) {
 
 static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
 
+/* Profiling events: created and recorded on demand (only while
+ * eng_profile is on), destroyed when the report has read them. */
+static void *cu_prof_record(engine *e) {
+  cudaEvent_t ev;
+  if (cudaEventCreate(&ev) != cudaSuccess) return NULL;
+  if (cudaEventRecord(ev, cuda_stream(e)) != cudaSuccess) {
+    (void)cudaEventDestroy(ev);
+    return NULL;
+  }
+  return (void *)ev;
+}
+
+static double cu_prof_elapsed_ms(engine *e, void *a, void *b) {
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b) != cudaSuccess)
+    return 0;
+  return ms;
+}
+
+static void cu_prof_release(engine *e, void *ev) {
+  (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static int cu_allow_tf32(engine *e, int on) {
+  CHECK_CUBLAS(cublasSetMathMode(cuda_impl(e)->blas,
+                                 on ? CUBLAS_TF32_TENSOR_OP_MATH
+                                    : CUBLAS_DEFAULT_MATH));
+  return 0;
+}
+
 static int cu_sync(engine *e) {
   CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
   CHECK_CUDA(cudaGetLastError());
@@ -182,6 +212,10 @@ static const engine_ops cuda_ops = {
   .memset0 = cu_memset0,
   .sync = cu_sync,
   .stream = cu_stream,
+  .allow_tf32 = cu_allow_tf32,
+  .prof_record = cu_prof_record,
+  .prof_elapsed_ms = cu_prof_elapsed_ms,
+  .prof_release = cu_prof_release,
   .matmul = cuda_matmul,
   .matmul_batched = cuda_matmul_batched,
   .embedding_fwd = cuda_embedding_fwd,
@@ -197,10 +231,17 @@ static const engine_ops cuda_ops = {
   .swiglu_bwd = cuda_swiglu_bwd,
   .cross_entropy_fwd = cuda_cross_entropy_fwd,
   .cross_entropy_bwd = cuda_cross_entropy_bwd,
+  .layernorm_fwd = cuda_layernorm_fwd,
+  .layernorm_bwd = cuda_layernorm_bwd,
+  .relu_fwd = cuda_relu_fwd,
+  .relu_bwd = cuda_relu_bwd,
   .adamw = cuda_adamw,
   .add = cuda_add,
   .scale = cuda_scale,
   .cast = cuda_cast,
+  .attention_fwd = cuda_attention_fwd,
+  .attention_bwd = cuda_attention_bwd,
+  .fused = &cuda_fused_ops,
 };
 
 static int cuda_init(engine *e, int device) {

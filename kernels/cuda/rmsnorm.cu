@@ -141,9 +141,9 @@ __global__ void rmsnorm_dx_k(const float *dy, const float *x, const float *g,
   }
 }
 
-int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
-                     const float *g, const float *rstd, float *dx, float *dg,
-                     int n, int d) {
+/* dg += sum_i dy * x * rstd, deterministic (shared with the fused path). */
+int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
+                    const float *rstd, float *dg, int n, int d) {
   cudaStream_t s = cuda_stream(e);
   /* dg: chunks of at least 64 rows, at most 1024 chunks. */
   int rows_per = (n + 1023) / 1024;
@@ -156,6 +156,14 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
   CHECK_LAUNCH();
   rmsnorm_dg_sum_k<<<(d + 255) / 256, 256, 0, s>>>(part, dg, chunks, d);
   CHECK_LAUNCH();
+  return 0;
+}
+
+int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
+                     const float *g, const float *rstd, float *dx, float *dg,
+                     int n, int d) {
+  cudaStream_t s = cuda_stream(e);
+  TRY(cuda_rmsnorm_dg(e, dy, x, rstd, dg, n, d));
 
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
              aligned16(dx);

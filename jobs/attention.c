@@ -1,0 +1,272 @@
+/* Job kind `attention`: time one attention layer's forward and backward on
+ * one rank (the handout's pytorch_attention, flash_benchmarking and the
+ * 2025 leaderboard shape).
+ *
+ * Shapes: q, k, v, o, dO [batch * heads, seq, d_head] in the job's precision
+ * (bf16 / fp16 are the tensors' own dtype here, with fp32 accumulation
+ * inside the kernels; fp32 is true fp32), L [batch * heads, seq] fp32, and
+ * for impl materialized the probabilities P [batch * heads, seq, seq] kept
+ * for backward (tag "attn.P"). Inputs are seeded random values, never zero,
+ * drawn once per job; scale = 1/sqrt(d_head).
+ *
+ * Timing: `warmup` untimed forward+backward passes, then three loops of
+ * `passes` each, every loop closed by eng_sync before the host clock is
+ * read (the handout's "time 100 forward passes" with synchronize): forward
+ * only; backward only (after one more forward, so P / L are those of these
+ * inputs); forward+backward. Columns *_ms_per_pass are a loop's time / passes.
+ * mem_before_bwd_mib is the engine's exact accounting (every eng_alloc,
+ * workspace included) after the forward that precedes the backward loop;
+ * peak_mib the engine's peak over the job.
+ *
+ * FLOP convention (FlashAttention-2's): forward 2 products of 2 Tq Tk Dh
+ * FLOPs each = 4 Tq Tk Dh per head; backward 5 products = 10 Tq Tk Dh
+ * (recomputing S is not counted); causal counts half of that. TFLOP/s are
+ * these over the measured time, for either impl alike.
+ *
+ * Out of memory anywhere (inputs, P, the engine's scratch) makes the row
+ * "oom" with the allocation named in its message. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "harness/kind.h"
+#include "kernels/kernels.h"
+
+static const char *const backends[] = {"cpu", "cuda", NULL};
+static const char *const impls[] = {"materialized", "flash", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
+
+static const param_def params[] = {
+    COMMON_PARAMS,
+    {"run", "backend", P_STRING, 0, 0, backends,
+     "compute engine: cpu (the reference) or cuda (one GPU)"},
+    {"run", "precision", P_STRING, 0, 0, precisions,
+     "dtype of q, k, v, o and the gradients: fp32 (true fp32), bf16 or fp16 "
+     "(fp32 accumulation; CPU: fp32 only)"},
+    {"run", "passes", P_INT, 1, 1000000, NULL,
+     "passes in each timed loop (forward, backward, forward+backward)"},
+    {"run", "warmup", P_INT, 0, 100000, NULL,
+     "untimed forward+backward passes first"},
+    {"run", "seed", P_INT, 0, 2147483647, NULL, "seed of the random inputs"},
+    {"attention", "impl", P_STRING, 0, 0, impls,
+     "materialized: scores and probabilities in memory (the reference's "
+     "way); flash: FlashAttention-2, tiled with an online softmax"},
+    {"attention", "batch", P_INT, 1, 1 << 20, NULL, "sequences"},
+    {"attention", "heads", P_INT, 1, 1 << 16, NULL, "heads per sequence"},
+    {"attention", "seq", P_INT, 1, 1 << 22, NULL,
+     "sequence length (queries = keys)"},
+    {"attention", "d_head", P_INT, 1, 1024, NULL, "head dimension"},
+    {"attention", "causal", P_BOOL, 0, 1, NULL,
+     "query i sees keys j <= i only"},
+};
+
+static const char *const metrics[] = {
+    "fwd_ms_per_pass",  "bwd_ms_per_pass",    "fwd_bwd_ms_per_pass",
+    "fwd_tflops",       "bwd_tflops",         "fwd_bwd_tflops",
+    "mem_before_bwd_mib", "peak_mib",         NULL,
+};
+
+static int gpus_per_rank(const job *j) {
+  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
+}
+
+static dtype job_dtype(const job *j) {
+  const char *p = job_str(j, "precision");
+  return strcmp(p, "bf16") == 0 ? DT_BF16 : strcmp(p, "fp16") == 0 ? DT_F16 : DT_F32;
+}
+
+static int validate(const job *j, char *err, size_t n) {
+  int cuda = strcmp(job_str(j, "backend"), "cuda") == 0;
+  if (!cuda && strcmp(job_str(j, "precision"), "fp32") != 0) {
+    snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
+             "with backend cpu: fp32)", job_str(j, "precision"));
+    return 1 + kind_param_index(j->kind, "precision");
+  }
+  long long d = job_int(j, "d_head");
+  if (cuda && strcmp(job_str(j, "impl"), "flash") == 0 && d != 16 &&
+      d != 32 && d != 64 && d != 128) {
+    snprintf(err, n, "d_head = %lld: the GPU's flash kernels are built for "
+             "16, 32, 64, 128 (allowed: 16, 32, 64, 128)", d);
+    return 1 + kind_param_index(j->kind, "d_head");
+  }
+  if (job_int(j, "batch") * job_int(j, "heads") > 65535) {
+    snprintf(err, n, "batch * heads = %lld (allowed: at most 65535)",
+             job_int(j, "batch") * job_int(j, "heads"));
+    return 1 + kind_param_index(j->kind, "heads");
+  }
+  if (job_int(j, "world_size") != 1) {
+    snprintf(err, n, "world_size = %lld, but an attention job runs on one "
+             "rank (allowed: 1)", job_int(j, "world_size"));
+    return 1 + kind_param_index(j->kind, "world_size");
+  }
+  return 0;
+}
+
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+typedef struct bufs {
+  void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *P;
+  float *lse;
+} bufs;
+
+/* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
+ * the host, in chunks through an fp32 staging buffer, cast by the engine. */
+static int random_tensor(engine *e, void *dst, size_t n, dtype dt,
+                         uint64_t *rng) {
+  const size_t chunk = (size_t)1 << 22;
+  float *h = malloc(sizeof(float) * (n < chunk ? n : chunk));
+  CHECK_ALLOC(h, sizeof(float) * (n < chunk ? n : chunk));
+  void *stage = NULL;
+  int rc = 0;
+  if (dt != DT_F32 &&
+      (rc = eng_alloc(e, sizeof(float) * (n < chunk ? n : chunk), "staging",
+                      &stage)) < 0) {
+    free(h);
+    TRY(rc);
+  }
+  for (size_t i0 = 0; i0 < n && rc == 0; i0 += chunk) {
+    size_t m = n - i0 < chunk ? n - i0 : chunk;
+    for (size_t i = 0; i < m; i++) {
+      double u = 0.1 + 0.9 * (double)(next_u64(rng) >> 11) * 0x1.0p-53;
+      h[i] = (float)(next_u64(rng) & 1 ? u : -u);
+    }
+    if (dt == DT_F32) {
+      rc = eng_upload(e, (float *)dst + i0, h, m * sizeof(float));
+    } else if ((rc = eng_upload(e, stage, h, m * sizeof(float))) == 0) {
+      rc = k_cast(e, stage, DT_F32, (char *)dst + i0 * dtype_size(dt), dt, m);
+      if (rc == 0) rc = eng_sync(e);   /* the stage is refilled next */
+    }
+  }
+  eng_free(e, stage);
+  free(h);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  return rc;
+}
+
+typedef struct shape {
+  attn_impl impl;
+  int bh, t, d, causal;
+  float scale;
+  dtype dt;
+} shape;
+
+static int fwd(engine *e, const shape *s, bufs *b) {
+  TRY(k_attention_fwd(e, s->impl, b->q, b->k, b->v, b->o, b->lse, b->P,
+                      s->bh, s->t, s->t, s->d, s->causal, s->scale, s->dt));
+  return 0;
+}
+
+static int bwd(engine *e, const shape *s, bufs *b) {
+  TRY(k_attention_bwd(e, s->impl, b->q, b->k, b->v, b->o, b->dout, b->lse,
+                      b->P, b->dq, b->dk, b->dv, s->bh, s->t, s->t, s->d,
+                      s->causal, s->scale, s->dt));
+  return 0;
+}
+
+static int measure(engine *e, const job *j, result *r) {
+  shape s;
+  if (attn_impl_parse(job_str(j, "impl"), &s.impl) < 0)
+    FAIL(ERR_FAIL, "attention: unknown impl \"%s\"", job_str(j, "impl"));
+  s.bh = (int)(job_int(j, "batch") * job_int(j, "heads"));
+  s.t = (int)job_int(j, "seq");
+  s.d = (int)job_int(j, "d_head");
+  s.causal = job_bool(j, "causal");
+  s.scale = 1.0f / sqrtf((float)s.d);
+  s.dt = job_dtype(j);
+  int passes = (int)job_int(j, "passes"), warmup = (int)job_int(j, "warmup");
+  size_t n = (size_t)s.bh * s.t * s.d, es = dtype_size(s.dt);
+  bufs b = {0};
+  uint64_t rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  TRY(eng_alloc(e, n * es, "attn.q", &b.q));
+  TRY(eng_alloc(e, n * es, "attn.k", &b.k));
+  TRY(eng_alloc(e, n * es, "attn.v", &b.v));
+  TRY(eng_alloc(e, n * es, "attn.o", &b.o));
+  TRY(eng_alloc(e, (size_t)s.bh * s.t * sizeof(float), "attn.lse",
+                (void **)&b.lse));
+  if (s.impl == ATTN_MATERIALIZED)
+    TRY(eng_alloc(e, (size_t)s.bh * s.t * s.t * es, "attn.P", &b.P));
+  TRY(eng_alloc(e, n * es, "attn.dout", &b.dout));
+  TRY(eng_alloc(e, n * es, "attn.dq", &b.dq));
+  TRY(eng_alloc(e, n * es, "attn.dk", &b.dk));
+  TRY(eng_alloc(e, n * es, "attn.dv", &b.dv));
+  TRY(random_tensor(e, b.q, n, s.dt, &rng));
+  TRY(random_tensor(e, b.k, n, s.dt, &rng));
+  TRY(random_tensor(e, b.v, n, s.dt, &rng));
+  TRY(random_tensor(e, b.dout, n, s.dt, &rng));
+
+  for (int i = 0; i < warmup; i++) {
+    TRY(fwd(e, &s, &b));
+    TRY(bwd(e, &s, &b));
+  }
+  TRY(eng_sync(e));
+  double t0 = clock_now_s();
+  for (int i = 0; i < passes; i++) TRY(fwd(e, &s, &b));
+  TRY(eng_sync(e));
+  double t_fwd = clock_now_s() - t0;
+  TRY(fwd(e, &s, &b));
+  TRY(eng_sync(e));
+  double mem_before_bwd = (double)eng_bytes_in_use(e);
+  t0 = clock_now_s();
+  for (int i = 0; i < passes; i++) TRY(bwd(e, &s, &b));
+  TRY(eng_sync(e));
+  double t_bwd = clock_now_s() - t0;
+  t0 = clock_now_s();
+  for (int i = 0; i < passes; i++) {
+    TRY(fwd(e, &s, &b));
+    TRY(bwd(e, &s, &b));
+  }
+  TRY(eng_sync(e));
+  double t_both = clock_now_s() - t0;
+
+  double pairs = (double)s.bh * s.t * s.t * (s.causal ? 0.5 : 1.0);
+  double f_fwd = 4.0 * pairs * s.d, f_bwd = 10.0 * pairs * s.d;
+  double ms_f = t_fwd * 1e3 / passes, ms_b = t_bwd * 1e3 / passes,
+         ms_fb = t_both * 1e3 / passes;
+  result_set(r, "fwd_ms_per_pass", ms_f);
+  result_set(r, "bwd_ms_per_pass", ms_b);
+  result_set(r, "fwd_bwd_ms_per_pass", ms_fb);
+  result_set(r, "fwd_tflops", f_fwd / (ms_f * 1e-3) / 1e12);
+  result_set(r, "bwd_tflops", f_bwd / (ms_b * 1e-3) / 1e12);
+  result_set(r, "fwd_bwd_tflops", (f_fwd + f_bwd) / (ms_fb * 1e-3) / 1e12);
+  result_set(r, "mem_before_bwd_mib", mem_before_bwd / 1048576.0);
+  result_set(r, "peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
+  return 0;
+}
+
+static int run(const job *j, result *r) {
+  engine *e = NULL;
+  int rc = strcmp(job_str(j, "backend"), "cuda") == 0
+               ? engine_cuda_create(&e, 0)
+               : engine_cpu_create(&e, 0);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    return rc;
+  }
+  rc = measure(e, j, r);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  engine_destroy(e);   /* frees every buffer measure() left */
+  return rc;
+}
+
+const kind_def kind_attention = {
+    .name = "attention",
+    .summary = "time one attention layer's forward and backward: "
+               "materialised or FlashAttention-2, CPU or one GPU",
+    .params = params,
+    .nparams = (int)(sizeof params / sizeof params[0]),
+    .metrics = metrics,
+    .gpus_per_rank = gpus_per_rank,
+    .validate = validate,
+    .run = run,
+};

@@ -1,0 +1,423 @@
+/* Job kind `ddp`: data-parallel training of model.md's LM over world_size
+ * ranks (parallel/ddp.h), the handout's naive_ddp_benchmarking,
+ * minimal_ddp_flat_benchmarking, ddp_overlap_individual_parameters_
+ * benchmarking, ddp_bucketed_benchmarking and optimizer_state_sharding_
+ * accounting.
+ *
+ * `rank_batch` is the per-rank batch b, so rows at different world sizes
+ * compare at the same per-GPU batch (scaling efficiency reads directly);
+ * the global batch is W*b and rank r trains on sequences [r*b, (r+1)*b) of
+ * each step's random global batch (seeded, the same on every rank). backend mpi: CPU engine + MPI; nccl: CUDA engine + NCCL,
+ * one GPU per rank. At world_size 1 nothing is communicated: the
+ * single-GPU row at the same per-GPU batch.
+ *
+ * A step: ddp_begin_step, forward, backward (collectives start from the
+ * hook), finish_gradient_synchronization, optimizer step, then eng_sync;
+ * its time is the wall clock from the step's start to that sync, the
+ * maximum over ranks (the step is done when the slowest rank is). From
+ * events on the streams (GPU) or the wall clock (CPU), per step: backward
+ * time, the summed durations of the gradient collectives, the
+ * communication left exposed after backward (last gradient collective's
+ * end minus backward's end), optimizer time including the parameter
+ * collectives; each a mean over timed steps of the maximum over ranks.
+ * Memory (engine accounting, rank 0): peaks after init, just before and
+ * just after the first optimizer step, and at the end what each tag holds
+ * (parameters, gradients, AdamW moments, activations).
+ * The last timed step's timeline (backward hooks, each collective's start
+ * and end) of ranks 0 and 1 goes to the samples, as r0_* / r1_* series. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collective/comm.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "harness/kind.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "parallel/ddp.h"
+#include "parallel/dp_model.h"
+
+#ifdef HAVE_MPI
+#include "common/check_mpi.h"
+#endif
+
+static const char *const backends[] = {"mpi", "nccl", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
+
+static const param_def params[] = {
+    COMMON_PARAMS,
+    {"run", "backend", P_STRING, 0, 0, backends,
+     "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "
+     "GPU per rank, NCCL collectives"},
+    {"run", "precision", P_STRING, 0, 0, precisions,
+     "matrix-product inputs: fp32, bf16 or fp16 (fp32 master weights, "
+     "gradients and communication; mpi: fp32 only)"},
+    {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
+    {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
+    {"run", "threads", P_INT, 0, 4096, NULL,
+     "CPU engine threads per rank (0: OpenMP's default)"},
+    {"run", "seed", P_INT, 0, 2147483647, NULL,
+     "seed of the initial weights (rank 0's, broadcast) and the batches"},
+    {"model", "size", P_STRING, 0, 0, NULL,
+     "a size of model.md (small .. 10B), tiny or nano, or D/F/L/H"},
+    {"model", "vocab", P_INT, 2, 1 << 24, NULL, "vocabulary size"},
+    {"model", "context", P_INT, 1, 1 << 20, NULL, "tokens per sequence"},
+    {"model", "rank_batch", P_INT, 1, 1 << 20, NULL,
+     "sequences per rank per step; the global batch is rank_batch x "
+     "world_size, each rank taking its slice"},
+    {"ddp", "strategy", P_STRING, 0, 0, ddp_strategy_names,
+     "gradient averaging: naive (all-reduce per tensor after backward), "
+     "flat (one all-reduce after backward), overlap (per tensor, from "
+     "backward), bucketed (buckets of bucket_mb, from backward)"},
+    {"ddp", "bucket_mb", P_FLOAT, 0, 1048576, NULL,
+     "bucket size in MiB (2^20 bytes of fp32 gradients) for bucketed; 0 "
+     "for the other strategies"},
+    {"ddp", "optimizer", P_STRING, 0, 0, ddp_optimizer_names,
+     "adamw (state on every rank), sharded (the handout's: tensors "
+     "assigned to ranks, updated ones broadcast), zero1 (reduce-scatter, "
+     "AdamW on the shard, all-gather; with flat or bucketed)"},
+};
+
+static const char *const metrics[] = {
+    "params",           "tokens_per_step",     "step_ms_mean",
+    "step_ms_std",      "step_ms_median",      "bwd_ms_mean",
+    "grad_comm_ms_mean", "exposed_comm_ms_mean", "opt_ms_mean",
+    "param_comm_ms_mean", "comm_share",        "grad_collectives",
+    "grad_comm_mib",    "param_comm_mib",      "wire_mib",
+    "mem_init_mib",     "mem_before_opt_mib",  "mem_after_opt_mib",
+    "params_mib",       "grads_mib",           "optstate_mib",
+    "activations_mib",  "engine_peak_mib",     "loss_first",
+    "loss_last",        NULL,
+};
+
+static int parse_size(const job *j, model_config *c, char *err, size_t n) {
+  const char *s = job_str(j, "size");
+  int d, f, l, h;
+  char tail;
+  if (model_config_by_name(s, c) != 0) {
+    if (sscanf(s, "%d/%d/%d/%d%c", &d, &f, &l, &h, &tail) != 4) {
+      snprintf(err, n, "size = \"%s\" is not a model size (allowed: small, "
+               "medium, large, xl, 2.7B, 10B, tiny, nano, or D/F/L/H)", s);
+      return -1;
+    }
+    model_config_by_name("nano", c);
+    c->d_model = d;
+    c->d_ff = f;
+    c->layers = l;
+    c->heads = h;
+  }
+  c->vocab = (int)job_int(j, "vocab");
+  return model_config_check(c, err, n);
+}
+
+static int gpus_per_rank(const job *j) {
+  return strcmp(job_str(j, "backend"), "nccl") == 0 ? 1 : 0;
+}
+
+static dtype compute_dtype(const job *j) {
+  const char *p = job_str(j, "precision");
+  return strcmp(p, "bf16") == 0 ? DT_BF16 : strcmp(p, "fp16") == 0 ? DT_F16 : DT_F32;
+}
+
+static int validate(const job *j, char *err, size_t n) {
+  model_config c;
+  if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
+  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
+      strcmp(job_str(j, "precision"), "fp32") != 0) {
+    snprintf(err, n, "precision = \"%s\" needs the nccl backend (allowed "
+             "with backend mpi: fp32)", job_str(j, "precision"));
+    return 1 + kind_param_index(j->kind, "precision");
+  }
+  ddp_strategy s;
+  ddp_optimizer o;
+  ddp_strategy_parse(job_str(j, "strategy"), &s);
+  ddp_optimizer_parse(job_str(j, "optimizer"), &o);
+  double mib = job_float(j, "bucket_mb");
+  if (ddp_check_combination(s, o, mib, err, n) != 0) {
+    const char *blame = strstr(err, "optimizer") == err ? "optimizer"
+                                                        : "bucket_mb";
+    return 1 + kind_param_index(j->kind, blame);
+  }
+  return 0;
+}
+
+/* splitmix64: the batches' tokens, the same on every rank. */
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_N };
+
+typedef struct bench {
+  comm *c;
+  engine *e;
+  model *m;
+  ddp *d;
+  int rank, world, B, b, T, vocab;
+  int32_t *ids, *tgt;
+  uint64_t rng;
+  double *v[S_N];        /* per timed step, max over ranks */
+  double *loss;
+  double mem_init, mem_before, mem_after;
+  int first_done;
+  ddp_step_info last;
+} bench;
+
+static int max_over_ranks(double *v, int n) {
+#ifdef HAVE_MPI
+  if (n > 0)
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX,
+                            MPI_COMM_WORLD));
+#endif
+  return 0;
+}
+
+static double mib(double bytes) { return bytes / 1048576.0; }
+
+static int step(bench *x, int k) {
+  for (int i = 0; i < x->B * x->T; i++) {
+    x->ids[i] = (int32_t)(next_u64(&x->rng) % (uint64_t)x->vocab);
+    x->tgt[i] = (int32_t)(next_u64(&x->rng) % (uint64_t)x->vocab);
+  }
+  int off = x->rank * x->b * x->T;
+  float loss = 0;
+  TRY(comm_barrier(x->c));
+  double t0 = clock_now_s();
+  TRY(ddp_begin_step(x->d));
+  TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
+  TRY(ddp_mark_backward(x->d));
+  TRY(model_backward(x->m));
+  TRY(ddp_finish_gradient_synchronization(x->d));
+  if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
+  TRY(ddp_optimizer_step(x->d));
+  if (!x->first_done) x->mem_after = mib((double)eng_peak_bytes(x->e));
+  x->first_done = 1;
+  TRY(eng_sync(x->e));
+  double t1 = clock_now_s();
+  if (k < 0) return 0;
+  ddp_step_info s;
+  TRY(ddp_step_info_get(x->d, &s));
+  double row[S_N] = {(t1 - t0) * 1e3,
+                     s.bwd_end_ms - s.bwd_start_ms,
+                     s.grad_comm_ms,
+                     s.exposed_ms,
+                     s.opt_ms,
+                     s.param_comm_ms};
+  TRY(max_over_ranks(row, S_N));
+  for (int i = 0; i < S_N; i++) x->v[i][k] = row[i];
+  x->loss[k] = loss;
+  x->last = s;
+  return 0;
+}
+
+static double mean_of(const double *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return s / n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double p = *(const double *)a, q = *(const double *)b;
+  return (p > q) - (p < q);
+}
+
+/* The timeline of the last step: rank 0's own, rank 1's sent to rank 0.
+ * Layout of one rank's doubles: nhooks, bwd_start, hook ends...,
+ * ngrad, (start, end)..., nparam, (start, end)... */
+static int timeline(bench *x, result *r) {
+  const ddp_step_info *s = &x->last;
+  int len = 3 + s->nhooks + 2 * (s->ngrad_ops + s->nparam_ops);
+  double *buf = malloc((size_t)len * sizeof *buf);
+  CHECK_ALLOC(buf, (size_t)len * sizeof *buf);
+  int k = 0;
+  buf[k++] = s->nhooks;
+  buf[k++] = s->bwd_start_ms;
+  for (int i = 0; i < s->nhooks; i++) buf[k++] = s->hook_ms[i];
+  buf[k++] = s->ngrad_ops;
+  for (int i = 0; i < s->ngrad_ops; i++) {
+    buf[k++] = s->grad_ops[i].start_ms;
+    buf[k++] = s->grad_ops[i].end_ms;
+  }
+  buf[k++] = s->nparam_ops;
+  for (int i = 0; i < s->nparam_ops; i++) {
+    buf[k++] = s->param_ops[i].start_ms;
+    buf[k++] = s->param_ops[i].end_ms;
+  }
+  int ranks = x->world < 2 ? 1 : 2;
+  for (int q = 0; q < ranks; q++) {
+    double *t = buf;
+    int n = len, rc = 0;
+#ifdef HAVE_MPI
+    if (q == 1) {
+      if (x->rank == 1) {
+        CHECK_MPI(MPI_Send(&len, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Send(buf, len, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD));
+        break;
+      }
+      if (x->rank != 0) break;
+      CHECK_MPI(MPI_Recv(&n, 1, MPI_INT, 1, 7, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE));
+      t = malloc((size_t)n * sizeof *t);
+      if (!t) rc = -1;
+      CHECK_MPI(MPI_Recv(t ? t : buf, t ? n : 0, MPI_DOUBLE, 1, 8,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      if (rc < 0) break;
+    }
+#endif
+    if (x->rank != 0) break;
+    /* Each number takes about 9 characters in the samples text. */
+    if (strlen(r->samples) + (size_t)n * 10 + 200 >= sizeof r->samples) {
+      snprintf(r->message + strlen(r->message),
+               sizeof r->message - strlen(r->message),
+               "%stimeline of rank %d not kept (%d points: too many for "
+               "the samples)", r->message[0] ? "; " : "", q, n);
+    } else {
+      char name[32];
+      int nh = (int)t[0], at = 1;
+      snprintf(name, sizeof name, "r%d_bwd_ms", q);
+      result_samples(r, name, t + at, nh + 1);  /* start, then each hook */
+      at += nh + 1;
+      int ng = (int)t[at++];
+      snprintf(name, sizeof name, "r%d_grad_comm_ms", q);
+      result_samples(r, name, t + at, 2 * ng);  /* start, end pairs */
+      at += 2 * ng;
+      int np = (int)t[at++];
+      snprintf(name, sizeof name, "r%d_param_comm_ms", q);
+      result_samples(r, name, t + at, 2 * np);
+    }
+    if (t != buf) free(t);
+  }
+  free(buf);
+  return 0;
+}
+
+static double tag_mib(engine *e, const char *tag) {
+  size_t used = 0;
+  if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;
+  return mib((double)used);
+}
+
+static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
+  for (int k = 0; k < warmup; k++) TRY(step(x, -1));
+  for (int k = 0; k < steps; k++) TRY(step(x, k));
+  const ddp_step_info *s = &x->last;
+  double med[steps];
+  memcpy(med, x->v[S_STEP], sizeof med);
+  qsort(med, (size_t)steps, sizeof *med, cmp_double);
+  double step_mean = mean_of(x->v[S_STEP], steps), ss = 0;
+  for (int k = 0; k < steps; k++)
+    ss += (x->v[S_STEP][k] - step_mean) * (x->v[S_STEP][k] - step_mean);
+  result_set(r, "params", (double)model_nparams(x->m));
+  result_set(r, "tokens_per_step", (double)x->B * x->T);
+  result_set(r, "step_ms_mean", step_mean);
+  result_set(r, "step_ms_std", steps > 1 ? sqrt(ss / (steps - 1)) : NAN);
+  result_set(r, "step_ms_median", steps % 2 ? med[steps / 2]
+                                  : 0.5 * (med[steps / 2 - 1] + med[steps / 2]));
+  result_set(r, "bwd_ms_mean", mean_of(x->v[S_BWD], steps));
+  result_set(r, "grad_comm_ms_mean", mean_of(x->v[S_GCOMM], steps));
+  result_set(r, "exposed_comm_ms_mean", mean_of(x->v[S_EXPOSED], steps));
+  result_set(r, "opt_ms_mean", mean_of(x->v[S_OPT], steps));
+  result_set(r, "param_comm_ms_mean", mean_of(x->v[S_PCOMM], steps));
+  result_set(r, "comm_share", mean_of(x->v[S_GCOMM], steps) / step_mean);
+  result_set(r, "grad_collectives", s->ngrad_ops);
+  result_set(r, "grad_comm_mib", mib(s->grad_bytes));
+  result_set(r, "param_comm_mib", mib(s->param_bytes));
+  result_set(r, "wire_mib", mib(s->wire_bytes));
+  result_set(r, "mem_init_mib", x->mem_init);
+  result_set(r, "mem_before_opt_mib", x->mem_before);
+  result_set(r, "mem_after_opt_mib", x->mem_after);
+  result_set(r, "params_mib", tag_mib(x->e, "params"));
+  result_set(r, "grads_mib", tag_mib(x->e, "grads"));
+  result_set(r, "optstate_mib", tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
+  result_set(r, "activations_mib", tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
+  result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
+  result_set(r, "loss_first", x->loss[0]);
+  result_set(r, "loss_last", x->loss[steps - 1]);
+  result_samples(r, "step_ms", x->v[S_STEP], steps);
+  result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
+  result_samples(r, "loss", x->loss, steps);
+  TRY(timeline(x, r));
+  return 0;
+}
+
+static int run(const job *j, result *r) {
+  model_config c;
+  char err[512];
+  if (parse_size(j, &c, err, sizeof err) != 0) FAIL(ERR_FAIL, "%s", err);
+  comm_backend cb;
+  ddp_strategy st;
+  ddp_optimizer op;
+  if (comm_backend_parse(job_str(j, "backend"), &cb) != 0 ||
+      ddp_strategy_parse(job_str(j, "strategy"), &st) != 0 ||
+      ddp_optimizer_parse(job_str(j, "optimizer"), &op) != 0)
+    FAIL(ERR_FAIL, "ddp: bad backend, strategy or optimizer");
+  bench x;
+  memset(&x, 0, sizeof x);
+  int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
+  x.T = (int)job_int(j, "context");
+  x.b = (int)job_int(j, "rank_batch");
+  x.vocab = c.vocab;
+  x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  int rc = comm_open(&x.c, cb);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    return rc;
+  }
+  x.rank = comm_rank(x.c);
+  x.world = comm_size(x.c);
+  x.B = x.b * x.world;
+  x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
+  x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
+  double *buf = calloc((size_t)steps * (S_N + 1), sizeof *buf);
+  if (!x.ids || !x.tgt || !buf) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
+    goto done;
+  }
+  for (int i = 0; i < S_N; i++) x.v[i] = buf + (size_t)i * steps;
+  x.loss = buf + (size_t)S_N * steps;
+  if (cb == COMM_NCCL)
+    rc = engine_cuda_create(&x.e, comm_device(x.c));
+  else
+    rc = engine_cpu_create(&x.e, (int)job_int(j, "threads"));
+  if (rc < 0) goto fail;
+  if ((rc = model_create(&x.m, x.e, &c, x.b, x.T, compute_dtype(j))) < 0) goto fail;
+  if ((rc = model_init(x.m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
+  dp_model dm;
+  dp_model_lm(&dm, x.m);
+  adamw_config hp = adamw_defaults();
+  if ((rc = ddp_create(&x.d, x.c, &dm, st, job_float(j, "bucket_mb"), op, &hp)) < 0)
+    goto fail;
+  x.mem_init = mib((double)eng_peak_bytes(x.e));
+  if ((rc = measure(&x, j, r, warmup, steps)) < 0) goto fail;
+  goto done;
+fail:
+  err_trace(__FILE__, __LINE__);
+done:
+  if (x.d) ddp_destroy(x.d);
+  if (x.m) model_destroy(x.m);
+  if (x.e) engine_destroy(x.e);
+  comm_close(x.c);
+  free(x.ids);
+  free(x.tgt);
+  free(buf);
+  return rc;
+}
+
+const kind_def kind_ddp = {
+    .name = "ddp",
+    .summary = "data-parallel training of model.md's LM: naive / flat / "
+               "overlap / bucketed gradient averaging, sharded optimizers",
+    .params = params,
+    .nparams = (int)(sizeof params / sizeof params[0]),
+    .metrics = metrics,
+    .gpus_per_rank = gpus_per_rank,
+    .validate = validate,
+    .run = run,
+};

@@ -1,0 +1,182 @@
+/* The fused path on the CPU engine: each operation is the composition of the
+ * plain operations it replaces (kernels.h, "the fused path"), fp32 only, so
+ * the fused model on the CPU computes what the op-by-op model computes, and
+ * the CUDA engine's fused kernels have a readable reference. */
+#include "config.h"
+#include "kernels/cpu/cpu.h"
+#include "common/check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int f32_only(const char *op, dtype t) {
+  if (t != DT_F32)
+    FAIL(ERR_FAIL, "%s: the cpu engine computes in f32 only (asked for %s; "
+         "allowed: f32)", op, dtype_name(t));
+  return 0;
+}
+
+static int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k,
+                         float alpha, const void *A, int lda, const void *B,
+                         int ldb, dtype in_t, float beta, void *C, int ldc,
+                         dtype ct, int tf32) {
+  TRY(f32_only("k_matmul_ex", in_t));
+  TRY(f32_only("k_matmul_ex", ct));
+  return cpu_matmul(e, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+                    DT_F32);
+}
+
+static int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b,
+                               float *sum, const float *g, void *y, dtype yt,
+                               float *rstd, int n, int d, float eps) {
+  TRY(f32_only("k_add_rmsnorm_fwd", yt));
+  const float *x = a;
+  if (b) {
+    TRY(cpu_add(e, a, b, sum, (size_t)n * d));
+    x = sum;
+  } else if (sum && sum != a) {
+    memcpy(sum, a, (size_t)n * d * sizeof(float));
+  }
+  return cpu_rmsnorm_fwd(e, x, g, y, rstd, n, d, eps);
+}
+
+static int cpu_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+                              const float *g, const float *rstd,
+                              const float *dres, float *dx, void *dx_low,
+                              dtype lt, float *dg, int n, int d) {
+  TRY(f32_only("k_rmsnorm_bwd_ex", lt));
+  size_t nd = (size_t)n * d;
+  float *t = malloc(nd * sizeof *t);
+  CHECK_ALLOC(t, nd * sizeof *t);
+  int rc = cpu_rmsnorm_bwd(e, dy, x, g, rstd, t, dg, n, d);
+  if (rc == 0) {
+    for (size_t i = 0; i < nd; i++) dx[i] = (dres ? dres[i] : 0.0f) + t[i];
+    if (dx_low && dx_low != dx) memcpy(dx_low, dx, nd * sizeof(float));
+  }
+  free(t);
+  return rc;
+}
+
+/* Row r = (b, t) of qkv [B*T, 3D]; part p (0 q, 1 k, 2 v), head h: its Dh
+ * values are qkv[r, p*D + h*Dh ...], and land at [b, h, t, :]. */
+static int cpu_qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
+                              void *v, dtype lt, int batch, int seq,
+                              int heads, int dh, float theta) {
+  TRY(f32_only("k_qkv_split_rope", lt));
+  const int D = heads * dh;
+  float *out[3] = {q, k, v};
+  for (int p = 0; p < 3; p++)
+    for (int b = 0; b < batch; b++)
+      for (int t = 0; t < seq; t++)
+        for (int h = 0; h < heads; h++)
+          memcpy(out[p] + (((size_t)b * heads + h) * seq + t) * dh,
+                 qkv + ((size_t)b * seq + t) * 3 * D + (size_t)p * D +
+                     (size_t)h * dh,
+                 dh * sizeof(float));
+  TRY(cpu_rope(e, q, batch, heads, seq, dh, theta, 0));
+  TRY(cpu_rope(e, k, batch, heads, seq, dh, theta, 0));
+  return 0;
+}
+
+static int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                                  const void *dv, void *dqkv, dtype lt,
+                                  int batch, int seq, int heads, int dh,
+                                  float theta) {
+  TRY(f32_only("k_qkv_merge_rope_bwd", lt));
+  const int D = heads * dh;
+  size_t per = (size_t)batch * heads * seq * dh;
+  float *rot = malloc(2 * per * sizeof *rot);
+  CHECK_ALLOC(rot, 2 * per * sizeof *rot);
+  memcpy(rot, dq, per * sizeof(float));
+  memcpy(rot + per, dk, per * sizeof(float));
+  int rc = cpu_rope(e, rot, batch, heads, seq, dh, theta, 1);
+  if (rc == 0) rc = cpu_rope(e, rot + per, batch, heads, seq, dh, theta, 1);
+  const float *in[3] = {rot, rot + per, dv};
+  float *o = dqkv;
+  for (int p = 0; rc == 0 && p < 3; p++)
+    for (int b = 0; b < batch; b++)
+      for (int t = 0; t < seq; t++)
+        for (int h = 0; h < heads; h++)
+          memcpy(o + ((size_t)b * seq + t) * 3 * D + (size_t)p * D +
+                     (size_t)h * dh,
+                 in[p] + (((size_t)b * heads + h) * seq + t) * dh,
+                 dh * sizeof(float));
+  free(rot);
+  return rc;
+}
+
+static int cpu_split_heads_ex(engine *e, const void *x, dtype xt, void *y,
+                              dtype yt, int batch, int seq, int heads,
+                              int dh) {
+  TRY(f32_only("k_split_heads_ex", xt));
+  TRY(f32_only("k_split_heads_ex", yt));
+  return cpu_split_heads(e, x, y, batch, seq, heads, dh);
+}
+
+static int cpu_merge_heads_ex(engine *e, const void *x, dtype xt, void *y,
+                              dtype yt, int batch, int seq, int heads,
+                              int dh) {
+  TRY(f32_only("k_merge_heads_ex", xt));
+  TRY(f32_only("k_merge_heads_ex", yt));
+  return cpu_merge_heads(e, x, y, batch, seq, heads, dh);
+}
+
+static int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
+                             dtype lt, size_t n) {
+  TRY(f32_only("k_swiglu_fwd_ex", lt));
+  return cpu_swiglu_fwd(e, a, b, h, n);
+}
+
+static int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a,
+                             const void *b, void *da, void *db, dtype lt,
+                             size_t n) {
+  TRY(f32_only("k_swiglu_bwd_ex", lt));
+  return cpu_swiglu_bwd(e, dh, a, b, da, db, n);
+}
+
+static int cpu_cross_entropy_bwd_ex(engine *e, const float *logits,
+                                    const int32_t *targets, const float *lse,
+                                    void *dlogits, dtype dt, int n, int vocab,
+                                    float scale) {
+  TRY(f32_only("k_cross_entropy_bwd_ex", dt));
+  return cpu_cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
+                               scale);
+}
+
+static int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
+                        const float *g, float *m, float *v, size_t n,
+                        float lr, float b1, float b2, float eps, float wd,
+                        long long t) {
+  TRY(f32_only("k_adamw_ex", lt));
+  TRY(cpu_adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+  if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
+  return 0;
+}
+
+static int cpu_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                            int *finite) {
+  int ok = 1;
+#pragma omp parallel for num_threads(cpu_threads(e)) reduction(&& : ok)
+  for (size_t i = 0; i < n; i++) {
+    g[i] *= inv_scale;
+    ok = ok && isfinite(g[i]);
+  }
+  *finite = ok;
+  return 0;
+}
+
+const fused_ops cpu_fused_ops = {
+  .matmul_ex = cpu_matmul_ex,
+  .add_rmsnorm_fwd = cpu_add_rmsnorm_fwd,
+  .rmsnorm_bwd_ex = cpu_rmsnorm_bwd_ex,
+  .qkv_split_rope = cpu_qkv_split_rope,
+  .qkv_merge_rope_bwd = cpu_qkv_merge_rope_bwd,
+  .split_heads_ex = cpu_split_heads_ex,
+  .merge_heads_ex = cpu_merge_heads_ex,
+  .swiglu_fwd_ex = cpu_swiglu_fwd_ex,
+  .swiglu_bwd_ex = cpu_swiglu_bwd_ex,
+  .cross_entropy_bwd_ex = cpu_cross_entropy_bwd_ex,
+  .adamw_ex = cpu_adamw_ex,
+  .grad_unscale = cpu_grad_unscale,
+};

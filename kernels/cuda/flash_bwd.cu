@@ -1,0 +1,467 @@
+/* FlashAttention-2 backward on the GPU: dQ, dK, dV [.., Dh] (dtype of the
+ * inputs) from Q, K, V, O, dO and the forward's logsumexp L (fp32).
+ *
+ *   D_i = rowsum(dO_i * O_i)                            (flash_bwd_d)
+ *   P_ij = exp(scale q_i.k_j - L_i)  (recomputed, never stored)
+ *   dV_j = sum_i P_ij dO_i;  dP_ij = dO_i.v_j;  dS_ij = P_ij (dP_ij - D_i)
+ *   dK_j = scale sum_i dS_ij q_i;  dQ_i = scale sum_j dS_ij k_j
+ *
+ * Two passes and no atomics, so results repeat bit for bit: a dK/dV kernel
+ * where a block owns a key tile and walks the query tiles that can see it
+ * (causal: from the tile holding its first key on), and a dQ kernel where a
+ * block owns a query tile and walks its key tiles (causal: up to the
+ * diagonal). Each recomputes P and dS for its pairs, which costs the
+ * products S and dP twice; in exchange nothing is summed across blocks.
+ *
+ * bf16 / f16: tensor cores, one warp per 16 rows of the owned tile, P^T and
+ * dS^T (or dS) passed from accumulators to the next product in registers,
+ * the streamed tiles double-buffered with cp.async. fp32: CUDA cores
+ * (true fp32), 4 threads per owned row. Head dims 16, 32, 64, 128. D lives
+ * in the engine's workspace (bh * Tq floats). */
+#include "kernels/cuda/flash_common.cuh"
+
+namespace {
+
+/* One warp per row: D = sum_d dO * O, in fp32. */
+template <typename T>
+__global__ void flash_bwd_d(const T *__restrict__ o, const T *__restrict__ dout,
+                            float *__restrict__ D, long long rows, int dh) {
+  long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const T *a = o + r * dh, *b = dout + r * dh;
+  float s = 0.f;
+  for (int d = threadIdx.x & 31; d < dh; d += 32)
+    s += elt<T>::load(a[d]) * elt<T>::load(b[d]);
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) D[r] = s;
+}
+
+constexpr int MMA_WARPS = 4, MMA_OWN = 16 * MMA_WARPS;
+
+/* dK, dV of one key tile of MMA_OWN rows; query tiles of BQ stream by. */
+template <typename T, int DH, int BQ = (DH >= 128 ? 32 : 64)>
+__global__ void __launch_bounds__(MMA_WARPS * 32)
+    flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
+                   const T *__restrict__ v, const T *__restrict__ dout,
+                   const float *__restrict__ lse, const float *__restrict__ D,
+                   T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
+                   int causal, float scale, float scale_log2) {
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sk = reinterpret_cast<T *>(smem_raw);
+  T *sv = sk + MMA_OWN * LD;
+  T *sq = sv + MMA_OWN * LD;          /* two buffers of BQ rows each */
+  T *sdo = sq + 2 * BQ * LD;
+  float *sl = reinterpret_cast<float *>(sdo + 2 * BQ * LD);   /* 2 x BQ */
+  float *sd = sl + 2 * BQ;
+
+  int b = blockIdx.y, k0 = (gridDim.x - 1 - blockIdx.x) * MMA_OWN;
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  q += (size_t)b * tq * DH;
+  dout += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+  lse += (size_t)b * tq;
+  D += (size_t)b * tq;
+
+  int first = causal ? k0 / BQ : 0, last = (tq + BQ - 1) / BQ;
+  load_tile<T, DH, NT>(sk, k, k0, MMA_OWN, tk);
+  load_tile<T, DH, NT>(sv, v, k0, MMA_OWN, tk);
+  auto stream_in = [&](int it, int buf) {
+    int r0 = it * BQ;
+    load_tile<T, DH, NT>(sq + buf * BQ * LD, q, r0, BQ, tq);
+    load_tile<T, DH, NT>(sdo + buf * BQ * LD, dout, r0, BQ, tq);
+    for (int x = threadIdx.x; x < BQ; x += NT) {
+      /* Rows past Tq: L = +inf makes their P exactly 0. */
+      sl[buf * BQ + x] = r0 + x < tq ? lse[r0 + x] * FLASH_LOG2E : INFINITY;
+      sd[buf * BQ + x] = r0 + x < tq ? D[r0 + x] : 0.f;
+    }
+  };
+  if (first < last) stream_in(first, 0);
+  cp_async_commit();
+
+  float gk[DH / 8][4], gv[DH / 8][4];
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) gk[n][e] = gv[n][e] = 0.f;
+  int key[2] = {k0 + w * 16 + g, k0 + w * 16 + g + 8};
+
+  for (int it = first; it < last; it++) {
+    int buf = (it - first) & 1, r0 = it * BQ;
+    if (it + 1 < last) {
+      stream_in(it + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T *qt = sq + buf * BQ * LD, *dot = sdo + buf * BQ * LD;
+    const float *lt = sl + buf * BQ, *dt = sd + buf * BQ;
+
+    float p[BQ / 8][4], ds[BQ / 8][4];
+#pragma unroll
+    for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) p[n][e] = ds[n][e] = 0.f;
+    warp_abt<T, BQ / 8, DH>(p, sk + w * 16 * LD, qt, LD);    /* S^T = K Q^T */
+    warp_abt<T, BQ / 8, DH>(ds, sv + w * 16 * LD, dot, LD);  /* dP^T = V dO^T */
+    bool diag = causal && r0 < k0 + MMA_OWN;
+#pragma unroll
+    for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int c = n * 8 + 2 * t + (e & 1);
+        float pe = exp2f(p[n][e] * scale_log2 - lt[c]);
+        if (diag && r0 + c < key[e >> 1]) pe = 0.f;
+        p[n][e] = pe;
+        ds[n][e] = pe * (ds[n][e] - dt[c]);
+      }
+    warp_cb<T, BQ / 16, DH>(gv, p, dot, LD);   /* dV += P^T dO */
+    warp_cb<T, BQ / 16, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+    __syncthreads();
+  }
+  cp_async_wait<0>();   /* no query tile (causal, keys past Tq): K, V loads */
+
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    int r = key[h];
+    if (r >= tk) continue;
+    T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++) {
+      *reinterpret_cast<uint32_t *>(rk + n * 8 + 2 * t) =
+          elt<T>::pack(gk[n][2 * h] * scale, gk[n][2 * h + 1] * scale);
+      *reinterpret_cast<uint32_t *>(rv + n * 8 + 2 * t) =
+          elt<T>::pack(gv[n][2 * h], gv[n][2 * h + 1]);
+    }
+  }
+}
+
+/* dQ of one query tile of MMA_OWN rows; key tiles of BK stream by. */
+template <typename T, int DH, int BK = (DH >= 128 ? 32 : 64)>
+__global__ void __launch_bounds__(MMA_WARPS * 32)
+    flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
+                 const T *__restrict__ v, const T *__restrict__ dout,
+                 const float *__restrict__ lse, const float *__restrict__ D,
+                 T *__restrict__ dq, int tq, int tk, int causal, float scale,
+                 float scale_log2) {
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sq = reinterpret_cast<T *>(smem_raw);
+  T *sdo = sq + MMA_OWN * LD;
+  T *sk = sdo + MMA_OWN * LD;         /* two buffers of BK rows each */
+  T *sv = sk + 2 * BK * LD;
+
+  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_OWN;
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  q += (size_t)b * tq * DH;
+  dout += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+
+  int kend = causal ? min(tk, q0 + MMA_OWN) : tk;
+  int ntiles = (kend + BK - 1) / BK;
+  load_tile<T, DH, NT>(sq, q, q0, MMA_OWN, tq);
+  load_tile<T, DH, NT>(sdo, dout, q0, MMA_OWN, tq);
+  load_tile<T, DH, NT>(sk, k, 0, BK, tk);
+  load_tile<T, DH, NT>(sv, v, 0, BK, tk);
+  cp_async_commit();
+
+  int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8};
+  float lrow[2], drow[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    bool ok = row[h] < tq;
+    lrow[h] = ok ? lse[(size_t)b * tq + row[h]] * FLASH_LOG2E : 0.f;
+    drow[h] = ok ? D[(size_t)b * tq + row[h]] : 0.f;
+  }
+  float gq[DH / 8][4];
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++) gq[n][0] = gq[n][1] = gq[n][2] = gq[n][3] = 0.f;
+
+  for (int j = 0; j < ntiles; j++) {
+    int buf = j & 1, c0 = j * BK;
+    if (j + 1 < ntiles) {
+      load_tile<T, DH, NT>(sk + (buf ^ 1) * BK * LD, k, c0 + BK, BK, tk);
+      load_tile<T, DH, NT>(sv + (buf ^ 1) * BK * LD, v, c0 + BK, BK, tk);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T *kt = sk + buf * BK * LD, *vt = sv + buf * BK * LD;
+    float p[BK / 8][4], ds[BK / 8][4];
+#pragma unroll
+    for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) p[n][e] = ds[n][e] = 0.f;
+    warp_abt<T, BK / 8, DH>(p, sq + w * 16 * LD, kt, LD);    /* S = Q K^T */
+    warp_abt<T, BK / 8, DH>(ds, sdo + w * 16 * LD, vt, LD);  /* dP = dO V^T */
+    bool edge = c0 + BK > tk || (causal && c0 + BK - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int h = e >> 1, col = c0 + n * 8 + 2 * t + (e & 1);
+        float pe = exp2f(p[n][e] * scale_log2 - lrow[h]);
+        if (edge && (col >= tk || (causal && col > row[h]))) pe = 0.f;
+        p[n][e] = pe;
+        ds[n][e] = pe * (ds[n][e] - drow[h]);
+      }
+    warp_cb<T, BK / 16, DH>(gq, ds, kt, LD);   /* dQ += dS K */
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    if (row[h] >= tq) continue;
+    T *rq = dq + ((size_t)b * tq + row[h]) * DH;
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++)
+      *reinterpret_cast<uint32_t *>(rq + n * 8 + 2 * t) =
+          elt<T>::pack(gq[n][2 * h] * scale, gq[n][2 * h + 1] * scale);
+  }
+}
+
+/* ---- fp32 on CUDA cores ------------------------------------------------------- */
+
+/* Tiles of B rows (owned) and B rows (streamed), 4 threads per owned row:
+ * thread (r = tid / 4, u = tid % 4) owns columns u, u+4, ... of row r and
+ * computes the pair values of columns u, u+4, ... of the streamed tile. */
+template <int DH> struct simt_tile { static constexpr int B = DH >= 128 ? 16 : 32; };
+
+template <typename T, int DH, int B = simt_tile<DH>::B>
+__global__ void __launch_bounds__(4 * B)
+    flash_dkdv_simt(const T *__restrict__ q, const T *__restrict__ k,
+                    const T *__restrict__ v, const T *__restrict__ dout,
+                    const float *__restrict__ lse, const float *__restrict__ D,
+                    T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
+                    int causal, float scale, float scale_log2) {
+  __shared__ float sk[B][DH + 1], sv[B][DH + 1], sq[B][DH + 1], sdo[B][DH + 1];
+  __shared__ float sp[B][B + 1], sds[B][B + 1], sl[B], sd[B];
+  int b = blockIdx.y, k0 = (gridDim.x - 1 - blockIdx.x) * B;
+  int c = threadIdx.x >> 2, u = threadIdx.x & 3, key = k0 + c;
+  q += (size_t)b * tq * DH;
+  dout += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+  for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
+    int rr = x / DH, d = x % DH;
+    bool ok = k0 + rr < tk;
+    sk[rr][d] = ok ? elt<T>::load(k[(size_t)(k0 + rr) * DH + d]) : 0.f;
+    sv[rr][d] = ok ? elt<T>::load(v[(size_t)(k0 + rr) * DH + d]) : 0.f;
+  }
+  float gk[DH / 4], gv[DH / 4];
+#pragma unroll
+  for (int d = 0; d < DH / 4; d++) gk[d] = gv[d] = 0.f;
+  for (int r0 = causal ? k0 / B * B : 0; r0 < tq; r0 += B) {
+    __syncthreads();
+    for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
+      int rr = x / DH, d = x % DH;
+      bool ok = r0 + rr < tq;
+      sq[rr][d] = ok ? elt<T>::load(q[(size_t)(r0 + rr) * DH + d]) : 0.f;
+      sdo[rr][d] = ok ? elt<T>::load(dout[(size_t)(r0 + rr) * DH + d]) : 0.f;
+    }
+    for (int x = threadIdx.x; x < B; x += 4 * B) {
+      bool ok = r0 + x < tq;
+      sl[x] = ok ? lse[(size_t)b * tq + r0 + x] * FLASH_LOG2E : INFINITY;
+      sd[x] = ok ? D[(size_t)b * tq + r0 + x] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < B / 4; i++) {
+      int r = u + 4 * i;
+      float s = 0.f, dp = 0.f;
+#pragma unroll 8
+      for (int d = 0; d < DH; d++) {
+        s = fmaf(sk[c][d], sq[r][d], s);
+        dp = fmaf(sv[c][d], sdo[r][d], dp);
+      }
+      float p = exp2f(s * scale_log2 - sl[r]);
+      if (causal && r0 + r < key) p = 0.f;
+      sp[c][r] = p;
+      sds[c][r] = p * (dp - sd[r]);
+    }
+    __syncwarp();   /* row c's 4 threads share a warp */
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) {
+      float a = gv[d], e = gk[d];
+      for (int r = 0; r < B; r++) {
+        a = fmaf(sp[c][r], sdo[r][u + 4 * d], a);
+        e = fmaf(sds[c][r], sq[r][u + 4 * d], e);
+      }
+      gv[d] = a;
+      gk[d] = e;
+    }
+  }
+  if (key < tk) {
+    T *rk = dk + ((size_t)b * tk + key) * DH, *rv = dv + ((size_t)b * tk + key) * DH;
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) {
+      rk[u + 4 * d] = elt<T>::store(gk[d] * scale);
+      rv[u + 4 * d] = elt<T>::store(gv[d]);
+    }
+  }
+}
+
+template <typename T, int DH, int B = simt_tile<DH>::B>
+__global__ void __launch_bounds__(4 * B)
+    flash_dq_simt(const T *__restrict__ q, const T *__restrict__ k,
+                  const T *__restrict__ v, const T *__restrict__ dout,
+                  const float *__restrict__ lse, const float *__restrict__ D,
+                  T *__restrict__ dq, int tq, int tk, int causal, float scale,
+                  float scale_log2) {
+  __shared__ float sq[B][DH + 1], sdo[B][DH + 1], sk[B][DH + 1], sv[B][DH + 1];
+  __shared__ float sds[B][B + 1];
+  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * B;
+  int r = threadIdx.x >> 2, u = threadIdx.x & 3, row = q0 + r;
+  q += (size_t)b * tq * DH;
+  dout += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+  for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
+    int rr = x / DH, d = x % DH;
+    bool ok = q0 + rr < tq;
+    sq[rr][d] = ok ? elt<T>::load(q[(size_t)(q0 + rr) * DH + d]) : 0.f;
+    sdo[rr][d] = ok ? elt<T>::load(dout[(size_t)(q0 + rr) * DH + d]) : 0.f;
+  }
+  float lrow = row < tq ? lse[(size_t)b * tq + row] * FLASH_LOG2E : 0.f;
+  float drow = row < tq ? D[(size_t)b * tq + row] : 0.f;
+  float gq[DH / 4];
+#pragma unroll
+  for (int d = 0; d < DH / 4; d++) gq[d] = 0.f;
+  int kend = causal ? min(tk, q0 + B) : tk;
+  for (int c0 = 0; c0 < kend; c0 += B) {
+    __syncthreads();
+    for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
+      int rr = x / DH, d = x % DH;
+      bool ok = c0 + rr < tk;
+      sk[rr][d] = ok ? elt<T>::load(k[(size_t)(c0 + rr) * DH + d]) : 0.f;
+      sv[rr][d] = ok ? elt<T>::load(v[(size_t)(c0 + rr) * DH + d]) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < B / 4; i++) {
+      int c = u + 4 * i, col = c0 + c;
+      float s = 0.f, dp = 0.f;
+#pragma unroll 8
+      for (int d = 0; d < DH; d++) {
+        s = fmaf(sq[r][d], sk[c][d], s);
+        dp = fmaf(sdo[r][d], sv[c][d], dp);
+      }
+      float p = exp2f(s * scale_log2 - lrow);
+      if (col >= tk || (causal && col > row)) p = 0.f;
+      sds[r][c] = p * (dp - drow);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) {
+      float a = gq[d];
+      for (int c = 0; c < B; c++) a = fmaf(sds[r][c], sk[c][u + 4 * d], a);
+      gq[d] = a;
+    }
+  }
+  if (row < tq) {
+    T *rq = dq + ((size_t)b * tq + row) * DH;
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) rq[u + 4 * d] = elt<T>::store(gq[d] * scale);
+  }
+}
+
+typedef struct bwd_args {
+  const void *q, *k, *v, *dout;
+  const float *lse, *D;
+  void *dq, *dk, *dv;
+  int bh, tq, tk, causal;
+  float scale, sl2;
+} bwd_args;
+
+template <typename T, int DH>
+int launch_mma(engine *e, const bwd_args &a) {
+  constexpr int LD = DH + 8, BQ = DH >= 128 ? 32 : 64, BK = BQ;
+  size_t smem1 = (size_t)(2 * MMA_OWN + 4 * BQ) * LD * sizeof(T) + 4 * BQ * sizeof(float);
+  size_t smem2 = (size_t)(2 * MMA_OWN + 4 * BK) * LD * sizeof(T);
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem1));
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem2));
+  dim3 g1((a.tk + MMA_OWN - 1) / MMA_OWN, a.bh), g2((a.tq + MMA_OWN - 1) / MMA_OWN, a.bh);
+  flash_dkdv_mma<T, DH><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+  CHECK_LAUNCH();
+  flash_dq_mma<T, DH><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
+      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+template <typename T, int DH>
+int launch_simt(engine *e, const bwd_args &a) {
+  constexpr int B = simt_tile<DH>::B;
+  dim3 g1((a.tk + B - 1) / B, a.bh), g2((a.tq + B - 1) / B, a.bh);
+  flash_dkdv_simt<T, DH><<<g1, 4 * B, 0, cuda_stream(e)>>>(
+      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+  CHECK_LAUNCH();
+  flash_dq_simt<T, DH><<<g2, 4 * B, 0, cuda_stream(e)>>>(
+      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+template <typename T>
+int launch(engine *e, const bwd_args &a, const void *o, int dh) {
+  long long rows = (long long)a.bh * a.tq;
+  flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
+      (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
+  CHECK_LAUNCH();
+#define FLASH_BWD_CASE(DH)                                                    \
+  case DH:                                                                    \
+    if constexpr (sizeof(T) == 4) return launch_simt<T, DH>(e, a);            \
+    else return launch_mma<T, DH>(e, a);
+  switch (dh) {
+    FLASH_BWD_CASE(16)
+    FLASH_BWD_CASE(32)
+    FLASH_BWD_CASE(64)
+    FLASH_BWD_CASE(128)
+  }
+#undef FLASH_BWD_CASE
+  FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, 32, "
+       "64, 128 (got dh=%d)", dh);
+}
+
+}  // namespace
+
+int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
+                   const void *o, const void *dout, const float *lse,
+                   void *dq, void *dk, void *dv, int bh, int tq, int tk,
+                   int dh, int causal, float scale, dtype dt) {
+  if (dh != 16 && dh != 32 && dh != 64 && dh != 128)
+    FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, "
+         "32, 64, 128 (got dh=%d)", dh);
+  const void *p16[] = {q, k, v, o, dout, dq, dk, dv};
+  for (int i = 0; i < 8; i++)
+    if (!aligned16(p16[i]))
+      FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU needs 16-byte "
+           "aligned q, k, v, o, dout, dq, dk, dv");
+  if (bh > 65535)
+    FAIL(ERR_FAIL, "k_attention_bwd: bh=%d heads (allowed: <= 65535)", bh);
+  void *ws;
+  TRY(cuda_workspace(e, (size_t)bh * tq * sizeof(float), &ws));
+  bwd_args a = {q, k, v, dout, lse, (const float *)ws, dq, dk, dv, bh, tq,
+                tk, causal, scale, scale * FLASH_LOG2E};
+  switch (dt) {
+  case DT_F32: return launch<float>(e, a, o, dh);
+  case DT_BF16: return launch<__nv_bfloat16>(e, a, o, dh);
+  case DT_F16: return launch<__half>(e, a, o, dh);
+  }
+  FAIL(ERR_FAIL, "k_attention_bwd: unknown dtype %d", (int)dt);
+}

@@ -1,0 +1,187 @@
+/* What the FlashAttention-2 kernels (flash_fwd.cu, flash_bwd.cu) share:
+ * element types, tensor-core fragments (mma.sync m16n8k16 with bf16 / f16
+ * inputs and fp32 accumulators, fed by ldmatrix from shared memory), tile
+ * loads with cp.async that zero-fill rows past the sequence end, and the
+ * warp-level products the kernels are built from.
+ *
+ * Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4):
+ *   A 16x16, 4 regs of 2 halves: (g, 2t) (g+8, 2t) (g, 2t+8) (g+8, 2t+8)
+ *   B 16x8, 2 regs: (k = 2t, n = g) (k = 2t+8, n = g)
+ *   C 16x8, 4 floats: (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1)
+ * so the C fragments of two adjacent n-tiles, rounded to 16 bits, are the
+ * A fragment of one k-step: P and dS go from one product into the next
+ * without touching shared memory.
+ *
+ * Shared tiles are row-major with rows padded by 8 elements (16 bytes), so
+ * the 8 row addresses of an ldmatrix fall in 8 different 16-byte bank
+ * groups. */
+#ifndef TL_KERNELS_CUDA_FLASH_COMMON_CUH
+#define TL_KERNELS_CUDA_FLASH_COMMON_CUH
+
+#include "kernels/cuda/common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+/* exp(x) = exp2(x * log2 e): scores are kept in the log2 domain. */
+#define FLASH_LOG2E 1.4426950408889634f
+#define FLASH_LN2 0.6931471805599453f
+
+template <typename T> struct elt;
+template <> struct elt<float> {
+  static __device__ __forceinline__ float load(float x) { return x; }
+  static __device__ __forceinline__ float store(float x) { return x; }
+};
+template <> struct elt<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 store(float x) {
+    return __float2bfloat16_rn(x);
+  }
+  /* Two floats into one register, lo in the low half (the lower column). */
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+};
+template <> struct elt<__half> {
+  static __device__ __forceinline__ float load(__half x) {
+    return __half2float(x);
+  }
+  static __device__ __forceinline__ __half store(float x) {
+    return __float2half_rn(x);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+};
+
+/* ---- tensor-core primitives ------------------------------------------------ */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smem_addr(p)));
+}
+
+template <typename T> struct mma_op;
+template <> struct mma_op<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float c[4], const uint32_t a[4],
+                                             uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct mma_op<__half> {
+  static __device__ __forceinline__ void run(float c[4], const uint32_t a[4],
+                                             uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/* ---- tile loads ---------------------------------------------------------------- */
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src,
+                                           bool valid) {
+  /* src-size 0 writes 16 zero bytes: rows past the end read as zeros. */
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* rows x DH elements from g (row stride DH, rows from row0, valid below
+ * nrows) into s (row stride DH + 8), by all NT threads of the block. */
+template <typename T, int DH, int NT>
+__device__ __forceinline__ void load_tile(T *s, const T *g, int row0,
+                                          int rows, int nrows) {
+  constexpr int CH = DH * (int)sizeof(T) / 16;   /* 16-byte chunks per row */
+  for (int x = threadIdx.x; x < rows * CH; x += NT) {
+    int r = x / CH, c = x % CH;
+    bool ok = row0 + r < nrows;
+    const T *src = g + (size_t)(ok ? row0 + r : 0) * DH + c * (16 / sizeof(T));
+    cp_async16(s + r * (DH + 8) + c * (16 / sizeof(T)), src, ok);
+  }
+}
+
+/* ---- warp products ------------------------------------------------------------ */
+
+/* acc[n] (NT n-tiles of 8) += A[16 x KD] B[NT*8 x KD]^T, A's 16 rows and
+ * B's rows in shared memory, k contiguous (row stride ld elements). */
+template <typename T, int NTL, int KD>
+__device__ __forceinline__ void warp_abt(float acc[][4], const T *A,
+                                         const T *B, int ld) {
+  int l = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < KD; k += 16) {
+    uint32_t a[4];
+    ldsm_x4(a, A + ((l & 7) + ((l >> 3) & 1) * 8) * ld + k + (l >> 4) * 8);
+#pragma unroll
+    for (int n = 0; n < NTL; n += 2) {
+      uint32_t b[4];
+      ldsm_x4(b, B + (n * 8 + (l & 7) + (l >> 4) * 8) * ld + k +
+                     ((l >> 3) & 1) * 8);
+      mma_op<T>::run(acc[n], a, b[0], b[1]);
+      mma_op<T>::run(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+/* The A fragments of one k-step from the C fragments of n-tiles 2k, 2k+1,
+ * each value times its row's factor f (rows g and g+8). */
+template <typename T>
+__device__ __forceinline__ void c_to_a(uint32_t a[4], const float c0[4],
+                                       const float c1[4]) {
+  a[0] = elt<T>::pack(c0[0], c0[1]);
+  a[1] = elt<T>::pack(c0[2], c0[3]);
+  a[2] = elt<T>::pack(c1[0], c1[1]);
+  a[3] = elt<T>::pack(c1[2], c1[3]);
+}
+
+/* acc[n] (DH/8 n-tiles) += P[16 x KT*16] B[KT*16 x DH], P as C fragments
+ * (KT*2 n-tiles), B in shared memory row-major [k][n] (row stride ld). */
+template <typename T, int KT, int DH>
+__device__ __forceinline__ void warp_cb(float acc[][4], const float p[][4],
+                                        const T *B, int ld) {
+  int l = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < KT; k++) {
+    uint32_t a[4];
+    c_to_a<T>(a, p[2 * k], p[2 * k + 1]);
+#pragma unroll
+    for (int n = 0; n < DH / 8; n += 2) {
+      uint32_t b[4];
+      ldsm_x4_t(b, B + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * ld + n * 8 +
+                       (l >> 4) * 8);
+      mma_op<T>::run(acc[n], a, b[0], b[1]);
+      mma_op<T>::run(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+#endif

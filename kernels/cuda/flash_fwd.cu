@@ -1,0 +1,289 @@
+/* FlashAttention-2 forward on the GPU: O [BH, Tq, Dh] and the logsumexp
+ * L [BH, Tq] (fp32) from Q [BH, Tq, Dh], K and V [BH, Tk, Dh].
+ *
+ * One block per (query tile of BQ rows, head). It walks the key tiles with
+ * the online softmax (m = running max, l = running sum, in the log2
+ * domain: s = scale * log2(e) * q.k):
+ *   m' = max(m, rowmax s);  p = 2^(s - m');  l = 2^(m - m') l + rowsum p
+ *   O = 2^(m - m') O + p V;     at the end O /= l, L = (m + log2 l) ln 2
+ * Causal: the walk stops after the tile holding the block's last query
+ * (tiles wholly above the diagonal are never loaded); only tiles that cross
+ * the diagonal, or run past Tk, compare indices. Any Tq, Tk: rows past the
+ * end load as zeros and are masked (keys) or not stored (queries).
+ *
+ * bf16 / f16: tensor cores (mma.sync m16n8k16, fp32 accumulators), 4 warps
+ * of 16 query rows, key tiles of 64 double-buffered with cp.async; P goes
+ * from the S accumulators to the PV product in registers (flash_common.cuh).
+ * fp32: the same algorithm on CUDA cores (true fp32, as the precision
+ * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
+ * memory, 4 threads per query row. Head dims 16, 32, 64, 128. */
+#include "kernels/cuda/flash_common.cuh"
+
+namespace {
+
+constexpr int MMA_WARPS = 4, MMA_BQ = 16 * MMA_WARPS, MMA_BK = 64;
+
+template <typename T, int DH>
+__global__ void __launch_bounds__(MMA_WARPS * 32)
+    flash_fwd_mma(const T *__restrict__ q, const T *__restrict__ k,
+                  const T *__restrict__ v, T *__restrict__ o,
+                  float *__restrict__ lse, int tq, int tk, int causal,
+                  float scale_log2) {
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sq = reinterpret_cast<T *>(smem_raw);
+  T *sk = sq + MMA_BQ * LD;            /* two buffers of MMA_BK rows */
+  T *sv = sk + 2 * MMA_BK * LD;
+
+  /* Causal: the last query tiles have the most key tiles; start them
+   * first, so the short ones fill the tail. */
+  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_BQ;
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  q += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+
+  int kend = causal ? min(tk, q0 + MMA_BQ) : tk;
+  int ntiles = (kend + MMA_BK - 1) / MMA_BK;
+
+  load_tile<T, DH, NT>(sq, q, q0, MMA_BQ, tq);
+  load_tile<T, DH, NT>(sk, k, 0, MMA_BK, tk);
+  load_tile<T, DH, NT>(sv, v, 0, MMA_BK, tk);
+  cp_async_commit();
+
+  float acc[DH / 8][4];
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+  int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8};
+
+  for (int j = 0; j < ntiles; j++) {
+    int buf = j & 1, k0 = j * MMA_BK;
+    if (j + 1 < ntiles) {   /* the next tile streams in while this one runs */
+      load_tile<T, DH, NT>(sk + (buf ^ 1) * MMA_BK * LD, k, k0 + MMA_BK, MMA_BK, tk);
+      load_tile<T, DH, NT>(sv + (buf ^ 1) * MMA_BK * LD, v, k0 + MMA_BK, MMA_BK, tk);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LD;
+
+    float s[MMA_BK / 8][4];
+#pragma unroll
+    for (int n = 0; n < MMA_BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    warp_abt<T, MMA_BK / 8, DH>(s, sq + w * 16 * LD, kt, LD);
+
+    bool edge = k0 + MMA_BK > tk || (causal && k0 + MMA_BK - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < MMA_BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[n][e] * scale_log2;
+        if (edge) {
+          int col = k0 + n * 8 + 2 * t + (e & 1), r = row[e >> 1];
+          if (col >= tk || (causal && col > r)) x = -INFINITY;
+        }
+        s[n][e] = x;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float mx = m[h];
+#pragma unroll
+      for (int n = 0; n < MMA_BK / 8; n++)
+        mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+      /* A row that has seen only masked keys so far keeps max -inf; use 0
+       * as its reference so exp2 gives 0, not NaN. */
+      float ref = mx == -INFINITY ? 0.f : mx;
+      float alpha = exp2f(m[h] - ref), sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < MMA_BK / 8; n++) {
+        s[n][2 * h] = exp2f(s[n][2 * h] - ref);
+        s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - ref);
+        sum += s[n][2 * h] + s[n][2 * h + 1];
+      }
+      lsum[h] = lsum[h] * alpha + sum;   /* per thread; summed at the end */
+      m[h] = mx;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++) {
+        acc[n][2 * h] *= alpha;
+        acc[n][2 * h + 1] *= alpha;
+      }
+    }
+    warp_cb<T, MMA_BK / 16, DH>(acc, s, vt, LD);
+    __syncthreads();   /* the buffer is refilled next iteration */
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float sum = lsum[h];
+    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    float inv = 1.f / sum;
+    int r = row[h];
+    if (r < tq) {
+      T *orow = o + ((size_t)b * tq + r) * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++) {
+        uint32_t pk = elt<T>::pack(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
+        *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) = pk;
+      }
+      if (t == 0) lse[(size_t)b * tq + r] = (m[h] + log2f(sum)) * FLASH_LN2;
+    }
+  }
+}
+
+/* ---- fp32 on CUDA cores ------------------------------------------------------- */
+
+constexpr int SIMT_B = 32, SIMT_THREADS = 128;
+
+/* Thread (r = tid / 4, u = tid % 4) owns query row r of the tile and the
+ * output columns u, u+4, ...; scores are computed BK/4 per thread (keys
+ * u, u+4, ...) and shared through sp. Key tiles of 16 at Dh 128 keep the
+ * static shared memory under 48 KB. */
+template <typename T, int DH, int BK = (DH >= 128 ? 16 : SIMT_B)>
+__global__ void __launch_bounds__(SIMT_THREADS)
+    flash_fwd_simt(const T *__restrict__ q, const T *__restrict__ k,
+                   const T *__restrict__ v, T *__restrict__ o,
+                   float *__restrict__ lse, int tq, int tk, int causal,
+                   float scale_log2) {
+  __shared__ float sq[SIMT_B][DH + 1], sk[BK][DH + 1], sv[BK][DH];
+  __shared__ float sp[SIMT_B][BK + 1];
+  int b = blockIdx.y, q0 = blockIdx.x * SIMT_B;
+  int r = threadIdx.x >> 2, u = threadIdx.x & 3, row = q0 + r;
+  q += (size_t)b * tq * DH;
+  k += (size_t)b * tk * DH;
+  v += (size_t)b * tk * DH;
+  for (int x = threadIdx.x; x < SIMT_B * DH; x += SIMT_THREADS) {
+    int rr = x / DH, d = x % DH;
+    sq[rr][d] = q0 + rr < tq ? elt<T>::load(q[(size_t)(q0 + rr) * DH + d]) : 0.f;
+  }
+  float acc[DH / 4];
+#pragma unroll
+  for (int d = 0; d < DH / 4; d++) acc[d] = 0.f;
+  float m = -INFINITY, lsum = 0.f;
+  int kend = causal ? min(tk, q0 + SIMT_B) : tk;
+  for (int k0 = 0; k0 < kend; k0 += BK) {
+    __syncthreads();
+    for (int x = threadIdx.x; x < BK * DH; x += SIMT_THREADS) {
+      int rr = x / DH, d = x % DH;
+      bool ok = k0 + rr < tk;
+      sk[rr][d] = ok ? elt<T>::load(k[(size_t)(k0 + rr) * DH + d]) : 0.f;
+      sv[rr][d] = ok ? elt<T>::load(v[(size_t)(k0 + rr) * DH + d]) : 0.f;
+    }
+    __syncthreads();
+    float s[BK / 4], mx = m;
+#pragma unroll
+    for (int i = 0; i < BK / 4; i++) {
+      int c = u + 4 * i, col = k0 + c;
+      float dot = 0.f;
+#pragma unroll 8
+      for (int d = 0; d < DH; d++) dot = fmaf(sq[r][d], sk[c][d], dot);
+      s[i] = col >= tk || (causal && col > row) ? -INFINITY : dot * scale_log2;
+      mx = fmaxf(mx, s[i]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+    float ref = mx == -INFINITY ? 0.f : mx;
+    float alpha = exp2f(m - ref), sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < BK / 4; i++) {
+      float p = exp2f(s[i] - ref);
+      sum += p;
+      sp[r][u + 4 * i] = p;
+    }
+    lsum = lsum * alpha + sum;
+    m = mx;
+    __syncwarp();   /* a row's 4 threads share a warp: sp row is ready */
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) {
+      float a = acc[d] * alpha;
+      for (int c = 0; c < BK; c++) a = fmaf(sp[r][c], sv[c][u + 4 * d], a);
+      acc[d] = a;
+    }
+  }
+  lsum += __shfl_xor_sync(FULL_MASK, lsum, 1);
+  lsum += __shfl_xor_sync(FULL_MASK, lsum, 2);
+  if (row < tq) {
+    float inv = 1.f / lsum;
+    T *orow = o + ((size_t)b * tq + row) * DH;
+#pragma unroll
+    for (int d = 0; d < DH / 4; d++) orow[u + 4 * d] = elt<T>::store(acc[d] * inv);
+    if (u == 0) lse[(size_t)b * tq + row] = (m + log2f(lsum)) * FLASH_LN2;
+  }
+}
+
+template <typename T, int DH>
+int launch_mma(engine *e, const void *q, const void *k, const void *v,
+               void *o, float *lse, int bh, int tq, int tk, int causal,
+               float scale_log2) {
+  size_t smem = (size_t)(MMA_BQ + 4 * MMA_BK) * (DH + 8) * sizeof(T);
+  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+  dim3 grid((tq + MMA_BQ - 1) / MMA_BQ, bh);
+  flash_fwd_mma<T, DH><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
+      (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
+      scale_log2);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+template <typename T, int DH>
+int launch_simt(engine *e, const void *q, const void *k, const void *v,
+                void *o, float *lse, int bh, int tq, int tk, int causal,
+                float scale_log2) {
+  dim3 grid((tq + SIMT_B - 1) / SIMT_B, bh);
+  flash_fwd_simt<T, DH><<<grid, SIMT_THREADS, 0, cuda_stream(e)>>>(
+      (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
+      scale_log2);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+template <typename T>
+int launch(engine *e, const void *q, const void *k, const void *v,
+           void *o, float *lse, int bh, int tq, int tk, int dh, int causal,
+           float sl2) {
+#define FLASH_FWD_CASE(D)                                                     \
+  case D:                                                                     \
+    if constexpr (sizeof(T) == 4)                                             \
+      return launch_simt<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);  \
+    else                                                                      \
+      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+  switch (dh) {
+    FLASH_FWD_CASE(16)
+    FLASH_FWD_CASE(32)
+    FLASH_FWD_CASE(64)
+    FLASH_FWD_CASE(128)
+  }
+#undef FLASH_FWD_CASE
+  FAIL(ERR_FAIL, "k_attention_fwd: flash on the GPU takes head dims 16, 32, "
+       "64, 128 (got dh=%d)", dh);
+}
+
+}  // namespace
+
+int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
+                   void *o, float *lse, int bh, int tq, int tk, int dh,
+                   int causal, float scale, dtype dt) {
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
+    FAIL(ERR_FAIL, "k_attention_fwd: flash on the GPU needs 16-byte aligned "
+         "q, k, v, o");
+  if (bh > 65535)
+    FAIL(ERR_FAIL, "k_attention_fwd: bh=%d heads (allowed: <= 65535)", bh);
+  float sl2 = scale * FLASH_LOG2E;
+  switch (dt) {
+  case DT_F32:
+    return launch<float>(e, q, k, v, o, lse, bh, tq, tk, dh, causal, sl2);
+  case DT_BF16:
+    return launch<__nv_bfloat16>(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
+                                 sl2);
+  case DT_F16:
+    return launch<__half>(e, q, k, v, o, lse, bh, tq, tk, dh, causal, sl2);
+  }
+  FAIL(ERR_FAIL, "k_attention_fwd: unknown dtype %d", (int)dt);
+}

@@ -1,0 +1,111 @@
+/* Backward on the fused path: forward_fused.c in reverse. Products read lt
+ * operands (the weights' lt copy, saved or recomputed activations, and
+ * gradients rounded to lt by the kernel that makes them) and accumulate
+ * weight gradients into the fp32 gradient buffer (beta = 1). The residual
+ * gradient dres stays fp32: each RMSNorm backward adds its dx into it in
+ * place and leaves its lt copy for the next products. What forward did not
+ * keep (norm outputs, merged heads, the SwiGLU product) is recomputed from
+ * what it kept. The gradient hook runs as in backward.c, in the same order.
+ *
+ * Linear y = x W^T: dW += dy^T x; dx = dy W. */
+#include "config.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+
+#include "common/check.h"
+
+#include <math.h>
+
+static const void *wl(const model *m, const float *W) {
+  return (const char *)m->params_low +
+         (size_t)(W - m->params) * dtype_size(m->lt);
+}
+
+/* dW[dout, din] += dy[n, dout]^T x[n, din], both lt. */
+static int linear_dw(model *m, const void *dy, const void *x, float *dW,
+                     int n, int din, int dout) {
+  return k_matmul_ex(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
+                     1.0f, dW, din, DT_F32, m->opt.tf32);
+}
+
+/* dx[n, din] (xt) = dy[n, dout] W (+ beta dx). */
+static int linear_dx(model *m, const void *dy, const float *W, void *dx,
+                     dtype xt, int n, int din, int dout, float beta) {
+  return k_matmul_ex(m->e, 0, 0, n, din, dout, 1.0f, dy, dout, wl(m, W), din,
+                     m->lt, beta, dx, din, xt, m->opt.tf32);
+}
+
+static int grad_ready(model *m, int view) {
+  return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
+}
+#define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
+
+int model_backward_fused(model *m) {
+  engine *e = m->e;
+  fused_acts *a = &m->f;
+  const int b = m->fwd_b, t = m->fwd_t, N = b * t;
+  const int D = m->c.d_model, F = m->c.d_ff, V = m->c.vocab;
+  const int H = m->c.heads, Dh = D / H, L = m->c.layers;
+  const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
+  const dtype lt = m->lt;
+  void *dres_low = a->dres_low == (void *)a->dres ? NULL : a->dres_low;
+
+  /* loss = mean CE; logits = lnf W_lm^T */
+  TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
+                             lt, N, V, m->loss_scale / (float)N));
+  TRY(linear_dw(m, a->dlogits, a->lnf, m->g.lm, N, D, V));
+  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
+  TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, DT_F32, N, D, V, 0.0f));
+  TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
+                       dres_low, lt, m->g.lnf, N, D));
+  TRY(grad_ready(m, LAYER_VIEW(L, 0)));
+
+  for (int i = L - 1; i >= 0; i--) {
+    const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
+    fused_layer *l = &a->layer[i];
+    /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
+    TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
+    TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
+    TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
+    TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, a->da, a->db, lt,
+                        (size_t)N * F));
+    TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
+                          l->rstd2, N, D, eps));
+    TRY(linear_dw(m, a->da, a->norm, g->w1, N, D, F));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
+    TRY(linear_dw(m, a->db, a->norm, g->w3, N, D, F));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
+    TRY(linear_dx(m, a->da, p->w1, a->dn, DT_F32, N, D, F, 0.0f));
+    TRY(linear_dx(m, a->db, p->w3, a->dn, DT_F32, N, D, F, 1.0f));
+    TRY(k_rmsnorm_bwd_ex(e, a->dn, l->resid, p->ln2, l->rstd2, a->dres,
+                         a->dres, dres_low, lt, g->ln2, N, D));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_LN2)));
+
+    /* attention: resid = x + merge(o) Wo^T */
+    TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
+    TRY(linear_dw(m, a->dres_low, a->om, g->wo, N, D, D));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
+    TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
+    TRY(k_split_heads_ex(e, a->dom, lt, a->dO, lt, b, t, H, Dh));
+    TRY(k_attention_bwd(e, m->opt.attention, l->q, l->k, l->v, l->o, a->dO,
+                        l->lse, l->P, a->dq, a->dk, a->dv, b * H, t, t, Dh, 1,
+                        scale, lt));
+    TRY(k_qkv_merge_rope_bwd(e, a->dq, a->dk, a->dv, a->dqkv, lt, b, t, H, Dh,
+                             m->c.rope_theta));
+    /* q|k|v = ln1(x) W_qkv^T: one product for the three weights */
+    TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, a->norm, lt, l->rstd1,
+                          N, D, eps));
+    TRY(linear_dw(m, a->dqkv, a->norm, g->wq, N, D, 3 * D));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
+    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, DT_F32, N, D, 3 * D, 0.0f));
+    TRY(k_rmsnorm_bwd_ex(e, a->dn, l->x, p->ln1, l->rstd1, a->dres, a->dres,
+                         dres_low, lt, g->ln1, N, D));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
+  }
+  TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
+  TRY(grad_ready(m, 0));
+  return 0;
+}

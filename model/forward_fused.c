@@ -1,0 +1,72 @@
+/* Forward on the fused path: forward.c's computation with the residual add
+ * folded into the next RMSNorm, q/k/v as one product against the three
+ * projection weights side by side (they are adjacent in the flat buffer:
+ * [3D, D]), split + RoPE in one kernel, attention through k_attention_fwd
+ * (flash or materialised), and activations stored in lt, the products'
+ * input dtype, so no product casts (model_internal.h, fused_acts).
+ *
+ *   x_0 = emb[ids]
+ *   layer i:  n = RMSNorm(x_i)            (x_i = resid_{i-1} + f_{i-1})
+ *             q, k, v = RoPE/split(n W_qkv^T);  o = attn(q, k, v)
+ *             resid_i = x_i + merge(o) W_o^T;   n = RMSNorm(resid_i)
+ *             a = n W1^T, b = n W3^T (lt);  f_i = (silu(a) * b) W2^T
+ *   logits = RMSNorm(resid_L + f_L) W_lm^T (fp32) */
+#include "config.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+
+#include "common/check.h"
+
+#include <math.h>
+
+/* The lt copy of weight W (a pointer into params). */
+static const void *wl(const model *m, const float *W) {
+  return (const char *)m->params_low +
+         (size_t)(W - m->params) * dtype_size(m->lt);
+}
+
+/* y[n, dout] (yt) = x[n, din] (lt) W^T. */
+static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
+                  int n, int din, int dout) {
+  return k_matmul_ex(m->e, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
+                     m->lt, 0.0f, y, dout, yt, m->opt.tf32);
+}
+
+int model_forward_fused(model *m, int b, int t) {
+  engine *e = m->e;
+  fused_acts *a = &m->f;
+  const int N = b * t, D = m->c.d_model, F = m->c.d_ff, V = m->c.vocab;
+  const int H = m->c.heads, Dh = D / H, L = m->c.layers;
+  const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
+  const dtype lt = m->lt;
+
+  TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed, N, D, V));
+  for (int i = 0; i < L; i++) {
+    const layer_ptrs *p = &m->p.layer[i];
+    fused_layer *l = &a->layer[i];
+    /* x_i = resid_{i-1} + f_{i-1} (kept: backward's ln1 input) */
+    if (i == 0)
+      TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, a->norm, lt,
+                            l->rstd1, N, D, eps));
+    else
+      TRY(k_add_rmsnorm_fwd(e, a->layer[i - 1].resid, a->tmp, l->x, p->ln1,
+                            a->norm, lt, l->rstd1, N, D, eps));
+    TRY(linear(m, a->norm, p->wq, a->qkv, DT_F32, N, D, 3 * D));
+    TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
+                         m->c.rope_theta));
+    TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
+                        l->P, b * H, t, t, Dh, 1, scale, lt));
+    TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
+    TRY(linear(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
+    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, l->resid, p->ln2, a->norm, lt,
+                          l->rstd2, N, D, eps));
+    TRY(linear(m, a->norm, p->w1, l->a, lt, N, D, F));
+    TRY(linear(m, a->norm, p->w3, l->b, lt, N, D, F));
+    TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
+    TRY(linear(m, a->h, p->w2, a->tmp, DT_F32, N, F, D));
+  }
+  TRY(k_add_rmsnorm_fwd(e, a->layer[L - 1].resid, a->tmp, a->xl, m->p.lnf,
+                        a->lnf, lt, a->lnf_rstd, N, D, eps));
+  TRY(linear(m, a->lnf, m->p.lm, a->logits, DT_F32, N, D, V));
+  return 0;
+}

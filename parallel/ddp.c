@@ -1,0 +1,402 @@
+/* The data-parallel container (ddp.h): weights broadcast at creation,
+ * gradient buckets launched from the backward hook or after backward,
+ * finish_gradient_synchronization, and the step's timeline.
+ *
+ * Launching bucket b (all strategies):
+ *   compute stream: grads[b] *= 1/W; record ready[b]
+ *   comm stream:    wait ready[b]; record cstart[b]; all-reduce (or, zero1,
+ *                   reduce-scatter) grads[b] in place; record cend[b]
+ * The issue order is the hook order, identical on every rank, as NCCL and
+ * MPI need. finish: record bwd_end on compute; launch what the strategy
+ * left for after backward; then GPU: record comm_done on the comm stream
+ * and make the compute stream wait for it; CPU: wait for every request. */
+#include "config.h"
+#include "parallel/ddp_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+
+const char *const ddp_strategy_names[] = {"naive", "flat", "overlap",
+                                          "bucketed", NULL};
+const char *const ddp_optimizer_names[] = {"adamw", "sharded", "zero1",
+                                           NULL};
+
+static int parse(const char *const *names, const char *s) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], s) == 0) return i;
+  return -1;
+}
+
+int ddp_strategy_parse(const char *s, ddp_strategy *out) {
+  int i = parse(ddp_strategy_names, s);
+  if (i < 0) return -1;
+  *out = (ddp_strategy)i;
+  return 0;
+}
+
+int ddp_optimizer_parse(const char *s, ddp_optimizer *out) {
+  int i = parse(ddp_optimizer_names, s);
+  if (i < 0) return -1;
+  *out = (ddp_optimizer)i;
+  return 0;
+}
+
+int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
+                          char *err, size_t n) {
+  if (s == DDP_BUCKETED && !(bucket_mib > 0)) {
+    snprintf(err, n, "bucket_mb = %g with strategy bucketed (allowed: a "
+             "bucket size > 0 MiB)", bucket_mib);
+    return -1;
+  }
+  if (s != DDP_BUCKETED && bucket_mib != 0) {
+    snprintf(err, n, "bucket_mb = %g only applies to strategy bucketed "
+             "(allowed with strategy %s: 0)", bucket_mib,
+             ddp_strategy_names[s]);
+    return -1;
+  }
+  /* ZeRO-1 replaces the all-reduce by a reduce-scatter of the flat buffer:
+   * per-tensor reduce-scatters would cut every tensor W ways for nothing
+   * that bucketed with a small bucket does not already do. */
+  if (o == DDP_OPT_ZERO1 && s != DDP_FLAT && s != DDP_BUCKETED) {
+    snprintf(err, n, "optimizer zero1 with strategy %s (allowed with zero1: "
+             "flat, bucketed; per-tensor reduce-scatters are bucketed with "
+             "a small bucket_mb)", ddp_strategy_names[s]);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- launching ----------------------------------------------------------- */
+
+static int launch(ddp *d, int i) {
+  dp_bucket *b = &d->plan.b[i];
+  float *g = d->m.grads + b->start;
+  TRY(k_scale(d->e, g, 1.0f / (float)d->world, b->count));
+  TRY(dp_event_record(&d->ev_ready[i], d->kstream));
+  TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
+  TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
+  ASSERT(d->grad_req[i] == NULL);
+  if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
+    size_t chunk = b->count / (size_t)d->world;
+    TRY(comm_reduce_scatter_f32(d->c, g, g + (size_t)d->rank * chunk, chunk,
+                                &d->grad_req[i]));
+    d->wire_bytes += (double)b->count * 4 * (d->world - 1) / d->world;
+  } else {
+    TRY(comm_allreduce_f32(d->c, g, g, b->count, &d->grad_req[i]));
+    d->wire_bytes += (double)b->count * 4 * 2 * (d->world - 1) / d->world;
+  }
+  d->grad_bytes += (double)b->count * 4;
+  if (d->gpu) TRY(dp_event_record(&d->ev_cend[i], d->cstream));
+  d->issue_order[d->nissued++] = i;
+  return 0;
+}
+
+static int hook(int view, void *arg) {
+  ddp *d = arg;
+  if (view < 0 || view >= d->m.nviews)
+    FAIL(ERR_FAIL, "ddp: gradient hook for view %d of %d", view, d->m.nviews);
+  TRY(dp_event_record(&d->ev_view[view], d->kstream));
+  if (d->nhooks < d->m.nviews) d->hook_view[d->nhooks++] = view;
+  if (d->world == 1 || !d->has_grad[view]) return 0;
+  for (int i = d->plan.view_first[view]; i <= d->plan.view_last[view]; i++) {
+    dp_bucket *b = &d->plan.b[i];
+    if (b->pending <= 0)
+      FAIL(ERR_FAIL, "ddp: gradient of %s final twice in one step",
+           d->m.views[view].name);
+    if (--b->pending == 0 && d->in_hook) TRY(launch(d, i));
+  }
+  return 0;
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+static void *zalloc(size_t n, size_t size, int *bad) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) *bad = 1;
+  return p;
+}
+
+static int events_init(dp_event *ev, int n, int gpu) {
+  for (int i = 0; i < n; i++) TRY(dp_event_init(&ev[i], gpu));
+  return 0;
+}
+
+static int setup(ddp *d, double bucket_mib) {
+  const dp_model *m = &d->m;
+  int bad = 0, nv = m->nviews;
+  d->has_grad = zalloc((size_t)nv, sizeof(int), &bad);
+  if (bad) FAIL(ERR_OOM, "ddp: out of host memory");
+  for (int v = 0; v < nv; v++) d->has_grad[v] = m->has_grad(m->impl, v) != 0;
+
+  size_t cap = d->strategy == DDP_FLAT ? (size_t)-1
+               : d->strategy == DDP_BUCKETED
+                   ? (size_t)(bucket_mib * 1048576.0 / sizeof(float))
+                   : 0;
+  size_t align = d->opt == DDP_OPT_ZERO1 ? (size_t)d->world : 1;
+  TRY(dp_plan_make(&d->plan, m->views, nv, d->has_grad, m->nparams, cap,
+                   align));
+  int nb = d->plan.nb;
+  d->nparam_slots = nb > d->world ? nb : d->world;
+  int np = d->nparam_slots;
+  d->grad_req = zalloc((size_t)nb, sizeof *d->grad_req, &bad);
+  d->ev_ready = zalloc((size_t)nb, sizeof(dp_event), &bad);
+  d->ev_cstart = zalloc((size_t)nb, sizeof(dp_event), &bad);
+  d->ev_cend = zalloc((size_t)nb, sizeof(dp_event), &bad);
+  d->issue_order = zalloc((size_t)nb, sizeof(int), &bad);
+  d->param_req = zalloc((size_t)np, sizeof *d->param_req, &bad);
+  d->ev_pready = zalloc((size_t)np, sizeof(dp_event), &bad);
+  d->ev_pstart = zalloc((size_t)np, sizeof(dp_event), &bad);
+  d->ev_pend = zalloc((size_t)np, sizeof(dp_event), &bad);
+  d->param_order = zalloc((size_t)np, sizeof(int), &bad);
+  d->ev_view = zalloc((size_t)nv, sizeof(dp_event), &bad);
+  d->hook_view = zalloc((size_t)nv, sizeof(int), &bad);
+  d->hook_ms = zalloc((size_t)nv, sizeof(double), &bad);
+  d->grad_times = zalloc((size_t)nb, sizeof(ddp_op_time), &bad);
+  d->param_times = zalloc((size_t)np, sizeof(ddp_op_time), &bad);
+  if (bad) FAIL(ERR_OOM, "ddp: out of host memory for %d buckets", nb);
+  /* Events: ordering ones on both streams; the comm stream's only on GPU. */
+  TRY(events_init(d->ev_ready, nb, d->gpu));
+  TRY(events_init(d->ev_cstart, nb, d->gpu));
+  TRY(events_init(d->ev_cend, nb, d->gpu));
+  TRY(events_init(d->ev_pready, np, d->gpu));
+  TRY(events_init(d->ev_pstart, np, d->gpu));
+  TRY(events_init(d->ev_pend, np, d->gpu));
+  TRY(events_init(d->ev_view, nv, d->gpu));
+  dp_event *one[] = {&d->ev_step0, &d->ev_bwd0, &d->ev_bwd_end,
+                     &d->ev_comm_done, &d->ev_opt0, &d->ev_param_done,
+                     &d->ev_opt_end};
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+    TRY(dp_event_init(one[i], d->gpu));
+  TRY(ddp_optim_setup(d));
+  m->set_grad_hook(m->impl, hook, d);
+  /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
+   * ones included). Synchronous: nothing else is queued yet. */
+  if (d->world > 1) {
+    TRY(eng_sync(d->e));
+    TRY(comm_broadcast_f32(d->c, m->params, m->nparams, 0, NULL));
+  }
+  return 0;
+}
+
+int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
+               double bucket_mib, ddp_optimizer o, const adamw_config *opt) {
+  char err[256];
+  *out = NULL;
+  if (ddp_check_combination(s, o, bucket_mib, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "ddp: %s", err);
+  ddp *d = calloc(1, sizeof *d);
+  CHECK_ALLOC(d, sizeof *d);
+  d->c = c;
+  d->m = *m;
+  d->e = m->e;
+  d->rank = comm_rank(c);
+  d->world = comm_size(c);
+  d->strategy = s;
+  d->opt = d->world == 1 ? DDP_OPT_ADAMW : o;
+  d->hp = *opt;
+  d->kstream = eng_stream(d->e);
+  d->cstream = comm_cuda_stream(c);
+  d->gpu = d->kstream != NULL;
+  d->in_hook = s == DDP_OVERLAP || s == DDP_BUCKETED;
+  if ((d->kstream == NULL) != (d->cstream == NULL) && d->world > 1) {
+    free(d);
+    FAIL(ERR_FAIL, "ddp: the %s engine cannot run with the %s backend "
+         "(allowed: cpu with mpi, cuda with nccl)", engine_name(m->e),
+         comm_backend_name(comm_get_backend(c)));
+  }
+  int rc = setup(d, bucket_mib);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    ddp_destroy(d);
+    return rc;
+  }
+  *out = d;
+  return 0;
+}
+
+static void release(ddp *d, comm_req **req, int n) {
+  for (int i = 0; i < n; i++)
+    if (req[i]) {
+      comm_wait(d->c, req[i]);
+      req[i] = NULL;
+    }
+}
+
+static void events_free(dp_event *ev, int n) {
+  if (ev)
+    for (int i = 0; i < n; i++) dp_event_destroy(&ev[i]);
+  free(ev);
+}
+
+void ddp_destroy(ddp *d) {
+  if (!d) return;
+  int nb = d->plan.nb, np = d->nparam_slots, nv = d->m.nviews;
+  if (d->grad_req) release(d, d->grad_req, nb);
+  if (d->param_req) release(d, d->param_req, np);
+  d->m.set_grad_hook(d->m.impl, NULL, NULL);
+  ddp_optim_free(d);
+  events_free(d->ev_ready, nb);
+  events_free(d->ev_cstart, nb);
+  events_free(d->ev_cend, nb);
+  events_free(d->ev_pready, np);
+  events_free(d->ev_pstart, np);
+  events_free(d->ev_pend, np);
+  events_free(d->ev_view, nv);
+  dp_event *one[] = {&d->ev_step0, &d->ev_bwd0, &d->ev_bwd_end,
+                     &d->ev_comm_done, &d->ev_opt0, &d->ev_param_done,
+                     &d->ev_opt_end};
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+    dp_event_destroy(one[i]);
+  free(d->grad_req);
+  free(d->issue_order);
+  free(d->param_req);
+  free(d->param_order);
+  free(d->hook_view);
+  free(d->hook_ms);
+  free(d->grad_times);
+  free(d->param_times);
+  free(d->has_grad);
+  dp_plan_free(&d->plan);
+  free(d);
+}
+
+/* ---- a step ---------------------------------------------------------------- */
+
+static void clear(dp_event *ev, int n) {
+  for (int i = 0; i < n; i++) dp_event_clear(&ev[i]);
+}
+
+int ddp_begin_step(ddp *d) {
+  int nb = d->plan.nb, np = d->nparam_slots;
+  /* The last step's handles: complete if the caller synchronised. */
+  for (int i = 0; i < nb; i++)
+    if (d->grad_req[i]) {
+      comm_req *q = d->grad_req[i];
+      d->grad_req[i] = NULL;
+      TRY(comm_wait(d->c, q));
+    }
+  for (int i = 0; i < np; i++)
+    if (d->param_req[i]) {
+      comm_req *q = d->param_req[i];
+      d->param_req[i] = NULL;
+      TRY(comm_wait(d->c, q));
+    }
+  clear(d->ev_ready, nb);
+  clear(d->ev_cstart, nb);
+  clear(d->ev_cend, nb);
+  clear(d->ev_pready, np);
+  clear(d->ev_pstart, np);
+  clear(d->ev_pend, np);
+  clear(d->ev_view, d->m.nviews);
+  dp_event *one[] = {&d->ev_bwd0, &d->ev_bwd_end, &d->ev_comm_done,
+                     &d->ev_opt0, &d->ev_param_done, &d->ev_opt_end};
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+    dp_event_clear(one[i]);
+  d->nissued = d->nparam_issued = d->nhooks = 0;
+  d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
+  dp_plan_reset(&d->plan, d->m.views, d->m.nviews, d->has_grad);
+  TRY(dp_event_record(&d->ev_step0, d->kstream));
+  TRY(d->m.zero_grad(d->m.impl));
+  return 0;
+}
+
+int ddp_mark_backward(ddp *d) {
+  TRY(dp_event_record(&d->ev_bwd0, d->kstream));
+  return 0;
+}
+
+int ddp_finish_gradient_synchronization(ddp *d) {
+  TRY(dp_event_record(&d->ev_bwd_end, d->kstream));
+  if (d->world == 1) return 0;
+  for (int i = 0; i < d->plan.nb; i++) {
+    dp_bucket *b = &d->plan.b[i];
+    if (!b->active) continue;
+    if (d->in_hook) {
+      if (b->pending != 0) {
+        for (int v = 0; v < d->m.nviews; v++)
+          if (d->has_grad[v] && d->plan.view_first[v] <= i &&
+              d->plan.view_last[v] >= i && !d->ev_view[v].recorded)
+            FAIL(ERR_FAIL, "ddp: backward never finished the gradient of %s",
+                 d->m.views[v].name);
+        FAIL(ERR_FAIL, "ddp: bucket %d never became ready", i);
+      }
+    } else {
+      TRY(launch(d, i));
+    }
+  }
+  if (d->gpu) {
+    TRY(dp_event_record(&d->ev_comm_done, d->cstream));
+    TRY(dp_stream_wait(d->kstream, &d->ev_comm_done));
+    return 0;
+  }
+  for (int k = 0; k < d->nissued; k++) {
+    int i = d->issue_order[k];
+    comm_req *q = d->grad_req[i];
+    d->grad_req[i] = NULL;
+    TRY(comm_wait(d->c, q));
+    TRY(dp_event_record(&d->ev_cend[i], NULL));
+  }
+  TRY(dp_event_record(&d->ev_comm_done, NULL));
+  return 0;
+}
+
+int ddp_optimizer_step(ddp *d) {
+  TRY(dp_event_record(&d->ev_opt0, d->kstream));
+  TRY(ddp_optim_step(d));
+  TRY(dp_event_record(&d->ev_opt_end, d->kstream));
+  return 0;
+}
+
+/* ---- the step's information -------------------------------------------------- */
+
+int ddp_step_info_get(ddp *d, ddp_step_info *s) {
+  memset(s, 0, sizeof *s);
+  const dp_event *t0 = &d->ev_step0;
+  TRY(dp_event_ms(t0, &d->ev_bwd0, &s->bwd_start_ms));
+  if (isnan(s->bwd_start_ms)) s->bwd_start_ms = 0;
+  TRY(dp_event_ms(t0, &d->ev_bwd_end, &s->bwd_end_ms));
+  s->nhooks = d->nhooks;
+  for (int k = 0; k < d->nhooks; k++)
+    TRY(dp_event_ms(t0, &d->ev_view[d->hook_view[k]], &d->hook_ms[k]));
+  s->hook_view = d->hook_view;
+  s->hook_ms = d->hook_ms;
+  double last_end = NAN;
+  for (int k = 0; k < d->nissued; k++) {
+    int i = d->issue_order[k];
+    ddp_op_time *o = &d->grad_times[k];
+    o->bucket = i;
+    TRY(dp_event_ms(t0, &d->ev_cstart[i], &o->start_ms));
+    TRY(dp_event_ms(t0, &d->ev_cend[i], &o->end_ms));
+    s->grad_comm_ms += o->end_ms - o->start_ms;
+    if (isnan(last_end) || o->end_ms > last_end) last_end = o->end_ms;
+  }
+  s->ngrad_ops = d->nissued;
+  s->grad_ops = d->grad_times;
+  s->exposed_ms = d->nissued == 0 ? 0
+                  : last_end > s->bwd_end_ms ? last_end - s->bwd_end_ms : 0;
+  for (int k = 0; k < d->nparam_issued; k++) {
+    int i = d->param_order[k];
+    ddp_op_time *o = &d->param_times[k];
+    o->bucket = i;
+    TRY(dp_event_ms(t0, &d->ev_pstart[i], &o->start_ms));
+    TRY(dp_event_ms(t0, &d->ev_pend[i], &o->end_ms));
+    s->param_comm_ms += o->end_ms - o->start_ms;
+  }
+  s->nparam_ops = d->nparam_issued;
+  s->param_ops = d->param_times;
+  double a, b;
+  TRY(dp_event_ms(t0, &d->ev_opt0, &a));
+  TRY(dp_event_ms(t0, &d->ev_opt_end, &b));
+  s->opt_ms = b - a;
+  s->grad_bytes = d->grad_bytes;
+  s->param_bytes = d->param_bytes;
+  s->wire_bytes = d->wire_bytes;
+  for (int i = 0; i < d->plan.nb; i++) s->nbuckets += d->plan.b[i].active;
+  if (d->world == 1) s->nbuckets = 0;
+  s->state_elems = d->state_elems;
+  return 0;
+}

@@ -1,0 +1,106 @@
+/* Data-parallel training over W ranks, and optimizer-state sharding.
+ *
+ * A step on every rank:
+ *     ddp_begin_step        zero gradients, arm the buckets
+ *     forward on this rank's slice of the global batch (B/W sequences)
+ *     ddp_mark_backward     (optional: timeline only)
+ *     backward              hooks fire as each gradient is final
+ *     ddp_finish_gradient_synchronization
+ *     ddp_optimizer_step
+ * Weights are broadcast from rank 0 by ddp_create, so ranks start equal.
+ * Each rank's loss is the mean over its slice; the gradient of the global
+ * mean is the average of the ranks' gradients, so every bucket is scaled by
+ * 1/W (on the compute stream, just before it is sent) and summed.
+ *
+ * Strategies (how gradients are averaged):
+ *   naive     after backward, one all-reduce per parameter tensor
+ *   flat      after backward, one all-reduce of the whole flat buffer
+ *   overlap   one all-reduce per tensor, started from the backward hook the
+ *             moment that tensor's gradient is final
+ *   bucketed  tensors grouped in reverse order into buckets of at most
+ *             bucket_mib MiB (2^20 bytes, as PyTorch's bucket_cap_mb), each
+ *             bucket's all-reduce started when its last gradient is final
+ * Optimizers:
+ *   adamw     the model's own AdamW, full state on every rank
+ *   sharded   the handout's form: whole tensors assigned to ranks
+ *             (contiguous runs balanced by size); each rank keeps AdamW
+ *             state for its own, updates them, then each owner broadcasts
+ *             its updated run. Gradients are all-reduced by any strategy.
+ *   zero1     ZeRO stage 1: each bucket is reduce-scattered (in place)
+ *             instead of all-reduced, AdamW runs on this rank's chunk of
+ *             every bucket, and the chunks are all-gathered (in place).
+ *             Allowed with flat and bucketed only (ddp_check_combination).
+ * Everything communicated is fp32: gradients (fp32 in every precision, the
+ * project's mixed-precision policy keeps master weights and gradients fp32)
+ * and parameters. At world size 1 nothing is communicated and every
+ * optimizer is the model's own: the single-GPU baseline.
+ *
+ * On GPUs (NCCL comm, CUDA engine): collectives run on the communicator's
+ * stream, each ordered after the compute stream by an event recorded in the
+ * hook (cudaEventRecord / cudaStreamWaitEvent), never by a host wait; the
+ * compute stream waits the same way for the communication before the
+ * optimizer and before the next forward. Wait handles are released at the
+ * next ddp_begin_step (complete by then when the caller synchronised).
+ * On CPUs (MPI comm, CPU engine) collectives are MPI non-blocking calls
+ * completed in finish / optimizer_step. */
+#ifndef TL_DDP_H
+#define TL_DDP_H
+
+#include "collective/comm.h"
+#include "parallel/dp_model.h"
+
+typedef enum { DDP_NAIVE, DDP_FLAT, DDP_OVERLAP, DDP_BUCKETED } ddp_strategy;
+typedef enum { DDP_OPT_ADAMW, DDP_OPT_SHARDED, DDP_OPT_ZERO1 } ddp_optimizer;
+
+extern const char *const ddp_strategy_names[];    /* NULL-terminated */
+extern const char *const ddp_optimizer_names[];
+int ddp_strategy_parse(const char *s, ddp_strategy *out);   /* -1: unknown */
+int ddp_optimizer_parse(const char *s, ddp_optimizer *out);
+/* 0 if the combination is allowed, else -1 with "what is wrong (allowed:
+ * ...)" in err. bucket_mib must be > 0 for bucketed and 0 otherwise. */
+int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
+                          char *err, size_t n);
+
+typedef struct ddp ddp;
+
+int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
+               double bucket_mib, ddp_optimizer o, const adamw_config *opt);
+void ddp_destroy(ddp *d);
+int ddp_begin_step(ddp *d);
+int ddp_mark_backward(ddp *d);
+int ddp_finish_gradient_synchronization(ddp *d);
+int ddp_optimizer_step(ddp *d);
+
+/* What the last step did, read after the caller synchronised the engine
+ * (eng_sync) following ddp_optimizer_step. Times in ms from the step's
+ * start (ddp_begin_step); GPU times from CUDA events on the streams, CPU
+ * times from the wall clock (a CPU collective's end is when its wait
+ * returned). */
+typedef struct ddp_op_time {
+  int bucket;            /* bucket index, or owner rank for a broadcast */
+  double start_ms, end_ms;
+} ddp_op_time;
+
+typedef struct ddp_step_info {
+  double bwd_start_ms, bwd_end_ms;   /* end: finish_gradient_sync called */
+  int nhooks;
+  const int *hook_view;              /* [nhooks] views in hook order */
+  const double *hook_ms;             /* [nhooks] when each was final */
+  int ngrad_ops, nparam_ops;
+  const ddp_op_time *grad_ops;       /* gradient collectives, issue order */
+  const ddp_op_time *param_ops;      /* parameter broadcasts / all-gathers */
+  double grad_comm_ms;     /* sum of the gradient collectives' durations */
+  double exposed_ms;       /* last gradient collective's end - bwd_end (>= 0) */
+  double opt_ms;           /* optimizer start to its last collective's end */
+  double param_comm_ms;    /* sum of the parameter collectives' durations */
+  double grad_bytes, param_bytes;    /* bytes handed to collectives, per rank */
+  double wire_bytes;       /* bytes each rank sends per step, ring
+                              algorithms: all-reduce 2(W-1)/W S, reduce-
+                              scatter and all-gather (W-1)/W S, broadcast
+                              of S from one owner: (W-1)/W S averaged */
+  int nbuckets;            /* active gradient collectives per step */
+  size_t state_elems;      /* AdamW moments elements each (m and v) here */
+} ddp_step_info;
+int ddp_step_info_get(ddp *d, ddp_step_info *info);
+
+#endif

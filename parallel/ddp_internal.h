@@ -1,0 +1,63 @@
+/* What the files of parallel/ddp*.c share: the container's state. */
+#ifndef TL_DDP_INTERNAL_H
+#define TL_DDP_INTERNAL_H
+
+#include "parallel/buckets.h"
+#include "parallel/ddp.h"
+#include "parallel/dp_events.h"
+
+struct ddp {
+  comm *c;
+  dp_model m;
+  engine *e;
+  int rank, world;
+  ddp_strategy strategy;
+  ddp_optimizer opt;
+  adamw_config hp;
+  int gpu;                 /* CUDA engine + NCCL: events on streams */
+  void *cstream, *kstream; /* compute (engine) and communication streams */
+  int *has_grad;           /* [nviews] */
+  dp_plan plan;
+  int in_hook;             /* strategies that launch from the hook */
+  long long step;          /* optimizer steps taken */
+
+  /* Gradient collectives: one slot per bucket. */
+  comm_req **grad_req;     /* [nb] */
+  dp_event *ev_ready;      /* [nb] compute: the bucket is scaled and final */
+  dp_event *ev_cstart, *ev_cend;   /* [nb] comm stream around the op */
+  int *issue_order;        /* [nb] bucket indices in issue order */
+  int nissued;
+
+  /* Parameter collectives (sharded: one broadcast per owner; zero1: one
+   * all-gather per bucket). */
+  int nparam_slots;        /* max(nb, world) */
+  comm_req **param_req;
+  dp_event *ev_pready, *ev_pstart, *ev_pend;
+  int *param_order;
+  int nparam_issued;
+
+  /* Backward timeline. */
+  dp_event *ev_view;       /* [nviews] compute, at each hook */
+  int *hook_view;          /* [nviews] */
+  int nhooks;
+  dp_event ev_step0, ev_bwd0, ev_bwd_end, ev_comm_done, ev_opt0,
+      ev_param_done, ev_opt_end;
+
+  /* Sharded optimizers: this rank's AdamW moments ("adam_m", "adam_v"). */
+  float *m_state, *v_state;
+  size_t state_elems;
+  int *owner;              /* sharded: [nviews] owning rank */
+  size_t *own_lo, *own_hi; /* sharded: [world] flat range of each owner */
+
+  /* Step information scratch (ddp_step_info_get). */
+  double *hook_ms;
+  ddp_op_time *grad_times, *param_times;
+  double grad_bytes, param_bytes, wire_bytes;
+};
+
+/* ddp_optim.c */
+int ddp_optim_setup(ddp *d);
+int ddp_optim_step(ddp *d);
+void ddp_optim_free(ddp *d);
+
+#endif

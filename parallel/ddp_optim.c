@@ -1,0 +1,189 @@
+/* The optimizers of ddp.h after the gradients are averaged.
+ *
+ * adamw:   the model's own step over everything (state on every rank).
+ * sharded: views are split into W contiguous runs balanced by the number of
+ *          elements with gradients; rank r keeps m, v for the views with
+ *          gradients of run r (laid out in view order), updates them, and
+ *          broadcasts its run's parameters (root r) to the others.
+ * zero1:   rank r keeps m, v for chunk r of every reduce-scatter bucket and
+ *          for the whole tail (buckets.h: the state layout), updates those
+ *          elements of views with gradients, and all-gathers each bucket's
+ *          chunks in place; the tail was all-reduced and is updated the same
+ *          way on every rank.
+ * AdamW is elementwise, so updating a slice with its own m, v gives the
+ * same numbers as the unsharded step over the whole buffer.
+ * Ordering (GPU): a bucket's all-gather waits for its AdamW on the compute
+ * stream (event), so the all-gather of one bucket overlaps the AdamW of the
+ * next; the compute stream waits for the last parameter collective. */
+#include "config.h"
+#include "parallel/ddp_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+
+int ddp_optim_setup(ddp *d) {
+  const dp_model *m = &d->m;
+  int nv = m->nviews, W = d->world;
+  if (d->opt == DDP_OPT_SHARDED) {
+    d->owner = calloc((size_t)(nv ? nv : 1), sizeof(int));
+    d->own_lo = calloc((size_t)W, sizeof(size_t));
+    d->own_hi = calloc((size_t)W, sizeof(size_t));
+    if (!d->owner || !d->own_lo || !d->own_hi)
+      FAIL(ERR_OOM, "ddp: out of host memory for the owner table");
+    double total = 0, cum = 0;
+    for (int v = 0; v < nv; v++)
+      if (d->has_grad[v]) total += (double)m->views[v].numel;
+    int r = 0;
+    for (int v = 0; v < nv; v++) {
+      d->owner[v] = r;
+      size_t lo = m->views[v].offset, hi = lo + m->views[v].numel;
+      if (d->own_hi[r] == d->own_lo[r]) d->own_lo[r] = lo;
+      d->own_hi[r] = hi;
+      if (d->has_grad[v]) {
+        cum += (double)m->views[v].numel;
+        if (r == d->rank) d->state_elems += m->views[v].numel;
+      }
+      if (r < W - 1 && cum >= total * (r + 1) / W) r++;
+    }
+  } else if (d->opt == DDP_OPT_ZERO1) {
+    d->state_elems = d->plan.state_elems;
+  } else {
+    return 0;
+  }
+  size_t bytes = d->state_elems * sizeof(float);
+  void *p = NULL;
+  TRY(eng_alloc(d->e, bytes ? bytes : sizeof(float), "adam_m", &p));
+  d->m_state = p;
+  TRY(eng_alloc(d->e, bytes ? bytes : sizeof(float), "adam_v", &p));
+  d->v_state = p;
+  TRY(eng_memset0(d->e, d->m_state, bytes));
+  TRY(eng_memset0(d->e, d->v_state, bytes));
+  return 0;
+}
+
+void ddp_optim_free(ddp *d) {
+  if (d->m_state) eng_free(d->e, d->m_state);
+  if (d->v_state) eng_free(d->e, d->v_state);
+  free(d->owner);
+  free(d->own_lo);
+  free(d->own_hi);
+}
+
+static int adamw(ddp *d, size_t lo, size_t n, size_t state_at) {
+  const adamw_config *o = &d->hp;
+  return k_adamw(d->e, d->m.params + lo, d->m.grads + lo, d->m_state + state_at,
+                 d->v_state + state_at, n, o->lr, o->beta1, o->beta2, o->eps,
+                 o->weight_decay, d->step + 1);
+}
+
+/* AdamW on the elements of [lo, hi) that belong to views with gradients,
+ * whose state starts at state_at for element lo; adjacent pieces are one
+ * call. */
+static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
+  size_t run_lo = 0, run_hi = 0;
+  for (int v = 0; v < d->m.nviews; v++) {
+    if (!d->has_grad[v]) continue;
+    size_t s = d->m.views[v].offset, e = s + d->m.views[v].numel;
+    if (s < lo) s = lo;
+    if (e > hi) e = hi;
+    if (s >= e) continue;
+    if (run_hi > run_lo && s == run_hi) {
+      run_hi = e;
+      continue;
+    }
+    if (run_hi > run_lo)
+      TRY(adamw(d, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+    run_lo = s;
+    run_hi = e;
+  }
+  if (run_hi > run_lo)
+    TRY(adamw(d, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+  return 0;
+}
+
+/* A parameter collective in slot k, after the compute stream's work. */
+static int param_op_begin(ddp *d, int k) {
+  TRY(dp_event_record(&d->ev_pready[k], d->kstream));
+  TRY(dp_stream_wait(d->cstream, &d->ev_pready[k]));
+  TRY(dp_event_record(&d->ev_pstart[k], d->cstream));
+  ASSERT(d->param_req[k] == NULL);
+  return 0;
+}
+
+static int param_op_end(ddp *d, int k) {
+  if (d->gpu) TRY(dp_event_record(&d->ev_pend[k], d->cstream));
+  d->param_order[d->nparam_issued++] = k;
+  return 0;
+}
+
+static int sharded_step(ddp *d) {
+  const dp_model *m = &d->m;
+  /* This rank's state is its views with gradients, in view order. */
+  size_t at = 0;
+  for (int v = 0; v < m->nviews; v++) {
+    if (d->owner[v] != d->rank || !d->has_grad[v]) continue;
+    TRY(adamw(d, m->views[v].offset, m->views[v].numel, at));
+    at += m->views[v].numel;
+  }
+  for (int r = 0; r < d->world; r++) {
+    size_t lo = d->own_lo[r], n = d->own_hi[r] - d->own_lo[r];
+    if (n == 0) continue;
+    TRY(param_op_begin(d, r));
+    TRY(comm_broadcast_f32(d->c, m->params + lo, n, r, &d->param_req[r]));
+    d->param_bytes += (double)n * 4;
+    d->wire_bytes += (double)n * 4 * (d->world - 1) / d->world;
+    TRY(param_op_end(d, r));
+  }
+  return 0;
+}
+
+static int zero1_step(ddp *d) {
+  size_t W = (size_t)d->world;
+  for (int i = 0; i < d->plan.nb; i++) {
+    dp_bucket *b = &d->plan.b[i];
+    if (!b->active) continue;
+    if (b->tail) {
+      TRY(adamw_range(d, b->start, b->start + b->count, b->state_off));
+      continue;
+    }
+    size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
+    TRY(adamw_range(d, lo, lo + chunk, b->state_off));
+    TRY(param_op_begin(d, i));
+    TRY(comm_allgather_f32(d->c, d->m.params + lo, d->m.params + b->start,
+                           chunk, &d->param_req[i]));
+    d->param_bytes += (double)b->count * 4;
+    d->wire_bytes += (double)b->count * 4 * (W - 1) / W;
+    TRY(param_op_end(d, i));
+  }
+  return 0;
+}
+
+int ddp_optim_step(ddp *d) {
+  if (d->opt == DDP_OPT_ADAMW) {
+    TRY(d->m.adamw_step(d->m.impl, &d->hp));
+    d->step++;
+    return 0;
+  }
+  if (d->opt == DDP_OPT_SHARDED)
+    TRY(sharded_step(d));
+  else
+    TRY(zero1_step(d));
+  d->step++;
+  if (d->m.set_step_count) d->m.set_step_count(d->m.impl, d->step);
+  if (d->gpu) {
+    TRY(dp_event_record(&d->ev_param_done, d->cstream));
+    TRY(dp_stream_wait(d->kstream, &d->ev_param_done));
+    return 0;
+  }
+  for (int k = 0; k < d->nparam_issued; k++) {
+    int i = d->param_order[k];
+    comm_req *q = d->param_req[i];
+    d->param_req[i] = NULL;
+    TRY(comm_wait(d->c, q));
+    TRY(dp_event_record(&d->ev_pend[i], NULL));
+  }
+  TRY(dp_event_record(&d->ev_param_done, NULL));
+  return 0;
+}

@@ -1,0 +1,77 @@
+/* dp_events.h: CUDA events when built with CUDA and a stream is given,
+ * the wall clock otherwise. */
+#include "config.h"
+#include "parallel/dp_events.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#include "common/check.h"
+#include "common/clock.h"
+
+#ifdef HAVE_CUDA
+#include "common/check_cuda.h"
+#endif
+
+int dp_event_init(dp_event *x, int gpu) {
+  x->ev = NULL;
+  x->t = 0;
+  x->recorded = 0;
+  if (!gpu) return 0;
+#ifdef HAVE_CUDA
+  cudaEvent_t e;
+  CHECK_CUDA(cudaEventCreate(&e));
+  x->ev = e;
+  return 0;
+#else
+  FAIL(ERR_FAIL, "dp_event_init: built without CUDA");
+#endif
+}
+
+void dp_event_destroy(dp_event *x) {
+#ifdef HAVE_CUDA
+  if (x->ev) cudaEventDestroy((cudaEvent_t)x->ev);
+#endif
+  x->ev = NULL;
+}
+
+void dp_event_clear(dp_event *x) { x->recorded = 0; }
+
+int dp_event_record(dp_event *x, void *stream) {
+  x->recorded = 1;
+#ifdef HAVE_CUDA
+  if (x->ev && stream) {
+    CHECK_CUDA(cudaEventRecord((cudaEvent_t)x->ev, (cudaStream_t)stream));
+    return 0;
+  }
+#endif
+  ASSERT(x->ev == NULL && stream == NULL);
+  x->t = clock_now_s();
+  return 0;
+}
+
+int dp_stream_wait(void *stream, const dp_event *x) {
+#ifdef HAVE_CUDA
+  if (stream && x->ev) {
+    CHECK_CUDA(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)x->ev, 0));
+  }
+#endif
+  return 0;
+}
+
+int dp_event_ms(const dp_event *from, const dp_event *to, double *ms) {
+  *ms = NAN;
+  if (!from->recorded || !to->recorded) return 0;
+#ifdef HAVE_CUDA
+  if (from->ev && to->ev) {
+    float f = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&f, (cudaEvent_t)from->ev,
+                                    (cudaEvent_t)to->ev));
+    *ms = f;
+    return 0;
+  }
+#endif
+  ASSERT(from->ev == NULL && to->ev == NULL);
+  *ms = (to->t - from->t) * 1e3;
+  return 0;
+}

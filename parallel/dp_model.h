@@ -1,0 +1,47 @@
+/* What data parallelism needs from a model: the interface both the LM
+ * (model/model.h) and the handout's toy (model/toy.h) satisfy, so the
+ * strategies of parallel/ddp.h are written once.
+ *
+ * A model here is one flat parameter buffer and one flat gradient buffer of
+ * `nparams` fp32 elements in engine memory, a table of named views (offset,
+ * numel) into both, and a backward that calls a hook as each view's
+ * gradient becomes final (model_grad_hook, model.h). Views without a
+ * gradient (frozen, or unused by forward) stay zero in the gradient buffer,
+ * are never communicated for their gradient and never updated.
+ *
+ * The forward/backward itself is the caller's: the batch types differ
+ * (token ids for the LM, float rows for the toy), and the caller knows which
+ * slice of the global batch its rank takes. */
+#ifndef TL_DP_MODEL_H
+#define TL_DP_MODEL_H
+
+#include <stddef.h>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+typedef struct dp_model {
+  void *impl;                       /* the model itself */
+  engine *e;
+  float *params, *grads;            /* [nparams] each, engine memory */
+  size_t nparams;
+  const tensor_view *views;
+  int nviews;
+  int (*has_grad)(void *impl, int view);
+  int (*zero_grad)(void *impl);
+  void (*set_grad_hook)(void *impl, model_grad_hook fn, void *arg);
+  /* The model's own (unsharded) AdamW over every view with a gradient. */
+  int (*adamw_step)(void *impl, const adamw_config *o);
+  /* Steps taken by the model's own optimizer, and setting it (a sharded
+   * optimizer keeps the count the model would have); may be NULL. */
+  long long (*step_count)(void *impl);
+  void (*set_step_count)(void *impl, long long step);
+} dp_model;
+
+/* The LM: every view has a gradient. */
+void dp_model_lm(dp_model *d, model *m);
+/* The toy (model/toy.h), built on engine e. */
+struct toy;
+void dp_model_toy(dp_model *d, struct toy *t, engine *e);
+
+#endif

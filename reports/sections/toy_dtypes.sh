@@ -1,0 +1,99 @@
+#!/bin/sh
+# Writeup section benchmarking_mixed_precision (a): the dtype of each tensor
+# of the handout's ToyModel in one training step, measured by running it
+# (kind toy_dtypes: the toy records what each tensor was stored or read in),
+# next to PyTorch autocast with fp16, and why they differ.
+# Reads every toy_dtypes CSV there is: CSV (what mkreport.sh passes: the
+# CPU row's toy_dtypes_cpu.csv under make report), DATA/toy_dtypes.csv (the
+# GPU rows) and DATA/toy_dtypes_cpu.csv. Environment as for every section.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+tool() { "$CSVTOOL" "$@"; }
+files=""
+for f in "${CSV:-}" "$DATA/toy_dtypes.csv" "$DATA/toy_dtypes_cpu.csv"; do
+  [ -n "$f" ] && [ -f "$f" ] || continue
+  case " $files " in *" $f "*) continue ;; esac
+  files="$files $f"
+done
+
+echo "## benchmarking_mixed_precision (a): the toy model's dtypes"
+echo
+nok=0
+for f in $files; do nok=$((nok + $(tool count "$f" --where status=ok))); done
+if [ "$nok" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/toy_dtypes.cfg\` (GPU) and"
+  echo "\`./runner experiments/toy_dtypes_cpu.cfg\`._"
+  echo
+  exit 0
+fi
+
+cat <<'TEXT'
+The handout's ToyModel (fc1 without bias, ReLU, LayerNorm(10), fc2 without
+bias) with a mean squared error, one training step (zero_grad, forward,
+backward, AdamW). Each dtype below is what the toy recorded while it ran:
+for the weights, the precision the matrix products were called with (the
+form they read them in); for every other tensor, the dtype of the buffer it
+was written to. The PyTorch row is autocast(float16) on a GPU, from its
+documented op lists (linear/matmul run in fp16 and return fp16; layer_norm
+and mse_loss are autocast to fp32), the handout's expected answer.
+
+TEXT
+
+name() {
+  case $1 in
+    0) printf 'fp32' ;;
+    1) printf 'bf16' ;;
+    2) printf 'fp16' ;;
+    *) printf 'not recorded' ;;
+  esac
+}
+echo "| run | weights as the products read them | fc1 output | LayerNorm output | logits | loss | gradients | master weights |"
+echo "|---|---|---|---|---|---|---|---|"
+for f in $files; do
+  tool distinct "$f" --cols backend,precision --where status=ok --sort -backend,precision --sep '|' |
+  while IFS='|' read -r b p; do
+    [ -n "$b" ] || continue
+    line="| ours, $b, $p"
+    for c in param fc1_out ln_out logits loss grads master; do
+      code=$(tool value "$f" --col ${c}_dtype --where status=ok --where backend="$b" \
+               --where precision="$p" --sort -utc --agg first --fmt %.0f)
+      line="$line | $(name "$code")"
+    done
+    echo "$line |"
+  done
+done
+echo "| PyTorch autocast(float16), GPU | fp16 (fp32 parameters, cast for each matmul) | fp16 | fp32 | fp16 | fp32 | fp32 | fp32 |"
+echo
+
+gpu=""
+[ -f "$DATA/toy_dtypes.csv" ] && gpu=$(tool value "$DATA/toy_dtypes.csv" --col fc1_out_dtype \
+  --where status=ok --where precision=fp16 --sort -utc --agg first --default "" --fmt %.0f)
+if [ -z "$gpu" ]; then
+  echo "_The GPU rows (bf16, fp16) are not measured yet: run"
+  echo "\`./runner experiments/toy_dtypes.cfg\` on a GPU._"
+  echo
+fi
+
+cat <<'TEXT'
+Why ours differ from autocast: our mixed-precision policy (README, "Precision
+policy") rounds only the *inputs* of each matrix product to fp16 or bf16; the
+product accumulates in fp32 and is written in fp32 (cuBLAS GemmEx with fp16
+inputs and an fp32 output), so fc1's output and the logits stay fp32, where
+autocast keeps the product's output in fp16. Everything else matches: the
+parameters themselves (master weights), their gradients and the AdamW state
+are fp32 in both, and LayerNorm and the loss compute in fp32 in both (autocast
+lists them as fp32 ops because their reductions are sensitive: the mean and
+variance over a row, and the sum of squared errors). Keeping the product
+outputs in fp32 costs memory traffic (4 bytes per activation instead of 2)
+but spares one rounding per activation, and it means no operation downstream
+ever sees a 16-bit value, so LayerNorm needs no special treatment in our
+code. LayerNorm's sensitive parts are the mean and the variance (a sum of
+squares that can overflow fp16's 65504 or lose small terms) and the division
+by sqrt(var + eps) (eps = 1e-5 is below fp16's smallest normal, 6.1e-5).
+With bf16 the range problem goes away (fp32's exponent range), but its 8
+significant bits make those sums coarse, so LayerNorm is still best computed
+in fp32, as PyTorch's autocast does for bf16 too.
+
+TEXT

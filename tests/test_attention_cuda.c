@@ -1,0 +1,182 @@
+/* Attention on the CUDA engine against the CPU engine: both
+ * implementations (cuBLAS materialised, FlashAttention-2 kernels) in f32,
+ * bf16 and f16, on the course's test shape (batch 4 x 1 head, 128 queries,
+ * 128 keys, d 64, causal and not) and on odd shapes (lengths that are not
+ * multiples of any tile, Tq < Tk, Tq > Tk, one query, every head dim 16, 32,
+ * 64, 128, a long causal sequence that crosses many tiles).
+ *
+ * Each case draws fresh random inputs (never zero), rounds them to the
+ * dtype on the GPU and brings the rounded values back, so the reference
+ * (the CPU engine's materialised f32 path, itself checked against double
+ * loops and finite differences by test_attention) sees exactly the GPU's
+ * inputs. Outputs are poisoned with NaN first: an unwritten element fails.
+ *
+ * Tolerance per tensor (O, L, dQ, dK, dV): max |gpu - cpu| <= tol * max
+ * |cpu|. f32 1e-4 (fp32 sums in another order, exp2 vs exp); f16 5e-3 and
+ * bf16 2e-2: P and dS are rounded to 11 / 8 significant bits before their
+ * products and the outputs are stored in the dtype (u = 4.9e-4 / 3.9e-3,
+ * a few u after accumulation); the course asks for 1e-2 at its shape.
+ * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
+#include "config.h"
+#include "tests/testlib.h"
+#include "kernels/kernels.h"
+#include "common/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static engine *CPU, *GPU;
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) { fprintf(stderr, "test_attention_cuda: malloc\n"); exit(99); }
+  return p;
+}
+
+/* A GPU tensor of dtype dt holding `host` rounded to dt; host gets the
+ * rounded values back (what the reference must see). */
+static void *to_gpu(float *host, size_t n, dtype dt) {
+  void *f, *d;
+  hard(eng_alloc(GPU, n * 4, "test", &f), "eng_alloc");
+  hard(eng_alloc(GPU, n * dtype_size(dt), "test", &d), "eng_alloc");
+  hard(eng_upload(GPU, f, host, n * 4), "eng_upload");
+  if (dt == DT_F32) hard(eng_upload(GPU, d, host, n * 4), "eng_upload");
+  else hard(k_cast(GPU, f, DT_F32, d, dt, n), "k_cast");
+  if (dt != DT_F32) hard(k_cast(GPU, d, dt, f, DT_F32, n), "k_cast");
+  hard(eng_download(GPU, host, f, n * 4), "eng_download");
+  eng_free(GPU, f);
+  return d;
+}
+
+static float *to_host(const void *d, size_t n, dtype dt) {
+  float *h = xmalloc(n * 4);
+  if (dt == DT_F32) {
+    hard(eng_download(GPU, h, d, n * 4), "eng_download");
+    return h;
+  }
+  void *f;
+  hard(eng_alloc(GPU, n * 4, "test", &f), "eng_alloc");
+  hard(k_cast(GPU, d, dt, f, DT_F32, n), "k_cast");
+  hard(eng_download(GPU, h, f, n * 4), "eng_download");
+  eng_free(GPU, f);
+  return h;
+}
+
+static float *random_host(size_t n) {
+  float *x = xmalloc(n * 4);
+  for (size_t i = 0; i < n; i++) x[i] = frand(1.0f);
+  return x;
+}
+
+static void *nan_gpu(size_t n, dtype dt) {
+  float *h = xmalloc(n * 4);
+  for (size_t i = 0; i < n; i++) h[i] = NAN;
+  void *d = to_gpu(h, n, dt);
+  free(h);
+  return d;
+}
+
+static double rel_err(const float *a, const float *b, size_t n) {
+  double m = 0, d = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!(a[i] == a[i])) return INFINITY;
+    m = fmax(m, fabs(b[i]));
+    d = fmax(d, fabs((double)a[i] - b[i]));
+  }
+  return m > 0 ? d / m : d;
+}
+
+static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
+                int causal) {
+  size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh, nl = (size_t)bh * tq;
+  float scale = 1.0f / sqrtf((float)dh);
+  float *hq = random_host(nq), *hk = random_host(nk), *hv = random_host(nk),
+        *hg = random_host(nq);
+  for (size_t i = 0; i < nq; i++) hq[i] *= 2.0f;   /* a peakier softmax */
+  void *q = to_gpu(hq, nq, dt), *k = to_gpu(hk, nk, dt), *v = to_gpu(hv, nk, dt),
+       *g = to_gpu(hg, nq, dt);
+  void *o = nan_gpu(nq, dt), *dq = nan_gpu(nq, dt), *dk = nan_gpu(nk, dt),
+       *dv = nan_gpu(nk, dt), *P = NULL;
+  float *lse = nan_gpu(nl, DT_F32);
+  if (impl == ATTN_MATERIALIZED) P = nan_gpu((size_t)bh * tq * tk, dt);
+  int rc = k_attention_fwd(GPU, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
+                           causal, scale, dt);
+  if (rc == 0)
+    rc = k_attention_bwd(GPU, impl, q, k, v, o, g, lse, P, dq, dk, dv, bh, tq,
+                         tk, dh, causal, scale, dt);
+  if (rc == 0) rc = eng_sync(GPU);
+  char what[160];
+  snprintf(what, sizeof what, "%s %s bh=%d tq=%d tk=%d dh=%d causal=%d",
+           attn_impl_name(impl), dtype_name(dt), bh, tq, tk, dh, causal);
+  if (rc < 0) {
+    check(0, "%s: %s", what, err_msg());
+  } else {
+    /* The reference: the CPU engine's materialised path on the same values. */
+    float *ro = xmalloc(nq * 4), *rl = xmalloc(nl * 4),
+          *rp = xmalloc((size_t)bh * tq * tk * 4), *rq = xmalloc(nq * 4),
+          *rk = xmalloc(nk * 4), *rv = xmalloc(nk * 4);
+    hard(k_attention_fwd(CPU, ATTN_MATERIALIZED, hq, hk, hv, ro, rl, rp, bh,
+                         tq, tk, dh, causal, scale, DT_F32), "cpu fwd");
+    /* The GPU's backward saw dO rounded like its O; use its own O for D. */
+    hard(k_attention_bwd(CPU, ATTN_MATERIALIZED, hq, hk, hv, ro, hg, rl, rp,
+                         rq, rk, rv, bh, tq, tk, dh, causal, scale, DT_F32),
+         "cpu bwd");
+    float *go = to_host(o, nq, dt), *gl = to_host(lse, nl, DT_F32),
+          *gq = to_host(dq, nq, dt), *gk = to_host(dk, nk, dt),
+          *gv = to_host(dv, nk, dt);
+    double tol = dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 5e-3 : 2e-2;
+    double e[5] = {rel_err(go, ro, nq), rel_err(gl, rl, nl),
+                   rel_err(gq, rq, nq), rel_err(gk, rk, nk),
+                   rel_err(gv, rv, nk)};
+    static const char *const names[5] = {"O", "L", "dQ", "dK", "dV"};
+    double worst = 0;
+    int wi = 0;
+    for (int t = 0; t < 5; t++)
+      if (!(e[t] <= worst)) { worst = e[t]; wi = t; }
+    check(worst <= tol, "%s: worst rel err %.2e (%s) <= %.0e [O %.1e L %.1e "
+          "dQ %.1e dK %.1e dV %.1e]", what, worst, names[wi], tol, e[0], e[1],
+          e[2], e[3], e[4]);
+    free(ro); free(rl); free(rp); free(rq); free(rk); free(rv);
+    free(go); free(gl); free(gq); free(gk); free(gv);
+  }
+  void *bufs[] = {q, k, v, g, o, dq, dk, dv, lse, P};
+  for (int i = 0; i < 10; i++) eng_free(GPU, bufs[i]);
+  free(hq); free(hk); free(hv); free(hg);
+}
+
+int main(void) {
+  tl_seed(0xa77e7710ca11ull);
+  int rc = engine_cuda_create(&GPU, 0);
+  if (rc < 0) {
+    printf("SKIP: no GPU: %s\n", err_msg());
+    return 77;
+  }
+  hard(engine_cpu_create(&CPU, 0), "engine_cpu_create");
+  static const dtype dts[3] = {DT_F32, DT_BF16, DT_F16};
+  for (int m = 0; m < 2; m++)
+    for (int d = 0; d < 3; d++) {
+      attn_impl impl = m ? ATTN_FLASH : ATTN_MATERIALIZED;
+      for (int causal = 0; causal < 2; causal++) {
+        one(impl, dts[d], 4, 128, 128, 64, causal);   /* the course's shape */
+        one(impl, dts[d], 3, 37, 53, 16, causal);
+        one(impl, dts[d], 2, 131, 70, 32, causal);
+        one(impl, dts[d], 2, 200, 259, 64, causal);
+        one(impl, dts[d], 1, 1, 77, 128, causal);
+        one(impl, dts[d], 2, 190, 190, 128, causal);
+      }
+      one(impl, dts[d], 1, 1500, 1500, 64, 1);
+    }
+  /* Refusals: a head dim the flash kernels do not take. */
+  void *x;
+  hard(eng_alloc(GPU, 4096 * 4, "test", &x), "eng_alloc");
+  rc = k_attention_fwd(GPU, ATTN_FLASH, x, x, x, (char *)x + 2048, (float *)x,
+                       NULL, 1, 4, 4, 24, 0, 1.0f, DT_BF16);
+  check(rc == ERR_FAIL && strstr(err_msg(), "head dims 16, 32, 64, 128"),
+        "flash dh=24 on the GPU is refused with the allowed dims");
+  eng_free(GPU, x);
+  engine_destroy(GPU);
+  engine_destroy(CPU);
+  return tl_finish();
+}

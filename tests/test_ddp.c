@@ -1,0 +1,345 @@
+/* Data-parallel training and optimizer sharding against single-process
+ * training:
+ *
+ *   mpirun -np W tests/test_ddp [mpi|nccl]
+ *
+ * mpi: CPU engine on each rank; nccl: CUDA engine + NCCL, one GPU per rank
+ * (exit 77 when there are fewer GPUs than ranks or no CUDA build), in fp32
+ * and bf16 (mixed precision: the reference runs in the same precision).
+ *
+ * Model: an LM with awkward sizes (vocab 61, d_model 10, d_ff 21, 2 layers,
+ * 1 head; 3330 parameters) so that tensors of 10 elements straddle ZeRO-1's
+ * rounded bucket boundaries and n mod 4 = 2 elements form a tail. Ranks
+ * start from DIFFERENT weights (seed + rank): only the broadcast from rank
+ * 0 makes them equal. Global batch 4 sequences of 8 tokens, rank r takes
+ * sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random batches.
+ *
+ * The handout's toy (model/toy.h: fc1 10x10, LayerNorm, fc2 5x10, plus a
+ * frozen parameter and a trainable one forward never uses), 8 rows of
+ * random floats per step, goes through the same cases: its two parameters
+ * without gradient must keep rank 0's initial values everywhere.
+ *
+ * Cases: naive, flat, overlap, and bucketed with buckets of 0.0002 MiB
+ * (210 bytes: smaller than the toy's fc1, 400 bytes), 0.001 MiB (smaller
+ * than the LM's largest tensor, the 2440-byte embedding), 0.004 MiB and
+ * 100 MiB (larger than the model), each with the model's own AdamW and the
+ * handout's sharded optimizer; ZeRO-1 with flat and the four bucket sizes.
+ *
+ * Checks, per case:
+ * - every rank's weights are bit-for-bit rank 0's (each rank applies the
+ *   same update to the same reduced bytes);
+ * - rank 0's weights equal the single-process weights (same seed, whole
+ *   batch, the model's own AdamW) to 1e-6 absolute (bf16: 2e-4): the only difference is
+ *   the order of the sums behind each gradient (rank slices summed by the
+ *   collective instead of one product over all rows), ~1e-7 relative,
+ *   which AdamW's normalised update turns into ~lr * 1e-6 per step (measured:
+ *   3e-8). Without the broadcast or the averaging the error is ~lr = 1e-3.
+ *   bf16: cuBLAS may pick other algorithms for the smaller per-rank
+ *   products, and a product input can round to a neighbouring bf16 value.
+ * Also: the combinations ddp.h rejects are rejected; bucket plans cover
+ * the buffer exactly once. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collective/comm.h"
+#include "common/check.h"
+#include "model/model.h"
+#include "model/toy.h"
+#include "parallel/buckets.h"
+#include "parallel/ddp.h"
+#include "parallel/dp_model.h"
+#include "tests/testlib.h"
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+enum { B = 4, T = 8, STEPS = 3 };
+/* The toy: 8 rows of 10 features, 10 hidden, 5 outputs. */
+enum { TROWS = 8, TIN = 10, THID = 10, TOUT = 5 };
+static const uint64_t SEED = 1234;
+
+typedef struct {
+  comm *c;
+  comm_backend backend;
+  int rank, world;
+  dtype prec;
+  model_config cfg;
+  int toy;              /* 1: the toy model, 0: the LM */
+  int32_t ids[STEPS][B * T], tgt[STEPS][B * T];
+  float tx[STEPS][TROWS * TIN], ty[STEPS][TROWS * TOUT];
+  float *ref;           /* single-process weights after STEPS */
+  size_t n;
+} ctx;
+
+static int any_rank(int bad) {
+#ifdef HAVE_MPI
+  int out = 0;
+  MPI_Allreduce(&bad, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  return out;
+#else
+  return bad;
+#endif
+}
+
+static int new_engine(ctx *x, engine **e) {
+  if (x->backend == COMM_NCCL) return engine_cuda_create(e, comm_device(x->c));
+  return engine_cpu_create(e, 1);
+}
+
+/* The LM or the toy, holding `part` of the W parts of the global batch. */
+typedef struct net {
+  engine *e;
+  model *m;
+  toy *t;
+  dp_model dm;
+  int part, parts;
+} net;
+
+static void net_create(ctx *x, net *n, int part, int parts, uint64_t seed) {
+  memset(n, 0, sizeof *n);
+  n->part = part;
+  n->parts = parts;
+  hard(new_engine(x, &n->e), "engine");
+  if (x->toy) {
+    hard(toy_create(&n->t, n->e, TIN, THID, TOUT, TROWS / parts, x->prec),
+         "toy_create");
+    hard(toy_init(n->t, seed), "toy_init");
+    dp_model_toy(&n->dm, n->t, n->e);
+  } else {
+    hard(model_create(&n->m, n->e, &x->cfg, B / parts, T, x->prec),
+         "model_create");
+    hard(model_init(n->m, seed), "model_init");
+    dp_model_lm(&n->dm, n->m);
+  }
+}
+
+/* Forward and backward on this part of step k's batch; d marks backward. */
+static void net_fwd_bwd(ctx *x, net *n, int k, ddp *d) {
+  float loss;
+  if (x->toy) {
+    int r = TROWS / n->parts;
+    if (d) hard(ddp_mark_backward(d), "mark_backward");
+    hard(toy_forward_backward(n->t, x->tx[k] + n->part * r * TIN,
+                              x->ty[k] + n->part * r * TOUT, r, &loss),
+         "toy forward_backward");
+    return;
+  }
+  int b = B / n->parts, off = n->part * b * T;
+  hard(model_forward(n->m, x->ids[k] + off, x->tgt[k] + off, b, T, &loss),
+       "forward");
+  if (d) hard(ddp_mark_backward(d), "mark_backward");
+  hard(model_backward(n->m), "backward");
+}
+
+static void net_destroy(net *n) {
+  if (n->m) model_destroy(n->m);
+  if (n->t) toy_destroy(n->t);
+  engine_destroy(n->e);
+}
+
+static void reference(ctx *x) {
+  net n;
+  net_create(x, &n, 0, 1, SEED);
+  adamw_config o = adamw_defaults();
+  for (int s = 0; s < STEPS; s++) {
+    hard(n.dm.zero_grad(n.dm.impl), "zero_grad");
+    net_fwd_bwd(x, &n, s, NULL);
+    hard(n.dm.adamw_step(n.dm.impl, &o), "adamw");
+  }
+  x->n = n.dm.nparams;
+  x->ref = malloc(x->n * sizeof(float));
+  if (!x->ref) hard(ERR_OOM, "reference weights");
+  hard(eng_download(n.e, x->ref, n.dm.params, x->n * sizeof(float)),
+       "download");
+  net_destroy(&n);
+}
+
+/* Train with one configuration; 0 when every check passed on every rank. */
+static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o) {
+  char name[160];
+  snprintf(name, sizeof name, "%s %s: %s bucket %g MiB, optimizer %s, %d ranks",
+           x->toy ? "toy" : "LM", x->backend == COMM_NCCL ? "nccl" : "mpi",
+           ddp_strategy_names[s],
+           mib, ddp_optimizer_names[o], x->world);
+  if (x->prec != DT_F32)
+    snprintf(name + strlen(name), sizeof name - strlen(name), ", %s",
+             dtype_name(x->prec));
+  net n;
+  ddp *d;
+  net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
+  engine *e = n.e;
+  adamw_config hp = adamw_defaults();
+  hard(ddp_create(&d, x->c, &n.dm, s, mib, o, &hp), "ddp_create");
+  for (int k = 0; k < STEPS; k++) {
+    hard(ddp_begin_step(d), "begin_step");
+    net_fwd_bwd(x, &n, k, d);
+    hard(ddp_finish_gradient_synchronization(d), "finish_gradient_sync");
+    hard(ddp_optimizer_step(d), "optimizer_step");
+  }
+  hard(eng_sync(e), "sync");
+  ddp_step_info info;
+  hard(ddp_step_info_get(d, &info), "step_info");
+  float *w = malloc(x->n * sizeof(float)), *w0 = malloc(x->n * sizeof(float));
+  if (!w || !w0) hard(ERR_OOM, "weights");
+  hard(eng_download(e, w, n.dm.params, x->n * sizeof(float)), "download");
+  memcpy(w0, w, x->n * sizeof(float));
+#ifdef HAVE_MPI
+  MPI_Bcast(w0, (int)x->n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+#endif
+  double err = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    double dlt = fabs((double)w[i] - x->ref[i]);
+    if (!(dlt <= err)) err = dlt;
+  }
+  int same = memcmp(w, w0, x->n * sizeof(float)) == 0;
+  int ranks_differ = any_rank(!same);
+  double tol = x->prec == DT_F32 ? 1e-6 : 2e-4;
+  if (x->rank == 0) {
+    check(!ranks_differ, "%s: every rank's weights equal rank 0's bit for "
+          "bit", name);
+    check(err <= tol, "%s: weights match single-process training (max "
+          "|diff| %.3g, tolerance %.0e)", name, err, tol);
+    check(info.ngrad_ops == info.nbuckets && info.nbuckets > 0,
+          "%s: %d gradient collectives per step, one per active bucket (%d)",
+          name, info.ngrad_ops, info.nbuckets);
+  }
+  free(w);
+  free(w0);
+  ddp_destroy(d);
+  net_destroy(&n);
+}
+
+static void plans(void) {
+  /* 3 views of 10, 7, 5 elements; n = 22. */
+  tensor_view v[3] = {{"a", 0, 10, 1, {10, 0}}, {"b", 10, 7, 1, {7, 0}},
+                      {"c", 17, 5, 1, {5, 0}}};
+  int g[3] = {1, 0, 1};
+  dp_plan p;
+  hard(dp_plan_make(&p, v, 3, g, 22, 0, 1), "plan");
+  check(p.nb == 3 && p.b[1].active == 0 && p.b[0].count == 10 &&
+            p.b[2].start == 17,
+        "per-view plan: 3 buckets, the view without gradient inactive");
+  dp_plan_free(&p);
+  hard(dp_plan_make(&p, v, 3, g, 22, (size_t)-1, 1), "plan");
+  check(p.nb == 1 && p.b[0].start == 0 && p.b[0].count == 22 &&
+            p.b[0].pending == 2,
+        "flat plan: one bucket, two gradients pending");
+  dp_plan_free(&p);
+  hard(dp_plan_make(&p, v, 3, g, 22, 12, 4), "plan");
+  size_t covered = 0;
+  int ok = 1;
+  for (int i = 0; i < p.nb; i++) {
+    ok &= p.b[i].start == covered;
+    ok &= p.b[i].tail || p.b[i].count % 4 == 0;
+    covered += p.b[i].count;
+  }
+  check(ok && covered == 22 && p.b[p.nb - 1].tail &&
+            p.b[p.nb - 1].count == 2,
+        "ZeRO-1 plan over 4 ranks: buckets of multiples of 4 tile the "
+        "buffer, then a tail of 22 mod 4 = 2");
+  dp_plan_free(&p);
+}
+
+static void combinations(void) {
+  char err[256];
+  check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ZERO1, 0, err, sizeof err) != 0 &&
+            strstr(err, "allowed"),
+        "naive + zero1 refused: %s", err);
+  check(ddp_check_combination(DDP_FLAT, DDP_OPT_ADAMW, 25, err, sizeof err) != 0,
+        "bucket_mb with flat refused: %s", err);
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_SHARDED, 0, err, sizeof err) != 0,
+        "bucketed without a bucket size refused: %s", err);
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, err, sizeof err) == 0 &&
+            ddp_check_combination(DDP_OVERLAP, DDP_OPT_SHARDED, 0, err, sizeof err) == 0,
+        "bucketed + zero1 and overlap + sharded allowed");
+}
+
+static void batches(ctx *x) {
+  tl_seed(99);
+  for (int s = 0; s < STEPS; s++)
+    for (int i = 0; i < B * T; i++) {
+      x->ids[s][i] = (int32_t)(next_u64() % (uint64_t)x->cfg.vocab);
+      x->tgt[s][i] = (int32_t)(next_u64() % (uint64_t)x->cfg.vocab);
+    }
+  for (int s = 0; s < STEPS; s++) {
+    for (int i = 0; i < TROWS * TIN; i++) x->tx[s][i] = frand(1.0f);
+    for (int i = 0; i < TROWS * TOUT; i++) x->ty[s][i] = frand(1.0f);
+  }
+}
+
+static void all_cases(ctx *x) {
+  const double mibs[] = {0.0002, 0.001, 0.004, 100.0};
+  for (int o = DDP_OPT_ADAMW; o <= DDP_OPT_SHARDED; o++) {
+    one_case(x, DDP_NAIVE, 0, (ddp_optimizer)o);
+    one_case(x, DDP_FLAT, 0, (ddp_optimizer)o);
+    one_case(x, DDP_OVERLAP, 0, (ddp_optimizer)o);
+    for (int i = 0; i < 4; i++)
+      one_case(x, DDP_BUCKETED, mibs[i], (ddp_optimizer)o);
+  }
+  one_case(x, DDP_FLAT, 0, DDP_OPT_ZERO1);
+  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ZERO1);
+}
+
+int main(int argc, char **argv) {
+#ifdef HAVE_MPI
+  MPI_Init(&argc, &argv);
+#endif
+  ctx x;
+  memset(&x, 0, sizeof x);
+  x.backend = COMM_MPI;
+  if (argc > 1 && comm_backend_parse(argv[1], &x.backend) != 0) {
+    fprintf(stderr, "usage: test_ddp [mpi|nccl]\n");
+    return 99;
+  }
+  int rc = comm_open(&x.c, x.backend);
+  if (rc < 0) {
+    fprintf(stderr, "test_ddp: cannot open %s: %s\n", argv[1] ? argv[1] : "mpi",
+            err_msg());
+#ifdef HAVE_MPI
+    MPI_Finalize();
+#endif
+    return x.backend == COMM_NCCL ? 77 : 99;
+  }
+  x.rank = comm_rank(x.c);
+  x.world = comm_size(x.c);
+  if (B % x.world != 0) {
+    fprintf(stderr, "test_ddp: %d ranks do not divide the batch of %d\n",
+            x.world, B);
+    return 99;
+  }
+  model_config_by_name("nano", &x.cfg);
+  x.cfg.vocab = 61;
+  x.cfg.d_model = 10;
+  x.cfg.d_ff = 21;
+  x.cfg.layers = 2;
+  x.cfg.heads = 1;
+  batches(&x);
+  if (x.rank == 0) {
+    plans();
+    combinations();
+  }
+  dtype precs[] = {DT_F32, DT_BF16};
+  int nprec = x.backend == COMM_NCCL ? 2 : 1;
+  for (int p = 0; p < nprec; p++) {
+    x.prec = precs[p];
+    for (x.toy = 0; x.toy <= 1; x.toy++) {
+      free(x.ref);
+      x.ref = NULL;
+      reference(&x);
+      all_cases(&x);
+    }
+  }
+  free(x.ref);
+  comm_close(x.c);
+  int status = x.rank == 0 ? tl_finish() : 0;
+#ifdef HAVE_MPI
+  status = any_rank(status != 0) ? 1 : 0;
+  MPI_Finalize();
+#endif
+  return status;
+}
