@@ -251,27 +251,28 @@ static int timeline(bench *x, result *r) {
     buf[k++] = s->param_ops[i].end_ms;
   }
   int ranks = x->world < 2 ? 1 : 2;
-  for (int q = 0; q < ranks; q++) {
+#ifdef HAVE_MPI
+  if (x->rank == 1) {
+    CHECK_MPI(MPI_Send(&len, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Send(buf, len, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD));
+  }
+#endif
+  for (int q = 0; q < ranks && x->rank == 0; q++) {
     double *t = buf;
-    int n = len, rc = 0;
+    int n = len;
 #ifdef HAVE_MPI
     if (q == 1) {
-      if (x->rank == 1) {
-        CHECK_MPI(MPI_Send(&len, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
-        CHECK_MPI(MPI_Send(buf, len, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD));
-        break;
-      }
-      if (x->rank != 0) break;
       CHECK_MPI(MPI_Recv(&n, 1, MPI_INT, 1, 7, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE));
-      t = malloc((size_t)n * sizeof *t);
-      if (!t) rc = -1;
-      CHECK_MPI(MPI_Recv(t ? t : buf, t ? n : 0, MPI_DOUBLE, 1, 8,
-                         MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-      if (rc < 0) break;
+      t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+      if (!t) {
+        free(buf);
+        FAIL(ERR_OOM, "out of host memory for rank 1's timeline");
+      }
+      CHECK_MPI(MPI_Recv(t, n, MPI_DOUBLE, 1, 8, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE));
     }
 #endif
-    if (x->rank != 0) break;
     /* Each number takes about 9 characters in the samples text. */
     if (strlen(r->samples) + (size_t)n * 10 + 200 >= sizeof r->samples) {
       snprintf(r->message + strlen(r->message),

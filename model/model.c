@@ -290,7 +290,9 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
          "(allowed with flash attention: the fused path)");
   }
-  if (o->tf32) TRY(eng_allow_tf32(e, 1));
+  /* The engine's fp32 products follow the model being built (a TF32
+   * model must not leave the next model on the same engine in TF32). */
+  TRY(eng_allow_tf32(e, o->tf32));
   int rc = create(m);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);

@@ -164,6 +164,7 @@ int main(void) {
         one(impl, dts[d], 2, 131, 70, 32, causal);
         one(impl, dts[d], 2, 200, 259, 64, causal);
         one(impl, dts[d], 1, 1, 77, 128, causal);
+        one(impl, dts[d], 3, 131, 131, 80, causal);   /* the 2.7B model's */
         one(impl, dts[d], 2, 190, 190, 128, causal);
       }
       one(impl, dts[d], 1, 1500, 1500, 64, 1);
@@ -173,7 +174,7 @@ int main(void) {
   hard(eng_alloc(GPU, 4096 * 4, "test", &x), "eng_alloc");
   rc = k_attention_fwd(GPU, ATTN_FLASH, x, x, x, (char *)x + 2048, (float *)x,
                        NULL, 1, 4, 4, 24, 0, 1.0f, DT_BF16);
-  check(rc == ERR_FAIL && strstr(err_msg(), "head dims 16, 32, 64, 128"),
+  check(rc == ERR_FAIL && strstr(err_msg(), "head dims 16, 32, 64, 80, 128"),
         "flash dh=24 on the GPU is refused with the allowed dims");
   eng_free(GPU, x);
   engine_destroy(GPU);

@@ -431,11 +431,12 @@ int launch(engine *e, const bwd_args &a, const void *o, int dh) {
     FLASH_BWD_CASE(16)
     FLASH_BWD_CASE(32)
     FLASH_BWD_CASE(64)
+    FLASH_BWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
     FLASH_BWD_CASE(128)
   }
 #undef FLASH_BWD_CASE
   FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, 32, "
-       "64, 128 (got dh=%d)", dh);
+       "64, 80, 128 (got dh=%d)", dh);
 }
 
 }  // namespace

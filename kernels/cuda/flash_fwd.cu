@@ -258,11 +258,12 @@ int launch(engine *e, const void *q, const void *k, const void *v,
     FLASH_FWD_CASE(16)
     FLASH_FWD_CASE(32)
     FLASH_FWD_CASE(64)
+    FLASH_FWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
     FLASH_FWD_CASE(128)
   }
 #undef FLASH_FWD_CASE
   FAIL(ERR_FAIL, "k_attention_fwd: flash on the GPU takes head dims 16, 32, "
-       "64, 128 (got dh=%d)", dh);
+       "64, 80, 128 (got dh=%d)", dh);
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+#!/bin/sh
+# Writeup section torch_compile (b): the op-by-op path (one kernel per
+# operation, as PyTorch eager) against the fused path, with attention
+# materialised or FlashAttention-2, every size, forward, forward+backward
+# and the full step, fp32 and bf16, next to PyTorch eager and
+# torch.compile's numbers (reports/anchors/lm_pytorch_h100.csv); a figure
+# of step time against model size per precision and path; and where the
+# time of the fused path goes, by kernel family (each row's message).
+# Reads DATA/torch_compile.csv (fused rows) and DATA/benchmarking_script.csv
+# (op-by-op rows at context 512). Environment as for every section
+# (mkreport.sh): DATA, CSV, OUT, CSVTOOL, GNUPLOT.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+reports=$(dirname "$here")
+csv="${CSV:-$DATA/torch_compile.csv}"
+ref="$DATA/benchmarking_script.csv"
+anchor="$reports/anchors/lm_pytorch_h100.csv"
+GNUPLOT=${GNUPLOT:-}
+tool() { "$CSVTOOL" "$@"; }
+
+echo "## torch_compile (b): op by op against the fused path"
+echo
+if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/torch_compile.cfg\` on a GPU._"
+  echo
+  exit 0
+fi
+gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+cat <<TEXT
+We have no compiler to switch on; the comparison that answers the question
+is between our two paths on the same model, batch 4, context 512 (5 warm-up
+and 10 timed steps). **Op by op** runs one kernel per operation with fp32
+activations and materialised attention, as PyTorch eager runs the
+reference (rows of benchmarking_script). **Fused** folds the residual add
+into the next RMSNorm, runs q, k, v as one product, fuses RoPE with the head
+split, SwiGLU and the cross-entropy gradient in one pass each, writes the
+16-bit weight copy in the AdamW pass, keeps activations in the products'
+input dtype, and recomputes the cheap ones (norm outputs, SwiGLU product) in
+backward instead of keeping them; attention either materialised or
+FlashAttention-2. Times in ms (mean of the timed steps); peak is the
+engine's allocation peak of the train step. GPU: $gpus. PyTorch: eager and
+torch.compile on an H100 80GB HBM3 (shared/anchors).
+
+TEXT
+v() { # FILE SIZE PREC MODE COL [extra where...]
+  f=$1 s=$2 p=$3 m=$4 c=$5; shift 5
+  [ -f "$f" ] || { printf ''; return; }
+  tool value "$f" --sort -utc --agg first --default "" --where status=ok \
+    --where size="$s" --where context=512 --where precision="$p" --where mode="$m" \
+    "$@" --col "$c" --fmt %.1f
+}
+anc() { # SIZE PREC MODE SOURCE
+  tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
+    --where precision="$2" --where mode="$3" --where source="$4" --col time_ms
+}
+d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
+x() { # speed-up a/b
+  if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
+}
+gib() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f\", $1 / 1024 }" || printf -- '-'; }
+sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
+for mode in forward forward_backward train_step; do
+  echo "### $mode"
+  echo
+  echo "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash |"
+  echo "|---|---|--:|--:|--:|--:|--:|--:|---|"
+  for p in fp32 bf16; do
+    for s in $sizes; do
+      o=$(v "$ref" "$s" $p $mode step_ms_mean --where fusion=opbyop)
+      fm=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=materialized)
+      ff=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=flash)
+      [ -n "$o$fm$ff" ] || continue
+      pe=$(anc "$s" $p $mode "PyTorch 2.11 eager")
+      pc=$(anc "$s" $p $mode "PyTorch 2.11 torch.compile + SDPA")
+      po=$(v "$ref" "$s" $p $mode engine_peak_mib --where fusion=opbyop)
+      pf=$(v "$csv" "$s" $p $mode engine_peak_mib --where fusion=fused --where attention=flash)
+      echo "| $s | $p | $(d "$o") | $(d "$fm") | $(d "$ff") | $(x "$o" "$ff") | $(d "$pe") | $(d "$pc") | $(gib "$po") / $(gib "$pf") |"
+    done
+  done
+  echo
+done
+
+nbad=$(tool count "$csv" --where status!=ok)
+if [ "$nbad" -gt 0 ]; then
+  echo "Jobs without a measurement ($nbad):"
+  echo
+  tool table "$csv" --cols size,precision,attention,mode,status,message \
+    --head "size,precision,attention,mode,status,message" --where status!=ok
+  echo
+fi
+
+# ---- where the time goes ---------------------------------------------------
+echo "### Where the fused step's time goes"
+echo
+echo "One extra, untimed training step of each job with every operation"
+echo "bracketed by CUDA events (the lm job's message): milliseconds per kernel"
+echo "family, largest first. The brackets add launch time, so the sum is a"
+echo "little above the timed step."
+echo
+echo "| size | precision | attention | step (ms) | ms by kernel family |"
+echo "|---|---|---|--:|---|"
+for p in bf16 fp32; do
+  for s in $sizes; do
+    for a in flash materialized; do
+      st=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=$a)
+      [ -n "$st" ] || continue
+      msg=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+              --where size="$s" --where context=512 --where precision=$p \
+              --where mode=train_step --where attention=$a --col message |
+            sed 's/^ms per step by kernel family: //')
+      echo "| $s | $p | $a | $st | $msg |"
+    done
+  done
+done
+echo
+
+# ---- figure -----------------------------------------------------------------
+if [ -z "$GNUPLOT" ]; then
+  echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
+  echo
+  exit 0
+fi
+tmp="$OUT/torch_compile.tmp.csv"
+{
+  echo "series,params,step_ms"
+  for p in fp32 bf16; do
+    for path in opbyop fused+materialized fused+flash eager; do
+      for s in $sizes; do
+        case $path in
+          opbyop) t=$(v "$ref" "$s" $p train_step step_ms_mean --where fusion=opbyop); f="$ref" ;;
+          fused+materialized) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=materialized); f="$csv" ;;
+          fused+flash) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=flash); f="$csv" ;;
+          eager) t=$(anc "$s" $p train_step "PyTorch 2.11 eager"); f="$csv" ;;
+        esac
+        n=$(tool value "$csv" --agg first --default "" --where size="$s" --col params)
+        [ -n "$t" ] && [ -n "$n" ] || continue
+        label="$p $path"
+        [ "$path" = eager ] && label="$p PyTorch eager"
+        echo "$label,$n,$t"
+      done
+    done
+  done
+} > "$tmp"
+"$GNUPLOT" -c "$reports/lm_paths.gp" "$tmp" "$OUT/torch_compile.svg"
+rm -f "$tmp"
+echo "![Training step time against model size per precision and path](torch_compile.svg)"
+echo
+echo "_Training step (batch 4 x 512 tokens) against parameter count, log scales;"
+echo "dashed: PyTorch eager on an H100 (shared/anchors)._"
+echo
