@@ -65,8 +65,11 @@ int resultfile_read(const char *path, resultfile *rf) {
   memset(rf, 0, sizeof *rf);
   FILE *f = fopen(path, "r");
   if (!f) return -1;
-  char line[4096];
-  while (fgets(line, sizeof line, f)) {
+  /* getline: sample lines (a timeline of hundreds of collectives) run to
+   * tens of kilobytes and must be read whole. */
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) >= 0) {
     line[strcspn(line, "\r\n")] = '\0';
     char *eq = strchr(line, '=');
     if (!eq) continue;
@@ -82,6 +85,7 @@ int resultfile_read(const char *path, resultfile *rf) {
     if (!rf->key[rf->n] || !rf->value[rf->n]) break;
     rf->n++;
   }
+  free(line);
   fclose(f);
   return 0;
 }

@@ -77,8 +77,7 @@ static int gpus_per_rank(const job *j) {
 }
 
 static dtype job_dtype(const job *j) {
-  const char *p = job_str(j, "precision");
-  return strcmp(p, "bf16") == 0 ? DT_BF16 : strcmp(p, "fp16") == 0 ? DT_F16 : DT_F32;
+  return dtype_of_precision(job_str(j, "precision"));
 }
 
 static int validate(const job *j, char *err, size_t n) {

@@ -105,9 +105,7 @@ static int gpus_per_rank(const job *j) {
 static model_options options(const job *j) {
   const char *p = job_str(j, "precision");
   model_options o;
-  o.compute = strcmp(p, "bf16") == 0   ? DT_BF16
-              : strcmp(p, "fp16") == 0 ? DT_F16
-                                       : DT_F32;
+  o.compute = dtype_of_precision(p);
   o.tf32 = strcmp(p, "tf32") == 0;
   o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
   o.attention = strcmp(job_str(j, "attention"), "flash") == 0

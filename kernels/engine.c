@@ -27,6 +27,12 @@ const char *dtype_name(dtype t) {
   return "unknown";
 }
 
+dtype dtype_of_precision(const char *precision) {
+  return strcmp(precision, "bf16") == 0   ? DT_BF16
+         : strcmp(precision, "fp16") == 0 ? DT_F16
+                                          : DT_F32;
+}
+
 size_t dtype_size(dtype t) {
   switch (t) {
   case DT_F32: return 4;

@@ -30,6 +30,9 @@ extern "C" {
 
 typedef enum { DT_F32, DT_BF16, DT_F16 } dtype;
 const char *dtype_name(dtype t);
+/* The matrix-input dtype an experiment's precision names: "bf16", "fp16";
+ * anything else ("fp32", "tf32") is fp32. */
+dtype dtype_of_precision(const char *precision);
 size_t dtype_size(dtype t);
 
 typedef struct engine engine;

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "tests/testlib.h"
 #include "harness/csv.h"
+#include "harness/resultfile.h"
 
 #include "common/check.h"
 
@@ -362,6 +363,30 @@ static void cleanup(void) {
   if (rmdir(dir) != 0) fprintf(stderr, "test_csv: cannot remove %s\n", dir);
 }
 
+/* A result file's lines are read whole, however long: a sample line of 2000
+ * values (a DDP timeline) must come back with its last value intact. */
+static void test_resultfile_long_line(void) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/long.result", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) hard_error(path);
+  fprintf(f, "status=ok\nsample.r0_grad_comm_ms=");
+  for (int i = 0; i < 2000; i++) fprintf(f, "%s%d.125", i ? " " : "", i);
+  fprintf(f, "\nmessage=after\n");
+  fclose(f);
+  resultfile rf;
+  check(resultfile_read(path, &rf) == 0, "the result file reads");
+  const char *v = resultfile_get(&rf, "sample.r0_grad_comm_ms");
+  const char *last = v ? strrchr(v, ' ') : NULL;
+  check(v && strlen(v) > 4096 && last && strcmp(last, " 1999.125") == 0,
+        "a %zu-byte sample line is read whole (ends \"%s\")",
+        v ? strlen(v) : 0, last ? last : "");
+  const char *m = resultfile_get(&rf, "message");
+  check(m && strcmp(m, "after") == 0 && rf.n == 3,
+        "the line after it is its own key (%d keys)", rf.n);
+  resultfile_free(&rf);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/test_csv.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -374,6 +399,7 @@ int main(void) {
   test_append_many();
   test_write_file();
   test_errors();
+  test_resultfile_long_line();
 
   int rc = tl_finish();
   if (rc) printf("test files kept in %s\n", dir);

@@ -1,0 +1,552 @@
+#!/bin/sh
+# Writeup section 3.2 (naive_ddp_benchmarking, minimal_ddp_flat_benchmarking,
+# ddp_overlap_individual_parameters_benchmarking, ddp_bucketed_benchmarking):
+# one table per gradient strategy (fp32 and bf16, the 1-GPU row beside the
+# 2-GPU row), a comparison of all strategies with PyTorch DDP, the issue's
+# goals, the overlap timeline (OUT/ddp_timeline.svg) and the handout's
+# overhead model fitted to the all-reduce rows (OUT/ddp_buckets.svg).
+#
+# Environment (mkreport.sh sets it): DATA (folder of the CSVs), CSV (the
+# bucketed experiment's CSV; the other three are read from DATA, and the
+# all-reduce fit from DATA/allreduce.csv), OUT, CSVTOOL, GNUPLOT (empty: no
+# figures). The per-rank timelines come from the runs' samples
+# (NAME.samples.jsonl): r0_bwd_ms / r1_bwd_ms = backward's start, then the
+# moment each gradient was final; r0_grad_comm_ms / r1_... = start, end of
+# each gradient collective (jobs/ddp.c, timeline()).
+#
+# Scaling efficiency = 1-GPU step / 2-GPU step at the same per-GPU batch
+# (weak scaling: 1.00 means the second GPU's batch came for free).
+# Overhead model (handout ddp_bucketed_benchmarking (b)), s bytes of
+# gradients in n_b buckets, all-reduce time o + x / w for x bytes:
+#   overhead = n_b o + s / (n_b w),  n_b* = sqrt(s / (o w)),
+#   b* = s / n_b* = sqrt(s o w),     overhead(b*) = 2 sqrt(s o / w).
+set -eu
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+reports=$(dirname "$here")
+csv="${CSV:-$DATA/ddp_bucketed_benchmarking.csv}"
+naive="$DATA/naive_ddp_benchmarking.csv"
+flat="$DATA/minimal_ddp_flat_benchmarking.csv"
+overlap="$DATA/ddp_overlap_individual_parameters_benchmarking.csv"
+ar="$DATA/allreduce.csv"
+GNUPLOT=${GNUPLOT:-}
+# PyTorch DDP (bucket 25 MB), xl, context 128, global batch 4 (2 per GPU),
+# median step on the same 2 x H200, from shared/anchors/README.md.
+pt_fp32=234.4
+pt_bf16=350.0
+pt_what="PyTorch 2.11 DDP (bucket 25 MB), median step on 2 x H200 (shared/anchors/README.md)"
+pytorch_step() { case $1 in fp32) printf '%s' "$pt_fp32" ;; bf16) printf '%s' "$pt_bf16" ;; esac; }
+
+tool() { "$CSVTOOL" "$@"; }
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+is_true() { awk "BEGIN { exit !($1) }"; }
+num() {
+  case $2 in
+    '' | *[!0-9.eE+-]*) echo "ddp.sh: $1 is \"$2\", not a number" >&2; exit 1 ;;
+  esac
+}
+d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
+# v FILE PREC WS COL [where...]: the latest ok row's value.
+v() {
+  f=$1 p=$2 w=$3 c=$4; shift 4
+  [ -f "$f" ] || return 0
+  tool value "$f" --sort -utc --agg first --default "" --where status=ok \
+    --where precision="$p" --where world_size="$w" "$@" --col "$c"
+}
+vf() { # as v, formatted %.1f
+  f=$1 p=$2 w=$3 c=$4; shift 4
+  [ -f "$f" ] || return 0
+  tool value "$f" --sort -utc --agg first --default "" --where status=ok \
+    --where precision="$p" --where world_size="$w" "$@" --col "$c" --fmt %.1f
+}
+
+echo "## 3.2 Data-parallel training: naive, flat, overlapped and bucketed DDP"
+echo
+have=0
+for f in "$naive" "$flat" "$overlap" "$csv"; do
+  [ -f "$f" ] && [ "$(tool count "$f" --where status=ok)" -gt 0 ] && have=1
+done
+if [ $have -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/naive_ddp_benchmarking.cfg\`,"
+  echo "\`minimal_ddp_flat_benchmarking.cfg\`, \`ddp_overlap_individual_parameters_benchmarking.cfg\`"
+  echo "and \`ddp_bucketed_benchmarking.cfg\` on 2 GPUs, then \`make report\`._"
+  echo
+  exit 0
+fi
+for f in "$reports/ddp_timeline.gp" "$reports/ddp_buckets.gp"; do
+  [ -f "$f" ] || { echo "ddp.sh: $f is missing" >&2; exit 1; }
+done
+
+# ---- setup ------------------------------------------------------------------
+first=$csv
+[ -f "$first" ] || first=$naive
+cfg=$(tool distinct "$first" --cols size,context,rank_batch,warmup,steps,vocab --where status=ok --sep ' ' | head -n 1)
+# shellcheck disable=SC2086 # split the fields
+set -- $cfg
+m_size=$1 m_ctx=$2 m_b=$3 m_warm=$4 m_steps=$5 m_vocab=$6
+machines=$(tool distinct "$first" --cols machine,gpu_name,nccl_version,git_commit --where status=ok --sep '|' |
+  awk -F'|' 'NF { printf "%s%s (%s, NCCL %s, trainlab commit %.10s)", (n++ ? "; " : ""), $1, $2, $3, $4 }')
+cat <<EOF
+Job kind \`ddp\` (jobs/ddp.c, parallel/ddp.c) trains model.md's $m_size model
+(vocabulary $m_vocab, context $m_ctx) on one GPU per rank with the CUDA
+engine and NCCL: each rank runs forward and backward on its $m_b sequences
+of the step's global batch, the gradients are averaged by the strategy
+under test, then every rank runs AdamW. Gradients are communicated in fp32
+in every precision (the mixed-precision policy keeps master gradients
+fp32), so bf16 changes the compute, not the $(v "$first" fp32 2 grad_comm_mib --fmt %.0f) MiB sent per step.
+The world_size 1 row is one GPU at the same per-GPU batch (nothing is
+communicated): its step is what a second GPU should add for free, and
+scaling efficiency = 1-GPU step / 2-GPU step. A job runs $m_warm untimed and
+$m_steps timed steps. Columns (means over the timed steps of the maximum over
+ranks, in ms): **step** from the step's start to its last synchronisation;
+**backward** from backward's start to the moment finish_gradient_synchronization
+is called; **grad comm** the summed durations of the gradient collectives
+(CUDA events on the communication stream); **after bwd** the communication
+left exposed after backward (last collective's end minus backward's end);
+**optimizer** AdamW and any parameter collectives; **share** grad comm /
+step. Measured on: $machines.
+
+EOF
+
+# ---- the all-reduce fit: time = o + x / w for x MiB per rank ------------------
+# Least squares through the NCCL 2-rank medians; o in ms, w in MiB/ms. Used
+# by the flat comparison and the overhead model.
+o="" w="" npts=0 sizes=""
+if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl --where world_size=2)" -ge 2 ]; then
+  fit=$(tool select "$ar" --cols size_mib,time_ms_median --where status=ok \
+          --where backend=nccl --where world_size=2 --sort size_mib |
+        awk -F, 'NR > 1 { n++; x += $1; y += $2; xx += $1 * $1; xy += $1 * $2 }
+          END { a = (n * xy - x * y) / (n * xx - x * x); o = (y - a * x) / n
+                printf "%.6g %.6g %d", o, 1 / a, n }')
+  # shellcheck disable=SC2086 # split "o w n"
+  set -- $fit
+  o=$1 w=$2 npts=$3
+  num "the fitted per-call overhead" "$o"
+  num "the fitted bandwidth" "$w"
+  if ! is_true "$o > 0"; then
+    echo "ddp.sh: $ar: the fit gives a per-call overhead of $o ms (not positive): the model has no optimum" >&2
+    exit 1
+  fi
+  sizes=$(tool distinct "$ar" --cols size_mib --where status=ok --where backend=nccl \
+          --where world_size=2 --sort size_mib | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')
+fi
+
+# ---- one table per strategy ---------------------------------------------------
+eff() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
+strategy_table() { # FILE LABEL [bucketed]
+  f=$1 label=$2 bucketed=${3:-}
+  echo "### $label"
+  echo
+  if [ ! -f "$f" ] || [ "$(tool count "$f" --where status=ok)" -eq 0 ]; then
+    echo "_Not yet measured._"
+    echo
+    return 0
+  fi
+  if [ -n "$bucketed" ]; then
+    echo "| precision | bucket (MiB) | GPUs | step | backward | grad comm | after bwd | optimizer | collectives | share | scaling efficiency |"
+    echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  else
+    echo "| precision | GPUs | step | backward | grad comm | after bwd | optimizer | collectives | share | scaling efficiency |"
+    echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  fi
+  for p in fp32 bf16; do
+    buckets=0
+    [ -n "$bucketed" ] && buckets=$(tool distinct "$f" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb)
+    for bm in $buckets; do
+      s1=$(v "$f" $p 1 step_ms_mean --where bucket_mb="$bm")
+      for w in 1 2; do
+        st=$(v "$f" $p $w step_ms_mean --where bucket_mb="$bm")
+        [ -n "$st" ] || continue
+        e="-"
+        [ "$w" -eq 1 ] || e=$(eff "$s1" "$st")
+        row="| $p |"
+        [ -z "$bucketed" ] || row="$row $(calc %g "$bm") |"
+        row="$row $w | $(calc %.1f "$st") | $(d "$(vf "$f" $p $w bwd_ms_mean --where bucket_mb="$bm")")"
+        row="$row | $(d "$(vf "$f" $p $w grad_comm_ms_mean --where bucket_mb="$bm")")"
+        row="$row | $(d "$(vf "$f" $p $w exposed_comm_ms_mean --where bucket_mb="$bm")")"
+        row="$row | $(d "$(vf "$f" $p $w opt_ms_mean --where bucket_mb="$bm")")"
+        row="$row | $(d "$(v "$f" $p $w grad_collectives --where bucket_mb="$bm")")"
+        sh=$(v "$f" $p $w comm_share --where bucket_mb="$bm")
+        row="$row | $( [ -n "$sh" ] && calc '%.0f%%' "100 * $sh" || printf -- '-') | $e |"
+        echo "$row"
+      done
+    done
+  done
+  echo
+  nbad=$(tool count "$f" --where status!=ok)
+  if [ "$nbad" -gt 0 ]; then
+    echo "Jobs without a measurement ($nbad):"
+    echo
+    tool table "$f" --cols precision,world_size,bucket_mb,status,message \
+      --head "precision,GPUs,bucket (MiB),status,message" --where status!=ok
+    echo
+  fi
+}
+
+# Sentences per strategy, from the rows: 2- and 1-GPU values; has_all_rows
+# FILE: both precisions at both world sizes (the sentences quote them all).
+two() { v "$1" "$2" 2 "$3" ${4:+--where bucket_mb="$4"}; }
+one() { v "$1" "$2" 1 "$3" ${4:+--where bucket_mb="$4"}; }
+has_all_rows() {
+  for p in fp32 bf16; do
+    for w in 1 2; do
+      [ -n "$(v "$1" $p $w step_ms_mean)" ] || return 1
+    done
+  done
+}
+
+strategy_table "$naive" "naive_ddp_benchmarking: one all-reduce per parameter tensor after backward"
+if has_all_rows "$naive"; then
+  n=$(two "$naive" fp32 grad_collectives)
+  cat <<EOF
+Each of the $n parameter tensors is all-reduced on its own once backward is
+done, so none of the communication hides behind compute: the 2-GPU step
+spends $(calc %.1f "$(two "$naive" fp32 grad_comm_ms_mean)") ms (fp32) and $(calc %.1f "$(two "$naive" bf16 grad_comm_ms_mean)") ms (bf16) in
+gradient all-reduces, $(calc %.0f "100 * $(two "$naive" fp32 comm_share)")% and $(calc %.0f "100 * $(two "$naive" bf16 comm_share)")% of the step, and
+the last of them ends $(calc %.1f "$(two "$naive" fp32 exposed_comm_ms_mean)") / $(calc %.1f "$(two "$naive" bf16 exposed_comm_ms_mean)") ms after backward (the calls plus the gaps
+between them).
+
+EOF
+fi
+
+strategy_table "$flat" "minimal_ddp_flat_benchmarking: one all-reduce of the flat gradient buffer"
+if has_all_rows "$flat" && has_all_rows "$naive"; then
+  fixed=""
+  if [ -n "$o" ]; then
+    nn=$(two "$naive" fp32 grad_collectives)
+    fixed=": $nn calls at o = $(calc %.3f "$o") ms (the all-reduce fit below) come to
+$(calc %.1f "$nn * $o") ms, against the $(calc %.1f "$(two "$naive" fp32 grad_comm_ms_mean) - $(two "$flat" fp32 grad_comm_ms_mean)") ms saved"
+  fi
+  cat <<EOF
+One call for all $(calc %.0f "$(two "$flat" fp32 grad_comm_mib)") MiB instead of $(two "$naive" fp32 grad_collectives) calls: gradient
+communication drops from $(calc %.1f "$(two "$naive" fp32 grad_comm_ms_mean)") to $(calc %.1f "$(two "$flat" fp32 grad_comm_ms_mean)") ms (fp32) and the step from
+$(calc %.1f "$(two "$naive" fp32 step_ms_mean)") to $(calc %.1f "$(two "$flat" fp32 step_ms_mean)") ms (bf16: $(calc %.1f "$(two "$naive" bf16 step_ms_mean)") to $(calc %.1f "$(two "$flat" bf16 step_ms_mean)") ms). Batching removes the fixed cost
+of each call$fixed. The buffer still goes out only after backward, so
+the whole all-reduce is still exposed.
+
+EOF
+fi
+
+strategy_table "$overlap" "ddp_overlap_individual_parameters_benchmarking: per-tensor all-reduce started from the backward hook"
+if has_all_rows "$overlap"; then
+  cat <<EOF
+Starting each tensor's all-reduce from its hook hides the communication
+behind the rest of backward: communication left after backward falls to
+$(calc %.2f "$(two "$overlap" fp32 exposed_comm_ms_mean)") ms (fp32) and $(calc %.2f "$(two "$overlap" bf16 exposed_comm_ms_mean)") ms (bf16), and the step to $(calc %.1f "$(two "$overlap" fp32 step_ms_mean)") / $(calc %.1f "$(two "$overlap" bf16 step_ms_mean)") ms.
+It does not come for free: backward itself grows from $(calc %.1f "$(one "$overlap" fp32 bwd_ms_mean)") ms on one
+GPU to $(calc %.1f "$(two "$overlap" fp32 bwd_ms_mean)") ms (fp32; bf16 $(calc %.1f "$(one "$overlap" bf16 bwd_ms_mean)") to $(calc %.1f "$(two "$overlap" bf16 bwd_ms_mean)") ms), because the NCCL
+kernels run on the same GPU as backward's and take SMs and memory
+bandwidth from them.
+
+EOF
+fi
+
+strategy_table "$csv" "ddp_bucketed_benchmarking: buckets in reverse order, each all-reduced when its last gradient is final" bucketed
+
+# ---- comparison ---------------------------------------------------------------
+# best_bucket PREC: the bucket size with the fastest 2-GPU step.
+best_bucket() {
+  [ -f "$csv" ] || return 0
+  tool value "$csv" --where status=ok --where precision="$1" --where world_size=2 \
+    --sort step_ms_mean --agg first --default "" --col bucket_mb
+}
+echo "### All strategies, 2 GPUs, next to PyTorch DDP"
+echo
+echo "Bucketed at its fastest bucket size per precision; PyTorch: $pt_what."
+echo
+echo "| strategy | precision | 2-GPU step | 1-GPU step | scaling efficiency | backward (1 -> 2 GPUs) | grad comm | after bwd | vs PyTorch DDP |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|--:|"
+for p in fp32 bf16; do
+  bb=$(best_bucket $p)
+  for s in naive flat overlap bucketed pytorch; do
+    case $s in
+      naive) f=$naive; bm=""; name="naive" ;;
+      flat) f=$flat; bm=""; name="flat" ;;
+      overlap) f=$overlap; bm=""; name="overlap (per tensor)" ;;
+      bucketed) f=$csv; bm=$bb; name="bucketed, $(if [ -n "$bb" ]; then calc %g "$bb"; fi) MiB" ;;
+      pytorch)
+        pt=$(pytorch_step $p)
+        echo "| PyTorch DDP, 25 MB buckets | $p | $pt | - | - | - | - | - | 1.00 |"
+        continue ;;
+    esac
+    [ -f "$f" ] || continue
+    s2=$(two "$f" $p step_ms_mean "$bm")
+    [ -n "$s2" ] || continue
+    s1=$(one "$f" $p step_ms_mean "$bm")
+    pt=$(pytorch_step $p)
+    echo "| $name | $p | $(calc %.1f "$s2") | $(d "$( [ -n "$s1" ] && calc %.1f "$s1")") | $(eff "$s1" "$s2") | $(calc %.1f "$(one "$f" $p bwd_ms_mean "$bm")") -> $(calc %.1f "$(two "$f" $p bwd_ms_mean "$bm")") | $(calc %.1f "$(two "$f" $p grad_comm_ms_mean "$bm")") | $(calc %.2f "$(two "$f" $p exposed_comm_ms_mean "$bm")") | $(calc '%.2fx faster' "$pt / $s2") |"
+  done
+done
+echo
+
+# ---- goals ----------------------------------------------------------------------
+echo "### Goals"
+echo
+for p in fp32 bf16; do
+  bb=$(best_bucket $p)
+  if [ -z "$bb" ]; then
+    echo "- $p: no bucketed 2-GPU row yet, so neither goal can be judged."
+    continue
+  fi
+  s2=$(two "$csv" $p step_ms_mean "$bb")
+  s1=$(one "$csv" $p step_ms_mean "$bb")
+  num "the 2-GPU step" "$s2"
+  num "the 1-GPU step" "$s1"
+  pt=$(pytorch_step $p)
+  ratio=$(calc %.3f "$s2 / $s1")
+  allowed=$(calc %.1f "1.05 * $s1")
+  b1=$(one "$csv" $p bwd_ms_mean "$bb")
+  b2=$(two "$csv" $p bwd_ms_mean "$bb")
+  gc=$(two "$csv" $p grad_comm_ms_mean "$bb")
+  ex=$(two "$csv" $p exposed_comm_ms_mean "$bb")
+  gm=$(two "$csv" $p grad_comm_mib "$bb")
+  nb=$(two "$csv" $p grad_collectives "$bb")
+  if is_true "$s2 <= 1.05 * $s1"; then
+    g1="**met**: $(calc %.1f "$s2") ms is $ratio x the 1-GPU step ($(calc %.1f "$s1") ms; at most $allowed allowed)."
+  else
+    g1="**not met**: $(calc %.1f "$s2") ms is $ratio x the 1-GPU step ($(calc %.1f "$s1") ms), $(calc %.1f "$s2 - $allowed") ms over the $allowed ms allowed. Of the $(calc %.1f "$s2 - $s1") ms the second GPU adds, $(calc %.1f "$b2 - $b1") ms is backward growing from $(calc %.1f "$b1") to $(calc %.1f "$b2") ms while its $nb all-reduces ($(calc %.0f "$gm") MiB, $(calc %.1f "$gc") ms of communication) overlap it: NCCL's kernels share the SMs and memory bandwidth with backward's. Only $(calc %.2f "$ex") ms of communication is left after backward."
+  fi
+  if is_true "$s2 < $pt"; then
+    g2="**met**: $(calc %.1f "$s2") ms against PyTorch DDP's $pt ms, $(calc %.2f "$pt / $s2") x faster."
+  else
+    g2="**not met**: $(calc %.1f "$s2") ms against PyTorch DDP's $pt ms, $(calc %.1f "100 * ($s2 / $pt - 1)")% slower."
+  fi
+  echo "- $p, best bucket $(calc %g "$bb") MiB. \"Step time at most 1.05 x the single-GPU step at the same per-GPU batch\": $g1"
+  echo "  \"Faster than PyTorch DDP on the same machine\": $g2"
+done
+echo
+cat <<EOF
+The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$(best_bucket fp32)")") MiB all-reduce to vanish behind a backward that
+lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$(best_bucket fp32)")") ms (fp32) or $(calc %.1f "$(one "$csv" bf16 bwd_ms_mean "$(best_bucket bf16)")") ms (bf16) on one GPU, while the all-reduce alone takes
+about $(calc %.1f "$(two "$flat" fp32 grad_comm_ms_mean)") ms at full NVLink bandwidth (the flat row): under bf16 the communication
+is nearly as long as backward itself, and in both precisions it slows the
+backward kernels it runs beside. Communicating bf16 gradients (half the
+bytes) or a larger per-GPU batch (more compute per byte) would be the
+changes that bring the ratio towards 1.05.
+
+EOF
+
+# ---- the overlap timeline -------------------------------------------------------
+echo "### The overlap, seen in one step (ddp_overlap_individual_parameters_benchmarking (b))"
+echo
+# series JSONL STRATEGY PREC NAME EXPECTED: the values of the last matching
+# line's sample NAME, one a line. A series with fewer than EXPECTED values
+# was cut short on its way into the samples file; its last value may be cut
+# mid-number and its last start may lack an end, so both are dropped.
+series() {
+  awk -v strat="$2" -v prec="$3" -v name="$4" -v want="$5" -v pairs="${6:-0}" '
+    index($0, "\"strategy\": \"" strat "\"") && index($0, "\"world_size\": \"2\"") &&
+    index($0, "\"precision\": \"" prec "\"") { line = $0 }
+    END {
+      key = "\"" name "\": ["
+      i = index(line, key)
+      if (!i) exit
+      rest = substr(line, i + length(key))
+      rest = substr(rest, 1, index(rest, "]") - 1)
+      n = split(rest, a, ", ")
+      if (n == 1 && a[1] == "") n = 0
+      if (n < want) { n--; if (pairs && n % 2) n-- }
+      for (k = 1; k <= n; k++) print a[k]
+    }' "$1"
+}
+tl_ok=1
+tl_note=""
+tl_story=""
+tmp="$OUT/ddp_timeline.tmp.csv"
+echo "panel,lane,kind,t0,t1" > "$tmp"
+xmax=0
+xmin=1000000
+panel=0
+for s in naive overlap; do
+  panel=$((panel + 1))
+  case $s in naive) f=$naive ;; overlap) f=$overlap ;; esac
+  j=${f%.csv}.samples.jsonl
+  if [ ! -f "$j" ] || [ -z "$(two "$f" fp32 grad_collectives)" ]; then
+    tl_ok=0
+    continue
+  fi
+  hooks=$(two "$f" fp32 grad_collectives)
+  for r in 0 1; do
+    lane_b=$((4 - 2 * r))
+    lane_c=$((3 - 2 * r))
+    b=$(series "$j" $s fp32 r${r}_bwd_ms $((hooks + 1)))
+    g=$(series "$j" $s fp32 r${r}_grad_comm_ms $((2 * hooks)) 1)
+    nbv=$(printf '%s\n' "$b" | awk 'NF' | wc -l)
+    ngv=$(printf '%s\n' "$g" | awk 'NF' | wc -l)
+    if [ "$nbv" -lt 2 ]; then tl_ok=0; continue; fi
+    printf '%s\n' "$b" | awk -v p=$panel -v l=$lane_b -F, 'NF {
+        if (NR == 1) start = $1; else print p "," l ",ready," $1 ","; last = $1 }
+      END { print p "," l ",bwd," start "," last }' >> "$tmp"
+    printf '%s\n' "$g" | awk -v p=$panel -v l=$lane_c 'NF {
+        if (NR % 2) t0 = $1; else print p "," l ",comm," t0 "," $1 }' >> "$tmp"
+    [ $((ngv / 2)) -ge "$hooks" ] ||
+      printf '%s\n' "$g" | awk -v p=$panel -v l=$lane_c 'NF { e = $1 }
+        END { print p "," l ",cut," e "," }' >> "$tmp"
+    xmin=$(printf '%s\n' "$b" | awk -v m="$xmin" 'NR == 1 { print ($1 < m) ? $1 : m }')
+    m=$(printf '%s\n%s\n' "$b" "$g" | awk 'NF && $1 > m { m = $1 } END { print m + 0 }')
+    xmax=$(awk -v a="$xmax" -v b="$m" 'BEGIN { print (b > a) ? b : a }')
+    # Rank 0's story in numbers: backward's end, and how many recorded
+    # all-reduces started before it.
+    if [ $r -eq 0 ]; then
+      be=$(printf '%s\n' "$b" | awk 'NF { e = $1 } END { printf "%.1f", e }')
+      under=$(printf '%s\n' "$g" | awk -v e="$be" 'NF && NR % 2 && $1 < e { n++ } END { print n + 0 }')
+      f0=$(printf '%s\n' "$g" | awk 'NF { printf "%.1f", $1; exit }')
+      tl_story="$tl_story${tl_story:+; }$s: backward ends at $be ms, the first all-reduce starts at ${f0:-?} ms, and $under of the $((ngv / 2)) recorded all-reduces start before backward ends"
+    fi
+    if [ $((ngv / 2)) -lt "$hooks" ]; then
+      tl_note="$tl_note${tl_note:+; }$s rank $r: $((ngv / 2)) of $hooks all-reduces recorded"
+    fi
+  done
+done
+if [ $tl_ok -eq 0 ]; then
+  echo "_No fp32 2-GPU timeline of naive and overlap in the samples yet._"
+  echo
+elif [ -z "$GNUPLOT" ]; then
+  echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
+  echo
+else
+  # Room on the right for the "recording cut here" labels.
+  xmax=$(awk -v m="$xmax" 'BEGIN { printf "%d", (int((m + 18) / 10) + 1) * 10 }')
+  xmin=$(awk -v m="$xmin" 'BEGIN { printf "%d", int(m / 10) * 10 }')
+  "$GNUPLOT" -c "$reports/ddp_timeline.gp" "$tmp" "$OUT/ddp_timeline.svg" \
+    "naive: $(two "$naive" fp32 grad_collectives) all-reduces after backward (fp32, 2 GPUs, last timed step)" \
+    "overlap: each tensor's all-reduce started from its backward hook (fp32, 2 GPUs, last timed step)" \
+    "$xmin" "$xmax"
+  echo "![Per-rank timeline of backward and gradient all-reduces, naive against overlapped](ddp_timeline.svg)"
+  echo
+  cat <<EOF
+_The last timed step of each run as the ranks recorded it (CUDA events),
+from $xmin ms after the step's start (forward comes first): light bars are
+backward from its start to the last gradient, each tick a
+gradient becoming final, red boxes the gradient all-reduces on the
+communication stream._
+
+Rank 0, fp32: $tl_story.
+
+EOF
+fi
+rm -f "$tmp"
+if [ -n "$tl_note" ]; then
+  cat <<EOF
+**The recorded timelines are incomplete**: $tl_note. A series of more than
+about 4 KB of text is cut when the runner reads the worker's result file
+(harness/resultfile.c reads it in lines of 4096 bytes), so the figure
+shows the all-reduces up to that point and leaves out the rest, including
+the cut last value. The rows' summed durations (grad comm, after bwd
+above) are computed inside the job and are complete.
+
+EOF
+fi
+
+# ---- overhead model -------------------------------------------------------------
+echo "### The overhead model (ddp_bucketed_benchmarking (b))"
+echo
+if [ -z "$o" ]; then
+  echo "_Needs NCCL all-reduce rows with 2 ranks in reports/data/allreduce.csv._"
+  echo
+  exit 0
+fi
+s_mib=$(two "$csv" fp32 grad_comm_mib)
+[ -n "$s_mib" ] || s_mib=$(two "$csv" bf16 grad_comm_mib)
+num "the gradient size" "$s_mib"
+bstar=$(calc %.0f "sqrt($s_mib * $o * $w)")
+nstar=$(calc %.1f "sqrt($s_mib / ($o * $w))")
+ostar=$(calc %.2f "2 * sqrt($s_mib * $o / $w)")
+cat <<EOF
+Suppose backward computes the gradients of n_b equal buckets one after the
+other, each in the time its data takes on the wire, s / (n_b w), and each
+all-reduce costs o + s / (n_b w) (o the fixed cost of a call, w the
+all-reduce's algorithm bandwidth). Bucket k's all-reduce can start when its
+gradients are final; each call runs o longer than the computation it hides
+behind, so the communication falls o further behind per bucket, and when
+backward ends the backlog of n_b o plus the last bucket's own transfer is
+left:
+
+    overhead(n_b) = n_b o + s / (n_b w)
+
+Setting its derivative o - s / (n_b^2 w) to zero gives n_b* = sqrt(s / (o w)),
+so the optimal bucket size is
+
+    b* = s / n_b* = sqrt(s o w),   with overhead(b*) = 2 sqrt(s o / w).
+
+o and w come from a least-squares line through the $npts NCCL 2-rank
+all-reduce medians of reports/data/allreduce.csv (time = o + x / w for x
+MiB per rank; sizes $sizes MiB): o = $(calc %.4f "$o") ms per call and w = $(calc %.1f "$w") MiB/ms
+($(calc %.0f "$w * 1.048576") GB/s algorithm bandwidth). With s = $(calc %.1f "$s_mib") MiB of fp32 gradients
+(the rows' grad_comm_mib): n_b* = $nstar, **b* = $bstar MiB**, predicted overhead
+$ostar ms. The table sets the model at the bucket counts the runs had
+(buckets never split a tensor, so 1 MiB buckets still give one bucket per
+tensor) next to what was measured: the 2-GPU step minus the 1-GPU step,
+and the communication left after backward, which is what the model
+describes.
+
+EOF
+echo "| bucket (MiB) | buckets n_b | model (ms) | fp32: 2-GPU - 1-GPU step | fp32: after bwd | bf16: 2-GPU - 1-GPU step | bf16: after bwd |"
+echo "|--:|--:|--:|--:|--:|--:|--:|"
+tmp="$OUT/ddp_buckets.tmp.csv"
+echo "precision,bucket_mb,n_b,overhead_ms,exposed_ms,model_ms" > "$tmp"
+for p in fp32 bf16; do
+  for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb); do
+    s1=$(one "$csv" $p step_ms_mean "$bm")
+    s2=$(two "$csv" $p step_ms_mean "$bm")
+    nb=$(two "$csv" $p grad_collectives "$bm")
+    ex=$(two "$csv" $p exposed_comm_ms_mean "$bm")
+    [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$nb" ] || continue
+    echo "$p,$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$(calc %.4f "$nb * $o + $s_mib / ($nb * $w)")" >> "$tmp"
+  done
+done
+for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where world_size=2 --sort bucket_mb); do
+  nb=$(awk -F, -v b="$bm" 'NR > 1 && $2 == b { print $3; exit }' "$tmp")
+  [ -n "$nb" ] || continue
+  row="| $(calc %g "$bm") | $nb | $(calc %.2f "$nb * $o + $s_mib / ($nb * $w)")"
+  for p in fp32 bf16; do
+    line=$(awk -F, -v b="$bm" -v p=$p 'NR > 1 && $1 == p && $2 == b { printf "%.1f | %.2f", $4, $5; exit }' "$tmp")
+    row="$row | ${line:-- | -}"
+  done
+  echo "$row |"
+done
+echo
+if [ -n "$GNUPLOT" ]; then
+  "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmp" "$OUT/ddp_buckets.svg" "$s_mib" "$o" "$w"
+  echo "![DDP overhead against bucket size: model and measurement](ddp_buckets.svg)"
+  echo
+  echo "_Overhead per step against the bucket size, log scales. Dashed: the model"
+  echo "with full buckets (n_b = s / b); open circles: the model at the runs'"
+  echo "bucket counts; solid: the measured 2-GPU step minus the 1-GPU step;"
+  echo "dotted: the measured communication left after backward._"
+  echo
+else
+  echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
+  echo
+fi
+rm -f "$tmp"
+lo=$(tool value "$csv" --where status=ok --where world_size=2 --col bucket_mb --agg min)
+hi=$(tool value "$csv" --where status=ok --where world_size=2 --col bucket_mb --agg max)
+# The model's after-backward figure against the run's, at the largest and
+# the smallest bucket size (fp32).
+nhi=$(two "$csv" fp32 grad_collectives "$hi")
+nlo=$(two "$csv" fp32 grad_collectives "$lo")
+if [ -n "$nhi" ] && [ -n "$nlo" ] && [ "$hi" != "$lo" ]; then
+  mhi=$(calc %.2f "$nhi * $o + $s_mib / ($nhi * $w)")
+  mlo=$(calc %.2f "$nlo * $o + $s_mib / ($nlo * $w)")
+  xhi=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$hi")")
+  xlo=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$lo")")
+  b1lo=$(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$lo")")
+  echo "Against the communication left after backward (fp32), the quantity the"
+  echo "model describes: at $(calc %g "$hi") MiB ($nhi buckets, the last bucket's transfer"
+  echo "dominating) the model gives $mhi ms and the run $xhi ms; at $(calc %g "$lo") MiB ($nlo"
+  echo "buckets) the model's backlog of fixed costs is $mlo ms and the run leaves $xlo ms."
+  if is_true "$xlo < 0.5 * $mlo"; then
+    echo "The backlog does not build up because the model's premise, compute per"
+    echo "bucket no longer than its transfer, is false here: one GPU's backward"
+    echo "($b1lo ms) outlasts the whole all-reduce ($(calc %.1f "$o + $s_mib / $w") ms by the fit), so"
+    echo "the calls' fixed costs hide behind compute."
+  fi
+  echo "What the model leaves out is the cost that shows in the step: the"
+  echo "overlapped all-reduces slow backward itself (the backward columns above),"
+  echo "so the measured 2-GPU excess stays at $(calc %.1f "$(two "$csv" fp32 step_ms_mean "$hi") - $(one "$csv" fp32 step_ms_mean "$hi")") ms (fp32, $(calc %g "$hi") MiB) even"
+  echo "where little communication is left after backward."
+  echo
+fi

@@ -1,0 +1,212 @@
+#!/bin/sh
+# Writeup section 4 (optimizer_state_sharding_accounting): (a) peak memory
+# after init, before and after the first optimizer step, by tag, for the
+# model's own AdamW, the handout's sharded optimizer and ZeRO-1; (b) step
+# time with and without sharding; (c) communication volume of each form;
+# and the issue's goals for ZeRO-1.
+#
+# Environment (mkreport.sh sets it): DATA, CSV (default
+# DATA/optimizer_state_sharding_accounting.csv), OUT, CSVTOOL, GNUPLOT
+# (unused: tables only). Memory is the CUDA engine's own accounting of
+# rank 0 (every allocation, by tag), in GiB = 2^30 bytes.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
+tool() { "$CSVTOOL" "$@"; }
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+is_true() { awk "BEGIN { exit !($1) }"; }
+num() {
+  case $2 in
+    '' | *[!0-9.eE+-]*) echo "optimizer_state_sharding.sh: $1 is \"$2\", not a number" >&2; exit 1 ;;
+  esac
+}
+# v OPT PREC WS COL: the latest ok row's value, or empty.
+v() {
+  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+    --where optimizer="$1" --where precision="$2" --where world_size="$3" --col "$4"
+}
+gib() { [ -n "$1" ] && calc %.2f "$1 / 1024" || printf -- '-'; }
+ms() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
+name() {
+  case $1 in
+    adamw) printf 'AdamW, unsharded' ;;
+    sharded) printf 'sharded (handout)' ;;
+    zero1) printf 'ZeRO-1' ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+
+echo "## 4 optimizer_state_sharding_accounting: memory, time and communication"
+echo
+if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/optimizer_state_sharding_accounting.cfg\`"
+  echo "on 2 GPUs, then \`make report\`._"
+  echo
+  exit 0
+fi
+cfg=$(tool distinct "$csv" --cols size,context,rank_batch,strategy,bucket_mb --where status=ok --sep ' ' | head -n 1)
+# shellcheck disable=SC2086 # split the fields
+set -- $cfg
+machine=$(tool distinct "$csv" --cols machine --where status=ok | head -n 1)
+cat <<EOF
+The same training as section 3.2 ($1, context $2, $3 sequences per GPU,
+$4 DDP with $(calc %g "$5") MiB buckets, on $machine), with three optimizers:
+**AdamW, unsharded** (the model's own, both moments for every parameter on
+every rank); **sharded (handout)**, the handout's form: whole tensors
+assigned to ranks in contiguous runs balanced by size, each rank keeping
+AdamW moments for its own tensors only, gradients all-reduced in full, and
+each owner broadcasting its updated tensors after the step; **ZeRO-1**:
+each gradient bucket reduce-scattered instead of all-reduced, AdamW on this
+rank's 1/W of every bucket, the updated chunks all-gathered. At one GPU
+every optimizer is the model's own (parallel/ddp.h), so those rows are the
+single-GPU baseline three times. Memory is rank 0's, from the engine's
+accounting: peaks after model and optimizer creation, just before and just
+after the first optimizer step, and what each tag holds at the end.
+
+EOF
+
+# ---- (a) memory --------------------------------------------------------------
+echo "### (a) Peak memory (GiB)"
+echo
+echo "| optimizer | precision | GPUs | after init | before step | after step | parameters | gradients | optimizer state | activations |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+for p in fp32 bf16; do
+  for o in adamw sharded zero1; do
+    for w in 1 2; do
+      [ -n "$(v $o $p $w step_ms_mean)" ] || continue
+      echo "| $(name $o) | $p | $w | $(gib "$(v $o $p $w mem_init_mib)") | $(gib "$(v $o $p $w mem_before_opt_mib)") | $(gib "$(v $o $p $w mem_after_opt_mib)") | $(gib "$(v $o $p $w params_mib)") | $(gib "$(v $o $p $w grads_mib)") | $(gib "$(v $o $p $w optstate_mib)") | $(gib "$(v $o $p $w activations_mib)") |"
+    done
+  done
+done
+echo
+p=fp32
+a_init=$(v adamw $p 2 mem_init_mib)
+a_after=$(v adamw $p 2 mem_after_opt_mib)
+a_state=$(v adamw $p 2 optstate_mib)
+s_init=$(v sharded $p 2 mem_init_mib)
+s_after=$(v sharded $p 2 mem_after_opt_mib)
+s_state=$(v sharded $p 2 optstate_mib)
+z_after=$(v zero1 $p 2 mem_after_opt_mib)
+z_state=$(v zero1 $p 2 optstate_mib)
+par=$(v adamw $p 2 params_mib)
+gr=$(v adamw $p 2 grads_mib)
+if [ -n "$a_init" ] && [ -n "$s_init" ] && [ -n "$z_state" ]; then
+  for x in "$a_init" "$a_after" "$a_state" "$s_init" "$s_after" "$s_state" "$z_after" "$z_state" "$par" "$gr"; do
+    num "a memory figure" "$x"
+  done
+  cat <<EOF
+What the numbers show (fp32, 2 GPUs): parameters ($(gib "$par") GiB) and gradients
+($(gib "$gr") GiB) are the same in every form, fp32 and full on every rank (ZeRO-1
+reduce-scatters in place, so the full gradient buffer stays). The AdamW
+moments go from $(gib "$a_state") GiB unsharded to $(gib "$s_state") GiB (sharded) and $(gib "$z_state") GiB
+(ZeRO-1) per rank. "After init" differs for a reason other than sharding:
+the sharded optimizers allocate their shard of the moments when they are
+created ($(gib "$s_init") GiB after init), while the unsharded AdamW allocates its
+moments at the first step ($(gib "$a_init") GiB after init, $(gib "$a_after") GiB after the step). Compare
+the peaks after the step: $(gib "$a_after") GiB unsharded against $(gib "$s_after") (sharded) and
+$(gib "$z_after") GiB (ZeRO-1), $(gib "$(calc %.3f "$a_after - $z_after")") GiB less, which is the half of the moments
+the other rank now holds. Activations are the same throughout
+($(gib "$(v adamw $p 2 activations_mib)") GiB at this batch); bf16 moves the peak before the step by
+$(calc %.0f "$(v adamw bf16 2 mem_before_opt_mib) - $(v adamw fp32 2 mem_before_opt_mib)") MiB (unsharded).
+
+EOF
+fi
+
+# ---- (b) time ----------------------------------------------------------------------
+echo "### (b) Time per step (ms)"
+echo
+echo "| optimizer | precision | 1-GPU step | 2-GPU step | vs unsharded (2 GPUs) | backward | grad comm | optimizer | parameter comm |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|--:|"
+for p in fp32 bf16; do
+  base=$(v adamw $p 2 step_ms_mean)
+  for o in adamw sharded zero1; do
+    s2=$(v $o $p 2 step_ms_mean)
+    [ -n "$s2" ] || continue
+    rel="-"
+    [ -z "$base" ] || rel=$(calc '%+.1f%%' "100 * ($s2 / $base - 1)")
+    echo "| $(name $o) | $p | $(ms "$(v $o $p 1 step_ms_mean)") | $(ms "$s2") | $rel | $(ms "$(v $o $p 2 bwd_ms_mean)") | $(ms "$(v $o $p 2 grad_comm_ms_mean)") | $(ms "$(v $o $p 2 opt_ms_mean)") | $(ms "$(v $o $p 2 param_comm_ms_mean)") |"
+  done
+done
+echo
+echo "Optimizer is AdamW plus the parameter collectives (from the optimizer's"
+echo "start to the last one's end); parameter comm is their summed durations."
+echo
+
+# ---- (c) communication -------------------------------------------------------------
+echo "### (c) Communication per step and rank (MiB), and how the handout's form differs from ZeRO-1"
+echo
+echo "| optimizer | gradient collectives | handed to gradient collectives | handed to parameter collectives | sent per rank (ring algorithms) |"
+echo "|---|---|--:|--:|--:|"
+for o in adamw sharded zero1; do
+  [ -n "$(v $o fp32 2 wire_mib)" ] || continue
+  case $o in
+    zero1) how="reduce-scatter per bucket; all-gather per bucket" ;;
+    sharded) how="all-reduce per bucket; one broadcast per owner" ;;
+    *) how="all-reduce per bucket" ;;
+  esac
+  echo "| $(name $o) | $how | $(calc %.0f "$(v $o fp32 2 grad_comm_mib)") | $(calc %.0f "$(v $o fp32 2 param_comm_mib)") | $(calc %.0f "$(v $o fp32 2 wire_mib)") |"
+done
+echo
+aw=$(v adamw fp32 2 wire_mib)
+sw=$(v sharded fp32 2 wire_mib)
+zw=$(v zero1 fp32 2 wire_mib)
+if [ -n "$aw" ] && [ -n "$sw" ] && [ -n "$zw" ]; then
+  cat <<EOF
+Sent per rank counts ring algorithms with W ranks and S bytes: all-reduce
+2(W-1)/W S, reduce-scatter and all-gather (W-1)/W S each, a broadcast
+(W-1)/W S averaged over ranks. The handout's form keeps DDP's full
+all-reduce and adds the broadcasts of the updated parameters: $(calc %.2f "$sw / $aw") x plain
+DDP's traffic ($(calc %.0f "$sw") against $(calc %.0f "$aw") MiB). ZeRO-1 splits the all-reduce into its
+two halves and puts the optimizer between them, so it sends exactly what
+DDP sends ($(calc %.0f "$zw") MiB). Both keep full gradients here (ZeRO-1 could free all but
+its shard after the reduce-scatter, which ours does not), and both hold
+1/W of the AdamW moments; the handout's form shards by whole tensors, so
+its balance depends on tensor sizes (rank 0 holds $(calc %.1f "$(v sharded fp32 2 optstate_mib)") MiB of moments,
+ZeRO-1's even split $(calc %.1f "$(v zero1 fp32 2 optstate_mib)") MiB).
+
+EOF
+fi
+
+# ---- goals ---------------------------------------------------------------------------
+echo "### Goals"
+echo
+for p in fp32 bf16; do
+  a=$(v adamw $p 2 step_ms_mean)
+  z=$(v zero1 $p 2 step_ms_mean)
+  as=$(v adamw $p 2 optstate_mib)
+  zs=$(v zero1 $p 2 optstate_mib)
+  if [ -z "$a" ] || [ -z "$z" ] || [ -z "$as" ] || [ -z "$zs" ]; then
+    echo "- $p: no unsharded and ZeRO-1 2-GPU rows yet."
+    continue
+  fi
+  for x in "$a" "$z" "$as" "$zs"; do num "a $p measurement" "$x"; done
+  pct=$(calc %.1f "100 * ($z / $a - 1)")
+  if is_true "$z <= 1.05 * $a"; then
+    g1="**met**: $(calc %.1f "$z") ms against bucketed DDP's $(calc %.1f "$a") ms ($pct%)."
+  else
+    zo=$(v zero1 $p 2 opt_ms_mean)
+    ao=$(v adamw $p 2 opt_ms_mean)
+    zp=$(v zero1 $p 2 param_comm_ms_mean)
+    g1="**not met**: $(calc %.1f "$z") ms against bucketed DDP's $(calc %.1f "$a") ms, $pct% slower ($(calc %.1f "$z - 1.05 * $a") ms over the $(calc %.1f "1.05 * $a") ms allowed). The optimizer phase grows from $(calc %.1f "$ao") to $(calc %.1f "$zo") ms: AdamW runs on half the parameters, but the all-gathers of the updated chunks take $(calc %.1f "$zp") ms, each after its bucket's AdamW, so they, not AdamW, bound the phase."
+  fi
+  ratio=$(calc %.3f "$as / $zs")
+  if is_true "$ratio >= 1.99 && $ratio <= 2.01"; then
+    g2="**met**: $(gib "$zs") GiB per rank against $(gib "$as") GiB unsharded, divided by $ratio."
+  else
+    g2="**not met**: $(gib "$zs") GiB per rank against $(gib "$as") GiB unsharded, divided by $ratio."
+  fi
+  echo "- $p. \"ZeRO-1 step time within 5% of bucketed DDP\": $g1"
+  echo "  \"Optimizer-state memory per rank divided by the world size\" (2): $g2"
+done
+echo
+
+nbad=$(tool count "$csv" --where status!=ok)
+if [ "$nbad" -gt 0 ]; then
+  echo "Jobs without a measurement ($nbad):"
+  echo
+  tool table "$csv" --cols optimizer,precision,world_size,status,message \
+    --head "optimizer,precision,GPUs,status,message" --where status!=ok
+  echo
+fi
