@@ -60,6 +60,9 @@ const kind_def *kind_find(const char *name);
 const kind_def *const *kind_all(void);        /* NULL-terminated */
 
 int kind_param_index(const kind_def *k, const char *name);  /* -1 if absent */
+/* validate() helper for kinds that run on one rank: 0 if world_size is 1,
+ * else 1 + world_size's index with "what is wrong (allowed: 1)" in err. */
+int job_need_one_rank(const job *j, char *err, size_t n);
 int kind_metric_index(const kind_def *k, const char *name); /* -1 if absent */
 
 /* Typed access to a job's values by leaf name; a wrong name or type is a

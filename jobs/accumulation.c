@@ -69,12 +69,7 @@ static int gpus_per_rank(const job *j) {
 }
 
 static int validate(const job *j, char *err, size_t n) {
-  if (job_int(j, "world_size") != 1) {
-    snprintf(err, n, "world_size = %lld, but the sums run on one rank "
-             "(allowed: 1)", job_int(j, "world_size"));
-    return 1 + kind_param_index(j->kind, "world_size");
-  }
-  return 0;
+  return job_need_one_rank(j, err, n);
 }
 
 /* ---- software fp16 / bf16 --------------------------------------------------- */

@@ -99,12 +99,7 @@ static int validate(const job *j, char *err, size_t n) {
              job_int(j, "batch") * job_int(j, "heads"));
     return 1 + kind_param_index(j->kind, "heads");
   }
-  if (job_int(j, "world_size") != 1) {
-    snprintf(err, n, "world_size = %lld, but an attention job runs on one "
-             "rank (allowed: 1)", job_int(j, "world_size"));
-    return 1 + kind_param_index(j->kind, "world_size");
-  }
-  return 0;
+  return job_need_one_rank(j, err, n);
 }
 
 static uint64_t next_u64(uint64_t *s) {

@@ -14,6 +14,14 @@ int kind_param_index(const kind_def *k, const char *name) {
   return -1;
 }
 
+int job_need_one_rank(const job *j, char *err, size_t n) {
+  long long w = job_int(j, "world_size");
+  if (w == 1) return 0;
+  snprintf(err, n, "world_size = %lld, but kind %s runs on one rank "
+           "(allowed: 1)", w, j->kind->name);
+  return 1 + kind_param_index(j->kind, "world_size");
+}
+
 int kind_metric_index(const kind_def *k, const char *name) {
   for (int i = 0; k->metrics[i]; i++)
     if (strcmp(k->metrics[i], name) == 0) return i;

@@ -129,12 +129,7 @@ static int validate(const job *j, char *err, size_t n) {
              "(allowed with fusion \"opbyop\": materialized)");
     return 1 + kind_param_index(j->kind, "attention");
   }
-  if (job_int(j, "world_size") != 1) {
-    snprintf(err, n, "world_size = %lld, but an lm job runs on one rank "
-             "(allowed: 1)", job_int(j, "world_size"));
-    return 1 + kind_param_index(j->kind, "world_size");
-  }
-  return 0;
+  return job_need_one_rank(j, err, n);
 }
 
 static void stats(const double *v, int n, double *mean, double *std) {

@@ -71,12 +71,7 @@ static int validate(const job *j, char *err, size_t n) {
              "with backend cpu: fp32)", job_str(j, "precision"));
     return 1 + kind_param_index(j->kind, "precision");
   }
-  if (job_int(j, "world_size") != 1) {
-    snprintf(err, n, "world_size = %lld, but a toy_dtypes job runs on one "
-             "rank (allowed: 1)", job_int(j, "world_size"));
-    return 1 + kind_param_index(j->kind, "world_size");
-  }
-  return 0;
+  return job_need_one_rank(j, err, n);
 }
 
 /* The project's names for the CSV (kernels.h's dtype_name says f32). */

@@ -34,10 +34,14 @@ ar="$DATA/allreduce.csv"
 GNUPLOT=${GNUPLOT:-}
 # PyTorch DDP (bucket 25 MB), xl, context 128, global batch 4 (2 per GPU),
 # median step on the same 2 x H200, from shared/anchors/README.md.
-pt_fp32=234.4
-pt_bf16=350.0
+# PyTorch DDP on the same machine (reports/anchors/ddp_pytorch.csv, copied
+# from shared/anchors/README.md).
+pt_csv="$(dirname "$(cd "$(dirname "$0")" && pwd)")/anchors/ddp_pytorch.csv"
 pt_what="PyTorch 2.11 DDP (bucket 25 MB), median step on 2 x H200 (shared/anchors/README.md)"
-pytorch_step() { case $1 in fp32) printf '%s' "$pt_fp32" ;; bf16) printf '%s' "$pt_bf16" ;; esac; }
+pytorch_step() {
+  "$CSVTOOL" value "$pt_csv" --agg first --default "" --where precision="$1" \
+    --col step_ms_median
+}
 
 tool() { "$CSVTOOL" "$@"; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
