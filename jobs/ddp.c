@@ -141,6 +141,16 @@ static int validate(const job *j, char *err, size_t n) {
                                                         : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
   }
+  /* fp16's loss scale is unscaled inside the model's own AdamW step; the
+   * sharded optimizers step outside it and would update with scaled
+   * gradients (and ZeRO-1's ranks would need to agree on an overflow). */
+  if (strcmp(job_str(j, "precision"), "fp16") == 0 && o != DDP_OPT_ADAMW) {
+    snprintf(err, n, "precision = \"fp16\" with optimizer \"%s\": fp16 "
+             "loss scaling works with the model's own AdamW only (allowed: "
+             "optimizer adamw, or precision fp32 / bf16)",
+             job_str(j, "optimizer"));
+    return 1 + kind_param_index(j->kind, "precision");
+  }
   return 0;
 }
 
