@@ -1,5 +1,5 @@
 #!/bin/sh
-# Writeup section 1.2 (pytorch_attention, flash_benchmarking and the 2025
+# Writeup section 2.1 (pytorch_attention, flash_benchmarking and the 2025
 # leaderboard shape): prints the Markdown section on stdout and draws
 # OUT/attention.svg.
 #
@@ -34,7 +34,7 @@ for f in "$anchor" "$gp"; do
   [ -f "$f" ] || { echo "attention.sh: $f is missing" >&2; exit 1; }
 done
 
-echo "## 1.2 Attention and FlashAttention-2"
+echo "## 2.1 Attention and FlashAttention-2"
 echo
 cat <<EOF
 Job kind \`attention\` (jobs/attention.c) times one attention layer on one

@@ -14,7 +14,7 @@ csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
 tool() { "$CSVTOOL" "$@"; }
 
-echo "## benchmarking_mixed_precision (c): fp32, bf16 and fp16 step times"
+echo "## 1.4 benchmarking_mixed_precision (c): fp32, bf16 and fp16 step times"
 echo
 if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_mixed_precision.cfg\`"

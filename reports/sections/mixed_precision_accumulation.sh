@@ -10,7 +10,7 @@ export LC_ALL
 csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
 tool() { "$CSVTOOL" "$@"; }
 
-echo "## mixed_precision_accumulation: summing 0.01 in low precision"
+echo "## 1.2 mixed_precision_accumulation: summing 0.01 in low precision"
 echo
 if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/mixed_precision_accumulation.cfg\`._"

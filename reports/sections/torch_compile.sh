@@ -21,7 +21,7 @@ anchor="$reports/anchors/lm_pytorch_h100.csv"
 GNUPLOT=${GNUPLOT:-}
 tool() { "$CSVTOOL" "$@"; }
 
-echo "## torch_compile (b): op by op against the fused path"
+echo "## 2.2 torch_compile (b): op by op against the fused path"
 echo
 if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/torch_compile.cfg\` on a GPU._"

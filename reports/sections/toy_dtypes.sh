@@ -18,7 +18,7 @@ for f in "${CSV:-}" "$DATA/toy_dtypes.csv" "$DATA/toy_dtypes_cpu.csv"; do
   files="$files $f"
 done
 
-echo "## benchmarking_mixed_precision (a): the toy model's dtypes"
+echo "## 1.3 benchmarking_mixed_precision (a): the toy model's dtypes"
 echo
 nok=0
 for f in $files; do nok=$((nok + $(tool count "$f" --where status=ok))); done
