@@ -250,8 +250,9 @@ int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0) return 0;
   NEED_BUF("k_matmul", C);
   if (k > 0) { NEED_BUF("k_matmul", A); NEED_BUF("k_matmul", B); }
-  DISPATCH(e, "matmul", e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
-                     beta, C, ldc, compute));
+  DISPATCH(e, "matmul",
+           e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
+                          beta, C, ldc, compute));
   return 0;
 }
 
@@ -273,9 +274,10 @@ int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0 || batch == 0) return 0;
   NEED_BUF("k_matmul_batched", C);
   if (k > 0) { NEED_BUF("k_matmul_batched", A); NEED_BUF("k_matmul_batched", B); }
-  DISPATCH(e, "matmul_batched", e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
-                             stride_a, B, ldb, stride_b, beta, C, ldc,
-                             stride_c, batch, compute));
+  DISPATCH(e, "matmul_batched",
+           e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
+                                  stride_a, B, ldb, stride_b, beta, C, ldc,
+                                  stride_c, batch, compute));
   return 0;
 }
 
@@ -290,7 +292,8 @@ int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
   NEED_BUF("k_embedding_fwd", ids);
   NEED_BUF("k_embedding_fwd", table);
   NEED_BUF("k_embedding_fwd", out);
-  DISPATCH(e, "embedding_fwd", e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
+  DISPATCH(e, "embedding_fwd",
+           e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
   return 0;
 }
 
@@ -303,7 +306,8 @@ int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
   NEED_BUF("k_embedding_bwd", ids);
   NEED_BUF("k_embedding_bwd", dout);
   NEED_BUF("k_embedding_bwd", dtable);
-  DISPATCH(e, "embedding_bwd", e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
+  DISPATCH(e, "embedding_bwd",
+           e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
   return 0;
 }
 
@@ -336,7 +340,8 @@ int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
   NEED_BUF("k_rmsnorm_bwd", dx);
   NEED_BUF("k_rmsnorm_bwd", dg);
   NEED(dx != x, "k_rmsnorm_bwd: dx may not alias x");
-  DISPATCH(e, "rmsnorm_bwd", e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
+  DISPATCH(e, "rmsnorm_bwd",
+           e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
   return 0;
 }
 
@@ -353,7 +358,8 @@ int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
        inverse);
   if (batch == 0 || heads == 0 || seq == 0) return 0;
   NEED_BUF("k_rope", x);
-  DISPATCH(e, "rope", e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
+  DISPATCH(e, "rope",
+           e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
   return 0;
 }
 
@@ -372,7 +378,8 @@ int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_split_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH(e, "split_heads", e->ops->split_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH(e, "split_heads",
+           e->ops->split_heads(e, x, y, batch, seq, heads, dh));
   return 0;
 }
 
@@ -380,7 +387,8 @@ int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_merge_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH(e, "merge_heads", e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH(e, "merge_heads",
+           e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
   return 0;
 }
 
@@ -393,7 +401,8 @@ int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
   if (mats == 0 || seq == 0) return 0;
   NEED_BUF("k_softmax_causal_fwd", S);
   NEED_BUF("k_softmax_causal_fwd", P);
-  DISPATCH(e, "softmax_causal_fwd", e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
+  DISPATCH(e, "softmax_causal_fwd",
+           e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
   return 0;
 }
 
@@ -405,7 +414,8 @@ int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
   NEED_BUF("k_softmax_causal_bwd", P);
   NEED_BUF("k_softmax_causal_bwd", dP);
   NEED_BUF("k_softmax_causal_bwd", dS);
-  DISPATCH(e, "softmax_causal_bwd", e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
+  DISPATCH(e, "softmax_causal_bwd",
+           e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
   return 0;
 }
 
@@ -446,7 +456,8 @@ int k_cross_entropy_fwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_fwd", targets);
   NEED_BUF("k_cross_entropy_fwd", losses);
   NEED_BUF("k_cross_entropy_fwd", lse);
-  DISPATCH(e, "cross_entropy_fwd", e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
+  DISPATCH(e, "cross_entropy_fwd",
+           e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
   return 0;
 }
 
@@ -460,8 +471,9 @@ int k_cross_entropy_bwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_bwd", targets);
   NEED_BUF("k_cross_entropy_bwd", lse);
   NEED_BUF("k_cross_entropy_bwd", dlogits);
-  DISPATCH(e, "cross_entropy_bwd", e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
-                                scale));
+  DISPATCH(e, "cross_entropy_bwd",
+           e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
+                                     scale));
   return 0;
 }
 
@@ -481,7 +493,8 @@ int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
   NEED_BUF("k_layernorm_fwd", mean);
   NEED_BUF("k_layernorm_fwd", rstd);
   NEED(y != x, "k_layernorm_fwd: y may not alias x");
-  DISPATCH(e, "layernorm_fwd", e->ops->layernorm_fwd(e, x, w, b, y, mean, rstd, n, d, eps));
+  DISPATCH(e, "layernorm_fwd",
+           e->ops->layernorm_fwd(e, x, w, b, y, mean, rstd, n, d, eps));
   return 0;
 }
 
@@ -501,7 +514,8 @@ int k_layernorm_bwd(engine *e, const float *dy, const float *x,
   NEED_BUF("k_layernorm_bwd", db);
   NEED(dx != x, "k_layernorm_bwd: dx may not alias x");
   NEED(dw != db, "k_layernorm_bwd: dw and db may not alias");
-  DISPATCH(e, "layernorm_bwd", e->ops->layernorm_bwd(e, dy, x, w, mean, rstd, dx, dw, db, n, d));
+  DISPATCH(e, "layernorm_bwd",
+           e->ops->layernorm_bwd(e, dy, x, w, mean, rstd, dx, dw, db, n, d));
   return 0;
 }
 
@@ -623,8 +637,9 @@ int k_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
   NEED_BUF("k_attention_fwd", o);
   NEED_BUF("k_attention_fwd", lse);
   NEED(o != q && o != k && o != v, "k_attention_fwd: o may not alias q, k, v");
-  DISPATCH(e, "attention_fwd", e->ops->attention_fwd(e, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
-                            causal != 0, scale, dt));
+  DISPATCH(e, "attention_fwd",
+           e->ops->attention_fwd(e, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
+                                 causal != 0, scale, dt));
   return 0;
 }
 
@@ -658,8 +673,9 @@ int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
   NEED_BUF("k_attention_bwd", dv);
   NEED(dq != dk && dq != dv && dk != dv,
        "k_attention_bwd: dq, dk, dv must be separate buffers");
-  DISPATCH(e, "attention_bwd", e->ops->attention_bwd(e, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
-                            bh, tq, tk, dh, causal != 0, scale, dt));
+  DISPATCH(e, "attention_bwd",
+           e->ops->attention_bwd(e, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
+                                 bh, tq, tk, dh, causal != 0, scale, dt));
   return 0;
 }
 
