@@ -162,6 +162,39 @@ int main(void) {
     eng_free(e, d);
   }
 
+  /* Profiling: every operation of a training step lands in its family,
+   * with a time, and the report stops collecting. */
+  {
+    model_options of = {DT_F32, 1, ATTN_FLASH, 0};
+    model *pm;
+    hard(model_create_ex(&pm, e, &c, B, T, &of), "model_create_ex");
+    hard(model_init(pm, 5), "model_init");
+    float loss;
+    adamw_config a = adamw_defaults();
+    hard(eng_profile(e, 1), "eng_profile");
+    hard(model_zero_grad(pm), "zero_grad");
+    hard(model_forward(pm, ids, tg, B, T, &loss), "forward");
+    hard(model_backward(pm), "backward");
+    hard(model_adamw_step(pm, &a), "adamw");
+    char rep[700];
+    hard(eng_profile_report(e, rep, sizeof rep), "eng_profile_report");
+    const char *fams[] = {"matmul", "attention", "rmsnorm", "rope+heads",
+                          "swiglu", "cross_entropy", "embedding", "adamw"};
+    int all = 1;
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+      char key[40];
+      snprintf(key, sizeof key, "%s ", fams[i]);
+      if (!strstr(rep, key)) all = 0;
+    }
+    check(all, "a profiled fused step reports every kernel family: %s", rep);
+    char rep2[700];
+    hard(model_forward(pm, ids, tg, B, T, &loss), "forward");
+    hard(eng_profile_report(e, rep2, sizeof rep2), "eng_profile_report");
+    check(rep2[0] == '\0', "after the report nothing more is collected "
+          "(\"%s\")", rep2);
+    model_destroy(pm);
+  }
+
   /* What the CPU engine cannot do, it refuses by name. */
   model *m;
   model_options bad = {DT_BF16, 1, ATTN_FLASH, 0};
