@@ -7,7 +7,9 @@
  * On the CPU both paths compute in fp32 with the same kernels underneath,
  * in a different order (q, k, v as one product; the residual added inside
  * the norm), so they agree to rounding: 1e-5 of each tensor's scale. The
- * gradient hook must announce every tensor once in both paths. */
+ * gradient hook must announce every tensor once in both paths. Also here:
+ * the loss-scale unscaling pass and the per-family profiler (eng_profile),
+ * which the fused path's timings rely on. */
 #include "config.h"
 #include "tests/testlib.h"
 #include "model/model.h"
