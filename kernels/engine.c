@@ -217,6 +217,8 @@ static void prof_stop(engine *e, int rec);
     prof_stop(e, rec_);                                                      \
     TRY(rc_);                                                                \
   } while (0)
+/* The backend's op of the same name, profiled under that name. */
+#define DISPATCH_OP(e, op, ...) DISPATCH(e, #op, e->ops->op(e, __VA_ARGS__))
 
 /* ---- matrix products ---------------------------------------------------------- */
 
@@ -250,9 +252,8 @@ int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0) return 0;
   NEED_BUF("k_matmul", C);
   if (k > 0) { NEED_BUF("k_matmul", A); NEED_BUF("k_matmul", B); }
-  DISPATCH(e, "matmul",
-           e->ops->matmul(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
-                          beta, C, ldc, compute));
+  DISPATCH_OP(e, matmul, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
+                         beta, C, ldc, compute);
   return 0;
 }
 
@@ -274,10 +275,9 @@ int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0 || batch == 0) return 0;
   NEED_BUF("k_matmul_batched", C);
   if (k > 0) { NEED_BUF("k_matmul_batched", A); NEED_BUF("k_matmul_batched", B); }
-  DISPATCH(e, "matmul_batched",
-           e->ops->matmul_batched(e, trans_a, trans_b, m, n, k, alpha, A, lda,
-                                  stride_a, B, ldb, stride_b, beta, C, ldc,
-                                  stride_c, batch, compute));
+  DISPATCH_OP(e, matmul_batched, trans_a, trans_b, m, n, k, alpha, A, lda,
+                                 stride_a, B, ldb, stride_b, beta, C, ldc,
+                                 stride_c, batch, compute);
   return 0;
 }
 
@@ -292,8 +292,7 @@ int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
   NEED_BUF("k_embedding_fwd", ids);
   NEED_BUF("k_embedding_fwd", table);
   NEED_BUF("k_embedding_fwd", out);
-  DISPATCH(e, "embedding_fwd",
-           e->ops->embedding_fwd(e, ids, table, out, n, d, vocab));
+  DISPATCH_OP(e, embedding_fwd, ids, table, out, n, d, vocab);
   return 0;
 }
 
@@ -306,8 +305,7 @@ int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
   NEED_BUF("k_embedding_bwd", ids);
   NEED_BUF("k_embedding_bwd", dout);
   NEED_BUF("k_embedding_bwd", dtable);
-  DISPATCH(e, "embedding_bwd",
-           e->ops->embedding_bwd(e, ids, dout, dtable, n, d, vocab));
+  DISPATCH_OP(e, embedding_bwd, ids, dout, dtable, n, d, vocab);
   return 0;
 }
 
@@ -324,7 +322,7 @@ int k_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
   NEED_BUF("k_rmsnorm_fwd", y);
   NEED_BUF("k_rmsnorm_fwd", rstd);
   NEED(y != x, "k_rmsnorm_fwd: y may not alias x");
-  DISPATCH(e, "rmsnorm_fwd", e->ops->rmsnorm_fwd(e, x, g, y, rstd, n, d, eps));
+  DISPATCH_OP(e, rmsnorm_fwd, x, g, y, rstd, n, d, eps);
   return 0;
 }
 
@@ -340,8 +338,7 @@ int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
   NEED_BUF("k_rmsnorm_bwd", dx);
   NEED_BUF("k_rmsnorm_bwd", dg);
   NEED(dx != x, "k_rmsnorm_bwd: dx may not alias x");
-  DISPATCH(e, "rmsnorm_bwd",
-           e->ops->rmsnorm_bwd(e, dy, x, g, rstd, dx, dg, n, d));
+  DISPATCH_OP(e, rmsnorm_bwd, dy, x, g, rstd, dx, dg, n, d);
   return 0;
 }
 
@@ -358,8 +355,7 @@ int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
        inverse);
   if (batch == 0 || heads == 0 || seq == 0) return 0;
   NEED_BUF("k_rope", x);
-  DISPATCH(e, "rope",
-           e->ops->rope(e, x, batch, heads, seq, dh, theta, inverse));
+  DISPATCH_OP(e, rope, x, batch, heads, seq, dh, theta, inverse);
   return 0;
 }
 
@@ -378,8 +374,7 @@ int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_split_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH(e, "split_heads",
-           e->ops->split_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH_OP(e, split_heads, x, y, batch, seq, heads, dh);
   return 0;
 }
 
@@ -387,8 +382,7 @@ int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
                   int heads, int dh) {
   TRY(check_heads("k_merge_heads", x, y, batch, seq, heads, dh));
   if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH(e, "merge_heads",
-           e->ops->merge_heads(e, x, y, batch, seq, heads, dh));
+  DISPATCH_OP(e, merge_heads, x, y, batch, seq, heads, dh);
   return 0;
 }
 
@@ -401,8 +395,7 @@ int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
   if (mats == 0 || seq == 0) return 0;
   NEED_BUF("k_softmax_causal_fwd", S);
   NEED_BUF("k_softmax_causal_fwd", P);
-  DISPATCH(e, "softmax_causal_fwd",
-           e->ops->softmax_causal_fwd(e, S, P, mats, seq, scale));
+  DISPATCH_OP(e, softmax_causal_fwd, S, P, mats, seq, scale);
   return 0;
 }
 
@@ -414,8 +407,7 @@ int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
   NEED_BUF("k_softmax_causal_bwd", P);
   NEED_BUF("k_softmax_causal_bwd", dP);
   NEED_BUF("k_softmax_causal_bwd", dS);
-  DISPATCH(e, "softmax_causal_bwd",
-           e->ops->softmax_causal_bwd(e, P, dP, dS, mats, seq, scale));
+  DISPATCH_OP(e, softmax_causal_bwd, P, dP, dS, mats, seq, scale);
   return 0;
 }
 
@@ -427,7 +419,7 @@ int k_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
   NEED_BUF("k_swiglu_fwd", a);
   NEED_BUF("k_swiglu_fwd", b);
   NEED_BUF("k_swiglu_fwd", h);
-  DISPATCH(e, "swiglu_fwd", e->ops->swiglu_fwd(e, a, b, h, n));
+  DISPATCH_OP(e, swiglu_fwd, a, b, h, n);
   return 0;
 }
 
@@ -440,7 +432,7 @@ int k_swiglu_bwd(engine *e, const float *dh, const float *a, const float *b,
   NEED_BUF("k_swiglu_bwd", da);
   NEED_BUF("k_swiglu_bwd", db);
   NEED(da != db, "k_swiglu_bwd: da and db may not alias");
-  DISPATCH(e, "swiglu_bwd", e->ops->swiglu_bwd(e, dh, a, b, da, db, n));
+  DISPATCH_OP(e, swiglu_bwd, dh, a, b, da, db, n);
   return 0;
 }
 
@@ -456,8 +448,7 @@ int k_cross_entropy_fwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_fwd", targets);
   NEED_BUF("k_cross_entropy_fwd", losses);
   NEED_BUF("k_cross_entropy_fwd", lse);
-  DISPATCH(e, "cross_entropy_fwd",
-           e->ops->cross_entropy_fwd(e, logits, targets, losses, lse, n, vocab));
+  DISPATCH_OP(e, cross_entropy_fwd, logits, targets, losses, lse, n, vocab);
   return 0;
 }
 
@@ -471,9 +462,8 @@ int k_cross_entropy_bwd(engine *e, const float *logits,
   NEED_BUF("k_cross_entropy_bwd", targets);
   NEED_BUF("k_cross_entropy_bwd", lse);
   NEED_BUF("k_cross_entropy_bwd", dlogits);
-  DISPATCH(e, "cross_entropy_bwd",
-           e->ops->cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
-                                     scale));
+  DISPATCH_OP(e, cross_entropy_bwd, logits, targets, lse, dlogits, n, vocab,
+                                    scale);
   return 0;
 }
 
@@ -493,8 +483,7 @@ int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
   NEED_BUF("k_layernorm_fwd", mean);
   NEED_BUF("k_layernorm_fwd", rstd);
   NEED(y != x, "k_layernorm_fwd: y may not alias x");
-  DISPATCH(e, "layernorm_fwd",
-           e->ops->layernorm_fwd(e, x, w, b, y, mean, rstd, n, d, eps));
+  DISPATCH_OP(e, layernorm_fwd, x, w, b, y, mean, rstd, n, d, eps);
   return 0;
 }
 
@@ -514,8 +503,7 @@ int k_layernorm_bwd(engine *e, const float *dy, const float *x,
   NEED_BUF("k_layernorm_bwd", db);
   NEED(dx != x, "k_layernorm_bwd: dx may not alias x");
   NEED(dw != db, "k_layernorm_bwd: dw and db may not alias");
-  DISPATCH(e, "layernorm_bwd",
-           e->ops->layernorm_bwd(e, dy, x, w, mean, rstd, dx, dw, db, n, d));
+  DISPATCH_OP(e, layernorm_bwd, dy, x, w, mean, rstd, dx, dw, db, n, d);
   return 0;
 }
 
@@ -523,7 +511,7 @@ int k_relu_fwd(engine *e, const float *x, float *y, size_t n) {
   if (n == 0) return 0;
   NEED_BUF("k_relu_fwd", x);
   NEED_BUF("k_relu_fwd", y);
-  DISPATCH(e, "relu_fwd", e->ops->relu_fwd(e, x, y, n));
+  DISPATCH_OP(e, relu_fwd, x, y, n);
   return 0;
 }
 
@@ -533,7 +521,7 @@ int k_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
   NEED_BUF("k_relu_bwd", dy);
   NEED_BUF("k_relu_bwd", x);
   NEED_BUF("k_relu_bwd", dx);
-  DISPATCH(e, "relu_bwd", e->ops->relu_bwd(e, dy, x, dx, n));
+  DISPATCH_OP(e, relu_bwd, dy, x, dx, n);
   return 0;
 }
 
@@ -550,7 +538,7 @@ int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
   NEED_BUF("k_adamw", g);
   NEED_BUF("k_adamw", m);
   NEED_BUF("k_adamw", v);
-  DISPATCH(e, "adamw", e->ops->adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+  DISPATCH_OP(e, adamw, p, g, m, v, n, lr, b1, b2, eps, wd, t);
   return 0;
 }
 
@@ -561,14 +549,14 @@ int k_add(engine *e, const float *a, const float *b, float *out, size_t n) {
   NEED_BUF("k_add", a);
   NEED_BUF("k_add", b);
   NEED_BUF("k_add", out);
-  DISPATCH(e, "add", e->ops->add(e, a, b, out, n));
+  DISPATCH_OP(e, add, a, b, out, n);
   return 0;
 }
 
 int k_scale(engine *e, float *x, float s, size_t n) {
   if (n == 0) return 0;
   NEED_BUF("k_scale", x);
-  DISPATCH(e, "scale", e->ops->scale(e, x, s, n));
+  DISPATCH_OP(e, scale, x, s, n);
   return 0;
 }
 
@@ -582,7 +570,7 @@ int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
   NEED(src != dst || st == dt,
        "k_cast: %s -> %s may not be in place (src == dst)", dtype_name(st),
        dtype_name(dt));
-  DISPATCH(e, "cast", e->ops->cast(e, src, st, dst, dt, n));
+  DISPATCH_OP(e, cast, src, st, dst, dt, n);
   return 0;
 }
 
@@ -637,9 +625,8 @@ int k_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
   NEED_BUF("k_attention_fwd", o);
   NEED_BUF("k_attention_fwd", lse);
   NEED(o != q && o != k && o != v, "k_attention_fwd: o may not alias q, k, v");
-  DISPATCH(e, "attention_fwd",
-           e->ops->attention_fwd(e, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
-                                 causal != 0, scale, dt));
+  DISPATCH_OP(e, attention_fwd, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
+                                causal != 0, scale, dt);
   return 0;
 }
 
@@ -673,9 +660,8 @@ int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
   NEED_BUF("k_attention_bwd", dv);
   NEED(dq != dk && dq != dv && dk != dv,
        "k_attention_bwd: dq, dk, dv must be separate buffers");
-  DISPATCH(e, "attention_bwd",
-           e->ops->attention_bwd(e, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
-                                 bh, tq, tk, dh, causal != 0, scale, dt));
+  DISPATCH_OP(e, attention_bwd, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
+                                bh, tq, tk, dh, causal != 0, scale, dt);
   return 0;
 }
 

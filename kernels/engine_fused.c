@@ -19,6 +19,8 @@
     eng_prof_stop_(e, rec_);                                                 \
     TRY(rc_);                                                                \
   } while (0)
+#define DISPATCH_FUSED(e, op, ...)                                           \
+  DISPATCH(e, #op, e->ops->fused->op(e, __VA_ARGS__))
 
 static int known(dtype t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
 
@@ -51,9 +53,8 @@ int k_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
   if (m == 0 || n == 0) return 0;
   NEED_BUF(op, C);
   if (k > 0) { NEED_BUF(op, A); NEED_BUF(op, B); }
-  DISPATCH(e, "matmul_ex",
-           e->ops->fused->matmul_ex(e, trans_a, trans_b, m, n, k, alpha, A, lda, B,
-                                    ldb, in_t, beta, C, ldc, ct, tf32 != 0));
+  DISPATCH_FUSED(e, matmul_ex, trans_a, trans_b, m, n, k, alpha, A, lda, B,
+                               ldb, in_t, beta, C, ldc, ct, tf32 != 0);
   return 0;
 }
 
@@ -69,8 +70,7 @@ int k_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
   NEED((void *)y != (void *)a && (void *)y != (void *)b &&
            (sum == NULL || (void *)y != (void *)sum),
        "%s: y may not alias a, b or sum", op);
-  DISPATCH(e, "add_rmsnorm_fwd",
-           e->ops->fused->add_rmsnorm_fwd(e, a, b, sum, g, y, yt, rstd, n, d, eps));
+  DISPATCH_FUSED(e, add_rmsnorm_fwd, a, b, sum, g, y, yt, rstd, n, d, eps);
   return 0;
 }
 
@@ -85,9 +85,8 @@ int k_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
   NEED_BUF(op, dy); NEED_BUF(op, x); NEED_BUF(op, g); NEED_BUF(op, rstd);
   NEED_BUF(op, dx); NEED_BUF(op, dg);
   NEED(dx != x && dx != dy, "%s: dx may alias dres only", op);
-  DISPATCH(e, "rmsnorm_bwd_ex",
-           e->ops->fused->rmsnorm_bwd_ex(e, dy, x, g, rstd, dres, dx, dx_low, lt,
-                                         dg, n, d));
+  DISPATCH_FUSED(e, rmsnorm_bwd_ex, dy, x, g, rstd, dres, dx, dx_low, lt,
+                                    dg, n, d);
   return 0;
 }
 
@@ -108,9 +107,8 @@ int k_qkv_split_rope(engine *e, const float *qkv, void *q, void *k, void *v,
   NEED(dh % 2 == 0, "%s: dh=%d must be even (RoPE rotates pairs)", op, dh);
   if ((long long)batch * seq * heads * dh == 0) return 0;
   NEED_BUF(op, qkv); NEED_BUF(op, q); NEED_BUF(op, k); NEED_BUF(op, v);
-  DISPATCH(e, "qkv_split_rope",
-           e->ops->fused->qkv_split_rope(e, qkv, q, k, v, lt, batch, seq, heads,
-                                         dh, theta));
+  DISPATCH_FUSED(e, qkv_split_rope, qkv, q, k, v, lt, batch, seq, heads,
+                                    dh, theta);
   return 0;
 }
 
@@ -123,37 +121,39 @@ int k_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
   NEED(dh % 2 == 0, "%s: dh=%d must be even (RoPE rotates pairs)", op, dh);
   if ((long long)batch * seq * heads * dh == 0) return 0;
   NEED_BUF(op, dq); NEED_BUF(op, dk); NEED_BUF(op, dv); NEED_BUF(op, dqkv);
-  DISPATCH(e, "qkv_merge_rope_bwd",
-           e->ops->fused->qkv_merge_rope_bwd(e, dq, dk, dv, dqkv, lt, batch, seq,
-                                             heads, dh, theta));
+  DISPATCH_FUSED(e, qkv_merge_rope_bwd, dq, dk, dv, dqkv, lt, batch, seq,
+                                        heads, dh, theta);
+  return 0;
+}
+
+/* What split and merge share: dtypes, sizes, buffers. 1: no work. */
+static int check_heads_ex(engine *e, const char *op, const void *x,
+                          dtype xt, const void *y, dtype yt, int batch,
+                          int seq, int heads, int dh) {
+  TRY(need_fused(e, op, xt));
+  TRY(need_fused(e, op, yt));
+  TRY(check_heads(op, batch, seq, heads, dh));
+  if ((long long)batch * seq * heads * dh == 0) return 1;
+  NEED_BUF(op, x); NEED_BUF(op, y);
+  NEED(x != y, "%s: y may not alias x", op);
   return 0;
 }
 
 int k_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
                      int batch, int seq, int heads, int dh) {
-  const char *op = "k_split_heads_ex";
-  TRY(need_fused(e, op, xt));
-  TRY(need_fused(e, op, yt));
-  TRY(check_heads(op, batch, seq, heads, dh));
-  if ((long long)batch * seq * heads * dh == 0) return 0;
-  NEED_BUF(op, x); NEED_BUF(op, y);
-  NEED(x != y, "%s: y may not alias x", op);
-  DISPATCH(e, "split_heads_ex",
-           e->ops->fused->split_heads_ex(e, x, xt, y, yt, batch, seq, heads, dh));
+  int rc = check_heads_ex(e, "k_split_heads_ex", x, xt, y, yt, batch, seq,
+                          heads, dh);
+  if (rc != 0) return rc < 0 ? rc : 0;
+  DISPATCH_FUSED(e, split_heads_ex, x, xt, y, yt, batch, seq, heads, dh);
   return 0;
 }
 
 int k_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
                      int batch, int seq, int heads, int dh) {
-  const char *op = "k_merge_heads_ex";
-  TRY(need_fused(e, op, xt));
-  TRY(need_fused(e, op, yt));
-  TRY(check_heads(op, batch, seq, heads, dh));
-  if ((long long)batch * seq * heads * dh == 0) return 0;
-  NEED_BUF(op, x); NEED_BUF(op, y);
-  NEED(x != y, "%s: y may not alias x", op);
-  DISPATCH(e, "merge_heads_ex",
-           e->ops->fused->merge_heads_ex(e, x, xt, y, yt, batch, seq, heads, dh));
+  int rc = check_heads_ex(e, "k_merge_heads_ex", x, xt, y, yt, batch, seq,
+                          heads, dh);
+  if (rc != 0) return rc < 0 ? rc : 0;
+  DISPATCH_FUSED(e, merge_heads_ex, x, xt, y, yt, batch, seq, heads, dh);
   return 0;
 }
 
@@ -163,7 +163,7 @@ int k_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
   TRY(need_fused(e, op, lt));
   if (n == 0) return 0;
   NEED_BUF(op, a); NEED_BUF(op, b); NEED_BUF(op, h);
-  DISPATCH(e, "swiglu_fwd_ex", e->ops->fused->swiglu_fwd_ex(e, a, b, h, lt, n));
+  DISPATCH_FUSED(e, swiglu_fwd_ex, a, b, h, lt, n);
   return 0;
 }
 
@@ -175,8 +175,7 @@ int k_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
   NEED_BUF(op, dh); NEED_BUF(op, a); NEED_BUF(op, b);
   NEED_BUF(op, da); NEED_BUF(op, db);
   NEED(da != db, "%s: da and db must differ", op);
-  DISPATCH(e, "swiglu_bwd_ex",
-           e->ops->fused->swiglu_bwd_ex(e, dh, a, b, da, db, lt, n));
+  DISPATCH_FUSED(e, swiglu_bwd_ex, dh, a, b, da, db, lt, n);
   return 0;
 }
 
@@ -194,9 +193,8 @@ int k_cross_entropy_bwd_ex(engine *e, const float *logits,
   NEED(dt == DT_F32 || (const void *)dlogits != (const void *)logits,
        "%s: %s dlogits cannot overwrite fp32 logits in place", op,
        dtype_name(dt));
-  DISPATCH(e, "cross_entropy_bwd_ex",
-           e->ops->fused->cross_entropy_bwd_ex(e, logits, targets, lse, dlogits,
-                                               dt, n, vocab, scale));
+  DISPATCH_FUSED(e, cross_entropy_bwd_ex, logits, targets, lse, dlogits,
+                                          dt, n, vocab, scale);
   return 0;
 }
 
@@ -210,9 +208,8 @@ int k_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
        "%s: betas (%g, %g) must be in [0, 1)", op, (double)b1, (double)b2);
   if (n == 0) return 0;
   NEED_BUF(op, p); NEED_BUF(op, g); NEED_BUF(op, m); NEED_BUF(op, v);
-  DISPATCH(e, "adamw_ex",
-           e->ops->fused->adamw_ex(e, p, p_low, lt, g, m, v, n, lr, b1, b2, eps,
-                                   wd, t));
+  DISPATCH_FUSED(e, adamw_ex, p, p_low, lt, g, m, v, n, lr, b1, b2, eps,
+                              wd, t);
   return 0;
 }
 
@@ -226,7 +223,6 @@ int k_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
   NEED_BUF(op, g);
   NEED(inv_scale > 0 && inv_scale < 3e38f, "%s: inv_scale=%g must be a "
        "positive finite number", op, (double)inv_scale);
-  DISPATCH(e, "grad_unscale",
-           e->ops->fused->grad_unscale(e, g, n, inv_scale, finite));
+  DISPATCH_FUSED(e, grad_unscale, g, n, inv_scale, finite);
   return 0;
 }
