@@ -9,7 +9,8 @@
  *                      and dx rounded to T; dg by rmsnorm.cu's
  *                      deterministic column sums
  *   qkv_split_rope     [N, 3D] fp32 -> q, k, v (T), RoPE on q, k (angles in
- *                      double, as k_rope computes them)
+ *                      double, as k_rope computes them, once per call into
+ *                      a (cos, sin) table; the rotation in fp32)
  *   qkv_merge_rope_bwd dq, dk, dv (T) -> [N, 3D] (T), RoPE inverse on dq, dk
  *   split/merge_heads_ex, swiglu_fwd/bwd_ex   as the plain ops, typed
  *   cross_entropy_bwd_ex  dlogits(T) = scale * (exp(z - lse) - onehot)
@@ -21,7 +22,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <initializer_list>
 #include <math.h>
+#include <stdint.h>
 
 enum { THREADS = 256 };
 
@@ -50,42 +53,120 @@ __device__ __forceinline__ void st(__half *p, size_t i, float v) {
     else { typedef __half T; BODY; }                                         \
   } while (0)
 
+/* Four consecutive elements at p + i (i a multiple of 4, the address 4 *
+ * sizeof(T) aligned): one 16-byte (float) or 8-byte (16-bit) access. The
+ * 16-bit pairs round with __floats2*2_rn: nearest even, as st(). */
+__device__ __forceinline__ void ld4(const float *p, size_t i, float v[4]) {
+  float4 q = *(const float4 *)(p + i);
+  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+__device__ __forceinline__ void ld4(const __nv_bfloat16 *p, size_t i,
+                                    float v[4]) {
+  uint2 q = *(const uint2 *)(p + i);
+  float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&q.x);
+  float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&q.y);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void ld4(const __half *p, size_t i, float v[4]) {
+  uint2 q = *(const uint2 *)(p + i);
+  float2 a = __half22float2(*(const __half2 *)&q.x);
+  float2 b = __half22float2(*(const __half2 *)&q.y);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void st4(float *p, size_t i, const float v[4]) {
+  *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void st4(__nv_bfloat16 *p, size_t i,
+                                    const float v[4]) {
+  __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]);
+  __nv_bfloat162 b = __floats2bfloat162_rn(v[2], v[3]);
+  uint2 q;
+  q.x = *(const unsigned *)&a;
+  q.y = *(const unsigned *)&b;
+  *(uint2 *)(p + i) = q;
+}
+__device__ __forceinline__ void st4(__half *p, size_t i, const float v[4]) {
+  __half2 a = __floats2half2_rn(v[0], v[1]);
+  __half2 b = __floats2half2_rn(v[2], v[3]);
+  uint2 q;
+  q.x = *(const unsigned *)&a;
+  q.y = *(const unsigned *)&b;
+  *(uint2 *)(p + i) = q;
+}
+
+/* Every pointer can take 4-element accesses (16 bytes for float, 8 for
+ * 16-bit: aligned to 16 covers both). */
+static bool vec4_ok(std::initializer_list<const void *> ps) {
+  for (const void *p : ps)
+    if (p && ((uintptr_t)p & 15u) != 0) return false;
+  return true;
+}
+
 /* ---- residual add + RMSNorm ------------------------------------------------- */
 
-template <typename T>
+/* VEC: d % 4 == 0 and every row 16-byte aligned, 4 columns per access. */
+template <typename T, bool VEC>
 __global__ void add_rmsnorm_k(const float *a, const float *b, float *sum,
                               const float *g, T *y, float *rstd, int d,
                               float eps) {
   __shared__ float sh[32];
   size_t row = blockIdx.x, o = row * d;
   float ss = 0.0f;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float x = a[o + j] + (b ? b[o + j] : 0.0f);
-    if (sum) sum[o + j] = x;
-    ss += x * x;
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float x[4], z[4] = {0, 0, 0, 0};
+      ld4(a, o + j, x);
+      if (b) ld4(b, o + j, z);
+      for (int c = 0; c < 4; c++) { x[c] += z[c]; ss += x[c] * x[c]; }
+      if (sum) st4(sum, o + j, x);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float x = a[o + j] + (b ? b[o + j] : 0.0f);
+      if (sum) sum[o + j] = x;
+      ss += x * x;
+    }
   }
   ss = block_sum(ss, sh);
   float r = 1.0f / sqrtf(ss / (float)d + eps);
   if (threadIdx.x == 0) rstd[row] = r;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float x = a[o + j] + (b ? b[o + j] : 0.0f);
-    st(y, o + j, x * r * g[j]);
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float x[4], z[4] = {0, 0, 0, 0}, w[4];
+      ld4(a, o + j, x);
+      if (b) ld4(b, o + j, z);
+      ld4(g, j, w);
+      for (int c = 0; c < 4; c++) x[c] = (x[c] + z[c]) * r * w[c];
+      st4(y, o + j, x);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float x = a[o + j] + (b ? b[o + j] : 0.0f);
+      st(y, o + j, x * r * g[j]);
+    }
   }
 }
 
 static int add_rmsnorm_fwd(engine *e, const float *a, const float *b,
                            float *sum, const float *g, void *y, dtype yt,
                            float *rstd, int n, int d, float eps) {
-  int threads = row_threads(d);
-  WITH_T(yt, (add_rmsnorm_k<T><<<n, threads, 0, cuda_stream(e)>>>(
-                 a, b, sum == a ? NULL : sum, g, (T *)y, rstd, d, eps)));
+  if (sum == a) sum = NULL;
+  bool vec = d % 4 == 0 && vec4_ok({a, b, sum, g, y});
+  int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(yt, (add_rmsnorm_k<T, true><<<n, threads, 0, s>>>(
+                   a, b, sum, g, (T *)y, rstd, d, eps)));
+  else
+    WITH_T(yt, (add_rmsnorm_k<T, false><<<n, threads, 0, s>>>(
+                   a, b, sum, g, (T *)y, rstd, d, eps)));
   CHECK_LAUNCH();
   return 0;
 }
 
 /* ---- RMSNorm backward with the residual gradient ---------------------------- */
 
-template <typename T>
+template <typename T, bool VEC>
 __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
                                 const float *g, const float *rstd,
                                 const float *dres, float *dx, T *dx_low,
@@ -93,16 +174,39 @@ __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
   __shared__ float sh[32];
   size_t row = blockIdx.x, o = row * d;
   float dot = 0.0f;
-  for (int j = threadIdx.x; j < d; j += blockDim.x)
-    dot += g[j] * dy[o + j] * x[o + j];
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float gg[4], yy[4], xx[4];
+      ld4(g, j, gg);
+      ld4(dy, o + j, yy);
+      ld4(x, o + j, xx);
+      for (int c = 0; c < 4; c++) dot += gg[c] * yy[c] * xx[c];
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      dot += g[j] * dy[o + j] * x[o + j];
+  }
   dot = block_sum(dot, sh);
   float r = rstd[row];
   float c = r * r * r * (dot / (float)d);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float v = r * g[j] * dy[o + j] - x[o + j] * c;
-    if (dres) v += dres[o + j];
-    dx[o + j] = v;
-    if (dx_low) st(dx_low, o + j, v);
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float gg[4], yy[4], xx[4], rr[4] = {0, 0, 0, 0}, v[4];
+      ld4(g, j, gg);
+      ld4(dy, o + j, yy);
+      ld4(x, o + j, xx);
+      if (dres) ld4(dres, o + j, rr);
+      for (int k = 0; k < 4; k++) v[k] = r * gg[k] * yy[k] - xx[k] * c + rr[k];
+      st4(dx, o + j, v);
+      if (dx_low) st4(dx_low, o + j, v);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float v = r * g[j] * dy[o + j] - x[o + j] * c;
+      if (dres) v += dres[o + j];
+      dx[o + j] = v;
+      if (dx_low) st(dx_low, o + j, v);
+    }
   }
 }
 
@@ -113,74 +217,108 @@ static int rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
   /* dg reads dy before dx may overwrite dres (dx == dres is allowed; dy is
    * never dx, engine_fused.c refuses it). */
   TRY(cuda_rmsnorm_dg(e, dy, x, rstd, dg, n, d));
-  int threads = row_threads(d);
   if (dx_low == (void *)dx) dx_low = NULL;
-  WITH_T(lt, (rmsnorm_dx_ex_k<T><<<n, threads, 0, cuda_stream(e)>>>(
-                 dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+  bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
+  int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(lt, (rmsnorm_dx_ex_k<T, true><<<n, threads, 0, s>>>(
+                   dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+  else
+    WITH_T(lt, (rmsnorm_dx_ex_k<T, false><<<n, threads, 0, s>>>(
+                   dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
   CHECK_LAUNCH();
   return 0;
 }
 
 /* ---- q, k, v: split heads and RoPE ------------------------------------------- */
 
-/* One thread per (row r = b*T + t, head h, pair j): the angle once, then
- * q and k rotated and v copied. fwd: [N, 3D] fp32 -> three [B, H, T, Dh];
- * bwd (INV): three [B, H, T, Dh] -> [N, 3D], rotating back. */
+/* cs[t * half + j] = (cos, sin)(t * theta^(-2j/Dh)), computed in double as
+ * k_rope computes its angles, rounded to float once. */
+__global__ void rope_table_k(float2 *cs, int seq, int half, int dh,
+                             double theta) {
+  int n = seq * half;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
+    int t = i / half, j = i % half;
+    double sn, c;
+    sincos(t * pow(theta, -2.0 * j / dh), &sn, &c);
+    cs[i] = make_float2((float)c, (float)sn);
+  }
+}
+
+/* One thread per (row r = b*T + t, head h, quad q): elements 4q .. 4q+3
+ * (RoPE pairs 2q and 2q+1) of q, k and v, q and k rotated, v copied.
+ * fwd: [N, 3D] fp32 -> three [B, H, T, Dh]; bwd (INV): three
+ * [B, H, T, Dh] -> [N, 3D], rotating back. dh % 4 == 0 and 16-byte aligned
+ * tensors (the host checks). */
 template <typename Tin, typename Tout, bool INV>
 __global__ void qkv_rope_k(const Tin *qkv, const Tin *q, const Tin *k,
                            const Tin *v, Tout *oqkv, Tout *oq, Tout *ok,
-                           Tout *ov, long long pairs, int seq, int heads,
-                           int dh, double theta) {
-  int half = dh / 2, D = heads * dh;
+                           Tout *ov, const float2 *cs, long long quads,
+                           int seq, int heads, int dh) {
+  int nq = dh / 4, D = heads * dh, half = dh / 2;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-       i < pairs; i += (long long)gridDim.x * blockDim.x) {
-    int j = (int)(i % half);
-    long long rh = i / half;
+       i < quads; i += (long long)gridDim.x * blockDim.x) {
+    int qd = (int)(i % nq);
+    long long rh = i / nq;
     int h = (int)(rh % heads);
     long long r = rh / heads;
     int t = (int)(r % seq);
     long long b = r / seq;
-    double freq = pow(theta, -2.0 * j / dh), sn, cs;
-    sincos(t * freq, &sn, &cs);
-    if (INV) sn = -sn;
-    size_t flat = (size_t)r * 3 * D + (size_t)h * dh + 2 * j;       /* [N,3D] */
-    size_t head = (((size_t)b * heads + h) * seq + t) * dh + 2 * j;  /* [B,H,T,Dh] */
+    float2 c0 = cs[(size_t)t * half + 2 * qd], c1 = cs[(size_t)t * half + 2 * qd + 1];
+    if (INV) { c0.y = -c0.y; c1.y = -c1.y; }
+    size_t flat = (size_t)r * 3 * D + (size_t)h * dh + 4 * qd;       /* [N,3D] */
+    size_t head = (((size_t)b * heads + h) * seq + t) * dh + 4 * qd;  /* [B,H,T,Dh] */
+#pragma unroll
     for (int p = 0; p < 3; p++) {
-      double x0, x1;
-      if (!INV) {
-        x0 = ld(qkv, flat + (size_t)p * D);
-        x1 = ld(qkv, flat + (size_t)p * D + 1);
-      } else {
-        const Tin *src = p == 0 ? q : p == 1 ? k : v;
-        x0 = ld(src, head);
-        x1 = ld(src, head + 1);
-      }
-      float y0 = (float)x0, y1 = (float)x1;
+      float x[4], y[4];
+      if (!INV) ld4(qkv, flat + (size_t)p * D, x);
+      else ld4(p == 0 ? q : p == 1 ? k : v, head, x);
       if (p < 2) {
-        y0 = (float)(x0 * cs - x1 * sn);
-        y1 = (float)(x0 * sn + x1 * cs);
-      }
-      if (!INV) {
-        Tout *dst = p == 0 ? oq : p == 1 ? ok : ov;
-        st(dst, head, y0);
-        st(dst, head + 1, y1);
+        y[0] = x[0] * c0.x - x[1] * c0.y;
+        y[1] = x[0] * c0.y + x[1] * c0.x;
+        y[2] = x[2] * c1.x - x[3] * c1.y;
+        y[3] = x[2] * c1.y + x[3] * c1.x;
       } else {
-        st(oqkv, flat + (size_t)p * D, y0);
-        st(oqkv, flat + (size_t)p * D + 1, y1);
+        y[0] = x[0]; y[1] = x[1]; y[2] = x[2]; y[3] = x[3];
       }
+      if (!INV) st4(p == 0 ? oq : p == 1 ? ok : ov, head, y);
+      else st4(oqkv, flat + (size_t)p * D, y);
     }
   }
+}
+
+/* The angle table in the engine's workspace (valid for this call). */
+static int rope_table(engine *e, int seq, int dh, float theta, float2 **cs) {
+  int half = dh / 2;
+  TRY(cuda_workspace(e, (size_t)seq * half * sizeof(float2), (void **)cs));
+  rope_table_k<<<cuda_grid(e, (size_t)seq * half, THREADS), THREADS, 0,
+                 cuda_stream(e)>>>(*cs, seq, half, dh, (double)theta);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+static int need_quads(const char *op, int dh,
+                      std::initializer_list<const void *> ps) {
+  if (dh % 4 != 0 || !vec4_ok(ps))
+    FAIL(ERR_FAIL, "%s: the CUDA engine needs dh %% 4 == 0 (got %d) and "
+         "16-byte aligned tensors", op, dh);
+  return 0;
 }
 
 static int qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
                           void *v, dtype lt, int batch, int seq, int heads,
                           int dh, float theta) {
-  long long pairs = (long long)batch * seq * heads * (dh / 2);
-  unsigned grid = cuda_grid(e, (size_t)pairs, THREADS);
+  TRY(need_quads("k_qkv_split_rope", dh, {qkv, q, k, v}));
+  float2 *cs;
+  TRY(rope_table(e, seq, dh, theta, &cs));
+  long long quads = (long long)batch * seq * heads * (dh / 4);
+  unsigned grid = cuda_grid(e, (size_t)quads, THREADS);
   WITH_T(lt, (qkv_rope_k<float, T, false><<<grid, THREADS, 0,
                                             cuda_stream(e)>>>(
-                 qkv, NULL, NULL, NULL, NULL, (T *)q, (T *)k, (T *)v, pairs,
-                 seq, heads, dh, (double)theta)));
+                 qkv, NULL, NULL, NULL, NULL, (T *)q, (T *)k, (T *)v, cs,
+                 quads, seq, heads, dh)));
   CHECK_LAUNCH();
   return 0;
 }
@@ -188,33 +326,46 @@ static int qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
 static int qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
                               const void *dv, void *dqkv, dtype lt, int batch,
                               int seq, int heads, int dh, float theta) {
-  long long pairs = (long long)batch * seq * heads * (dh / 2);
-  unsigned grid = cuda_grid(e, (size_t)pairs, THREADS);
+  TRY(need_quads("k_qkv_merge_rope_bwd", dh, {dq, dk, dv, dqkv}));
+  float2 *cs;
+  TRY(rope_table(e, seq, dh, theta, &cs));
+  long long quads = (long long)batch * seq * heads * (dh / 4);
+  unsigned grid = cuda_grid(e, (size_t)quads, THREADS);
   WITH_T(lt, (qkv_rope_k<T, T, true><<<grid, THREADS, 0, cuda_stream(e)>>>(
                  NULL, (const T *)dq, (const T *)dk, (const T *)dv, (T *)dqkv,
-                 NULL, NULL, NULL, pairs, seq, heads, dh, (double)theta)));
+                 NULL, NULL, NULL, cs, quads, seq, heads, dh)));
   CHECK_LAUNCH();
   return 0;
 }
 
 /* ---- head layout, typed --------------------------------------------------- */
 
-/* SPLIT: x [B, T, H*Dh] -> y [B, H, T, Dh]; else the reverse. One thread per
- * element of the [B, H, T, Dh] side. */
-template <typename Tx, typename Ty, bool SPLIT>
+/* SPLIT: x [B, T, H*Dh] -> y [B, H, T, Dh]; else the reverse. One thread
+ * per W = 4 (VEC: dh % 4 == 0, aligned) or 1 consecutive elements of the
+ * [B, H, T, Dh] side. */
+template <typename Tx, typename Ty, bool SPLIT, bool VEC>
 __global__ void heads_k(const Tx *x, Ty *y, size_t total, int seq, int heads,
                         int dh) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+  const int W = VEC ? 4 : 1;
+  size_t groups = total / W;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < groups;
        i += (size_t)gridDim.x * blockDim.x) {
-    int c = (int)(i % dh);
-    size_t r = i / dh;
+    size_t e = i * W;
+    int c = (int)(e % dh);
+    size_t r = e / dh;
     int t = (int)(r % seq);
     size_t bh = r / seq;
     int h = (int)(bh % heads);
     size_t b = bh / heads;
     size_t flat = ((b * seq + t) * heads + h) * dh + c;
-    if (SPLIT) st(y, i, ld(x, flat));
-    else st(y, flat, ld(x, i));
+    size_t src = SPLIT ? flat : e, dst = SPLIT ? e : flat;
+    if (VEC) {
+      float v[4];
+      ld4(x, src, v);
+      st4(y, dst, v);
+    } else {
+      st(y, dst, ld(x, src));
+    }
   }
 }
 
@@ -222,12 +373,17 @@ template <bool SPLIT>
 static int heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
                     int batch, int seq, int heads, int dh) {
   size_t total = (size_t)batch * seq * heads * dh;
-  unsigned grid = cuda_grid(e, total, THREADS);
+  bool vec = dh % 4 == 0 && vec4_ok({x, y});
+  unsigned grid = cuda_grid(e, vec ? total / 4 : total, THREADS);
   cudaStream_t s = cuda_stream(e);
   WITH_T(xt, {
     typedef T TX;
-    WITH_T(yt, (heads_k<TX, T, SPLIT><<<grid, THREADS, 0, s>>>(
-                   (const TX *)x, (T *)y, total, seq, heads, dh)));
+    if (vec)
+      WITH_T(yt, (heads_k<TX, T, SPLIT, true><<<grid, THREADS, 0, s>>>(
+                     (const TX *)x, (T *)y, total, seq, heads, dh)));
+    else
+      WITH_T(yt, (heads_k<TX, T, SPLIT, false><<<grid, THREADS, 0, s>>>(
+                     (const TX *)x, (T *)y, total, seq, heads, dh)));
   });
   CHECK_LAUNCH();
   return 0;
@@ -245,33 +401,71 @@ static int merge_heads_ex(engine *e, const void *x, dtype xt, void *y,
 
 /* ---- SwiGLU, typed ---------------------------------------------------------- */
 
-template <typename T>
+__device__ __forceinline__ void swiglu1(float x, float y, float &h) {
+  h = x / (1.0f + expf(-x)) * y;
+}
+__device__ __forceinline__ void swiglu1_bwd(float g, float x, float y,
+                                            float &da, float &db) {
+  float sg = 1.0f / (1.0f + expf(-x)), silu = x * sg;
+  da = g * y * (sg + silu * (1.0f - sg));
+  db = g * silu;
+}
+
+/* VEC: 4 elements per access (every pointer 16-byte aligned), then the
+ * n % 4 tail one by one. */
+template <typename T, bool VEC>
 __global__ void swiglu_fwd_ex_k(const T *a, const T *b, T *h, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = ld(a, i), sg = 1.0f / (1.0f + expf(-x));
-    st(h, i, x * sg * ld(b, i));
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  size_t nv = VEC ? n / 4 : 0;
+  for (size_t i = i0; i < nv; i += stride) {
+    float x[4], y[4], o[4];
+    ld4(a, 4 * i, x);
+    ld4(b, 4 * i, y);
+    for (int c = 0; c < 4; c++) swiglu1(x[c], y[c], o[c]);
+    st4(h, 4 * i, o);
+  }
+  for (size_t i = 4 * nv + i0; i < n; i += stride) {
+    float o;
+    swiglu1(ld(a, i), ld(b, i), o);
+    st(h, i, o);
   }
 }
 
-template <typename T>
+template <typename T, bool VEC>
 __global__ void swiglu_bwd_ex_k(const T *dh, const T *a, const T *b, T *da,
                                 T *db, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = ld(a, i), y = ld(b, i), g = ld(dh, i);
-    float sg = 1.0f / (1.0f + expf(-x));
-    float silu = x * sg;
-    st(da, i, g * y * (sg + silu * (1.0f - sg)));
-    st(db, i, g * silu);
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  size_t nv = VEC ? n / 4 : 0;
+  for (size_t i = i0; i < nv; i += stride) {
+    float g[4], x[4], y[4], p[4], q[4];
+    ld4(dh, 4 * i, g);
+    ld4(a, 4 * i, x);
+    ld4(b, 4 * i, y);
+    for (int c = 0; c < 4; c++) swiglu1_bwd(g[c], x[c], y[c], p[c], q[c]);
+    st4(da, 4 * i, p);
+    st4(db, 4 * i, q);
+  }
+  for (size_t i = 4 * nv + i0; i < n; i += stride) {
+    float p, q;
+    swiglu1_bwd(ld(dh, i), ld(a, i), ld(b, i), p, q);
+    st(da, i, p);
+    st(db, i, q);
   }
 }
 
 static int swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
                          dtype lt, size_t n) {
-  unsigned grid = cuda_grid(e, n, THREADS);
-  WITH_T(lt, (swiglu_fwd_ex_k<T><<<grid, THREADS, 0, cuda_stream(e)>>>(
-                 (const T *)a, (const T *)b, (T *)h, n)));
+  bool vec = vec4_ok({a, b, h});
+  unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(lt, (swiglu_fwd_ex_k<T, true><<<grid, THREADS, 0, s>>>(
+                   (const T *)a, (const T *)b, (T *)h, n)));
+  else
+    WITH_T(lt, (swiglu_fwd_ex_k<T, false><<<grid, THREADS, 0, s>>>(
+                   (const T *)a, (const T *)b, (T *)h, n)));
   CHECK_LAUNCH();
   return 0;
 }
@@ -279,10 +473,17 @@ static int swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
 static int swiglu_bwd_ex(engine *e, const void *dh, const void *a,
                          const void *b, void *da, void *db, dtype lt,
                          size_t n) {
-  unsigned grid = cuda_grid(e, n, THREADS);
-  WITH_T(lt, (swiglu_bwd_ex_k<T><<<grid, THREADS, 0, cuda_stream(e)>>>(
-                 (const T *)dh, (const T *)a, (const T *)b, (T *)da, (T *)db,
-                 n)));
+  bool vec = vec4_ok({dh, a, b, da, db});
+  unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(lt, (swiglu_bwd_ex_k<T, true><<<grid, THREADS, 0, s>>>(
+                   (const T *)dh, (const T *)a, (const T *)b, (T *)da,
+                   (T *)db, n)));
+  else
+    WITH_T(lt, (swiglu_bwd_ex_k<T, false><<<grid, THREADS, 0, s>>>(
+                   (const T *)dh, (const T *)a, (const T *)b, (T *)da,
+                   (T *)db, n)));
   CHECK_LAUNCH();
   return 0;
 }
