@@ -33,11 +33,19 @@ size_t comm_dtype_size(comm_dtype t) {
 }
 
 int comm_open(comm **out, comm_backend b) {
+  return comm_open_ex(out, b, NULL);
+}
+
+int comm_open_ex(comm **out, comm_backend b, const comm_options *o) {
   *out = NULL;
+  if (o && o->max_ctas < 0)
+    FAIL(ERR_FAIL, "comm_open: max_ctas = %d (allowed: 0 for the library's "
+         "default, or a positive count)", o->max_ctas);
   comm *c = calloc(1, sizeof *c);
   CHECK_ALLOC(c, sizeof *c);
   c->backend = b;
   c->device = -1;
+  if (o) c->opt = *o;
   int rc;
   if (b == COMM_MPI) {
     rc = comm_mpi_open(c);
@@ -107,10 +115,19 @@ static void check_bufs(const void *a, const void *b, size_t count) {
   if (count > 0) ASSERT(a != NULL && b != NULL);
 }
 
+/* An average of integers would round; only float types average. */
+static int check_op(const char *what, comm_dtype t, comm_op op) {
+  if (op == COMM_AVG && t == COMM_I32)
+    FAIL(ERR_FAIL, "%s: average of i32 elements (allowed for avg: f32, f64, "
+         "f16, bf16)", what);
+  return 0;
+}
+
 int comm_allreduce(comm *c, const void *send, void *recv, size_t count,
                    comm_dtype t, comm_op op, comm_req **req) {
   if (req) *req = NULL;
   check_bufs(send, recv, count);
+  TRY(check_op("allreduce", t, op));
   TRY(c->ops->allreduce(c, send, recv, count, t, op, req));
   return 0;
 }
@@ -131,6 +148,7 @@ int comm_reduce_scatter(comm *c, const void *send, void *recv,
                         comm_req **req) {
   if (req) *req = NULL;
   check_bufs(send, recv, recvcount);
+  TRY(check_op("reduce_scatter", t, op));
   TRY(c->ops->reduce_scatter(c, send, recv, recvcount, t, op, req));
   return 0;
 }

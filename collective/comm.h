@@ -17,7 +17,10 @@
 
 typedef enum { COMM_MPI, COMM_NCCL } comm_backend;
 typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_F16, COMM_BF16 } comm_dtype;
-typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } comm_op;
+/* COMM_AVG: the sum divided by the number of ranks, in the reduction itself
+ * (NCCL's ncclAvg; MPI scales the result on completion); float dtypes only.
+ * Data parallelism averages gradients with it instead of a separate pass. */
+typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_AVG } comm_op;
 
 typedef struct comm comm;
 typedef struct comm_req comm_req;
@@ -32,6 +35,16 @@ size_t comm_dtype_size(comm_dtype t);
  * message if NCCL or CUDA is not built in or there are fewer GPUs than ranks
  * on a node. Without MPI built in, only a world of one rank exists. */
 int comm_open(comm **out, comm_backend b);
+/* Options of a communicator; zero fields keep the library's defaults.
+ * max_ctas (NCCL): at most this many thread blocks per collective (NCCL's
+ * ncclConfig_t.maxCTAs). Each block holds an SM for the whole collective, so
+ * a collective overlapped with compute slows that compute by about
+ * blocks/SMs; fewer blocks trade bandwidth for the compute's speed. MPI
+ * ignores it. */
+typedef struct {
+  int max_ctas;
+} comm_options;
+int comm_open_ex(comm **out, comm_backend b, const comm_options *o);
 void comm_close(comm *c);
 int comm_rank(const comm *c);
 int comm_size(const comm *c);
@@ -74,6 +87,17 @@ static inline int comm_allreduce_f32(comm *c, const float *send, float *recv,
 static inline int comm_broadcast_f32(comm *c, float *buf, size_t n, int root,
                                      comm_req **req) {
   return comm_broadcast(c, buf, n, COMM_F32, root, req);
+}
+static inline int comm_allreduce_avg_f32(comm *c, const float *send,
+                                         float *recv, size_t n,
+                                         comm_req **req) {
+  return comm_allreduce(c, send, recv, n, COMM_F32, COMM_AVG, req);
+}
+static inline int comm_reduce_scatter_avg_f32(comm *c, const float *send,
+                                              float *recv, size_t recvcount,
+                                              comm_req **req) {
+  return comm_reduce_scatter(c, send, recv, recvcount, COMM_F32, COMM_AVG,
+                             req);
 }
 static inline int comm_reduce_scatter_f32(comm *c, const float *send,
                                           float *recv, size_t recvcount,

@@ -49,6 +49,7 @@ struct comm {
   int rank, size;
   int device;      /* CUDA device, -1 for MPI */
   void *stream;    /* cudaStream_t of the NCCL ops, NULL for MPI */
+  comm_options opt;
   void *impl;      /* the backend's own state */
 };
 

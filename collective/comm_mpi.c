@@ -88,6 +88,10 @@ typedef struct {
   void *move_dst;
   const void *move_src;
   size_t move_bytes;
+  /* COMM_AVG: MPI sums; the result is divided by the ranks on completion. */
+  void *avg_buf;
+  size_t avg_n;
+  comm_dtype avg_t;
 } mpi_req;
 
 static MPI_Comm mcomm(const comm *c) { return ((mpi_state *)c->impl)->comm; }
@@ -108,15 +112,29 @@ static MPI_Op mpi_op(comm_op op) {
   case COMM_SUM: return MPI_SUM;
   case COMM_MAX: return MPI_MAX;
   case COMM_MIN: return MPI_MIN;
+  case COMM_AVG: return MPI_SUM;
   }
   ASSERT(!"unknown comm_op");
   return MPI_OP_NULL;
 }
 
+/* The sum of a COMM_AVG over the ranks becomes their mean (check_dtype
+ * has limited MPI to f32, f64, i32, and comm.c refuses avg of i32). */
+static void average(comm *c, void *buf, size_t n, comm_dtype t) {
+  if (t == COMM_F32) {
+    float *p = buf, k = 1.0f / (float)c->size;
+    for (size_t i = 0; i < n; i++) p[i] *= k;
+  } else if (t == COMM_F64) {
+    double *p = buf, k = 1.0 / (double)c->size;
+    for (size_t i = 0; i < n; i++) p[i] *= k;
+  }
+}
+
 /* Wrap a started request in a handle. If the handle cannot be allocated the
  * operation is completed here first, so no request is left behind. */
 static int wrap(comm *c, MPI_Request r, comm_req **req, void *move_dst,
-                const void *move_src, size_t move_bytes) {
+                const void *move_src, size_t move_bytes, void *avg_buf,
+                size_t avg_n, comm_dtype avg_t) {
   mpi_req *q = malloc(sizeof *q);
   if (!q) {
     CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
@@ -127,6 +145,9 @@ static int wrap(comm *c, MPI_Request r, comm_req **req, void *move_dst,
   q->move_dst = move_dst;
   q->move_src = move_src;
   q->move_bytes = move_bytes;
+  q->avg_buf = avg_buf;
+  q->avg_n = avg_n;
+  q->avg_t = avg_t;
   *req = &q->base;
   return 0;
 }
@@ -136,6 +157,7 @@ static int mpi_wait(comm *c, comm_req *req) {
   free(req);
   CHECK_MPI(MPI_Wait(&q.r, MPI_STATUS_IGNORE));
   if (q.move_bytes) memmove(q.move_dst, q.move_src, q.move_bytes);
+  if (q.avg_buf) average(c, q.avg_buf, q.avg_n, q.avg_t);
   return 0;
 }
 
@@ -147,12 +169,14 @@ static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count,
   const void *s = send == recv ? MPI_IN_PLACE : send;
   if (!req) {
     CHECK_MPI(MPI_Allreduce(s, recv, n, mpi_type(t), mpi_op(op), mcomm(c)));
+    if (op == COMM_AVG) average(c, recv, count, t);
     return 0;
   }
   MPI_Request r;
   CHECK_MPI(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), mcomm(c),
                            &r));
-  TRY(wrap(c, r, req, NULL, NULL, 0));
+  TRY(wrap(c, r, req, NULL, NULL, 0, op == COMM_AVG ? recv : NULL, count,
+           t));
   return 0;
 }
 
@@ -167,7 +191,7 @@ static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype t,
   }
   MPI_Request r;
   CHECK_MPI(MPI_Ibcast(buf, n, mpi_type(t), root, mcomm(c), &r));
-  TRY(wrap(c, r, req, NULL, NULL, 0));
+  TRY(wrap(c, r, req, NULL, NULL, 0, NULL, 0, t));
   return 0;
 }
 
@@ -189,12 +213,14 @@ static int mpi_reduce_scatter(comm *c, const void *send, void *recv,
     CHECK_MPI(MPI_Reduce_scatter_block(s, out, n, mpi_type(t), mpi_op(op),
                                        mcomm(c)));
     if (move) memmove(recv, send, move);
+    if (op == COMM_AVG) average(c, recv, recvcount, t);
     return 0;
   }
   MPI_Request r;
   CHECK_MPI(MPI_Ireduce_scatter_block(s, out, n, mpi_type(t), mpi_op(op),
                                       mcomm(c), &r));
-  TRY(wrap(c, r, req, recv, send, move));
+  TRY(wrap(c, r, req, recv, send, move, op == COMM_AVG ? recv : NULL,
+           recvcount, t));
   return 0;
 }
 
@@ -215,7 +241,7 @@ static int mpi_allgather(comm *c, const void *send, void *recv,
   MPI_Request r;
   CHECK_MPI(MPI_Iallgather(s, n, mpi_type(t), recv, n, mpi_type(t), mcomm(c),
                            &r));
-  TRY(wrap(c, r, req, NULL, NULL, 0));
+  TRY(wrap(c, r, req, NULL, NULL, 0, NULL, 0, t));
   return 0;
 }
 

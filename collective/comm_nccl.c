@@ -59,6 +59,7 @@ static ncclRedOp_t nccl_op(comm_op op) {
   case COMM_SUM: return ncclSum;
   case COMM_MAX: return ncclMax;
   case COMM_MIN: return ncclMin;
+  case COMM_AVG: return ncclAvg;
   }
   ASSERT(!"unknown comm_op");
   return ncclSum;
@@ -304,9 +305,15 @@ static int pick_device(comm *c) {
   return 0;
 }
 
+/* The highest priority: a collective queued behind a long compute grid
+ * gets its few blocks onto SMs as soon as any frees up, instead of after
+ * the whole grid, so overlapped communication starts when it is issued. */
 static int new_stream(comm *c) {
   nccl_state *s = state(c);
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  int least, greatest;
+  CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK_CUDA(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking,
+                                          greatest));
   c->stream = s->stream;
   return 0;
 }
@@ -335,7 +342,13 @@ static int share_id(comm *c, ncclUniqueId *id) {
 }
 
 static int init_nccl(comm *c, ncclUniqueId id) {
-  CHECK_NCCL(ncclCommInitRank(&state(c)->nccl, c->size, id, c->rank));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  if (c->opt.max_ctas > 0) {
+    cfg.maxCTAs = c->opt.max_ctas;
+    cfg.minCTAs = 1;
+  }
+  CHECK_NCCL(ncclCommInitRankConfig(&state(c)->nccl, c->size, id, c->rank,
+                                    &cfg));
   return 0;
 }
 

@@ -57,7 +57,8 @@ typedef struct {
 
 /* The reduction `op` over ranks rank_lo .. rank_lo + nranks - 1. One rank
  * (nranks = 1) gives that rank's own values: a broadcast's or a block of an
- * all-gather. */
+ * all-gather. COMM_AVG is the sum / nranks: exact in binary floating
+ * point when nranks is a power of two (the tests' 2 and 4 ranks). */
 void pattern_expect(pattern_table *t, int rank_lo, int nranks, comm_op op);
 
 typedef struct {

@@ -19,11 +19,11 @@ void pattern_expect(pattern_table *t, int rank_lo, int nranks, comm_op op) {
     double acc = pattern_value(k, rank_lo);
     for (int r = rank_lo + 1; r < rank_lo + nranks; r++) {
       double v = pattern_value(k, r);
-      if (op == COMM_SUM) acc += v;
+      if (op == COMM_SUM || op == COMM_AVG) acc += v;
       else if (op == COMM_MAX) acc = v > acc ? v : acc;
       else acc = v < acc ? v : acc;
     }
-    t->want[k] = acc;
+    t->want[k] = op == COMM_AVG ? acc / nranks : acc;
   }
 }
 

@@ -80,6 +80,10 @@ static const param_def params[] = {
      "adamw (state on every rank), sharded (the handout's: tensors "
      "assigned to ranks, updated ones broadcast), zero1 (reduce-scatter, "
      "AdamW on the shard, all-gather; with flat or bucketed)"},
+    {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
+     "nccl: at most this many thread blocks (so SMs) per gradient "
+     "collective, which overlap backward (0: NCCL's default); parameter "
+     "collectives use a second communicator at NCCL's default. mpi: 0"},
 };
 
 static const char *const metrics[] = {
@@ -141,6 +145,12 @@ static int validate(const job *j, char *err, size_t n) {
                                                         : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
   }
+  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
+      job_int(j, "nccl_max_ctas") != 0) {
+    snprintf(err, n, "nccl_max_ctas = %lld with backend mpi (allowed with "
+             "mpi: 0)", (long long)job_int(j, "nccl_max_ctas"));
+    return 1 + kind_param_index(j->kind, "nccl_max_ctas");
+  }
   /* fp16's loss scale is unscaled inside the model's own AdamW step; the
    * sharded optimizers step outside it and would update with scaled
    * gradients (and ZeRO-1's ranks would need to agree on an overflow). */
@@ -165,7 +175,8 @@ static uint64_t next_u64(uint64_t *s) {
 enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_N };
 
 typedef struct bench {
-  comm *c;
+  comm *c, *pc;            /* gradient / parameter collectives (pc: nccl
+                              with a sharded optimizer, else c) */
   engine *e;
   model *m;
   ddp *d;
@@ -375,9 +386,17 @@ static int run(const job *j, result *r) {
   x.b = (int)job_int(j, "rank_batch");
   x.vocab = c.vocab;
   x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
-  int rc = comm_open(&x.c, cb);
+  comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas")};
+  int rc = comm_open_ex(&x.c, cb, &co);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
+    return rc;
+  }
+  /* Parameter collectives run beside AdamW only: NCCL's full width. */
+  if (cb == COMM_NCCL && op != DDP_OPT_ADAMW && co.max_ctas > 0 &&
+      (rc = comm_open(&x.pc, cb)) < 0) {
+    err_trace(__FILE__, __LINE__);
+    comm_close(x.c);
     return rc;
   }
   x.rank = comm_rank(x.c);
@@ -402,7 +421,7 @@ static int run(const job *j, result *r) {
   dp_model dm;
   dp_model_lm(&dm, x.m);
   adamw_config hp = adamw_defaults();
-  if ((rc = ddp_create(&x.d, x.c, &dm, st, job_float(j, "bucket_mb"), op, &hp)) < 0)
+  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, job_float(j, "bucket_mb"), op, &hp)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
   if ((rc = measure(&x, j, r, warmup, steps)) < 0) goto fail;
@@ -413,6 +432,7 @@ done:
   if (x.d) ddp_destroy(x.d);
   if (x.m) model_destroy(x.m);
   if (x.e) engine_destroy(x.e);
+  comm_close(x.pc);
   comm_close(x.c);
   free(x.ids);
   free(x.tgt);

@@ -3,9 +3,10 @@
  * finish_gradient_synchronization, and the step's timeline.
  *
  * Launching bucket b (all strategies):
- *   compute stream: grads[b] *= 1/W; record ready[b]
+ *   compute stream: record ready[b]
  *   comm stream:    wait ready[b]; record cstart[b]; all-reduce (or, zero1,
- *                   reduce-scatter) grads[b] in place; record cend[b]
+ *                   reduce-scatter) grads[b] in place with COMM_AVG, so the
+ *                   1/W of the mean costs no pass of its own; record cend[b]
  * The issue order is the hook order, identical on every rank, as NCCL and
  * MPI need. finish: record bwd_end on compute; launch what the strategy
  * left for after backward; then GPU: record comm_done on the comm stream
@@ -75,18 +76,17 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
 static int launch(ddp *d, int i) {
   dp_bucket *b = &d->plan.b[i];
   float *g = d->m.grads + b->start;
-  TRY(k_scale(d->e, g, 1.0f / (float)d->world, b->count));
   TRY(dp_event_record(&d->ev_ready[i], d->kstream));
   TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
   TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
   ASSERT(d->grad_req[i] == NULL);
   if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
     size_t chunk = b->count / (size_t)d->world;
-    TRY(comm_reduce_scatter_f32(d->c, g, g + (size_t)d->rank * chunk, chunk,
-                                &d->grad_req[i]));
+    TRY(comm_reduce_scatter_avg_f32(d->c, g, g + (size_t)d->rank * chunk,
+                                    chunk, &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * (d->world - 1) / d->world;
   } else {
-    TRY(comm_allreduce_f32(d->c, g, g, b->count, &d->grad_req[i]));
+    TRY(comm_allreduce_avg_f32(d->c, g, g, b->count, &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * 2 * (d->world - 1) / d->world;
   }
   d->grad_bytes += (double)b->count * 4;
@@ -182,8 +182,9 @@ static int setup(ddp *d, double bucket_mib) {
   return 0;
 }
 
-int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
-               double bucket_mib, ddp_optimizer o, const adamw_config *opt) {
+int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
+               ddp_strategy s, double bucket_mib, ddp_optimizer o,
+               const adamw_config *opt) {
   char err[256];
   *out = NULL;
   if (ddp_check_combination(s, o, bucket_mib, err, sizeof err) != 0)
@@ -191,6 +192,7 @@ int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
   ddp *d = calloc(1, sizeof *d);
   CHECK_ALLOC(d, sizeof *d);
   d->c = c;
+  d->pc = pc ? pc : c;
   d->m = *m;
   d->e = m->e;
   d->rank = comm_rank(c);
@@ -200,6 +202,7 @@ int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
   d->hp = *opt;
   d->kstream = eng_stream(d->e);
   d->cstream = comm_cuda_stream(c);
+  d->pstream = comm_cuda_stream(d->pc);
   d->gpu = d->kstream != NULL;
   d->in_hook = s == DDP_OVERLAP || s == DDP_BUCKETED;
   if ((d->kstream == NULL) != (d->cstream == NULL) && d->world > 1) {
@@ -207,6 +210,12 @@ int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
     FAIL(ERR_FAIL, "ddp: the %s engine cannot run with the %s backend "
          "(allowed: cpu with mpi, cuda with nccl)", engine_name(m->e),
          comm_backend_name(comm_get_backend(c)));
+  }
+  if (comm_get_backend(d->pc) != comm_get_backend(c) ||
+      comm_size(d->pc) != d->world || comm_rank(d->pc) != d->rank) {
+    free(d);
+    FAIL(ERR_FAIL, "ddp: the parameter communicator differs from the "
+         "gradient one in backend, size or rank");
   }
   int rc = setup(d, bucket_mib);
   if (rc < 0) {
@@ -218,10 +227,10 @@ int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
   return 0;
 }
 
-static void release(ddp *d, comm_req **req, int n) {
+static void release_on(comm *c, comm_req **req, int n) {
   for (int i = 0; i < n; i++)
     if (req[i]) {
-      comm_wait(d->c, req[i]);
+      comm_wait(c, req[i]);
       req[i] = NULL;
     }
 }
@@ -235,8 +244,8 @@ static void events_free(dp_event *ev, int n) {
 void ddp_destroy(ddp *d) {
   if (!d) return;
   int nb = d->plan.nb, np = d->nparam_slots, nv = d->m.nviews;
-  if (d->grad_req) release(d, d->grad_req, nb);
-  if (d->param_req) release(d, d->param_req, np);
+  if (d->grad_req) release_on(d->c, d->grad_req, nb);
+  if (d->param_req) release_on(d->pc, d->param_req, np);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
   ddp_optim_free(d);
   events_free(d->ev_ready, nb);
@@ -283,7 +292,7 @@ int ddp_begin_step(ddp *d) {
     if (d->param_req[i]) {
       comm_req *q = d->param_req[i];
       d->param_req[i] = NULL;
-      TRY(comm_wait(d->c, q));
+      TRY(comm_wait(d->pc, q));
     }
   clear(d->ev_ready, nb);
   clear(d->ev_cstart, nb);

@@ -9,8 +9,9 @@
  *     ddp_optimizer_step
  * Weights are broadcast from rank 0 by ddp_create, so ranks start equal.
  * Each rank's loss is the mean over its slice; the gradient of the global
- * mean is the average of the ranks' gradients, so every bucket is scaled by
- * 1/W (on the compute stream, just before it is sent) and summed.
+ * mean is the average of the ranks' gradients, so every bucket is
+ * all-reduced with COMM_AVG (NCCL's ncclAvg divides inside the reduction;
+ * no separate 1/W pass over the gradients).
  *
  * Strategies (how gradients are averaged):
  *   naive     after backward, one all-reduce per parameter tensor
@@ -63,8 +64,14 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
 
 typedef struct ddp ddp;
 
-int ddp_create(ddp **out, comm *c, const dp_model *m, ddp_strategy s,
-               double bucket_mib, ddp_optimizer o, const adamw_config *opt);
+/* c carries the gradient collectives; pc (NULL: c) the sharded optimizers'
+ * parameter broadcasts / all-gathers, on its own stream. On GPUs the two
+ * want different settings: gradient collectives overlap backward, so they
+ * should hold few SMs (comm_options.max_ctas); parameter collectives run
+ * beside AdamW only and may take NCCL's full width. */
+int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
+               ddp_strategy s, double bucket_mib, ddp_optimizer o,
+               const adamw_config *opt);
 void ddp_destroy(ddp *d);
 int ddp_begin_step(ddp *d);
 int ddp_mark_backward(ddp *d);

@@ -7,7 +7,8 @@
 #include "parallel/dp_events.h"
 
 struct ddp {
-  comm *c;
+  comm *c;                 /* gradient collectives */
+  comm *pc;                /* parameter collectives (c unless given one) */
   dp_model m;
   engine *e;
   int rank, world;
@@ -16,6 +17,7 @@ struct ddp {
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */
+  void *pstream;           /* pc's stream (parameter collectives) */
   int *has_grad;           /* [nviews] */
   dp_plan plan;
   int in_hook;             /* strategies that launch from the hook */

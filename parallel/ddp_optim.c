@@ -106,14 +106,14 @@ static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
 /* A parameter collective in slot k, after the compute stream's work. */
 static int param_op_begin(ddp *d, int k) {
   TRY(dp_event_record(&d->ev_pready[k], d->kstream));
-  TRY(dp_stream_wait(d->cstream, &d->ev_pready[k]));
-  TRY(dp_event_record(&d->ev_pstart[k], d->cstream));
+  TRY(dp_stream_wait(d->pstream, &d->ev_pready[k]));
+  TRY(dp_event_record(&d->ev_pstart[k], d->pstream));
   ASSERT(d->param_req[k] == NULL);
   return 0;
 }
 
 static int param_op_end(ddp *d, int k) {
-  if (d->gpu) TRY(dp_event_record(&d->ev_pend[k], d->cstream));
+  if (d->gpu) TRY(dp_event_record(&d->ev_pend[k], d->pstream));
   d->param_order[d->nparam_issued++] = k;
   return 0;
 }
@@ -131,7 +131,7 @@ static int sharded_step(ddp *d) {
     size_t lo = d->own_lo[r], n = d->own_hi[r] - d->own_lo[r];
     if (n == 0) continue;
     TRY(param_op_begin(d, r));
-    TRY(comm_broadcast_f32(d->c, m->params + lo, n, r, &d->param_req[r]));
+    TRY(comm_broadcast_f32(d->pc, m->params + lo, n, r, &d->param_req[r]));
     d->param_bytes += (double)n * 4;
     d->wire_bytes += (double)n * 4 * (d->world - 1) / d->world;
     TRY(param_op_end(d, r));
@@ -151,7 +151,7 @@ static int zero1_step(ddp *d) {
     size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
     TRY(adamw_range(d, lo, lo + chunk, b->state_off));
     TRY(param_op_begin(d, i));
-    TRY(comm_allgather_f32(d->c, d->m.params + lo, d->m.params + b->start,
+    TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
                            chunk, &d->param_req[i]));
     d->param_bytes += (double)b->count * 4;
     d->wire_bytes += (double)b->count * 4 * (W - 1) / W;
@@ -173,7 +173,7 @@ int ddp_optim_step(ddp *d) {
   d->step++;
   if (d->m.set_step_count) d->m.set_step_count(d->m.impl, d->step);
   if (d->gpu) {
-    TRY(dp_event_record(&d->ev_param_done, d->cstream));
+    TRY(dp_event_record(&d->ev_param_done, d->pstream));
     TRY(dp_stream_wait(d->kstream, &d->ev_param_done));
     return 0;
   }
@@ -181,7 +181,7 @@ int ddp_optim_step(ddp *d) {
     int i = d->param_order[k];
     comm_req *q = d->param_req[i];
     d->param_req[i] = NULL;
-    TRY(comm_wait(d->c, q));
+    TRY(comm_wait(d->pc, q));
     TRY(dp_event_record(&d->ev_pend[i], NULL));
   }
   TRY(dp_event_record(&d->ev_param_done, NULL));

@@ -49,7 +49,8 @@ static const char *dtype_name(comm_dtype t) {
 }
 
 static const char *op_name(comm_op op) {
-  return op == COMM_SUM ? "sum" : op == COMM_MAX ? "max" : "min";
+  return op == COMM_SUM ? "sum" : op == COMM_MAX ? "max"
+         : op == COMM_MIN ? "min" : "avg";
 }
 
 /* Sum of an int over ranks (a world of one without MPI). */
@@ -272,32 +273,33 @@ static void check_broadcast(suite *s, size_t n, int async) {
 /* send: size blocks of n, indices 0 .. size*n-1; rank r gets block r. In
  * place, the output is block r of the input buffer itself. */
 static int reduce_scatter_body(suite *s, const char *name, bufs *m, size_t n,
-                               int inplace, int async) {
+                               comm_op op, int inplace, int async) {
   float *send = m->a;
   float *recv = inplace ? send + (size_t)s->rank * n : m->b;
   TRY(pattern_fill(s->c, send, COMM_F32, n * s->size, 0, s->seed, s->rank));
   if (!inplace)
     TRY(pattern_fill(s->c, recv, COMM_F32, n, 0, s->seed + 1, s->rank));
   comm_req *req = NULL;
-  TRY(comm_reduce_scatter(s->c, send, recv, n, COMM_F32, COMM_SUM,
+  TRY(comm_reduce_scatter(s->c, send, recv, n, COMM_F32, op,
                           async ? &req : NULL));
   TRY(wait_for(s, async, req));
   pattern_table want;
-  pattern_expect(&want, 0, s->size, COMM_SUM);
+  pattern_expect(&want, 0, s->size, op);
   return expect(s, name, recv, COMM_F32, n, (size_t)s->rank * n, &want);
 }
 
-static void check_reduce_scatter(suite *s, size_t n, int inplace, int async) {
+static void check_reduce_scatter(suite *s, size_t n, comm_op op, int inplace,
+                                 int async) {
   char name[160];
-  snprintf(name, sizeof name, "reduce_scatter f32 sum recvcount=%zu %s %s",
-           n, inplace ? "in-place" : "out-of-place",
+  snprintf(name, sizeof name, "reduce_scatter f32 %s recvcount=%zu %s %s",
+           op_name(op), n, inplace ? "in-place" : "out-of-place",
            async ? "async" : "sync");
   s->seed++;
   bufs m;
   int bad;
   if (acquire(s, &m, n * s->size * 4, n * 4) < 0) bad = call_failed(s, name);
   else {
-    int rc = reduce_scatter_body(s, name, &m, n, inplace, async);
+    int rc = reduce_scatter_body(s, name, &m, n, op, inplace, async);
     bad = rc < 0 ? call_failed(s, name) : rc;
   }
   release(s, &m);
@@ -396,6 +398,16 @@ static void check_refusals(suite *s, comm_backend b) {
   }
   verdict(s, bad, name);
 
+  name = "an average of i32 is refused, naming the dtype";
+  err_clear();
+  bad = 0;
+  if (comm_allreduce(s->c, buf, buf, 4, COMM_I32, COMM_AVG, NULL) >= 0 ||
+      !strstr(err_msg(), "i32")) {
+    fprintf(stderr, "rank %d: FAIL %s: \"%s\"\n", s->rank, name, err_msg());
+    bad = 1;
+  }
+  verdict(s, bad, name);
+
   if (b == COMM_MPI) {
     name = "mpi refuses bf16 with a message naming it";
     err_clear();
@@ -489,10 +501,13 @@ int main(int argc, char **argv) {
   if (b == COMM_NCCL) check_checker(&s, COMM_BF16);
 
   static const size_t counts[] = {1, 7, 1000, 65537, 1000003};
-  static const comm_op ops[] = {COMM_SUM, COMM_MAX, COMM_MIN};
+  static const comm_op ops[] = {COMM_SUM, COMM_MAX, COMM_MIN, COMM_AVG};
+  /* An average is exact (so comparable exactly) over 2^k ranks only. */
+  int pow2 = (s.size & (s.size - 1)) == 0;
+  int nops = pow2 ? 4 : 3;
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     size_t n = counts[k];
-    for (int o = 0; o < 3; o++)
+    for (int o = 0; o < nops; o++)
       for (int inplace = 0; inplace < 2; inplace++)
         for (int async = 0; async < 2; async++)
           check_allreduce(&s, n, COMM_F32, ops[o], inplace, async);
@@ -507,8 +522,9 @@ int main(int argc, char **argv) {
     check_two_in_flight(&s, n);
     for (int async = 0; async < 2; async++) {
       check_broadcast(&s, n, async);
-      check_reduce_scatter(&s, n, 0, async);
-      check_reduce_scatter(&s, n, 1, async);
+      check_reduce_scatter(&s, n, COMM_SUM, 0, async);
+      check_reduce_scatter(&s, n, COMM_SUM, 1, async);
+      if (pow2) check_reduce_scatter(&s, n, COMM_AVG, 1, async);
       check_allgather(&s, n, 0, async);
       check_allgather(&s, n, 1, async);
     }

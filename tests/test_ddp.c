@@ -65,6 +65,7 @@ static const uint64_t SEED = 1234;
 
 typedef struct {
   comm *c;
+  comm *pc;              /* a second communicator for parameter collectives */
   comm_backend backend;
   int rank, world;
   dtype prec;
@@ -174,7 +175,10 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o) {
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
   engine *e = n.e;
   adamw_config hp = adamw_defaults();
-  hard(ddp_create(&d, x->c, &n.dm, s, mib, o, &hp), "ddp_create");
+  /* The sharded optimizers' parameter collectives on their own
+   * communicator (and, NCCL, stream), as the ddp job runs them. */
+  hard(ddp_create(&d, x->c, o == DDP_OPT_ADAMW ? NULL : x->pc, &n.dm, s, mib,
+                  o, &hp), "ddp_create");
   for (int k = 0; k < STEPS; k++) {
     hard(ddp_begin_step(d), "begin_step");
     net_fwd_bwd(x, &n, k, d);
@@ -296,7 +300,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_ddp [mpi|nccl]\n");
     return 99;
   }
-  int rc = comm_open(&x.c, x.backend);
+  /* Gradient collectives limited to 2 thread blocks on NCCL (the setting
+   * the ddp job's nccl_max_ctas passes); parameter ones at the default. */
+  comm_options co = {.max_ctas = x.backend == COMM_NCCL ? 2 : 0};
+  int rc = comm_open_ex(&x.c, x.backend, &co);
+  if (rc == 0) rc = comm_open(&x.pc, x.backend);
   if (rc < 0) {
     fprintf(stderr, "test_ddp: cannot open %s: %s\n", argv[1] ? argv[1] : "mpi",
             err_msg());
@@ -335,6 +343,7 @@ int main(int argc, char **argv) {
     }
   }
   free(x.ref);
+  comm_close(x.pc);
   comm_close(x.c);
   int status = x.rank == 0 ? tl_finish() : 0;
 #ifdef HAVE_MPI
