@@ -326,11 +326,49 @@ The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$(best_bucket
 lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$(best_bucket fp32)")") ms (fp32) or $(calc %.1f "$(one "$csv" bf16 bwd_ms_mean "$(best_bucket bf16)")") ms (bf16) on one GPU, while the all-reduce alone takes
 about $(calc %.1f "$(two "$flat" fp32 grad_comm_ms_mean)") ms at full NVLink bandwidth (the flat row): under bf16 the communication
 is nearly as long as backward itself, and in both precisions it slows the
-backward kernels it runs beside. Communicating bf16 gradients (half the
-bytes) or a larger per-GPU batch (more compute per byte) would be the
+backward kernels it runs beside. Two changes are in these rows: the mean's
+1/W is taken inside the reduction (ncclAvg) instead of a pass over the
+gradients on the compute stream, and the communication stream has the
+highest priority, so a bucket's collective starts as soon as it is issued.
+What was tried and did not pay is measured below (fewer NCCL thread
+blocks). Communicating bf16 gradients (half the bytes; our policy keeps
+them fp32) or a larger per-GPU batch (more compute per byte) would be the
 changes that bring the ratio towards 1.05.
 
 EOF
+
+# ---- NCCL thread blocks -----------------------------------------------------------
+ctas="$DATA/ddp_nccl_ctas.csv"
+if [ -f "$ctas" ] && [ "$("$CSVTOOL" count "$ctas" --where status=ok)" -gt 0 ]; then
+  echo "### How many SMs should the gradient all-reduces hold? (ddp_nccl_ctas)"
+  echo
+  cat <<EOF
+Each NCCL thread block holds an SM for the whole collective, so an
+all-reduce overlapping backward takes those SMs from it. ncclConfig_t's
+maxCTAs caps the blocks per collective (the ddp kind's nccl_max_ctas, 0 =
+NCCL's default); bucketed DDP of the same model on $(tool distinct "$ctas" --cols machine --where status=ok | head -n 1):
+
+EOF
+  tool table "$ctas" --cols precision,bucket_mb,nccl_max_ctas,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
+    --head "precision,bucket (MiB),blocks per collective (0: NCCL's default),step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
+    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
+  c1=$(tool value "$ctas" --where status=ok --where precision=fp32 --where bucket_mb=1000 --where nccl_max_ctas=1 --col grad_comm_ms_mean --default "")
+  gm=$(two "$csv" fp32 grad_comm_mib 1000)
+  if [ -n "$c1" ] && [ -n "$gm" ]; then
+    cat <<EOF
+
+One block moves about $(calc %.0f "$gm / 1024 / $c1 * 1000") GiB/s, so a capped all-reduce outlasts backward and is
+exposed after it; and backward is not given back its speed in proportion
+to the blocks freed (with 4 or 8 blocks it is about as slow as with
+NCCL's default, though the collectives then hold a few SMs, not dozens):
+so the slowdown is not SMs alone; what else the two contend for (memory
+bandwidth, GEMM waves sized for every SM) these rows do not separate.
+NCCL's default is the fastest step at both bucket sizes, so every other
+DDP experiment runs with it.
+
+EOF
+  fi
+fi
 
 # ---- the overlap timeline -------------------------------------------------------
 echo "### The overlap, seen in one step (ddp_overlap_individual_parameters_benchmarking (b))"
