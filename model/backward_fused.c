@@ -21,11 +21,27 @@ static const void *wl(const model *m, const float *W) {
          (size_t)(W - m->params) * dtype_size(m->lt);
 }
 
-/* dW[dout, din] += dy[n, dout]^T x[n, din], both lt. */
+/* dW[dout, din] += dy[n, dout]^T x[n, din], both lt; dW = ... when
+ * model_zero_grad deferred the zeroing (beta 0: nothing to add to). */
 static int linear_dw(model *m, const void *dy, const void *x, float *dW,
                      int n, int din, int dout) {
   return k_matmul_ex(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
-                     1.0f, dW, din, DT_F32, m->opt.tf32);
+                     m->grads_deferred_zero ? 0.0f : 1.0f, dW, din, DT_F32,
+                     m->opt.tf32);
+}
+
+/* Deferred zeroing: the gradients backward adds into rather than writes
+ * (RMSNorm gains, sums over rows; the embedding, a scatter-add) are
+ * cleared; every other view is a product's output, written with beta 0. */
+static int clear_accumulated(model *m) {
+  const size_t D = (size_t)m->c.d_model * sizeof(float);
+  TRY(eng_memset0(m->e, m->g.emb, (size_t)m->c.vocab * D));
+  TRY(eng_memset0(m->e, m->g.lnf, D));
+  for (int i = 0; i < m->c.layers; i++) {
+    TRY(eng_memset0(m->e, m->g.layer[i].ln1, D));
+    TRY(eng_memset0(m->e, m->g.layer[i].ln2, D));
+  }
+  return 0;
 }
 
 /* dx[n, din] (xt) = dy[n, dout] W (+ beta dx). */
@@ -49,6 +65,7 @@ int model_backward_fused(model *m) {
   const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
   const dtype lt = m->lt;
   void *dres_low = a->dres_low == (void *)a->dres ? NULL : a->dres_low;
+  if (m->grads_deferred_zero) TRY(clear_accumulated(m));
 
   /* loss = mean CE; logits = lnf W_lm^T */
   TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
@@ -106,6 +123,7 @@ int model_backward_fused(model *m) {
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
   }
   TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
+  m->grads_deferred_zero = 0;
   TRY(grad_ready(m, 0));
   return 0;
 }

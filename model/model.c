@@ -325,7 +325,11 @@ void model_destroy(model *m) {
 
 const model_config *model_get_config(const model *m) { return &m->c; }
 float *model_params(model *m) { return m->params; }
-float *model_grads(model *m) { return m->grads; }
+float *model_grads(model *m) {
+  /* A caller may read them now; a failed memset shows at its next sync. */
+  if (model_grads_materialize(m) < 0) err_trace(__FILE__, __LINE__);
+  return m->grads;
+}
 size_t model_nparams(const model *m) { return m->nparams; }
 
 const tensor_view *model_views(const model *m, int *nviews) {
@@ -369,7 +373,18 @@ adamw_config adamw_defaults(void) {
 }
 
 int model_zero_grad(model *m) {
+  if (m->opt.fused) {
+    m->grads_deferred_zero = 1;
+    return 0;
+  }
   TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  return 0;
+}
+
+int model_grads_materialize(model *m) {
+  if (!m->grads_deferred_zero) return 0;
+  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  m->grads_deferred_zero = 0;
   return 0;
 }
 
@@ -384,6 +399,7 @@ long long model_skipped_steps(const model *m) { return m->skipped_steps; }
  * steps. Called once per optimizer step. */
 int model_unscale_grads(model *m, int *finite) {
   *finite = 1;
+  TRY(model_grads_materialize(m));
   if (m->loss_scale == 1.0f) return 0;
   TRY(k_grad_unscale(m->e, m->grads, m->nparams, 1.0f / m->loss_scale,
                      finite));

@@ -139,6 +139,12 @@ struct model {
   float *host_losses;      /* host, [B*T] */
 
   long long step;          /* AdamW steps taken */
+  /* Fused path: model_zero_grad only sets this; the next backward then
+   * writes every gradient instead of adding to it (products with beta 0,
+   * the few accumulated views cleared first), which saves a pass over the
+   * whole gradient buffer per step. Anything that reads the gradients
+   * first calls model_grads_materialize. */
+  int grads_deferred_zero;
   model_grad_hook grad_hook;  /* model_set_grad_hook */
   float loss_scale;        /* fp16: dynamic loss scale; else 1 */
   int scale_good_steps;    /* steps since the scale last changed */
@@ -147,5 +153,8 @@ struct model {
   int fwd_b, fwd_t;        /* shape of the last forward */
   int fwd_loss;            /* it had targets and backward has not run */
 };
+
+/* model.c: if zeroing was deferred, zero the buffer now. */
+int model_grads_materialize(model *m);
 
 #endif

@@ -71,6 +71,13 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
   r->hook_calls = 0;
   model_set_grad_hook(m, count_hook, &r->hook_calls);
   adamw_config a = adamw_defaults();
+  /* Garbage in the gradient buffer: zero_grad must make it irrelevant (the
+   * fused path defers the zeroing to backward's first writes). */
+  float *junk = malloc(np * sizeof *junk);
+  hard(junk ? 0 : ERR_OOM, "junk");
+  for (size_t i = 0; i < np; i++) junk[i] = frand(5.0f);
+  hard(eng_upload(e, model_grads(m), junk, np * sizeof *junk), "upload junk");
+  free(junk);
   for (int s = 0; s < 2; s++) {
     hard(model_zero_grad(m), "zero_grad");
     hard(model_forward(m, ids, tg, B, T, &r->loss[s]), "forward");

@@ -536,8 +536,8 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
       M[c] = b1 * M[c] + one_b1 * G[c];
       V[c] = b2 * V[c] + one_b2 * (G[c] * G[c]);
       P[c] = P[c] * decay - step * M[c] / (sqrtf(V[c]) + eps);
-      st(pl, 4 * i + c, P[c]);
     }
+    st4(pl, 4 * i, P);   /* one 8-byte store of the four 16-bit copies */
     ((float4 *)p)[i] = pp;
     ((float4 *)m)[i] = mm;
     ((float4 *)v)[i] = vv;
@@ -557,7 +557,8 @@ static int adamw_ex(engine *e, float *p, void *p_low, dtype lt,
                     const float *g, float *m, float *v, size_t n, float lr,
                     float b1, float b2, float eps, float wd, long long t) {
   if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
-      !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v))) {
+      !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
+        aligned16(p_low))) {
     TRY(cuda_adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
     if (p_low && p_low != (void *)p)
       TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
