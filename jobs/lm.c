@@ -5,9 +5,7 @@
  * cross-entropy; for forward_backward also zero_grad + backward; for
  * train_step also one AdamW step. Every phase ends with eng_sync before its
  * clock is read, so a phase's time is its own work, as torch.cuda.synchronize
- * does in the handout. On the fused path a train step's AdamW runs per
- * layer beside backward (model_backward_adamw), so its time is inside
- * bwd_ms and opt_ms is 0 (the row's message says so). `warmup` steps run first and are not timed; the means
+ * does in the handout. `warmup` steps run first and are not timed; the means
  * and standard deviations are over the `steps` timed steps, whose samples go
  * to the experiment's .samples.jsonl. The model is sized by name (model.md's
  * table, plus tiny / nano) or by explicit dimensions "D/F/L/H".
@@ -166,20 +164,13 @@ static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
   TRY(model_forward(m, ids, tgt, b, t, &loss));
   TRY(eng_sync(e));
   double t1 = clock_now_s(), t2 = t1, t3 = t1;
-  int train = strcmp(mode, "train_step") == 0;
-  int overlap = train && model_get_options(m)->fused;
   if (strcmp(mode, "forward") != 0) {
     TRY(model_zero_grad(m));
-    if (overlap) {
-      adamw_config o = adamw_defaults();
-      TRY(model_backward_adamw(m, &o));
-    } else {
-      TRY(model_backward(m));
-    }
+    TRY(model_backward(m));
     TRY(eng_sync(e));
     t2 = t3 = clock_now_s();
   }
-  if (train && !overlap) {
+  if (strcmp(mode, "train_step") == 0) {
     adamw_config o = adamw_defaults();
     TRY(model_adamw_step(m, &o));
     TRY(eng_sync(e));
@@ -234,10 +225,8 @@ static int run(const job *j, result *r) {
   if ((rc = eng_profile(e, 1)) < 0) goto fail;
   if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
-  snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s%s",
-           fam, strcmp(mode, "train_step") == 0 && mo.fused
-                    ? "; AdamW ran per layer beside backward (in bwd_ms)"
-                    : "");
+  snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
+           fam);
 
   double mean, sd;
   result_set(r, "params", (double)model_nparams(m));

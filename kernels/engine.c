@@ -67,12 +67,6 @@ void engine_destroy(engine *e) {
 
 const char *engine_name(const engine *e) { return e->ops->name; }
 
-int eng_side(engine *e, int on) {
-  return e->ops->side ? e->ops->side(e, on != 0) : 0;
-}
-
-int eng_join(engine *e) { return e->ops->join ? e->ops->join(e) : 0; }
-
 void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
 }
@@ -147,15 +141,12 @@ void eng_free(engine *e, void *p) {
   e->in_use -= e->blocks[i].bytes;
   e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
   e->blocks[i] = e->blocks[--e->nblocks];
-  /* The free waits for the main stream: side work must be in it first. */
-  if (eng_join(e) < 0) err_trace(__FILE__, __LINE__);
   e->ops->free(e, p);
 }
 
 int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
   if (bytes == 0) return 0;
   if (!dst || !host_src) FAIL(ERR_FAIL, "eng_upload: NULL buffer");
-  TRY(eng_join(e));
   TRY(e->ops->upload(e, dst, host_src, bytes));
   return 0;
 }
@@ -163,7 +154,6 @@ int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
 int eng_download(engine *e, void *host_dst, const void *src, size_t bytes) {
   if (bytes == 0) return 0;
   if (!host_dst || !src) FAIL(ERR_FAIL, "eng_download: NULL buffer");
-  TRY(eng_join(e));
   TRY(e->ops->download(e, host_dst, src, bytes));
   return 0;
 }
@@ -176,7 +166,6 @@ int eng_memset0(engine *e, void *p, size_t bytes) {
 }
 
 int eng_sync(engine *e) {
-  TRY(eng_join(e));
   TRY(e->ops->sync(e));
   return 0;
 }

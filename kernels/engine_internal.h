@@ -68,8 +68,6 @@ typedef struct engine_ops {
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
-  int (*side)(engine *e, int on);           /* NULL: one in-order queue */
-  int (*join)(engine *e);
   int (*allow_tf32)(engine *e, int on);     /* NULL: no TF32 */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */

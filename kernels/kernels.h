@@ -60,14 +60,6 @@ int eng_sync(engine *e);
  * queued, for callers that order other work after it (events); NULL on the
  * CPU engine, whose operations are done when they return. */
 void *eng_stream(engine *e);
-/* A second queue, for work that may run beside the main one (the model's
- * per-layer AdamW during backward): after eng_side(e, 1) the ops run after
- * everything queued so far, concurrently with what the main stream gets
- * after eng_side(e, 0); eng_join makes the main stream wait for all of
- * them (eng_sync joins first). Only ops that use no engine scratch (the
- * workspace) may run there. No-ops on the CPU engine. */
-int eng_side(engine *e, int on);
-int eng_join(engine *e);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the
  * engine's stream; the host clock on the CPU engine, whose operations are

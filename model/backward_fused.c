@@ -51,17 +51,6 @@ static int linear_dx(model *m, const void *dy, const float *W, void *dx,
                      m->lt, beta, dx, din, xt, m->opt.tf32);
 }
 
-/* model_backward_adamw: AdamW of views [v0, v1] (contiguous in the flat
- * buffer) on the side stream, once backward is done with their weights. */
-static int adamw_views(model *m, int v0, int v1) {
-  if (!m->inline_adamw) return 0;
-  size_t lo = m->views[v0].offset;
-  size_t hi = m->views[v1].offset + m->views[v1].numel;
-  for (int v = v0; v < v1; v++)
-    ASSERT(m->views[v].offset + m->views[v].numel == m->views[v + 1].offset);
-  return model_adamw_range_side(m, lo, hi);
-}
-
 static int grad_ready(model *m, int view) {
   return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
 }
@@ -87,7 +76,6 @@ int model_backward_fused(model *m) {
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
   TRY(grad_ready(m, LAYER_VIEW(L, 0)));
-  TRY(adamw_views(m, LAYER_VIEW(L, 0), LAYER_VIEW(L, 1)));   /* lnf, lm */
 
   for (int i = L - 1; i >= 0; i--) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
@@ -133,11 +121,9 @@ int model_backward_fused(model *m) {
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->x, p->ln1, l->rstd1, a->dres, a->dres,
                          dres_low, lt, g->ln1, N, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
-    TRY(adamw_views(m, LAYER_VIEW(i, 0), LAYER_VIEW(i, PER_LAYER_TENSORS - 1)));
   }
   TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
   m->grads_deferred_zero = 0;
   TRY(grad_ready(m, 0));
-  TRY(adamw_views(m, 0, 0));
   return 0;
 }

@@ -414,57 +414,21 @@ int model_unscale_grads(model *m, int *finite) {
   return 0;
 }
 
-static int moments(model *m) {
-  if (m->adam_m) return 0;
-  TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
-  TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
-  TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
-  TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
-  return 0;
-}
-
-/* The fused path's one-pass AdamW over [lo, hi) of the flat buffers. */
-static int adamw_ex_range(model *m, const adamw_config *o, size_t lo,
-                          size_t hi) {
-  void *low = m->params_low == (void *)m->params
-                  ? NULL
-                  : (char *)m->params_low + lo * dtype_size(m->lt);
-  TRY(k_adamw_ex(m->e, m->params + lo, low, m->lt, m->grads + lo,
-                 m->adam_m + lo, m->adam_v + lo, hi - lo, o->lr, o->beta1,
-                 o->beta2, o->eps, o->weight_decay, m->step + 1));
-  return 0;
-}
-
-int model_adamw_range_side(model *m, size_t lo, size_t hi) {
-  TRY(eng_side(m->e, 1));
-  int rc = adamw_ex_range(m, m->inline_adamw, lo, hi);
-  TRY(eng_side(m->e, 0));
-  return rc;
-}
-
-int model_backward_adamw(model *m, const adamw_config *o) {
-  if (!m->opt.fused || m->loss_scale != 1.0f) {
-    TRY(model_backward(m));
-    TRY(model_adamw_step(m, o));
-    return 0;
-  }
-  TRY(moments(m));
-  m->inline_adamw = o;
-  int rc = model_backward(m);
-  m->inline_adamw = NULL;
-  TRY(rc);
-  TRY(eng_join(m->e));
-  m->step++;
-  return 0;
-}
-
 int model_adamw_step(model *m, const adamw_config *o) {
   int finite;
   TRY(model_unscale_grads(m, &finite));
   if (!finite) return 0;   /* skipped: the next zero_grad clears them */
-  TRY(moments(m));
+  if (m->adam_m == NULL) {
+    TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
+    TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
+    TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
+    TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  }
   if (m->opt.fused)
-    TRY(adamw_ex_range(m, o, 0, m->nparams));
+    TRY(k_adamw_ex(m->e, m->params,
+                   m->params_low == (void *)m->params ? NULL : m->params_low,
+                   m->lt, m->grads, m->adam_m, m->adam_v, m->nparams, o->lr,
+                   o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
   else
     TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
                 o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,

@@ -116,14 +116,6 @@ int model_backward(model *m);
 /* One AdamW step over all parameters (step counter kept by the model). The
  * moments ("adam_m", "adam_v") are allocated at the first call. */
 int model_adamw_step(model *m, const adamw_config *o);
-/* model_backward then model_adamw_step, with the same result. On the fused
- * path without loss scaling (fp32, tf32, bf16) the update of each layer
- * starts as soon as backward is done with that layer, on the engine's side
- * stream (eng_side), so AdamW's memory traffic overlaps the rest of
- * backward's products; the call returns with all of it queued on the main
- * stream. AdamW is elementwise, so the per-layer updates are the whole
- * step's. Otherwise (op-by-op, fp16) it is the two calls in turn. */
-int model_backward_adamw(model *m, const adamw_config *o);
 /* fp16 mixed precision scales the loss (so the gradients) by a dynamic
  * factor S, as torch.cuda.amp.GradScaler does: S starts at 2^16; a step
  * whose unscaled gradients are not all finite is skipped and S halves;

@@ -145,9 +145,6 @@ struct model {
    * whole gradient buffer per step. Anything that reads the gradients
    * first calls model_grads_materialize. */
   int grads_deferred_zero;
-  /* model_backward_adamw: the AdamW the fused backward runs per layer, on
-   * the side stream (NULL: none). */
-  const adamw_config *inline_adamw;
   model_grad_hook grad_hook;  /* model_set_grad_hook */
   float loss_scale;        /* fp16: dynamic loss scale; else 1 */
   int scale_good_steps;    /* steps since the scale last changed */
@@ -159,8 +156,5 @@ struct model {
 
 /* model.c: if zeroing was deferred, zero the buffer now. */
 int model_grads_materialize(model *m);
-/* model.c: AdamW (step m->step + 1) of the flat range [lo, hi), fused path,
- * on the side stream: the backward calls it per layer. */
-int model_adamw_range_side(model *m, size_t lo, size_t hi);
 
 #endif

@@ -60,7 +60,7 @@ static int count_hook(int view, void *arg) {
  * the first step. */
 static void run(engine *e, const model_config *c, const float *w, size_t np,
                 const int32_t *ids, const int32_t *tg, int B, int T,
-                const model_options *o, int backward_adamw, run_out *r) {
+                const model_options *o, run_out *r) {
   model *m;
   hard(model_create_ex(&m, e, c, B, T, o), "model_create_ex");
   size_t in_use;
@@ -83,14 +83,9 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
     hard(model_forward(m, ids, tg, B, T, &r->loss[s]), "forward");
     if (s == 0)
       r->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
-    if (backward_adamw) {
-      hard(model_backward_adamw(m, &a), "backward_adamw");
-      if (s == 0) r->grads = download(e, model_grads(m), np);
-    } else {
-      hard(model_backward(m), "backward");
-      if (s == 0) r->grads = download(e, model_grads(m), np);
-      hard(model_adamw_step(m, &a), "adamw");
-    }
+    hard(model_backward(m), "backward");
+    if (s == 0) r->grads = download(e, model_grads(m), np);
+    hard(model_adamw_step(m, &a), "adamw");
   }
   r->params_after = download(e, model_params(m), np);
   model_destroy(m);
@@ -122,7 +117,7 @@ int main(void) {
 
   model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, 0};
   run_out ref;
-  run(e, &c, w, np, ids, tg, B, T, &ob, 0, &ref);
+  run(e, &c, w, np, ids, tg, B, T, &ob, &ref);
   check(ref.hook_calls == 2 * nv, "op-by-op: %d gradient announcements "
         "in two backwards (%d tensors)", ref.hook_calls, nv);
 
@@ -130,7 +125,7 @@ int main(void) {
   for (int k = 0; k < 2; k++) {
     model_options of = {DT_F32, 1, impls[k], 0};
     run_out o;
-    run(e, &c, w, np, ids, tg, B, T, &of, 0, &o);
+    run(e, &c, w, np, ids, tg, B, T, &of, &o);
     const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
     char what[160];
     for (int s = 0; s < 2; s++)
@@ -153,16 +148,6 @@ int main(void) {
       check(o.act_bytes < ref.act_bytes, "fused (flash) keeps fewer "
             "activation bytes than op-by-op (%zu < %zu)", o.act_bytes,
             ref.act_bytes);
-    /* AdamW per layer inside backward: the same step, to the bit. */
-    run_out x;
-    run(e, &c, w, np, ids, tg, B, T, &of, 1, &x);
-    size_t diff = 0;
-    for (size_t i = 0; i < np; i++)
-      diff += x.params_after[i] != o.params_after[i] || x.grads[i] != o.grads[i];
-    check(diff == 0 && x.hook_calls == o.hook_calls,
-          "fused (%s): model_backward_adamw == backward + adamw_step "
-          "(%zu of %zu weights or gradients differ)", an, diff, np);
-    free(x.logits); free(x.grads); free(x.params_after);
     free(o.logits); free(o.grads); free(o.params_after);
   }
 

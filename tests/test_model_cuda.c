@@ -52,10 +52,7 @@ static float *download(engine *e, const float *p, size_t n) {
 
 typedef struct run_out { float loss; float *logits, *grads, *params_after; } run_out;
 
-/* Forward, backward and one AdamW step from the given weights; with
- * backward_adamw set, the step is model_backward_adamw (per-layer AdamW on
- * the side stream during backward). */
-static int backward_adamw;
+/* Forward, backward and one AdamW step from the given weights. */
 static void run_ex(engine *e, const model_config *c, const float *w,
                    size_t np, const int32_t *ids, const int32_t *tg, int B,
                    int T, const model_options *opt, run_out *o) {
@@ -66,14 +63,11 @@ static void run_ex(engine *e, const model_config *c, const float *w,
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
   o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
-  adamw_config a = adamw_defaults();
-  if (backward_adamw)
-    hard(model_backward_adamw(m, &a), "backward_adamw");
-  else
-    hard(model_backward(m), "backward");
+  hard(model_backward(m), "backward");
   o->grads = download(e, model_grads(m), np);
   for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
-  if (!backward_adamw) hard(model_adamw_step(m, &a), "adamw");
+  adamw_config a = adamw_defaults();
+  hard(model_adamw_step(m, &a), "adamw");
   o->params_after = download(e, model_params(m), np);
   model_destroy(m);
 }
@@ -180,18 +174,6 @@ int main(void) {
       snprintf(what, sizeof what, "%s grads vs op-by-op fp32 on the GPU", pn);
       compare(what, o.grads, gref.grads, np, 1e-4);
     }
-    /* AdamW per layer on the side stream, beside backward: the same step
-     * to the bit (fp16 takes the sequential path: loss scaling). */
-    backward_adamw = 1;
-    run_out x;
-    run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &x);
-    backward_adamw = 0;
-    size_t diff = 0;
-    for (size_t i = 0; i < np; i++)
-      diff += x.params_after[i] != o.params_after[i] || x.grads[i] != o.grads[i];
-    check(diff == 0, "%s: model_backward_adamw == backward + adamw_step "
-          "(%zu of %zu weights or gradients differ)", pn, diff, np);
-    free_out(&x);
     free_out(&o);
   }
   free_out(&gref);

@@ -44,13 +44,7 @@ typedef struct cuda_status {
 typedef struct cuda_engine {
   int device;
   int sms;                              /* multiprocessors, for grid sizes */
-  cudaStream_t stream;                  /* non-blocking; everything runs here,
-                                           except between eng_side(e, 1) and
-                                           eng_side(e, 0): then it is side */
-  cudaStream_t main;                    /* the engine's own stream */
-  cudaStream_t side;                    /* created at the first eng_side */
-  cudaEvent_t fork, join;               /* main -> side, side -> main */
-  int side_pending;                     /* side work the main has not joined */
+  cudaStream_t stream;                  /* non-blocking; everything runs here */
   cublasHandle_t blas;
   void *blas_ws;                        /* cuBLAS workspace, "workspace.cublas" */
   size_t blas_ws_bytes;

@@ -149,38 +149,6 @@ static int cu_memset0(engine *e, void *p, size_t bytes) {
 
 static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
 
-/* eng_side: ops queued while on run on a second stream, after everything
- * queued on the main stream so far, and beside what the main stream gets
- * next; eng_join (and every sync) makes the main stream wait for all of
- * them. Both streams have the default priority. */
-static int cu_side(engine *e, int on) {
-  cuda_engine *c = cuda_impl(e);
-  if (!c->side) {
-    CHECK_CUDA(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
-    CHECK_CUDA(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
-    CHECK_CUDA(cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming));
-  }
-  if (on && c->stream == c->main) {
-    CHECK_CUDA(cudaEventRecord(c->fork, c->main));
-    CHECK_CUDA(cudaStreamWaitEvent(c->side, c->fork, 0));
-    c->stream = c->side;
-    c->side_pending = 1;
-  } else if (!on) {
-    c->stream = c->main;
-  }
-  return 0;
-}
-
-static int cu_join(engine *e) {
-  cuda_engine *c = cuda_impl(e);
-  c->stream = c->main;
-  if (!c->side_pending) return 0;
-  CHECK_CUDA(cudaEventRecord(c->join, c->side));
-  CHECK_CUDA(cudaStreamWaitEvent(c->main, c->join, 0));
-  c->side_pending = 0;
-  return 0;
-}
-
 /* Profiling events: created and recorded on demand (only while
  * eng_profile is on), destroyed when the report has read them. */
 static void *cu_prof_record(engine *e) {
@@ -229,13 +197,7 @@ static void cu_destroy(engine *e) {
   if (c->blas) (void)cublasDestroy(c->blas);
   if (c->status) (void)cudaFree(c->status);
   if (c->bad_flag) (void)cudaFreeHost(c->bad_flag);
-  if (c->side) {
-    (void)cudaStreamSynchronize(c->side);
-    (void)cudaStreamDestroy(c->side);
-    (void)cudaEventDestroy(c->fork);
-    (void)cudaEventDestroy(c->join);
-  }
-  if (c->main) (void)cudaStreamDestroy(c->main);
+  if (c->stream) (void)cudaStreamDestroy(c->stream);
   free(c);
   e->impl = NULL;
 }
@@ -250,8 +212,6 @@ static const engine_ops cuda_ops = {
   .memset0 = cu_memset0,
   .sync = cu_sync,
   .stream = cu_stream,
-    .side = cu_side,
-    .join = cu_join,
   .allow_tf32 = cu_allow_tf32,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
@@ -291,7 +251,6 @@ static int cuda_init(engine *e, int device) {
   CHECK_CUDA(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount,
                                     device));
   CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  c->main = c->stream;
   CHECK_CUBLAS(cublasCreate(&c->blas));
   /* SetStream resets the workspace to cuBLAS's own pool: stream first. */
   CHECK_CUBLAS(cublasSetStream(c->blas, c->stream));
