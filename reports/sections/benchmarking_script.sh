@@ -158,21 +158,26 @@ cat <<'TEXT'
 
 Reading these against the floors of shared/anchors (H100: ~790 TFLOP/s bf16
 dense, ~3 TB/s of memory bandwidth; 67 TFLOP/s fp32 without tensor cores):
-the 2.7B bf16 step's products take ~63 ms against a 53 ms floor (~84% of the
-dense bf16 rate), and AdamW ~37 ms against ~31 ms (3.4e9 parameters x 30
+the 2.7B bf16 step's products take ~59-60 ms against a 53 ms floor (~88% of the
+dense bf16 rate; weight gradients are written with beta 0 now that
+zero_grad defers its clearing to backward, which also removed a ~4 ms pass
+over the gradients), and AdamW ~36 ms against ~31 ms (3.4e9 parameters x 30
 bytes moved: p, g, m, v read, p, m, v and the bf16 weight copy written, at
-~2.7 TB/s); those two alone are ~100 ms of the 110 ms goal. The rest (SwiGLU,
-RMSNorm, RoPE and head layout, attention: ~30 ms) is memory-bound elementwise
-work written with scalar 16-bit loads; vectorising it and computing RoPE's
-angles from a table instead of in double is the next step, and would still
-leave the goal ~10-15 ms away unless AdamW's traffic falls (it cannot while
-its state stays fp32). The fp32 step is bound by true fp32 products on CUDA
+~2.8 TB/s); those two alone are ~96 ms of the 110 ms goal. The rest
+(attention ~7, RMSNorm ~6.6, SwiGLU ~5.3, RoPE and head layout ~3.4 ms) is
+4-wide vectorised already (it was ~30 ms with scalar 16-bit loads); part
+of the RMSNorm and SwiGLU time is recomputation in backward (the norm
+outputs and the SwiGLU product are recomputed, not stored), which keeps
+the peak below PyTorch's. Tried and measured, not kept: AdamW per
+layer on a second stream beside the rest of backward (116.8 against
+116.5 ms: the products slowed from 59 to 92 ms next to AdamW's memory
+traffic). What is left is ~8 ms, and AdamW's traffic cannot fall while
+its state stays fp32. The fp32 step is bound by true fp32 products on CUDA
 cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything else, and
 cuBLAS reaches ~48 TFLOP/s (the products' ~870 ms alone are within 1% of
 the goal); TF32 (precision "tf32") is the option that lifts it, at TF32's
-precision. The small model's step varies by ~10% between runs on the same
-GPU (8.9 ms in torch_compile, 10.3 ms in benchmarking_fused for the same
-settings): the goal is met by the better run and only just.
+precision. The small model's step is 7.6-7.7 ms in both fused experiments
+(it varied by ~10% between runs before: 8.9 and 10.3 ms).
 TEXT
 echo
 
