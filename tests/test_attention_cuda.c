@@ -166,6 +166,10 @@ int main(void) {
         one(impl, dts[d], 1, 1, 77, 128, causal);
         one(impl, dts[d], 3, 131, 131, 80, causal);   /* the 2.7B model's */
         one(impl, dts[d], 2, 190, 190, 128, causal);
+        /* Several 128-row tiles and a partial one, Tq != Tk both ways. */
+        one(impl, dts[d], 1, 389, 389, 80, causal);
+        one(impl, dts[d], 1, 300, 333, 128, causal);
+        one(impl, dts[d], 1, 333, 270, 64, causal);
       }
       one(impl, dts[d], 1, 1500, 1500, 64, 1);
     }

@@ -13,7 +13,8 @@
  * diagonal). Each recomputes P and dS for its pairs, which costs the
  * products S and dP twice; in exchange nothing is summed across blocks.
  *
- * bf16 / f16: tensor cores, one warp per 16 rows of the owned tile, P^T and
+ * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
+ * (dkdv_cfg, dq_cfg), P^T and
  * dS^T (or dS) passed from accumulators to the next product in registers,
  * the streamed tiles double-buffered with cp.async. fp32: CUDA cores
  * (true fp32), 4 threads per owned row. Head dims 16, 32, 64, 128. D lives
@@ -36,27 +37,44 @@ __global__ void flash_bwd_d(const T *__restrict__ o, const T *__restrict__ dout,
   if ((threadIdx.x & 31) == 0) D[r] = s;
 }
 
-constexpr int MMA_WARPS = 4, MMA_OWN = 16 * MMA_WARPS;
+/* Tile shapes of the tensor-core kernels: 4 warps, each owning MT m-tiles
+ * (16 rows) of the owned tile, and streamed tiles of BS rows. MT 2 halves
+ * the shared-memory reads per product; the accumulators (dK and dV, or dQ)
+ * plus the P and dS fragments of one streamed tile must fit in 255
+ * registers, which sets MT and BS per head dim. */
+constexpr int MMA_WARPS = 4;
+template <int DH> struct dkdv_cfg {
+  static constexpr int MT = DH <= 64 ? 2 : 1, OWN = 16 * MT * MMA_WARPS;
+  static constexpr int BS = DH <= 16 ? 64 : (MT == 2 || DH >= 128) ? 32 : 64;
+};
+template <int DH> struct dq_cfg {
+  static constexpr int MT = DH <= 80 ? 2 : 1, OWN = 16 * MT * MMA_WARPS;
+  static constexpr int BS = DH <= 16 ? 64 : 32;
+};
 
-/* dK, dV of one key tile of MMA_OWN rows; query tiles of BQ stream by. */
-template <typename T, int DH, int BQ = (DH >= 128 ? 32 : 64)>
+/* dK, dV of one key tile of OWN rows; query tiles of BS stream by. */
+template <typename T, int DH>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
                    T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
                    int causal, float scale, float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = dkdv_cfg<DH>::MT,
+                OWN = dkdv_cfg<DH>::OWN, BQ = dkdv_cfg<DH>::BS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
-  T *sv = sk + MMA_OWN * LD;
-  T *sq = sv + MMA_OWN * LD;          /* two buffers of BQ rows each */
+  T *sv = sk + OWN * LD;
+  T *sq = sv + OWN * LD;          /* two buffers of BQ rows each */
   T *sdo = sq + 2 * BQ * LD;
   float *sl = reinterpret_cast<float *>(sdo + 2 * BQ * LD);   /* 2 x BQ */
   float *sd = sl + 2 * BQ;
 
-  int b = blockIdx.y, k0 = (gridDim.x - 1 - blockIdx.x) * MMA_OWN;
+  /* Causal: the first key tiles see the most query tiles; start them
+   * first, so the short ones fill the tail. */
+  int b = blockIdx.y, k0 = blockIdx.x * OWN;
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  int wk0 = k0 + w * 16 * MT;     /* this warp's first key */
   q += (size_t)b * tq * DH;
   dout += (size_t)b * tq * DH;
   k += (size_t)b * tk * DH;
@@ -65,8 +83,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   D += (size_t)b * tq;
 
   int first = causal ? k0 / BQ : 0, last = (tq + BQ - 1) / BQ;
-  load_tile<T, DH, NT>(sk, k, k0, MMA_OWN, tk);
-  load_tile<T, DH, NT>(sv, v, k0, MMA_OWN, tk);
+  load_tile<T, DH, NT>(sk, k, k0, OWN, tk);
+  load_tile<T, DH, NT>(sv, v, k0, OWN, tk);
   auto stream_in = [&](int it, int buf) {
     int r0 = it * BQ;
     load_tile<T, DH, NT>(sq + buf * BQ * LD, q, r0, BQ, tq);
@@ -80,12 +98,13 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   if (first < last) stream_in(first, 0);
   cp_async_commit();
 
-  float gk[DH / 8][4], gv[DH / 8][4];
+  float gk[MT][DH / 8][4], gv[MT][DH / 8][4];
 #pragma unroll
-  for (int n = 0; n < DH / 8; n++)
+  for (int m = 0; m < MT; m++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) gk[n][e] = gv[n][e] = 0.f;
-  int key[2] = {k0 + w * 16 + g, k0 + w * 16 + g + 8};
+    for (int n = 0; n < DH / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) gk[m][n][e] = gv[m][n][e] = 0.f;
 
   for (int it = first; it < last; it++) {
     int buf = (it - first) & 1, r0 = it * BQ;
@@ -100,86 +119,102 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     const T *qt = sq + buf * BQ * LD, *dot = sdo + buf * BQ * LD;
     const float *lt = sl + buf * BQ, *dt = sd + buf * BQ;
 
-    float p[BQ / 8][4], ds[BQ / 8][4];
+    /* Causal: queries wholly before this warp's first key see none of them. */
+    if (!(causal && r0 + BQ - 1 < wk0)) {
+      float p[MT][BQ / 8][4], ds[MT][BQ / 8][4];
 #pragma unroll
-    for (int n = 0; n < BQ / 8; n++)
+      for (int m = 0; m < MT; m++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) p[n][e] = ds[n][e] = 0.f;
-    warp_abt<T, BQ / 8, DH>(p, sk + w * 16 * LD, qt, LD);    /* S^T = K Q^T */
-    warp_abt<T, BQ / 8, DH>(ds, sv + w * 16 * LD, dot, LD);  /* dP^T = V dO^T */
-    bool diag = causal && r0 < k0 + MMA_OWN;
+        for (int n = 0; n < BQ / 8; n++)
 #pragma unroll
-    for (int n = 0; n < BQ / 8; n++)
+          for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
+      warp_abt<T, MT, BQ / 8, DH>(p, sk + w * 16 * MT * LD, qt, LD);    /* S^T = K Q^T */
+      warp_abt<T, MT, BQ / 8, DH>(ds, sv + w * 16 * MT * LD, dot, LD);  /* dP^T = V dO^T */
+      bool diag = causal && r0 < wk0 + 16 * MT;
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int c = n * 8 + 2 * t + (e & 1);
-        float pe = exp2f(p[n][e] * scale_log2 - lt[c]);
-        if (diag && r0 + c < key[e >> 1]) pe = 0.f;
-        p[n][e] = pe;
-        ds[n][e] = pe * (ds[n][e] - dt[c]);
-      }
-    warp_cb<T, BQ / 16, DH>(gv, p, dot, LD);   /* dV += P^T dO */
-    warp_cb<T, BQ / 16, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int c = n * 8 + 2 * t + (e & 1), key = wk0 + m * 16 + g + 8 * (e >> 1);
+            float pe = exp2f(p[m][n][e] * scale_log2 - lt[c]);
+            if (diag && r0 + c < key) pe = 0.f;
+            p[m][n][e] = pe;
+            ds[m][n][e] = pe * (ds[m][n][e] - dt[c]);
+          }
+      warp_cb<T, MT, BQ / 16, DH>(gv, p, dot, LD);   /* dV += P^T dO */
+      warp_cb<T, MT, BQ / 16, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+    }
     __syncthreads();
   }
   cp_async_wait<0>();   /* no query tile (causal, keys past Tq): K, V loads */
 
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    int r = key[h];
-    if (r >= tk) continue;
-    T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
+  for (int m = 0; m < MT; m++)
 #pragma unroll
-    for (int n = 0; n < DH / 8; n++) {
-      *reinterpret_cast<uint32_t *>(rk + n * 8 + 2 * t) =
-          elt<T>::pack(gk[n][2 * h] * scale, gk[n][2 * h + 1] * scale);
-      *reinterpret_cast<uint32_t *>(rv + n * 8 + 2 * t) =
-          elt<T>::pack(gv[n][2 * h], gv[n][2 * h + 1]);
+    for (int h = 0; h < 2; h++) {
+      int r = wk0 + m * 16 + g + 8 * h;
+      if (r >= tk) continue;
+      T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++) {
+        *reinterpret_cast<uint32_t *>(rk + n * 8 + 2 * t) =
+            elt<T>::pack(gk[m][n][2 * h] * scale, gk[m][n][2 * h + 1] * scale);
+        *reinterpret_cast<uint32_t *>(rv + n * 8 + 2 * t) =
+            elt<T>::pack(gv[m][n][2 * h], gv[m][n][2 * h + 1]);
+      }
     }
-  }
 }
 
-/* dQ of one query tile of MMA_OWN rows; key tiles of BK stream by. */
-template <typename T, int DH, int BK = (DH >= 128 ? 32 : 64)>
+/* dQ of one query tile of OWN rows; key tiles of BS stream by. */
+template <typename T, int DH>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
                  const T *__restrict__ v, const T *__restrict__ dout,
                  const float *__restrict__ lse, const float *__restrict__ D,
                  T *__restrict__ dq, int tq, int tk, int causal, float scale,
                  float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = dq_cfg<DH>::MT,
+                OWN = dq_cfg<DH>::OWN, BK = dq_cfg<DH>::BS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
-  T *sdo = sq + MMA_OWN * LD;
-  T *sk = sdo + MMA_OWN * LD;         /* two buffers of BK rows each */
+  T *sdo = sq + OWN * LD;
+  T *sk = sdo + OWN * LD;         /* two buffers of BK rows each */
   T *sv = sk + 2 * BK * LD;
 
-  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_OWN;
+  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * OWN;
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  int wq0 = q0 + w * 16 * MT;     /* this warp's first query row */
   q += (size_t)b * tq * DH;
   dout += (size_t)b * tq * DH;
   k += (size_t)b * tk * DH;
   v += (size_t)b * tk * DH;
 
-  int kend = causal ? min(tk, q0 + MMA_OWN) : tk;
+  int kend = causal ? min(tk, q0 + OWN) : tk;
   int ntiles = (kend + BK - 1) / BK;
-  load_tile<T, DH, NT>(sq, q, q0, MMA_OWN, tq);
-  load_tile<T, DH, NT>(sdo, dout, q0, MMA_OWN, tq);
+  load_tile<T, DH, NT>(sq, q, q0, OWN, tq);
+  load_tile<T, DH, NT>(sdo, dout, q0, OWN, tq);
   load_tile<T, DH, NT>(sk, k, 0, BK, tk);
   load_tile<T, DH, NT>(sv, v, 0, BK, tk);
   cp_async_commit();
 
-  int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8};
-  float lrow[2], drow[2];
+  float lrow[MT][2], drow[MT][2];
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    bool ok = row[h] < tq;
-    lrow[h] = ok ? lse[(size_t)b * tq + row[h]] * FLASH_LOG2E : 0.f;
-    drow[h] = ok ? D[(size_t)b * tq + row[h]] : 0.f;
-  }
-  float gq[DH / 8][4];
+  for (int m = 0; m < MT; m++)
 #pragma unroll
-  for (int n = 0; n < DH / 8; n++) gq[n][0] = gq[n][1] = gq[n][2] = gq[n][3] = 0.f;
+    for (int h = 0; h < 2; h++) {
+      int r = wq0 + m * 16 + g + 8 * h;
+      bool ok = r < tq;
+      lrow[m][h] = ok ? lse[(size_t)b * tq + r] * FLASH_LOG2E : 0.f;
+      drow[m][h] = ok ? D[(size_t)b * tq + r] : 0.f;
+    }
+  float gq[MT][DH / 8][4];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++)
+      gq[m][n][0] = gq[m][n][1] = gq[m][n][2] = gq[m][n][3] = 0.f;
 
   for (int j = 0; j < ntiles; j++) {
     int buf = j & 1, c0 = j * BK;
@@ -193,37 +228,48 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     }
     __syncthreads();
     const T *kt = sk + buf * BK * LD, *vt = sv + buf * BK * LD;
-    float p[BK / 8][4], ds[BK / 8][4];
+    /* Causal: keys wholly after this warp's last row add nothing. */
+    if (!(causal && c0 > wq0 + 16 * MT - 1)) {
+      float p[MT][BK / 8][4], ds[MT][BK / 8][4];
 #pragma unroll
-    for (int n = 0; n < BK / 8; n++)
+      for (int m = 0; m < MT; m++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) p[n][e] = ds[n][e] = 0.f;
-    warp_abt<T, BK / 8, DH>(p, sq + w * 16 * LD, kt, LD);    /* S = Q K^T */
-    warp_abt<T, BK / 8, DH>(ds, sdo + w * 16 * LD, vt, LD);  /* dP = dO V^T */
-    bool edge = c0 + BK > tk || (causal && c0 + BK - 1 > q0);
+        for (int n = 0; n < BK / 8; n++)
 #pragma unroll
-    for (int n = 0; n < BK / 8; n++)
+          for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
+      warp_abt<T, MT, BK / 8, DH>(p, sq + w * 16 * MT * LD, kt, LD);    /* S = Q K^T */
+      warp_abt<T, MT, BK / 8, DH>(ds, sdo + w * 16 * MT * LD, vt, LD);  /* dP = dO V^T */
+      bool edge = c0 + BK > tk || (causal && c0 + BK - 1 > wq0);
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int h = e >> 1, col = c0 + n * 8 + 2 * t + (e & 1);
-        float pe = exp2f(p[n][e] * scale_log2 - lrow[h]);
-        if (edge && (col >= tk || (causal && col > row[h]))) pe = 0.f;
-        p[n][e] = pe;
-        ds[n][e] = pe * (ds[n][e] - drow[h]);
-      }
-    warp_cb<T, BK / 16, DH>(gq, ds, kt, LD);   /* dQ += dS K */
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int h = e >> 1, col = c0 + n * 8 + 2 * t + (e & 1),
+                r = wq0 + m * 16 + g + 8 * h;
+            float pe = exp2f(p[m][n][e] * scale_log2 - lrow[m][h]);
+            if (edge && (col >= tk || (causal && col > r))) pe = 0.f;
+            p[m][n][e] = pe;
+            ds[m][n][e] = pe * (ds[m][n][e] - drow[m][h]);
+          }
+      warp_cb<T, MT, BK / 16, DH>(gq, ds, kt, LD);   /* dQ += dS K */
+    }
     __syncthreads();
   }
 
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    if (row[h] >= tq) continue;
-    T *rq = dq + ((size_t)b * tq + row[h]) * DH;
+  for (int m = 0; m < MT; m++)
 #pragma unroll
-    for (int n = 0; n < DH / 8; n++)
-      *reinterpret_cast<uint32_t *>(rq + n * 8 + 2 * t) =
-          elt<T>::pack(gq[n][2 * h] * scale, gq[n][2 * h + 1] * scale);
-  }
+    for (int h = 0; h < 2; h++) {
+      int r = wq0 + m * 16 + g + 8 * h;
+      if (r >= tq) continue;
+      T *rq = dq + ((size_t)b * tq + r) * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++)
+        *reinterpret_cast<uint32_t *>(rq + n * 8 + 2 * t) =
+            elt<T>::pack(gq[m][n][2 * h] * scale, gq[m][n][2 * h + 1] * scale);
+    }
 }
 
 /* ---- fp32 on CUDA cores ------------------------------------------------------- */
@@ -381,16 +427,17 @@ typedef struct bwd_args {
 
 template <typename T, int DH>
 int launch_mma(engine *e, const bwd_args &a) {
-  constexpr int LD = DH + 8, BQ = DH >= 128 ? 32 : 64, BK = BQ;
-  size_t smem1 = (size_t)(2 * MMA_OWN + 4 * BQ) * LD * sizeof(T) + 4 * BQ * sizeof(float);
-  size_t smem2 = (size_t)(2 * MMA_OWN + 4 * BK) * LD * sizeof(T);
+  constexpr int LD = DH + 8, O1 = dkdv_cfg<DH>::OWN, B1 = dkdv_cfg<DH>::BS,
+                O2 = dq_cfg<DH>::OWN, B2 = dq_cfg<DH>::BS;
+  size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float);
+  size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
   CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem1));
   CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem2));
-  dim3 g1((a.tk + MMA_OWN - 1) / MMA_OWN, a.bh), g2((a.tq + MMA_OWN - 1) / MMA_OWN, a.bh);
+  dim3 g1((a.tk + O1 - 1) / O1, a.bh), g2((a.tq + O2 - 1) / O2, a.bh);
   flash_dkdv_mma<T, DH><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
       a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);

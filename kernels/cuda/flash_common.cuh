@@ -131,29 +131,75 @@ __device__ __forceinline__ void load_tile(T *s, const T *g, int row0,
 
 /* ---- warp products ------------------------------------------------------------ */
 
-/* acc[n] (NT n-tiles of 8) += A[16 x KD] B[NT*8 x KD]^T, A's 16 rows and
- * B's rows in shared memory, k contiguous (row stride ld elements). */
-template <typename T, int NTL, int KD>
-__device__ __forceinline__ void warp_abt(float acc[][4], const T *A,
-                                         const T *B, int ld) {
+/* A warp computes MT m-tiles (16 rows each) at once: every B fragment read
+ * from shared memory feeds MT products, which is what keeps ldmatrix
+ * traffic below the tensor cores' rate (one m-tile per warp is bound by
+ * shared memory on Hopper). */
+
+/* The A fragments of MT m-tiles x KD/16 k-steps of a row-major tile (rows
+ * contiguous in k, row stride ld), kept in registers across a loop. */
+template <typename T, int MT, int KD>
+__device__ __forceinline__ void load_a(uint32_t a[][KD / 16][4], const T *A,
+                                       int ld) {
+  int l = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int k = 0; k < KD; k += 16)
+      ldsm_x4(a[m][k / 16], A + (m * 16 + (l & 7) + ((l >> 3) & 1) * 8) * ld +
+                                k + (l >> 4) * 8);
+}
+
+/* acc[m][n] (MT m-tiles, NTL n-tiles of 8) += A B^T with A's fragments in
+ * registers (load_a) and B's NTL*8 rows in shared memory, k contiguous. */
+template <typename T, int MT, int NTL, int KD>
+__device__ __forceinline__ void warp_abt_r(float acc[][NTL][4],
+                                           const uint32_t a[][KD / 16][4],
+                                           const T *B, int ld) {
   int l = threadIdx.x & 31;
 #pragma unroll
   for (int k = 0; k < KD; k += 16) {
-    uint32_t a[4];
-    ldsm_x4(a, A + ((l & 7) + ((l >> 3) & 1) * 8) * ld + k + (l >> 4) * 8);
 #pragma unroll
     for (int n = 0; n < NTL; n += 2) {
       uint32_t b[4];
       ldsm_x4(b, B + (n * 8 + (l & 7) + (l >> 4) * 8) * ld + k +
                      ((l >> 3) & 1) * 8);
-      mma_op<T>::run(acc[n], a, b[0], b[1]);
-      mma_op<T>::run(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        mma_op<T>::run(acc[m][n], a[m][k / 16], b[0], b[1]);
+        mma_op<T>::run(acc[m][n + 1], a[m][k / 16], b[2], b[3]);
+      }
     }
   }
 }
 
-/* The A fragments of one k-step from the C fragments of n-tiles 2k, 2k+1,
- * each value times its row's factor f (rows g and g+8). */
+/* The same with A's MT*16 rows in shared memory too, loaded per k-step. */
+template <typename T, int MT, int NTL, int KD>
+__device__ __forceinline__ void warp_abt(float acc[][NTL][4], const T *A,
+                                         const T *B, int ld) {
+  int l = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < KD; k += 16) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+      ldsm_x4(a[m], A + (m * 16 + (l & 7) + ((l >> 3) & 1) * 8) * ld + k +
+                        (l >> 4) * 8);
+#pragma unroll
+    for (int n = 0; n < NTL; n += 2) {
+      uint32_t b[4];
+      ldsm_x4(b, B + (n * 8 + (l & 7) + (l >> 4) * 8) * ld + k +
+                     ((l >> 3) & 1) * 8);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        mma_op<T>::run(acc[m][n], a[m], b[0], b[1]);
+        mma_op<T>::run(acc[m][n + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+/* The A fragments of one k-step from the C fragments of n-tiles 2k, 2k+1. */
 template <typename T>
 __device__ __forceinline__ void c_to_a(uint32_t a[4], const float c0[4],
                                        const float c1[4]) {
@@ -163,23 +209,29 @@ __device__ __forceinline__ void c_to_a(uint32_t a[4], const float c0[4],
   a[3] = elt<T>::pack(c1[2], c1[3]);
 }
 
-/* acc[n] (DH/8 n-tiles) += P[16 x KT*16] B[KT*16 x DH], P as C fragments
- * (KT*2 n-tiles), B in shared memory row-major [k][n] (row stride ld). */
-template <typename T, int KT, int DH>
-__device__ __forceinline__ void warp_cb(float acc[][4], const float p[][4],
+/* acc[m][n] (DH/8 n-tiles) += P[m] B, P as C fragments (MT m-tiles of
+ * KT*2 n-tiles: a 16 x KT*16 block each), B in shared memory row-major
+ * [k][n] (KT*16 x DH, row stride ld). */
+template <typename T, int MT, int KT, int DH>
+__device__ __forceinline__ void warp_cb(float acc[][DH / 8][4],
+                                        const float p[][KT * 2][4],
                                         const T *B, int ld) {
   int l = threadIdx.x & 31;
 #pragma unroll
   for (int k = 0; k < KT; k++) {
-    uint32_t a[4];
-    c_to_a<T>(a, p[2 * k], p[2 * k + 1]);
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++) c_to_a<T>(a[m], p[m][2 * k], p[m][2 * k + 1]);
 #pragma unroll
     for (int n = 0; n < DH / 8; n += 2) {
       uint32_t b[4];
       ldsm_x4_t(b, B + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * ld + n * 8 +
                        (l >> 4) * 8);
-      mma_op<T>::run(acc[n], a, b[0], b[1]);
-      mma_op<T>::run(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        mma_op<T>::run(acc[m][n], a[m], b[0], b[1]);
+        mma_op<T>::run(acc[m][n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }

@@ -12,7 +12,7 @@
  * end load as zeros and are masked (keys) or not stored (queries).
  *
  * bf16 / f16: tensor cores (mma.sync m16n8k16, fp32 accumulators), 4 warps
- * of 16 query rows, key tiles of 64 double-buffered with cp.async; P goes
+ * of 32 query rows, key tiles of 64 (32 at Dh 128) double-buffered with cp.async; P goes
  * from the S accumulators to the PV product in registers (flash_common.cuh).
  * fp32: the same algorithm on CUDA cores (true fp32, as the precision
  * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
@@ -21,7 +21,16 @@
 
 namespace {
 
-constexpr int MMA_WARPS = 4, MMA_BQ = 16 * MMA_WARPS, MMA_BK = 64;
+/* Tile shapes of the tensor-core kernel: 4 warps of MT m-tiles (16 query
+ * rows each), key tiles of BK. MT 2 halves the shared-memory reads per
+ * product; Q stays in registers where they allow it (Dh <= 80: with Dh 128
+ * the O accumulators alone take 128 registers a thread). */
+constexpr int MMA_WARPS = 4;
+template <int DH> struct mma_cfg {
+  static constexpr int MT = 2, BQ = 16 * MT * MMA_WARPS;
+  static constexpr int BK = DH >= 128 ? 32 : 64;   /* 64 spills at Dh 128 */
+  static constexpr bool QREG = DH <= 80;
+};
 
 template <typename T, int DH>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
@@ -29,33 +38,41 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
                   const T *__restrict__ v, T *__restrict__ o,
                   float *__restrict__ lse, int tq, int tk, int causal,
                   float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = mma_cfg<DH>::MT,
+                BQ = mma_cfg<DH>::BQ, MMA_BK = mma_cfg<DH>::BK, NS = MMA_BK / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
-  T *sk = sq + MMA_BQ * LD;            /* two buffers of MMA_BK rows */
+  T *sk = sq + BQ * LD;            /* two buffers of MMA_BK rows */
   T *sv = sk + 2 * MMA_BK * LD;
 
   /* Causal: the last query tiles have the most key tiles; start them
    * first, so the short ones fill the tail. */
-  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_BQ;
+  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BQ;
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  int wq0 = q0 + w * 16 * MT;     /* this warp's first query row */
   q += (size_t)b * tq * DH;
   k += (size_t)b * tk * DH;
   v += (size_t)b * tk * DH;
 
-  int kend = causal ? min(tk, q0 + MMA_BQ) : tk;
+  int kend = causal ? min(tk, q0 + BQ) : tk;
   int ntiles = (kend + MMA_BK - 1) / MMA_BK;
 
-  load_tile<T, DH, NT>(sq, q, q0, MMA_BQ, tq);
+  load_tile<T, DH, NT>(sq, q, q0, BQ, tq);
   load_tile<T, DH, NT>(sk, k, 0, MMA_BK, tk);
   load_tile<T, DH, NT>(sv, v, 0, MMA_BK, tk);
   cp_async_commit();
 
-  float acc[DH / 8][4];
+  float acc[MT][DH / 8][4];
 #pragma unroll
-  for (int n = 0; n < DH / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
-  int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8};
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++)
+      acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+  float mrow[MT][2], lsum[MT][2];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+    mrow[m][0] = mrow[m][1] = -INFINITY, lsum[m][0] = lsum[m][1] = 0.f;
+  uint32_t qa[mma_cfg<DH>::QREG ? MT : 1][mma_cfg<DH>::QREG ? DH / 16 : 1][4];
 
   for (int j = 0; j < ntiles; j++) {
     int buf = j & 1, k0 = j * MMA_BK;
@@ -68,72 +85,91 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       cp_async_wait<0>();
     }
     __syncthreads();
+    if constexpr (mma_cfg<DH>::QREG)
+      if (j == 0) load_a<T, MT, DH>(qa, sq + w * 16 * MT * LD, LD);
     const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LD;
 
-    float s[MMA_BK / 8][4];
+    /* Causal: a key tile wholly after this warp's last row adds nothing
+     * (the block's other warps may still need it). */
+    if (!(causal && k0 > wq0 + 16 * MT - 1)) {
+      float s[MT][NS][4];
 #pragma unroll
-    for (int n = 0; n < MMA_BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    warp_abt<T, MMA_BK / 8, DH>(s, sq + w * 16 * LD, kt, LD);
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+          s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
+      if constexpr (mma_cfg<DH>::QREG)
+        warp_abt_r<T, MT, NS, DH>(s, qa, kt, LD);
+      else
+        warp_abt<T, MT, NS, DH>(s, sq + w * 16 * MT * LD, kt, LD);
 
-    bool edge = k0 + MMA_BK > tk || (causal && k0 + MMA_BK - 1 > q0);
+      bool edge = k0 + MMA_BK > tk || (causal && k0 + MMA_BK - 1 > wq0);
 #pragma unroll
-    for (int n = 0; n < MMA_BK / 8; n++)
+      for (int m = 0; m < MT; m++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = s[n][e] * scale_log2;
-        if (edge) {
-          int col = k0 + n * 8 + 2 * t + (e & 1), r = row[e >> 1];
-          if (col >= tk || (causal && col > r)) x = -INFINITY;
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float x = s[m][n][e] * scale_log2;
+            if (edge) {
+              int col = k0 + n * 8 + 2 * t + (e & 1),
+                  r = wq0 + m * 16 + g + 8 * (e >> 1);
+              if (col >= tk || (causal && col > r)) x = -INFINITY;
+            }
+            s[m][n][e] = x;
+          }
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float mx = mrow[m][h];
+#pragma unroll
+          for (int n = 0; n < NS; n++)
+            mx = fmaxf(mx, fmaxf(s[m][n][2 * h], s[m][n][2 * h + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+          /* A row that has seen only masked keys so far keeps max -inf;
+           * use 0 as its reference so exp2 gives 0, not NaN. */
+          float ref = mx == -INFINITY ? 0.f : mx;
+          float alpha = exp2f(mrow[m][h] - ref), sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < NS; n++) {
+            s[m][n][2 * h] = exp2f(s[m][n][2 * h] - ref);
+            s[m][n][2 * h + 1] = exp2f(s[m][n][2 * h + 1] - ref);
+            sum += s[m][n][2 * h] + s[m][n][2 * h + 1];
+          }
+          lsum[m][h] = lsum[m][h] * alpha + sum;   /* per thread; summed at the end */
+          mrow[m][h] = mx;
+#pragma unroll
+          for (int n = 0; n < DH / 8; n++) {
+            acc[m][n][2 * h] *= alpha;
+            acc[m][n][2 * h + 1] *= alpha;
+          }
         }
-        s[n][e] = x;
-      }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float mx = m[h];
-#pragma unroll
-      for (int n = 0; n < MMA_BK / 8; n++)
-        mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-      /* A row that has seen only masked keys so far keeps max -inf; use 0
-       * as its reference so exp2 gives 0, not NaN. */
-      float ref = mx == -INFINITY ? 0.f : mx;
-      float alpha = exp2f(m[h] - ref), sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < MMA_BK / 8; n++) {
-        s[n][2 * h] = exp2f(s[n][2 * h] - ref);
-        s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - ref);
-        sum += s[n][2 * h] + s[n][2 * h + 1];
-      }
-      lsum[h] = lsum[h] * alpha + sum;   /* per thread; summed at the end */
-      m[h] = mx;
-#pragma unroll
-      for (int n = 0; n < DH / 8; n++) {
-        acc[n][2 * h] *= alpha;
-        acc[n][2 * h + 1] *= alpha;
-      }
+      warp_cb<T, MT, MMA_BK / 16, DH>(acc, s, vt, LD);
     }
-    warp_cb<T, MMA_BK / 16, DH>(acc, s, vt, LD);
     __syncthreads();   /* the buffer is refilled next iteration */
   }
 
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    float sum = lsum[h];
-    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-    float inv = 1.f / sum;
-    int r = row[h];
-    if (r < tq) {
-      T *orow = o + ((size_t)b * tq + r) * DH;
+  for (int m = 0; m < MT; m++)
 #pragma unroll
-      for (int n = 0; n < DH / 8; n++) {
-        uint32_t pk = elt<T>::pack(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
-        *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) = pk;
+    for (int h = 0; h < 2; h++) {
+      float sum = lsum[m][h];
+      sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+      sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+      float inv = 1.f / sum;
+      int r = wq0 + m * 16 + g + 8 * h;
+      if (r < tq) {
+        T *orow = o + ((size_t)b * tq + r) * DH;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++) {
+          uint32_t pk = elt<T>::pack(acc[m][n][2 * h] * inv, acc[m][n][2 * h + 1] * inv);
+          *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) = pk;
+        }
+        if (t == 0) lse[(size_t)b * tq + r] = (mrow[m][h] + log2f(sum)) * FLASH_LN2;
       }
-      if (t == 0) lse[(size_t)b * tq + r] = (m[h] + log2f(sum)) * FLASH_LN2;
     }
-  }
 }
 
 /* ---- fp32 on CUDA cores ------------------------------------------------------- */
@@ -220,11 +256,12 @@ template <typename T, int DH>
 int launch_mma(engine *e, const void *q, const void *k, const void *v,
                void *o, float *lse, int bh, int tq, int tk, int causal,
                float scale_log2) {
-  size_t smem = (size_t)(MMA_BQ + 4 * MMA_BK) * (DH + 8) * sizeof(T);
+  constexpr int BQ = mma_cfg<DH>::BQ, BK = mma_cfg<DH>::BK;
+  size_t smem = (size_t)(BQ + 4 * BK) * (DH + 8) * sizeof(T);
   CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-  dim3 grid((tq + MMA_BQ - 1) / MMA_BQ, bh);
+  dim3 grid((tq + BQ - 1) / BQ, bh);
   flash_fwd_mma<T, DH><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
       (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
       scale_log2);
