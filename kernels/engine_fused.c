@@ -168,14 +168,16 @@ int k_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
 }
 
 int k_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
-                    void *da, void *db, dtype lt, size_t n) {
+                    void *da, void *db, void *h, dtype lt, size_t n) {
   const char *op = "k_swiglu_bwd_ex";
   TRY(need_fused(e, op, lt));
   if (n == 0) return 0;
   NEED_BUF(op, dh); NEED_BUF(op, a); NEED_BUF(op, b);
   NEED_BUF(op, da); NEED_BUF(op, db);
   NEED(da != db, "%s: da and db must differ", op);
-  DISPATCH_FUSED(e, swiglu_bwd_ex, dh, a, b, da, db, lt, n);
+  NEED(h == NULL || (h != da && h != db && h != a && h != b && h != dh),
+       "%s: h must be its own buffer", op);
+  DISPATCH_FUSED(e, swiglu_bwd_ex, dh, a, b, da, db, h, lt, n);
   return 0;
 }
 

@@ -44,7 +44,7 @@ typedef struct fused_ops {
   int (*swiglu_fwd_ex)(engine *e, const void *a, const void *b, void *h,
                        dtype lt, size_t n);
   int (*swiglu_bwd_ex)(engine *e, const void *dh, const void *a,
-                       const void *b, void *da, void *db, dtype lt, size_t n);
+                       const void *b, void *da, void *db, void *h, dtype lt, size_t n);
   int (*cross_entropy_bwd_ex)(engine *e, const float *logits,
                               const int32_t *targets, const float *lse,
                               void *dlogits, dtype dt, int n, int vocab,

@@ -246,9 +246,11 @@ int k_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
 /* h = silu(a) * b, all lt, math in fp32. */
 int k_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
                     dtype lt, size_t n);
-/* da = dh * b * silu'(a), db = dh * silu(a), all lt (written). */
+/* da = dh * b * silu'(a), db = dh * silu(a), all lt (written); when h is
+ * not NULL it also gets the forward's silu(a) * b, so a backward that
+ * recomputes h reads a and b once for both. */
 int k_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
-                    void *da, void *db, dtype lt, size_t n);
+                    void *da, void *db, void *h, dtype lt, size_t n);
 
 /* k_cross_entropy_bwd writing dlogits in dt (a separate buffer when dt is
  * not fp32, since a narrower row cannot overwrite its source in place). */

@@ -81,12 +81,13 @@ int model_backward_fused(model *m) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
     fused_layer *l = &a->layer[i];
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
-    TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
+    /* dh first, so h is recomputed by the pass that reads a and b for
+     * da and db anyway. */
+    TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
+    TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, a->da, a->db, a->h, lt,
+                        (size_t)N * F));
     TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
-    TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
-    TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, a->da, a->db, lt,
-                        (size_t)N * F));
     TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
                           l->rstd2, N, D, eps));
     TRY(linear_dw(m, a->da, a->norm, g->w1, N, D, F));

@@ -490,6 +490,43 @@ static void test_rmsnorm(void) {
   }
 }
 
+/* The fused path's norm backward (fp32 ends): dx = dres + RMSNorm dx,
+ * with dx in place over dres or not, its copy dx_low, dg accumulated. Row
+ * counts above 512 make the GPU's blocks take several rows each; d up to
+ * 4096 (4 x 256 x 4) takes the register path, 4100 the two-pass one. */
+static void rms_ex_case(int n, int d, int with_dres, int in_place) {
+  pair x = pair_rand((size_t)n * d, 2), g = pair_rand(d, 1), r = pair_rand(n, 1);
+  pair dy = pair_rand((size_t)n * d, 1), dg = pair_rand(d, 1);
+  pair dres = pair_rand((size_t)n * d, 1);
+  pair dx = in_place ? dres : pair_f(NULL, (size_t)n * d);
+  pair low = pair_f(NULL, (size_t)n * d);
+  char line[160];
+  BOTH(k_rmsnorm_bwd_ex(e, W(dy), W(x), W(g), W(r), with_dres ? W(dres) : NULL,
+                        W(dx), W(low), DT_F32, W(dg), n, d));
+  snprintf(line, sizeof line, "k_rmsnorm_bwd_ex dx n=%d d=%d%s", n, d,
+           !with_dres ? " (no dres)" : in_place ? " (in place over dres)" : "");
+  cmp(line, dx, 1e-5);
+  snprintf(line, sizeof line, "k_rmsnorm_bwd_ex dx_low n=%d d=%d", n, d);
+  cmp(line, low, 1e-5);
+  snprintf(line, sizeof line, "k_rmsnorm_bwd_ex dg n=%d d=%d", n, d);
+  cmp(line, dg, 1e-5);
+  pair_free(x); pair_free(g); pair_free(r); pair_free(dy); pair_free(dg);
+  pair_free(dres); pair_free(low);
+  if (!in_place) pair_free(dx);
+}
+
+static void test_rmsnorm_ex(void) {
+  rms_ex_case(7, 13, 1, 0);
+  rms_ex_case(5, 1001, 0, 0);
+  rms_ex_case(9, 20, 1, 1);
+  if (!small_only) {
+    rms_ex_case(1100, 2560, 1, 1);
+    rms_ex_case(2048, 768, 1, 0);
+    rms_ex_case(1030, 4096, 0, 0);
+    rms_ex_case(600, 4100, 1, 1);
+  }
+}
+
 /* ======================================================================= */
 /* RoPE and head layout                                                     */
 /* ======================================================================= */
@@ -608,6 +645,19 @@ static void swiglu_case(size_t n, int misalign, int alias) {
   cmp_range(line, da, o, n, 1e-5);
   snprintf(line, sizeof line, "k_swiglu_bwd db n=%zu", n);
   cmp_range(line, db, o, n, 1e-5);
+  if (!alias) {
+    /* The fused path's form: h recomputed by the backward pass. */
+    pair h2 = pair_f(NULL, n + o);
+    BOTH(k_swiglu_bwd_ex(e, (float *)W(dh) + o, (float *)W(a) + o,
+                         (float *)W(b) + o, (float *)W(da) + o,
+                         (float *)W(db) + o, (float *)W(h2) + o, DT_F32, n));
+    snprintf(line, sizeof line, "k_swiglu_bwd_ex h n=%zu%s", n,
+             o ? " misaligned" : "");
+    cmp_range(line, h2, o, n, 1e-5);
+    snprintf(line, sizeof line, "k_swiglu_bwd_ex da n=%zu", n);
+    cmp_range(line, da, o, n, 1e-5);
+    pair_free(h2);
+  }
   pair_free(a); pair_free(b); pair_free(h); pair_free(dh);
   if (!alias) { pair_free(da); pair_free(db); }
 }
@@ -615,6 +665,7 @@ static void swiglu_case(size_t n, int misalign, int alias) {
 static void test_swiglu(void) {
   swiglu_case(1001, 0, 0);
   swiglu_case(1001, 1, 1);
+  swiglu_case(1001, 1, 0);
   swiglu_case(7, 0, 0);
   if (!small_only) swiglu_case((size_t)2048 * 3072, 0, 0);
 }
@@ -1028,6 +1079,7 @@ int main(int argc, char **argv) {
   test_matmul_batched();
   test_embedding();
   test_rmsnorm();
+  test_rmsnorm_ex();
   test_rope_heads();
   test_softmax();
   test_swiglu();

@@ -129,9 +129,10 @@ static int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
 }
 
 static int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a,
-                             const void *b, void *da, void *db, dtype lt,
-                             size_t n) {
+                             const void *b, void *da, void *db, void *h,
+                             dtype lt, size_t n) {
   TRY(f32_only("k_swiglu_bwd_ex", lt));
+  if (h) TRY(cpu_swiglu_fwd(e, a, b, h, n));
   return cpu_swiglu_bwd(e, dh, a, b, da, db, n);
 }
 

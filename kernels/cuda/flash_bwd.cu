@@ -38,30 +38,30 @@ __global__ void flash_bwd_d(const T *__restrict__ o, const T *__restrict__ dout,
 }
 
 /* Tile shapes of the tensor-core kernels: 4 warps, each owning MT m-tiles
- * (16 rows) of the owned tile, and streamed tiles of BS rows. MT 2 halves
- * the shared-memory reads per product; the accumulators (dK and dV, or dQ)
- * plus the P and dS fragments of one streamed tile must fit in 255
- * registers, which sets MT and BS per head dim. */
+ * (16 rows) of the owned tile, and streamed tiles of BS rows. The
+ * accumulators (dK and dV, or dQ) plus the P and dS fragments of one
+ * streamed tile must fit in 255 registers; within that, chosen per head
+ * dim from measurements on the H100 (bf16, causal: Dh 64 at 16 heads x
+ * 16384, Dh 80 at 128 x 512, Dh 128 at 1 x 65536). */
 constexpr int MMA_WARPS = 4;
 template <int DH> struct dkdv_cfg {
-  static constexpr int MT = DH <= 64 ? 2 : 1, OWN = 16 * MT * MMA_WARPS;
-  static constexpr int BS = DH <= 16 ? 64 : (MT == 2 || DH >= 128) ? 32 : 64;
+  static constexpr int MT = 1;
+  static constexpr int BS = DH == 64 ? 128 : DH == 80 ? 32 : 64;
 };
 template <int DH> struct dq_cfg {
-  static constexpr int MT = DH <= 80 ? 2 : 1, OWN = 16 * MT * MMA_WARPS;
-  static constexpr int BS = DH <= 16 ? 64 : 32;
+  static constexpr int MT = DH == 128 ? 2 : 1;
+  static constexpr int BS = DH == 64 || DH == 80 || DH == 128 ? 32 : 64;
 };
 
 /* dK, dV of one key tile of OWN rows; query tiles of BS stream by. */
-template <typename T, int DH>
+template <typename T, int DH, int MT, int BQ>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
                    T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
                    int causal, float scale, float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = dkdv_cfg<DH>::MT,
-                OWN = dkdv_cfg<DH>::OWN, BQ = dkdv_cfg<DH>::BS;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
   T *sv = sk + OWN * LD;
@@ -168,15 +168,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 }
 
 /* dQ of one query tile of OWN rows; key tiles of BS stream by. */
-template <typename T, int DH>
+template <typename T, int DH, int MT, int BK>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
                  const T *__restrict__ v, const T *__restrict__ dout,
                  const float *__restrict__ lse, const float *__restrict__ D,
                  T *__restrict__ dq, int tq, int tk, int causal, float scale,
                  float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = dq_cfg<DH>::MT,
-                OWN = dq_cfg<DH>::OWN, BK = dq_cfg<DH>::BS;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
   T *sdo = sq + OWN * LD;
@@ -427,22 +426,23 @@ typedef struct bwd_args {
 
 template <typename T, int DH>
 int launch_mma(engine *e, const bwd_args &a) {
-  constexpr int LD = DH + 8, O1 = dkdv_cfg<DH>::OWN, B1 = dkdv_cfg<DH>::BS,
-                O2 = dq_cfg<DH>::OWN, B2 = dq_cfg<DH>::BS;
+  constexpr int LD = DH + 8, O1 = 16 * dkdv_cfg<DH>::MT * MMA_WARPS,
+                B1 = dkdv_cfg<DH>::BS, O2 = 16 * dq_cfg<DH>::MT * MMA_WARPS,
+                B2 = dq_cfg<DH>::BS;
   size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float);
   size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, dkdv_cfg<DH>::MT, B1>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem1));
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, dq_cfg<DH>::MT, B2>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem2));
   dim3 g1((a.tk + O1 - 1) / O1, a.bh), g2((a.tq + O2 - 1) / O2, a.bh);
-  flash_dkdv_mma<T, DH><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+  flash_dkdv_mma<T, DH, dkdv_cfg<DH>::MT, B1><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
       a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
-  flash_dq_mma<T, DH><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
+  flash_dq_mma<T, DH, dq_cfg<DH>::MT, B2><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
       a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();

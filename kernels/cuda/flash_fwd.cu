@@ -12,7 +12,7 @@
  * end load as zeros and are masked (keys) or not stored (queries).
  *
  * bf16 / f16: tensor cores (mma.sync m16n8k16, fp32 accumulators), 4 warps
- * of 32 query rows, key tiles of 64 (32 at Dh 128) double-buffered with cp.async; P goes
+ * of 16 or 32 query rows, key tiles of 64 or 32 (mma_cfg) double-buffered with cp.async; P goes
  * from the S accumulators to the PV product in registers (flash_common.cuh).
  * fp32: the same algorithm on CUDA cores (true fp32, as the precision
  * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
@@ -22,24 +22,29 @@
 namespace {
 
 /* Tile shapes of the tensor-core kernel: 4 warps of MT m-tiles (16 query
- * rows each), key tiles of BK. MT 2 halves the shared-memory reads per
- * product; Q stays in registers where they allow it (Dh <= 80: with Dh 128
- * the O accumulators alone take 128 registers a thread). */
+ * rows each), key tiles of BK, Q in registers (QREG) or re-read from
+ * shared memory per key tile. MT 2 halves the shared-memory reads per
+ * product but halves the blocks too, which short sequences and small head
+ * dims feel more. Chosen per head dim from measurements on the H100
+ * (bf16, causal; README "FlashAttention-2 kernels"): Dh 64 at 16 heads x
+ * 16384 and Dh 128 at 65536 gain 7-10% from MT 2; Dh 80 at 128 heads x
+ * 512 (the 2.7B model) and Dh 16 / 32 lose with it. BK 64 spills
+ * registers at Dh 128 with MT 2. */
 constexpr int MMA_WARPS = 4;
 template <int DH> struct mma_cfg {
-  static constexpr int MT = 2, BQ = 16 * MT * MMA_WARPS;
-  static constexpr int BK = DH >= 128 ? 32 : 64;   /* 64 spills at Dh 128 */
-  static constexpr bool QREG = DH <= 80;
+  static constexpr int MT = DH == 64 || DH == 128 ? 2 : 1;
+  static constexpr int BK = DH >= 128 ? 32 : 64;
+  static constexpr bool QREG = MT == 2 && DH <= 80;
 };
 
-template <typename T, int DH>
+template <typename T, int DH, int MT, int MMA_BK, bool QREG>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_fwd_mma(const T *__restrict__ q, const T *__restrict__ k,
                   const T *__restrict__ v, T *__restrict__ o,
                   float *__restrict__ lse, int tq, int tk, int causal,
                   float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, MT = mma_cfg<DH>::MT,
-                BQ = mma_cfg<DH>::BQ, MMA_BK = mma_cfg<DH>::BK, NS = MMA_BK / 8;
+  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, BQ = 16 * MT * MMA_WARPS,
+                NS = MMA_BK / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
   T *sk = sq + BQ * LD;            /* two buffers of MMA_BK rows */
@@ -72,7 +77,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
   for (int m = 0; m < MT; m++)
     mrow[m][0] = mrow[m][1] = -INFINITY, lsum[m][0] = lsum[m][1] = 0.f;
-  uint32_t qa[mma_cfg<DH>::QREG ? MT : 1][mma_cfg<DH>::QREG ? DH / 16 : 1][4];
+  uint32_t qa[QREG ? MT : 1][QREG ? DH / 16 : 1][4];
 
   for (int j = 0; j < ntiles; j++) {
     int buf = j & 1, k0 = j * MMA_BK;
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       cp_async_wait<0>();
     }
     __syncthreads();
-    if constexpr (mma_cfg<DH>::QREG)
+    if constexpr (QREG)
       if (j == 0) load_a<T, MT, DH>(qa, sq + w * 16 * MT * LD, LD);
     const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LD;
 
@@ -98,7 +103,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
         for (int n = 0; n < NS; n++)
           s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
-      if constexpr (mma_cfg<DH>::QREG)
+      if constexpr (QREG)
         warp_abt_r<T, MT, NS, DH>(s, qa, kt, LD);
       else
         warp_abt<T, MT, NS, DH>(s, sq + w * 16 * MT * LD, kt, LD);
@@ -256,13 +261,14 @@ template <typename T, int DH>
 int launch_mma(engine *e, const void *q, const void *k, const void *v,
                void *o, float *lse, int bh, int tq, int tk, int causal,
                float scale_log2) {
-  constexpr int BQ = mma_cfg<DH>::BQ, BK = mma_cfg<DH>::BK;
+  typedef mma_cfg<DH> C;
+  constexpr int BQ = 16 * C::MT * MMA_WARPS, BK = C::BK;
   size_t smem = (size_t)(BQ + 4 * BK) * (DH + 8) * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
   dim3 grid((tq + BQ - 1) / BQ, bh);
-  flash_fwd_mma<T, DH><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
+  flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
       (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
       scale_log2);
   CHECK_LAUNCH();
