@@ -95,8 +95,9 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LD;
 
     /* Causal: a key tile wholly after this warp's last row adds nothing
-     * (the block's other warps may still need it). */
-    if (!(causal && k0 > wq0 + 16 * MT - 1)) {
+     * (the block's other warps may still need it; with MT 1 the tiles
+     * align with the block and that never happens). */
+    if (MT == 1 || !(causal && k0 > wq0 + 16 * MT - 1)) {
       float s[MT][NS][4];
 #pragma unroll
       for (int m = 0; m < MT; m++)

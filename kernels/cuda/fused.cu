@@ -230,31 +230,51 @@ __global__ void __launch_bounds__(THREADS)
     for (int k = 0; k < 4; k++) gg[c][k] = dg[c][k] = 0.0f;
     if (j[c] < d) ld4(g, j[c], gg[c]);
   }
-  int r0 = blockIdx.x * rows, r1 = min(n, r0 + rows);
-  for (int row = r0; row < r1; row++) {
+  /* The next row's dy, x, dres load while this row reduces and stores:
+   * a block's rows run one after another, so without that each would wait
+   * for memory twice. */
+  float yy[C][4], xx[C][4], rr[C][4];
+  auto load = [&](int row, float y[][4], float xv[][4], float rv[][4]) {
     size_t o = (size_t)row * d;
-    float yy[C][4], xx[C][4], dot = 0.0f;
 #pragma unroll
     for (int c = 0; c < C; c++) {
+      for (int k = 0; k < 4; k++) y[c][k] = xv[c][k] = rv[c][k] = 0.0f;
       if (j[c] >= d) continue;
-      ld4(dy, o + j[c], yy[c]);
-      ld4(x, o + j[c], xx[c]);
-      for (int k = 0; k < 4; k++) dot += gg[c][k] * yy[c][k] * xx[c][k];
+      ld4(dy, o + j[c], y[c]);
+      ld4(x, o + j[c], xv[c]);
+      if (dres) ld4(dres, o + j[c], rv[c]);
     }
+  };
+  int r0 = blockIdx.x * rows, r1 = min(n, r0 + rows);
+  if (r0 < r1) load(r0, yy, xx, rr);
+  for (int row = r0; row < r1; row++) {
+    float yn[C][4], xn[C][4], rn[C][4];
+    if (row + 1 < r1) load(row + 1, yn, xn, rn);
+    float dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; c++)
+      for (int k = 0; k < 4; k++) dot += gg[c][k] * yy[c][k] * xx[c][k];
     dot = block_sum(dot, sh);
     float r = rstd[row], cc = r * r * r * (dot / (float)d);
+    size_t o = (size_t)row * d;
 #pragma unroll
     for (int c = 0; c < C; c++) {
-      if (j[c] >= d) continue;
-      float rr[4] = {0, 0, 0, 0}, v[4];
-      if (dres) ld4(dres, o + j[c], rr);
+      float v[4];
       for (int k = 0; k < 4; k++) {
-        v[k] = r * gg[c][k] * yy[c][k] - xx[c][k] * cc + rr[k];
+        v[k] = r * gg[c][k] * yy[c][k] - xx[c][k] * cc + rr[c][k];
         dg[c][k] += yy[c][k] * xx[c][k] * r;
       }
+      if (j[c] >= d) continue;
       st4(dx, o + j[c], v);
       if (dx_low) st4(dx_low, o + j[c], v);
     }
+#pragma unroll
+    for (int c = 0; c < C; c++)
+      for (int k = 0; k < 4; k++) {
+        yy[c][k] = yn[c][k];
+        xx[c][k] = xn[c][k];
+        rr[c][k] = rn[c][k];
+      }
   }
 #pragma unroll
   for (int c = 0; c < C; c++)
