@@ -109,21 +109,26 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       else
         warp_abt<T, MT, NS, DH>(s, sq + w * 16 * MT * LD, kt, LD);
 
-      bool edge = k0 + MMA_BK > tk || (causal && k0 + MMA_BK - 1 > wq0);
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int n = 0; n < NS; n++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            float x = s[m][n][e] * scale_log2;
-            if (edge) {
+          for (int e = 0; e < 4; e++) s[m][n][e] *= scale_log2;
+      /* Only tiles that cross the diagonal or the end compare indices (a
+       * branch of its own: most tiles skip it). */
+      if (k0 + MMA_BK > tk || (causal && k0 + MMA_BK - 1 > wq0)) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
               int col = k0 + n * 8 + 2 * t + (e & 1),
                   r = wq0 + m * 16 + g + 8 * (e >> 1);
-              if (col >= tk || (causal && col > r)) x = -INFINITY;
+              if (col >= tk || (causal && col > r)) s[m][n][e] = -INFINITY;
             }
-            s[m][n][e] = x;
-          }
+      }
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
