@@ -130,19 +130,32 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
           for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
       warp_abt<T, MT, BQ / 8, DH>(p, sk + w * 16 * MT * LD, qt, LD);    /* S^T = K Q^T */
       warp_abt<T, MT, BQ / 8, DH>(ds, sv + w * 16 * MT * LD, dot, LD);  /* dP^T = V dO^T */
-      bool diag = causal && r0 < wk0 + 16 * MT;
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int n = 0; n < BQ / 8; n++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            int c = n * 8 + 2 * t + (e & 1), key = wk0 + m * 16 + g + 8 * (e >> 1);
-            float pe = exp2f(p[m][n][e] * scale_log2 - lt[c]);
-            if (diag && r0 + c < key) pe = 0.f;
-            p[m][n][e] = pe;
-            ds[m][n][e] = pe * (ds[m][n][e] - dt[c]);
-          }
+          for (int e = 0; e < 4; e++)
+            p[m][n][e] = exp2f(p[m][n][e] * scale_log2 - lt[n * 8 + 2 * t + (e & 1)]);
+      /* Only tiles that cross the diagonal compare indices (a branch of
+       * its own: most tiles skip it). */
+      if (causal && r0 < wk0 + 16 * MT) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              if (r0 + n * 8 + 2 * t + (e & 1) < wk0 + m * 16 + g + 8 * (e >> 1))
+                p[m][n][e] = 0.f;
+      }
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - dt[n * 8 + 2 * t + (e & 1)]);
       warp_cb<T, MT, BQ / 16, DH>(gv, p, dot, LD);   /* dV += P^T dO */
       warp_cb<T, MT, BQ / 16, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
     }
@@ -238,20 +251,33 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
           for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
       warp_abt<T, MT, BK / 8, DH>(p, sq + w * 16 * MT * LD, kt, LD);    /* S = Q K^T */
       warp_abt<T, MT, BK / 8, DH>(ds, sdo + w * 16 * MT * LD, vt, LD);  /* dP = dO V^T */
-      bool edge = c0 + BK > tk || (causal && c0 + BK - 1 > wq0);
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int n = 0; n < BK / 8; n++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            int h = e >> 1, col = c0 + n * 8 + 2 * t + (e & 1),
-                r = wq0 + m * 16 + g + 8 * h;
-            float pe = exp2f(p[m][n][e] * scale_log2 - lrow[m][h]);
-            if (edge && (col >= tk || (causal && col > r))) pe = 0.f;
-            p[m][n][e] = pe;
-            ds[m][n][e] = pe * (ds[m][n][e] - drow[m][h]);
-          }
+          for (int e = 0; e < 4; e++)
+            p[m][n][e] = exp2f(p[m][n][e] * scale_log2 - lrow[m][e >> 1]);
+      /* Only tiles that cross the diagonal or the end compare indices. */
+      if (c0 + BK > tk || (causal && c0 + BK - 1 > wq0)) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              int col = c0 + n * 8 + 2 * t + (e & 1),
+                  r = wq0 + m * 16 + g + 8 * (e >> 1);
+              if (col >= tk || (causal && col > r)) p[m][n][e] = 0.f;
+            }
+      }
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - drow[m][e >> 1]);
       warp_cb<T, MT, BK / 16, DH>(gq, ds, kt, LD);   /* dQ += dS K */
     }
     __syncthreads();
