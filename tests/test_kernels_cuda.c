@@ -491,9 +491,8 @@ static void test_rmsnorm(void) {
 }
 
 /* The fused path's norm backward (fp32 ends): dx = dres + RMSNorm dx,
- * with dx in place over dres or not, its copy dx_low, dg accumulated. Row
- * counts above 512 make the GPU's blocks take several rows each; d up to
- * 4096 (4 x 256 x 4) takes the register path, 4100 the two-pass one. */
+ * with dx in place over dres or not, its copy dx_low, dg accumulated;
+ * odd and model-sized rows (d 2560 is the 2.7B model's). */
 static void rms_ex_case(int n, int d, int with_dres, int in_place) {
   pair x = pair_rand((size_t)n * d, 2), g = pair_rand(d, 1), r = pair_rand(n, 1);
   pair dy = pair_rand((size_t)n * d, 1), dg = pair_rand(d, 1);

@@ -131,8 +131,6 @@ int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
 /* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu). */
 int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
                     const float *rstd, float *dg, int n, int d);
-int cuda_rmsnorm_dg_sum(engine *e, const float *part, float *dg, int chunks,
-                        int d);
 /* The fused path (fused.cu; matmul_ex in matmul.c). */
 extern const fused_ops cuda_fused_ops;
 int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,

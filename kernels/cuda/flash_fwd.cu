@@ -26,7 +26,7 @@ namespace {
  * shared memory per key tile. MT 2 halves the shared-memory reads per
  * product but halves the blocks too, which short sequences and small head
  * dims feel more. Chosen per head dim from measurements on the H100
- * (bf16, causal; README "FlashAttention-2 kernels"): Dh 64 at 16 heads x
+ * (bf16, causal; README, Attention): Dh 64 at 16 heads x
  * 16384 and Dh 128 at 65536 gain 7-10% from MT 2; Dh 80 at 128 heads x
  * 512 (the 2.7B model) and Dh 16 / 32 lose with it. BK 64 spills
  * registers at Dh 128 with MT 2. */

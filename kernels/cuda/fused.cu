@@ -6,8 +6,8 @@
  *
  *   add_rmsnorm_fwd    sum = a + b; y(T) = sum * rstd * g      one block/row
  *   rmsnorm_bwd_ex     dx = dres + rstd*g*dy - x*rstd^3*mean(g*dy*x),
- *                      and dx rounded to T; dg from per-block column
- *                      partials summed in order (deterministic)
+ *                      and dx rounded to T; dg by rmsnorm.cu's
+ *                      deterministic column sums
  *   qkv_split_rope     [N, 3D] fp32 -> q, k, v (T), RoPE on q, k (angles in
  *                      double, as k_rope computes them, once per call into
  *                      a (cos, sin) table; the rotation in fp32)
@@ -210,109 +210,17 @@ __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
   }
 }
 
-/* The same for rows of d <= 4 * 256 * C (VEC), with dg fused in: a block
- * takes `rows` consecutive rows one after another, each thread keeps its
- * columns' g, dy and x in registers across the row's two passes and adds
- * dy * x * rstd into its columns' dg partial, written to part[block] at
- * the end (summed over blocks, in order, by cuda_rmsnorm_dg_sum). So dy
- * and x are read once, not twice (dg, then dx). */
-template <typename T, int C>
-__global__ void __launch_bounds__(THREADS)
-    rmsnorm_bwd_rows_k(const float *dy, const float *x, const float *g,
-                       const float *rstd, const float *dres, float *dx,
-                       T *dx_low, float *part, int n, int d, int rows) {
-  __shared__ float sh[32];
-  float gg[C][4], dg[C][4];
-  int j[C];
-#pragma unroll
-  for (int c = 0; c < C; c++) {
-    j[c] = 4 * (threadIdx.x + c * THREADS);
-    for (int k = 0; k < 4; k++) gg[c][k] = dg[c][k] = 0.0f;
-    if (j[c] < d) ld4(g, j[c], gg[c]);
-  }
-  /* The next row's dy, x, dres load while this row reduces and stores:
-   * a block's rows run one after another, so without that each would wait
-   * for memory twice. */
-  float yy[C][4], xx[C][4], rr[C][4];
-  auto load = [&](int row, float y[][4], float xv[][4], float rv[][4]) {
-    size_t o = (size_t)row * d;
-#pragma unroll
-    for (int c = 0; c < C; c++) {
-      for (int k = 0; k < 4; k++) y[c][k] = xv[c][k] = rv[c][k] = 0.0f;
-      if (j[c] >= d) continue;
-      ld4(dy, o + j[c], y[c]);
-      ld4(x, o + j[c], xv[c]);
-      if (dres) ld4(dres, o + j[c], rv[c]);
-    }
-  };
-  int r0 = blockIdx.x * rows, r1 = min(n, r0 + rows);
-  if (r0 < r1) load(r0, yy, xx, rr);
-  for (int row = r0; row < r1; row++) {
-    float yn[C][4], xn[C][4], rn[C][4];
-    if (row + 1 < r1) load(row + 1, yn, xn, rn);
-    float dot = 0.0f;
-#pragma unroll
-    for (int c = 0; c < C; c++)
-      for (int k = 0; k < 4; k++) dot += gg[c][k] * yy[c][k] * xx[c][k];
-    dot = block_sum(dot, sh);
-    float r = rstd[row], cc = r * r * r * (dot / (float)d);
-    size_t o = (size_t)row * d;
-#pragma unroll
-    for (int c = 0; c < C; c++) {
-      float v[4];
-      for (int k = 0; k < 4; k++) {
-        v[k] = r * gg[c][k] * yy[c][k] - xx[c][k] * cc + rr[c][k];
-        dg[c][k] += yy[c][k] * xx[c][k] * r;
-      }
-      if (j[c] >= d) continue;
-      st4(dx, o + j[c], v);
-      if (dx_low) st4(dx_low, o + j[c], v);
-    }
-#pragma unroll
-    for (int c = 0; c < C; c++)
-      for (int k = 0; k < 4; k++) {
-        yy[c][k] = yn[c][k];
-        xx[c][k] = xn[c][k];
-        rr[c][k] = rn[c][k];
-      }
-  }
-#pragma unroll
-  for (int c = 0; c < C; c++)
-    if (j[c] < d) st4(part, (size_t)blockIdx.x * d + j[c], dg[c]);
-}
-
 static int rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
                           const float *g, const float *rstd,
                           const float *dres, float *dx, void *dx_low,
                           dtype lt, float *dg, int n, int d) {
-  if (dx_low == (void *)dx) dx_low = NULL;
-  bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
-  cudaStream_t s = cuda_stream(e);
-  int chunks = (d / 4 + THREADS - 1) / THREADS;
-  if (vec && chunks <= 4 && n > 0) {
-    /* At most 512 blocks: enough to fill the GPU, few partials to sum. */
-    int rows = (n + 511) / 512, blocks = (n + rows - 1) / rows;
-    float *part;
-    TRY(cuda_workspace(e, (size_t)blocks * d * sizeof(float), (void **)&part));
-#define RMS_ROWS_CASE(C)                                                     \
-  case C:                                                                    \
-    WITH_T(lt, (rmsnorm_bwd_rows_k<T, C><<<blocks, THREADS, 0, s>>>(         \
-                   dy, x, g, rstd, dres, dx, (T *)dx_low, part, n, d, rows))); \
-    break;
-    switch (chunks) {
-      RMS_ROWS_CASE(1)
-      RMS_ROWS_CASE(2)
-      RMS_ROWS_CASE(3)
-      RMS_ROWS_CASE(4)
-    }
-#undef RMS_ROWS_CASE
-    CHECK_LAUNCH();
-    return cuda_rmsnorm_dg_sum(e, part, dg, blocks, d);
-  }
   /* dg reads dy before dx may overwrite dres (dx == dres is allowed; dy is
    * never dx, engine_fused.c refuses it). */
   TRY(cuda_rmsnorm_dg(e, dy, x, rstd, dg, n, d));
+  if (dx_low == (void *)dx) dx_low = NULL;
+  bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
   int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
   if (vec)
     WITH_T(lt, (rmsnorm_dx_ex_k<T, true><<<n, threads, 0, s>>>(
                    dy, x, g, rstd, dres, dx, (T *)dx_low, d)));

@@ -154,14 +154,7 @@ int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
   dim3 grid((d + DG_COLS - 1) / DG_COLS, chunks), block(DG_COLS, DG_LANES);
   rmsnorm_dg_part_k<<<grid, block, 0, s>>>(dy, x, rstd, part, n, d, rows_per);
   CHECK_LAUNCH();
-  return cuda_rmsnorm_dg_sum(e, part, dg, chunks, d);
-}
-
-/* dg[j] += sum over c of part[c, j], c in order. */
-int cuda_rmsnorm_dg_sum(engine *e, const float *part, float *dg, int chunks,
-                        int d) {
-  rmsnorm_dg_sum_k<<<(d + 255) / 256, 256, 0, cuda_stream(e)>>>(part, dg,
-                                                              chunks, d);
+  rmsnorm_dg_sum_k<<<(d + 255) / 256, 256, 0, s>>>(part, dg, chunks, d);
   CHECK_LAUNCH();
   return 0;
 }
