@@ -164,14 +164,20 @@ zero_grad defers its clearing to backward, which also removed a ~4 ms pass
 over the gradients), and AdamW ~36 ms against ~31 ms (3.4e9 parameters x 30
 bytes moved: p, g, m, v read, p, m, v and the bf16 weight copy written, at
 ~2.8 TB/s); those two alone are ~96 ms of the 110 ms goal. The rest
-(attention ~7, RMSNorm ~6.6, SwiGLU ~5.3, RoPE and head layout ~3.4 ms) is
+(attention ~7, RMSNorm ~6.6, SwiGLU ~4.3, RoPE and head layout ~3.4 ms) is
 4-wide vectorised already (it was ~30 ms with scalar 16-bit loads); part
 of the RMSNorm and SwiGLU time is recomputation in backward (the norm
 outputs and the SwiGLU product are recomputed, not stored), which keeps
-the peak below PyTorch's. Tried and measured, not kept: AdamW per
-layer on a second stream beside the rest of backward (116.8 against
-116.5 ms: the products slowed from 59 to 92 ms next to AdamW's memory
-traffic). What is left is ~8 ms, and AdamW's traffic cannot fall while
+the peak below PyTorch's; SwiGLU's backward now recomputes its product in
+the same pass that reads a and b for the gradients (5.3 -> 4.3 ms), and
+the flash kernels' tiles are chosen per head dim (attention 7.7 -> 7.0
+ms). Tried and measured, not kept: AdamW per layer on a second stream
+beside the rest of backward (116.8 against 116.5 ms: the products slowed
+from 59 to 92 ms next to AdamW's memory traffic); an RMSNorm backward
+that reads dy and x once, with the gain gradient summed per block of
+rows (6.6 ms, as the two-pass kernels). The best step is 116.2 ms at
+context 512 (this table's row is from the run named in its git_commit
+column). What is left is ~6 ms, and AdamW's traffic cannot fall while
 its state stays fp32. The fp32 step is bound by true fp32 products on CUDA
 cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything else, and
 cuBLAS reaches ~48 TFLOP/s (the products' ~870 ms alone are within 1% of
