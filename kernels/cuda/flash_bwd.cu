@@ -14,10 +14,10 @@
  * products S and dP twice; in exchange nothing is summed across blocks.
  *
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
- * (dkdv_cfg, dq_cfg), P^T and
- * dS^T (or dS) passed from accumulators to the next product in registers,
- * the streamed tiles double-buffered with cp.async. fp32: CUDA cores
- * (true fp32), 4 threads per owned row. Head dims 16, 32, 64, 128. D lives
+ * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
+ * next product in registers, the streamed tiles double-buffered with
+ * cp.async. fp32: CUDA cores (true fp32), 4 threads per owned row. Head
+ * dims 16, 32, 64, 80, 128. D lives
  * in the engine's workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
 

@@ -16,7 +16,7 @@
  * from the S accumulators to the PV product in registers (flash_common.cuh).
  * fp32: the same algorithm on CUDA cores (true fp32, as the precision
  * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
- * memory, 4 threads per query row. Head dims 16, 32, 64, 128. */
+ * memory, 4 threads per query row. Head dims 16, 32, 64, 80, 128. */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
@@ -24,12 +24,13 @@ namespace {
 /* Tile shapes of the tensor-core kernel: 4 warps of MT m-tiles (16 query
  * rows each), key tiles of BK, Q in registers (QREG) or re-read from
  * shared memory per key tile. MT 2 halves the shared-memory reads per
- * product but halves the blocks too, which short sequences and small head
- * dims feel more. Chosen per head dim from measurements on the H100
- * (bf16, causal; README, Attention): Dh 64 at 16 heads x
- * 16384 and Dh 128 at 65536 gain 7-10% from MT 2; Dh 80 at 128 heads x
- * 512 (the 2.7B model) and Dh 16 / 32 lose with it. BK 64 spills
- * registers at Dh 128 with MT 2. */
+ * product but halves the blocks too, which short sequences feel. Chosen
+ * per head dim from timings of each variant on the H100 (bf16, causal;
+ * README, Attention): MT 2 takes Dh 64 at 16 heads x 16384 from 2.68 to
+ * 2.36 ms and Dh 128 at 65536 from 5.7 to 3.8 ms; at Dh 80 on 128 heads x
+ * 512 (the 2.7B model) MT 1 is as fast and keeps more blocks; Dh 16 / 32
+ * stay at MT 1 (within 4% at 65536, twice the blocks at short lengths).
+ * BK 64 spills registers at Dh 128 with MT 2. */
 constexpr int MMA_WARPS = 4;
 template <int DH> struct mma_cfg {
   static constexpr int MT = DH == 64 || DH == 128 ? 2 : 1;
