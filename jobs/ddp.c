@@ -84,6 +84,10 @@ static const param_def params[] = {
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
      "collectives use a second communicator at NCCL's default. mpi: 0"},
+    {"ddp", "gemm_sm_reserve", P_INT, 0, 1024, NULL,
+     "nccl: while backward runs, matrix products are shaped for the GPU's "
+     "SMs minus this many (cuBLAS's SM count target), the SMs the "
+     "overlapping collectives hold; 0: the whole GPU. mpi: 0"},
 };
 
 static const char *const metrics[] = {
@@ -151,6 +155,12 @@ static int validate(const job *j, char *err, size_t n) {
              "mpi: 0)", (long long)job_int(j, "nccl_max_ctas"));
     return 1 + kind_param_index(j->kind, "nccl_max_ctas");
   }
+  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
+      job_int(j, "gemm_sm_reserve") != 0) {
+    snprintf(err, n, "gemm_sm_reserve = %lld with backend mpi (allowed with "
+             "mpi: 0)", (long long)job_int(j, "gemm_sm_reserve"));
+    return 1 + kind_param_index(j->kind, "gemm_sm_reserve");
+  }
   /* fp16's loss scale is unscaled inside the model's own AdamW step; the
    * sharded optimizers step outside it and would update with scaled
    * gradients (and ZeRO-1's ranks would need to agree on an overflow). */
@@ -181,6 +191,7 @@ typedef struct bench {
   model *m;
   ddp *d;
   int rank, world, B, b, T, vocab;
+  int sm_reserve;          /* gemm_sm_reserve */
   int32_t *ids, *tgt;
   uint64_t rng;
   double *v[S_N];        /* per timed step, max over ranks */
@@ -213,7 +224,10 @@ static int step(bench *x, int k) {
   TRY(ddp_begin_step(x->d));
   TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
   TRY(ddp_mark_backward(x->d));
+  /* Only backward overlaps gradient collectives: forward keeps every SM. */
+  if (x->sm_reserve) TRY(eng_reserve_sms(x->e, x->sm_reserve));
   TRY(model_backward(x->m));
+  if (x->sm_reserve) TRY(eng_reserve_sms(x->e, 0));
   TRY(ddp_finish_gradient_synchronization(x->d));
   if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
   TRY(ddp_optimizer_step(x->d));
@@ -385,6 +399,7 @@ static int run(const job *j, result *r) {
   x.T = (int)job_int(j, "context");
   x.b = (int)job_int(j, "rank_batch");
   x.vocab = c.vocab;
+  x.sm_reserve = (int)job_int(j, "gemm_sm_reserve");
   x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
   comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas")};
   int rc = comm_open_ex(&x.c, cb, &co);

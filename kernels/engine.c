@@ -71,6 +71,15 @@ void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
 }
 
+int eng_reserve_sms(engine *e, int n) {
+  if (n < 0) FAIL(ERR_FAIL, "eng_reserve_sms: n = %d (allowed: >= 0)", n);
+  if (e->ops->reserve_sms) return e->ops->reserve_sms(e, n);
+  if (n > 0)
+    FAIL(ERR_FAIL, "the %s engine has no SMs to reserve (allowed: 0, or "
+         "the cuda engine)", e->ops->name);
+  return 0;
+}
+
 int eng_allow_tf32(engine *e, int on) {
   if (e->ops->allow_tf32) return e->ops->allow_tf32(e, on != 0);
   if (on)

@@ -69,6 +69,7 @@ typedef struct engine_ops {
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
   int (*allow_tf32)(engine *e, int on);     /* NULL: no TF32 */
+  int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */
   void *(*prof_record)(engine *e);

@@ -74,6 +74,13 @@ int eng_profile_report(engine *e, char *buf, size_t n);
  * accumulation. Off by default (true fp32). The CPU engine has no TF32:
  * on = 1 fails there. */
 int eng_allow_tf32(engine *e, int on);
+/* Leave n SMs to work running beside the engine's stream (NCCL's
+ * collectives during backward): matrix products enqueued from now on are
+ * shaped for the device's SMs minus n (cuBLAS's SM count target), so a
+ * product split into exactly one wave of blocks does not spill a few
+ * blocks into a second wave when a collective holds some SMs. 0 restores
+ * the whole device. The CPU engine has no SMs: n > 0 fails there. */
+int eng_reserve_sms(engine *e, int n);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
 void eng_reset_peak(engine *e);

@@ -134,7 +134,11 @@ static void net_fwd_bwd(ctx *x, net *n, int k, ddp *d) {
   hard(model_forward(n->m, x->ids[k] + off, x->tgt[k] + off, b, T, &loss),
        "forward");
   if (d) hard(ddp_mark_backward(d), "mark_backward");
+  /* As the ddp job's gemm_sm_reserve does: products shaped for fewer SMs
+   * while the collectives run must give the same training. */
+  if (d && x->backend == COMM_NCCL) hard(eng_reserve_sms(n->e, 2), "reserve");
   hard(model_backward(n->m), "backward");
+  if (d && x->backend == COMM_NCCL) hard(eng_reserve_sms(n->e, 0), "reserve");
 }
 
 static void net_destroy(net *n) {

@@ -179,6 +179,15 @@ static int cu_allow_tf32(engine *e, int on) {
   return 0;
 }
 
+static int cu_reserve_sms(engine *e, int n) {
+  cuda_engine *c = cuda_impl(e);
+  if (n >= c->sms)
+    FAIL(ERR_FAIL, "cannot reserve %d of the GPU's %d SMs (allowed: 0 .. %d)",
+         n, c->sms, c->sms - 1);
+  CHECK_CUBLAS(cublasSetSmCountTarget(c->blas, n ? c->sms - n : 0));
+  return 0;
+}
+
 static int cu_sync(engine *e) {
   CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
   CHECK_CUDA(cudaGetLastError());
@@ -213,6 +222,7 @@ static const engine_ops cuda_ops = {
   .sync = cu_sync,
   .stream = cu_stream,
   .allow_tf32 = cu_allow_tf32,
+  .reserve_sms = cu_reserve_sms,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
   .prof_release = cu_prof_release,
