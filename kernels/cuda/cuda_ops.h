@@ -21,6 +21,7 @@
 
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,10 @@ typedef struct cuda_engine {
   int *bad_flag;                        /* mapped pinned host memory, set by a
                                            kernel that found a bad id ... */
   int *bad_flag_dev;                    /* ... through this device address */
+  cublasLtHandle_t lt;                  /* the fused path's products */
+  struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
+  int sm_target;                        /* eng_reserve_sms: SMs the products
+                                           aim at; 0 = all */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {
@@ -70,8 +75,20 @@ static inline cudaStream_t cuda_stream(const engine *e) {
 int cuda_workspace(engine *e, size_t bytes, void **p);
 
 /* Grid size for a grid-stride loop over `work` items, `threads` per block:
- * enough blocks to fill the GPU several times over, no more than needed. */
+ * one item per thread (up to gridDim.x's limit), so blocks sweep memory in
+ * order. Capping the grid at 32 blocks per SM, as this did before, made
+ * each thread stride by the whole grid and cost streaming kernels 6% of
+ * their bandwidth (AdamW on an H100: 2.83 vs 3.00 TB/s, measured). */
 unsigned cuda_grid(const engine *e, size_t work, int threads);
+
+/* The fused path's product through cuBLASLt with a per-shape algorithm
+ * chosen by timing (matmul_lt.c); cuda_matmul_ex's arguments, m, n, k > 0.
+ * cuda_lt_plans_free releases the plans (engine teardown). */
+int cuda_matmul_lt(engine *e, int trans_a, int trans_b, int m, int n, int k,
+                   float alpha, const void *A, int lda, const void *B, int ldb,
+                   dtype in_t, float beta, void *C, int ldc, dtype ct,
+                   int tf32);
+void cuda_lt_plans_free(cuda_engine *c);
 
 /* ---- operations ---------------------------------------------------------- */
 int cuda_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,

@@ -53,8 +53,9 @@ int cuda_workspace(engine *e, size_t bytes, void **p) {
 }
 
 unsigned cuda_grid(const engine *e, size_t work, int threads) {
+  (void)e;
   size_t blocks = (work + (size_t)threads - 1) / (size_t)threads;
-  size_t cap = (size_t)cuda_impl(e)->sms * 32;
+  size_t cap = 0x7fffffff;   /* gridDim.x's limit */
   if (blocks > cap) blocks = cap;
   return blocks ? (unsigned)blocks : 1u;
 }
@@ -185,6 +186,7 @@ static int cu_reserve_sms(engine *e, int n) {
     FAIL(ERR_FAIL, "cannot reserve %d of the GPU's %d SMs (allowed: 0 .. %d)",
          n, c->sms, c->sms - 1);
   CHECK_CUBLAS(cublasSetSmCountTarget(c->blas, n ? c->sms - n : 0));
+  c->sm_target = n ? c->sms - n : 0;   /* matmul_lt.c's plans key on it */
   return 0;
 }
 
@@ -204,6 +206,8 @@ static void cu_destroy(engine *e) {
   if (!c) return;
   if (c->stream) (void)cudaStreamSynchronize(c->stream);
   if (c->blas) (void)cublasDestroy(c->blas);
+  cuda_lt_plans_free(c);
+  if (c->lt) (void)cublasLtDestroy(c->lt);
   if (c->status) (void)cudaFree(c->status);
   if (c->bad_flag) (void)cudaFreeHost(c->bad_flag);
   if (c->stream) (void)cudaStreamDestroy(c->stream);
@@ -268,6 +272,7 @@ static int cuda_init(engine *e, int device) {
   TRY(eng_alloc(e, BLAS_WORKSPACE, "workspace.cublas", &c->blas_ws));
   c->blas_ws_bytes = BLAS_WORKSPACE;
   CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+  CHECK_CUBLAS(cublasLtCreate(&c->lt));
   CHECK_CUDA(cudaMalloc((void **)&c->status, sizeof *c->status));
   CHECK_CUDA(cudaHostAlloc((void **)&c->bad_flag, sizeof *c->bad_flag,
                            cudaHostAllocMapped));

@@ -107,16 +107,13 @@ int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
 /* The fused path's product (kernels.h k_matmul_ex): operands already in
  * in_t, so no packing; C in fp32 or in_t, fp32 accumulation throughout.
  * tf32 selects CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 inputs (TF32 tensor
- * cores: 10-bit mantissa products, fp32 accumulation). */
-static cudaDataType_t cuda_type(dtype t) {
-  return t == DT_F32 ? CUDA_R_32F : t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-}
+ * cores: 10-bit mantissa products, fp32 accumulation). Run by cuBLASLt
+ * with each shape's fastest algorithm (matmul_lt.c). */
 
 int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                    float alpha, const void *A, int lda, const void *B,
                    int ldb, dtype in_t, float beta, void *C, int ldc,
                    dtype ct, int tf32) {
-  cuda_engine *c = cuda_impl(e);
   if (k == 0) {
     if (ct != DT_F32)
       FAIL(ERR_FAIL, "k_matmul_ex: k = 0 with a %s output (allowed: f32)",
@@ -124,14 +121,8 @@ int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
     TRY(cuda_scale_matrix(e, C, m, n, ldc, 0, 1, beta));
     return 0;
   }
-  cublasOperation_t opA = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasComputeType_t comp = in_t == DT_F32 && tf32
-                                 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                 : CUBLAS_COMPUTE_32F;
-  CHECK_CUBLAS(cublasGemmEx(c->blas, opA, opB, n, m, k, &alpha, B,
-                            cuda_type(in_t), ldb, A, cuda_type(in_t), lda,
-                            &beta, C, cuda_type(ct), ldc, comp,
-                            CUBLAS_GEMM_DEFAULT));
+  if (m == 0 || n == 0) return 0;
+  TRY(cuda_matmul_lt(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, in_t,
+                     beta, C, ldc, ct, tf32));
   return 0;
 }
