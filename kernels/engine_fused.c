@@ -98,7 +98,7 @@ static int check_heads(const char *op, int batch, int seq, int heads,
   return 0;
 }
 
-int k_qkv_split_rope(engine *e, const float *qkv, void *q, void *k, void *v,
+int k_qkv_split_rope(engine *e, const void *qkv, void *q, void *k, void *v,
                      dtype lt, int batch, int seq, int heads, int dh,
                      float theta) {
   const char *op = "k_qkv_split_rope";

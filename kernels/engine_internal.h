@@ -31,7 +31,7 @@ typedef struct fused_ops {
                         const float *g, const float *rstd, const float *dres,
                         float *dx, void *dx_low, dtype lt, float *dg, int n,
                         int d);
-  int (*qkv_split_rope)(engine *e, const float *qkv, void *q, void *k,
+  int (*qkv_split_rope)(engine *e, const void *qkv, void *q, void *k,
                         void *v, dtype lt, int batch, int seq, int heads,
                         int dh, float theta);
   int (*qkv_merge_rope_bwd)(engine *e, const void *dq, const void *dk,

@@ -234,9 +234,10 @@ int k_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
                      float *dx, void *dx_low, dtype lt, float *dg, int n,
                      int d);
 
-/* qkv [B*T, 3D] fp32 (x W_qkv^T: q, k, v side by side) -> q, k, v
- * [B, H, T, Dh] (lt), q and k rotated by RoPE (k_rope's angles). */
-int k_qkv_split_rope(engine *e, const float *qkv, void *q, void *k, void *v,
+/* qkv [B*T, 3D] (lt; x W_qkv^T: q, k, v side by side) -> q, k, v
+ * [B, H, T, Dh] (lt), q and k rotated by RoPE (k_rope's angles; the
+ * rotation in fp32). */
+int k_qkv_split_rope(engine *e, const void *qkv, void *q, void *k, void *v,
                      dtype lt, int batch, int seq, int heads, int dh,
                      float theta);
 /* Its backward: dq, dk, dv [B, H, T, Dh] (lt) -> dqkv [B*T, 3D] (lt), dq

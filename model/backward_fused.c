@@ -4,8 +4,8 @@
  * weight gradients into the fp32 gradient buffer (beta = 1). The residual
  * gradient dres stays fp32: each RMSNorm backward adds its dx into it in
  * place and leaves its lt copy for the next products. What forward did not
- * keep (norm outputs, merged heads, the SwiGLU product) is recomputed from
- * what it kept. The gradient hook runs as in backward.c, in the same order.
+ * keep (merged heads, the SwiGLU product, the norm outputs in fp32) is
+ * recomputed from what it kept. The gradient hook runs as in backward.c, in the same order.
  *
  * Linear y = x W^T: dW += dy^T x; dx = dy W. */
 #include "config.h"
@@ -88,11 +88,15 @@ int model_backward_fused(model *m) {
                         (size_t)N * F));
     TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
-    TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
-                          l->rstd2, N, D, eps));
-    TRY(linear_dw(m, a->da, a->norm, g->w1, N, D, F));
+    const void *n2 = l->n2;
+    if (!n2) {
+      TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
+                            l->rstd2, N, D, eps));
+      n2 = a->norm;
+    }
+    TRY(linear_dw(m, a->da, n2, g->w1, N, D, F));
     TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
-    TRY(linear_dw(m, a->db, a->norm, g->w3, N, D, F));
+    TRY(linear_dw(m, a->db, n2, g->w3, N, D, F));
     TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(linear_dx(m, a->da, p->w1, a->dn, DT_F32, N, D, F, 0.0f));
     TRY(linear_dx(m, a->db, p->w3, a->dn, DT_F32, N, D, F, 1.0f));
@@ -112,9 +116,13 @@ int model_backward_fused(model *m) {
     TRY(k_qkv_merge_rope_bwd(e, a->dq, a->dk, a->dv, a->dqkv, lt, b, t, H, Dh,
                              m->c.rope_theta));
     /* q|k|v = ln1(x) W_qkv^T: one product for the three weights */
-    TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, a->norm, lt, l->rstd1,
-                          N, D, eps));
-    TRY(linear_dw(m, a->dqkv, a->norm, g->wq, N, D, 3 * D));
+    const void *n1 = l->n1;
+    if (!n1) {
+      TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, a->norm, lt,
+                            l->rstd1, N, D, eps));
+      n1 = a->norm;
+    }
+    TRY(linear_dw(m, a->dqkv, n1, g->wq, N, D, 3 * D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));

@@ -3,13 +3,15 @@
  * projection weights side by side (they are adjacent in the flat buffer:
  * [3D, D]), split + RoPE in one kernel, attention through k_attention_fwd
  * (flash or materialised), and activations stored in lt, the products'
- * input dtype, so no product casts (model_internal.h, fused_acts).
+ * input dtype, so no product casts (model_internal.h, fused_acts). In 16
+ * bits the norms' outputs are kept for backward's weight gradients
+ * (recomputing them cost two passes per layer).
  *
  *   x_0 = emb[ids]
- *   layer i:  n = RMSNorm(x_i)            (x_i = resid_{i-1} + f_{i-1})
- *             q, k, v = RoPE/split(n W_qkv^T);  o = attn(q, k, v)
- *             resid_i = x_i + merge(o) W_o^T;   n = RMSNorm(resid_i)
- *             a = n W1^T, b = n W3^T (lt);  f_i = (silu(a) * b) W2^T
+ *   layer i:  n1 = RMSNorm(x_i)           (x_i = resid_{i-1} + f_{i-1})
+ *             q, k, v = RoPE/split(n1 W_qkv^T);  o = attn(q, k, v)
+ *             resid_i = x_i + merge(o) W_o^T;    n2 = RMSNorm(resid_i)
+ *             a = n2 W1^T, b = n2 W3^T (lt);  f_i = (silu(a) * b) W2^T
  *   logits = RMSNorm(resid_L + f_L) W_lm^T (fp32) */
 #include "config.h"
 #include "model/model.h"
@@ -32,6 +34,10 @@ static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
                      m->lt, 0.0f, y, dout, yt, m->opt.tf32);
 }
 
+/* Where layer l's norm outputs go: kept per layer, or the fp32 scratch. */
+#define N1(l) ((l)->n1 ? (l)->n1 : a->norm)
+#define N2(l) ((l)->n2 ? (l)->n2 : a->norm)
+
 int model_forward_fused(model *m, int b, int t) {
   engine *e = m->e;
   fused_acts *a = &m->f;
@@ -46,22 +52,22 @@ int model_forward_fused(model *m, int b, int t) {
     fused_layer *l = &a->layer[i];
     /* x_i = resid_{i-1} + f_{i-1} (kept: backward's ln1 input) */
     if (i == 0)
-      TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, a->norm, lt,
+      TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, N1(l), lt,
                             l->rstd1, N, D, eps));
     else
       TRY(k_add_rmsnorm_fwd(e, a->layer[i - 1].resid, a->tmp, l->x, p->ln1,
-                            a->norm, lt, l->rstd1, N, D, eps));
-    TRY(linear(m, a->norm, p->wq, a->qkv, DT_F32, N, D, 3 * D));
+                            N1(l), lt, l->rstd1, N, D, eps));
+    TRY(linear(m, N1(l), p->wq, a->qkv, lt, N, D, 3 * D));
     TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
                          m->c.rope_theta));
     TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
                         l->P, b * H, t, t, Dh, 1, scale, lt));
     TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
     TRY(linear(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
-    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, l->resid, p->ln2, a->norm, lt,
+    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, l->resid, p->ln2, N2(l), lt,
                           l->rstd2, N, D, eps));
-    TRY(linear(m, a->norm, p->w1, l->a, lt, N, D, F));
-    TRY(linear(m, a->norm, p->w3, l->b, lt, N, D, F));
+    TRY(linear(m, N2(l), p->w1, l->a, lt, N, D, F));
+    TRY(linear(m, N2(l), p->w3, l->b, lt, N, D, F));
     TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
     TRY(linear(m, a->h, p->w2, a->tmp, DT_F32, N, F, D));
   }

@@ -76,6 +76,8 @@ typedef struct model_acts {
 typedef struct fused_layer {
   float *x;            /* [N, D] the layer's input (layer 0: the embeddings) */
   float *rstd1, *rstd2;/* [N] */
+  void *n1, *n2;       /* [N, D] lt: ln1(x), ln2(resid), the products' input;
+                          kept when lt is 16-bit, else NULL (recomputed) */
   void *q, *k, *v;     /* [B*H*T, Dh] q, k after RoPE */
   void *o;             /* [B*H*T, Dh] attention output, heads split */
   float *lse;          /* [B*H*T] the attention's logsumexp */
@@ -94,9 +96,10 @@ typedef struct fused_acts {
   float *losses, *lse; /* [N] */
   void *dlogits;       /* [N, V] lt; the logits buffer itself when lt = f32 */
   /* scratch shared by all layers */
-  float *qkv;          /* [N, 3D] fp32 */
+  void *qkv;           /* [N, 3D] lt: x W_qkv^T, as autocast rounds it */
   float *tmp;          /* [N, D] a sublayer's output before its residual */
-  void *norm;          /* [N, D] ln1 / ln2 output (forward; recomputed) */
+  void *norm;          /* [N, D] lt = f32: ln1 / ln2 output (recomputed in
+                          backward); else NULL */
   void *om;            /* [N, D] attention output, heads merged */
   void *h;             /* [N, F] SwiGLU output (recomputed in backward) */
   float *dres;         /* [N, D] d loss / d residual stream */

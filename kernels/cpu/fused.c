@@ -60,10 +60,11 @@ static int cpu_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
 
 /* Row r = (b, t) of qkv [B*T, 3D]; part p (0 q, 1 k, 2 v), head h: its Dh
  * values are qkv[r, p*D + h*Dh ...], and land at [b, h, t, :]. */
-static int cpu_qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
+static int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
                               void *v, dtype lt, int batch, int seq,
                               int heads, int dh, float theta) {
   TRY(f32_only("k_qkv_split_rope", lt));
+  const float *qkv = qkv_in;
   const int D = heads * dh;
   float *out[3] = {q, k, v};
   for (int p = 0; p < 3; p++)

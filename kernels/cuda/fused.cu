@@ -8,7 +8,7 @@
  *   rmsnorm_bwd_ex     dx = dres + rstd*g*dy - x*rstd^3*mean(g*dy*x),
  *                      and dx rounded to T; dg by rmsnorm.cu's
  *                      deterministic column sums
- *   qkv_split_rope     [N, 3D] fp32 -> q, k, v (T), RoPE on q, k (angles in
+ *   qkv_split_rope     [N, 3D] (T) -> q, k, v (T), RoPE on q, k (angles in
  *                      double, as k_rope computes them, once per call into
  *                      a (cos, sin) table; the rotation in fp32)
  *   qkv_merge_rope_bwd dq, dk, dv (T) -> [N, 3D] (T), RoPE inverse on dq, dk
@@ -307,7 +307,7 @@ static int need_quads(const char *op, int dh,
   return 0;
 }
 
-static int qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
+static int qkv_split_rope(engine *e, const void *qkv, void *q, void *k,
                           void *v, dtype lt, int batch, int seq, int heads,
                           int dh, float theta) {
   TRY(need_quads("k_qkv_split_rope", dh, {qkv, q, k, v}));
@@ -315,10 +315,9 @@ static int qkv_split_rope(engine *e, const float *qkv, void *q, void *k,
   TRY(rope_table(e, seq, dh, theta, &cs));
   long long quads = (long long)batch * seq * heads * (dh / 4);
   unsigned grid = cuda_grid(e, (size_t)quads, THREADS);
-  WITH_T(lt, (qkv_rope_k<float, T, false><<<grid, THREADS, 0,
-                                            cuda_stream(e)>>>(
-                 qkv, NULL, NULL, NULL, NULL, (T *)q, (T *)k, (T *)v, cs,
-                 quads, seq, heads, dh)));
+  WITH_T(lt, (qkv_rope_k<T, T, false><<<grid, THREADS, 0, cuda_stream(e)>>>(
+                 (const T *)qkv, NULL, NULL, NULL, NULL, (T *)q, (T *)k,
+                 (T *)v, cs, quads, seq, heads, dh)));
   CHECK_LAUNCH();
   return 0;
 }
