@@ -559,7 +559,51 @@ static void heads_case(int b, int t, int h, int dh) {
   pair_free(x); pair_free(y); pair_free(z);
 }
 
+/* The fused path's typed forms (fp32 ends): split / merge with the block
+ * per row layout, and q|k|v split + RoPE and its backward. */
+static void fused_heads_case(int b, int t, int h, int dh) {
+  size_t n = (size_t)b * t * h * dh;
+  pair x = pair_rand(n, 1), y = pair_f(NULL, n), z = pair_f(NULL, n);
+  char line[160];
+  BOTH(k_split_heads_ex(e, W(x), DT_F32, W(y), DT_F32, b, t, h, dh));
+  snprintf(line, sizeof line, "k_split_heads_ex B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  same(line, y);
+  BOTH(k_merge_heads_ex(e, W(y), DT_F32, W(z), DT_F32, b, t, h, dh));
+  snprintf(line, sizeof line, "k_merge_heads_ex B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  same(line, z);
+  pair_free(x); pair_free(y); pair_free(z);
+}
+
+static void qkv_rope_case(int b, int t, int h, int dh) {
+  size_t n = (size_t)b * t * h * dh;
+  pair qkv = pair_rand(3 * n, 1), q = pair_f(NULL, n), k = pair_f(NULL, n);
+  pair v = pair_f(NULL, n), back = pair_f(NULL, 3 * n);
+  char line[160];
+  BOTH(k_qkv_split_rope(e, W(qkv), W(q), W(k), W(v), DT_F32, b, t, h, dh,
+                        10000.0f));
+  snprintf(line, sizeof line, "k_qkv_split_rope q B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  cmp(line, q, 1e-5);
+  snprintf(line, sizeof line, "k_qkv_split_rope k B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  cmp(line, k, 1e-5);
+  snprintf(line, sizeof line, "k_qkv_split_rope v B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  same(line, v);
+  BOTH(k_qkv_merge_rope_bwd(e, W(q), W(k), W(v), W(back), DT_F32, b, t, h, dh,
+                            10000.0f));
+  snprintf(line, sizeof line, "k_qkv_merge_rope_bwd B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+  cmp(line, back, 1e-5);
+  pair_free(qkv); pair_free(q); pair_free(k); pair_free(v); pair_free(back);
+}
+
 static void test_rope_heads(void) {
+  fused_heads_case(2, 9, 3, 6);
+  fused_heads_case(3, 7, 5, 12);
+  qkv_rope_case(2, 9, 3, 8);
+  qkv_rope_case(3, 5, 7, 12);
+  if (!small_only) {
+    fused_heads_case(4, 512, 32, 80);
+    qkv_rope_case(4, 512, 32, 80);   /* the 2.7B model's heads */
+    qkv_rope_case(1, 30, 100, 12);   /* 300 quads a row: threads loop */
+  }
   rope_case(2, 3, 9, 6, 0);
   rope_case(1, 2, 7, 10, 1);
   heads_case(2, 9, 3, 6);
