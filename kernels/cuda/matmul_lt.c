@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CANDIDATES = 8, TIMED_RUNS = 3 };
+enum { CANDIDATES = 32, TIMED_RUNS = 3 };
 
 typedef struct lt_key {
   int ta, tb, m, n, k, lda, ldb, ldc;
