@@ -74,7 +74,7 @@ int k_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
   return 0;
 }
 
-int k_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+int k_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
                      const float *g, const float *rstd, const float *dres,
                      float *dx, void *dx_low, dtype lt, float *dg, int n,
                      int d) {

@@ -27,7 +27,7 @@ typedef struct fused_ops {
   int (*add_rmsnorm_fwd)(engine *e, const float *a, const float *b,
                          float *sum, const float *g, void *y, dtype yt,
                          float *rstd, int n, int d, float eps);
-  int (*rmsnorm_bwd_ex)(engine *e, const float *dy, const float *x,
+  int (*rmsnorm_bwd_ex)(engine *e, const void *dy, const float *x,
                         const float *g, const float *rstd, const float *dres,
                         float *dx, void *dx_low, dtype lt, float *dg, int n,
                         int d);

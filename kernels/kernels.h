@@ -227,9 +227,10 @@ int k_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
                       const float *g, void *y, dtype yt, float *rstd, int n,
                       int d, float eps);
 /* dx = dres + RMSNorm backward (k_rmsnorm_bwd's dx; dres may be NULL, and
- * dx may be dres), dg accumulated; dy is fp32. When dx_low is not NULL it
- * also gets dx rounded to lt (the next products' input). */
-int k_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+ * dx may be dres), dg accumulated, in fp32; dy is in lt (the product that
+ * made it rounded it, as autocast does). When dx_low is not NULL it also
+ * gets dx rounded to lt (the next products' input). */
+int k_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
                      const float *g, const float *rstd, const float *dres,
                      float *dx, void *dx_low, dtype lt, float *dg, int n,
                      int d);

@@ -72,7 +72,7 @@ int model_backward_fused(model *m) {
                              lt, N, V, m->loss_scale / (float)N));
   TRY(linear_dw(m, a->dlogits, a->lnf, m->g.lm, N, D, V));
   TRY(grad_ready(m, LAYER_VIEW(L, 1)));
-  TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, DT_F32, N, D, V, 0.0f));
+  TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, lt, N, D, V, 0.0f));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
   TRY(grad_ready(m, LAYER_VIEW(L, 0)));
@@ -98,8 +98,8 @@ int model_backward_fused(model *m) {
     TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dw(m, a->db, n2, g->w3, N, D, F));
     TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
-    TRY(linear_dx(m, a->da, p->w1, a->dn, DT_F32, N, D, F, 0.0f));
-    TRY(linear_dx(m, a->db, p->w3, a->dn, DT_F32, N, D, F, 1.0f));
+    TRY(linear_dx(m, a->da, p->w1, a->dn, lt, N, D, F, 0.0f));
+    TRY(linear_dx(m, a->db, p->w3, a->dn, lt, N, D, F, 1.0f));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN2)));
@@ -126,7 +126,7 @@ int model_backward_fused(model *m) {
     TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
-    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, DT_F32, N, D, 3 * D, 0.0f));
+    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->x, p->ln1, l->rstd1, a->dres, a->dres,
                          dres_low, lt, g->ln1, N, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));

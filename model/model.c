@@ -172,7 +172,7 @@ static int fused_act_table(model *m, act_builder *b) {
   TRY(act_add(b, &a->dres, "scratch.grad_residual", N, D));
   if (m->lt != DT_F32)
     TRY(act_add_t(b, &a->dres_low, "scratch.grad_residual_low", N, D, lz));
-  TRY(act_add(b, &a->dn, "scratch.grad_norm", N, D));
+  TRY(act_add_t(b, &a->dn, "scratch.grad_norm", N, D, lz));
   TRY(act_add_t(b, &a->dh, "scratch.grad_ffn_h", N, F, lz));
   TRY(act_add_t(b, &a->da, "scratch.grad_ffn_a", N, F, lz));
   TRY(act_add_t(b, &a->db, "scratch.grad_ffn_b", N, F, lz));

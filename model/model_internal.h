@@ -104,7 +104,7 @@ typedef struct fused_acts {
   void *h;             /* [N, F] SwiGLU output (recomputed in backward) */
   float *dres;         /* [N, D] d loss / d residual stream */
   void *dres_low;      /* [N, D] the same in lt (dres itself when f32) */
-  float *dn;           /* [N, D] d loss / d a norm's output */
+  void *dn;            /* [N, D] lt: d loss / d a norm's output */
   void *dh, *da, *db;  /* [N, F] */
   void *dom;           /* [N, D] d loss / d merged attention output */
   void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh] */

@@ -514,7 +514,47 @@ static void rms_ex_case(int n, int d, int with_dres, int in_place) {
   if (!in_place) pair_free(dx);
 }
 
+/* dy in bf16 (as the fused path's products leave it) on the GPU against
+ * the CPU engine's fp32 dy holding the same values: the sums are fp32 on
+ * both, so dx and dg agree as closely as with fp32 dy. */
+static void rms_ex_bf16_case(int n, int d) {
+  size_t nd = (size_t)n * d;
+  float *h = host_rand(nd, 1);
+  for (size_t i = 0; i < nd; i++) {   /* round to bf16, nearest even */
+    uint32_t u;
+    memcpy(&u, &h[i], 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&h[i], &u, 4);
+  }
+  pair dy = pair_f(h, nd);
+  free(h);
+  void *dyb = NULL;
+  if (eng_alloc(GPU, nd * 2, "test", &dyb) < 0 ||
+      k_cast(GPU, dy.g, DT_F32, dyb, DT_BF16, nd) < 0)
+    hard_error("bf16 dy");
+  pair x = pair_rand(nd, 2), g = pair_rand(d, 1), r = pair_rand(n, 1);
+  pair dres = pair_rand(nd, 1), dg = pair_rand(d, 1), dx = pair_f(NULL, nd);
+  char line[160];
+  if (k_rmsnorm_bwd_ex(CPU, dy.c, x.c, g.c, r.c, dres.c, dx.c, NULL, DT_F32,
+                       dg.c, n, d) < 0 ||
+      k_rmsnorm_bwd_ex(GPU, dyb, x.g, g.g, r.g, dres.g, dx.g, NULL, DT_BF16,
+                       dg.g, n, d) < 0) {
+    check(0, "k_rmsnorm_bwd_ex with bf16 dy: %s", err1());
+    err_clear();
+  } else {
+    snprintf(line, sizeof line, "k_rmsnorm_bwd_ex bf16 dy: dx n=%d d=%d", n, d);
+    cmp(line, dx, 1e-5);
+    snprintf(line, sizeof line, "k_rmsnorm_bwd_ex bf16 dy: dg n=%d d=%d", n, d);
+    cmp(line, dg, 1e-5);
+  }
+  eng_free(GPU, dyb);
+  pair_free(dy); pair_free(x); pair_free(g); pair_free(r); pair_free(dres);
+  pair_free(dg); pair_free(dx);
+}
+
 static void test_rmsnorm_ex(void) {
+  rms_ex_bf16_case(9, 20);
+  rms_ex_bf16_case(7, 13);
   rms_ex_case(7, 13, 1, 0);
   rms_ex_case(5, 1001, 0, 0);
   rms_ex_case(9, 20, 1, 1);
@@ -523,6 +563,7 @@ static void test_rmsnorm_ex(void) {
     rms_ex_case(2048, 768, 1, 0);
     rms_ex_case(1030, 4096, 0, 0);
     rms_ex_case(600, 4100, 1, 1);
+    rms_ex_bf16_case(2048, 2560);
   }
 }
 

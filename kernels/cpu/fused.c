@@ -41,11 +41,12 @@ static int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b,
   return cpu_rmsnorm_fwd(e, x, g, y, rstd, n, d, eps);
 }
 
-static int cpu_rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+static int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
                               const float *g, const float *rstd,
                               const float *dres, float *dx, void *dx_low,
                               dtype lt, float *dg, int n, int d) {
   TRY(f32_only("k_rmsnorm_bwd_ex", lt));
+  const float *dy = dy_in;
   size_t nd = (size_t)n * d;
   float *t = malloc(nd * sizeof *t);
   CHECK_ALLOC(t, nd * sizeof *t);

@@ -145,9 +145,10 @@ int cuda_scale(engine *e, float *x, float s, size_t n);
 int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
               size_t n);
 
-/* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu). */
-int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
-                    const float *rstd, float *dg, int n, int d);
+/* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu); dy
+ * in dtype dt. */
+int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
+                      const float *rstd, float *dg, int n, int d);
 /* The fused path (fused.cu; matmul_ex in matmul.c). */
 extern const fused_ops cuda_fused_ops;
 int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,

@@ -5,8 +5,8 @@
  * D = H*Dh, per-head tensors [B, H, T, Dh].
  *
  *   add_rmsnorm_fwd    sum = a + b; y(T) = sum * rstd * g      one block/row
- *   rmsnorm_bwd_ex     dx = dres + rstd*g*dy - x*rstd^3*mean(g*dy*x),
- *                      and dx rounded to T; dg by rmsnorm.cu's
+ *   rmsnorm_bwd_ex     dx = dres + rstd*g*dy - x*rstd^3*mean(g*dy*x), dy
+ *                      in T, dx in fp32 and rounded to T; dg by rmsnorm.cu's
  *                      deterministic column sums
  *   qkv_split_rope     [N, 3D] (T) -> q, k, v (T), RoPE on q, k (angles in
  *                      double, as k_rope computes them, once per call into
@@ -167,7 +167,7 @@ static int add_rmsnorm_fwd(engine *e, const float *a, const float *b,
 /* ---- RMSNorm backward with the residual gradient ---------------------------- */
 
 template <typename T, bool VEC>
-__global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
+__global__ void rmsnorm_dx_ex_k(const T *dy, const float *x,
                                 const float *g, const float *rstd,
                                 const float *dres, float *dx, T *dx_low,
                                 int d) {
@@ -184,7 +184,7 @@ __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
     }
   } else {
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-      dot += g[j] * dy[o + j] * x[o + j];
+      dot += g[j] * ld(dy, o + j) * x[o + j];
   }
   dot = block_sum(dot, sh);
   float r = rstd[row];
@@ -202,7 +202,7 @@ __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
     }
   } else {
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      float v = r * g[j] * dy[o + j] - x[o + j] * c;
+      float v = r * g[j] * ld(dy, o + j) - x[o + j] * c;
       if (dres) v += dres[o + j];
       dx[o + j] = v;
       if (dx_low) st(dx_low, o + j, v);
@@ -210,23 +210,23 @@ __global__ void rmsnorm_dx_ex_k(const float *dy, const float *x,
   }
 }
 
-static int rmsnorm_bwd_ex(engine *e, const float *dy, const float *x,
+static int rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
                           const float *g, const float *rstd,
                           const float *dres, float *dx, void *dx_low,
                           dtype lt, float *dg, int n, int d) {
   /* dg reads dy before dx may overwrite dres (dx == dres is allowed; dy is
    * never dx, engine_fused.c refuses it). */
-  TRY(cuda_rmsnorm_dg(e, dy, x, rstd, dg, n, d));
+  TRY(cuda_rmsnorm_dg_t(e, dy, lt, x, rstd, dg, n, d));
   if (dx_low == (void *)dx) dx_low = NULL;
   bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
   if (vec)
     WITH_T(lt, (rmsnorm_dx_ex_k<T, true><<<n, threads, 0, s>>>(
-                   dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+                   (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
   else
     WITH_T(lt, (rmsnorm_dx_ex_k<T, false><<<n, threads, 0, s>>>(
-                   dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+                   (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
   CHECK_LAUNCH();
   return 0;
 }

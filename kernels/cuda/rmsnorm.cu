@@ -20,6 +20,9 @@
  * CPU engine); dx may not alias x (engine.c refuses it). */
 #include "kernels/cuda/common.cuh"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 /* ---- forward --------------------------------------------------------------- */
 
 template <bool VEC>
@@ -69,7 +72,17 @@ enum { DG_COLS = 32, DG_LANES = 8 };   /* block: 32 columns x 8 row lanes */
 
 /* Block (bx, chunk): columns bx*32 + tx, rows [chunk*rows_per, ...), lane ty
  * takes every 8th row; the 8 lanes are added in order into part[chunk, j]. */
-__global__ void rmsnorm_dg_part_k(const float *dy, const float *x,
+__device__ __forceinline__ float dg_ld(const float *p, long long i) { return p[i]; }
+__device__ __forceinline__ float dg_ld(const __nv_bfloat16 *p, long long i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ float dg_ld(const __half *p, long long i) {
+  return __half2float(p[i]);
+}
+
+/* dy in fp32 (the plain op) or 16 bits (the fused path's k_rmsnorm_bwd_ex). */
+template <typename TY>
+__global__ void rmsnorm_dg_part_k(const TY *dy, const float *x,
                                   const float *rstd, float *part, int n,
                                   int d, int rows_per) {
   __shared__ float sh[DG_LANES][DG_COLS];
@@ -80,7 +93,7 @@ __global__ void rmsnorm_dg_part_k(const float *dy, const float *x,
   if (j < d)
     for (int i = r0 + threadIdx.y; i < r1; i += DG_LANES) {
       long long o = (long long)i * d + j;
-      acc += dy[o] * x[o] * rstd[i];
+      acc += dg_ld(dy, o) * x[o] * rstd[i];
     }
   sh[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -141,9 +154,10 @@ __global__ void rmsnorm_dx_k(const float *dy, const float *x, const float *g,
   }
 }
 
-/* dg += sum_i dy * x * rstd, deterministic (shared with the fused path). */
-int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
-                    const float *rstd, float *dg, int n, int d) {
+/* dg += sum_i dy * x * rstd, deterministic (shared with the fused path,
+ * whose dy may be 16-bit: dt). */
+int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
+                      const float *rstd, float *dg, int n, int d) {
   cudaStream_t s = cuda_stream(e);
   /* dg: chunks of at least 64 rows, at most 1024 chunks. */
   int rows_per = (n + 1023) / 1024;
@@ -152,7 +166,15 @@ int cuda_rmsnorm_dg(engine *e, const float *dy, const float *x,
   float *part;
   TRY(cuda_workspace(e, (size_t)chunks * d * sizeof(float), (void **)&part));
   dim3 grid((d + DG_COLS - 1) / DG_COLS, chunks), block(DG_COLS, DG_LANES);
-  rmsnorm_dg_part_k<<<grid, block, 0, s>>>(dy, x, rstd, part, n, d, rows_per);
+  if (dt == DT_F32)
+    rmsnorm_dg_part_k<<<grid, block, 0, s>>>((const float *)dy, x, rstd, part,
+                                             n, d, rows_per);
+  else if (dt == DT_BF16)
+    rmsnorm_dg_part_k<<<grid, block, 0, s>>>((const __nv_bfloat16 *)dy, x,
+                                             rstd, part, n, d, rows_per);
+  else
+    rmsnorm_dg_part_k<<<grid, block, 0, s>>>((const __half *)dy, x, rstd,
+                                             part, n, d, rows_per);
   CHECK_LAUNCH();
   rmsnorm_dg_sum_k<<<(d + 255) / 256, 256, 0, s>>>(part, dg, chunks, d);
   CHECK_LAUNCH();
@@ -163,7 +185,7 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
                      const float *g, const float *rstd, float *dx, float *dg,
                      int n, int d) {
   cudaStream_t s = cuda_stream(e);
-  TRY(cuda_rmsnorm_dg(e, dy, x, rstd, dg, n, d));
+  TRY(cuda_rmsnorm_dg_t(e, dy, DT_F32, x, rstd, dg, n, d));
 
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
              aligned16(dx);
