@@ -87,7 +87,8 @@ static const param_def params[] = {
     {"ddp", "gemm_sm_reserve", P_INT, 0, 1024, NULL,
      "nccl: while backward runs, matrix products are shaped for the GPU's "
      "SMs minus this many (cuBLAS's SM count target), the SMs the "
-     "overlapping collectives hold; 0: the whole GPU. mpi: 0"},
+     "overlapping collectives hold; 0: the whole GPU; one rank has no "
+     "collectives and keeps the whole GPU. mpi: 0"},
 };
 
 static const char *const metrics[] = {
@@ -399,7 +400,6 @@ static int run(const job *j, result *r) {
   x.T = (int)job_int(j, "context");
   x.b = (int)job_int(j, "rank_batch");
   x.vocab = c.vocab;
-  x.sm_reserve = (int)job_int(j, "gemm_sm_reserve");
   x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
   comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas")};
   int rc = comm_open_ex(&x.c, cb, &co);
@@ -416,6 +416,7 @@ static int run(const job *j, result *r) {
   }
   x.rank = comm_rank(x.c);
   x.world = comm_size(x.c);
+  x.sm_reserve = x.world > 1 ? (int)job_int(j, "gemm_sm_reserve") : 0;
   x.B = x.b * x.world;
   x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
   x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
