@@ -158,32 +158,38 @@ cat <<'TEXT'
 
 Reading these against the floors of shared/anchors (H100: ~790 TFLOP/s bf16
 dense, ~3 TB/s of memory bandwidth; 67 TFLOP/s fp32 without tensor cores):
-the 2.7B bf16 step's products take ~59-60 ms against a 53 ms floor (~88% of the
-dense bf16 rate; weight gradients are written with beta 0 now that
-zero_grad defers its clearing to backward, which also removed a ~4 ms pass
-over the gradients), and AdamW ~36 ms against ~31 ms (3.4e9 parameters x 30
-bytes moved: p, g, m, v read, p, m, v and the bf16 weight copy written, at
-~2.8 TB/s); those two alone are ~96 ms of the 110 ms goal. The rest
-(attention ~7, RMSNorm ~6.6, SwiGLU ~4.3, RoPE and head layout ~3.4 ms) is
-4-wide vectorised already (it was ~30 ms with scalar 16-bit loads); part
-of the RMSNorm and SwiGLU time is recomputation in backward (the norm
-outputs and the SwiGLU product are recomputed, not stored), which keeps
-the peak below PyTorch's; SwiGLU's backward now recomputes its product in
-the same pass that reads a and b for the gradients (5.3 -> 4.3 ms), and
-the flash kernels' tiles are chosen per head dim (attention 7.7 -> 7.0
-ms). Tried and measured, not kept: AdamW per layer on a second stream
-beside the rest of backward (116.8 against 116.5 ms: the products slowed
-from 59 to 92 ms next to AdamW's memory traffic); an RMSNorm backward
-that reads dy and x once, with the gain gradient summed per block of
-rows (6.6 ms, as the two-pass kernels). The best step is 116.2 ms at
-context 512 (this table's row is from the run named in its git_commit
-column). What is left is ~6 ms, and AdamW's traffic cannot fall while
-its state stays fp32. The fp32 step is bound by true fp32 products on CUDA
-cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything else, and
-cuBLAS reaches ~48 TFLOP/s (the products' ~870 ms alone are within 1% of
-the goal); TF32 (precision "tf32") is the option that lifts it, at TF32's
-precision. The small model's step is 7.6-7.7 ms in both fused experiments
-(it varied by ~10% between runs before: 8.9 and 10.3 ms).
+the 2.7B bf16 step's products take ~57-58 ms against a 53 ms floor (~88% of the
+dense bf16 rate; they run through cuBLASLt with each shape's fastest of the
+heuristic's candidates, timed on first use: 56.9 -> 54.6 ms in isolation,
+~59 -> ~57.5 ms in the step; weight gradients are written with beta 0 now
+that zero_grad defers its clearing to backward), and AdamW 34.1 ms against
+~30 ms (3.4e9 parameters x 30 bytes moved: p, g, m, v read, p, m, v and the
+bf16 weight copy written, at 3.0 TB/s, the H100's device-to-device copy
+rate; it was 36.2 ms at 2.8 TB/s before the elementwise kernels got one
+item per thread instead of a grid capped at 32 blocks per SM); those two
+alone are ~91 ms of the 110 ms goal. The rest (attention ~7.2, RMSNorm
+~4.8, SwiGLU ~4.2, RoPE and head layout ~2.9 ms) is 4-wide vectorised and
+near its memory traffic: the 16-bit norm outputs are now kept for
+backward instead of recomputed (6.6 -> 5.4 ms, +640 MiB, the peak still
+below PyTorch's), the gradient into each norm is 16-bit as autocast leaves
+it (5.4 -> 4.8 ms), the q|k|v product is written in bf16 and the RoPE /
+head-layout kernels index by row with 32-bit math (3.4 -> 2.9 ms).
+SwiGLU's backward recomputes its product in the pass that reads a and b
+(5.3 -> 4.3 ms). Tried and measured, not kept: AdamW per layer on a
+second stream beside the rest of backward (116.8 against 116.5 ms: the
+products slowed from 59 to 92 ms next to AdamW's memory traffic); an
+RMSNorm backward that reads dy and x once, with the gain gradient summed
+per block of rows (6.6 ms, as the two-pass kernels); 32 instead of 8
+cuBLASLt candidates per shape (no change). The best step is 111.2-111.6 ms
+at context 512 (this table's row is from the run named in its git_commit
+column): the goal is missed by ~1.3 ms, and AdamW's traffic cannot fall
+while its state stays fp32. The fp32 step is bound by true fp32 products
+on CUDA cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything
+else, and cuBLAS reaches ~48 TFLOP/s (the products' ~855-870 ms alone are
+within 3% of the goal); the fused fp32 step (flash attention on CUDA
+cores, 102 ms) is 1007 ms, slower than op-by-op's 977 ms with its
+cuBLAS-materialised attention; TF32 (precision "tf32") is the option that
+lifts it, at TF32's precision. The small model's bf16 step is 7.4 ms.
 TEXT
 echo
 

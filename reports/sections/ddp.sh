@@ -363,11 +363,38 @@ to the blocks freed (with 4 or 8 blocks it is about as slow as with
 NCCL's default, though the collectives then hold a few SMs, not dozens):
 so the slowdown is not SMs alone; what else the two contend for (memory
 bandwidth, GEMM waves sized for every SM) these rows do not separate.
-NCCL's default is the fastest step at both bucket sizes, so every other
-DDP experiment runs with it.
+NCCL's default was the fastest step at both bucket sizes here (before the
+products were shaped for fewer SMs: next table).
 
 EOF
   fi
+fi
+
+# ---- products shaped for the SMs left ------------------------------------------------
+smr="$DATA/ddp_sm_reserve.csv"
+if [ -f "$smr" ] && [ "$("$CSVTOOL" count "$smr" --where status=ok)" -gt 0 ]; then
+  echo "### Backward's products shaped for the SMs the collectives leave (ddp_sm_reserve)"
+  echo
+  cat <<EOF
+cuBLAS sizes a product (tiles, split-K) to fill every SM in whole waves;
+while a bucket's all-reduce holds some SMs, a product sized for one wave
+spills its last blocks into a second. gemm_sm_reserve sets cuBLAS's SM
+count target to the SMs minus that many while backward runs (one rank
+keeps the whole GPU). Bucketed DDP, 100 MiB buckets, on $(tool distinct "$smr" --cols machine --where status=ok | head -n 1):
+
+EOF
+  tool table "$smr" --cols precision,nccl_max_ctas,gemm_sm_reserve,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
+    --head "precision,blocks per collective (0: NCCL's default),SMs reserved,step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
+    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
+  cat <<EOF
+
+Reserving SMs recovers 2-5% of the fp32 step (best: 16 blocks per
+collective with 24 SMs reserved), so ddp_bucketed_benchmarking runs with
+that pair; backward still runs ~9 ms slower than alone while the
+all-reduces overlap it. bf16 gains little: its backward (26 ms) is shorter
+than the fp32 gradients' all-reduce, which it cannot hide.
+
+EOF
 fi
 
 # ---- the overlap timeline -------------------------------------------------------
