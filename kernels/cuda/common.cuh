@@ -12,6 +12,8 @@
 #include "common/check_cuda.h"
 
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #define FULL_MASK 0xffffffffu
@@ -27,6 +29,15 @@ static inline bool aligned16(const void *p) {
 static inline int row_threads(long long units) {
   long long t = (units + 31) / 32 * 32;
   return t < 32 ? 32 : t > 256 ? 256 : (int)t;
+}
+
+/* One element of p as fp32, whatever its dtype (fused.cu, rmsnorm.cu). */
+__device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ float ld(const __half *p, size_t i) {
+  return __half2float(p[i]);
 }
 
 /* ---- reductions ---------------------------------------------------------- */

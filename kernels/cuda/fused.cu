@@ -30,13 +30,6 @@ enum { THREADS = 256 };
 
 /* ---- typed loads and stores ------------------------------------------------ */
 
-__device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) {
-  return __bfloat162float(p[i]);
-}
-__device__ __forceinline__ float ld(const __half *p, size_t i) {
-  return __half2float(p[i]);
-}
 __device__ __forceinline__ void st(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(__nv_bfloat16 *p, size_t i, float v) {
   p[i] = __float2bfloat16_rn(v);

@@ -72,14 +72,6 @@ enum { DG_COLS = 32, DG_LANES = 8 };   /* block: 32 columns x 8 row lanes */
 
 /* Block (bx, chunk): columns bx*32 + tx, rows [chunk*rows_per, ...), lane ty
  * takes every 8th row; the 8 lanes are added in order into part[chunk, j]. */
-__device__ __forceinline__ float dg_ld(const float *p, long long i) { return p[i]; }
-__device__ __forceinline__ float dg_ld(const __nv_bfloat16 *p, long long i) {
-  return __bfloat162float(p[i]);
-}
-__device__ __forceinline__ float dg_ld(const __half *p, long long i) {
-  return __half2float(p[i]);
-}
-
 /* dy in fp32 (the plain op) or 16 bits (the fused path's k_rmsnorm_bwd_ex). */
 template <typename TY>
 __global__ void rmsnorm_dg_part_k(const TY *dy, const float *x,
@@ -93,7 +85,7 @@ __global__ void rmsnorm_dg_part_k(const TY *dy, const float *x,
   if (j < d)
     for (int i = r0 + threadIdx.y; i < r1; i += DG_LANES) {
       long long o = (long long)i * d + j;
-      acc += dg_ld(dy, o) * x[o] * rstd[i];
+      acc += ld(dy, (size_t)o) * x[o] * rstd[i];
     }
   sh[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
