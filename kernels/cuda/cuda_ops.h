@@ -59,6 +59,9 @@ typedef struct cuda_engine {
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
   int sm_target;                        /* eng_reserve_sms: SMs the products
                                            aim at; 0 = all */
+  int wgmma;                            /* sm_90: flash forward on wgmma
+                                           (flash_fwd_wgmma.cu); tests clear
+                                           it to check the mma.sync kernel */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {
@@ -169,6 +172,11 @@ int cuda_attention_bwd(engine *e, attn_impl impl, const void *q,
 int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
                    void *o, float *lse, int bh, int tq, int tk, int dh,
                    int causal, float scale, dtype dt);
+/* bf16 / f16 at dh 64 and 128, when cuda_engine.wgmma (flash_fwd_wgmma.cu). */
+int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
+                         const void *v, void *o, float *lse, int bh, int tq,
+                         int tk, int dh, int causal, float scale_log2,
+                         dtype dt);
 int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,

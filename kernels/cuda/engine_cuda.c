@@ -264,6 +264,12 @@ static int cuda_init(engine *e, int device) {
   CHECK_CUDA(cudaSetDevice(device));
   CHECK_CUDA(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount,
                                     device));
+  int major, minor;
+  CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                    device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
+                                    device));
+  c->wgmma = major == 9 && minor == 0;   /* the sm_90a code of the build */
   CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CHECK_CUBLAS(cublasCreate(&c->blas));
   /* SetStream resets the workspace to cuBLAS's own pool: stream first. */

@@ -1,0 +1,159 @@
+/* Hopper's warpgroup products (wgmma.mma_async, sm_90a only) and the shared
+ * memory layout they read: what flash_fwd_wgmma.cu is built from.
+ *
+ * A warpgroup (4 consecutive warps, 128 threads) computes D[64 x N] (+)=
+ * A[64 x 16] B[16 x N] per instruction, fp32 accumulators, 16-bit inputs.
+ * A comes from shared memory (a descriptor) or registers; B always from
+ * shared memory. The accumulator fragment of warp w, lane (g = lane / 4,
+ * t = lane % 4): d[4i + e] is row 16w + g + 8 (e >> 1), column
+ * 8i + 2t + (e & 1), i.e. mma.sync's m16n8 C fragments side by side, and
+ * A from registers takes mma.sync's m16n8k16 A fragment of the warp's 16
+ * rows. So flash_common.cuh's c_to_a turns S into P without shared memory.
+ *
+ * Shared tiles use the 128-byte swizzle: a tile of `rows` rows and a
+ * multiple of 64 16-bit columns is stored as column blocks of 64 (one
+ * 128-byte line per row, blocks rows * 128 bytes apart); within a block
+ * the 16-byte chunk c of row r sits at chunk c ^ (r % 8). Each block must
+ * start 1024-byte aligned (the swizzle is a function of address bits).
+ * ldmatrix-free and bank-conflict-free for the tensor cores; cp.async
+ * writes it chunk by chunk (sw128_offset).
+ *
+ * Descriptors (PTX ISA, "Matrix Descriptor Format"): start address, the
+ * leading-dimension byte offset (LBO), the stride byte offset (SBO), all
+ * >> 4, swizzle mode 1 (128 B) in bits 62-63.
+ *   K-major (rows of the tile are the M or N index, k contiguous): SBO =
+ *     1024 (next group of 8 rows); LBO unused; the k-step of 16 elements
+ *     moves the start by 32 bytes inside a block, by rows * 128 bytes to
+ *     the next block.
+ *   MN-major (rows are the k index, n contiguous; B with trans_b = 1):
+ *     LBO = rows * 128 (next block of 64 n), SBO = 1024 (next 8 k); the
+ *     k-step of 16 moves the start by 16 rows = 2048 bytes. */
+#ifndef TL_KERNELS_CUDA_WGMMA_CUH
+#define TL_KERNELS_CUDA_WGMMA_CUH
+
+#include "kernels/cuda/flash_common.cuh"
+
+/* Device code that uses wgmma compiles only for sm_90a; the compute_90
+ * PTX (for other GPUs) gets a trap, and the host never launches it there
+ * (cuda_engine.wgmma). */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TL_WGMMA 1
+#else
+#define TL_WGMMA 0
+#endif
+
+/* Byte offset of 16-byte chunk c of row r in a swizzled tile of `rows`. */
+__device__ __forceinline__ uint32_t sw128_offset(int r, int c, int rows) {
+  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+/* rows x DH elements of g (row stride DH, from row0, zeros at and past
+ * nrows) into the swizzled tile s, by NT threads with cp.async. */
+template <typename T, int DH, int NT>
+__device__ __forceinline__ void load_tile_sw128(unsigned char *s, const T *g,
+                                                int row0, int rows, int nrows) {
+  constexpr int CH = DH * (int)sizeof(T) / 16;
+  for (int x = threadIdx.x; x < rows * CH; x += NT) {
+    int r = x / CH, c = x % CH;
+    bool ok = row0 + r < nrows;
+    const T *src = g + (size_t)(ok ? row0 + r : 0) * DH + c * (16 / sizeof(T));
+    cp_async16(s + sw128_offset(r, c, rows), src, ok);
+  }
+}
+
+__device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo,
+                                            uint32_t sbo) {
+  uint64_t a = smem_addr(smem);
+  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* Writes by the generic proxy (cp.async, st.shared) become visible to the
+ * tensor cores' async proxy; then a barrier. */
+__device__ __forceinline__ void fence_proxy_async() {
+#if TL_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_fence() {
+#if TL_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if TL_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wg_wait() {
+#if TL_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+/* Keeps the compiler from moving accumulator reads or writes across an
+ * asynchronous product (the registers change under it). */
+template <int N> __device__ __forceinline__ void wg_hold(float *d) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WG_REGS32                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+  "%30, %31}"
+#define WG_REGS64                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "   \
+  "%58, %59, %60, %61, %62, %63}"
+#define WG_D8(i)                                                              \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]),                \
+      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+#define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+
+/* D[64 x N] (scale_d ? D : 0) + A B, A and B both K-major in shared memory. */
+#define WG_SS(N, TY, REGS, DL, A, B, P)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"               \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY   \
+               " " REGS ", " A ", " B ", p, 1, 1, 0, 0;\n}\n"                \
+               : DL                                                          \
+               : "l"(a), "l"(b), "r"(scale_d))
+/* D[64 x N] += A B, A in registers, B MN-major in shared memory. */
+#define WG_RS(N, TY, REGS, DL, A, B)                                          \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY   \
+               " " REGS ", " A ", " B ", 1, 1, 1, 1;\n"                       \
+               : DL                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
+
+template <typename T, int N> struct wgmma;
+
+#define WG_DEFINE(T, TY)                                                      \
+  template <> struct wgmma<T, 64> {                                           \
+    static __device__ __forceinline__ void ss(float *d, uint64_t a,           \
+                                              uint64_t b, int scale_d) {      \
+      if constexpr (TL_WGMMA) WG_SS(64, TY, WG_REGS32, WG_D32, "%32", "%33", "%34");    \
+    }                                                                         \
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
+                                              uint64_t b) {                   \
+      if constexpr (TL_WGMMA)                                                 \
+        WG_RS(64, TY, WG_REGS32, WG_D32, "{%32, %33, %34, %35}", "%36");      \
+    }                                                                         \
+  };                                                                          \
+  template <> struct wgmma<T, 128> {                                          \
+    static __device__ __forceinline__ void ss(float *d, uint64_t a,           \
+                                              uint64_t b, int scale_d) {      \
+      if constexpr (TL_WGMMA) WG_SS(128, TY, WG_REGS64, WG_D64, "%64", "%65", "%66");   \
+    }                                                                         \
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
+                                              uint64_t b) {                   \
+      if constexpr (TL_WGMMA)                                                 \
+        WG_RS(128, TY, WG_REGS64, WG_D64, "{%64, %65, %66, %67}", "%68");     \
+    }                                                                         \
+  };
+WG_DEFINE(__nv_bfloat16, "bf16")
+WG_DEFINE(__half, "f16")
+#undef WG_DEFINE
+
+#endif
