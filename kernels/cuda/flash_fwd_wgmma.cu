@@ -14,19 +14,30 @@
  * tensor cores; a wgmma reads its B operand once for 64 rows. */
 #include "kernels/cuda/wgmma.cuh"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 namespace {
 
-constexpr int NWG = 2, WG_THREADS = 128 * NWG, BQ = 64 * NWG;
+/* Key tiles of BK = BQ = 128 at both head dims (measured against 64 with
+ * two blocks an SM, H100, bf16 causal: 369 vs 332 TFLOP/s at Dh 128 on
+ * 65536, even at Dh 64); BK = BQ also means both warpgroups need every
+ * key tile of the causal walk. */
+constexpr int NWG = 2, WG_THREADS = 128 * NWG, BQ = 64 * NWG, BK = BQ;
 
-template <typename T, int DH, int BK, int MINB>
-__global__ void __launch_bounds__(WG_THREADS, MINB)
-    flash_fwd_wg(const T *__restrict__ q, const T *__restrict__ k,
-                 const T *__restrict__ v, T *__restrict__ o,
+template <typename T, int DH>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    flash_fwd_wg(const __grid_constant__ CUtensorMap qmap,
+                 const __grid_constant__ CUtensorMap kmap,
+                 const __grid_constant__ CUtensorMap vmap, T *__restrict__ o,
                  float *__restrict__ lse, int tq, int tk, int causal,
                  float scale_log2) {
 #if TL_WGMMA
-  constexpr int QBYTES = BQ * DH * 2, KBYTES = BK * DH * 2;
+  constexpr int QBYTES = BQ * DH * 2, KBYTES = BK * DH * 2, CB = DH / 64;
   extern __shared__ unsigned char smem_raw[];
+  /* Barriers: Q; K and V full (TMA done) and empty (both warpgroups done
+   * reading) per buffer. */
+  __shared__ uint64_t full_q, full_k[2], full_v[2], empty_k[2], empty_v[2];
   /* The swizzle needs 1024-byte aligned blocks (launch adds the slack). */
   unsigned char *sq =
       smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -37,122 +48,129 @@ __global__ void __launch_bounds__(WG_THREADS, MINB)
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
       g = l >> 2, t = l & 3;
   int wq0 = q0 + wg * 64;               /* this warpgroup's first row */
-  q += (size_t)b * tq * DH;
-  k += (size_t)b * tk * DH;
-  v += (size_t)b * tk * DH;
-
   int kend = causal ? min(tk, q0 + BQ) : tk;
   int ntiles = (kend + BK - 1) / BK;
-  /* Causal: key tiles wholly after this warpgroup's last row add nothing
-   * (the other warpgroup may still need them): it stops after `mine`. */
-  int mine = causal ? min(ntiles, (wq0 + 63) / BK + 1) : ntiles;
+  /* One thread issues every load (a box of 64 columns per column block);
+   * rows past the sequence end arrive as zeros. */
+  bool issuer = threadIdx.x == 0;
+  auto load = [&](unsigned char *dst, const CUtensorMap *map, uint64_t *bar,
+                  int row0, int rows) {
+    mbar_expect_tx(bar, rows * DH * 2);
+#pragma unroll
+    for (int c = 0; c < CB; c++)
+      tma_load_3d(dst + c * rows * 128, map, bar, c * 64, row0, b);
+  };
 
+  if (issuer) {
+    mbar_init(&full_q, 1);
+    for (int i = 0; i < 2; i++) {
+      mbar_init(&full_k[i], 1);
+      mbar_init(&full_v[i], 1);
+      mbar_init(&empty_k[i], WG_THREADS);
+      mbar_init(&empty_v[i], WG_THREADS);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
   /* Loads run one tile ahead, V one behind K: iteration j reads K_j and
    * V_{j-1} (the product of P_{j-1}), and fetches K_{j+1} and V_j. */
-  load_tile_sw128<T, DH, WG_THREADS>(sq, q, q0, BQ, tq);
-  load_tile_sw128<T, DH, WG_THREADS>(sk, k, 0, BK, tk);
-  cp_async_commit();
+  if (issuer) {
+    load(sq, &qmap, &full_q, q0, BQ);
+    load(sk, &kmap, &full_k[0], 0, BK);
+  }
 
   float acc[DH / 2];
 #pragma unroll
   for (int i = 0; i < DH / 2; i++) acc[i] = 0.f;
   float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
   uint32_t pa[BK / 16][4];   /* P of the previous tile, product inputs */
+  mbar_wait(&full_q, 0);
 
   for (int j = 0; j < ntiles; j++) {
-    int k0 = j * BK;
-    if (j + 1 < ntiles)
-      load_tile_sw128<T, DH, WG_THREADS>(sk + ((j + 1) & 1) * KBYTES, k,
-                                         k0 + BK, BK, tk);
-    load_tile_sw128<T, DH, WG_THREADS>(sv + (j & 1) * KBYTES, v, k0, BK, tk);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();
-    const unsigned char *kt = sk + (j & 1) * KBYTES,
-                        *vprev = sv + ((j - 1) & 1) * KBYTES;
+    int k0 = j * BK, cur = j & 1, prev = cur ^ 1;
+    if (issuer) {   /* a buffer is refilled once both warpgroups left it */
+      if (j + 1 < ntiles) {
+        if (j >= 1) mbar_wait(&empty_k[prev], ((j + 1) / 2 - 1) & 1);
+        load(sk + prev * KBYTES, &kmap, &full_k[prev], k0 + BK, BK);
+      }
+      if (j >= 2) mbar_wait(&empty_v[cur], (j / 2 - 1) & 1);
+      load(sv + cur * KBYTES, &vmap, &full_v[cur], k0, BK);
+    }
+    const unsigned char *kt = sk + cur * KBYTES, *vprev = sv + prev * KBYTES;
 
-    if (j < mine) {
-      /* S = Q K_j^T, then O += P_{j-1} V_{j-1} behind it: the tensor cores
-       * run the second while this warpgroup's softmax works on S. */
-      float s[BK / 2];
-      wg_fence();
+    /* S = Q K_j^T, then O += P_{j-1} V_{j-1} behind it: the tensor cores
+     * run the second while this warpgroup's softmax works on S. */
+    float s[BK / 2];
+    mbar_wait(&full_k[cur], (j >> 1) & 1);
+    wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < DH / 16; kk++) {
-        uint32_t ko = (kk & 3) * 32;   /* 16 elements inside a block */
-        uint64_t da = wg_desc(sq + (kk >> 2) * BQ * 128 + wg * 64 * 128 + ko, 16, 1024);
-        uint64_t db = wg_desc(kt + (kk >> 2) * BK * 128 + ko, 16, 1024);
-        wgmma<T, BK>::ss(s, da, db, kk > 0);
-      }
-      wg_commit();
-      if (j > 0) {
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
-          wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vprev + kk * 16 * 128, BK * 128, 1024));
-        wg_commit();
-        wg_wait<1>();
-      } else {
-        wg_wait<0>();
-      }
-      wg_hold<BK / 2>(s);
-
-      /* s[4i + e]: row 16w + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1).
-       * Raw dot products; the scale goes into the exponent's FMA. */
-      if (k0 + BK > tk || (causal && k0 + BK - 1 > wq0)) {
-#pragma unroll
-        for (int i = 0; i < BK / 2; i++) {
-          int col = k0 + 8 * (i >> 2) + 2 * t + (i & 1),
-              r = wq0 + 16 * w + g + 8 * ((i >> 1) & 1);
-          if (col >= tk || (causal && col > r)) s[i] = -INFINITY;
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float mx = mrow[h];
-#pragma unroll
-        for (int n = 0; n < BK / 8; n++)
-          mx = fmaxf(mx, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-        /* A row that has seen only masked keys keeps max -inf; 0 as its
-         * reference gives exp2 = 0, not NaN. */
-        float ref = mx == -INFINITY ? 0.f : mx * scale_log2, sum = 0.f;
-        alpha[h] = exp2f(mrow[h] * scale_log2 - ref);
-#pragma unroll
-        for (int n = 0; n < BK / 8; n++) {
-          s[4 * n + 2 * h] = exp2f(fmaf(s[4 * n + 2 * h], scale_log2, -ref));
-          s[4 * n + 2 * h + 1] = exp2f(fmaf(s[4 * n + 2 * h + 1], scale_log2, -ref));
-          sum += s[4 * n + 2 * h] + s[4 * n + 2 * h + 1];
-        }
-        lsum[h] = lsum[h] * alpha[h] + sum;   /* per thread; summed at the end */
-        mrow[h] = mx;
-      }
-      wg_wait<0>();            /* O += P_{j-1} V_{j-1} is in */
-      wg_hold<DH / 2>(acc);
-#pragma unroll
-      for (int n = 0; n < DH / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) acc[4 * n + e] *= alpha[e >> 1];
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; kk++)
-        c_to_a<T>(pa[kk], s + 8 * kk, s + 8 * kk + 4);
-    } else if (j == mine) {    /* causal: this warpgroup's last product */
-      wg_fence();
+    for (int kk = 0; kk < DH / 16; kk++) {
+      uint32_t ko = (kk & 3) * 32;   /* 16 elements inside a block */
+      uint64_t da = wg_desc(sq + (kk >> 2) * BQ * 128 + wg * 64 * 128 + ko, 16, 1024);
+      uint64_t db = wg_desc(kt + (kk >> 2) * BK * 128 + ko, 16, 1024);
+      wgmma<T, BK>::ss(s, da, db, kk > 0);
+    }
+    wg_commit();
+    if (j > 0) {
+      mbar_wait(&full_v[prev], ((j - 1) >> 1) & 1);
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++)
         wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vprev + kk * 16 * 128, BK * 128, 1024));
       wg_commit();
+      wg_wait<1>();
+    } else {
       wg_wait<0>();
-      wg_hold<DH / 2>(acc);
     }
-    __syncthreads();   /* buffers are refilled next iteration */
+    wg_hold<BK / 2>(s);
+    mbar_arrive(&empty_k[cur]);
+
+    /* s[4i + e]: row 16w + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1).
+     * Raw dot products; the scale goes into the exponent's FMA. */
+    if (k0 + BK > tk || (causal && k0 + BK - 1 > wq0)) {
+#pragma unroll
+      for (int i = 0; i < BK / 2; i++) {
+        int col = k0 + 8 * (i >> 2) + 2 * t + (i & 1),
+            r = wq0 + 16 * w + g + 8 * ((i >> 1) & 1);
+        if (col >= tk || (causal && col > r)) s[i] = -INFINITY;
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float mx = mrow[h];
+#pragma unroll
+      for (int n = 0; n < BK / 8; n++)
+        mx = fmaxf(mx, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+      /* A row that has seen only masked keys keeps max -inf; 0 as its
+       * reference gives exp2 = 0, not NaN. */
+      float ref = mx == -INFINITY ? 0.f : mx * scale_log2, sum = 0.f;
+      alpha[h] = exp2f(mrow[h] * scale_log2 - ref);
+#pragma unroll
+      for (int n = 0; n < BK / 8; n++) {
+        s[4 * n + 2 * h] = exp2f(fmaf(s[4 * n + 2 * h], scale_log2, -ref));
+        s[4 * n + 2 * h + 1] = exp2f(fmaf(s[4 * n + 2 * h + 1], scale_log2, -ref));
+        sum += s[4 * n + 2 * h] + s[4 * n + 2 * h + 1];
+      }
+      lsum[h] = lsum[h] * alpha[h] + sum;   /* per thread; summed at the end */
+      mrow[h] = mx;
+    }
+    wg_wait<0>();            /* O += P_{j-1} V_{j-1} is in */
+    wg_hold<DH / 2>(acc);
+    if (j > 0) mbar_arrive(&empty_v[prev]);
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[4 * n + e] *= alpha[e >> 1];
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++)
+      c_to_a<T>(pa[kk], s + 8 * kk, s + 8 * kk + 4);
   }
-  if (mine == ntiles) {    /* the last tile's P V: its V is the last load */
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-    const unsigned char *vlast = sv + ((ntiles - 1) & 1) * KBYTES;
+  {   /* the last tile's P V */
+    int last = ntiles - 1;
+    mbar_wait(&full_v[last & 1], (last >> 1) & 1);
+    const unsigned char *vlast = sv + (last & 1) * KBYTES;
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; kk++)
@@ -184,28 +202,64 @@ __global__ void __launch_bounds__(WG_THREADS, MINB)
 #endif
 }
 
-template <typename T, int DH, int BK, int MINB>
-int launch_bk(engine *e, const void *q, const void *k, const void *v, void *o,
-              float *lse, int bh, int tq, int tk, int causal, float sl2) {
-  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * DH * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH, BK, MINB>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem));
-  dim3 grid((tq + BQ - 1) / BQ, bh);
-  flash_fwd_wg<T, DH, BK, MINB><<<grid, WG_THREADS, smem, cuda_stream(e)>>>(
-      (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
-      sl2);
-  CHECK_LAUNCH();
+/* cuTensorMapEncodeTiled from the driver, found through the runtime (no
+ * link against libcuda). */
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    void *p = NULL;
+#if CUDART_VERSION >= 12050
+    cudaError_t rc = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t rc = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p,
+                                             cudaEnableDefault, &q);
+#endif
+    if (rc == cudaSuccess && q == cudaDriverEntryPointSuccess)
+      fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+  }
+  return fn;
+}
+
+/* [bh][t][dh] 16-bit tensor, boxes of `rows` x 64 columns, 128-byte swizzle. */
+int tensor_map(CUtensorMap *m, const void *p, dtype dt, int bh, int t, int dh,
+               int rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+  if (!enc)
+    FAIL(ERR_FAIL, "k_attention_fwd: the driver has no cuTensorMapEncodeTiled");
+  cuuint64_t dims[3] = {(cuuint64_t)dh, (cuuint64_t)t, (cuuint64_t)bh};
+  cuuint64_t strides[2] = {(cuuint64_t)dh * 2, (cuuint64_t)t * dh * 2};
+  cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, estr[3] = {1, 1, 1};
+  CUresult rc = enc(m, dt == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                    3, (void *)p, dims, strides, box, estr,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS)
+    FAIL(ERR_FAIL, "k_attention_fwd: cuTensorMapEncodeTiled failed (CUresult "
+         "%d) for [%d][%d][%d]", (int)rc, bh, t, dh);
   return 0;
 }
 
-/* Key tiles of 128 at both head dims: measured against 64 (two blocks an
- * SM, H100, bf16 causal, batch 1 x 1 head): 369 vs 332 TFLOP/s at Dh 128
- * and 260 vs 264 at Dh 64 on 65536; 2.13 vs 2.11 ms on the leaderboard. */
 template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v, void *o,
-           float *lse, int bh, int tq, int tk, int causal, float sl2) {
-  return launch_bk<T, DH, 128, 1>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+           float *lse, int bh, int tq, int tk, int causal, float sl2,
+           dtype dt) {
+  CUtensorMap qm, km, vm;
+  TRY(tensor_map(&qm, q, dt, bh, tq, DH, BQ));
+  TRY(tensor_map(&km, k, dt, bh, tk, DH, BK));
+  TRY(tensor_map(&vm, v, dt, bh, tk, DH, BK));
+  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * DH * sizeof(T);
+  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+  dim3 grid((tq + BQ - 1) / BQ, bh);
+  flash_fwd_wg<T, DH><<<grid, WG_THREADS, smem, cuda_stream(e)>>>(
+      qm, km, vm, (T *)o, lse, tq, tk, causal, sl2);
+  CHECK_LAUNCH();
+  return 0;
 }
 
 }  // namespace
@@ -215,13 +269,13 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          int tk, int dh, int causal, float scale_log2,
                          dtype dt) {
   if (dt == DT_BF16 && dh == 64)
-    return launch<__nv_bfloat16, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2);
+    return launch<__nv_bfloat16, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_BF16 && dh == 128)
-    return launch<__nv_bfloat16, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2);
+    return launch<__nv_bfloat16, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_F16 && dh == 64)
-    return launch<__half, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2);
+    return launch<__half, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_F16 && dh == 128)
-    return launch<__half, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2);
+    return launch<__half, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   FAIL(ERR_FAIL, "k_attention_fwd: the wgmma kernel takes bf16 / f16 at head "
        "dims 64 and 128 (got %s, dh=%d)", dtype_name(dt), dh);
 }

@@ -97,6 +97,61 @@ template <int N> __device__ __forceinline__ void wg_hold(float *d) {
   for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* ---- TMA tile loads and their mbarriers -------------------------------------
+ * A tensor map (cuTensorMapEncodeTiled on the host, 128-byte swizzle) lets
+ * one thread load a whole box into the swizzled layout above; the bytes
+ * land asynchronously and complete on an mbarrier that consumers wait on
+ * (phase parity alternates with each use of the barrier). */
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
+#if TL_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(count));
+#endif
+}
+/* Initialised barriers become visible to the async proxy (then a
+ * __syncthreads before use). */
+__device__ __forceinline__ void mbar_fence_init() {
+#if TL_WGMMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+#if TL_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+#if TL_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
+#if TL_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+/* Box at (c0, c1, c2) of a 3-D tensor map into shared memory. */
+__device__ __forceinline__ void tma_load_3d(void *dst, const void *tmap,
+                                            uint64_t *bar, int c0, int c1,
+                                            int c2) {
+#if TL_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(smem_addr(dst)),
+      "l"(tmap), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#endif
+}
+
 #define WG_REGS32                                                             \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
