@@ -193,6 +193,7 @@ int main(void) {
             one(impl, dts[d], 2, 700, 517, 128, causal);
             one(impl, dts[d], 1, 257, 900, 64, causal);
             one(impl, dts[d], 1, 1100, 1100, 128, causal);
+            one(impl, dts[d], 2, 600, 555, 80, causal);
           }
         }
         one(impl, dts[d], 1, 1500, 1500, 64, 1);

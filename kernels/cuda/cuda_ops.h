@@ -172,7 +172,7 @@ int cuda_attention_bwd(engine *e, attn_impl impl, const void *q,
 int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
                    void *o, float *lse, int bh, int tq, int tk, int dh,
                    int causal, float scale, dtype dt);
-/* bf16 / f16 at dh 64 and 128, when cuda_engine.wgmma (flash_fwd_wgmma.cu). */
+/* bf16 / f16 at dh 64, 80, 128, when cuda_engine.wgmma (flash_fwd_wgmma.cu). */
 int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, void *o, float *lse, int bh, int tq,
                          int tk, int dh, int causal, float scale_log2,

@@ -327,7 +327,8 @@ int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
   if (bh > 65535)
     FAIL(ERR_FAIL, "k_attention_fwd: bh=%d heads (allowed: <= 65535)", bh);
   float sl2 = scale * FLASH_LOG2E;
-  if (cuda_impl(e)->wgmma && dt != DT_F32 && (dh == 64 || dh == 128))
+  if (cuda_impl(e)->wgmma && dt != DT_F32 &&
+      (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_fwd_wgmma(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
                                 sl2, dt);
   switch (dt) {

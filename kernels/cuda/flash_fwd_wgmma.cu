@@ -2,7 +2,7 @@
  * same algorithm and outputs as flash_fwd.cu's tensor-core kernel (O and
  * the logsumexp L from Q, K, V; online softmax in the log2 domain; causal
  * walks stop at the diagonal and only crossing tiles compare indices), for
- * bf16 / f16 at head dims 64 and 128 on sm_90.
+ * bf16 / f16 at head dims 64, 80 and 128 on sm_90.
  *
  * One block of NWG warpgroups per (query tile of 64 * NWG rows, head).
  * Each warpgroup owns 64 query rows: S = Q K^T is one m64nBK product per
@@ -33,7 +33,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                  float *__restrict__ lse, int tq, int tk, int causal,
                  float scale_log2) {
 #if TL_WGMMA
-  constexpr int QBYTES = BQ * DH * 2, KBYTES = BK * DH * 2, CB = DH / 64;
+  /* CB column blocks of 64; Dh 80 fills the second one with zeros (the
+   * loads' out-of-bounds fill), which the products never read past. */
+  constexpr int CB = (DH + 63) / 64, QBYTES = BQ * CB * 128,
+                KBYTES = BK * CB * 128;
   extern __shared__ unsigned char smem_raw[];
   /* Barriers: Q; K and V full (TMA done) and empty (both warpgroups done
    * reading) per buffer. */
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   bool issuer = threadIdx.x == 0;
   auto load = [&](unsigned char *dst, const CUtensorMap *map, uint64_t *bar,
                   int row0, int rows) {
-    mbar_expect_tx(bar, rows * DH * 2);
+    mbar_expect_tx(bar, rows * CB * 128);   /* zero fill counts too */
 #pragma unroll
     for (int c = 0; c < CB; c++)
       tma_load_3d(dst + c * rows * 128, map, bar, c * 64, row0, b);
@@ -251,7 +254,7 @@ int launch(engine *e, const void *q, const void *k, const void *v, void *o,
   TRY(tensor_map(&qm, q, dt, bh, tq, DH, BQ));
   TRY(tensor_map(&km, k, dt, bh, tk, DH, BK));
   TRY(tensor_map(&vm, v, dt, bh, tk, DH, BK));
-  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * DH * sizeof(T);
+  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * (DH + 63) / 64 * 128;
   CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
@@ -272,10 +275,14 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
     return launch<__nv_bfloat16, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_BF16 && dh == 128)
     return launch<__nv_bfloat16, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
+  if (dt == DT_BF16 && dh == 80)
+    return launch<__nv_bfloat16, 80>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
+  if (dt == DT_F16 && dh == 80)
+    return launch<__half, 80>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_F16 && dh == 64)
     return launch<__half, 64>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   if (dt == DT_F16 && dh == 128)
     return launch<__half, 128>(e, q, k, v, o, lse, bh, tq, tk, causal, scale_log2, dt);
   FAIL(ERR_FAIL, "k_attention_fwd: the wgmma kernel takes bf16 / f16 at head "
-       "dims 64 and 128 (got %s, dh=%d)", dtype_name(dt), dh);
+       "dims 64, 80 and 128 (got %s, dh=%d)", dtype_name(dt), dh);
 }

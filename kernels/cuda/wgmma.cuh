@@ -11,7 +11,7 @@
  * rows. So flash_common.cuh's c_to_a turns S into P without shared memory.
  *
  * Shared tiles use the 128-byte swizzle: a tile of `rows` rows and a
- * multiple of 64 16-bit columns is stored as column blocks of 64 (one
+ * multiple of 64 16-bit columns (Dh 80 is padded to 128 with zeros) is stored as column blocks of 64 (one
  * 128-byte line per row, blocks rows * 128 bytes apart); within a block
  * the 16-byte chunk c of row r sits at chunk c ^ (r % 8). Each block must
  * start 1024-byte aligned (the swizzle is a function of address bits).
@@ -162,10 +162,15 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const void *tmap,
   "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "   \
   "%58, %59, %60, %61, %62, %63}"
+#define WG_REGS40                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
 #define WG_D8(i)                                                              \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]),                \
       "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+#define WG_D40 WG_D32, WG_D8(32)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
 
 /* D[64 x N] (scale_d ? D : 0) + A B, A and B both K-major in shared memory. */
@@ -194,6 +199,13 @@ template <typename T, int N> struct wgmma;
                                               uint64_t b) {                   \
       if constexpr (TL_WGMMA)                                                 \
         WG_RS(64, TY, WG_REGS32, WG_D32, "{%32, %33, %34, %35}", "%36");      \
+    }                                                                         \
+  };                                                                          \
+  template <> struct wgmma<T, 80> {   /* P V at Dh 80 (the 2.7B model) */   \
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
+                                              uint64_t b) {                   \
+      if constexpr (TL_WGMMA)                                                 \
+        WG_RS(80, TY, WG_REGS40, WG_D40, "{%40, %41, %42, %43}", "%44");      \
     }                                                                         \
   };                                                                          \
   template <> struct wgmma<T, 128> {                                          \
