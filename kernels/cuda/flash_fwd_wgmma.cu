@@ -254,7 +254,7 @@ int launch(engine *e, const void *q, const void *k, const void *v, void *o,
   TRY(tensor_map(&qm, q, dt, bh, tq, DH, BQ));
   TRY(tensor_map(&km, k, dt, bh, tk, DH, BK));
   TRY(tensor_map(&vm, v, dt, bh, tk, DH, BK));
-  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * (DH + 63) / 64 * 128;
+  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128;
   CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
