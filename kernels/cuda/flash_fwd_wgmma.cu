@@ -14,9 +14,6 @@
  * tensor cores; a wgmma reads its B operand once for 64 rows. */
 #include "kernels/cuda/wgmma.cuh"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 namespace {
 
 /* Key tiles of BK = BQ = 128 at both head dims (measured against 64 with
@@ -205,55 +202,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #endif
 }
 
-/* cuTensorMapEncodeTiled from the driver, found through the runtime (no
- * link against libcuda). */
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn;
-  if (!fn) {
-    cudaDriverEntryPointQueryResult q;
-    void *p = NULL;
-#if CUDART_VERSION >= 12050
-    cudaError_t rc = cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-#else
-    cudaError_t rc = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p,
-                                             cudaEnableDefault, &q);
-#endif
-    if (rc == cudaSuccess && q == cudaDriverEntryPointSuccess)
-      fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-  }
-  return fn;
-}
-
-/* [bh][t][dh] 16-bit tensor, boxes of `rows` x 64 columns, 128-byte swizzle. */
-int tensor_map(CUtensorMap *m, const void *p, dtype dt, int bh, int t, int dh,
-               int rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
-  if (!enc)
-    FAIL(ERR_FAIL, "k_attention_fwd: the driver has no cuTensorMapEncodeTiled");
-  cuuint64_t dims[3] = {(cuuint64_t)dh, (cuuint64_t)t, (cuuint64_t)bh};
-  cuuint64_t strides[2] = {(cuuint64_t)dh * 2, (cuuint64_t)t * dh * 2};
-  cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = enc(m, dt == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                    3, (void *)p, dims, strides, box, estr,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (rc != CUDA_SUCCESS)
-    FAIL(ERR_FAIL, "k_attention_fwd: cuTensorMapEncodeTiled failed (CUresult "
-         "%d) for [%d][%d][%d]", (int)rc, bh, t, dh);
-  return 0;
-}
-
 template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v, void *o,
            float *lse, int bh, int tq, int tk, int causal, float sl2,
            dtype dt) {
   CUtensorMap qm, km, vm;
-  TRY(tensor_map(&qm, q, dt, bh, tq, DH, BQ));
-  TRY(tensor_map(&km, k, dt, bh, tk, DH, BK));
-  TRY(tensor_map(&vm, v, dt, bh, tk, DH, BK));
+  TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, "k_attention_fwd"));
+  TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
+  TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, "k_attention_fwd"));
   size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128;
   CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,

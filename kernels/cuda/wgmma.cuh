@@ -33,6 +33,9 @@
 
 #include "kernels/cuda/flash_common.cuh"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 /* Device code that uses wgmma compiles only for sm_90a; the compute_90
  * PTX (for other GPUs) gets a trap, and the host never launches it there
  * (cuda_engine.wgmma). */
@@ -150,6 +153,50 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const void *tmap,
       "l"(tmap), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 #endif
+}
+
+/* ---- host: tensor maps ---------------------------------------------------- */
+
+/* cuTensorMapEncodeTiled from the driver, found through the runtime (no
+ * link against libcuda). */
+static inline PFN_cuTensorMapEncodeTiled_v12000 wg_encode_fn(void) {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    void *p = NULL;
+#if CUDART_VERSION >= 12050
+    cudaError_t rc = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t rc = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p,
+                                             cudaEnableDefault, &q);
+#endif
+    if (rc == cudaSuccess && q == cudaDriverEntryPointSuccess)
+      fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+  }
+  return fn;
+}
+
+/* [bh][t][dh] 16-bit tensor, boxes of `rows` x 64 columns, 128-byte swizzle. */
+static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
+                                int bh, int t, int dh, int rows,
+                                const char *op) {
+  PFN_cuTensorMapEncodeTiled_v12000 enc = wg_encode_fn();
+  if (!enc)
+    FAIL(ERR_FAIL, "%s: the driver has no cuTensorMapEncodeTiled", op);
+  cuuint64_t dims[3] = {(cuuint64_t)dh, (cuuint64_t)t, (cuuint64_t)bh};
+  cuuint64_t strides[2] = {(cuuint64_t)dh * 2, (cuuint64_t)t * dh * 2};
+  cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, estr[3] = {1, 1, 1};
+  CUresult rc = enc(m, dt == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                    3, (void *)p, dims, strides, box, estr,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS)
+    FAIL(ERR_FAIL, "%s: cuTensorMapEncodeTiled failed (CUresult %d) for "
+         "[%d][%d][%d]", op, (int)rc, bh, t, dh);
+  return 0;
 }
 
 #define WG_REGS32                                                             \
