@@ -14,7 +14,8 @@
  *
  * Streamed tiles come by TMA (one issuing thread) into two buffers with
  * full / empty mbarriers, as in flash_fwd_wgmma.cu; a buffer is refilled
- * once both warpgroups' products that read it are complete. Causal: a
+ * once both warpgroups' products that read it are complete, and the next
+ * tile is requested before the current one is worked on. Causal: a
  * warpgroup skips the streamed tiles its rows cannot see (it still
  * releases them). */
 #include "kernels/cuda/wgmma.cuh"
@@ -135,61 +136,60 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   for (int j = 0; j < ntiles; j++) {
     int cur = j & 1, qs = (i0 + j) * BS;
-    bool mine = j >= first;
-    float s[BS / 2], dp[BS / 2];
-    if (mine) {
-      mbar_wait(&sb.full[cur], (j >> 1) & 1);
-      wg_fence();
-      product_abt<T, BS, DH>(s, sk, OWN, wg, sq + cur * Z::SB);
-      product_abt<T, BS, DH>(dp, sv, OWN, wg, sdo + cur * Z::SB);
-      wg_commit();
-      wg_wait<0>();   /* also the previous tile's dV, dK products */
-      wg_hold<BS / 2>(s);
-      wg_hold<BS / 2>(dp);
-      if (j > first) mbar_arrive(&sb.empty[cur ^ 1]);
-    } else {
-      mbar_arrive(&sb.empty[cur]);   /* before this warpgroup's keys */
-    }
-    if (issuer && j + 1 < ntiles) {
+    if (issuer && j + 1 < ntiles) {   /* once both warpgroups left it */
       if (j >= 1) mbar_wait(&sb.empty[cur ^ 1], ((j - 1) >> 1) & 1);
       load2<DH>(sq + (cur ^ 1) * Z::SB, &qmap, sdo + (cur ^ 1) * Z::SB, &omap,
                 &sb.full[cur ^ 1], qs + BS, BS, b);
     }
-    if (mine) {
-      /* s[4i + e]: key wk0 + 16w + g + 8 (e >> 1), query qs + 8i + 2t +
-       * (e & 1). P^T and dS^T in place, then as A fragments. */
-      uint32_t pa[BS / 16][4], da[BS / 16][4];
-#pragma unroll
-      for (int n = 0; n < BS / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          int col = qs + 8 * n + 2 * t + e;
-          bool seen = col < tq;
-          float lc = seen ? __ldg(lse + col) * FLASH_LOG2E : 0.f,
-                dc = seen ? __ldg(D + col) : 0.f;
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            int i = 4 * n + 2 * h + e, key = wk0 + 16 * w + g + 8 * h;
-            bool dead = !seen || (causal && key > col);
-            float p = dead ? 0.f : exp2f(fmaf(s[i], scale_log2, -lc));
-            s[i] = p;
-            dp[i] = p * (dp[i] - dc);
-          }
-        }
-#pragma unroll
-      for (int kk = 0; kk < BS / 16; kk++) {
-        c_to_a<T>(pa[kk], s + 8 * kk, s + 8 * kk + 4);
-        c_to_a<T>(da[kk], dp + 8 * kk, dp + 8 * kk + 4);
-      }
-      wg_fence();
-      product_rb<T, DH>(accv, pa, sdo + cur * Z::SB);
-      product_rb<T, DH>(acck, da, sq + cur * Z::SB);
-      wg_commit();
+    if (j < first) {   /* queries before this warpgroup's keys */
+      mbar_arrive(&sb.empty[cur]);
+      continue;
     }
+    float s[BS / 2], dp[BS / 2];
+    mbar_wait(&sb.full[cur], (j >> 1) & 1);
+    wg_fence();
+    product_abt<T, BS, DH>(s, sk, OWN, wg, sq + cur * Z::SB);
+    product_abt<T, BS, DH>(dp, sv, OWN, wg, sdo + cur * Z::SB);
+    wg_commit();
+    wg_wait<0>();
+    wg_hold<BS / 2>(s);
+    wg_hold<BS / 2>(dp);
+    /* s[4i + e]: key wk0 + 16w + g + 8 (e >> 1), query qs + 8i + 2t +
+     * (e & 1). P^T and dS^T in place, then as A fragments. */
+    uint32_t pa[BS / 16][4], da[BS / 16][4];
+#pragma unroll
+    for (int n = 0; n < BS / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int col = qs + 8 * n + 2 * t + e;
+        bool seen = col < tq;
+        float lc = seen ? __ldg(lse + col) * FLASH_LOG2E : 0.f,
+              dc = seen ? __ldg(D + col) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          int i = 4 * n + 2 * h + e, key = wk0 + 16 * w + g + 8 * h;
+          bool dead = !seen || (causal && key > col);
+          float p = dead ? 0.f : exp2f(fmaf(s[i], scale_log2, -lc));
+          s[i] = p;
+          dp[i] = p * (dp[i] - dc);
+        }
+      }
+#pragma unroll
+    for (int kk = 0; kk < BS / 16; kk++) {
+      c_to_a<T>(pa[kk], s + 8 * kk, s + 8 * kk + 4);
+      c_to_a<T>(da[kk], dp + 8 * kk, dp + 8 * kk + 4);
+    }
+    wg_fence();
+    product_rb<T, DH>(accv, pa, sdo + cur * Z::SB);
+    product_rb<T, DH>(acck, da, sq + cur * Z::SB);
+    wg_commit();
+    /* Waiting here, not under the next tile's products: accumulators
+     * pending across iterations make ptxas serialise every wgmma (C7515). */
+    wg_wait<0>();
+    wg_hold<DH / 2>(accv);
+    wg_hold<DH / 2>(acck);
+    mbar_arrive(&sb.empty[cur]);
   }
-  wg_wait<0>();
-  wg_hold<DH / 2>(accv);
-  wg_hold<DH / 2>(acck);
 
   /* acc[4n + 2h + e]: key wk0 + 16w + g + 8h, column 8n + 2t + e. */
 #pragma unroll
@@ -263,51 +263,45 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   for (int j = 0; j < ntiles; j++) {
     int cur = j & 1, k0 = j * BS;
-    float s[BS / 2], dp[BS / 2];
-    if (j < mine) {
-      mbar_wait(&sb.full[cur], (j >> 1) & 1);
-      wg_fence();
-      product_abt<T, BS, DH>(s, sq, OWN, wg, sk + cur * Z::SB);
-      product_abt<T, BS, DH>(dp, sdo, OWN, wg, sv + cur * Z::SB);
-      wg_commit();
-      wg_wait<0>();   /* also the previous tile's dQ product */
-      wg_hold<BS / 2>(s);
-      wg_hold<BS / 2>(dp);
-      if (j > 0) mbar_arrive(&sb.empty[cur ^ 1]);
-    } else {
-      if (j == mine) {   /* the last product read the previous tile */
-        wg_wait<0>();
-        if (j > 0) mbar_arrive(&sb.empty[cur ^ 1]);
-      }
-      mbar_arrive(&sb.empty[cur]);
-    }
-    if (issuer && j + 1 < ntiles) {
+    if (issuer && j + 1 < ntiles) {   /* once both warpgroups left it */
       if (j >= 1) mbar_wait(&sb.empty[cur ^ 1], ((j - 1) >> 1) & 1);
       load2<DH>(sk + (cur ^ 1) * Z::SB, &kmap, sv + (cur ^ 1) * Z::SB, &vmap,
                 &sb.full[cur ^ 1], k0 + BS, BS, b);
     }
-    if (j < mine) {
-      /* s[4i + e]: row wq0 + 16w + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1). */
-      uint32_t da[BS / 16][4];
-      bool edge = k0 + BS > tk || (causal && k0 + BS - 1 > wq0);
-#pragma unroll
-      for (int i = 0; i < BS / 2; i++) {
-        int h = (i >> 1) & 1, col = k0 + 8 * (i >> 2) + 2 * t + (i & 1),
-            r = wq0 + 16 * w + g + 8 * h;
-        float p = exp2f(fmaf(s[i], scale_log2, -lr[h]));
-        if (edge && (col >= tk || (causal && col > r))) p = 0.f;
-        dp[i] = p * (dp[i] - dr[h]);
-      }
-#pragma unroll
-      for (int kk = 0; kk < BS / 16; kk++)
-        c_to_a<T>(da[kk], dp + 8 * kk, dp + 8 * kk + 4);
-      wg_fence();
-      product_rb<T, DH>(acc, da, sk + cur * Z::SB);
-      wg_commit();
+    if (j >= mine) {   /* keys after this warpgroup's rows */
+      mbar_arrive(&sb.empty[cur]);
+      continue;
     }
+    float s[BS / 2], dp[BS / 2];
+    mbar_wait(&sb.full[cur], (j >> 1) & 1);
+    wg_fence();
+    product_abt<T, BS, DH>(s, sq, OWN, wg, sk + cur * Z::SB);
+    product_abt<T, BS, DH>(dp, sdo, OWN, wg, sv + cur * Z::SB);
+    wg_commit();
+    wg_wait<0>();
+    wg_hold<BS / 2>(s);
+    wg_hold<BS / 2>(dp);
+    /* s[4i + e]: row wq0 + 16w + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1). */
+    uint32_t da[BS / 16][4];
+    bool edge = k0 + BS > tk || (causal && k0 + BS - 1 > wq0);
+#pragma unroll
+    for (int i = 0; i < BS / 2; i++) {
+      int h = (i >> 1) & 1, col = k0 + 8 * (i >> 2) + 2 * t + (i & 1),
+          r = wq0 + 16 * w + g + 8 * h;
+      float p = exp2f(fmaf(s[i], scale_log2, -lr[h]));
+      if (edge && (col >= tk || (causal && col > r))) p = 0.f;
+      dp[i] = p * (dp[i] - dr[h]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < BS / 16; kk++)
+      c_to_a<T>(da[kk], dp + 8 * kk, dp + 8 * kk + 4);
+    wg_fence();
+    product_rb<T, DH>(acc, da, sk + cur * Z::SB);
+    wg_commit();
+    wg_wait<0>();   /* here, not across iterations (flash_dkdv_wg) */
+    wg_hold<DH / 2>(acc);
+    mbar_arrive(&sb.empty[cur]);
   }
-  wg_wait<0>();
-  wg_hold<DH / 2>(acc);
 
 #pragma unroll
   for (int h = 0; h < 2; h++) {
