@@ -13,7 +13,7 @@
  *     S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K.
  *
  * Streamed tiles come by TMA (one issuing thread) into two buffers with
- * full / empty mbarriers, as in flash_fwd_wgmma.cu; a buffer is refilled
+ * full / empty mbarriers, as in flash_fwd_wgmma.cu, NST buffers deep; a buffer is refilled
  * once both warpgroups' products that read it are complete, and the next
  * tile is requested before the current one is worked on. Causal: a
  * warpgroup skips the streamed tiles its rows cannot see (it still
@@ -22,15 +22,17 @@
 
 constexpr int BWD_THREADS = 256;
 
-/* One thread's barriers of the streamed tiles: tile j uses buffer j & 1
- * for the (j >> 1)-th time. */
+/* The streamed tiles' barriers: tile j uses buffer j % NST for the
+ * (j / NST)-th time. Four buffers: a 64-row tile is little work, so the
+ * loads must start several tiles ahead (two left the products waiting). */
+constexpr int NST = 4;
 struct stream_bars {
-  uint64_t full[2], empty[2];
+  uint64_t full[NST], empty[NST];
 };
 
 __device__ __forceinline__ void init_bars(uint64_t *own, stream_bars *sb) {
   mbar_init(own, 1);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < NST; i++) {
     mbar_init(&sb->full[i], 1);
     mbar_init(&sb->empty[i], BWD_THREADS);
   }
@@ -105,8 +107,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   __shared__ stream_bars sb;
   unsigned char *sk = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char *sv = sk + Z::OWNB;
-  unsigned char *sq = sv + Z::OWNB;        /* two buffers */
-  unsigned char *sdo = sq + 2 * Z::SB;     /* two buffers */
+  unsigned char *sq = sv + Z::OWNB;        /* NST buffers */
+  unsigned char *sdo = sq + NST * Z::SB;   /* NST buffers */
 
   int b = blockIdx.y, k0 = blockIdx.x * OWN;
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
@@ -125,8 +127,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   __syncthreads();
   if (issuer) {
     load2<DH>(sk, &kmap, sv, &vmap, &full_own, k0, OWN, b);
-    if (ntiles > 0)
-      load2<DH>(sq, &qmap, sdo, &omap, &sb.full[0], i0 * BS, BS, b);
+    for (int j = 0; j < min(ntiles, NST - 1); j++)
+      load2<DH>(sq + j * Z::SB, &qmap, sdo + j * Z::SB, &omap, &sb.full[j],
+                (i0 + j) * BS, BS, b);
   }
 
   float accv[DH / 2], acck[DH / 2];
@@ -135,18 +138,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   mbar_wait(&full_own, 0);
 
   for (int j = 0; j < ntiles; j++) {
-    int cur = j & 1, qs = (i0 + j) * BS;
-    if (issuer && j + 1 < ntiles) {   /* once both warpgroups left it */
-      if (j >= 1) mbar_wait(&sb.empty[cur ^ 1], ((j - 1) >> 1) & 1);
-      load2<DH>(sq + (cur ^ 1) * Z::SB, &qmap, sdo + (cur ^ 1) * Z::SB, &omap,
-                &sb.full[cur ^ 1], qs + BS, BS, b);
+    int cur = j % NST, qs = (i0 + j) * BS, nx = j + NST - 1;
+    if (issuer && nx < ntiles) {   /* into tile j - 1's buffer, once left */
+      int bn = nx % NST;
+      if (j >= 1) mbar_wait(&sb.empty[bn], ((j - 1) / NST) & 1);
+      load2<DH>(sq + bn * Z::SB, &qmap, sdo + bn * Z::SB, &omap, &sb.full[bn],
+                (i0 + nx) * BS, BS, b);
     }
     if (j < first) {   /* queries before this warpgroup's keys */
       mbar_arrive(&sb.empty[cur]);
       continue;
     }
     float s[BS / 2], dp[BS / 2];
-    mbar_wait(&sb.full[cur], (j >> 1) & 1);
+    mbar_wait(&sb.full[cur], (j / NST) & 1);
     wg_fence();
     product_abt<T, BS, DH>(s, sk, OWN, wg, sq + cur * Z::SB);
     product_abt<T, BS, DH>(dp, sv, OWN, wg, sdo + cur * Z::SB);
@@ -229,8 +233,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   __shared__ stream_bars sb;
   unsigned char *sq = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char *sdo = sq + Z::OWNB;
-  unsigned char *sk = sdo + Z::OWNB;       /* two buffers */
-  unsigned char *sv = sk + 2 * Z::SB;      /* two buffers */
+  unsigned char *sk = sdo + Z::OWNB;       /* NST buffers */
+  unsigned char *sv = sk + NST * Z::SB;    /* NST buffers */
 
   /* Causal: the last query tiles walk the most keys; start them first. */
   int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * OWN;
@@ -247,7 +251,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   __syncthreads();
   if (issuer) {
     load2<DH>(sq, &qmap, sdo, &omap, &full_own, q0, OWN, b);
-    load2<DH>(sk, &kmap, sv, &vmap, &sb.full[0], 0, BS, b);
+    for (int j = 0; j < min(ntiles, NST - 1); j++)
+      load2<DH>(sk + j * Z::SB, &kmap, sv + j * Z::SB, &vmap, &sb.full[j],
+                j * BS, BS, b);
   }
   float lr[2], dr[2];   /* L (log2 units) and D of this thread's two rows */
 #pragma unroll
@@ -262,18 +268,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   mbar_wait(&full_own, 0);
 
   for (int j = 0; j < ntiles; j++) {
-    int cur = j & 1, k0 = j * BS;
-    if (issuer && j + 1 < ntiles) {   /* once both warpgroups left it */
-      if (j >= 1) mbar_wait(&sb.empty[cur ^ 1], ((j - 1) >> 1) & 1);
-      load2<DH>(sk + (cur ^ 1) * Z::SB, &kmap, sv + (cur ^ 1) * Z::SB, &vmap,
-                &sb.full[cur ^ 1], k0 + BS, BS, b);
+    int cur = j % NST, k0 = j * BS, nx = j + NST - 1;
+    if (issuer && nx < ntiles) {   /* into tile j - 1's buffer, once left */
+      int bn = nx % NST;
+      if (j >= 1) mbar_wait(&sb.empty[bn], ((j - 1) / NST) & 1);
+      load2<DH>(sk + bn * Z::SB, &kmap, sv + bn * Z::SB, &vmap, &sb.full[bn],
+                nx * BS, BS, b);
     }
     if (j >= mine) {   /* keys after this warpgroup's rows */
       mbar_arrive(&sb.empty[cur]);
       continue;
     }
     float s[BS / 2], dp[BS / 2];
-    mbar_wait(&sb.full[cur], (j >> 1) & 1);
+    mbar_wait(&sb.full[cur], (j / NST) & 1);
     wg_fence();
     product_abt<T, BS, DH>(s, sq, OWN, wg, sk + cur * Z::SB);
     product_abt<T, BS, DH>(dp, sdo, OWN, wg, sv + cur * Z::SB);
@@ -336,7 +343,7 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   TRY(wg_tensor_map(&oo, dout, dt, bh, tq, DH, OWN, op));
   TRY(wg_tensor_map(&ks, k, dt, bh, tk, DH, BS, op));
   TRY(wg_tensor_map(&vs, v, dt, bh, tk, DH, BS, op));
-  size_t smem = 1024 + 2 * (size_t)Z::OWNB + 4 * (size_t)Z::SB;
+  size_t smem = 1024 + 2 * (size_t)Z::OWNB + 2 * NST * (size_t)Z::SB;
   CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
