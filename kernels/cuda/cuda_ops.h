@@ -59,9 +59,9 @@ typedef struct cuda_engine {
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
   int sm_target;                        /* eng_reserve_sms: SMs the products
                                            aim at; 0 = all */
-  int wgmma;                            /* sm_90: flash on wgmma
-                                           (flash_*_wgmma.cu); tests clear it
-                                           to check the mma.sync kernels */
+  int wgmma;                            /* sm_90: flash forward on wgmma
+                                           (flash_fwd_wgmma.cu); tests clear
+                                           it to check the mma.sync kernel */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {
@@ -177,12 +177,6 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, void *o, float *lse, int bh, int tq,
                          int tk, int dh, int causal, float scale_log2,
                          dtype dt);
-/* Same dtypes and dims; D = rowsum(dO * O) given (flash_bwd_wgmma.cu). */
-int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
-                         const void *v, const void *dout, const float *lse,
-                         const float *D, void *dq, void *dk, void *dv, int bh,
-                         int tq, int tk, int dh, int causal, float scale,
-                         float scale_log2, dtype dt);
 int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,

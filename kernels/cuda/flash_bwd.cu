@@ -17,9 +17,8 @@
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
  * next product in registers, the streamed tiles double-buffered with
  * cp.async. fp32: CUDA cores (true fp32), 4 threads per owned row. Head
- * dims 16, 32, 64, 80, 128. D lives in the engine's workspace (bh * Tq
- * floats). On sm_90, bf16 / f16 at Dh 64, 80, 128 run the same passes on
- * wgmma (flash_bwd_wgmma.cu). */
+ * dims 16, 32, 64, 80, 128. D lives
+ * in the engine's workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
@@ -492,15 +491,11 @@ int launch_simt(engine *e, const bwd_args &a) {
 }
 
 template <typename T>
-int launch(engine *e, const bwd_args &a, const void *o, int dh, dtype dt) {
+int launch(engine *e, const bwd_args &a, const void *o, int dh) {
   long long rows = (long long)a.bh * a.tq;
   flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
       (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
   CHECK_LAUNCH();
-  if (dt != DT_F32 && cuda_impl(e)->wgmma && (dh == 64 || dh == 80 || dh == 128))
-    return cuda_flash_bwd_wgmma(e, a.q, a.k, a.v, a.dout, a.lse, a.D, a.dq,
-                                a.dk, a.dv, a.bh, a.tq, a.tk, dh, a.causal,
-                                a.scale, a.sl2, dt);
 #define FLASH_BWD_CASE(DH)                                                    \
   case DH:                                                                    \
     if constexpr (sizeof(T) == 4) return launch_simt<T, DH>(e, a);            \
@@ -538,9 +533,9 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
   bwd_args a = {q, k, v, dout, lse, (const float *)ws, dq, dk, dv, bh, tq,
                 tk, causal, scale, scale * FLASH_LOG2E};
   switch (dt) {
-  case DT_F32: return launch<float>(e, a, o, dh, dt);
-  case DT_BF16: return launch<__nv_bfloat16>(e, a, o, dh, dt);
-  case DT_F16: return launch<__half>(e, a, o, dh, dt);
+  case DT_F32: return launch<float>(e, a, o, dh);
+  case DT_BF16: return launch<__nv_bfloat16>(e, a, o, dh);
+  case DT_F16: return launch<__half>(e, a, o, dh);
   }
   FAIL(ERR_FAIL, "k_attention_bwd: unknown dtype %d", (int)dt);
 }
