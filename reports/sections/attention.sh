@@ -48,7 +48,9 @@ the precision (kept for backward), O = PV, the products by cuBLAS with fp32
 accumulation. **flash** is our FlashAttention-2 (kernels/cuda/flash_*.cu):
 tiled online softmax, only O and the logsumexp L stored, backward recomputes
 P from L in two passes (dK/dV, then dQ), no atomics; bf16 on tensor cores
-(mma.sync), fp32 on CUDA cores (true fp32, no TF32). TFLOP/s count forward
+(the forward on Hopper's wgmma with TMA loads at d 64 / 80 / 128, the
+backward and d 16 / 32 on mma.sync), fp32 on CUDA cores (true fp32, no
+TF32). TFLOP/s count forward
 4 T^2 d and backward 10 T^2 d FLOPs per head (FlashAttention-2's
 convention), causal half of that. Memory is the engine's exact accounting
 (every allocation, scratch included) after the forward that precedes the

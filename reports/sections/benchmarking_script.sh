@@ -180,16 +180,18 @@ second stream beside the rest of backward (116.8 against 116.5 ms: the
 products slowed from 59 to 92 ms next to AdamW's memory traffic); an
 RMSNorm backward that reads dy and x once, with the gain gradient summed
 per block of rows (6.6 ms, as the two-pass kernels); 32 instead of 8
-cuBLASLt candidates per shape (no change). The best step is 111.2-111.6 ms
-at context 512 (this table's row is from the run named in its git_commit
-column): the goal is missed by ~1.3 ms, and AdamW's traffic cannot fall
-while its state stays fp32. The fp32 step is bound by true fp32 products
+cuBLASLt candidates per shape (no change). With the flash forward on
+Hopper's wgmma and TMA (attention 7.2 -> 6.8 ms) the step is 109.9-110.8
+ms at context 512 over four runs (this table's row is from the run named
+in its git_commit column): the goal is met in some runs and missed by up
+to 0.8 ms in others, and AdamW's traffic cannot fall while its state
+stays fp32. The fp32 step is bound by true fp32 products
 on CUDA cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything
 else, and cuBLAS reaches ~48 TFLOP/s (the products' ~855-870 ms alone are
 within 3% of the goal); the fused fp32 step (flash attention on CUDA
 cores, 102 ms) is 1007 ms, slower than op-by-op's 977 ms with its
 cuBLAS-materialised attention; TF32 (precision "tf32") is the option that
-lifts it, at TF32's precision. The small model's bf16 step is 7.4 ms.
+lifts it, at TF32's precision. The small model's bf16 step is 7.2 ms.
 TEXT
 echo
 
