@@ -8,8 +8,10 @@
  * Each warpgroup owns 64 query rows: S = Q K^T is one m64nBK product per
  * 16 of Dh with Q and K read by the tensor cores from swizzled shared
  * memory (wgmma.cuh); P stays in the S registers (c_to_a) and O += P V
- * reads V row-major (MN-major B), so nothing is transposed. K and V tiles
- * are double-buffered with cp.async by all threads. Why not mma.sync
+ * reads V row-major (MN-major B), so nothing is transposed. Q, K and V
+ * tiles come by TMA (one issuing thread) into double buffers guarded by
+ * full / empty mbarriers, so the warpgroups never meet at a block barrier
+ * (kernels/cuda/NOTES.md has the measurements). Why not mma.sync
  * (flash_fwd.cu): there the warp's ldmatrix reads of K and V cap the
  * tensor cores; a wgmma reads its B operand once for 64 rows. */
 #include "kernels/cuda/wgmma.cuh"

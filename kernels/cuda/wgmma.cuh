@@ -15,8 +15,8 @@
  * 128-byte line per row, blocks rows * 128 bytes apart); within a block
  * the 16-byte chunk c of row r sits at chunk c ^ (r % 8). Each block must
  * start 1024-byte aligned (the swizzle is a function of address bits).
- * ldmatrix-free and bank-conflict-free for the tensor cores; cp.async
- * writes it chunk by chunk (sw128_offset).
+ * the layout the TMA writes with its 128-byte swizzle, read by the tensor
+ * cores without bank conflicts.
  *
  * Descriptors (PTX ISA, "Matrix Descriptor Format"): start address, the
  * leading-dimension byte offset (LBO), the stride byte offset (SBO), all
@@ -45,25 +45,6 @@
 #define TL_WGMMA 0
 #endif
 
-/* Byte offset of 16-byte chunk c of row r in a swizzled tile of `rows`. */
-__device__ __forceinline__ uint32_t sw128_offset(int r, int c, int rows) {
-  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-/* rows x DH elements of g (row stride DH, from row0, zeros at and past
- * nrows) into the swizzled tile s, by NT threads with cp.async. */
-template <typename T, int DH, int NT>
-__device__ __forceinline__ void load_tile_sw128(unsigned char *s, const T *g,
-                                                int row0, int rows, int nrows) {
-  constexpr int CH = DH * (int)sizeof(T) / 16;
-  for (int x = threadIdx.x; x < rows * CH; x += NT) {
-    int r = x / CH, c = x % CH;
-    bool ok = row0 + r < nrows;
-    const T *src = g + (size_t)(ok ? row0 + r : 0) * DH + c * (16 / sizeof(T));
-    cp_async16(s + sw128_offset(r, c, rows), src, ok);
-  }
-}
-
 __device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo,
                                             uint32_t sbo) {
   uint64_t a = smem_addr(smem);
@@ -71,13 +52,6 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo,
          ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-/* Writes by the generic proxy (cp.async, st.shared) become visible to the
- * tensor cores' async proxy; then a barrier. */
-__device__ __forceinline__ void fence_proxy_async() {
-#if TL_WGMMA
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 __device__ __forceinline__ void wg_fence() {
 #if TL_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
