@@ -11,12 +11,12 @@
  * rows. So flash_common.cuh's c_to_a turns S into P without shared memory.
  *
  * Shared tiles use the 128-byte swizzle: a tile of `rows` rows and a
- * multiple of 64 16-bit columns (Dh 80 is padded to 128 with zeros) is stored as column blocks of 64 (one
- * 128-byte line per row, blocks rows * 128 bytes apart); within a block
- * the 16-byte chunk c of row r sits at chunk c ^ (r % 8). Each block must
- * start 1024-byte aligned (the swizzle is a function of address bits).
- * the layout the TMA writes with its 128-byte swizzle, read by the tensor
- * cores without bank conflicts.
+ * multiple of 64 16-bit columns (Dh 80 is padded to 128 with zeros) is
+ * stored as column blocks of 64 (one 128-byte line per row, blocks rows *
+ * 128 bytes apart); within a block the 16-byte chunk c of row r sits at
+ * chunk c ^ (r % 8). Each block must start 1024-byte aligned (the swizzle
+ * is a function of address bits). It is the layout the TMA writes with its
+ * 128-byte swizzle, and the tensor cores read it without bank conflicts.
  *
  * Descriptors (PTX ISA, "Matrix Descriptor Format"): start address, the
  * leading-dimension byte offset (LBO), the stride byte offset (SBO), all
