@@ -27,8 +27,8 @@
 static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const modes[] = {"forward", "forward_backward",
                                     "train_step", NULL};
-static const char *const precisions[] = {"fp32", "tf32", "bf16", "fp16",
-                                         NULL};
+static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
+                                         "fp16", NULL};
 static const char *const fusions[] = {"opbyop", "fused", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 
@@ -40,8 +40,9 @@ static const param_def params[] = {
      "what a timed step does: forward; + backward; + AdamW step"},
     {"run", "precision", P_STRING, 0, 0, precisions,
      "matrix-product inputs: fp32 (true fp32), tf32 (fp32 with TF32 "
-     "tensor cores), bf16 or fp16 (fp32 accumulation, fp32 master weights; "
-     "CPU: fp32 only)"},
+     "tensor cores), 3xtf32 (fp32-accurate products from three TF32 ones), "
+     "bf16 or fp16 (fp32 accumulation, fp32 master weights; CPU: fp32 "
+     "only)"},
     {"run", "fusion", P_STRING, 0, 0, fusions,
      "opbyop: one kernel per operation, as PyTorch eager; fused: the fused "
      "path (fewer passes, activations in the products' dtype)"},
@@ -106,7 +107,7 @@ static model_options options(const job *j) {
   const char *p = job_str(j, "precision");
   model_options o;
   o.compute = dtype_of_precision(p);
-  o.tf32 = strcmp(p, "tf32") == 0;
+  o.f32 = f32_products_of_precision(p);
   o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
   o.attention = strcmp(job_str(j, "attention"), "flash") == 0
                     ? ATTN_FLASH

@@ -33,6 +33,21 @@ dtype dtype_of_precision(const char *precision) {
                                           : DT_F32;
 }
 
+const char *f32_products_name(f32_products p) {
+  switch (p) {
+  case F32_EXACT: return "fp32";
+  case F32_TF32: return "tf32";
+  case F32_3XTF32: return "3xtf32";
+  }
+  return "unknown";
+}
+
+f32_products f32_products_of_precision(const char *precision) {
+  return strcmp(precision, "tf32") == 0     ? F32_TF32
+         : strcmp(precision, "3xtf32") == 0 ? F32_3XTF32
+                                            : F32_EXACT;
+}
+
 size_t dtype_size(dtype t) {
   switch (t) {
   case DT_F32: return 4;
@@ -80,11 +95,15 @@ int eng_reserve_sms(engine *e, int n) {
   return 0;
 }
 
-int eng_allow_tf32(engine *e, int on) {
-  if (e->ops->allow_tf32) return e->ops->allow_tf32(e, on != 0);
-  if (on)
-    FAIL(ERR_FAIL, "the %s engine has no TF32 (allowed: fp32, or the cuda "
-         "engine)", e->ops->name);
+int eng_f32_products(engine *e, f32_products p) {
+  if (p != F32_EXACT && p != F32_TF32 && p != F32_3XTF32)
+    FAIL(ERR_FAIL, "eng_f32_products: %d is not a way to run fp32 products "
+         "(allowed: F32_EXACT, F32_TF32, F32_3XTF32)", (int)p);
+  if (e->ops->f32_products) return e->ops->f32_products(e, p);
+  if (p != F32_EXACT)
+    FAIL(ERR_FAIL, "the %s engine has no TF32 tensor cores for %s products "
+         "(allowed: fp32, or the cuda engine)", e->ops->name,
+         f32_products_name(p));
   return 0;
 }
 

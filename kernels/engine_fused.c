@@ -34,12 +34,15 @@ static int need_fused(engine *e, const char *op, dtype t) {
 
 int k_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                 float alpha, const void *A, int lda, const void *B, int ldb,
-                dtype in_t, float beta, void *C, int ldc, dtype ct, int tf32) {
+                dtype in_t, float beta, void *C, int ldc, dtype ct,
+                f32_products f32) {
   const char *op = "k_matmul_ex";
   TRY(need_fused(e, op, in_t));
   NEED(known(ct) && (ct == DT_F32 || ct == in_t),
        "%s: output dtype %s with %s inputs (allowed: f32 or the inputs' "
        "dtype)", op, dtype_name(ct), dtype_name(in_t));
+  NEED(f32 == F32_EXACT || f32 == F32_TF32 || f32 == F32_3XTF32,
+       "%s: f32 = %d (allowed: F32_EXACT, F32_TF32, F32_3XTF32)", op, (int)f32);
   NEED(m >= 0 && n >= 0 && k >= 0, "%s: m=%d n=%d k=%d must be >= 0", op, m,
        n, k);
   NEED((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1),
@@ -54,7 +57,7 @@ int k_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
   NEED_BUF(op, C);
   if (k > 0) { NEED_BUF(op, A); NEED_BUF(op, B); }
   DISPATCH_FUSED(e, matmul_ex, trans_a, trans_b, m, n, k, alpha, A, lda, B,
-                               ldb, in_t, beta, C, ldc, ct, tf32 != 0);
+                               ldb, in_t, beta, C, ldc, ct, f32);
   return 0;
 }
 

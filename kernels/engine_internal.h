@@ -23,7 +23,7 @@ typedef struct fused_ops {
   int (*matmul_ex)(engine *e, int trans_a, int trans_b, int m, int n, int k,
                    float alpha, const void *A, int lda, const void *B,
                    int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, int tf32);
+                   dtype ct, f32_products f32);
   int (*add_rmsnorm_fwd)(engine *e, const float *a, const float *b,
                          float *sum, const float *g, void *y, dtype yt,
                          float *rstd, int n, int d, float eps);
@@ -68,7 +68,7 @@ typedef struct engine_ops {
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
-  int (*allow_tf32)(engine *e, int on);     /* NULL: no TF32 */
+  int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
   int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */

@@ -31,7 +31,7 @@ extern "C" {
 typedef enum { DT_F32, DT_BF16, DT_F16 } dtype;
 const char *dtype_name(dtype t);
 /* The matrix-input dtype an experiment's precision names: "bf16", "fp16";
- * anything else ("fp32", "tf32") is fp32. */
+ * anything else ("fp32", "tf32", "3xtf32") is fp32. */
 dtype dtype_of_precision(const char *precision);
 size_t dtype_size(dtype t);
 
@@ -69,11 +69,22 @@ void *eng_stream(engine *e);
  * cost a little launch time: profile a separate, untimed step. */
 int eng_profile(engine *e, int on);
 int eng_profile_report(engine *e, char *buf, size_t n);
-/* Let fp32 matrix products use TF32 tensor cores (PyTorch's
- * allow_tf32 = True): inputs rounded to 10-bit mantissas, fp32
- * accumulation. Off by default (true fp32). The CPU engine has no TF32:
- * on = 1 fails there. */
-int eng_allow_tf32(engine *e, int on);
+/* How fp32 matrix products run (k_matmul, k_matmul_batched with DT_F32):
+ * F32_EXACT: true fp32 on CUDA cores (PyTorch's default; the engines'
+ * default). F32_TF32: TF32 tensor cores (PyTorch's allow_tf32 = True):
+ * inputs rounded to 10-bit mantissas, fp32 accumulation, ~1e-3 relative
+ * error. F32_3XTF32: fp32-accurate products on TF32 tensor cores, each
+ * input split into hi + lo TF32 parts and A B computed as
+ * hi(A) hi(B) + hi(A) lo(B) + lo(A) hi(B) with fp32 accumulation (NVIDIA
+ * CUTLASS's "3xTF32"): what is dropped (lo lo, lo's own rounding) is
+ * ~2^-22 of each product, below the rounding of an fp32 sum over the
+ * products' lengths; tests hold it to the same tolerance as true fp32.
+ * The CPU engine computes in true fp32 only: anything else fails there. */
+typedef enum { F32_EXACT, F32_TF32, F32_3XTF32 } f32_products;
+const char *f32_products_name(f32_products p);
+/* "tf32": F32_TF32, "3xtf32": F32_3XTF32, anything else F32_EXACT. */
+f32_products f32_products_of_precision(const char *precision);
+int eng_f32_products(engine *e, f32_products p);
 /* Leave n SMs to work running beside the engine's stream (NCCL's
  * collectives during backward): matrix products enqueued from now on are
  * shaped for the device's SMs minus n (cuBLAS's SM count target), so a
@@ -214,11 +225,12 @@ int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
 
 /* C[m,n] (ct) = alpha * op(A) op(B) (at, bt) + beta * C, fp32 accumulation;
  * as k_matmul otherwise. Inputs must share one dtype: DT_F32 is true fp32
- * (tf32 != 0 allows TF32 tensor cores for it), 16-bit inputs use tensor
+ * (run as `f32` says: F32_EXACT, F32_TF32 or F32_3XTF32), 16-bit inputs use tensor
  * cores; C may be fp32 or the inputs' dtype (rounded once, at the end). */
 int k_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                 float alpha, const void *A, int lda, const void *B, int ldb,
-                dtype in_t, float beta, void *C, int ldc, dtype ct, int tf32);
+                dtype in_t, float beta, void *C, int ldc, dtype ct,
+                f32_products f32);
 
 /* sum = a + b (fp32, b may be NULL: sum is a, and `sum` may be NULL), then
  * y (yt) = RMSNorm(sum) * g with rstd saved, as k_rmsnorm_fwd: the residual

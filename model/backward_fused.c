@@ -27,7 +27,7 @@ static int linear_dw(model *m, const void *dy, const void *x, float *dW,
                      int n, int din, int dout) {
   return k_matmul_ex(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
                      m->grads_deferred_zero ? 0.0f : 1.0f, dW, din, DT_F32,
-                     m->opt.tf32);
+                     m->opt.f32);
 }
 
 /* Deferred zeroing: the gradients backward adds into rather than writes
@@ -48,7 +48,7 @@ static int clear_accumulated(model *m) {
 static int linear_dx(model *m, const void *dy, const float *W, void *dx,
                      dtype xt, int n, int din, int dout, float beta) {
   return k_matmul_ex(m->e, 0, 0, n, din, dout, 1.0f, dy, dout, wl(m, W), din,
-                     m->lt, beta, dx, din, xt, m->opt.tf32);
+                     m->lt, beta, dx, din, xt, m->opt.f32);
 }
 
 static int grad_ready(model *m, int view) {

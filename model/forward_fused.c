@@ -31,7 +31,7 @@ static const void *wl(const model *m, const float *W) {
 static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
                   int n, int din, int dout) {
   return k_matmul_ex(m->e, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
-                     m->lt, 0.0f, y, dout, yt, m->opt.tf32);
+                     m->lt, 0.0f, y, dout, yt, m->opt.f32);
 }
 
 /* Where layer l's norm outputs go: kept per layer, or the fp32 scratch. */

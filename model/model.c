@@ -267,7 +267,7 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
-  model_options o = {compute, 0, ATTN_MATERIALIZED, 0};
+  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT};
   return model_create_ex(out, e, c, batch, seq, &o);
 }
 
@@ -297,7 +297,7 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
   }
   /* The engine's fp32 products follow the model being built (a TF32
    * model must not leave the next model on the same engine in TF32). */
-  TRY(eng_allow_tf32(e, o->tf32));
+  TRY(eng_f32_products(e, o->f32));
   int rc = create(m);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);

@@ -66,10 +66,11 @@ typedef struct model_options {
                         * 1: the fused path (forward_fused.c) */
   attn_impl attention; /* fused path: ATTN_FLASH or ATTN_MATERIALIZED;
                         * op-by-op is always materialised */
-  int tf32;            /* f32 products may use TF32 tensor cores */
+  f32_products f32;    /* how f32 products run: F32_EXACT (true fp32),
+                        * F32_TF32, F32_3XTF32 (kernels.h) */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
- * materialised, no TF32}. On the fused path with 16-bit compute the model
+ * materialised, F32_EXACT}. On the fused path with 16-bit compute the model
  * also keeps a 16-bit copy of the weights ("params.low"), refreshed by
  * model_adamw_step and model_init: whoever writes the fp32 weights
  * otherwise (a sharded optimizer) calls model_params_changed after. */

@@ -234,11 +234,17 @@ static void fabs_all(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) x[i] = fabsf(x[i]);
 }
 
+/* How the GPU runs fp32 products in mm_case (eng_f32_products), and
+ * whether mm_case only measures (no check). */
+static f32_products mm_f32 = F32_EXACT;
+static int mm_quiet;
+
 /* batch = 0: k_matmul; otherwise k_matmul_batched with gaps between the
  * operands (and stride_b = 0 when shared_b). Leading dimensions exceed the
- * rows by `pad`. beta = 0: C holds NaN, which must not be read. */
-static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
-                    float beta, dtype ct, int batch, int shared_b, int pad) {
+ * rows by `pad`. beta = 0: C holds NaN, which must not be read. Returns the
+ * worst error relative to the element's magnitude. */
+static double mm_case(int ta, int tb, int m, int n, int k, float alpha,
+                      float beta, dtype ct, int batch, int shared_b, int pad) {
   int nb = batch ? batch : 1;
   int arows = ta ? k : m, acols = ta ? m : k;
   int brows = tb ? n : k, bcols = tb ? k : n;
@@ -255,15 +261,20 @@ static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
       for (int j = 0; j < n; j++) C0[b * sc + (size_t)i * ldc + j] = NAN;
 
   char what[200];
-  snprintf(what, sizeof what, "%s %s ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g",
-           batch ? "k_matmul_batched" : "k_matmul", dtype_name(ct), ta, tb, m,
-           n, k, alpha, beta);
+  snprintf(what, sizeof what, "%s %s%s ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g",
+           batch ? "k_matmul_batched" : "k_matmul", dtype_name(ct),
+           ct == DT_F32 && mm_f32 != F32_EXACT ? (mm_f32 == F32_TF32 ? " (tf32)"
+                                                                   : " (3xtf32)")
+                                              : "",
+           ta, tb, m, n, k, alpha, beta);
   if (batch)
     snprintf(what + strlen(what), sizeof what - strlen(what), " (batch %d%s)",
              batch, shared_b ? ", stride_b=0" : "");
 
   /* The GPU in `ct`; the CPU reference in fp32, and the magnitudes. */
   float *Cg = NULL, *R = NULL, *M = NULL;
+  double worst = INFINITY;
+  if (eng_f32_products(GPU, mm_f32) < 0) hard_error("eng_f32_products");
   for (int pass = 0; pass < 3; pass++) {
     engine *e = pass == 0 ? GPU : CPU;
     if (pass == 2) { fabs_all(A, na); fabs_all(B, nbb); fabs_all(C0, nc); }
@@ -287,8 +298,9 @@ static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
     if (pass == 0) Cg = out; else if (pass == 1) R = out; else M = out;
     if (!out) break;
   }
+  if (eng_f32_products(GPU, F32_EXACT) < 0) hard_error("eng_f32_products");
   if (Cg && R && M) {
-    double worst = 0;
+    worst = 0;
     size_t bad_pad = 0;
     for (int b = 0; b < nb; b++)
       for (int i = 0; i < m; i++)
@@ -307,6 +319,8 @@ static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
     }
     double tol = mm_tol(ct);
     int lowp_ran = ct == DT_F32 || worst > 1e-5 || (size_t)k * m * n < 64;
+    if (bad_pad) worst = INFINITY;
+    if (!mm_quiet)
     check(worst <= tol && bad_pad == 0 && lowp_ran,
           "%s: max error %.2e of the element's magnitude (tol %.0e)%s%s", what,
           worst, tol, bad_pad ? "; WROTE OUTSIDE C" : "",
@@ -314,11 +328,19 @@ static void mm_case(int ta, int tb, int m, int n, int k, float alpha,
   }
   free(Cg); free(R); free(M);
   free(A); free(B); free(C0);
+  return worst;
+}
+
+/* Cases t = 0..3: fp32, fp32 by 3xTF32 (held to fp32's tolerance), bf16,
+ * f16. */
+static dtype mm_type(int t) {
+  mm_f32 = t == 1 ? F32_3XTF32 : F32_EXACT;
+  return t <= 1 ? DT_F32 : t == 2 ? DT_BF16 : DT_F16;
 }
 
 static void test_matmul(void) {
-  for (int t = 0; t < 3; t++) {
-    dtype ct = t == 0 ? DT_F32 : t == 1 ? DT_BF16 : DT_F16;
+  for (int t = 0; t < 4; t++) {
+    dtype ct = mm_type(t);
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
         mm_case(ta, tb, 7, 13, 9, 1.0f, 0.0f, ct, 0, 0, 3);
@@ -337,6 +359,18 @@ static void test_matmul(void) {
     mm_case(0, 0, 512, 768, 3072, 1.0f, 0.0f, ct, 0, 0, 0);
     mm_case(0, 1, 512, 10000, 768, 1.0f, 0.0f, ct, 0, 0, 0);
   }
+  mm_f32 = F32_EXACT;
+
+  /* The fp32 tolerance tells 3xTF32 from plain TF32: TF32 misses it. */
+  mm_f32 = F32_TF32;
+  mm_quiet = 1;
+  double tf32_err = mm_case(0, 1, 37, 150, 300, 1.0f, 0.0f, DT_F32, 0, 0, 1);
+  mm_quiet = 0;
+  mm_f32 = F32_EXACT;
+  check(tf32_err > mm_tol(DT_F32) && tf32_err < 1e-2,
+        "k_matmul in TF32 errs by %.2e, beyond fp32's tolerance %.0e (so "
+        "that tolerance holds 3xTF32 to more than TF32)", tf32_err,
+        mm_tol(DT_F32));
 
   /* k = 0: C = beta C (and 0, C not read, when beta = 0). */
   float C0[6], *Cnan = xmalloc(6 * sizeof *Cnan);
@@ -350,8 +384,8 @@ static void test_matmul(void) {
 }
 
 static void test_matmul_batched(void) {
-  for (int t = 0; t < 3; t++) {
-    dtype ct = t == 0 ? DT_F32 : t == 1 ? DT_BF16 : DT_F16;
+  for (int t = 0; t < 4; t++) {
+    dtype ct = mm_type(t);
     /* Attention's products S = Q K^T, O = P V, their backward shapes with
      * beta != 0, and a shared B. */
     mm_case(0, 1, 9, 9, 6, 1.0f, 0.0f, ct, 3, 0, 1);
@@ -365,6 +399,7 @@ static void test_matmul_batched(void) {
     mm_case(0, 0, 512, 64, 512, 1.0f, 0.0f, ct, 48, 0, 0);
     mm_case(1, 0, 512, 64, 512, 1.0f, 0.0f, ct, 48, 0, 0);
   }
+  mm_f32 = F32_EXACT;
   /* More products than one cuBLAS call takes (65535). */
   mm_case(0, 0, 2, 3, 2, 1.0f, 0.5f, DT_F32, 65537, 0, 0);
   mm_case(0, 1, 2, 3, 4, 1.0f, 0.0f, DT_BF16, 65537, 0, 1);

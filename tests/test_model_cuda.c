@@ -75,7 +75,7 @@ static void run_ex(engine *e, const model_config *c, const float *w,
 static void run(engine *e, const model_config *c, const float *w, size_t np,
                 const int32_t *ids, const int32_t *tg, int B, int T,
                 dtype compute, run_out *o) {
-  model_options opt = {compute, 0, ATTN_MATERIALIZED, 0};
+  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT};
   run_ex(e, c, w, np, ids, tg, B, T, &opt, o);
 }
 
@@ -117,12 +117,18 @@ int main(void) {
 
   run_out ref;
   run(cpu, &c, w, np, ids, tg, B, T, DT_F32, &ref);
-  const struct { dtype t; double tol; } precisions[] = {
-      {DT_F32, 1e-4}, {DT_BF16, 3e-2}, {DT_F16, 1e-2}};
-  for (int p = 0; p < 3; p++) {
+  /* 3xTF32 is held to true fp32's tolerances. */
+  const struct { dtype t; f32_products f32; double tol; } precisions[] = {
+      {DT_F32, F32_EXACT, 1e-4}, {DT_F32, F32_3XTF32, 1e-4},
+      {DT_BF16, F32_EXACT, 3e-2}, {DT_F16, F32_EXACT, 1e-2}};
+  for (int p = 0; p < 4; p++) {
     run_out o;
-    run(gpu, &c, w, np, ids, tg, B, T, precisions[p].t, &o);
-    const char *pn = dtype_name(precisions[p].t);
+    model_options opt = {precisions[p].t, 0, ATTN_MATERIALIZED,
+                         precisions[p].f32};
+    run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
+    const char *pn = precisions[p].f32 == F32_3XTF32
+                         ? "f32 (3xtf32)"
+                         : dtype_name(precisions[p].t);
     double tol = precisions[p].tol;
     check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
           "%s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
@@ -135,8 +141,8 @@ int main(void) {
     }
     if (precisions[p].t == DT_F32) {
       /* AdamW itself: the same update from nearly the same gradients. */
-      compare("fp32 params after one AdamW step", o.params_after,
-              ref.params_after, np, 1e-5);
+      snprintf(what, sizeof what, "%s params after one AdamW step", pn);
+      compare(what, o.params_after, ref.params_after, np, 1e-5);
     }
     free_out(&o);
   }
@@ -145,17 +151,25 @@ int main(void) {
    * fused fp32 path against the op-by-op fp32 path on the GPU. */
   run_out gref;
   run(gpu, &c, w, np, ids, tg, B, T, DT_F32, &gref);
-  const struct { dtype t; attn_impl a; int tf32; double tol; } fused[] = {
-      {DT_F32, ATTN_MATERIALIZED, 0, 1e-4}, {DT_F32, ATTN_FLASH, 0, 1e-4},
-      {DT_BF16, ATTN_MATERIALIZED, 0, 3e-2}, {DT_BF16, ATTN_FLASH, 0, 3e-2},
-      {DT_F16, ATTN_FLASH, 0, 1e-2}, {DT_F32, ATTN_FLASH, 1, 1e-2}};
+  const struct { dtype t; attn_impl a; f32_products f32; double tol; } fused[] = {
+      {DT_F32, ATTN_MATERIALIZED, F32_EXACT, 1e-4},
+      {DT_F32, ATTN_FLASH, F32_EXACT, 1e-4},
+      {DT_BF16, ATTN_MATERIALIZED, F32_EXACT, 3e-2},
+      {DT_BF16, ATTN_FLASH, F32_EXACT, 3e-2},
+      {DT_F16, ATTN_FLASH, F32_EXACT, 1e-2},
+      {DT_F32, ATTN_FLASH, F32_TF32, 1e-2},
+      {DT_F32, ATTN_MATERIALIZED, F32_3XTF32, 1e-4},
+      {DT_F32, ATTN_FLASH, F32_3XTF32, 1e-4}};
   for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++) {
-    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].tf32};
+    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32};
+    int exact = fused[f].t == DT_F32 && fused[f].f32 != F32_TF32;
     run_out o;
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
     char pn[64], what[200];
     snprintf(pn, sizeof pn, "fused %s%s %s", dtype_name(fused[f].t),
-             fused[f].tf32 ? "+tf32" : "",
+             fused[f].f32 == F32_TF32     ? "+tf32"
+             : fused[f].f32 == F32_3XTF32 ? "+3xtf32"
+                                          : "",
              fused[f].a == ATTN_FLASH ? "flash" : "materialized");
     double tol = fused[f].tol;
     check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
@@ -169,8 +183,8 @@ int main(void) {
     }
     snprintf(what, sizeof what, "%s params after one AdamW step", pn);
     compare(what, o.params_after, ref.params_after, np,
-            fused[f].t == DT_F32 && !fused[f].tf32 ? 1e-5 : 1e-3);
-    if (fused[f].t == DT_F32 && !fused[f].tf32) {
+            exact ? 1e-5 : 1e-3);
+    if (exact) {
       snprintf(what, sizeof what, "%s grads vs op-by-op fp32 on the GPU", pn);
       compare(what, o.grads, gref.grads, np, 1e-4);
     }

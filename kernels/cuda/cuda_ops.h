@@ -59,6 +59,7 @@ typedef struct cuda_engine {
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
   int sm_target;                        /* eng_reserve_sms: SMs the products
                                            aim at; 0 = all */
+  f32_products f32;                     /* how k_matmul runs fp32 products */
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */
@@ -157,7 +158,7 @@ extern const fused_ops cuda_fused_ops;
 int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                    float alpha, const void *A, int lda, const void *B,
                    int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, int tf32);
+                   dtype ct, f32_products f32);
 
 /* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu). */
 int cuda_attention_fwd(engine *e, attn_impl impl, const void *q,
@@ -189,6 +190,13 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
 int cuda_pack_lowp(engine *e, const float *src, int rows, int cols, int ld,
                    long long stride, int batch, dtype dt, void *dst,
                    int dst_ld);
+/* The 3xTF32 form of an fp32 operand (split_tf32.cu): its hi and lo TF32
+ * parts, three copies along the product's inner dimension (k_rows: down
+ * the rows, else along the columns), lo in copy lo_slot; dst_ld apart by
+ * row, dst_stride by batch. */
+int cuda_split_3xtf32(engine *e, const float *src, int rows, int cols, int ld,
+                      long long stride, int batch, int k_rows, int lo_slot,
+                      float *dst, int dst_ld, long long dst_stride);
 /* C[b][i][j] = beta * C[b][i][j] (0 when beta = 0, C not read), the product
  * with k = 0. */
 int cuda_scale_matrix(engine *e, float *C, int m, int n, int ldc,

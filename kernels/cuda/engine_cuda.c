@@ -173,10 +173,13 @@ static void cu_prof_release(engine *e, void *ev) {
   (void)cudaEventDestroy((cudaEvent_t)ev);
 }
 
-static int cu_allow_tf32(engine *e, int on) {
-  CHECK_CUBLAS(cublasSetMathMode(cuda_impl(e)->blas,
-                                 on ? CUBLAS_TF32_TENSOR_OP_MATH
-                                    : CUBLAS_DEFAULT_MATH));
+/* TF32 through cuBLAS's math mode; 3xTF32 is matmul.c's own form. */
+static int cu_f32_products(engine *e, f32_products p) {
+  cuda_engine *c = cuda_impl(e);
+  CHECK_CUBLAS(cublasSetMathMode(c->blas, p == F32_TF32
+                                              ? CUBLAS_TF32_TENSOR_OP_MATH
+                                              : CUBLAS_DEFAULT_MATH));
+  c->f32 = p;
   return 0;
 }
 
@@ -225,7 +228,7 @@ static const engine_ops cuda_ops = {
   .memset0 = cu_memset0,
   .sync = cu_sync,
   .stream = cu_stream,
-  .allow_tf32 = cu_allow_tf32,
+  .f32_products = cu_f32_products,
   .reserve_sms = cu_reserve_sms,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,

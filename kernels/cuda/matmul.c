@@ -14,8 +14,11 @@
  * C^T = op(B)^T op(A)^T: cuBLAS gets B first with transa = trans_b, then A
  * with transb = trans_a, and sizes (n, m, k).
  *
- * compute = DT_F32: fp32 inputs, CUBLAS_COMPUTE_32F in the engine's default
- * math mode: true fp32, no TF32 (PyTorch's default).
+ * compute = DT_F32: fp32 inputs, run as eng_f32_products says: true fp32
+ * (CUBLAS_COMPUTE_32F in the default math mode, PyTorch's default), TF32
+ * (cuBLAS's TF32 math mode), or 3xTF32: both operands split into the
+ * engine's workspace as split_tf32.cu describes and one TF32 product
+ * (CUBLAS_COMPUTE_32F_FAST_TF32) over the inner dimension 3k.
  * compute = DT_BF16 / DT_F16: A and B are first rounded (to nearest even)
  * into the engine's workspace as bf16 / f16, packed with rows padded to 8
  * elements (16 bytes, what the tensor-core kernels want); then GemmEx with
@@ -27,11 +30,53 @@
 #include "common/check.h"
 #include "common/check_cuda.h"
 
+#include <limits.h>
 #include <stdint.h>
 
 enum { MAX_BATCH = 65535 };   /* batches per cuBLAS call (grid z limit) */
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* One operand of a product in the form the product reads. */
+typedef struct operand {
+  const void *p;
+  int ld;
+  long long stride;
+} operand;
+
+/* op(A) [m,k] and op(B) [k,n] (row-major as stored, batches sa / sb apart,
+ * 0 = shared) in their 3xTF32 form in the workspace: A3 with inner
+ * dimension 3k as [hi hi lo], B3 as [hi; lo; hi]. */
+static int split_operands(engine *e, int ta, int tb, int m, int n, int k,
+                          const float *A, int lda, long long sa,
+                          const float *B, int ldb, long long sb, int batch,
+                          operand *a3, operand *b3) {
+  /* Stored shapes; the inner dimension runs along A's columns unless A is
+   * transposed, and down B's rows unless B is. */
+  int arows = ta ? k : m, acols = ta ? m : k, a_krows = ta;
+  int brows = tb ? n : k, bcols = tb ? k : n, b_krows = !tb;
+  int ar3 = a_krows ? 3 * arows : arows, ac3 = a_krows ? acols : 3 * acols;
+  int br3 = b_krows ? 3 * brows : brows, bc3 = b_krows ? bcols : 3 * bcols;
+  int la = (int)round_up((size_t)ac3, 4), lb = (int)round_up((size_t)bc3, 4);
+  if (k > INT_MAX / 3)
+    FAIL(ERR_FAIL, "k_matmul (3xtf32): inner dimension %d is too long to "
+         "triple (allowed: up to %d)", k, INT_MAX / 3);
+  int na = sa == 0 ? 1 : batch, nb = sb == 0 ? 1 : batch;
+  size_t abytes = round_up((size_t)na * ar3 * la * 4, 256);
+  size_t bbytes = (size_t)nb * br3 * lb * 4;
+  void *ws;
+  TRY(cuda_workspace(e, abytes + bbytes, &ws));
+  float *wa = ws, *wb = (float *)((char *)ws + abytes);
+  long long s3a = sa == 0 ? 0 : (long long)ar3 * la;
+  long long s3b = sb == 0 ? 0 : (long long)br3 * lb;
+  TRY(cuda_split_3xtf32(e, A, arows, acols, lda, sa, na, a_krows, 2, wa, la,
+                        s3a));
+  TRY(cuda_split_3xtf32(e, B, brows, bcols, ldb, sb, nb, b_krows, 1, wb, lb,
+                        s3b));
+  *a3 = (operand){wa, la, s3a};
+  *b3 = (operand){wb, lb, s3b};
+  return 0;
+}
 
 static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
                 const float *A, int lda, long long sa, const float *B, int ldb,
@@ -46,7 +91,20 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
   cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;   /* cuBLAS's B: A */
   const void *a = A, *b = B;
   cudaDataType_t type = CUDA_R_32F;
-  if (compute != DT_F32) {
+  cublasComputeType_t comp = CUBLAS_COMPUTE_32F;
+  if (compute == DT_F32 && c->f32 == F32_3XTF32) {
+    operand a3, b3;
+    TRY(split_operands(e, ta, tb, m, n, k, A, lda, sa, B, ldb, sb, batch,
+                       &a3, &b3));
+    a = a3.p;
+    lda = a3.ld;
+    sa = a3.stride;
+    b = b3.p;
+    ldb = b3.ld;
+    sb = b3.stride;
+    k *= 3;
+    comp = CUBLAS_COMPUTE_32F_FAST_TF32;
+  } else if (compute != DT_F32) {
     type = compute == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     int arows = ta ? k : m, acols = ta ? m : k;
     int brows = tb ? n : k, bcols = tb ? k : n;
@@ -69,8 +127,8 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
   size_t esz = compute == DT_F32 ? 4 : 2;
   if (batch == 1) {
     CHECK_CUBLAS(cublasGemmEx(c->blas, opA, opB, n, m, k, &alpha, b, type, ldb,
-                              a, type, lda, &beta, C, CUDA_R_32F, ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                              a, type, lda, &beta, C, CUDA_R_32F, ldc, comp,
+                              CUBLAS_GEMM_DEFAULT));
     return 0;
   }
   for (int i0 = 0; i0 < batch; i0 += MAX_BATCH) {
@@ -80,8 +138,7 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
     float *ci = C + (size_t)i0 * sc;
     CHECK_CUBLAS(cublasGemmStridedBatchedEx(
         c->blas, opA, opB, n, m, k, &alpha, bi, type, ldb, sb, ai, type, lda,
-        sa, &beta, ci, CUDA_R_32F, ldc, sc, nbat, CUBLAS_COMPUTE_32F,
-        CUBLAS_GEMM_DEFAULT));
+        sa, &beta, ci, CUDA_R_32F, ldc, sc, nbat, comp, CUBLAS_GEMM_DEFAULT));
   }
   return 0;
 }
@@ -106,14 +163,15 @@ int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
 
 /* The fused path's product (kernels.h k_matmul_ex): operands already in
  * in_t, so no packing; C in fp32 or in_t, fp32 accumulation throughout.
- * tf32 selects CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 inputs (TF32 tensor
- * cores: 10-bit mantissa products, fp32 accumulation). Run by cuBLASLt
+ * For fp32 inputs f32 says how: true fp32, TF32 (CUBLAS_COMPUTE_32F_FAST_TF32:
+ * 10-bit mantissa products, fp32 accumulation), or 3xTF32 (the operands
+ * split as in gemm above, then one TF32 product over 3k). Run by cuBLASLt
  * with each shape's fastest algorithm (matmul_lt.c). */
 
 int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                    float alpha, const void *A, int lda, const void *B,
                    int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, int tf32) {
+                   dtype ct, f32_products f32) {
   if (k == 0) {
     if (ct != DT_F32)
       FAIL(ERR_FAIL, "k_matmul_ex: k = 0 with a %s output (allowed: f32)",
@@ -122,7 +180,15 @@ int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
     return 0;
   }
   if (m == 0 || n == 0) return 0;
+  if (in_t == DT_F32 && f32 == F32_3XTF32) {
+    operand a3, b3;
+    TRY(split_operands(e, trans_a, trans_b, m, n, k, A, lda, 0, B, ldb, 0, 1,
+                       &a3, &b3));
+    TRY(cuda_matmul_lt(e, trans_a, trans_b, m, n, 3 * k, alpha, a3.p, a3.ld,
+                       b3.p, b3.ld, DT_F32, beta, C, ldc, ct, 1));
+    return 0;
+  }
   TRY(cuda_matmul_lt(e, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, in_t,
-                     beta, C, ldc, ct, tf32));
+                     beta, C, ldc, ct, f32 == F32_TF32));
   return 0;
 }
