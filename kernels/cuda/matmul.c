@@ -46,7 +46,7 @@ typedef struct operand {
 
 /* op(A) [m,k] and op(B) [k,n] (row-major as stored, batches sa / sb apart,
  * 0 = shared) in their 3xTF32 form in the workspace: A3 with inner
- * dimension 3k as [hi hi lo], B3 as [hi; lo; hi]. */
+ * dimension 3k as [lo hi hi], B3 as [hi; lo; hi]. */
 static int split_operands(engine *e, int ta, int tb, int m, int n, int k,
                           const float *A, int lda, long long sa,
                           const float *B, int ldb, long long sb, int batch,
@@ -69,7 +69,7 @@ static int split_operands(engine *e, int ta, int tb, int m, int n, int k,
   float *wa = ws, *wb = (float *)((char *)ws + abytes);
   long long s3a = sa == 0 ? 0 : (long long)ar3 * la;
   long long s3b = sb == 0 ? 0 : (long long)br3 * lb;
-  TRY(cuda_split_3xtf32(e, A, arows, acols, lda, sa, na, a_krows, 2, wa, la,
+  TRY(cuda_split_3xtf32(e, A, arows, acols, lda, sa, na, a_krows, 0, wa, la,
                         s3a));
   TRY(cuda_split_3xtf32(e, B, brows, bcols, ldb, sb, nb, b_krows, 1, wb, lb,
                         s3b));

@@ -7,15 +7,17 @@
  * x - hi is exact in fp32 and lo keeps 11 of its bits, so what is lost
  * (lo(A) lo(B), and lo's rounding) is ~2^-22 of each product. The three
  * products become one product over an inner dimension 3k: op(A) [m,k]
- * turns into [m,3k] = [hi | hi | lo] and op(B) [k,n] into [3k,n] =
+ * turns into [m,3k] = [lo | hi | hi] and op(B) [k,n] into [3k,n] =
  * [hi ; lo ; hi], so cuBLAS accumulates all of it in one fp32 accumulator
- * (one call, one pass over C).
+ * (one call, one pass over C), the two small terms first: the tensor
+ * cores' accumulation keeps fewer of a small term's bits once the
+ * accumulator holds the large one (CUTLASS's 3xTF32 orders them so too).
  *
  * Operands are row-major [rows, cols] with row stride ld, `batch` of them
  * `stride` apart. k_rows says where the product's inner dimension runs: down
  * the rows (the three parts are stacked: [3 rows, cols]) or along the
  * columns (placed side by side: [rows, 3 cols]). lo_slot (0..2) is the part
- * that holds lo: 2 for A, 1 for B. Rounding is done here rather than left
+ * that holds lo: 0 for A, 1 for B. Rounding is done here rather than left
  * to the tensor cores so the split does not depend on how they round. */
 #include "kernels/cuda/common.cuh"
 
