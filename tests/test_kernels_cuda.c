@@ -650,22 +650,22 @@ static void fused_heads_case(int b, int t, int h, int dh) {
   pair_free(x); pair_free(y); pair_free(z);
 }
 
-static void qkv_rope_case(int b, int t, int h, int dh) {
+static void qkv_rope_case(int b, int t, int h, int dh, float theta) {
   size_t n = (size_t)b * t * h * dh;
   pair qkv = pair_rand(3 * n, 1), q = pair_f(NULL, n), k = pair_f(NULL, n);
   pair v = pair_f(NULL, n), back = pair_f(NULL, 3 * n);
   char line[160];
   BOTH(k_qkv_split_rope(e, W(qkv), W(q), W(k), W(v), DT_F32, b, t, h, dh,
-                        10000.0f));
-  snprintf(line, sizeof line, "k_qkv_split_rope q B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+                        theta));
+  snprintf(line, sizeof line, "k_qkv_split_rope q B=%d T=%d H=%d Dh=%d theta=%g", b, t, h, dh, theta);
   cmp(line, q, 1e-5);
   snprintf(line, sizeof line, "k_qkv_split_rope k B=%d T=%d H=%d Dh=%d", b, t, h, dh);
   cmp(line, k, 1e-5);
   snprintf(line, sizeof line, "k_qkv_split_rope v B=%d T=%d H=%d Dh=%d", b, t, h, dh);
   same(line, v);
   BOTH(k_qkv_merge_rope_bwd(e, W(q), W(k), W(v), W(back), DT_F32, b, t, h, dh,
-                            10000.0f));
-  snprintf(line, sizeof line, "k_qkv_merge_rope_bwd B=%d T=%d H=%d Dh=%d", b, t, h, dh);
+                            theta));
+  snprintf(line, sizeof line, "k_qkv_merge_rope_bwd B=%d T=%d H=%d Dh=%d theta=%g", b, t, h, dh, theta);
   cmp(line, back, 1e-5);
   pair_free(qkv); pair_free(q); pair_free(k); pair_free(v); pair_free(back);
 }
@@ -673,12 +673,17 @@ static void qkv_rope_case(int b, int t, int h, int dh) {
 static void test_rope_heads(void) {
   fused_heads_case(2, 9, 3, 6);
   fused_heads_case(3, 7, 5, 12);
-  qkv_rope_case(2, 9, 3, 8);
-  qkv_rope_case(3, 5, 7, 12);
+  /* The CUDA engine keeps its angle table between calls: a shorter
+   * sequence reuses it; a longer one, another dh or theta remakes it. */
+  qkv_rope_case(2, 9, 3, 8, 10000.0f);
+  qkv_rope_case(2, 5, 3, 8, 10000.0f);
+  qkv_rope_case(2, 9, 3, 8, 500.0f);
+  qkv_rope_case(2, 12, 3, 8, 500.0f);
+  qkv_rope_case(3, 5, 7, 12, 10000.0f);
   if (!small_only) {
     fused_heads_case(4, 512, 32, 80);
-    qkv_rope_case(4, 512, 32, 80);   /* the 2.7B model's heads */
-    qkv_rope_case(1, 30, 100, 12);   /* 300 quads a row: threads loop */
+    qkv_rope_case(4, 512, 32, 80, 10000.0f);   /* the 2.7B model's heads */
+    qkv_rope_case(1, 30, 100, 12, 10000.0f);   /* 300 quads a row: threads loop */
   }
   rope_case(2, 3, 9, 6, 0);
   rope_case(1, 2, 7, 10, 1);

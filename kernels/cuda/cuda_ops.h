@@ -60,6 +60,10 @@ typedef struct cuda_engine {
   int sm_target;                        /* eng_reserve_sms: SMs the products
                                            aim at; 0 = all */
   f32_products f32;                     /* how k_matmul runs fp32 products */
+  void *rope_cs;                        /* RoPE's (cos, sin) table, "rope_table"
+                                           (fused.cu): rows t < rope_seq ... */
+  int rope_seq, rope_dh;                /* ... for this head dim ... */
+  float rope_theta;                     /* ... and theta */
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */

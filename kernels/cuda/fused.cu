@@ -281,13 +281,32 @@ __global__ void qkv_rope_k(const Tin *qkv, const Tin *q, const Tin *k,
   }
 }
 
-/* The angle table in the engine's workspace (valid for this call). */
+/* The angle table, kept by the engine: a row depends on t, dh and theta
+ * only, so one table serves every layer, both directions and every shorter
+ * sequence. Remaking it per call cost the 2.7B step 64 launches of double-
+ * precision sincos. A different dh or theta, or a longer sequence, remakes
+ * it (after a sync: kernels in flight may still read the old one). */
 static int rope_table(engine *e, int seq, int dh, float theta, float2 **cs) {
+  cuda_engine *c = cuda_impl(e);
   int half = dh / 2;
-  TRY(cuda_workspace(e, (size_t)seq * half * sizeof(float2), (void **)cs));
-  rope_table_k<<<cuda_grid(e, (size_t)seq * half, THREADS), THREADS, 0,
-                 cuda_stream(e)>>>(*cs, seq, half, dh, (double)theta);
-  CHECK_LAUNCH();
+  if (!c->rope_cs || seq > c->rope_seq || dh != c->rope_dh ||
+      theta != c->rope_theta) {
+    if (c->rope_cs) {
+      CHECK_CUDA(cudaStreamSynchronize(c->stream));
+      eng_free(e, c->rope_cs);
+      c->rope_cs = NULL;
+    }
+    TRY(eng_alloc(e, (size_t)seq * half * sizeof(float2), "rope_table",
+                  &c->rope_cs));
+    c->rope_seq = seq;
+    c->rope_dh = dh;
+    c->rope_theta = theta;
+    rope_table_k<<<cuda_grid(e, (size_t)seq * half, THREADS), THREADS, 0,
+                   cuda_stream(e)>>>((float2 *)c->rope_cs, seq, half, dh,
+                                     (double)theta);
+    CHECK_LAUNCH();
+  }
+  *cs = (float2 *)c->rope_cs;
   return 0;
 }
 
