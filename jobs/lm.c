@@ -153,9 +153,11 @@ typedef struct timings {
   double *fwd, *bwd, *opt, *step, *loss;
 } timings;
 
+/* One step; its phases' clock times go to marks[0..3] (forward's start,
+ * then the ends of forward, backward, optimizer) when marks is not NULL. */
 static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
                     int32_t *tgt, int b, int t, int vocab, uint64_t *rng,
-                    timings *tm, int k) {
+                    timings *tm, int k, double *marks) {
   for (int i = 0; i < b * t; i++) {
     ids[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
     tgt[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
@@ -177,6 +179,12 @@ static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
     TRY(eng_sync(e));
     t3 = clock_now_s();
   }
+  if (marks) {
+    marks[0] = t0;
+    marks[1] = t1;
+    marks[2] = t2;
+    marks[3] = t3;
+  }
   if (tm && k >= 0) {
     tm->fwd[k] = (t1 - t0) * 1e3;
     tm->bwd[k] = (t2 - t1) * 1e3;
@@ -185,6 +193,106 @@ static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
     tm->loss[k] = loss;
   }
   return 0;
+}
+
+/* ---- the memory timeline (the writeup's memory_profiling) ------------------ */
+
+/* Tags by what they hold. */
+enum { G_PARAMS, G_GRADS, G_OPT, G_ACTS, G_WS, G_OTHER, NGROUPS };
+static const char *const group_names[NGROUPS] = {
+    "params", "grads", "optimizer", "activations", "workspace", "other"};
+
+static int group_of(const char *tag) {
+  if (strcmp(tag, "params") == 0 || strncmp(tag, "params.", 7) == 0)
+    return G_PARAMS;   /* with the 16-bit copy, "params.low" */
+  if (strcmp(tag, "grads") == 0) return G_GRADS;
+  if (strncmp(tag, "adam_", 5) == 0) return G_OPT;
+  if (strcmp(tag, "activations") == 0) return G_ACTS;
+  if (strncmp(tag, "workspace", 9) == 0 || strcmp(tag, "rope_table") == 0)
+    return G_WS;
+  return G_OTHER;      /* the token ids and targets ("inputs") */
+}
+
+static void add_tag(const char *tag, size_t in_use, size_t peak, void *arg) {
+  (void)peak;
+  ((double *)arg)[group_of(tag)] += (double)in_use;
+}
+
+enum { MAX_POINTS = 300 };   /* keeps the samples within a result's room */
+
+/* Samples "mem_t_ms" and "mem_GROUP_mib": bytes in use by group when the
+ * log started (t = 0) and after each allocation and free since; "mem_phase_ms":
+ * model creation's end, then the first step's forward start and the ends
+ * of its forward, backward and optimizer (equal where the mode stops);
+ * "act_mib.NAME": the largest activations, [MiB over all layers, layers],
+ * a name standing for "layers.N.NAME" of every layer. The engine's log
+ * must still hold the events from before `start` (the group totals then). */
+static void memory_samples(result *r, engine *e, const model *m,
+                           const double *start_groups, double create_end_s,
+                           const double *marks, double log_t0) {
+  int lost, n = eng_memlog_events(e, &lost);
+  if (n + 1 > MAX_POINTS) n = MAX_POINTS - 1;
+  double *pts = malloc(sizeof *pts * (size_t)(n + 1) * (NGROUPS + 1));
+  if (!pts) return;
+  double g[NGROUPS];
+  memcpy(g, start_groups, sizeof g);
+  double *tms = pts, *gm = pts + (n + 1);
+  tms[0] = 0;
+  for (int k = 0; k < NGROUPS; k++) gm[k * (n + 1)] = g[k] / 1048576.0;
+  for (int i = 0; i < n; i++) {
+    double t;
+    const char *tag;
+    long long d;
+    eng_memlog_event(e, i, &t, &tag, &d, NULL);
+    g[group_of(tag)] += (double)d;
+    tms[i + 1] = t * 1e3;
+    for (int k = 0; k < NGROUPS; k++) gm[k * (n + 1) + i + 1] = g[k] / 1048576.0;
+  }
+  result_samples(r, "mem_t_ms", tms, n + 1);
+  for (int k = 0; k < NGROUPS; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "mem_%s_mib", group_names[k]);
+    result_samples(r, name, gm + k * (n + 1), n + 1);
+  }
+  double ph[5] = {create_end_s - log_t0, marks[0] - log_t0, marks[1] - log_t0,
+                  marks[2] - log_t0, marks[3] - log_t0};
+  for (int k = 0; k < 5; k++) ph[k] *= 1e3;
+  result_samples(r, "mem_phase_ms", ph, 5);
+  free(pts);
+
+  /* Activations by name, all layers together: a view's bytes run to the
+   * next view's offset (offsets count 4-byte slots, padding included). */
+  int nv;
+  const tensor_view *v = model_activations(m, &nv);
+  char (*names)[64] = calloc((size_t)nv, sizeof *names);
+  double *mib = calloc((size_t)nv, sizeof *mib), *cnt = calloc((size_t)nv, sizeof *cnt);
+  int nn = 0;
+  for (int i = 0; names && mib && cnt && i < nv; i++) {
+    const char *s = v[i].name;
+    int layer, used = 0;
+    if (sscanf(s, "layers.%d.%n", &layer, &used) == 1 && used > 0) s += used;
+    size_t end = i + 1 < nv ? v[i + 1].offset : v[i].offset + v[i].numel;
+    double bytes = (double)(end - v[i].offset) * 4.0;
+    int k = 0;
+    while (k < nn && strcmp(names[k], s) != 0) k++;
+    if (k == nn) snprintf(names[nn++], sizeof names[0], "%s", s);
+    mib[k] += bytes / 1048576.0;
+    cnt[k] += 1;
+  }
+  for (int top = 0; top < 8 && names && mib && cnt; top++) {
+    int best = -1;
+    for (int k = 0; k < nn; k++)
+      if (cnt[k] > 0 && (best < 0 || mib[k] > mib[best])) best = k;
+    if (best < 0) break;
+    char name[96];
+    snprintf(name, sizeof name, "act_mib.%s", names[best]);
+    double pair[2] = {mib[best], cnt[best]};
+    result_samples(r, name, pair, 2);
+    cnt[best] = 0;
+  }
+  free(names);
+  free(mib);
+  free(cnt);
 }
 
 static int run(const job *j, result *r) {
@@ -212,19 +320,29 @@ static int run(const job *j, result *r) {
   else
     rc = engine_cpu_create(&e, (int)job_int(j, "threads"));
   if (rc < 0) goto fail;
+  /* The memory timeline runs from here to the end of the first step. */
+  double groups0[NGROUPS] = {0}, marks[4], created;
+  eng_tags(e, add_tag, groups0);
+  double log_t0 = clock_now_s();
+  eng_memlog(e, 1);
   model_options mo = options(j);
   if ((rc = model_create_ex(&m, e, &c, b, t, &mo)) < 0) goto fail;
   if ((rc = model_init(m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
-  for (int k = 0; k < warmup; k++)
-    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
-  for (int k = 0; k < steps; k++)
-    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, &tm, k)) < 0) goto fail;
+  created = clock_now_s();
+  for (int k = 0; k < warmup + steps; k++) {
+    int timed = k >= warmup;
+    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng,
+                       timed ? &tm : NULL, timed ? k - warmup : -1,
+                       k == 0 ? marks : NULL)) < 0)
+      goto fail;
+    if (k == 0) eng_memlog(e, 0);
+  }
 
   /* One more, untimed step with every operation bracketed: where the time
    * goes, by kernel family, in the row's message. */
   char fam[700];
   if ((rc = eng_profile(e, 1)) < 0) goto fail;
-  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1)) < 0) goto fail;
+  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1, NULL)) < 0) goto fail;
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
   snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
            fam);
@@ -263,6 +381,7 @@ static int run(const job *j, result *r) {
   if (strcmp(mode, "train_step") == 0) result_samples(r, "opt_ms", tm.opt, steps);
   result_samples(r, "step_ms", tm.step, steps);
   result_samples(r, "loss", tm.loss, steps);
+  memory_samples(r, e, m, groups0, created, marks, log_t0);
   goto done;
 fail:
   err_trace(__FILE__, __LINE__);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "kernels/engine_internal.h"
 #include "common/check.h"
+#include "common/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ void engine_destroy(engine *e) {
       for (int k = 0; k < 2; k++)
         if (e->prof[i].ev[k]) e->ops->prof_release(e, e->prof[i].ev[k]);
   free(e->prof);
+  free(e->log);
   free(e->tags);
   free(e->blocks);
   free(e);
@@ -118,6 +120,54 @@ int engine_cuda_create(engine **out, int device) {
 
 /* ---- memory and its accounting -------------------------------------------- */
 
+struct eng_memevent {
+  double t_s;
+  int tag;
+  long long delta;
+  size_t in_use;
+};
+
+/* Append one event to the timeline; a full host is counted, not fatal. */
+static void log_event(engine *e, int tag, long long delta) {
+  if (!e->log_on) return;
+  if (e->nlog == e->cap_log) {
+    int cap = e->cap_log ? 2 * e->cap_log : 64;
+    struct eng_memevent *l = realloc(e->log, (size_t)cap * sizeof *l);
+    if (!l) {
+      e->log_lost++;
+      return;
+    }
+    e->log = l;
+    e->cap_log = cap;
+  }
+  e->log[e->nlog++] = (struct eng_memevent){clock_now_s() - e->log_t0, tag,
+                                            delta, e->in_use};
+}
+
+void eng_memlog(engine *e, int on) {
+  if (on) {
+    e->nlog = 0;
+    e->log_lost = 0;
+    e->log_t0 = clock_now_s();
+  }
+  e->log_on = on != 0;
+}
+
+int eng_memlog_events(const engine *e, int *lost) {
+  if (lost) *lost = e->log_lost;
+  return e->nlog;
+}
+
+void eng_memlog_event(const engine *e, int i, double *t_s, const char **tag,
+                      long long *delta, size_t *in_use) {
+  ASSERT(i >= 0 && i < e->nlog);
+  const struct eng_memevent *v = &e->log[i];
+  if (t_s) *t_s = v->t_s;
+  if (tag) *tag = e->tags[v->tag].name;
+  if (delta) *delta = v->delta;
+  if (in_use) *in_use = v->in_use;
+}
+
 /* Index of tag `name`, added if new; -1 when the table cannot grow. */
 static int tag_index(engine *e, const char *name) {
   for (int i = 0; i < e->ntags; i++)
@@ -158,6 +208,7 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
   t->in_use += bytes;
   if (e->in_use > e->peak) e->peak = e->in_use;
   if (t->in_use > t->peak) t->peak = t->in_use;
+  log_event(e, ti, (long long)bytes);
   return 0;
 }
 
@@ -168,6 +219,7 @@ void eng_free(engine *e, void *p) {
   ASSERT(i >= 0 && "eng_free of a pointer eng_alloc did not return");
   e->in_use -= e->blocks[i].bytes;
   e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
+  log_event(e, e->blocks[i].tag, -(long long)e->blocks[i].bytes);
   e->blocks[i] = e->blocks[--e->nblocks];
   e->ops->free(e, p);
 }
@@ -695,7 +747,6 @@ int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
 
 /* ---- profiling ----------------------------------------------------------------- */
 
-#include "common/clock.h"
 
 /* Open a record for `op`: its start mark. Returns the record's index + 1,
  * or 0 when not profiling (or out of memory: the op just goes unrecorded). */

@@ -181,6 +181,11 @@ struct engine {
   int nblocks, cap_blocks;
   eng_tag *tags;
   int ntags, cap_tags;
+
+  /* eng_memlog's timeline */
+  int log_on, nlog, cap_log, log_lost;
+  double log_t0;
+  struct eng_memevent *log;
 };
 
 #endif

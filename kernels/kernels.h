@@ -104,6 +104,19 @@ void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak, void *arg),
               void *arg);
 
+/* The memory timeline (memory_profiling): with eng_memlog(e, 1) every
+ * eng_alloc and eng_free is recorded, with the host clock (seconds since
+ * the call), its tag, the bytes it added (negative for a free) and the
+ * bytes in use after it; eng_memlog(e, 0) stops recording and keeps the
+ * events, a new eng_memlog(e, 1) clears them. eng_memlog_events returns how
+ * many are held (events that found no host memory are dropped and counted
+ * in *lost, which may be NULL); eng_memlog_event reads event i (tag stays
+ * valid for the engine's life). */
+void eng_memlog(engine *e, int on);
+int eng_memlog_events(const engine *e, int *lost);
+void eng_memlog_event(const engine *e, int i, double *t_s, const char **tag,
+                      long long *delta, size_t *in_use);
+
 /* ---- matrix products ---------------------------------------------------- */
 /* C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, row-major; op(X) is X or
  * X^T as trans_x says; lda/ldb/ldc are the row strides of A, B, C as stored.

@@ -1117,6 +1117,46 @@ static void test_threads(void) {
   engine_destroy(one);
 }
 
+/* eng_memlog: every allocation and free after it starts, in order, with
+ * tag, signed size and bytes in use; stopping keeps them, restarting
+ * clears them. */
+static void test_memlog(void) {
+  engine *e;
+  if (engine_cpu_create(&e, 1) < 0) hard_error("engine_cpu_create");
+  void *a, *b, *c;
+  if (eng_alloc(e, 100, "before", &a) < 0) hard_error("eng_alloc");
+  eng_memlog(e, 1);
+  if (eng_alloc(e, 1000, "params", &b) < 0 ||
+      eng_alloc(e, 300, "act", &c) < 0)
+    hard_error("eng_alloc");
+  eng_free(e, b);
+  eng_memlog(e, 0);
+  eng_free(e, a);   /* not recorded */
+  int lost = -1, n = eng_memlog_events(e, &lost);
+  const struct { const char *tag; long long delta; size_t in_use; } want[] = {
+      {"params", 1000, 1100}, {"act", 300, 1400}, {"params", -1000, 400}};
+  int ok = n == 3 && lost == 0;
+  double last = -1;
+  for (int i = 0; ok && i < 3; i++) {
+    double t;
+    const char *tag;
+    long long d;
+    size_t u;
+    eng_memlog_event(e, i, &t, &tag, &d, &u);
+    ok = strcmp(tag, want[i].tag) == 0 && d == want[i].delta &&
+         u == want[i].in_use && t >= last && t >= 0 && t < 60;
+    last = t;
+  }
+  check(ok, "eng_memlog records +1000 params, +300 act, -1000 params with "
+        "bytes in use 1100, 1400, 400 in time order (%d events, %d lost)",
+        n, lost);
+  eng_memlog(e, 1);
+  check(eng_memlog_events(e, NULL) == 0, "eng_memlog(e, 1) starts a new log");
+  eng_memlog(e, 0);
+  eng_free(e, c);
+  engine_destroy(e);
+}
+
 static void test_dtypes(void) {
   check(strcmp(dtype_name(DT_F32), "f32") == 0 &&
         strcmp(dtype_name(DT_BF16), "bf16") == 0 &&
@@ -1130,6 +1170,7 @@ int main(void) {
   if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
   test_dtypes();
   test_memory();
+  test_memlog();
   test_matmul();
   test_matmul_batched();
   test_embedding();
