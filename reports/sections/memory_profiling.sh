@@ -1,5 +1,5 @@
 #!/bin/sh
-# Writeup section 1.4 (memory_profiling): the 2.7B model's memory at
+# Writeup section 1.5 (memory_profiling): the 2.7B model's memory at
 # context 128 / 256 / 512, a forward pass and a training step, fp32 and
 # bf16: the allocation timeline the engine records (figures), the peaks,
 # the residual stream's size and the largest activations. The timeline and
@@ -17,7 +17,7 @@ csv="${CSV:-$DATA/memory_profiling.csv}"
 jsonl="${csv%.csv}.samples.jsonl"
 anchor="$reports/anchors/lm_pytorch_h100.csv"
 
-echo "## 1.4 memory_profiling: where the memory goes"
+echo "## 1.5 memory_profiling: where the memory goes"
 echo
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/memory_profiling.cfg\` on a GPU._"
