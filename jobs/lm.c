@@ -225,8 +225,10 @@ enum { MAX_POINTS = 300 };   /* keeps the samples within a result's room */
  * model creation's end, then the first step's forward start and the ends
  * of its forward, backward and optimizer (equal where the mode stops);
  * "act_mib.NAME": the largest activations, [MiB over all layers, layers],
- * a name standing for "layers.N.NAME" of every layer. The engine's log
- * must still hold the events from before `start` (the group totals then). */
+ * a name standing for "layers.N.NAME" of every layer. start_groups: bytes
+ * in use by group when the log started; log_t0: the clock then. Past
+ * MAX_POINTS events the timeline is cut; events the engine could not
+ * record are counted in "mem_events_lost". */
 static void memory_samples(result *r, engine *e, const model *m,
                            const double *start_groups, double create_end_s,
                            const double *marks, double log_t0) {
@@ -258,6 +260,10 @@ static void memory_samples(result *r, engine *e, const model *m,
                   marks[2] - log_t0, marks[3] - log_t0};
   for (int k = 0; k < 5; k++) ph[k] *= 1e3;
   result_samples(r, "mem_phase_ms", ph, 5);
+  if (lost > 0) {
+    double dl = lost;
+    result_samples(r, "mem_events_lost", &dl, 1);
+  }
   free(pts);
 
   /* Activations by name, all layers together: a view's bytes run to the
