@@ -1,8 +1,10 @@
 /* The model's memory: one engine allocation each for parameters, gradients
  * and the two AdamW moments ("params", "grads", "adam_m", "adam_v"), laid
  * out by model_layout; one for the activations ("activations"), laid out by
- * the table below; one for the token ids and targets ("inputs"). Everything
- * is allocated here, by model_create, and nothing during a step. */
+ * the table below; one for the token ids and targets ("inputs"). All but the
+ * AdamW moments are allocated here, by model_create; the moments at the
+ * first optimizer step (a model that never steps never holds them), and
+ * nothing during a step after that. */
 #include "config.h"
 #include "model/model.h"
 #include "model/model_internal.h"
