@@ -9,6 +9,10 @@
  * and standard deviations are over the `steps` timed steps, whose samples go
  * to the experiment's .samples.jsonl. The model is sized by name (model.md's
  * table, plus tiny / nano) or by explicit dimensions "D/F/L/H".
+ * With cuda_graphs, forward's and backward's kernels run as CUDA graphs
+ * (model.h, model_graph_replays): the first step runs them directly, the
+ * second records them, later steps replay; graph_replays counts the
+ * replayed calls, so warm-up 1 or more times replays only.
  * Out of memory anywhere (model_create, a step) makes the row "oom". */
 #include "config.h"
 
@@ -49,6 +53,9 @@ static const param_def params[] = {
     {"run", "attention", P_STRING, 0, 0, attentions,
      "materialized (scores in memory) or flash (FlashAttention-2; fused "
      "path only)"},
+    {"run", "cuda_graphs", P_BOOL, 0, 0, NULL,
+     "true: forward's and backward's kernels are recorded once as CUDA "
+     "graphs and replayed each step (saves launch time; cuda only)"},
     {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
     {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
     {"run", "threads", P_INT, 0, 4096, NULL,
@@ -69,7 +76,7 @@ static const char *const metrics[] = {
     "bwd_ms_mean",  "bwd_ms_std",      "opt_ms_mean",  "opt_ms_std",
     "step_ms_mean", "step_ms_std",     "tokens_per_s", "loss_first",
     "loss_last",    "engine_peak_mib", "peak_rss_mib", "loss_scale",
-    "skipped_steps", NULL,
+    "skipped_steps", "graph_replays", NULL,
 };
 
 /* "small" or "768/3072/12/12", with the job's vocabulary. */
@@ -112,6 +119,7 @@ static model_options options(const job *j) {
   o.attention = strcmp(job_str(j, "attention"), "flash") == 0
                     ? ATTN_FLASH
                     : ATTN_MATERIALIZED;
+  o.graphs = job_bool(j, "cuda_graphs");
   return o;
 }
 
@@ -129,6 +137,11 @@ static int validate(const job *j, char *err, size_t n) {
     snprintf(err, n, "attention = \"flash\" runs on the fused path "
              "(allowed with fusion \"opbyop\": materialized)");
     return 1 + kind_param_index(j->kind, "attention");
+  }
+  if (job_bool(j, "cuda_graphs") && strcmp(job_str(j, "backend"), "cuda") != 0) {
+    snprintf(err, n, "cuda_graphs = true needs the cuda backend (allowed "
+             "with backend %s: false)", job_str(j, "backend"));
+    return 1 + kind_param_index(j->kind, "cuda_graphs");
   }
   return job_need_one_rank(j, err, n);
 }
@@ -379,6 +392,8 @@ static int run(const job *j, result *r) {
   /* fp16: the dynamic loss scale at the end and the steps it skipped */
   result_set(r, "loss_scale", model_loss_scale(m));
   result_set(r, "skipped_steps", (double)model_skipped_steps(m));
+  /* cuda_graphs: forward and backward calls that were graph replays */
+  result_set(r, "graph_replays", (double)model_graph_replays(m));
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) == 0)
     result_set(r, "peak_rss_mib", (double)ru.ru_maxrss / 1024.0);

@@ -185,9 +185,19 @@ static int tag_index(engine *e, const char *name) {
   return e->ntags++;
 }
 
+/* What cannot be recorded into a graph fails while recording. */
+#define NOT_RECORDING(e, what)                                               \
+  do {                                                                       \
+    if ((e)->recording)                                                      \
+      FAIL(ERR_FAIL, "%s while recording a CUDA graph (a recording holds "   \
+           "stream work only: run the work once before recording it, so "   \
+           "every buffer it grows has its size)", what);                     \
+  } while (0)
+
 int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
   *p = NULL;
   if (!tag) tag = "(untagged)";
+  NOT_RECORDING(e, "eng_alloc");
   /* Room in the tables first, so a recorded allocation cannot fail. */
   int ti = tag_index(e, tag);
   if (ti < 0)
@@ -217,6 +227,9 @@ void eng_free(engine *e, void *p) {
   int i = e->nblocks - 1;   /* newest first: frees often mirror allocs */
   while (i >= 0 && e->blocks[i].p != p) i--;
   ASSERT(i >= 0 && "eng_free of a pointer eng_alloc did not return");
+  /* The backends give back memory only outside recordings (they check);
+   * freeing memory a recording is reading would break it silently. */
+  ASSERT(!e->recording && "eng_free while recording a CUDA graph");
   e->in_use -= e->blocks[i].bytes;
   e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
   log_event(e, e->blocks[i].tag, -(long long)e->blocks[i].bytes);
@@ -227,6 +240,7 @@ void eng_free(engine *e, void *p) {
 int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
   if (bytes == 0) return 0;
   if (!dst || !host_src) FAIL(ERR_FAIL, "eng_upload: NULL buffer");
+  NOT_RECORDING(e, "eng_upload");
   TRY(e->ops->upload(e, dst, host_src, bytes));
   return 0;
 }
@@ -234,6 +248,7 @@ int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
 int eng_download(engine *e, void *host_dst, const void *src, size_t bytes) {
   if (bytes == 0) return 0;
   if (!host_dst || !src) FAIL(ERR_FAIL, "eng_download: NULL buffer");
+  NOT_RECORDING(e, "eng_download");
   TRY(e->ops->download(e, host_dst, src, bytes));
   return 0;
 }
@@ -246,8 +261,51 @@ int eng_memset0(engine *e, void *p, size_t bytes) {
 }
 
 int eng_sync(engine *e) {
+  NOT_RECORDING(e, "eng_sync");
   TRY(e->ops->sync(e));
   return 0;
+}
+
+/* ---- CUDA graphs ------------------------------------------------------------ */
+
+int eng_graphs_supported(const engine *e) {
+  return e->ops->graph_begin != NULL;
+}
+int eng_recording(const engine *e) { return e->recording; }
+int eng_profiling(const engine *e) { return e->prof_on; }
+
+int eng_graph_begin(engine *e) {
+  if (!e->ops->graph_begin)
+    FAIL(ERR_FAIL, "the %s engine cannot record CUDA graphs (allowed: the "
+         "cuda engine)", e->ops->name);
+  if (e->recording) FAIL(ERR_FAIL, "eng_graph_begin: already recording");
+  if (e->prof_on)
+    FAIL(ERR_FAIL, "eng_graph_begin while eng_profile collects (its "
+         "brackets time each operation as it runs: profile without graphs)");
+  TRY(e->ops->graph_begin(e));
+  e->recording = 1;
+  return 0;
+}
+
+int eng_graph_end(engine *e, eng_graph **g) {
+  *g = NULL;
+  if (!e->recording) FAIL(ERR_FAIL, "eng_graph_end: not recording");
+  e->recording = 0;
+  void *h = NULL;
+  TRY(e->ops->graph_end(e, &h));
+  *g = (eng_graph *)h;
+  return 0;
+}
+
+int eng_graph_launch(engine *e, eng_graph *g) {
+  if (!g) FAIL(ERR_FAIL, "eng_graph_launch: NULL graph");
+  NOT_RECORDING(e, "eng_graph_launch");
+  TRY(e->ops->graph_launch(e, g));
+  return 0;
+}
+
+void eng_graph_destroy(engine *e, eng_graph *g) {
+  if (g) e->ops->graph_destroy(e, g);
 }
 
 size_t eng_bytes_in_use(const engine *e) { return e->in_use; }
@@ -796,6 +854,7 @@ static void family(const char *op, char *out, size_t n) {
 }
 
 int eng_profile(engine *e, int on) {
+  if (on) NOT_RECORDING(e, "eng_profile");
   if (on && !e->prof_on) e->nprof = 0;
   e->prof_on = on != 0;
   return 0;

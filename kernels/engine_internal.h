@@ -75,6 +75,12 @@ typedef struct engine_ops {
   void *(*prof_record)(engine *e);
   double (*prof_elapsed_ms)(engine *e, void *a, void *b);
   void (*prof_release)(engine *e, void *ev);
+  /* CUDA graphs (NULL: none). graph_end ends the recording whatever
+   * happens and instantiates it; *g stays NULL on failure. */
+  int (*graph_begin)(engine *e);
+  int (*graph_end)(engine *e, void **g);
+  int (*graph_launch)(engine *e, void *g);
+  void (*graph_destroy)(engine *e, void *g);
 
   /* Operations, one per k_* function. */
   int (*matmul)(engine *e, int trans_a, int trans_b, int m, int n, int k,
@@ -173,6 +179,7 @@ struct engine {
   const engine_ops *ops;
   void *impl;           /* the backend's own state */
   int prof_on;
+  int recording;        /* between eng_graph_begin and eng_graph_end */
   eng_prof_rec *prof;
   int nprof, cap_prof;
 

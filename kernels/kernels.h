@@ -104,6 +104,31 @@ void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak, void *arg),
               void *arg);
 
+/* CUDA graphs: between eng_graph_begin and eng_graph_end the engine
+ * records the operations queued on its stream instead of running them;
+ * eng_graph_launch queues the whole recording again as one launch, which
+ * saves the host's per-operation launch cost (what pays when kernels are
+ * short: small models, short contexts). A recording keeps every pointer
+ * and scalar it was given, so replaying it is right only while they mean
+ * the same: the caller keys recordings by what they depend on (model.c).
+ * Run the work once before recording it, so buffers the operations grow on
+ * demand (workspace, RoPE's table) have their size: while recording,
+ * anything that waits for the stream or takes or gives back memory (sync,
+ * upload, download, alloc, free, a growing workspace) fails, as does
+ * eng_profile. Scratch an operation outgrows after a recording is kept
+ * until the last recording is destroyed. eng_graph_end always ends the
+ * recording; *g is NULL when it fails. The CPU engine has no graphs:
+ * eng_graphs_supported is 0 and eng_graph_begin fails there. */
+typedef struct eng_graph eng_graph;
+int eng_graphs_supported(const engine *e);
+int eng_graph_begin(engine *e);
+int eng_graph_end(engine *e, eng_graph **g);
+int eng_graph_launch(engine *e, eng_graph *g);
+void eng_graph_destroy(engine *e, eng_graph *g);
+/* 1 while recording; 1 while eng_profile collects. */
+int eng_recording(const engine *e);
+int eng_profiling(const engine *e);
+
 /* The memory timeline (memory_profiling): with eng_memlog(e, 1) every
  * eng_alloc and eng_free is recorded, with the host clock (seconds since
  * the call), its tag, the bytes it added (negative for a free) and the

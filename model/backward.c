@@ -143,13 +143,10 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
   return 0;
 }
 
-int model_backward(model *m) {
+/* Backward's engine work: what model_options.graphs records. */
+static int backward_work(model *m) {
   engine *e = m->e;
   model_acts *a = &m->a;
-  if (!m->fwd_loss)
-    FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
-         "backward (backward overwrites the logits with their gradient)");
-  m->fwd_loss = 0;
   if (m->opt.fused) return model_backward_fused(m);
   const int b = m->fwd_b, t = m->fwd_t, N = b * t;
   const int D = m->c.d_model, V = m->c.vocab, L = m->c.layers;
@@ -176,5 +173,17 @@ int model_backward(model *m) {
   /* h0 = token_embeddings[ids] */
   TRY(k_embedding_bwd(e, m->ids, r.dres, m->g.emb, N, D, V));
   TRY(grad_ready(m, 0));
+  return 0;
+}
+
+int model_backward(model *m) {
+  if (!m->fwd_loss)
+    FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
+         "backward (backward overwrites the logits with their gradient)");
+  m->fwd_loss = 0;
+  const int key[3] = {m->fwd_b, m->fwd_t, m->grads_deferred_zero};
+  TRY(model_run_graphed(m, &m->gbwd, key, m->loss_scale, backward_work));
+  /* the fused path wrote, not added, every gradient (model_zero_grad) */
+  m->grads_deferred_zero = 0;
   return 0;
 }

@@ -132,7 +132,6 @@ int model_backward_fused(model *m) {
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
   }
   TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
-  m->grads_deferred_zero = 0;
-  TRY(grad_ready(m, 0));
+  TRY(grad_ready(m, 0));   /* model_backward then clears grads_deferred_zero */
   return 0;
 }

@@ -75,30 +75,14 @@ static int ffn_fwd(model *m, int i, int b, int t) {
   return 0;
 }
 
-int model_forward(model *m, const int32_t *ids, const int32_t *targets,
-                  int b, int t, float *loss) {
+/* Forward's engine work for the shape of m->fwd_b, fwd_t, from the ids
+ * (and targets) already on the engine to the per-position losses: what
+ * model_options.graphs records. */
+static int forward_work(model *m) {
   engine *e = m->e;
   model_acts *a = &m->a;
+  const int b = m->fwd_b, t = m->fwd_t;
   const int N = b * t, D = m->c.d_model, V = m->c.vocab;
-  if (b < 1 || b > m->B || t < 1 || t > m->T)
-    FAIL(ERR_FAIL,
-         "model_forward: batch %d x seq %d outside the 1..%d x 1..%d the "
-         "model was created for", b, t, m->B, m->T);
-  for (int i = 0; i < N; i++) {
-    if (ids[i] < 0 || ids[i] >= V)
-      FAIL(ERR_FAIL, "model_forward: token id %d at position %d outside "
-           "the vocabulary 0..%d", (int)ids[i], i, V - 1);
-    if (targets && (targets[i] < 0 || targets[i] >= V))
-      FAIL(ERR_FAIL, "model_forward: target %d at position %d outside "
-           "the vocabulary 0..%d", (int)targets[i], i, V - 1);
-  }
-  m->fwd_loss = 0;
-  m->fwd_b = b;
-  m->fwd_t = t;
-  TRY(eng_upload(e, m->ids, ids, (size_t)N * sizeof(int32_t)));
-  if (targets)
-    TRY(eng_upload(e, m->targets, targets, (size_t)N * sizeof(int32_t)));
-
   float *logits, *losses, *lse;
   if (m->opt.fused) {
     TRY(model_forward_fused(m, b, t));
@@ -116,12 +100,43 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets,
     TRY(linear(m, a->lnf_out, m->p.lm, a->logits, N, D, V));
     logits = a->logits, losses = a->losses, lse = a->lse;
   }
+  if (m->fwd_targets)
+    TRY(k_cross_entropy_fwd(e, logits, m->targets, losses, lse, N, V));
+  return 0;
+}
+
+int model_forward(model *m, const int32_t *ids, const int32_t *targets,
+                  int b, int t, float *loss) {
+  engine *e = m->e;
+  const int N = b * t, V = m->c.vocab;
+  if (b < 1 || b > m->B || t < 1 || t > m->T)
+    FAIL(ERR_FAIL,
+         "model_forward: batch %d x seq %d outside the 1..%d x 1..%d the "
+         "model was created for", b, t, m->B, m->T);
+  for (int i = 0; i < N; i++) {
+    if (ids[i] < 0 || ids[i] >= V)
+      FAIL(ERR_FAIL, "model_forward: token id %d at position %d outside "
+           "the vocabulary 0..%d", (int)ids[i], i, V - 1);
+    if (targets && (targets[i] < 0 || targets[i] >= V))
+      FAIL(ERR_FAIL, "model_forward: target %d at position %d outside "
+           "the vocabulary 0..%d", (int)targets[i], i, V - 1);
+  }
+  m->fwd_loss = 0;
+  m->fwd_b = b;
+  m->fwd_t = t;
+  m->fwd_targets = targets != NULL;
+  TRY(eng_upload(e, m->ids, ids, (size_t)N * sizeof(int32_t)));
+  if (targets)
+    TRY(eng_upload(e, m->targets, targets, (size_t)N * sizeof(int32_t)));
+  const int key[3] = {b, t, targets != NULL};
+  TRY(model_run_graphed(m, &m->gfwd, key, 1.0f, forward_work));
   if (targets == NULL) {
     TRY(eng_sync(e));
     return 0;
   }
-  TRY(k_cross_entropy_fwd(e, logits, m->targets, losses, lse, N, V));
-  TRY(eng_download(e, m->host_losses, losses, (size_t)N * sizeof(float)));
+  TRY(eng_download(e, m->host_losses,
+                   m->opt.fused ? m->f.losses : m->a.losses,
+                   (size_t)N * sizeof(float)));
   TRY(eng_sync(e));
   double sum = 0.0;
   for (int i = 0; i < N; i++) sum += m->host_losses[i];

@@ -269,7 +269,7 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
-  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT};
+  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
   return model_create_ex(out, e, c, batch, seq, &o);
 }
 
@@ -297,6 +297,11 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
          "(allowed with flash attention: the fused path)");
   }
+  if (o->graphs && !eng_graphs_supported(e)) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: the %s engine cannot record CUDA graphs "
+         "(allowed: graphs on the cuda engine)", engine_name(e));
+  }
   /* The engine's fp32 products follow the model being built (a TF32
    * model must not leave the next model on the same engine in TF32). */
   TRY(eng_f32_products(e, o->f32));
@@ -312,6 +317,8 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
 
 void model_destroy(model *m) {
   if (m == NULL) return;
+  eng_graph_destroy(m->e, m->gfwd.g);
+  eng_graph_destroy(m->e, m->gbwd.g);
   float *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(m->e, bufs[i]);
@@ -366,6 +373,47 @@ int model_params_changed(model *m) {
   return 0;
 }
 engine *model_engine(model *m) { return m->e; }
+long long model_graph_replays(const model *m) { return m->graph_replays; }
+
+/* ---- CUDA graphs ----------------------------------------------------------- */
+
+/* Graphs pay where the host's launch time is not hidden behind the GPU's
+ * work: a step of many short kernels. The recording holds pointers and
+ * scalars, so it is keyed by everything the work reads from the host that
+ * can change between calls (model.h, model_graph_replays); the buffers it
+ * touches are the model's, fixed at model_create. */
+int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
+                      int (*work)(model *m)) {
+  engine *e = m->e;
+  if (!m->opt.graphs || m->grad_hook || eng_profiling(e)) return work(m);
+  if (!s->seen || memcmp(s->key, key, sizeof s->key) != 0 ||
+      s->scale != scale) {
+    eng_graph_destroy(e, s->g);
+    s->g = NULL;
+    memcpy(s->key, key, sizeof s->key);
+    s->scale = scale;
+    s->seen = 1;
+    return work(m);
+  }
+  if (!s->g) {
+    TRY(eng_graph_begin(e));
+    int rc = work(m);
+    char why[1024];
+    if (rc < 0) snprintf(why, sizeof why, "%s", err_msg());
+    eng_graph *g = NULL;
+    int end = eng_graph_end(e, &g);
+    if (rc < 0) {
+      eng_graph_destroy(e, g);
+      return err_set(rc, __FILE__, __LINE__, "recording a CUDA graph: %s",
+                     why);
+    }
+    TRY(end);
+    s->g = g;
+  }
+  TRY(eng_graph_launch(e, s->g));
+  m->graph_replays++;
+  return 0;
+}
 long long model_step_count(const model *m) { return m->step; }
 void model_set_step_count(model *m, long long step) { m->step = step; }
 

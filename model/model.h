@@ -68,9 +68,12 @@ typedef struct model_options {
                         * op-by-op is always materialised */
   f32_products f32;    /* how f32 products run: F32_EXACT (true fp32),
                         * F32_TF32, F32_3XTF32 (kernels.h) */
+  int graphs;          /* 1: forward's and backward's engine work is
+                        * recorded as a CUDA graph (the cuda engine only)
+                        * and replayed, see model_graph_replays */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
- * materialised, F32_EXACT}. On the fused path with 16-bit compute the model
+ * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit compute the model
  * also keeps a 16-bit copy of the weights ("params.low"), refreshed by
  * model_adamw_step and model_init: whoever writes the fp32 weights
  * otherwise (a sharded optimizer) calls model_params_changed after. */
@@ -131,6 +134,18 @@ int model_unscale_grads(model *m, int *finite);
 
 /* Steps taken; setting it lets an optimizer that lives outside the model
  * (a sharded one) keep the count every rank agrees on. */
+/* With model_options.graphs, model_forward and model_backward run their
+ * engine work through a CUDA graph: the first call for a key runs it
+ * directly (so every buffer it grows has its size), the second records it,
+ * that and later calls with the same key replay the recording. Forward's
+ * key is (b, t, targets given); backward's is (b, t, whether
+ * model_zero_grad deferred the zeroing, the loss scale). The host side
+ * (id checks, uploads, the loss read back) runs every call. Calls run
+ * directly, never recorded, while a gradient hook is set (the hook must
+ * run at each tensor) or eng_profile collects. Returns how many calls were
+ * replays so far. */
+long long model_graph_replays(const model *m);
+
 long long model_step_count(const model *m);
 void model_set_step_count(model *m, long long step);
 engine *model_engine(model *m);

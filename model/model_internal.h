@@ -114,6 +114,19 @@ typedef struct fused_acts {
 int model_forward_fused(model *m, int b, int t);
 int model_backward_fused(model *m);
 
+/* One recorded piece of a step (model_options.graphs) and the key it was
+ * recorded for (model.h, model_graph_replays). */
+typedef struct graph_slot {
+  eng_graph *g;        /* NULL until recorded */
+  int key[3];
+  float scale;
+  int seen;            /* the key ran once unrecorded since it was set */
+} graph_slot;
+
+/* model.c: work(m) directly, or through slot s's recording for this key. */
+int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
+                      int (*work)(model *m));
+
 struct model {
   engine *e;
   model_config c;
@@ -154,7 +167,10 @@ struct model {
   long long skipped_steps; /* fp16 steps skipped for non-finite gradients */
   void *grad_hook_arg;
   int fwd_b, fwd_t;        /* shape of the last forward */
+  int fwd_targets;         /* it was given targets (computes the loss) */
   int fwd_loss;            /* it had targets and backward has not run */
+  graph_slot gfwd, gbwd;   /* model_options.graphs: the two recordings */
+  long long graph_replays;
 };
 
 /* model.c: if zeroing was deferred, zero the buffer now. */

@@ -115,7 +115,7 @@ int main(void) {
     tg[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
   }
 
-  model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT};
+  model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
   run_out ref;
   run(e, &c, w, np, ids, tg, B, T, &ob, &ref);
   check(ref.hook_calls == 2 * nv, "op-by-op: %d gradient announcements "
@@ -123,7 +123,7 @@ int main(void) {
 
   const attn_impl impls[] = {ATTN_MATERIALIZED, ATTN_FLASH};
   for (int k = 0; k < 2; k++) {
-    model_options of = {DT_F32, 1, impls[k], F32_EXACT};
+    model_options of = {DT_F32, 1, impls[k], F32_EXACT, 0};
     run_out o;
     run(e, &c, w, np, ids, tg, B, T, &of, &o);
     const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
@@ -174,7 +174,7 @@ int main(void) {
   /* Profiling: every operation of a training step lands in its family,
    * with a time, and the report stops collecting. */
   {
-    model_options of = {DT_F32, 1, ATTN_FLASH, F32_EXACT};
+    model_options of = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
     model *pm;
     hard(model_create_ex(&pm, e, &c, B, T, &of), "model_create_ex");
     hard(model_init(pm, 5), "model_init");
@@ -206,7 +206,7 @@ int main(void) {
 
   /* What the CPU engine cannot do, it refuses by name. */
   model *m;
-  model_options bad = {DT_BF16, 1, ATTN_FLASH, F32_EXACT};
+  model_options bad = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0};
   int rc = model_create_ex(&m, e, &c, B, T, &bad);
   if (rc == 0) {
     float loss;
@@ -215,17 +215,24 @@ int main(void) {
   }
   check(rc == ERR_FAIL && strstr(err_msg(), "f32 only") != NULL,
         "bf16 on the cpu engine fails clearly: %s", err_msg());
-  model_options opflash = {DT_F32, 0, ATTN_FLASH, F32_EXACT};
+  model_options opflash = {DT_F32, 0, ATTN_FLASH, F32_EXACT, 0};
   check(model_create_ex(&m, e, &c, B, T, &opflash) == ERR_FAIL &&
             strstr(err_msg(), "op-by-op") != NULL,
         "op-by-op with flash attention is refused: %s", err_msg());
   for (int p = F32_TF32; p <= F32_3XTF32; p++) {
-    model_options tf = {DT_F32, 1, ATTN_FLASH, (f32_products)p};
+    model_options tf = {DT_F32, 1, ATTN_FLASH, (f32_products)p, 0};
     check(model_create_ex(&m, e, &c, B, T, &tf) == ERR_FAIL &&
               strstr(err_msg(), "TF32") != NULL,
           "%s on the cpu engine is refused: %s", f32_products_name(tf.f32),
           err_msg());
   }
+  model_options graphs = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 1};
+  check(model_create_ex(&m, e, &c, B, T, &graphs) == ERR_FAIL &&
+            strstr(err_msg(), "cannot record CUDA graphs") != NULL,
+        "CUDA graphs on the cpu engine are refused: %s", err_msg());
+  check(eng_graph_begin(e) == ERR_FAIL && !eng_recording(e),
+        "eng_graph_begin on the cpu engine fails and records nothing: %s",
+        err_msg());
 
   free(ref.logits); free(ref.grads); free(ref.params_after);
   free(w);

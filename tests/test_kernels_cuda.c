@@ -949,6 +949,124 @@ static void test_adamw_elementwise(void) {
 /* the GPU                                                                  */
 /* ======================================================================= */
 
+/* ======================================================================= */
+/* CUDA graphs                                                               */
+/* ======================================================================= */
+
+static size_t ws_in_use(void) {
+  size_t b = 0;
+  return eng_tag_bytes(GPU, "workspace", &b, NULL) == 0 ? b : 0;
+}
+
+/* k_rmsnorm_fwd then k_rmsnorm_bwd (which uses the workspace): on the CPU
+ * engine directly, on the GPU through graph g (NULL: directly). */
+static void rms_pair(eng_graph *g, pair x, pair gain, pair y, pair r,
+                     pair dy, pair dx, pair dg, int n, int d) {
+  for (int w = 0; w < 2; w++) {
+    engine *e = w ? GPU : CPU;
+    int rc = w && g ? eng_graph_launch(GPU, g)
+                    : k_rmsnorm_fwd(e, W(x), W(gain), W(y), W(r), n, d, 1e-5f);
+    if (rc == 0 && !(w && g))
+      rc = k_rmsnorm_bwd(e, W(dy), W(x), W(gain), W(r), W(dx), W(dg), n, d);
+    if (rc < 0) hard_error("rms_pair");
+  }
+}
+
+/* A recording replays its work on the inputs' new values; what cannot be
+ * recorded fails with a message and leaves the engine usable; scratch an
+ * operation outgrows after a recording is kept (and accounted) for it
+ * until the recording is destroyed. */
+static void test_graphs(void) {
+  const int n = 96, d = 768;
+  check(eng_graphs_supported(GPU) && !eng_graphs_supported(CPU),
+        "the cuda engine records graphs, the cpu engine does not");
+  int rc = eng_graph_begin(CPU);
+  check(rc == ERR_FAIL && strstr(err_msg(), "cannot record CUDA graphs"),
+        "eng_graph_begin on the cpu engine fails: %s", rc ? err1() : "no");
+  err_clear();
+
+  pair x = pair_rand((size_t)n * d, 2), gain = pair_rand(d, 1);
+  pair y = pair_f(NULL, (size_t)n * d), r = pair_f(NULL, n);
+  pair dy = pair_rand((size_t)n * d, 1), dx = pair_f(NULL, (size_t)n * d);
+  pair dg = pair_rand(d, 1);
+  rms_pair(NULL, x, gain, y, r, dy, dx, dg, n, d);   /* sizes the workspace */
+
+  if (eng_graph_begin(GPU) < 0) hard_error("eng_graph_begin");
+  check(eng_recording(GPU), "eng_recording is 1 while recording");
+  if (k_rmsnorm_fwd(GPU, x.g, gain.g, y.g, r.g, n, d, 1e-5f) < 0 ||
+      k_rmsnorm_bwd(GPU, dy.g, x.g, gain.g, r.g, dx.g, dg.g, n, d) < 0)
+    hard_error("recording");
+  void *p = NULL;
+  const struct { const char *what; int rc; } refused[] = {
+      {"eng_sync", eng_sync(GPU)},
+      {"eng_alloc", eng_alloc(GPU, 256, "test", &p)},
+      {"eng_upload", eng_upload(GPU, x.g, &p, sizeof p)},
+      {"eng_profile", eng_profile(GPU, 1)}};
+  for (int i = 0; i < 4; i++) {
+    check(refused[i].rc == ERR_FAIL && strstr(err_msg(), "while recording"),
+          "%s while recording fails", refused[i].what);
+    err_clear();
+  }
+  eng_graph *g = NULL;
+  rc = eng_graph_end(GPU, &g);
+  check(rc == 0 && g && !eng_recording(GPU), "eng_graph_end gives a graph "
+        "and ends the recording%s%s", rc ? ": " : "", rc ? err1() : "");
+  if (!g) hard_error("eng_graph_end");
+  check(eng_sync(GPU) == 0, "the engine syncs again after the recording");
+  check(eng_profile(GPU, 1) == 0 && eng_graph_begin(GPU) == ERR_FAIL,
+        "eng_graph_begin while profiling fails");
+  err_clear();
+  char buf[256];
+  if (eng_profile_report(GPU, buf, sizeof buf) < 0) hard_error("profile");
+
+  /* Replays read the new values (the recording ran nothing itself: dg was
+   * accumulated once before it, on both engines). */
+  for (int rep = 0; rep < 2; rep++) {
+    float *hx = host_rand((size_t)n * d, 2), *hdy = host_rand((size_t)n * d, 1);
+    pair_set(x, hx);
+    pair_set(dy, hdy);
+    free(hx);
+    free(hdy);
+    size_t ws0 = ws_in_use();
+    if (rep == 1) {
+      /* outgrow the workspace (a 3xTF32 product splits its operands into
+       * it): the recording's buffer must outlive the growth */
+      const int m = 1024;
+      void *A, *B, *C;
+      if (eng_alloc(GPU, (size_t)m * m * 4, "test", &A) < 0 ||
+          eng_alloc(GPU, (size_t)m * m * 4, "test", &B) < 0 ||
+          eng_alloc(GPU, (size_t)m * m * 4, "test", &C) < 0 ||
+          eng_f32_products(GPU, F32_3XTF32) < 0 ||
+          eng_upload(GPU, A, x.c, (size_t)n * d * 4) < 0 ||
+          k_matmul(GPU, 0, 1, m, m, m, 1, A, m, B, m, 0, C, m, DT_F32) < 0 ||
+          eng_f32_products(GPU, F32_EXACT) < 0 || eng_sync(GPU) < 0)
+        hard_error("growing the workspace");
+      eng_free(GPU, A);
+      eng_free(GPU, B);
+      eng_free(GPU, C);
+      check(ws_in_use() > ws0 + ws0 / 2,
+            "the grown workspace is accounted beside the recorded one "
+            "(%zu bytes, %zu before)", ws_in_use(), ws0);
+      ws0 = ws_in_use();
+    }
+    rms_pair(g, x, gain, y, r, dy, dx, dg, n, d);
+    snprintf(buf, sizeof buf, "replay %d%s: k_rmsnorm_fwd y", rep + 1,
+             rep ? " after the workspace grew" : "");
+    cmp(buf, y, 1e-5);
+    snprintf(buf, sizeof buf, "replay %d: k_rmsnorm_bwd dx", rep + 1);
+    cmp(buf, dx, 1e-5);
+    snprintf(buf, sizeof buf, "replay %d: k_rmsnorm_bwd dg (accumulated)",
+             rep + 1);
+    cmp(buf, dg, 1e-5);
+  }
+  size_t before = ws_in_use();
+  eng_graph_destroy(GPU, g);
+  check(ws_in_use() < before, "destroying the last recording frees the "
+        "workspace it kept (%zu -> %zu bytes)", before, ws_in_use());
+  pair_free(x); pair_free(gain); pair_free(y); pair_free(r);
+  pair_free(dy); pair_free(dx); pair_free(dg);
+}
+
 static int device_count(void) {
   int count = 0;
 #ifdef HAVE_CUDA
@@ -1209,6 +1327,7 @@ int main(int argc, char **argv) {
   test_swiglu();
   test_cross_entropy();
   test_adamw_elementwise();
+  test_graphs();
   size_t test_in_use = 1;
   int tr = eng_tag_bytes(GPU, "test", &test_in_use, NULL) == 0;
   check(tr && test_in_use == 0 && eng_bytes_in_use(CPU) == 0,

@@ -75,12 +75,85 @@ static void run_ex(engine *e, const model_config *c, const float *w,
 static void run(engine *e, const model_config *c, const float *w, size_t np,
                 const int32_t *ids, const int32_t *tg, int B, int T,
                 dtype compute, run_out *o) {
-  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT};
+  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
   run_ex(e, c, w, np, ids, tg, B, T, &opt, o);
 }
 
 static void free_out(run_out *o) {
   free(o->logits); free(o->grads); free(o->params_after);
+}
+
+/* K train steps from weights w, a fresh batch each step (drawn from seed),
+ * the batch one sequence shorter from step 3 on (a new shape: the
+ * recordings are remade). Losses into loss[K], final weights returned. */
+enum { GRAPH_STEPS = 6 };
+static float *train(engine *e, const model_config *c, const float *w,
+                    size_t np, int B, int T, const model_options *opt,
+                    float *loss, long long *replays) {
+  model *m;
+  hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
+  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
+  hard(model_params_changed(m), "model_params_changed");
+  int32_t ids[B * T], tg[B * T];
+  unsigned s = 777;
+  adamw_config a = adamw_defaults();
+  for (int k = 0; k < GRAPH_STEPS; k++) {
+    int b = k < 3 ? B : B - 1;
+    for (int i = 0; i < b * T; i++) {
+      s = s * 1103515245u + 12345u; ids[i] = (int32_t)((s >> 8) % (unsigned)c->vocab);
+      s = s * 1103515245u + 12345u; tg[i] = (int32_t)((s >> 8) % (unsigned)c->vocab);
+    }
+    hard(model_zero_grad(m), "zero_grad");
+    hard(model_forward(m, ids, tg, b, T, &loss[k]), "forward");
+    hard(model_backward(m), "backward");
+    hard(model_adamw_step(m, &a), "adamw");
+  }
+  float *p = download(e, model_params(m), np);
+  *replays = model_graph_replays(m);
+  model_destroy(m);
+  return p;
+}
+
+/* CUDA graphs replay exactly the work they recorded, reading each step's
+ * new batch: losses and weights after GRAPH_STEPS steps equal those of the
+ * same training run directly, and the recordings were replayed (steps 2,
+ * 3, 5, 6 of forward and backward each: step 1 and the new shape at step 4
+ * run directly). */
+static void test_graphs(engine *gpu, const model_config *c, const float *w,
+                        size_t np, int B, int T) {
+  const struct { dtype t; int fused; attn_impl a; f32_products f32; } cases[] = {
+      {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT},
+      {DT_F32, 1, ATTN_FLASH, F32_EXACT},
+      {DT_BF16, 1, ATTN_FLASH, F32_EXACT},
+      {DT_BF16, 1, ATTN_MATERIALIZED, F32_EXACT},
+      {DT_F16, 1, ATTN_FLASH, F32_EXACT},
+      {DT_F32, 1, ATTN_FLASH, F32_3XTF32}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, cases[i].f32, 0};
+    float l0[GRAPH_STEPS], l1[GRAPH_STEPS];
+    long long r0, r1;
+    float *p0 = train(gpu, c, w, np, B, T, &opt, l0, &r0);
+    opt.graphs = 1;
+    float *p1 = train(gpu, c, w, np, B, T, &opt, l1, &r1);
+    char pn[96], what[160];
+    snprintf(pn, sizeof pn, "graphs, %s %s%s %s",
+             cases[i].fused ? "fused" : "op-by-op", dtype_name(cases[i].t),
+             cases[i].f32 == F32_3XTF32 ? "+3xtf32" : "",
+             cases[i].a == ATTN_FLASH ? "flash" : "materialized");
+    double worst = 0;
+    for (int k = 0; k < GRAPH_STEPS; k++)
+      worst = fmax(worst, fabs((double)l1[k] - l0[k]) / fabs(l0[k]));
+    check(worst <= 1e-6 && l0[0] != l0[1] && l0[3] != l0[4],
+          "%s: %d steps' losses equal the direct run's (worst relative "
+          "difference %.2e <= 1e-6)", pn, GRAPH_STEPS, worst);
+    snprintf(what, sizeof what, "%s: weights after %d steps", pn,
+             GRAPH_STEPS);
+    compare(what, p1, p0, np, 1e-5);
+    check(r0 == 0 && r1 == 8, "%s: %lld replays (want 8; without graphs %lld, "
+          "want 0)", pn, r1, r0);
+    free(p0);
+    free(p1);
+  }
 }
 
 int main(void) {
@@ -124,7 +197,7 @@ int main(void) {
   for (int p = 0; p < 4; p++) {
     run_out o;
     model_options opt = {precisions[p].t, 0, ATTN_MATERIALIZED,
-                         precisions[p].f32};
+                         precisions[p].f32, 0};
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
     const char *pn = precisions[p].f32 == F32_3XTF32
                          ? "f32 (3xtf32)"
@@ -161,7 +234,7 @@ int main(void) {
       {DT_F32, ATTN_MATERIALIZED, F32_3XTF32, 1e-4},
       {DT_F32, ATTN_FLASH, F32_3XTF32, 1e-4}};
   for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++) {
-    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32};
+    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32, 0};
     int exact = fused[f].t == DT_F32 && fused[f].f32 != F32_TF32;
     run_out o;
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
@@ -191,6 +264,7 @@ int main(void) {
     free_out(&o);
   }
   free_out(&gref);
+  test_graphs(gpu, &c, w, np, B, T);
 
   free_out(&ref);
   model_destroy(init);

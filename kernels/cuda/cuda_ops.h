@@ -64,6 +64,10 @@ typedef struct cuda_engine {
                                            (fused.cu): rows t < rope_seq ... */
   int rope_seq, rope_dh;                /* ... for this head dim ... */
   float rope_theta;                     /* ... and theta */
+  int graphs;                           /* live CUDA graph recordings */
+  void **retired;                       /* scratch given back while graphs
+                                           lived: freed with the last one */
+  int nretired, cap_retired;
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */
@@ -81,6 +85,12 @@ static inline cudaStream_t cuda_stream(const engine *e) {
  * serves every op). Grows by eng_alloc under the tag "workspace", after a
  * stream sync so nothing in flight still reads the old one. */
 int cuda_workspace(engine *e, size_t bytes, void **p);
+
+/* Give back engine-owned scratch (the workspace, RoPE's table) that is
+ * being replaced: freed now, after the stream is idle, or, while CUDA
+ * graph recordings live that may read it, kept (still accounted) until the
+ * last one is destroyed. Fails while recording. */
+int cuda_release(engine *e, void *p);
 
 /* Grid size for a grid-stride loop over `work` items, `threads` per block:
  * one item per thread (up to gridDim.x's limit), so blocks sweep memory in

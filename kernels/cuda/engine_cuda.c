@@ -40,8 +40,7 @@ int cuda_workspace(engine *e, size_t bytes, void **p) {
   if (bytes > c->ws_bytes) {
     size_t want = (bytes + WS_ROUND - 1) / WS_ROUND * WS_ROUND;
     if (c->ws) {
-      CHECK_CUDA(cudaStreamSynchronize(c->stream));
-      eng_free(e, c->ws);
+      TRY(cuda_release(e, c->ws));
       c->ws = NULL;
       c->ws_bytes = 0;
     }
@@ -49,6 +48,27 @@ int cuda_workspace(engine *e, size_t bytes, void **p) {
     c->ws_bytes = want;
   }
   *p = c->ws;
+  return 0;
+}
+
+int cuda_release(engine *e, void *p) {
+  cuda_engine *c = cuda_impl(e);
+  if (e->recording)
+    FAIL(ERR_FAIL, "an operation outgrew its scratch while recording a "
+         "CUDA graph (run the work once before recording it)");
+  if (c->graphs == 0) {
+    CHECK_CUDA(cudaStreamSynchronize(c->stream));
+    eng_free(e, p);
+    return 0;
+  }
+  if (c->nretired == c->cap_retired) {
+    int cap = c->cap_retired ? 2 * c->cap_retired : 8;
+    void **r = realloc(c->retired, (size_t)cap * sizeof *r);
+    CHECK_ALLOC(r, (size_t)cap * sizeof *r);
+    c->retired = r;
+    c->cap_retired = cap;
+  }
+  c->retired[c->nretired++] = p;
   return 0;
 }
 
@@ -193,6 +213,45 @@ static int cu_reserve_sms(engine *e, int n) {
   return 0;
 }
 
+/* ---- CUDA graphs ---------------------------------------------------------------- */
+
+/* Thread-local capture: only this thread's unsafe calls (a sync, cudaMalloc)
+ * break it, and engine.c refuses those before they reach CUDA. */
+static int cu_graph_begin(engine *e) {
+  CHECK_CUDA(cudaStreamBeginCapture(cuda_stream(e),
+                                    cudaStreamCaptureModeThreadLocal));
+  return 0;
+}
+
+static int cu_graph_end(engine *e, void **g) {
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  *g = NULL;
+  CHECK_CUDA(cudaStreamEndCapture(cuda_stream(e), &graph));
+  cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  CHECK_CUDA(rc);
+  cuda_impl(e)->graphs++;
+  *g = (void *)exec;
+  return 0;
+}
+
+static int cu_graph_launch(engine *e, void *g) {
+  CHECK_CUDA(cudaGraphLaunch((cudaGraphExec_t)g, cuda_stream(e)));
+  return 0;
+}
+
+static void cu_graph_destroy(engine *e, void *g) {
+  cuda_engine *c = cuda_impl(e);
+  /* destroying cannot report; a failure shows at the next checked call */
+  (void)cudaStreamSynchronize(c->stream);
+  (void)cudaGraphExecDestroy((cudaGraphExec_t)g);
+  if (--c->graphs == 0) {
+    for (int i = 0; i < c->nretired; i++) eng_free(e, c->retired[i]);
+    c->nretired = 0;
+  }
+}
+
 static int cu_sync(engine *e) {
   CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
   CHECK_CUDA(cudaGetLastError());
@@ -208,6 +267,7 @@ static void cu_destroy(engine *e) {
   cuda_engine *c = cuda_impl(e);
   if (!c) return;
   if (c->stream) (void)cudaStreamSynchronize(c->stream);
+  free(c->retired);   /* the blocks themselves: engine_destroy freed them */
   if (c->blas) (void)cublasDestroy(c->blas);
   cuda_lt_plans_free(c);
   if (c->lt) (void)cublasLtDestroy(c->lt);
@@ -233,6 +293,10 @@ static const engine_ops cuda_ops = {
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
   .prof_release = cu_prof_release,
+  .graph_begin = cu_graph_begin,
+  .graph_end = cu_graph_end,
+  .graph_launch = cu_graph_launch,
+  .graph_destroy = cu_graph_destroy,
   .matmul = cuda_matmul,
   .matmul_batched = cuda_matmul_batched,
   .embedding_fwd = cuda_embedding_fwd,

@@ -285,15 +285,15 @@ __global__ void qkv_rope_k(const Tin *qkv, const Tin *q, const Tin *k,
  * only, so one table serves every layer, both directions and every shorter
  * sequence. Remaking it per call cost the 2.7B step 64 launches of double-
  * precision sincos. A different dh or theta, or a longer sequence, remakes
- * it (after a sync: kernels in flight may still read the old one). */
+ * it (cuda_release: kernels in flight or recorded graphs may still read the
+ * old one). */
 static int rope_table(engine *e, int seq, int dh, float theta, float2 **cs) {
   cuda_engine *c = cuda_impl(e);
   int half = dh / 2;
   if (!c->rope_cs || seq > c->rope_seq || dh != c->rope_dh ||
       theta != c->rope_theta) {
     if (c->rope_cs) {
-      CHECK_CUDA(cudaStreamSynchronize(c->stream));
-      eng_free(e, c->rope_cs);
+      TRY(cuda_release(e, c->rope_cs));
       c->rope_cs = NULL;
     }
     TRY(eng_alloc(e, (size_t)seq * half * sizeof(float2), "rope_table",
