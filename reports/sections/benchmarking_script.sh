@@ -79,17 +79,18 @@ fi
 # ---- the issue's goals, from the rows ---------------------------------------
 # Our best row for each goal, over both paths: benchmarking_script (op by
 # op), torch_compile (fused, attention materialised or flash, context 512)
-# and benchmarking_fused (fused + flash, bf16, every context).
+# benchmarking_fused (fused + flash, bf16, every context) and cuda_graphs
+# (fused + flash, bf16, with and without CUDA graphs).
 lmcsvs="$csv"
 for f in "$DATA/torch_compile.csv" "$DATA/benchmarking_fused.csv" \
-         "$DATA/benchmarking_3xtf32.csv"; do
+         "$DATA/benchmarking_3xtf32.csv" "$DATA/cuda_graphs.csv"; do
   [ -f "$f" ] && lmcsvs="$lmcsvs $f"
 done
-# best SIZE PREC CTX COL: "value|path|attention|message" of the ok train_step
-# row with the smallest step time over every lm CSV.
+# best SIZE PREC CTX COL: "time,path,attention,graphs,COL" of the ok
+# train_step row with the smallest step time over every lm CSV.
 best() {
   for f in $lmcsvs; do
-    tool select "$f" --cols step_ms_mean,fusion,attention,"$4" --where status=ok \
+    tool select "$f" --cols step_ms_mean,fusion,attention,cuda_graphs,"$4" --where status=ok \
       --where size="$1" --where precision="$2" --where context="$3" \
       --where mode=train_step 2> /dev/null | tail -n +2
   done | sort -t, -k1,1g | head -n 1
@@ -97,13 +98,13 @@ best() {
 echo "### Goals"
 echo
 echo "Each goal is checked against our best row over both paths (op by op:"
-echo "this experiment; fused: torch_compile and benchmarking_fused; 3xTF32:"
-echo "benchmarking_3xtf32)."
+echo "this experiment; fused: torch_compile, benchmarking_fused and"
+echo "cuda_graphs; 3xTF32: benchmarking_3xtf32)."
 echo
 goal() { # goal TEXT SIZE PRECISION LIMIT_MS
   b=$(best "$2" "$3" 512 step_ms_mean)
   t=$(printf '%s' "$b" | cut -d, -f1)
-  how=$(printf '%s' "$b" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" : "op by op") }')
+  how=$(printf '%s' "$b" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" ($4 == "true" ? ", CUDA graphs" : "") : "op by op") }')
   if [ -z "$t" ]; then
     echo "- $1: not measured yet."
     return
@@ -121,7 +122,7 @@ goal "2.7B fp32 train step at most 880 ms (PyTorch 1101.6), fp32-accurate 3xTF32
 goal "small bf16 train step at most 10 ms (torch.compile 19.9)" small bf16 10
 b1024=$(best 2.7B bf16 1024 step_ms_mean)
 if [ -n "$b1024" ]; then
-  echo "- 2.7B bf16 train step runs at context 1024: **met**, $(printf '%s' "$b1024" | cut -d, -f1 | awk '{ printf "%.1f", $1 }') ms ($(printf '%s' "$b1024" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" : "op by op") }'); op by op it is an oom row above)."
+  echo "- 2.7B bf16 train step runs at context 1024: **met**, $(printf '%s' "$b1024" | cut -d, -f1 | awk '{ printf "%.1f", $1 }') ms ($(printf '%s' "$b1024" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" ($4 == "true" ? ", CUDA graphs" : "") : "op by op") }'); op by op it is an oom row above)."
 else
   echo "- 2.7B bf16 train step runs at context 1024: not measured yet."
 fi
@@ -155,7 +156,7 @@ for g in "2.7B bf16" "2.7B fp32" "2.7B 3xtf32" "small bf16"; do
   set -- $g
   b=$(best "$1" "$2" 512 message)
   [ -n "$b" ] || continue
-  echo "- $1 $2, $(printf '%s' "$b" | cut -d, -f1 | awk '{ printf "%.1f", $1 }') ms: $(printf '%s' "$b" | cut -d, -f4- | sed 's/^ms per step by kernel family: //')."
+  echo "- $1 $2, $(printf '%s' "$b" | cut -d, -f1 | awk '{ printf "%.1f", $1 }') ms: $(printf '%s' "$b" | cut -d, -f5- | sed 's/^ms per step by kernel family: //')."
 done
 cat <<'TEXT'
 
