@@ -189,8 +189,11 @@ Hopper's wgmma and TMA (attention 7.2 -> 6.8 ms) and RoPE's angle table
 kept by the engine across calls (RoPE and heads 2.9 -> 2.7 ms) the step
 measured 109.9, 110.2 and 110.6 ms at context 512 in three runs (this
 table's row is the last, from the commit in its git_commit column; its
-ten steps span 108.9 to 112.6 ms): the goal sits inside the run-to-run
-spread, and AdamW's traffic cannot fall while its state stays fp32. The fp32 step is bound by true fp32 products
+ten steps span 108.9 to 112.6 ms): inside the run-to-run spread of the
+goal. Replaying forward's and backward's kernels as CUDA graphs (section
+2.2) removes the host's launch gaps: 110.0 -> 107.7 ms in one run, the
+goal's best row above; what is left is AdamW's traffic, which cannot fall
+while its state stays fp32, and the products. The fp32 step is bound by true fp32 products
 on CUDA cores: ~4.2e13 FLOPs at 67 TFLOP/s is ~630 ms before anything
 else, and cuBLAS reaches ~48 TFLOP/s (the products' ~855-870 ms alone are
 within 3% of the goal); the fused fp32 step (flash attention on CUDA
