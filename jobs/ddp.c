@@ -379,6 +379,16 @@ static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
   result_samples(r, "step_ms", x->v[S_STEP], steps);
   result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
   result_samples(r, "loss", x->loss, steps);
+  /* One more, untimed step with every operation of the model bracketed by
+   * events on the compute stream: where the time goes, by kernel family,
+   * while the collectives run beside it (rank 0's, in the message). */
+  char fam[600];
+  TRY(eng_profile(x->e, 1));
+  TRY(step(x, -1));
+  TRY(eng_profile_report(x->e, fam, sizeof fam));
+  if (x->rank == 0)
+    snprintf(r->message, sizeof r->message,
+             "rank 0, ms per step by kernel family: %s", fam);
   TRY(timeline(x, r));
   return 0;
 }
