@@ -183,7 +183,7 @@ static uint64_t next_u64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_N };
+enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_BWD_HOST, S_N };
 
 typedef struct bench {
   comm *c, *pc;            /* gradient / parameter collectives (pc: nccl
@@ -227,7 +227,11 @@ static int step(bench *x, int k) {
   TRY(ddp_mark_backward(x->d));
   /* Only backward overlaps gradient collectives: forward keeps every SM. */
   if (x->sm_reserve) TRY(eng_reserve_sms(x->e, x->sm_reserve));
+  double th = clock_now_s();
   TRY(model_backward(x->m));
+  /* the host's time to queue backward (and its collectives): when it is
+   * as long as backward on the GPU, the GPU waits for launches */
+  double bwd_host = (clock_now_s() - th) * 1e3;
   if (x->sm_reserve) TRY(eng_reserve_sms(x->e, 0));
   TRY(ddp_finish_gradient_synchronization(x->d));
   if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
@@ -244,7 +248,8 @@ static int step(bench *x, int k) {
                      s.grad_comm_ms,
                      s.exposed_ms,
                      s.opt_ms,
-                     s.param_comm_ms};
+                     s.param_comm_ms,
+                     bwd_host};
   TRY(max_over_ranks(row, S_N));
   for (int i = 0; i < S_N; i++) x->v[i][k] = row[i];
   x->loss[k] = loss;
@@ -378,6 +383,8 @@ static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
   result_set(r, "loss_last", x->loss[steps - 1]);
   result_samples(r, "step_ms", x->v[S_STEP], steps);
   result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
+  result_samples(r, "bwd_ms", x->v[S_BWD], steps);
+  result_samples(r, "bwd_host_ms", x->v[S_BWD_HOST], steps);
   result_samples(r, "loss", x->loss, steps);
   /* One more, untimed step with every operation of the model bracketed by
    * events on the compute stream: where the time goes, by kernel family,
