@@ -448,9 +448,9 @@ hold 4 blocks or 16, so it is not the number of SMs they take; the SM
 clock stayed at 1980 MHz and the power under 640 of 700 W in every job
 (nvidia-smi every 50 ms, reports/data/ddp_contention.nvidia-smi.csv.gz: not throttling); and the host finishes queueing
 backward ~29 ms before the GPU finishes it (the GPU is not waiting for
-launches). What is left is sharing SMs: a product's blocks that land on an
-SM where a collective's block runs go slower, and each wave of blocks
-waits for its slowest. In bf16 the products slow by ~11 ms with 16 blocks
+launches). What is left, by elimination (not measured directly), is
+sharing SMs: a product's blocks that land on an SM where a collective's
+block runs go slower, and each wave of blocks waits for its slowest. In bf16 the products slow by ~11 ms with 16 blocks
 and ~15 ms with 4 (under which the all-reduces last all of backward).
 Keeping the two apart (collectives on SMs of their own through CUDA green
 contexts, or on the copy engines) is the next step.
