@@ -70,6 +70,7 @@ static float run(int green, int ar, int target) {
   }
   for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
   float ms; CK(cudaSetDevice(0)); CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
   return ms;
 }
 
@@ -120,6 +121,7 @@ int main() {
     CN(ncclGroupEnd());
     CK(cudaSetDevice(0)); CK(cudaEventRecord(b, s0)); CK(cudaEventSynchronize(b));
     float ms; CK(cudaEventElapsedTime(&ms, a, b));
+    CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
     printf("%s: 100 MiB all-reduce %.3f ms (alone)\n", green ? "green comm partition" : "plain stream", ms / 20);
   }
   printf("probe done\n");
