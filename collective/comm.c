@@ -41,6 +41,9 @@ int comm_open_ex(comm **out, comm_backend b, const comm_options *o) {
   if (o && o->max_ctas < 0)
     FAIL(ERR_FAIL, "comm_open: max_ctas = %d (allowed: 0 for the library's "
          "default, or a positive count)", o->max_ctas);
+  if (o && o->zero_cta && o->max_ctas > 0)
+    FAIL(ERR_FAIL, "comm_open: zero_cta with max_ctas = %d (allowed with "
+         "zero_cta: max_ctas 0; the policy chooses the blocks)", o->max_ctas);
   comm *c = calloc(1, sizeof *c);
   CHECK_ALLOC(c, sizeof *c);
   c->backend = b;
@@ -88,6 +91,27 @@ int comm_alloc(comm *c, size_t bytes, void **p) {
 
 void comm_free(comm *c, void *p) {
   if (p) c->ops->free(c, p);
+}
+
+int comm_sym_alloc(comm *c, size_t bytes, void **p) {
+  *p = NULL;
+  TRY(c->ops->sym_alloc(c, bytes, p));
+  return 0;
+}
+
+void comm_sym_free(comm *c, void *p) {
+  if (p) c->ops->sym_free(c, p);
+}
+
+int comm_window_register(comm *c, void *p, size_t bytes) {
+  ASSERT(p != NULL);
+  if (c->ops->window_register) TRY(c->ops->window_register(c, p, bytes));
+  return 0;
+}
+
+int comm_window_deregister(comm *c, void *p) {
+  if (p && c->ops->window_deregister) TRY(c->ops->window_deregister(c, p));
+  return 0;
 }
 
 int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes) {

@@ -40,9 +40,15 @@ int comm_open(comm **out, comm_backend b);
  * ncclConfig_t.maxCTAs). Each block holds an SM for the whole collective, so
  * a collective overlapped with compute slows that compute by about
  * blocks/SMs; fewer blocks trade bandwidth for the compute's speed. MPI
- * ignores it. */
+ * ignores it.
+ * zero_cta (NCCL >= 2.28): NCCL's zero-CTA policy: collectives NCCL can
+ * run on the copy engines (all-gather within a node, over buffers in
+ * symmetric windows: comm_sym_alloc + comm_window_register) use no thread
+ * blocks at all, so compute beside them keeps every SM. Others run as
+ * usual. MPI ignores it. */
 typedef struct {
   int max_ctas;
+  int zero_cta;
 } comm_options;
 int comm_open_ex(comm **out, comm_backend b, const comm_options *o);
 void comm_close(comm *c);
@@ -56,6 +62,17 @@ void *comm_cuda_stream(const comm *c); /* cudaStream_t of NCCL ops; NULL MPI */
  * the communicator's device for NCCL. Allocation failure is ERR_OOM. */
 int comm_alloc(comm *c, size_t bytes, void **p);
 void comm_free(comm *c, void *p);
+/* Buffers that can join a symmetric window (NCCL: ncclMemAlloc, whose
+ * cuMem allocations peers can map; MPI: malloc). Free with comm_sym_free. */
+int comm_sym_alloc(comm *c, size_t bytes, void **p);
+void comm_sym_free(comm *c, void *p);
+/* Collective (every rank, same order): register [p, p + bytes) of a
+ * comm_sym_alloc buffer as a symmetric window (NCCL_WIN_COLL_SYMMETRIC),
+ * so collectives whose buffers sit at the same offset in it on every rank
+ * may take the copy engines (comm_options.zero_cta). MPI: nothing to do.
+ * Deregister (also collective) before freeing the buffer. */
+int comm_window_register(comm *c, void *p, size_t bytes);
+int comm_window_deregister(comm *c, void *p);
 int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes);
 int comm_from_buf(comm *c, void *host_dst, const void *src, size_t bytes);
 /* Wait until every operation queued so far is complete on this rank. */

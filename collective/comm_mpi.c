@@ -261,6 +261,8 @@ static void mpi_close(comm *c) {
 static const comm_ops mpi_ops = {
     .alloc = host_alloc,
     .free = host_free,
+    .sym_alloc = host_alloc,
+    .sym_free = host_free,
     .to_buf = host_copy,
     .from_buf = host_copy,
     .sync = host_sync,
@@ -347,6 +349,8 @@ static void one_close(comm *c) {}
 static const comm_ops one_ops = {
     .alloc = host_alloc,
     .free = host_free,
+    .sym_alloc = host_alloc,
+    .sym_free = host_free,
     .to_buf = host_copy,
     .from_buf = host_copy,
     .sync = host_sync,

@@ -29,10 +29,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Copy-engine collectives (zero-CTA policy, symmetric windows) came with
+ * NCCL 2.28; older headers build without them and refuse zero_cta. */
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#define TL_NCCL_SYMMETRIC 1
+#else
+#define TL_NCCL_SYMMETRIC 0
+#endif
+
+enum { MAX_WINDOWS = 16 };
+
 typedef struct {
   MPI_Comm mpi;            /* a duplicate of MPI_COMM_WORLD */
   ncclComm_t nccl;
   cudaStream_t stream;
+#if TL_NCCL_SYMMETRIC
+  struct { void *p; ncclWindow_t w; } win[MAX_WINDOWS];   /* registered */
+  int nwin;
+#endif
 } nccl_state;
 
 typedef struct {
@@ -141,6 +155,63 @@ static int nccl_alloc(comm *c, size_t bytes, void **p) {
 
 static void nccl_free(comm *c, void *p) { cudaFree(p); }
 
+#if TL_NCCL_SYMMETRIC
+static int sym_malloc(void **p, size_t bytes) {
+  CHECK_NCCL(ncclMemAlloc(p, bytes));
+  return 0;
+}
+
+/* ncclMemAlloc reports running out of memory as a CUDA error inside NCCL;
+ * ask the device whether that is what happened, so the row says "oom". */
+static int nccl_sym_alloc(comm *c, size_t bytes, void **p) {
+  int rc = sym_malloc(p, bytes ? bytes : 1);
+  if (rc < 0) {
+    char why[512];
+    size_t free_b = 0, total = 0;
+    err_first_line(why, sizeof why);
+    *p = NULL;
+    int oom = cudaMemGetInfo(&free_b, &total) == cudaSuccess && free_b < bytes;
+    FAIL(oom ? ERR_OOM : rc, "ncclMemAlloc of %zu bytes on GPU %d (rank %d, "
+         "%zu bytes free): %s", bytes, c->device, c->rank, free_b, why);
+  }
+  return 0;
+}
+
+static void nccl_sym_free(comm *c, void *p) {
+  (void)cudaStreamSynchronize(state(c)->stream);
+  (void)ncclMemFree(p);
+}
+
+static int nccl_window_register(comm *c, void *p, size_t bytes) {
+  nccl_state *s = state(c);
+  if (s->nwin == MAX_WINDOWS)
+    FAIL(ERR_FAIL, "comm_window_register: %d windows already (allowed: at "
+         "most %d per communicator)", s->nwin, (int)MAX_WINDOWS);
+  CHECK_NCCL(ncclCommWindowRegister(s->nccl, p, bytes, &s->win[s->nwin].w,
+                                    NCCL_WIN_COLL_SYMMETRIC));
+  s->win[s->nwin++].p = p;
+  return 0;
+}
+
+static int nccl_window_deregister(comm *c, void *p) {
+  nccl_state *s = state(c);
+  for (int i = 0; i < s->nwin; i++)
+    if (s->win[i].p == p) {
+      ncclWindow_t w = s->win[i].w;
+      s->win[i] = s->win[--s->nwin];
+      CHECK_CUDA(cudaStreamSynchronize(s->stream));
+      CHECK_NCCL(ncclCommWindowDeregister(s->nccl, w));
+      return 0;
+    }
+  FAIL(ERR_FAIL, "comm_window_deregister: %p is not a registered window", p);
+}
+#else
+static int nccl_sym_alloc(comm *c, size_t bytes, void **p) {
+  return nccl_alloc(c, bytes, p);
+}
+static void nccl_sym_free(comm *c, void *p) { cudaFree(p); }
+#endif
+
 /* Copies go through the stream so they are ordered after every operation
  * queued so far: a copy out after an asynchronous call sees its result. */
 static int nccl_to_buf(comm *c, void *dst, const void *host_src,
@@ -222,6 +293,10 @@ static void nccl_close(comm *c) {
   if (!s) return;
   if (s->nccl) {
     ncclResult_t async_rc = ncclSuccess;
+#if TL_NCCL_SYMMETRIC
+    /* windows left registered (a failed job) go with the communicator */
+    s->nwin = 0;
+#endif
     if (s->stream) cudaStreamSynchronize(s->stream);
     if (ncclCommGetAsyncError(s->nccl, &async_rc) == ncclSuccess &&
         async_rc == ncclSuccess)
@@ -239,6 +314,12 @@ static void nccl_close(comm *c) {
 static const comm_ops nccl_ops = {
     .alloc = nccl_alloc,
     .free = nccl_free,
+    .sym_alloc = nccl_sym_alloc,
+    .sym_free = nccl_sym_free,
+#if TL_NCCL_SYMMETRIC
+    .window_register = nccl_window_register,
+    .window_deregister = nccl_window_deregister,
+#endif
     .to_buf = nccl_to_buf,
     .from_buf = nccl_from_buf,
     .sync = nccl_sync,
@@ -346,6 +427,14 @@ static int init_nccl(comm *c, ncclUniqueId id) {
   if (c->opt.max_ctas > 0) {
     cfg.maxCTAs = c->opt.max_ctas;
     cfg.minCTAs = 1;
+  }
+  if (c->opt.zero_cta) {
+#if TL_NCCL_SYMMETRIC
+    cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+#else
+    FAIL(ERR_FAIL, "comm_open: zero_cta needs NCCL >= 2.28 (copy-engine "
+         "collectives); this build has NCCL %d.%d", NCCL_MAJOR, NCCL_MINOR);
+#endif
   }
   CHECK_NCCL(ncclCommInitRankConfig(&state(c)->nccl, c->size, id, c->rank,
                                     &cfg));

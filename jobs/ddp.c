@@ -80,6 +80,10 @@ static const param_def params[] = {
      "adamw (state on every rank), sharded (the handout's: tensors "
      "assigned to ranks, updated ones broadcast), zero1 (reduce-scatter, "
      "AdamW on the shard, all-gather; with flat or bucketed)"},
+    {"ddp", "grad_sync", P_STRING, 0, 0, ddp_sync_names,
+     "allreduce (each bucket all-reduced, averaged in the reduction) or "
+     "allgather (each bucket's raw gradients all-gathered, averaged in "
+     "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only)"},
     {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
@@ -142,13 +146,28 @@ static int validate(const job *j, char *err, size_t n) {
   }
   ddp_strategy s;
   ddp_optimizer o;
+  ddp_sync y;
   ddp_strategy_parse(job_str(j, "strategy"), &s);
   ddp_optimizer_parse(job_str(j, "optimizer"), &o);
+  ddp_sync_parse(job_str(j, "grad_sync"), &y);
   double mib = job_float(j, "bucket_mb");
-  if (ddp_check_combination(s, o, mib, err, n) != 0) {
-    const char *blame = strstr(err, "optimizer") == err ? "optimizer"
-                                                        : "bucket_mb";
+  if (ddp_check_combination(s, o, mib, y, err, n) != 0) {
+    const char *blame = strstr(err, "grad_sync") ? "grad_sync"
+                        : strstr(err, "optimizer") == err ? "optimizer"
+                                                          : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
+  }
+  if (y == DDP_SYNC_ALLGATHER && job_int(j, "nccl_max_ctas") != 0) {
+    snprintf(err, n, "nccl_max_ctas = %lld with grad_sync allgather (allowed "
+             "with allgather: 0; its communicator takes NCCL's zero-CTA "
+             "policy)", (long long)job_int(j, "nccl_max_ctas"));
+    return 1 + kind_param_index(j->kind, "nccl_max_ctas");
+  }
+  if (y == DDP_SYNC_ALLGATHER && job_int(j, "world_size") > K_ADAMW_MAX_GRADS) {
+    snprintf(err, n, "grad_sync allgather with world_size %lld (allowed: at "
+             "most %d ranks, whose copies AdamW averages)",
+             (long long)job_int(j, "world_size"), (int)K_ADAMW_MAX_GRADS);
+    return 1 + kind_param_index(j->kind, "grad_sync");
   }
   if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
       job_int(j, "nccl_max_ctas") != 0) {
@@ -165,11 +184,13 @@ static int validate(const job *j, char *err, size_t n) {
   /* fp16's loss scale is unscaled inside the model's own AdamW step; the
    * sharded optimizers step outside it and would update with scaled
    * gradients (and ZeRO-1's ranks would need to agree on an overflow). */
-  if (strcmp(job_str(j, "precision"), "fp16") == 0 && o != DDP_OPT_ADAMW) {
-    snprintf(err, n, "precision = \"fp16\" with optimizer \"%s\": fp16 "
-             "loss scaling works with the model's own AdamW only (allowed: "
-             "optimizer adamw, or precision fp32 / bf16)",
-             job_str(j, "optimizer"));
+  if (strcmp(job_str(j, "precision"), "fp16") == 0 &&
+      (o != DDP_OPT_ADAMW || y != DDP_SYNC_ALLREDUCE)) {
+    snprintf(err, n, "precision = \"fp16\" with optimizer \"%s\" and "
+             "grad_sync \"%s\": fp16 loss scaling works with the model's own "
+             "AdamW only (allowed: optimizer adamw with grad_sync allreduce, "
+             "or precision fp32 / bf16)", job_str(j, "optimizer"),
+             job_str(j, "grad_sync"));
     return 1 + kind_param_index(j->kind, "precision");
   }
   return 0;
@@ -375,7 +396,8 @@ static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
   result_set(r, "mem_before_opt_mib", x->mem_before);
   result_set(r, "mem_after_opt_mib", x->mem_after);
   result_set(r, "params_mib", tag_mib(x->e, "params"));
-  result_set(r, "grads_mib", tag_mib(x->e, "grads"));
+  result_set(r, "grads_mib",
+             tag_mib(x->e, "grads") + tag_mib(x->e, "grads.gathered"));
   result_set(r, "optstate_mib", tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
   result_set(r, "activations_mib", tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
   result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
@@ -407,10 +429,12 @@ static int run(const job *j, result *r) {
   comm_backend cb;
   ddp_strategy st;
   ddp_optimizer op;
+  ddp_sync sy;
   if (comm_backend_parse(job_str(j, "backend"), &cb) != 0 ||
       ddp_strategy_parse(job_str(j, "strategy"), &st) != 0 ||
-      ddp_optimizer_parse(job_str(j, "optimizer"), &op) != 0)
-    FAIL(ERR_FAIL, "ddp: bad backend, strategy or optimizer");
+      ddp_optimizer_parse(job_str(j, "optimizer"), &op) != 0 ||
+      ddp_sync_parse(job_str(j, "grad_sync"), &sy) != 0)
+    FAIL(ERR_FAIL, "ddp: bad backend, strategy, optimizer or grad_sync");
   bench x;
   memset(&x, 0, sizeof x);
   int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
@@ -418,7 +442,8 @@ static int run(const job *j, result *r) {
   x.b = (int)job_int(j, "rank_batch");
   x.vocab = c.vocab;
   x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
-  comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas")};
+  comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas"),
+                     .zero_cta = sy == DDP_SYNC_ALLGATHER && cb == COMM_NCCL};
   int rc = comm_open_ex(&x.c, cb, &co);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
@@ -449,12 +474,17 @@ static int run(const job *j, result *r) {
   else
     rc = engine_cpu_create(&x.e, (int)job_int(j, "threads"));
   if (rc < 0) goto fail;
+  /* Copy-engine all-gathers need the gradients in symmetric windows. */
+  if (sy == DDP_SYNC_ALLGATHER && cb == COMM_NCCL && x.world > 1 &&
+      (rc = ddp_symmetric_allocator(x.e, x.c)) < 0)
+    goto fail;
   if ((rc = model_create(&x.m, x.e, &c, x.b, x.T, compute_dtype(j))) < 0) goto fail;
   if ((rc = model_init(x.m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
   dp_model dm;
   dp_model_lm(&dm, x.m);
   adamw_config hp = adamw_defaults();
-  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, job_float(j, "bucket_mb"), op, &hp)) < 0)
+  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, job_float(j, "bucket_mb"), op,
+                       sy, &hp)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
   if ((rc = measure(&x, j, r, warmup, steps)) < 0) goto fail;

@@ -181,7 +181,7 @@ static int tag_index(engine *e, const char *name) {
   }
   char *copy = strdup(name);
   if (!copy) return -1;
-  e->tags[e->ntags] = (eng_tag){copy, 0, 0};
+  e->tags[e->ntags] = (eng_tag){copy, 0, 0, {NULL, NULL, NULL}};
   return e->ntags++;
 }
 
@@ -211,8 +211,13 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
     e->blocks = b;
     e->cap_blocks = cap;
   }
-  TRY(e->ops->alloc(e, bytes, tag, p));
-  e->blocks[e->nblocks++] = (eng_block){*p, bytes, ti};
+  eng_allocator a = e->tags[ti].a;
+  if (a.alloc) {
+    TRY(a.alloc(a.ctx, bytes, p));
+  } else {
+    TRY(e->ops->alloc(e, bytes, tag, p));
+  }
+  e->blocks[e->nblocks++] = (eng_block){*p, bytes, ti, a};
   eng_tag *t = &e->tags[ti];
   e->in_use += bytes;
   t->in_use += bytes;
@@ -233,8 +238,26 @@ void eng_free(engine *e, void *p) {
   e->in_use -= e->blocks[i].bytes;
   e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
   log_event(e, e->blocks[i].tag, -(long long)e->blocks[i].bytes);
+  eng_allocator a = e->blocks[i].a;
   e->blocks[i] = e->blocks[--e->nblocks];
-  e->ops->free(e, p);
+  if (a.alloc) {
+    /* the stream may still use the block: wait, as the backends do */
+    if (eng_sync(e) < 0) err_trace(__FILE__, __LINE__);
+    a.free(a.ctx, p);
+  } else {
+    e->ops->free(e, p);
+  }
+}
+
+int eng_set_tag_allocator(engine *e, const char *tag, const eng_allocator *a) {
+  if (!tag) FAIL(ERR_FAIL, "eng_set_tag_allocator: NULL tag");
+  if (a && (!a->alloc || !a->free))
+    FAIL(ERR_FAIL, "eng_set_tag_allocator: tag %s needs both alloc and free",
+         tag);
+  int ti = tag_index(e, tag);
+  if (ti < 0) FAIL(ERR_OOM, "out of host memory recording tag %s", tag);
+  e->tags[ti].a = a ? *a : (eng_allocator){NULL, NULL, NULL};
+  return 0;
 }
 
 int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes) {
@@ -676,7 +699,27 @@ int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
   NEED_BUF("k_adamw", g);
   NEED_BUF("k_adamw", m);
   NEED_BUF("k_adamw", v);
-  DISPATCH_OP(e, adamw, p, g, m, v, n, lr, b1, b2, eps, wd, t);
+  const float *gs[1] = {g};
+  DISPATCH_OP(e, adamw, p, gs, 1, m, v, n, lr, b1, b2, eps, wd, t);
+  return 0;
+}
+
+int k_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                 float *m, float *v, size_t n, float lr, float b1, float b2,
+                 float eps, float wd, long long t) {
+  NEED(t >= 1, "k_adamw_mean: step t=%lld must be >= 1", t);
+  NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
+       "k_adamw_mean: betas (%g, %g) must be in [0, 1)", (double)b1,
+       (double)b2);
+  NEED(g != NULL && ng >= 1 && ng <= K_ADAMW_MAX_GRADS,
+       "k_adamw_mean: %d gradient arrays (allowed: 1 to %d)", ng,
+       (int)K_ADAMW_MAX_GRADS);
+  if (n == 0) return 0;
+  NEED_BUF("k_adamw_mean", p);
+  for (int k = 0; k < ng; k++) NEED_BUF("k_adamw_mean", g[k]);
+  NEED_BUF("k_adamw_mean", m);
+  NEED_BUF("k_adamw_mean", v);
+  DISPATCH_OP(e, adamw, p, g, ng, m, v, n, lr, b1, b2, eps, wd, t);
   return 0;
 }
 

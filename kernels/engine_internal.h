@@ -129,9 +129,10 @@ typedef struct engine_ops {
   int (*relu_fwd)(engine *e, const float *x, float *y, size_t n);
   int (*relu_bwd)(engine *e, const float *dy, const float *x, float *dx,
                   size_t n);
-  int (*adamw)(engine *e, float *p, const float *g, float *m, float *v,
-               size_t n, float lr, float b1, float b2, float eps, float wd,
-               long long t);
+  /* the gradient is the mean of g[0..ng-1] (k_adamw_mean; k_adamw: ng 1) */
+  int (*adamw)(engine *e, float *p, const float *const *g, int ng, float *m,
+               float *v, size_t n, float lr, float b1, float b2, float eps,
+               float wd, long long t);
   int (*add)(engine *e, const float *a, const float *b, float *out, size_t n);
   int (*scale)(engine *e, float *x, float s, size_t n);
   int (*cast)(engine *e, const void *src, dtype st, void *dst, dtype dt,
@@ -155,11 +156,13 @@ typedef struct eng_block {
   void *p;
   size_t bytes;
   int tag;              /* index into tags */
+  eng_allocator a;      /* a.free: freed by it (eng_set_tag_allocator) */
 } eng_block;
 
 typedef struct eng_tag {
   char *name;
   size_t in_use, peak;
+  eng_allocator a;      /* a.alloc: this tag's memory comes from it */
 } eng_tag;
 
 /* engine.c's profiling brackets, for the k_* entry points outside it:

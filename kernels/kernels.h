@@ -52,6 +52,19 @@ const char *engine_name(const engine *e);     /* "cpu", "cuda" */
  * peak, in total and per tag, so memory can be accounted per tensor. */
 int eng_alloc(engine *e, size_t bytes, const char *tag, void **p);
 void eng_free(engine *e, void *p);
+/* Memory of one tag from an outside allocator instead of the backend's:
+ * e.g. NCCL's ncclMemAlloc, whose buffers can join the symmetric windows
+ * that copy-engine collectives need (collective/comm.h, comm_sym_alloc).
+ * Later eng_alloc calls with that tag call a->alloc, and eng_free of those
+ * blocks a->free; the accounting is the same. a NULL: the backend's again.
+ * The memory must be what the backend's would be (device memory of the
+ * engine's GPU for the CUDA engine). */
+typedef struct eng_allocator {
+  int (*alloc)(void *ctx, size_t bytes, void **p);
+  void (*free)(void *ctx, void *p);
+  void *ctx;
+} eng_allocator;
+int eng_set_tag_allocator(engine *e, const char *tag, const eng_allocator *a);
 int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes);
 int eng_download(engine *e, void *host_dst, const void *src, size_t bytes);
 int eng_memset0(engine *e, void *p, size_t bytes);
@@ -250,6 +263,15 @@ int k_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
 int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
             size_t n, float lr, float b1, float b2, float eps, float wd,
             long long t);
+/* k_adamw whose gradient is the mean of ng arrays (1 <= ng <=
+ * K_ADAMW_MAX_GRADS): g = (g[0] + ... + g[ng-1]) / ng, summed in fp32 in
+ * that order. Data parallelism that gathers every rank's raw gradients
+ * (parallel/ddp.h, grad_sync allgather) averages them here, in the pass
+ * AdamW makes anyway, instead of in a reduction. */
+enum { K_ADAMW_MAX_GRADS = 8 };
+int k_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                 float *m, float *v, size_t n, float lr, float b1, float b2,
+                 float eps, float wd, long long t);
 
 /* ---- the fused path --------------------------------------------------------- */
 /* What the model's fused path (model/forward_fused.c) runs instead of chains

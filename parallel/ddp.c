@@ -7,6 +7,8 @@
  *   comm stream:    wait ready[b]; record cstart[b]; all-reduce (or, zero1,
  *                   reduce-scatter) grads[b] in place with COMM_AVG, so the
  *                   1/W of the mean costs no pass of its own; record cend[b]
+ * grad_sync allgather instead all-gathers grads[b] (not in place) into the
+ * bucket's W copies in `gathered`; the optimizer averages them.
  * The issue order is the hook order, identical on every rank, as NCCL and
  * MPI need. finish: record bwd_end on compute; launch what the strategy
  * left for after backward; then GPU: record comm_done on the comm stream
@@ -25,6 +27,7 @@ const char *const ddp_strategy_names[] = {"naive", "flat", "overlap",
                                           "bucketed", NULL};
 const char *const ddp_optimizer_names[] = {"adamw", "sharded", "zero1",
                                            NULL};
+const char *const ddp_sync_names[] = {"allreduce", "allgather", NULL};
 
 static int parse(const char *const *names, const char *s) {
   for (int i = 0; names[i]; i++)
@@ -46,8 +49,15 @@ int ddp_optimizer_parse(const char *s, ddp_optimizer *out) {
   return 0;
 }
 
+int ddp_sync_parse(const char *s, ddp_sync *out) {
+  int i = parse(ddp_sync_names, s);
+  if (i < 0) return -1;
+  *out = (ddp_sync)i;
+  return 0;
+}
+
 int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
-                          char *err, size_t n) {
+                          ddp_sync y, char *err, size_t n) {
   if (s == DDP_BUCKETED && !(bucket_mib > 0)) {
     snprintf(err, n, "bucket_mb = %g with strategy bucketed (allowed: a "
              "bucket size > 0 MiB)", bucket_mib);
@@ -68,6 +78,25 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
              "a small bucket_mb)", ddp_strategy_names[s]);
     return -1;
   }
+  /* The gathered copies are averaged inside a full AdamW step; the sharded
+   * optimizers want reduced (or reduce-scattered) gradients instead. */
+  if (y == DDP_SYNC_ALLGATHER && o != DDP_OPT_ADAMW) {
+    snprintf(err, n, "optimizer %s with grad_sync allgather (allowed with "
+             "allgather: adamw)", ddp_optimizer_names[o]);
+    return -1;
+  }
+  return 0;
+}
+
+static int sym_alloc(void *ctx, size_t bytes, void **p) {
+  return comm_sym_alloc(ctx, bytes, p);
+}
+static void sym_free(void *ctx, void *p) { comm_sym_free(ctx, p); }
+
+int ddp_symmetric_allocator(engine *e, comm *c) {
+  eng_allocator a = {sym_alloc, sym_free, c};
+  TRY(eng_set_tag_allocator(e, "grads", &a));
+  TRY(eng_set_tag_allocator(e, "grads.gathered", &a));
   return 0;
 }
 
@@ -80,7 +109,11 @@ static int launch(ddp *d, int i) {
   TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
   TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
   ASSERT(d->grad_req[i] == NULL);
-  if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
+  if (d->sync == DDP_SYNC_ALLGATHER) {
+    TRY(comm_allgather_f32(d->c, g, d->gathered + (size_t)d->world * b->start,
+                           b->count, &d->grad_req[i]));
+    d->wire_bytes += (double)b->count * 4 * (d->world - 1);
+  } else if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
     size_t chunk = b->count / (size_t)d->world;
     TRY(comm_reduce_scatter_avg_f32(d->c, g, g + (size_t)d->rank * chunk,
                                     chunk, &d->grad_req[i]));
@@ -171,6 +204,27 @@ static int setup(ddp *d, double bucket_mib) {
                      &d->ev_opt_end};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
+  if (d->sync == DDP_SYNC_ALLGATHER) {
+    size_t bytes = m->nparams * (size_t)d->world * sizeof(float);
+    void *p = NULL;
+    TRY(eng_alloc(d->e, bytes, "grads.gathered", &p));
+    d->gathered = p;
+    /* Collective, in the same order on every rank. */
+    if (comm_get_backend(d->c) == COMM_NCCL) {
+      int rc = comm_window_register(d->c, m->grads, m->nparams * sizeof(float));
+      if (rc < 0)
+        FAIL(rc, "ddp: grad_sync allgather could not make the gradients a "
+             "symmetric window (they must come from comm_sym_alloc: call "
+             "ddp_symmetric_allocator before creating the model)");
+      rc = comm_window_register(d->c, d->gathered, bytes);
+      if (rc < 0) {
+        comm_window_deregister(d->c, m->grads);
+        FAIL(rc, "ddp: could not make the gathered gradients a symmetric "
+             "window");
+      }
+      d->windows = 1;
+    }
+  }
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
@@ -184,10 +238,10 @@ static int setup(ddp *d, double bucket_mib) {
 
 int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
                ddp_strategy s, double bucket_mib, ddp_optimizer o,
-               const adamw_config *opt) {
+               ddp_sync y, const adamw_config *opt) {
   char err[256];
   *out = NULL;
-  if (ddp_check_combination(s, o, bucket_mib, err, sizeof err) != 0)
+  if (ddp_check_combination(s, o, bucket_mib, y, err, sizeof err) != 0)
     FAIL(ERR_FAIL, "ddp: %s", err);
   ddp *d = calloc(1, sizeof *d);
   CHECK_ALLOC(d, sizeof *d);
@@ -199,6 +253,13 @@ int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
   d->world = comm_size(c);
   d->strategy = s;
   d->opt = d->world == 1 ? DDP_OPT_ADAMW : o;
+  d->sync = d->world == 1 ? DDP_SYNC_ALLREDUCE : y;
+  if (d->sync == DDP_SYNC_ALLGATHER && d->world > K_ADAMW_MAX_GRADS) {
+    free(d);
+    FAIL(ERR_FAIL, "ddp: grad_sync allgather averages the ranks' copies in "
+         "AdamW, at most %d (world size %d; allowed beyond that: "
+         "allreduce)", (int)K_ADAMW_MAX_GRADS, comm_size(c));
+  }
   d->hp = *opt;
   d->kstream = eng_stream(d->e);
   d->cstream = comm_cuda_stream(c);
@@ -248,6 +309,12 @@ void ddp_destroy(ddp *d) {
   if (d->param_req) release_on(d->pc, d->param_req, np);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
   ddp_optim_free(d);
+  if (d->windows) {
+    if (comm_window_deregister(d->c, d->m.grads) < 0 ||
+        comm_window_deregister(d->c, d->gathered) < 0)
+      err_trace(__FILE__, __LINE__);
+  }
+  if (d->gathered) eng_free(d->e, d->gathered);
   events_free(d->ev_ready, nb);
   events_free(d->ev_cstart, nb);
   events_free(d->ev_cend, nb);

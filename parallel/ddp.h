@@ -31,6 +31,17 @@
  *             instead of all-reduced, AdamW runs on this rank's chunk of
  *             every bucket, and the chunks are all-gathered (in place).
  *             Allowed with flat and bucketed only (ddp_check_combination).
+ * Gradient synchronisation (grad_sync), how each bucket is averaged:
+ *   allreduce  an all-reduce with COMM_AVG in place (NCCL: kernels on SMs)
+ *   allgather  every rank's raw bucket is all-gathered into a buffer of W
+ *              copies ("grads.gathered", W x the gradients), and AdamW
+ *              averages the W copies as it reads them (k_adamw_mean). For
+ *              2 ranks this moves the same bytes as a ring all-reduce; on
+ *              NCCL >= 2.28 with a zero-CTA communicator and the gradients
+ *              in symmetric windows (ddp_symmetric_allocator) the copy
+ *              engines move them, so backward keeps every SM. Allowed with
+ *              optimizer adamw only (its state is then kept here, full
+ *              size, on every rank); any strategy.
  * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
@@ -52,15 +63,24 @@
 
 typedef enum { DDP_NAIVE, DDP_FLAT, DDP_OVERLAP, DDP_BUCKETED } ddp_strategy;
 typedef enum { DDP_OPT_ADAMW, DDP_OPT_SHARDED, DDP_OPT_ZERO1 } ddp_optimizer;
+typedef enum { DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER } ddp_sync;
 
 extern const char *const ddp_strategy_names[];    /* NULL-terminated */
 extern const char *const ddp_optimizer_names[];
+extern const char *const ddp_sync_names[];
 int ddp_strategy_parse(const char *s, ddp_strategy *out);   /* -1: unknown */
 int ddp_optimizer_parse(const char *s, ddp_optimizer *out);
+int ddp_sync_parse(const char *s, ddp_sync *out);
 /* 0 if the combination is allowed, else -1 with "what is wrong (allowed:
  * ...)" in err. bucket_mib must be > 0 for bucketed and 0 otherwise. */
 int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
-                          char *err, size_t n);
+                          ddp_sync y, char *err, size_t n);
+
+/* grad_sync allgather on NCCL: the model's gradients ("grads") and the
+ * gathered copies ("grads.gathered") come from comm_sym_alloc, so they can
+ * be symmetric windows. Call on the engine before creating the model; c
+ * must outlive the engine's use of that memory. */
+int ddp_symmetric_allocator(engine *e, comm *c);
 
 typedef struct ddp ddp;
 
@@ -71,7 +91,7 @@ typedef struct ddp ddp;
  * beside AdamW only and may take NCCL's full width. */
 int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
                ddp_strategy s, double bucket_mib, ddp_optimizer o,
-               const adamw_config *opt);
+               ddp_sync y, const adamw_config *opt);
 void ddp_destroy(ddp *d);
 int ddp_begin_step(ddp *d);
 int ddp_mark_backward(ddp *d);
@@ -104,7 +124,8 @@ typedef struct ddp_step_info {
   double wire_bytes;       /* bytes each rank sends per step, ring
                               algorithms: all-reduce 2(W-1)/W S, reduce-
                               scatter and all-gather (W-1)/W S, broadcast
-                              of S from one owner: (W-1)/W S averaged */
+                              of S from one owner: (W-1)/W S averaged;
+                              allgather sync of a bucket of S: (W-1) S */
   int nbuckets;            /* active gradient collectives per step */
   size_t state_elems;      /* AdamW moments elements each (m and v) here */
 } ddp_step_info;

@@ -14,6 +14,11 @@ struct ddp {
   int rank, world;
   ddp_strategy strategy;
   ddp_optimizer opt;
+  ddp_sync sync;
+  float *gathered;         /* allgather: [W x nparams], bucket b's W copies
+                              at W*start .. W*(start+count) */
+  int windows;             /* allgather on NCCL: grads and gathered are
+                              registered symmetric windows */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */

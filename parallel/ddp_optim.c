@@ -10,6 +10,10 @@
  *          elements of views with gradients, and all-gathers each bucket's
  *          chunks in place; the tail was all-reduced and is updated the same
  *          way on every rank.
+ * adamw after grad_sync allgather: m, v for every element here (the model's
+ *          own step would read only this rank's gradients); per active
+ *          bucket, AdamW over its views with gradients, the gradient being
+ *          the mean of the bucket's W gathered copies (k_adamw_mean).
  * AdamW is elementwise, so updating a slice with its own m, v gives the
  * same numbers as the unsharded step over the whole buffer.
  * Ordering (GPU): a bucket's all-gather waits for its AdamW on the compute
@@ -49,6 +53,8 @@ int ddp_optim_setup(ddp *d) {
     }
   } else if (d->opt == DDP_OPT_ZERO1) {
     d->state_elems = d->plan.state_elems;
+  } else if (d->sync == DDP_SYNC_ALLGATHER) {
+    d->state_elems = m->nparams;
   } else {
     return 0;
   }
@@ -100,6 +106,44 @@ static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
   }
   if (run_hi > run_lo)
     TRY(adamw(d, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+  return 0;
+}
+
+/* AdamW over [lo, lo + n) of bucket b, the gradient averaged from its W
+ * gathered copies; state indexed like the parameters. */
+static int adamw_gathered(ddp *d, const dp_bucket *b, size_t lo, size_t n) {
+  const adamw_config *o = &d->hp;
+  const float *g[K_ADAMW_MAX_GRADS];
+  size_t W = (size_t)d->world;
+  for (size_t r = 0; r < W; r++)
+    g[r] = d->gathered + W * b->start + r * b->count + (lo - b->start);
+  return k_adamw_mean(d->e, d->m.params + lo, g, d->world, d->m_state + lo,
+                      d->v_state + lo, n, o->lr, o->beta1, o->beta2, o->eps,
+                      o->weight_decay, d->step + 1);
+}
+
+/* Every active bucket's views with gradients (adjacent ones one call). */
+static int gathered_step(ddp *d) {
+  for (int i = 0; i < d->plan.nb; i++) {
+    const dp_bucket *b = &d->plan.b[i];
+    if (!b->active) continue;
+    size_t lo = b->start, hi = lo + b->count, run_lo = 0, run_hi = 0;
+    for (int v = 0; v < d->m.nviews; v++) {
+      if (!d->has_grad[v]) continue;
+      size_t s = d->m.views[v].offset, e = s + d->m.views[v].numel;
+      if (s < lo) s = lo;
+      if (e > hi) e = hi;
+      if (s >= e) continue;
+      if (run_hi > run_lo && s == run_hi) {
+        run_hi = e;
+        continue;
+      }
+      if (run_hi > run_lo) TRY(adamw_gathered(d, b, run_lo, run_hi - run_lo));
+      run_lo = s;
+      run_hi = e;
+    }
+    if (run_hi > run_lo) TRY(adamw_gathered(d, b, run_lo, run_hi - run_lo));
+  }
   return 0;
 }
 
@@ -161,6 +205,12 @@ static int zero1_step(ddp *d) {
 }
 
 int ddp_optim_step(ddp *d) {
+  if (d->sync == DDP_SYNC_ALLGATHER) {
+    TRY(gathered_step(d));
+    d->step++;
+    if (d->m.set_step_count) d->m.set_step_count(d->m.impl, d->step);
+    return 0;
+  }
   if (d->opt == DDP_OPT_ADAMW) {
     TRY(d->m.adamw_step(d->m.impl, &d->hp));
     d->step++;

@@ -23,7 +23,11 @@
  * (210 bytes: smaller than the toy's fc1, 400 bytes), 0.001 MiB (smaller
  * than the LM's largest tensor, the 2440-byte embedding), 0.004 MiB and
  * 100 MiB (larger than the model), each with the model's own AdamW and the
- * handout's sharded optimizer; ZeRO-1 with flat and the four bucket sizes.
+ * handout's sharded optimizer; ZeRO-1 with flat and the four bucket sizes;
+ * grad_sync allgather (raw gradients gathered, averaged in AdamW) with
+ * every strategy and bucket size. On NCCL the allgather cases run on a
+ * zero-CTA communicator with the gradients in symmetric windows (NCCL
+ * then moves them with the copy engines).
  *
  * Checks, per case:
  * - every rank's weights are bit-for-bit rank 0's (each rank applies the
@@ -66,6 +70,9 @@ static const uint64_t SEED = 1234;
 typedef struct {
   comm *c;
   comm *pc;              /* a second communicator for parameter collectives */
+  comm *zc;              /* NCCL: zero-CTA policy, for grad_sync allgather */
+  comm *sym;             /* set: the engine's gradients come from it
+                            (comm_sym_alloc) */
   comm_backend backend;
   int rank, world;
   dtype prec;
@@ -106,6 +113,7 @@ static void net_create(ctx *x, net *n, int part, int parts, uint64_t seed) {
   n->part = part;
   n->parts = parts;
   hard(new_engine(x, &n->e), "engine");
+  if (x->sym) hard(ddp_symmetric_allocator(n->e, x->sym), "symmetric allocator");
   if (x->toy) {
     hard(toy_create(&n->t, n->e, TIN, THID, TOUT, TROWS / parts, x->prec),
          "toy_create");
@@ -165,24 +173,34 @@ static void reference(ctx *x) {
 }
 
 /* Train with one configuration; 0 when every check passed on every rank. */
-static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o) {
-  char name[160];
-  snprintf(name, sizeof name, "%s %s: %s bucket %g MiB, optimizer %s, %d ranks",
+static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
+                     ddp_sync y) {
+  char name[200];
+  snprintf(name, sizeof name, "%s %s: %s bucket %g MiB, optimizer %s, "
+           "grad_sync %s, %d ranks",
            x->toy ? "toy" : "LM", x->backend == COMM_NCCL ? "nccl" : "mpi",
-           ddp_strategy_names[s],
-           mib, ddp_optimizer_names[o], x->world);
+           ddp_strategy_names[s], mib, ddp_optimizer_names[o],
+           ddp_sync_names[y], x->world);
   if (x->prec != DT_F32)
     snprintf(name + strlen(name), sizeof name - strlen(name), ", %s",
              dtype_name(x->prec));
   net n;
   ddp *d;
+  /* allgather on NCCL: its own zero-CTA communicator, the gradients in
+   * symmetric memory from it */
+  comm *gc = x->c;
+  if (y == DDP_SYNC_ALLGATHER && x->backend == COMM_NCCL) {
+    gc = x->zc;
+    x->sym = x->zc;
+  }
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
+  x->sym = NULL;
   engine *e = n.e;
   adamw_config hp = adamw_defaults();
   /* The sharded optimizers' parameter collectives on their own
    * communicator (and, NCCL, stream), as the ddp job runs them. */
-  hard(ddp_create(&d, x->c, o == DDP_OPT_ADAMW ? NULL : x->pc, &n.dm, s, mib,
-                  o, &hp), "ddp_create");
+  hard(ddp_create(&d, gc, o == DDP_OPT_ADAMW ? NULL : x->pc, &n.dm, s, mib,
+                  o, y, &hp), "ddp_create");
   for (int k = 0; k < STEPS; k++) {
     hard(ddp_begin_step(d), "begin_step");
     net_fwd_bwd(x, &n, k, d);
@@ -255,16 +273,25 @@ static void plans(void) {
 
 static void combinations(void) {
   char err[256];
-  check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ZERO1, 0, err, sizeof err) != 0 &&
+  const ddp_sync R = DDP_SYNC_ALLREDUCE, G = DDP_SYNC_ALLGATHER;
+  check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ZERO1, 0, R, err, sizeof err) != 0 &&
             strstr(err, "allowed"),
         "naive + zero1 refused: %s", err);
-  check(ddp_check_combination(DDP_FLAT, DDP_OPT_ADAMW, 25, err, sizeof err) != 0,
+  check(ddp_check_combination(DDP_FLAT, DDP_OPT_ADAMW, 25, R, err, sizeof err) != 0,
         "bucket_mb with flat refused: %s", err);
-  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_SHARDED, 0, err, sizeof err) != 0,
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_SHARDED, 0, R, err, sizeof err) != 0,
         "bucketed without a bucket size refused: %s", err);
-  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, err, sizeof err) == 0 &&
-            ddp_check_combination(DDP_OVERLAP, DDP_OPT_SHARDED, 0, err, sizeof err) == 0,
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, R, err, sizeof err) == 0 &&
+            ddp_check_combination(DDP_OVERLAP, DDP_OPT_SHARDED, 0, R, err, sizeof err) == 0,
         "bucketed + zero1 and overlap + sharded allowed");
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, G, err, sizeof err) != 0 &&
+            strstr(err, "allowed with allgather: adamw"),
+        "grad_sync allgather + zero1 refused: %s", err);
+  check(ddp_check_combination(DDP_FLAT, DDP_OPT_SHARDED, 0, G, err, sizeof err) != 0,
+        "grad_sync allgather + sharded refused: %s", err);
+  check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ADAMW, 0, G, err, sizeof err) == 0 &&
+            ddp_check_combination(DDP_BUCKETED, DDP_OPT_ADAMW, 25, G, err, sizeof err) == 0,
+        "grad_sync allgather + adamw allowed with every strategy");
 }
 
 static void batches(ctx *x) {
@@ -282,15 +309,20 @@ static void batches(ctx *x) {
 
 static void all_cases(ctx *x) {
   const double mibs[] = {0.0002, 0.001, 0.004, 100.0};
+  const ddp_sync R = DDP_SYNC_ALLREDUCE, G = DDP_SYNC_ALLGATHER;
   for (int o = DDP_OPT_ADAMW; o <= DDP_OPT_SHARDED; o++) {
-    one_case(x, DDP_NAIVE, 0, (ddp_optimizer)o);
-    one_case(x, DDP_FLAT, 0, (ddp_optimizer)o);
-    one_case(x, DDP_OVERLAP, 0, (ddp_optimizer)o);
+    one_case(x, DDP_NAIVE, 0, (ddp_optimizer)o, R);
+    one_case(x, DDP_FLAT, 0, (ddp_optimizer)o, R);
+    one_case(x, DDP_OVERLAP, 0, (ddp_optimizer)o, R);
     for (int i = 0; i < 4; i++)
-      one_case(x, DDP_BUCKETED, mibs[i], (ddp_optimizer)o);
+      one_case(x, DDP_BUCKETED, mibs[i], (ddp_optimizer)o, R);
   }
-  one_case(x, DDP_FLAT, 0, DDP_OPT_ZERO1);
-  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ZERO1);
+  one_case(x, DDP_FLAT, 0, DDP_OPT_ZERO1, R);
+  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ZERO1, R);
+  one_case(x, DDP_NAIVE, 0, DDP_OPT_ADAMW, G);
+  one_case(x, DDP_FLAT, 0, DDP_OPT_ADAMW, G);
+  one_case(x, DDP_OVERLAP, 0, DDP_OPT_ADAMW, G);
+  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ADAMW, G);
 }
 
 int main(int argc, char **argv) {
@@ -307,8 +339,10 @@ int main(int argc, char **argv) {
   /* Gradient collectives limited to 2 thread blocks on NCCL (the setting
    * the ddp job's nccl_max_ctas passes); parameter ones at the default. */
   comm_options co = {.max_ctas = x.backend == COMM_NCCL ? 2 : 0};
+  comm_options zo = {.zero_cta = 1};
   int rc = comm_open_ex(&x.c, x.backend, &co);
   if (rc == 0) rc = comm_open(&x.pc, x.backend);
+  if (rc == 0 && x.backend == COMM_NCCL) rc = comm_open_ex(&x.zc, x.backend, &zo);
   if (rc < 0) {
     fprintf(stderr, "test_ddp: cannot open %s: %s\n", argv[1] ? argv[1] : "mpi",
             err_msg());
@@ -347,6 +381,7 @@ int main(int argc, char **argv) {
     }
   }
   free(x.ref);
+  comm_close(x.zc);
   comm_close(x.pc);
   comm_close(x.c);
   int status = x.rank == 0 ? tl_finish() : 0;

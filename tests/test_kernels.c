@@ -780,6 +780,42 @@ static void test_adamw(void) {
   expect_fail("k_adamw with t = 0",
               k_adamw(E, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, 0),
               "t=0 must be >= 1");
+
+  /* k_adamw_mean of 3 arrays is k_adamw of their fp32 mean (sum in order,
+   * times 1/3 in fp32), bit for bit: fresh p, m, v stepped both ways. */
+  float ga[3][N], gm[N];
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < N; i++) ga[k][i] = frand(0.5f);
+  for (int i = 0; i < N; i++)
+    gm[i] = (ga[0][i] + ga[1][i] + ga[2][i]) * (1.0f / 3.0f);
+  float *q1 = devf(p0, N), *m1 = devf(zero, N), *v1 = devf(zero, N);
+  float *q2 = devf(p0, N), *m2 = devf(zero, N), *v2 = devf(zero, N);
+  float *g0 = devf(ga[0], N), *g1 = devf(ga[1], N), *g2 = devf(ga[2], N);
+  float *gmd = devf(gm, N);
+  const float *gs[3] = {g0, g1, g2};
+  for (long long t = 1; t <= 2; t++) {
+    RUN(k_adamw_mean(E, q1, gs, 3, m1, v1, N, lr, b1, b2, eps, wd, t));
+    RUN(k_adamw(E, q2, gmd, m2, v2, N, lr, b1, b2, eps, wd, t));
+  }
+  float *h1 = hostf(q1, N), *h2 = hostf(q2, N);
+  check(memcmp(h1, h2, sizeof(float) * N) == 0,
+        "k_adamw_mean of 3 arrays == k_adamw of their mean, bit for bit");
+  float *hm = hostf(m1, N);
+  double want_m[N];   /* step 2's m from the mean of the gradients */
+  for (int i = 0; i < N; i++)
+    want_m[i] = (b1 * (1 - (double)b1) + (1 - (double)b1)) * gm[i];
+  close_rel("k_adamw_mean: m after 2 steps on the same mean", hm, want_m, N,
+            1e-6);
+  expect_fail("k_adamw_mean of 0 arrays",
+              k_adamw_mean(E, q1, gs, 0, m1, v1, N, lr, b1, b2, eps, wd, 1),
+              "allowed: 1 to");
+  expect_fail("k_adamw_mean of 9 arrays",
+              k_adamw_mean(E, q1, gs, 9, m1, v1, N, lr, b1, b2, eps, wd, 1),
+              "allowed: 1 to");
+  free(h1); free(h2); free(hm);
+  eng_free(E, q1); eng_free(E, m1); eng_free(E, v1);
+  eng_free(E, q2); eng_free(E, m2); eng_free(E, v2);
+  eng_free(E, g0); eng_free(E, g1); eng_free(E, g2); eng_free(E, gmd);
   eng_free(E, dp); eng_free(E, dm); eng_free(E, dv); eng_free(E, dg);
   free(pf); free(mf); free(vf);
 }

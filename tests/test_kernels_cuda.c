@@ -879,6 +879,45 @@ static void adamw_case(size_t n, int misalign) {
   free(v0);
 }
 
+/* k_adamw_mean over ng gradient arrays (a data-parallel step's gathered
+ * copies) on both engines. */
+static int adamw_mean_both(engine *e, int w, pair p, pair *g, int ng, pair m,
+                           pair v, int o, size_t n, long long t) {
+  const float *gs[4];
+  for (int k = 0; k < ng; k++) gs[k] = (const float *)W(g[k]) + o;
+  return k_adamw_mean(e, (float *)W(p) + o, gs, ng, (float *)W(m) + o,
+                      (float *)W(v) + o, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                      t);
+}
+
+static void adamw_mean_case(size_t n, int ng, int misalign) {
+  int o = misalign;
+  float *v0 = host_rand(n + o, 1);
+  for (size_t i = 0; i < n + o; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
+  pair p = pair_rand(n + o, 1), m = pair_rand(n + o, 0.1f), v = pair_f(v0, n + o);
+  pair g[4];
+  for (int k = 0; k < ng; k++) g[k] = pair_f(NULL, n + o);
+  for (long long t = 1; t <= 3; t++) {
+    for (int k = 0; k < ng; k++) {
+      float *gh = host_rand(n + o, 1);
+      pair_set(g[k], gh);
+      free(gh);
+    }
+    BOTH(adamw_mean_both(e, w, p, g, ng, m, v, o, n, t));
+  }
+  char line[160];
+  snprintf(line, sizeof line, "k_adamw_mean of %d arrays, 3 steps n=%zu%s: p",
+           ng, n, o ? " misaligned" : "");
+  cmp_range(line, p, o, n, 1e-5);
+  snprintf(line, sizeof line, "k_adamw_mean of %d arrays n=%zu: m", ng, n);
+  cmp_range(line, m, o, n, 1e-5);
+  snprintf(line, sizeof line, "k_adamw_mean of %d arrays n=%zu: v", ng, n);
+  cmp_range(line, v, o, n, 1e-5);
+  pair_free(p); pair_free(m); pair_free(v);
+  for (int k = 0; k < ng; k++) pair_free(g[k]);
+  free(v0);
+}
+
 static void add_scale_case(size_t n, int misalign) {
   int o = misalign;
   pair a = pair_rand(n + o, 1), b = pair_rand(n + o, 1), out = pair_f(NULL, n + o);
@@ -911,6 +950,9 @@ static void cast_case(const char *what, const void *src, dtype st, dtype dt,
 static void test_adamw_elementwise(void) {
   adamw_case(1001, 0);
   adamw_case(1003, 1);
+  adamw_mean_case(1001, 2, 0);
+  adamw_mean_case(1003, 3, 1);
+  adamw_mean_case(4099, 4, 0);
   add_scale_case(1001, 0);
   add_scale_case(1001, 1);
   if (!small_only) {

@@ -7,22 +7,27 @@
  *   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
  *
  * The bias-corrected step size is computed once in double, each element's
- * update in double and stored in fp32. Elements are independent. */
+ * update in double and stored in fp32. Elements are independent. With ng
+ * gradient arrays (k_adamw_mean) g is their fp32 sum in index order times
+ * 1/ng in fp32, as the CUDA engine computes it. */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
 
-int cpu_adamw(engine *e, float *p, const float *g, float *m, float *v,
-              size_t n, float lr, float b1, float b2, float eps, float wd,
-              long long t) {
+int cpu_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
+              float *v, size_t n, float lr, float b1, float b2, float eps,
+              float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   double decay = 1.0 - (double)lr * wd;
   double b1d = b1, b2d = b2;
+  float inv = 1.0f / (float)ng;
 #pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
   for (size_t i = 0; i < n; i++) {
-    double gi = g[i];
+    float s = g[0][i];
+    for (int k = 1; k < ng; k++) s += g[k][i];
+    double gi = ng == 1 ? s : s * inv;
     double mi = b1d * m[i] + (1.0 - b1d) * gi;
     double vi = b2d * v[i] + (1.0 - b2d) * gi * gi;
     m[i] = (float)mi;

@@ -64,7 +64,7 @@ int cpu_layernorm_bwd(engine *e, const float *dy, const float *x,
 int cpu_relu_fwd(engine *e, const float *x, float *y, size_t n);
 int cpu_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
                  size_t n);
-int cpu_adamw(engine *e, float *p, const float *g, float *m, float *v,
+int cpu_adamw(engine *e, float *p, const float *const *g, int ng, float *m, float *v,
               size_t n, float lr, float b1, float b2, float eps, float wd,
               long long t);
 int cpu_add(engine *e, const float *a, const float *b, float *out, size_t n);

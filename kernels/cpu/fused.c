@@ -155,7 +155,7 @@ static int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
                         float lr, float b1, float b2, float eps, float wd,
                         long long t) {
   TRY(f32_only("k_adamw_ex", lt));
-  TRY(cpu_adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+  TRY(cpu_adamw(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
   if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
   return 0;
 }

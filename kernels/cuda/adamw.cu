@@ -10,7 +10,11 @@
  * 16 bytes read and 12 written per element. The bias-corrected step size
  * and the decay factor 1 - lr*wd are computed once in double on the host
  * (as the CPU engine does) and rounded to fp32; each element's update is in
- * fp32, as PyTorch's fused AdamW does for fp32 parameters. */
+ * fp32, as PyTorch's fused AdamW does for fp32 parameters.
+ *
+ * k_adamw_mean: g is the mean of ng arrays (the ranks' gathered gradients),
+ * summed in fp32 in index order and times 1/ng: 4 more bytes read per
+ * element and array, no pass of its own. */
 #include "kernels/cuda/common.cuh"
 
 #include <math.h>
@@ -18,8 +22,34 @@
 enum { THREADS = 256 };
 
 struct adamw_args {
-  float b1, b2, one_b1, one_b2, eps, step, decay;
+  float b1, b2, one_b1, one_b2, eps, step, decay, inv_ng;
+  int ng;
+  const float *g[K_ADAMW_MAX_GRADS];
 };
+
+__device__ __forceinline__ float grad1(const adamw_args &a, size_t i) {
+  float s = a.g[0][i];
+  for (int k = 1; k < a.ng; k++) s += a.g[k][i];
+  return a.ng == 1 ? s : s * a.inv_ng;
+}
+
+__device__ __forceinline__ float4 grad4(const adamw_args &a, size_t i) {
+  float4 s = ((const float4 *)a.g[0])[i];
+  for (int k = 1; k < a.ng; k++) {
+    float4 t = ((const float4 *)a.g[k])[i];
+    s.x += t.x;
+    s.y += t.y;
+    s.z += t.z;
+    s.w += t.w;
+  }
+  if (a.ng > 1) {
+    s.x *= a.inv_ng;
+    s.y *= a.inv_ng;
+    s.z *= a.inv_ng;
+    s.w *= a.inv_ng;
+  }
+  return s;
+}
 
 __device__ __forceinline__ void adamw1(float &p, float g, float &m, float &v,
                                        const adamw_args &a) {
@@ -29,15 +59,15 @@ __device__ __forceinline__ void adamw1(float &p, float g, float &m, float &v,
 }
 
 template <bool VEC>
-__global__ void adamw_k(float *p, const float *g, float *m, float *v,
-                        size_t n, adamw_args a) {
+__global__ void adamw_k(float *p, float *m, float *v, size_t n,
+                        adamw_args a) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nv = VEC ? n / 4 : 0;
   if (VEC)
     for (size_t i = i0; i < nv; i += stride) {
-      float4 pp = ((float4 *)p)[i], gg = ((const float4 *)g)[i],
-             mm = ((float4 *)m)[i], vv = ((float4 *)v)[i];
+      float4 pp = ((float4 *)p)[i], gg = grad4(a, i), mm = ((float4 *)m)[i],
+             vv = ((float4 *)v)[i];
       adamw1(pp.x, gg.x, mm.x, vv.x, a);
       adamw1(pp.y, gg.y, mm.y, vv.y, a);
       adamw1(pp.z, gg.z, mm.z, vv.z, a);
@@ -48,24 +78,29 @@ __global__ void adamw_k(float *p, const float *g, float *m, float *v,
     }
   for (size_t i = nv * 4 + i0; i < n; i += stride) {
     float pi = p[i], mi = m[i], vi = v[i];
-    adamw1(pi, g[i], mi, vi, a);
+    adamw1(pi, grad1(a, i), mi, vi, a);
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;
   }
 }
 
-int cuda_adamw(engine *e, float *p, const float *g, float *m, float *v,
-               size_t n, float lr, float b1, float b2, float eps, float wd,
-               long long t) {
+int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
+               float *v, size_t n, float lr, float b1, float b2, float eps,
+               float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   adamw_args a = {b1, b2, (float)(1.0 - (double)b1), (float)(1.0 - (double)b2),
-                  eps, (float)step, (float)(1.0 - (double)lr * wd)};
-  bool vec = aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v);
+                  eps, (float)step, (float)(1.0 - (double)lr * wd),
+                  1.0f / (float)ng, ng, {NULL}};
+  bool vec = aligned16(p) && aligned16(m) && aligned16(v);
+  for (int k = 0; k < ng; k++) {
+    a.g[k] = g[k];
+    vec = vec && aligned16(g[k]);
+  }
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
-  if (vec) adamw_k<true><<<grid, THREADS, 0, cuda_stream(e)>>>(p, g, m, v, n, a);
-  else adamw_k<false><<<grid, THREADS, 0, cuda_stream(e)>>>(p, g, m, v, n, a);
+  if (vec) adamw_k<true><<<grid, THREADS, 0, cuda_stream(e)>>>(p, m, v, n, a);
+  else adamw_k<false><<<grid, THREADS, 0, cuda_stream(e)>>>(p, m, v, n, a);
   CHECK_LAUNCH();
   return 0;
 }

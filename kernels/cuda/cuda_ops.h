@@ -155,7 +155,7 @@ int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
 int cuda_relu_fwd(engine *e, const float *x, float *y, size_t n);
 int cuda_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
                   size_t n);
-int cuda_adamw(engine *e, float *p, const float *g, float *m, float *v,
+int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m, float *v,
                size_t n, float lr, float b1, float b2, float eps, float wd,
                long long t);
 int cuda_add(engine *e, const float *a, const float *b, float *out, size_t n);

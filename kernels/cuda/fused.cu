@@ -573,7 +573,7 @@ static int adamw_ex(engine *e, float *p, void *p_low, dtype lt,
   if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
       !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
         aligned16(p_low))) {
-    TRY(cuda_adamw(e, p, g, m, v, n, lr, b1, b2, eps, wd, t));
+    TRY(cuda_adamw(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
     if (p_low && p_low != (void *)p)
       TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
     return 0;

@@ -1,0 +1,154 @@
+// tools/ce_probe.cu: do cuBLAS SGEMMs still slow down beside NCCL
+// collectives that move their bytes with the copy engines? NCCL 2.28 runs
+// all-gather on the copy engines (no thread blocks) when the communicator
+// has the zero-CTA policy and both buffers lie in symmetric windows
+// (ncclMemAlloc + ncclCommWindowRegister). One process drives 2 GPUs; each
+// runs 40 triples of SGEMMs of the xl model's backward shapes at 256 tokens
+// on one stream while 60 collectives of 100 MiB per rank run on another:
+// SM all-reduces (default policy) and copy-engine all-gathers. GPU 0's
+// product time and each collective's time alone are printed. Not part of
+// the build (two GPUs, NCCL >= 2.28):
+//   nvcc -O2 -o ce_probe tools/ce_probe.cu -lcublas -lnccl
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <nccl.h>
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
+#define CB(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { printf("%s:%d cublas %d\n", __FILE__, __LINE__, (int)e_); exit(1);} } while (0)
+#define CN(x) do { ncclResult_t e_ = (x); if (e_ != ncclSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, ncclGetErrorString(e_)); exit(1);} } while (0)
+enum { G = 2 };
+static const int T = 256, D = 1600, F = 6400;
+struct gpu { cudaStream_t cs, ks; cublasHandle_t h; float *x, *w, *y, *dw, *ar, *sym, *gath; };
+static gpu g[G];
+static ncclComm_t sm[G], ce[G];
+static const size_t AR = 25u << 20;  // 100 MiB of floats
+
+// Seeded values in [-1, 1): products of zeros would draw less power.
+__global__ void fill(float *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = (float)(h & 0xffffff) / 8388608.0f - 1.0f;
+  }
+}
+
+static void gemms(int i, cudaStream_t s, int iters) {
+  const float one = 0.03f, zero = 0;  // keeps the values near unit scale
+  CB(cublasSetStream(g[i].h, s));
+  for (int k = 0; k < iters; k++) {
+    CB(cublasSgemm(g[i].h, CUBLAS_OP_T, CUBLAS_OP_N, F, T, D, &one, g[i].w, D, g[i].x, D, &zero, g[i].y, F));
+    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_N, D, T, F, &one, g[i].w, D, g[i].y, F, &zero, g[i].x, D));
+    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_T, D, F, T, &one, g[i].x, D, g[i].y, F, &zero, g[i].dw, D));
+  }
+}
+
+// kind 0: SM all-reduce; 1: copy-engine all-gather (symmetric buffers);
+// 2: the same in place (no copy of a rank's own block); 3: a local
+// device-to-device copy of 100 MiB (copy engine, no NVLink)
+static void colls(int kind, int n) {
+  if (kind == 3) {
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < G; i++) {
+        CK(cudaSetDevice(i));
+        CK(cudaMemcpyAsync(g[i].gath, g[i].sym, sizeof(float) * AR, cudaMemcpyDeviceToDevice, g[i].ks));
+      }
+    return;
+  }
+  CN(ncclGroupStart());
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < G; i++) {
+      CK(cudaSetDevice(i));
+      if (kind == 0) CN(ncclAllReduce(g[i].ar, g[i].ar, AR, ncclFloat, ncclSum, sm[i], g[i].ks));
+      else if (kind == 1) CN(ncclAllGather(g[i].sym, g[i].gath, AR, ncclFloat, ce[i], g[i].ks));
+      else CN(ncclAllGather(g[i].gath + i * AR, g[i].gath, AR, ncclFloat, ce[i], g[i].ks));
+    }
+  CN(ncclGroupEnd());
+}
+
+static float run(int kind, int n) {
+  cudaEvent_t a, b;
+  CK(cudaSetDevice(0)); CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
+  if (n) colls(kind, n);
+  for (int i = 0; i < G; i++) {
+    CK(cudaSetDevice(i));
+    if (i == 0) CK(cudaEventRecord(a, g[i].cs));
+    gemms(i, g[i].cs, 40);
+    if (i == 0) CK(cudaEventRecord(b, g[i].cs));
+  }
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
+  float ms; CK(cudaSetDevice(0)); CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
+  return ms;
+}
+
+static float alone(int kind) {
+  cudaEvent_t a, b; CK(cudaSetDevice(0)); CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
+  CK(cudaSetDevice(0)); CK(cudaEventRecord(a, g[0].ks));
+  colls(kind, 20);
+  CK(cudaSetDevice(0)); CK(cudaEventRecord(b, g[0].ks)); CK(cudaEventSynchronize(b));
+  float ms; CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
+  return ms / 20;
+}
+
+int main() {
+  int devs[G] = {0, 1};
+  CN(ncclCommInitAll(sm, G, devs));
+  ncclUniqueId id; CN(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+  CN(ncclGroupStart());
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CN(ncclCommInitRankConfig(&ce[i], G, id, i, &cfg)); }
+  CN(ncclGroupEnd());
+  ncclWindow_t ws[G], wg[G];
+  for (int i = 0; i < G; i++) {
+    CK(cudaSetDevice(i));
+    CK(cudaStreamCreateWithFlags(&g[i].cs, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g[i].ks, cudaStreamNonBlocking));
+    CB(cublasCreate(&g[i].h));
+    CK(cudaMalloc(&g[i].x, sizeof(float) * T * D)); CK(cudaMalloc(&g[i].w, sizeof(float) * F * D));
+    CK(cudaMalloc(&g[i].y, sizeof(float) * T * F)); CK(cudaMalloc(&g[i].dw, sizeof(float) * F * D));
+    CK(cudaMalloc(&g[i].ar, sizeof(float) * AR));
+    CN(ncclMemAlloc((void **)&g[i].sym, sizeof(float) * AR));
+    CN(ncclMemAlloc((void **)&g[i].gath, sizeof(float) * AR * G));
+    fill<<<264, 256>>>(g[i].x, (size_t)T * D, 1u + i); fill<<<264, 256>>>(g[i].w, (size_t)F * D, 7u + i);
+    fill<<<264, 256>>>(g[i].ar, AR, 13u + i); fill<<<264, 256>>>(g[i].sym, AR, 17u + i);
+    CK(cudaGetLastError());
+  }
+  CN(ncclGroupStart());
+  for (int i = 0; i < G; i++) {
+    CK(cudaSetDevice(i));
+    CN(ncclCommWindowRegister(ce[i], g[i].sym, sizeof(float) * AR, &ws[i], NCCL_WIN_COLL_SYMMETRIC));
+    CN(ncclCommWindowRegister(ce[i], g[i].gath, sizeof(float) * AR * G, &wg[i], NCCL_WIN_COLL_SYMMETRIC));
+  }
+  CN(ncclGroupEnd());
+  // check the gather: GPU 0's block 1 must equal GPU 1's buffer
+  colls(1, 1);
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
+  {
+    float *h0 = (float *)malloc(sizeof(float) * AR), *h1 = (float *)malloc(sizeof(float) * AR);
+    CK(cudaSetDevice(0)); CK(cudaMemcpy(h0, g[0].gath + AR, sizeof(float) * AR, cudaMemcpyDeviceToHost));
+    CK(cudaSetDevice(1)); CK(cudaMemcpy(h1, g[1].sym, sizeof(float) * AR, cudaMemcpyDeviceToHost));
+    size_t bad = 0; for (size_t k = 0; k < AR; k++) bad += h0[k] != h1[k];
+    printf("copy-engine all-gather check: %zu of %zu differ\n", bad, AR);
+    free(h0); free(h1);
+  }
+  run(0, 4); run(1, 4);
+  for (int rep = 0; rep < 2; rep++) {
+    printf("products alone:                        %.2f ms\n", run(0, 0));
+    printf("products beside 60 SM all-reduces:      %.2f ms\n", run(0, 60));
+    printf("products beside 60 CE all-gathers:      %.2f ms\n", run(1, 60));
+    printf("products beside 60 in-place CE all-gathers: %.2f ms\n", run(2, 60));
+    printf("products beside 60 local 100 MiB copies: %.2f ms\n", run(3, 60));
+  }
+  printf("100 MiB SM all-reduce alone: %.3f ms\n", alone(0));
+  printf("100 MiB per rank CE all-gather alone: %.3f ms\n", alone(1));
+  printf("100 MiB per rank in-place CE all-gather alone: %.3f ms\n", alone(2));
+  printf("100 MiB local copy alone: %.3f ms\n", alone(3));
+  printf("probe done\n");
+  return 0;
+}
