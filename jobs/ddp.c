@@ -474,10 +474,6 @@ static int run(const job *j, result *r) {
   else
     rc = engine_cpu_create(&x.e, (int)job_int(j, "threads"));
   if (rc < 0) goto fail;
-  /* Copy-engine all-gathers need the gradients in symmetric windows. */
-  if (sy == DDP_SYNC_ALLGATHER && cb == COMM_NCCL && x.world > 1 &&
-      (rc = ddp_symmetric_allocator(x.e, x.c)) < 0)
-    goto fail;
   if ((rc = model_create(&x.m, x.e, &c, x.b, x.T, compute_dtype(j))) < 0) goto fail;
   if ((rc = model_init(x.m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
   dp_model dm;

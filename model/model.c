@@ -189,24 +189,45 @@ static int fused_act_table(model *m, act_builder *b) {
 
 /* ---- parameter pointers ------------------------------------------------- */
 
-static void set_ptrs(const model *m, float *base, param_ptrs *p) {
-  const tensor_view *v = m->views;
-  p->emb = base + v[0].offset;
+/* Per-tensor pointers: view i at base + off[i], or at its own offset in
+ * the flat buffer when off is NULL. */
+static void set_ptrs(const model *m, float *base, const size_t *off,
+                     param_ptrs *p) {
+#define AT(i) (base + (off ? off[i] : m->views[i].offset))
+  p->emb = AT(0);
   for (int i = 0; i < m->c.layers; i++) {
-    const tensor_view *l = &v[1 + i * PER_LAYER_TENSORS];
+    int l = 1 + i * PER_LAYER_TENSORS;
     layer_ptrs *q = &p->layer[i];
-    q->ln1 = base + l[P_LN1].offset;
-    q->wq = base + l[P_WQ].offset;
-    q->wk = base + l[P_WK].offset;
-    q->wv = base + l[P_WV].offset;
-    q->wo = base + l[P_WO].offset;
-    q->ln2 = base + l[P_LN2].offset;
-    q->w1 = base + l[P_W1].offset;
-    q->w2 = base + l[P_W2].offset;
-    q->w3 = base + l[P_W3].offset;
+    q->ln1 = AT(l + P_LN1);
+    q->wq = AT(l + P_WQ);
+    q->wk = AT(l + P_WK);
+    q->wv = AT(l + P_WV);
+    q->wo = AT(l + P_WO);
+    q->ln2 = AT(l + P_LN2);
+    q->w1 = AT(l + P_W1);
+    q->w2 = AT(l + P_W2);
+    q->w3 = AT(l + P_W3);
   }
-  p->lnf = base + v[m->nviews - 2].offset;
-  p->lm = base + v[m->nviews - 1].offset;
+  p->lnf = AT(m->nviews - 2);
+  p->lm = AT(m->nviews - 1);
+#undef AT
+}
+
+/* Every gradient to zero, wherever it lives. */
+static int zero_grads(model *m) {
+  if (!m->goff) return eng_memset0(m->e, m->grads, m->nparams * sizeof(float));
+  for (int v = 0; v < m->nviews; v++)
+    TRY(eng_memset0(m->e, m->gbase + m->goff[v],
+                    m->views[v].numel * sizeof(float)));
+  return 0;
+}
+
+static int not_placed(const model *m, const char *what) {
+  if (m->goff)
+    FAIL(ERR_FAIL, "%s: the gradients are placed outside the model "
+         "(model_place_grads); whoever placed them steps the optimizer",
+         what);
+  return 0;
 }
 
 /* ---- create / destroy --------------------------------------------------- */
@@ -233,8 +254,8 @@ static int create(model *m) {
 
   TRY(alloc_f32(e, &m->params, m->nparams, "params"));
   TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
-  set_ptrs(m, m->params, &m->p);
-  set_ptrs(m, m->grads, &m->g);
+  set_ptrs(m, m->params, NULL, &m->p);
+  set_ptrs(m, m->grads, NULL, &m->g);
   m->params_low = m->params;
   if (m->opt.fused && m->lt != DT_F32)
     TRY(eng_alloc(e, m->nparams * dtype_size(m->lt), "params.low",
@@ -325,6 +346,7 @@ void model_destroy(model *m) {
   if (m->ids) eng_free(m->e, m->ids);
   if (m->params_low && m->params_low != (void *)m->params)
     eng_free(m->e, m->params_low);
+  free(m->goff);
   free(m->f.layer);
   free(m->host_losses);
   free(m->views);
@@ -432,14 +454,37 @@ int model_zero_grad(model *m) {
     m->grads_deferred_zero = 1;
     return 0;
   }
-  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  TRY(zero_grads(m));
   return 0;
 }
 
 int model_grads_materialize(model *m) {
   if (!m->grads_deferred_zero) return 0;
-  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  TRY(zero_grads(m));
   m->grads_deferred_zero = 0;
+  return 0;
+}
+
+int model_place_grads(model *m, float *base, const size_t *off) {
+  if (base) {
+    size_t *copy = malloc((size_t)m->nviews * sizeof *copy);
+    CHECK_ALLOC(copy, (size_t)m->nviews * sizeof *copy);
+    memcpy(copy, off, (size_t)m->nviews * sizeof *copy);
+    free(m->goff);
+    m->goff = copy;
+    m->gbase = base;
+    if (m->grads) eng_free(m->e, m->grads);
+    m->grads = NULL;
+    set_ptrs(m, base, copy, &m->g);
+  } else {
+    free(m->goff);
+    m->goff = NULL;
+    m->gbase = NULL;
+    if (!m->grads) TRY(alloc_f32(m->e, &m->grads, m->nparams, "grads"));
+    set_ptrs(m, m->grads, NULL, &m->g);
+  }
+  m->grads_deferred_zero = 0;
+  TRY(zero_grads(m));
   return 0;
 }
 
@@ -454,6 +499,7 @@ long long model_skipped_steps(const model *m) { return m->skipped_steps; }
  * steps. Called once per optimizer step. */
 int model_unscale_grads(model *m, int *finite) {
   *finite = 1;
+  TRY(not_placed(m, "model_unscale_grads"));
   TRY(model_grads_materialize(m));
   if (m->loss_scale == 1.0f) return 0;
   TRY(k_grad_unscale(m->e, m->grads, m->nparams, 1.0f / m->loss_scale,
@@ -471,6 +517,7 @@ int model_unscale_grads(model *m, int *finite) {
 
 int model_adamw_step(model *m, const adamw_config *o) {
   int finite;
+  TRY(not_placed(m, "model_adamw_step"));
   TRY(model_unscale_grads(m, &finite));
   if (!finite) return 0;   /* skipped: the next zero_grad clears them */
   if (m->adam_m == NULL) {
@@ -549,7 +596,7 @@ int model_init(model *m, uint64_t seed) {
   }
   free(host);
   TRY(rc);
-  TRY(eng_memset0(m->e, m->grads, m->nparams * sizeof(float)));
+  TRY(zero_grads(m));
   TRY(model_params_changed(m));
   if (m->adam_m) {
     TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));

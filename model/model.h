@@ -92,7 +92,15 @@ int model_init(model *m, uint64_t seed);
 
 /* The flat buffers (engine memory) and their table. */
 float *model_params(model *m);
-float *model_grads(model *m);
+float *model_grads(model *m);   /* NULL while placed (below) */
+/* Gradients placed in a buffer the caller owns: view v's gradient lives at
+ * base + off[v] (off has one entry per view) from now on, and the model's
+ * own gradient buffer is freed. Data parallelism that all-gathers in place
+ * (parallel/ddp.h) puts each rank's gradients where the collective reads
+ * them. Zeroing and backward follow; the model's own AdamW and fp16
+ * unscaling refuse (the placing caller steps the optimizer). base NULL:
+ * back to an own, zeroed buffer. */
+int model_place_grads(model *m, float *base, const size_t *off);
 size_t model_nparams(const model *m);
 const tensor_view *model_views(const model *m, int *nviews);
 const tensor_view *model_view(const model *m, const char *name);

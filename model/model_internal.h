@@ -140,6 +140,10 @@ struct model {
                                                AdamW moments from the first
                                                model_adamw_step on */
   param_ptrs p, g;    /* per-tensor pointers into params and grads */
+  /* model_place_grads: view v's gradient at gbase + goff[v] (grads is then
+   * NULL); goff NULL: in grads at the view's offset. */
+  float *gbase;
+  size_t *goff;
 
   tensor_view *act_views;  /* activation table over `acts` */
   int nact_views;

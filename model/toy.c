@@ -46,6 +46,8 @@ struct toy {
   tensor_view views[NVIEWS];
   size_t nparams;
   float *params, *grads, *adam_m, *adam_v;
+  float *gbase;          /* toy_place_grads: view v's gradient at */
+  size_t goff[NVIEWS];   /* gbase + goff[v] (grads NULL); else in grads */
   dtype params_dt, grads_dt;
   long long step;
   /* x [rows, in], z = fc1 out, a = relu out, h = LayerNorm out, dh (its
@@ -207,7 +209,7 @@ int toy_init(toy *t, uint64_t seed) {
   int rc = eng_upload(t->e, t->params, host, t->nparams * sizeof *host);
   free(host);
   TRY(rc);
-  TRY(eng_memset0(t->e, t->grads, t->nparams * sizeof(float)));
+  TRY(toy_zero_grad(t));
   if (t->adam_m) {
     TRY(eng_memset0(t->e, t->adam_m, t->nparams * sizeof(float)));
     TRY(eng_memset0(t->e, t->adam_v, t->nparams * sizeof(float)));
@@ -220,6 +222,21 @@ int toy_init(toy *t, uint64_t seed) {
 
 float *toy_params(toy *t) { return t->params; }
 float *toy_grads(toy *t) { return t->grads; }
+
+int toy_place_grads(toy *t, float *base, const size_t *off) {
+  if (base) {
+    memcpy(t->goff, off, sizeof t->goff);
+    t->gbase = base;
+    eng_free(t->e, t->grads);
+    t->grads = NULL;
+  } else {
+    t->gbase = NULL;
+    if (!t->grads)
+      TRY(eng_alloc(t->e, t->nparams * sizeof(float), "grads",
+                    (void **)&t->grads));
+  }
+  return toy_zero_grad(t);
+}
 size_t toy_nparams(const toy *t) { return t->nparams; }
 
 const tensor_view *toy_views(const toy *t, int *n) {
@@ -237,14 +254,19 @@ void toy_set_grad_hook(toy *t, model_grad_hook fn, void *arg) {
 }
 
 int toy_zero_grad(toy *t) {
-  TRY(eng_memset0(t->e, t->grads, t->nparams * sizeof(float)));
+  if (!t->gbase) return eng_memset0(t->e, t->grads, t->nparams * sizeof(float));
+  for (int v = 0; v < NVIEWS; v++)
+    TRY(eng_memset0(t->e, t->gbase + t->goff[v],
+                    t->views[v].numel * sizeof(float)));
   return 0;
 }
 
 /* ---- forward and backward -------------------------------------------------------------- */
 
 static float *P(toy *t, int v) { return t->params + t->views[v].offset; }
-static float *G(toy *t, int v) { return t->grads + t->views[v].offset; }
+static float *G(toy *t, int v) {
+  return t->gbase ? t->gbase + t->goff[v] : t->grads + t->views[v].offset;
+}
 
 /* Gradient of view v is final: record its dtype and tell the hook. */
 static int grad_ready(toy *t, int v) {
@@ -328,6 +350,9 @@ int toy_forward_backward(toy *t, const float *x, const float *target,
 
 int toy_adamw_step(toy *t, const adamw_config *o) {
   size_t bytes = t->nparams * sizeof(float);
+  if (t->gbase)
+    FAIL(ERR_FAIL, "toy_adamw_step: the gradients are placed outside the "
+         "toy (toy_place_grads); whoever placed them steps the optimizer");
   if (!t->adam_m) {
     TRY(eng_alloc(t->e, bytes, "adam_m", (void **)&t->adam_m));
     TRY(eng_memset0(t->e, t->adam_m, bytes));

@@ -41,7 +41,10 @@ void toy_destroy(toy *t);
 int toy_init(toy *t, uint64_t seed);
 
 float *toy_params(toy *t);
-float *toy_grads(toy *t);
+float *toy_grads(toy *t);   /* NULL while placed */
+/* As model_place_grads (model.h): view v's gradient at base + off[v] (one
+ * entry per view), the toy's own buffer freed; base NULL: back to its own. */
+int toy_place_grads(toy *t, float *base, const size_t *off);
 size_t toy_nparams(const toy *t);
 const tensor_view *toy_views(const toy *t, int *n);
 /* 1 if view i gets a gradient (fc1, ln.weight, ln.bias, fc2), else 0. */

@@ -7,8 +7,9 @@
  *   comm stream:    wait ready[b]; record cstart[b]; all-reduce (or, zero1,
  *                   reduce-scatter) grads[b] in place with COMM_AVG, so the
  *                   1/W of the mean costs no pass of its own; record cend[b]
- * grad_sync allgather instead all-gathers grads[b] (not in place) into the
- * bucket's W copies in `gathered`; the optimizer averages them.
+ * grad_sync allgather instead all-gathers this rank's block of the
+ * bucket's W copies in `gathered` (where the model's gradients are placed)
+ * in place; the optimizer averages them.
  * The issue order is the hook order, identical on every rank, as NCCL and
  * MPI need. finish: record bwd_end on compute; launch what the strategy
  * left for after backward; then GPU: record comm_done on the comm stream
@@ -93,13 +94,6 @@ static int sym_alloc(void *ctx, size_t bytes, void **p) {
 }
 static void sym_free(void *ctx, void *p) { comm_sym_free(ctx, p); }
 
-int ddp_symmetric_allocator(engine *e, comm *c) {
-  eng_allocator a = {sym_alloc, sym_free, c};
-  TRY(eng_set_tag_allocator(e, "grads", &a));
-  TRY(eng_set_tag_allocator(e, "grads.gathered", &a));
-  return 0;
-}
-
 /* ---- launching ----------------------------------------------------------- */
 
 static int launch(ddp *d, int i) {
@@ -110,7 +104,8 @@ static int launch(ddp *d, int i) {
   TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
   ASSERT(d->grad_req[i] == NULL);
   if (d->sync == DDP_SYNC_ALLGATHER) {
-    TRY(comm_allgather_f32(d->c, g, d->gathered + (size_t)d->world * b->start,
+    float *blocks = d->gathered + (size_t)d->world * b->start;
+    TRY(comm_allgather_f32(d->c, blocks + (size_t)d->rank * b->count, blocks,
                            b->count, &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * (d->world - 1);
   } else if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
@@ -155,6 +150,62 @@ static void *zalloc(size_t n, size_t size, int *bad) {
 
 static int events_init(dp_event *ev, int n, int gpu) {
   for (int i = 0; i < n; i++) TRY(dp_event_init(&ev[i], gpu));
+  return 0;
+}
+
+/* grad_sync allgather: the buffer of W copies, a symmetric window on NCCL,
+ * and the model's gradients placed in it: view v (in bucket b) at rank's
+ * block, W*start_b + rank*count_b + (offset_v - start_b). At align 1
+ * buckets hold whole views; a view in none (trimmed off an edge, without a
+ * gradient) gets the same layout over its own range. */
+static int gathered_setup(ddp *d) {
+  const dp_model *m = &d->m;
+  size_t W = (size_t)d->world, bytes = m->nparams * W * sizeof(float);
+  if (!m->place_grads)
+    FAIL(ERR_FAIL, "ddp: grad_sync allgather needs a model that can place "
+         "its gradients (dp_model.place_grads)");
+  if (comm_get_backend(d->c) == COMM_NCCL) {
+    eng_allocator a = {sym_alloc, sym_free, d->c};
+    TRY(eng_set_tag_allocator(d->e, "grads.gathered", &a));
+  }
+  void *p = NULL;
+  int rc = eng_alloc(d->e, bytes, "grads.gathered", &p);
+  if (comm_get_backend(d->c) == COMM_NCCL)
+    TRY(eng_set_tag_allocator(d->e, "grads.gathered", NULL));
+  TRY(rc);
+  d->gathered = p;
+  size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
+  CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
+  for (int v = 0; v < m->nviews; v++) {
+    size_t lo = m->views[v].offset, hi = lo + m->views[v].numel;
+    const dp_bucket *in = NULL;
+    int overlaps = 0;
+    for (int k = 0; k < d->plan.nb; k++) {
+      const dp_bucket *b = &d->plan.b[k];
+      if (b->start <= lo && hi <= b->start + b->count) in = b;
+      else if (b->start < hi && lo < b->start + b->count) overlaps = 1;
+    }
+    if (in) {
+      off[v] = W * in->start + (size_t)d->rank * in->count + (lo - in->start);
+    } else if (!overlaps) {
+      /* outside every bucket (a frozen view trimmed off a bucket's edge):
+       * [W*lo, W*hi) is no bucket's, and its gradient stays zero */
+      off[v] = W * lo + (size_t)d->rank * (hi - lo);
+    } else {
+      free(off);
+      FAIL(ERR_FAIL, "ddp: view %s [%zu, %zu) straddles a bucket boundary",
+           m->views[v].name, lo, hi);
+    }
+  }
+  rc = m->place_grads(m->impl, d->gathered, off);
+  free(off);
+  TRY(rc);
+  d->placed = 1;
+  /* Collective, in the same order on every rank. */
+  if (comm_get_backend(d->c) == COMM_NCCL) {
+    TRY(comm_window_register(d->c, d->gathered, bytes));
+    d->windows = 1;
+  }
   return 0;
 }
 
@@ -204,27 +255,7 @@ static int setup(ddp *d, double bucket_mib) {
                      &d->ev_opt_end};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
-  if (d->sync == DDP_SYNC_ALLGATHER) {
-    size_t bytes = m->nparams * (size_t)d->world * sizeof(float);
-    void *p = NULL;
-    TRY(eng_alloc(d->e, bytes, "grads.gathered", &p));
-    d->gathered = p;
-    /* Collective, in the same order on every rank. */
-    if (comm_get_backend(d->c) == COMM_NCCL) {
-      int rc = comm_window_register(d->c, m->grads, m->nparams * sizeof(float));
-      if (rc < 0)
-        FAIL(rc, "ddp: grad_sync allgather could not make the gradients a "
-             "symmetric window (they must come from comm_sym_alloc: call "
-             "ddp_symmetric_allocator before creating the model)");
-      rc = comm_window_register(d->c, d->gathered, bytes);
-      if (rc < 0) {
-        comm_window_deregister(d->c, m->grads);
-        FAIL(rc, "ddp: could not make the gathered gradients a symmetric "
-             "window");
-      }
-      d->windows = 1;
-    }
-  }
+  if (d->sync == DDP_SYNC_ALLGATHER) TRY(gathered_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
@@ -309,11 +340,11 @@ void ddp_destroy(ddp *d) {
   if (d->param_req) release_on(d->pc, d->param_req, np);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
   ddp_optim_free(d);
-  if (d->windows) {
-    if (comm_window_deregister(d->c, d->m.grads) < 0 ||
-        comm_window_deregister(d->c, d->gathered) < 0)
-      err_trace(__FILE__, __LINE__);
-  }
+  if (d->windows && comm_window_deregister(d->c, d->gathered) < 0)
+    err_trace(__FILE__, __LINE__);
+  /* the model's gradients back in a buffer of its own */
+  if (d->placed && d->m.place_grads(d->m.impl, NULL, NULL) < 0)
+    err_trace(__FILE__, __LINE__);
   if (d->gathered) eng_free(d->e, d->gathered);
   events_free(d->ev_ready, nb);
   events_free(d->ev_cstart, nb);

@@ -33,15 +33,19 @@
  *             Allowed with flat and bucketed only (ddp_check_combination).
  * Gradient synchronisation (grad_sync), how each bucket is averaged:
  *   allreduce  an all-reduce with COMM_AVG in place (NCCL: kernels on SMs)
- *   allgather  every rank's raw bucket is all-gathered into a buffer of W
- *              copies ("grads.gathered", W x the gradients), and AdamW
- *              averages the W copies as it reads them (k_adamw_mean). For
- *              2 ranks this moves the same bytes as a ring all-reduce; on
- *              NCCL >= 2.28 with a zero-CTA communicator and the gradients
- *              in symmetric windows (ddp_symmetric_allocator) the copy
- *              engines move them, so backward keeps every SM. Allowed with
- *              optimizer adamw only (its state is then kept here, full
- *              size, on every rank); any strategy.
+ *   allgather  every rank's raw bucket is all-gathered, in place, into a
+ *              buffer of W copies ("grads.gathered", W x the gradients;
+ *              bucket b's copies side by side at W*start), and AdamW
+ *              averages the W copies as it reads them (k_adamw_mean). The
+ *              model's gradients are placed inside that buffer (each
+ *              rank's own block of each bucket, dp_model.place_grads), so
+ *              nothing is copied locally. For 2 ranks this moves the same
+ *              bytes as a ring all-reduce. On NCCL >= 2.28 with a zero-CTA
+ *              communicator (comm_options.zero_cta) the buffer is a
+ *              symmetric window (comm_sym_alloc) and the copy engines move
+ *              the bytes: backward keeps every SM. Allowed with optimizer
+ *              adamw only (its state is then kept here, full size, on every
+ *              rank); any strategy.
  * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
@@ -76,11 +80,6 @@ int ddp_sync_parse(const char *s, ddp_sync *out);
 int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
                           ddp_sync y, char *err, size_t n);
 
-/* grad_sync allgather on NCCL: the model's gradients ("grads") and the
- * gathered copies ("grads.gathered") come from comm_sym_alloc, so they can
- * be symmetric windows. Call on the engine before creating the model; c
- * must outlive the engine's use of that memory. */
-int ddp_symmetric_allocator(engine *e, comm *c);
 
 typedef struct ddp ddp;
 

@@ -17,8 +17,10 @@ struct ddp {
   ddp_sync sync;
   float *gathered;         /* allgather: [W x nparams], bucket b's W copies
                               at W*start .. W*(start+count) */
-  int windows;             /* allgather on NCCL: grads and gathered are
-                              registered symmetric windows */
+  int placed;              /* allgather: the model's gradients live in
+                              gathered (this rank's blocks) */
+  int windows;             /* allgather on NCCL: gathered is a registered
+                              symmetric window */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */

@@ -30,6 +30,10 @@ typedef struct dp_model {
   int (*has_grad)(void *impl, int view);
   int (*zero_grad)(void *impl);
   void (*set_grad_hook)(void *impl, model_grad_hook fn, void *arg);
+  /* Move view v's gradient to base + off[v] (model_place_grads); base
+   * NULL: back to the model's own buffer, whose address `grads` above may
+   * then no longer hold. */
+  int (*place_grads)(void *impl, float *base, const size_t *off);
   /* The model's own (unsharded) AdamW over every view with a gradient. */
   int (*adamw_step)(void *impl, const adamw_config *o);
   /* Steps taken by the model's own optimizer, and setting it (a sharded

@@ -11,6 +11,9 @@ static void lm_set_hook(void *impl, model_grad_hook fn, void *arg) {
 static int lm_adamw(void *impl, const adamw_config *o) {
   return model_adamw_step(impl, o);
 }
+static int lm_place(void *impl, float *base, const size_t *off) {
+  return model_place_grads(impl, base, off);
+}
 static long long lm_steps(void *impl) { return model_step_count(impl); }
 static void lm_set_steps(void *impl, long long s) {
   model_set_step_count(impl, s);
@@ -26,6 +29,7 @@ void dp_model_lm(dp_model *d, model *m) {
   d->has_grad = lm_has_grad;
   d->zero_grad = lm_zero_grad;
   d->set_grad_hook = lm_set_hook;
+  d->place_grads = lm_place;
   d->adamw_step = lm_adamw;
   d->step_count = lm_steps;
   d->set_step_count = lm_set_steps;

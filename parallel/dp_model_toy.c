@@ -11,6 +11,9 @@ static int toy_zero(void *impl) { return toy_zero_grad(impl); }
 static void toy_hook(void *impl, model_grad_hook fn, void *arg) {
   toy_set_grad_hook(impl, fn, arg);
 }
+static int toy_place(void *impl, float *base, const size_t *off) {
+  return toy_place_grads(impl, base, off);
+}
 static int toy_adamw(void *impl, const adamw_config *o) {
   return toy_adamw_step(impl, o);
 }
@@ -25,6 +28,7 @@ void dp_model_toy(dp_model *d, toy *t, engine *e) {
   d->has_grad = toy_grad;
   d->zero_grad = toy_zero;
   d->set_grad_hook = toy_hook;
+  d->place_grads = toy_place;
   d->adamw_step = toy_adamw;
   d->step_count = NULL;
   d->set_step_count = NULL;

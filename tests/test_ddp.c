@@ -71,8 +71,6 @@ typedef struct {
   comm *c;
   comm *pc;              /* a second communicator for parameter collectives */
   comm *zc;              /* NCCL: zero-CTA policy, for grad_sync allgather */
-  comm *sym;             /* set: the engine's gradients come from it
-                            (comm_sym_alloc) */
   comm_backend backend;
   int rank, world;
   dtype prec;
@@ -113,7 +111,6 @@ static void net_create(ctx *x, net *n, int part, int parts, uint64_t seed) {
   n->part = part;
   n->parts = parts;
   hard(new_engine(x, &n->e), "engine");
-  if (x->sym) hard(ddp_symmetric_allocator(n->e, x->sym), "symmetric allocator");
   if (x->toy) {
     hard(toy_create(&n->t, n->e, TIN, THID, TOUT, TROWS / parts, x->prec),
          "toy_create");
@@ -186,15 +183,9 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
              dtype_name(x->prec));
   net n;
   ddp *d;
-  /* allgather on NCCL: its own zero-CTA communicator, the gradients in
-   * symmetric memory from it */
-  comm *gc = x->c;
-  if (y == DDP_SYNC_ALLGATHER && x->backend == COMM_NCCL) {
-    gc = x->zc;
-    x->sym = x->zc;
-  }
+  /* allgather on NCCL: its own zero-CTA communicator (copy engines) */
+  comm *gc = y == DDP_SYNC_ALLGATHER && x->backend == COMM_NCCL ? x->zc : x->c;
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
-  x->sym = NULL;
   engine *e = n.e;
   adamw_config hp = adamw_defaults();
   /* The sharded optimizers' parameter collectives on their own

@@ -27,22 +27,29 @@ struct adamw_args {
   const float *g[K_ADAMW_MAX_GRADS];
 };
 
+/* NG is a template argument so a.g[k] is indexed statically: indexed at
+ * run time, the argument array goes to local memory (measured: AdamW 60%
+ * slower). */
+template <int NG>
 __device__ __forceinline__ float grad1(const adamw_args &a, size_t i) {
   float s = a.g[0][i];
-  for (int k = 1; k < a.ng; k++) s += a.g[k][i];
-  return a.ng == 1 ? s : s * a.inv_ng;
+#pragma unroll
+  for (int k = 1; k < NG; k++) s += a.g[k][i];
+  return NG == 1 ? s : s * a.inv_ng;
 }
 
+template <int NG>
 __device__ __forceinline__ float4 grad4(const adamw_args &a, size_t i) {
   float4 s = ((const float4 *)a.g[0])[i];
-  for (int k = 1; k < a.ng; k++) {
+#pragma unroll
+  for (int k = 1; k < NG; k++) {
     float4 t = ((const float4 *)a.g[k])[i];
     s.x += t.x;
     s.y += t.y;
     s.z += t.z;
     s.w += t.w;
   }
-  if (a.ng > 1) {
+  if (NG > 1) {
     s.x *= a.inv_ng;
     s.y *= a.inv_ng;
     s.z *= a.inv_ng;
@@ -58,7 +65,7 @@ __device__ __forceinline__ void adamw1(float &p, float g, float &m, float &v,
   p = p * a.decay - a.step * m / (sqrtf(v) + a.eps);
 }
 
-template <bool VEC>
+template <bool VEC, int NG>
 __global__ void adamw_k(float *p, float *m, float *v, size_t n,
                         adamw_args a) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -66,7 +73,7 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
   size_t nv = VEC ? n / 4 : 0;
   if (VEC)
     for (size_t i = i0; i < nv; i += stride) {
-      float4 pp = ((float4 *)p)[i], gg = grad4(a, i), mm = ((float4 *)m)[i],
+      float4 pp = ((float4 *)p)[i], gg = grad4<NG>(a, i), mm = ((float4 *)m)[i],
              vv = ((float4 *)v)[i];
       adamw1(pp.x, gg.x, mm.x, vv.x, a);
       adamw1(pp.y, gg.y, mm.y, vv.y, a);
@@ -78,7 +85,7 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
     }
   for (size_t i = nv * 4 + i0; i < n; i += stride) {
     float pi = p[i], mi = m[i], vi = v[i];
-    adamw1(pi, grad1(a, i), mi, vi, a);
+    adamw1(pi, grad1<NG>(a, i), mi, vi, a);
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;
@@ -99,8 +106,20 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     vec = vec && aligned16(g[k]);
   }
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
-  if (vec) adamw_k<true><<<grid, THREADS, 0, cuda_stream(e)>>>(p, m, v, n, a);
-  else adamw_k<false><<<grid, THREADS, 0, cuda_stream(e)>>>(p, m, v, n, a);
+  cudaStream_t s = cuda_stream(e);
+#define ADAMW_NG(NG)                                                          \
+  case NG:                                                                    \
+    if (vec) adamw_k<true, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);       \
+    else adamw_k<false, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);          \
+    break;
+  switch (ng) {
+    ADAMW_NG(1) ADAMW_NG(2) ADAMW_NG(3) ADAMW_NG(4)
+    ADAMW_NG(5) ADAMW_NG(6) ADAMW_NG(7) ADAMW_NG(8)
+  default:
+    FAIL(ERR_FAIL, "cuda_adamw: %d gradient arrays (allowed: 1 to %d)", ng,
+         (int)K_ADAMW_MAX_GRADS);
+  }
+#undef ADAMW_NG
   CHECK_LAUNCH();
   return 0;
 }
