@@ -437,7 +437,11 @@ int ddp_finish_gradient_synchronization(ddp *d) {
   }
   if (d->gpu) {
     TRY(dp_event_record(&d->ev_comm_done, d->cstream));
-    TRY(dp_stream_wait(d->kstream, &d->ev_comm_done));
+    /* allgather: the optimizer waits for each bucket's own collective
+     * (ddp_optim.c), so the AdamW of buckets already gathered runs while
+     * the last ones still travel */
+    if (d->sync != DDP_SYNC_ALLGATHER)
+      TRY(dp_stream_wait(d->kstream, &d->ev_comm_done));
     return 0;
   }
   for (int k = 0; k < d->nissued; k++) {

@@ -11,9 +11,10 @@
  *          chunks in place; the tail was all-reduced and is updated the same
  *          way on every rank.
  * adamw after grad_sync allgather: m, v for every element here (the model's
- *          own step would read only this rank's gradients); per active
+ *          own step would read only this rank's gradients); per issued
  *          bucket, AdamW over its views with gradients, the gradient being
- *          the mean of the bucket's W gathered copies (k_adamw_mean).
+ *          the mean of the bucket's W gathered copies (k_adamw_mean),
+ *          started on GPUs as soon as that bucket's all-gather is done.
  * AdamW is elementwise, so updating a slice with its own m, v gives the
  * same numbers as the unsharded step over the whole buffer.
  * Ordering (GPU): a bucket's all-gather waits for its AdamW on the compute
@@ -122,11 +123,14 @@ static int adamw_gathered(ddp *d, const dp_bucket *b, size_t lo, size_t n) {
                       o->weight_decay, d->step + 1);
 }
 
-/* Every active bucket's views with gradients (adjacent ones one call). */
+/* Every issued bucket's views with gradients (adjacent ones one call), in
+ * issue order; on GPUs each after its own all-gather (an event), so the
+ * first buckets' AdamW overlaps the last buckets' communication. */
 static int gathered_step(ddp *d) {
-  for (int i = 0; i < d->plan.nb; i++) {
+  for (int k = 0; k < d->nissued; k++) {
+    int i = d->issue_order[k];
     const dp_bucket *b = &d->plan.b[i];
-    if (!b->active) continue;
+    if (d->gpu) TRY(dp_stream_wait(d->kstream, &d->ev_cend[i]));
     size_t lo = b->start, hi = lo + b->count, run_lo = 0, run_hi = 0;
     for (int v = 0; v < d->m.nviews; v++) {
       if (!d->has_grad[v]) continue;
