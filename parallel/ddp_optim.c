@@ -85,10 +85,11 @@ static int adamw(ddp *d, size_t lo, size_t n, size_t state_at) {
                  o->weight_decay, d->step + 1);
 }
 
-/* AdamW on the elements of [lo, hi) that belong to views with gradients,
- * whose state starts at state_at for element lo; adjacent pieces are one
- * call. */
-static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
+/* fn on each run of [lo, hi) that belongs to views with gradients
+ * (adjacent views one run). */
+typedef int (*run_fn)(ddp *d, size_t run_lo, size_t n, const void *arg);
+static int grad_runs(ddp *d, size_t lo, size_t hi, run_fn fn,
+                     const void *arg) {
   size_t run_lo = 0, run_hi = 0;
   for (int v = 0; v < d->m.nviews; v++) {
     if (!d->has_grad[v]) continue;
@@ -100,19 +101,30 @@ static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
       run_hi = e;
       continue;
     }
-    if (run_hi > run_lo)
-      TRY(adamw(d, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+    if (run_hi > run_lo) TRY(fn(d, run_lo, run_hi - run_lo, arg));
     run_lo = s;
     run_hi = e;
   }
-  if (run_hi > run_lo)
-    TRY(adamw(d, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+  if (run_hi > run_lo) TRY(fn(d, run_lo, run_hi - run_lo, arg));
   return 0;
+}
+
+/* AdamW on the elements of [lo, hi) that belong to views with gradients,
+ * whose state starts at state_at for element lo. */
+typedef struct { size_t lo, state_at; } state_base;
+static int adamw_run(ddp *d, size_t run_lo, size_t n, const void *arg) {
+  const state_base *s = arg;
+  return adamw(d, run_lo, n, s->state_at + (run_lo - s->lo));
+}
+static int adamw_range(ddp *d, size_t lo, size_t hi, size_t state_at) {
+  state_base s = {lo, state_at};
+  return grad_runs(d, lo, hi, adamw_run, &s);
 }
 
 /* AdamW over [lo, lo + n) of bucket b, the gradient averaged from its W
  * gathered copies; state indexed like the parameters. */
-static int adamw_gathered(ddp *d, const dp_bucket *b, size_t lo, size_t n) {
+static int adamw_gathered(ddp *d, size_t lo, size_t n, const void *arg) {
+  const dp_bucket *b = arg;
   const adamw_config *o = &d->hp;
   const float *g[K_ADAMW_MAX_GRADS];
   size_t W = (size_t)d->world;
@@ -131,22 +143,7 @@ static int gathered_step(ddp *d) {
     int i = d->issue_order[k];
     const dp_bucket *b = &d->plan.b[i];
     if (d->gpu) TRY(dp_stream_wait(d->kstream, &d->ev_cend[i]));
-    size_t lo = b->start, hi = lo + b->count, run_lo = 0, run_hi = 0;
-    for (int v = 0; v < d->m.nviews; v++) {
-      if (!d->has_grad[v]) continue;
-      size_t s = d->m.views[v].offset, e = s + d->m.views[v].numel;
-      if (s < lo) s = lo;
-      if (e > hi) e = hi;
-      if (s >= e) continue;
-      if (run_hi > run_lo && s == run_hi) {
-        run_hi = e;
-        continue;
-      }
-      if (run_hi > run_lo) TRY(adamw_gathered(d, b, run_lo, run_hi - run_lo));
-      run_lo = s;
-      run_hi = e;
-    }
-    if (run_hi > run_lo) TRY(adamw_gathered(d, b, run_lo, run_hi - run_lo));
+    TRY(grad_runs(d, b->start, b->start + b->count, adamw_gathered, b));
   }
   return 0;
 }
