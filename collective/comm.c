@@ -185,6 +185,19 @@ int comm_allgather(comm *c, const void *send, void *recv, size_t sendcount,
   return 0;
 }
 
+int comm_alltoall(comm *c, const void *send, void *recv, size_t count,
+                  comm_dtype t, comm_req **req) {
+  if (req) *req = NULL;
+  check_bufs(send, recv, count);
+  size_t bytes = count * (size_t)c->size * comm_dtype_size(t);
+  const char *a = send, *b = recv;
+  if (bytes && a < b + bytes && b < a + bytes)
+    FAIL(ERR_FAIL, "alltoall: send and receive buffers overlap (allowed: "
+         "disjoint buffers of size x count elements each)");
+  TRY(c->ops->alltoall(c, send, recv, count, t, req));
+  return 0;
+}
+
 int comm_barrier(comm *c) {
   TRY(c->ops->barrier(c));
   return 0;

@@ -92,6 +92,13 @@ int comm_reduce_scatter(comm *c, const void *send, void *recv,
 /* recv (size*sendcount elements) gets rank r's send at block r. */
 int comm_allgather(comm *c, const void *send, void *recv, size_t sendcount,
                    comm_dtype t, comm_req **req);
+/* send holds size*count elements, block j for rank j; recv block r gets
+ * rank r's block for this rank (this rank's own block is copied). Not in
+ * place: send and recv must not overlap. With NCCL >= 2.28, a zero-CTA
+ * communicator and both buffers in symmetric windows, the copy engines
+ * move the bytes. */
+int comm_alltoall(comm *c, const void *send, void *recv, size_t count,
+                  comm_dtype t, comm_req **req);
 int comm_barrier(comm *c);
 /* Complete an asynchronous operation and free its handle. */
 int comm_wait(comm *c, comm_req *req);
@@ -125,6 +132,10 @@ static inline int comm_reduce_scatter_f32(comm *c, const float *send,
 static inline int comm_allgather_f32(comm *c, const float *send, float *recv,
                                      size_t sendcount, comm_req **req) {
   return comm_allgather(c, send, recv, sendcount, COMM_F32, req);
+}
+static inline int comm_alltoall_f32(comm *c, const float *send, float *recv,
+                                    size_t count, comm_req **req) {
+  return comm_alltoall(c, send, recv, count, COMM_F32, req);
 }
 
 #endif

@@ -42,6 +42,8 @@ typedef struct comm_ops {
                         comm_req **req);
   int (*allgather)(comm *c, const void *send, void *recv, size_t sendcount,
                    comm_dtype t, comm_req **req);
+  int (*alltoall)(comm *c, const void *send, void *recv, size_t count,
+                  comm_dtype t, comm_req **req);
   int (*barrier)(comm *c);
   int (*wait)(comm *c, comm_req *req);   /* completes and frees req */
   void (*close)(comm *c);                /* frees impl, not c itself */

@@ -245,6 +245,23 @@ static int mpi_allgather(comm *c, const void *send, void *recv,
   return 0;
 }
 
+static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count,
+                        comm_dtype t, comm_req **req) {
+  int n = 0;
+  TRY(check_dtype(t));
+  TRY(check_count(count, &n));
+  if (!req) {
+    CHECK_MPI(MPI_Alltoall(send, n, mpi_type(t), recv, n, mpi_type(t),
+                           mcomm(c)));
+    return 0;
+  }
+  MPI_Request r;
+  CHECK_MPI(MPI_Ialltoall(send, n, mpi_type(t), recv, n, mpi_type(t),
+                          mcomm(c), &r));
+  TRY(wrap(c, r, req, NULL, NULL, 0, NULL, 0, t));
+  return 0;
+}
+
 static int mpi_barrier(comm *c) {
   CHECK_MPI(MPI_Barrier(mcomm(c)));
   return 0;
@@ -270,6 +287,7 @@ static const comm_ops mpi_ops = {
     .broadcast = mpi_broadcast,
     .reduce_scatter = mpi_reduce_scatter,
     .allgather = mpi_allgather,
+    .alltoall = mpi_alltoall,
     .barrier = mpi_barrier,
     .wait = mpi_wait,
     .close = mpi_close,
@@ -337,6 +355,12 @@ static int one_allgather(comm *c, const void *send, void *recv,
   return 0;
 }
 
+static int one_alltoall(comm *c, const void *send, void *recv,
+                        size_t count, comm_dtype t, comm_req **req) {
+  TRY(one_copy(recv, send, count, t, req, c));
+  return 0;
+}
+
 static int one_barrier(comm *c) { return 0; }
 
 static int one_wait(comm *c, comm_req *req) {
@@ -358,6 +382,7 @@ static const comm_ops one_ops = {
     .broadcast = one_broadcast,
     .reduce_scatter = one_reduce_scatter,
     .allgather = one_allgather,
+    .alltoall = one_alltoall,
     .barrier = one_barrier,
     .wait = one_wait,
     .close = one_close,

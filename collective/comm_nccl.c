@@ -277,6 +277,29 @@ static int nccl_allgather(comm *c, const void *send, void *recv,
   return 0;
 }
 
+/* NCCL 2.28's own all-to-all (the one the copy engines can run); before
+ * it, the same exchange as grouped point-to-point calls. */
+static int nccl_alltoall(comm *c, const void *send, void *recv, size_t count,
+                         comm_dtype t, comm_req **req) {
+  nccl_state *s = state(c);
+#if TL_NCCL_SYMMETRIC
+  CHECK_NCCL(ncclAlltoAll(send, recv, count, nccl_type(t), s->nccl,
+                          s->stream));
+#else
+  size_t block = count * comm_dtype_size(t);
+  CHECK_NCCL(ncclGroupStart());
+  for (int r = 0; r < c->size; r++) {
+    CHECK_NCCL(ncclSend((const char *)send + r * block, count, nccl_type(t),
+                        r, s->nccl, s->stream));
+    CHECK_NCCL(ncclRecv((char *)recv + r * block, count, nccl_type(t), r,
+                        s->nccl, s->stream));
+  }
+  CHECK_NCCL(ncclGroupEnd());
+#endif
+  TRY(finish(c, req));
+  return 0;
+}
+
 /* The stream first: a barrier means this rank's queued work is done too. */
 static int nccl_barrier(comm *c) {
   nccl_state *s = state(c);
@@ -327,6 +350,7 @@ static const comm_ops nccl_ops = {
     .broadcast = nccl_broadcast,
     .reduce_scatter = nccl_reduce_scatter,
     .allgather = nccl_allgather,
+    .alltoall = nccl_alltoall,
     .barrier = nccl_barrier,
     .wait = nccl_wait,
     .close = nccl_close,

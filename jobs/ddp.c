@@ -83,7 +83,9 @@ static const param_def params[] = {
     {"ddp", "grad_sync", P_STRING, 0, 0, ddp_sync_names,
      "allreduce (each bucket all-reduced, averaged in the reduction) or "
      "allgather (each bucket's raw gradients all-gathered, averaged in "
-     "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only)"},
+     "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only) or "
+     "alltoall (ZeRO-1's chunks exchanged raw by an all-to-all, averaged "
+     "in AdamW; nccl: on the copy engines; optimizer zero1 only)"},
     {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
@@ -157,15 +159,16 @@ static int validate(const job *j, char *err, size_t n) {
                                                           : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
   }
-  if (y == DDP_SYNC_ALLGATHER && job_int(j, "nccl_max_ctas") != 0) {
-    snprintf(err, n, "nccl_max_ctas = %lld with grad_sync allgather (allowed "
-             "with allgather: 0; its communicator takes NCCL's zero-CTA "
-             "policy)", (long long)job_int(j, "nccl_max_ctas"));
+  if (y != DDP_SYNC_ALLREDUCE && job_int(j, "nccl_max_ctas") != 0) {
+    snprintf(err, n, "nccl_max_ctas = %lld with grad_sync %s (allowed "
+             "with %s: 0; its communicator takes NCCL's zero-CTA policy)",
+             (long long)job_int(j, "nccl_max_ctas"), ddp_sync_names[y],
+             ddp_sync_names[y]);
     return 1 + kind_param_index(j->kind, "nccl_max_ctas");
   }
-  if (y == DDP_SYNC_ALLGATHER && job_int(j, "world_size") > K_ADAMW_MAX_GRADS) {
-    snprintf(err, n, "grad_sync allgather with world_size %lld (allowed: at "
-             "most %d ranks, whose copies AdamW averages)",
+  if (y != DDP_SYNC_ALLREDUCE && job_int(j, "world_size") > K_ADAMW_MAX_GRADS) {
+    snprintf(err, n, "grad_sync %s with world_size %lld (allowed: at "
+             "most %d ranks, whose copies AdamW averages)", ddp_sync_names[y],
              (long long)job_int(j, "world_size"), (int)K_ADAMW_MAX_GRADS);
     return 1 + kind_param_index(j->kind, "grad_sync");
   }
@@ -397,7 +400,9 @@ static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
   result_set(r, "mem_after_opt_mib", x->mem_after);
   result_set(r, "params_mib", tag_mib(x->e, "params"));
   result_set(r, "grads_mib",
-             tag_mib(x->e, "grads") + tag_mib(x->e, "grads.gathered"));
+             tag_mib(x->e, "grads") + tag_mib(x->e, "grads.gathered") +
+                 tag_mib(x->e, "grads.sym") +
+                 tag_mib(x->e, "grads.received"));
   result_set(r, "optstate_mib", tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
   result_set(r, "activations_mib", tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
   result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
@@ -443,14 +448,16 @@ static int run(const job *j, result *r) {
   x.vocab = c.vocab;
   x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
   comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas"),
-                     .zero_cta = sy == DDP_SYNC_ALLGATHER && cb == COMM_NCCL};
+                     .zero_cta = sy != DDP_SYNC_ALLREDUCE && cb == COMM_NCCL};
   int rc = comm_open_ex(&x.c, cb, &co);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
     return rc;
   }
-  /* Parameter collectives run beside AdamW only: NCCL's full width. */
-  if (cb == COMM_NCCL && op != DDP_OPT_ADAMW && co.max_ctas > 0 &&
+  /* Parameter collectives run beside AdamW only: NCCL's full width, and
+   * its kernels (the parameters are no symmetric window). */
+  if (cb == COMM_NCCL && op != DDP_OPT_ADAMW &&
+      (co.max_ctas > 0 || co.zero_cta) &&
       (rc = comm_open(&x.pc, cb)) < 0) {
     err_trace(__FILE__, __LINE__);
     comm_close(x.c);

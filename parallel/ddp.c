@@ -28,7 +28,8 @@ const char *const ddp_strategy_names[] = {"naive", "flat", "overlap",
                                           "bucketed", NULL};
 const char *const ddp_optimizer_names[] = {"adamw", "sharded", "zero1",
                                            NULL};
-const char *const ddp_sync_names[] = {"allreduce", "allgather", NULL};
+const char *const ddp_sync_names[] = {"allreduce", "allgather", "alltoall",
+                                      NULL};
 
 static int parse(const char *const *names, const char *s) {
   for (int i = 0; names[i]; i++)
@@ -86,6 +87,12 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
              "allgather: adamw)", ddp_optimizer_names[o]);
     return -1;
   }
+  /* The exchanged chunks are what ZeRO-1's reduce-scatter would sum. */
+  if (y == DDP_SYNC_ALLTOALL && o != DDP_OPT_ZERO1) {
+    snprintf(err, n, "optimizer %s with grad_sync alltoall (allowed with "
+             "alltoall: zero1)", ddp_optimizer_names[o]);
+    return -1;
+  }
   return 0;
 }
 
@@ -108,6 +115,11 @@ static int launch(ddp *d, int i) {
     TRY(comm_allgather_f32(d->c, blocks + (size_t)d->rank * b->count, blocks,
                            b->count, &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * (d->world - 1);
+  } else if (d->sync == DDP_SYNC_ALLTOALL && !b->tail) {
+    size_t chunk = b->count / (size_t)d->world;
+    TRY(comm_alltoall_f32(d->c, g, d->received + b->start, chunk,
+                          &d->grad_req[i]));
+    d->wire_bytes += (double)b->count * 4 * (d->world - 1) / d->world;
   } else if (d->opt == DDP_OPT_ZERO1 && !b->tail) {
     size_t chunk = b->count / (size_t)d->world;
     TRY(comm_reduce_scatter_avg_f32(d->c, g, g + (size_t)d->rank * chunk,
@@ -209,6 +221,42 @@ static int gathered_setup(ddp *d) {
   return 0;
 }
 
+/* grad_sync alltoall: the received copies; on NCCL the gradients move to
+ * a symmetric buffer at their own offsets, and both become windows. */
+static int alltoall_setup(ddp *d) {
+  const dp_model *m = &d->m;
+  size_t bytes = m->nparams * sizeof(float);
+  int nccl = comm_get_backend(d->c) == COMM_NCCL;
+  const char *tags[] = {"grads.received", "grads.sym"};
+  void *p[2] = {NULL, NULL};
+  for (int k = 0; k < 1 + nccl; k++) {
+    eng_allocator a = {sym_alloc, sym_free, d->c};
+    if (nccl) TRY(eng_set_tag_allocator(d->e, tags[k], &a));
+    int rc = eng_alloc(d->e, bytes, tags[k], &p[k]);
+    if (nccl) TRY(eng_set_tag_allocator(d->e, tags[k], NULL));
+    TRY(rc);
+    if (k == 0) d->received = p[0];
+    else d->sym_grads = p[1];
+  }
+  if (!nccl) return 0;
+  if (!m->place_grads)
+    FAIL(ERR_FAIL, "ddp: grad_sync alltoall on nccl needs a model that can "
+         "place its gradients (dp_model.place_grads)");
+  size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
+  CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
+  for (int v = 0; v < m->nviews; v++) off[v] = m->views[v].offset;
+  int rc = m->place_grads(m->impl, d->sym_grads, off);
+  free(off);
+  TRY(rc);
+  d->placed = 1;
+  d->m.grads = d->sym_grads;
+  /* Collective, in the same order on every rank. */
+  TRY(comm_window_register(d->c, d->sym_grads, bytes));
+  TRY(comm_window_register(d->c, d->received, bytes));
+  d->recv_windows = 1;
+  return 0;
+}
+
 static int setup(ddp *d, double bucket_mib) {
   const dp_model *m = &d->m;
   int bad = 0, nv = m->nviews;
@@ -256,6 +304,7 @@ static int setup(ddp *d, double bucket_mib) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
   if (d->sync == DDP_SYNC_ALLGATHER) TRY(gathered_setup(d));
+  if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
@@ -285,11 +334,12 @@ int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
   d->strategy = s;
   d->opt = d->world == 1 ? DDP_OPT_ADAMW : o;
   d->sync = d->world == 1 ? DDP_SYNC_ALLREDUCE : y;
-  if (d->sync == DDP_SYNC_ALLGATHER && d->world > K_ADAMW_MAX_GRADS) {
+  if (d->sync != DDP_SYNC_ALLREDUCE && d->world > K_ADAMW_MAX_GRADS) {
     free(d);
-    FAIL(ERR_FAIL, "ddp: grad_sync allgather averages the ranks' copies in "
+    FAIL(ERR_FAIL, "ddp: grad_sync %s averages the ranks' copies in "
          "AdamW, at most %d (world size %d; allowed beyond that: "
-         "allreduce)", (int)K_ADAMW_MAX_GRADS, comm_size(c));
+         "allreduce)", ddp_sync_names[y], (int)K_ADAMW_MAX_GRADS,
+         comm_size(c));
   }
   d->hp = *opt;
   d->kstream = eng_stream(d->e);
@@ -342,10 +392,15 @@ void ddp_destroy(ddp *d) {
   ddp_optim_free(d);
   if (d->windows && comm_window_deregister(d->c, d->gathered) < 0)
     err_trace(__FILE__, __LINE__);
+  if (d->recv_windows && (comm_window_deregister(d->c, d->sym_grads) < 0 ||
+                          comm_window_deregister(d->c, d->received) < 0))
+    err_trace(__FILE__, __LINE__);
   /* the model's gradients back in a buffer of its own */
   if (d->placed && d->m.place_grads(d->m.impl, NULL, NULL) < 0)
     err_trace(__FILE__, __LINE__);
   if (d->gathered) eng_free(d->e, d->gathered);
+  if (d->sym_grads) eng_free(d->e, d->sym_grads);
+  if (d->received) eng_free(d->e, d->received);
   events_free(d->ev_ready, nb);
   events_free(d->ev_cstart, nb);
   events_free(d->ev_cend, nb);
@@ -437,10 +492,10 @@ int ddp_finish_gradient_synchronization(ddp *d) {
   }
   if (d->gpu) {
     TRY(dp_event_record(&d->ev_comm_done, d->cstream));
-    /* allgather: the optimizer waits for each bucket's own collective
-     * (ddp_optim.c), so the AdamW of buckets already gathered runs while
-     * the last ones still travel */
-    if (d->sync != DDP_SYNC_ALLGATHER)
+    /* allgather, alltoall: the optimizer waits for each bucket's own
+     * collective (ddp_optim.c), so the AdamW of buckets already received
+     * runs while the last ones still travel */
+    if (d->sync == DDP_SYNC_ALLREDUCE)
       TRY(dp_stream_wait(d->kstream, &d->ev_comm_done));
     return 0;
   }

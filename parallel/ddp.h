@@ -46,6 +46,19 @@
  *              the bytes: backward keeps every SM. Allowed with optimizer
  *              adamw only (its state is then kept here, full size, on every
  *              rank); any strategy.
+ *   alltoall   ZeRO-1's reduce-scatter without the reduction: each bucket's
+ *              raw gradients go through an all-to-all, so rank r receives
+ *              chunk r of every rank's bucket ("grads.received", the W
+ *              copies of bucket b's chunk side by side at its start), and
+ *              AdamW on chunk r averages them as it reads them
+ *              (k_adamw_mean); the updated chunks are all-gathered as
+ *              zero1 does. Moves what a reduce-scatter moves. On NCCL >= 2.28
+ *              with a zero-CTA communicator, the gradients (placed in a
+ *              buffer of their own, "grads.sym") and the received copies
+ *              are symmetric windows, so the copy engines move them; the
+ *              parameter all-gathers, beside AdamW only, keep NCCL's
+ *              kernels on their own communicator. Allowed with optimizer
+ *              zero1 only (so flat or bucketed).
  * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
@@ -67,7 +80,8 @@
 
 typedef enum { DDP_NAIVE, DDP_FLAT, DDP_OVERLAP, DDP_BUCKETED } ddp_strategy;
 typedef enum { DDP_OPT_ADAMW, DDP_OPT_SHARDED, DDP_OPT_ZERO1 } ddp_optimizer;
-typedef enum { DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER } ddp_sync;
+typedef enum { DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER, DDP_SYNC_ALLTOALL }
+    ddp_sync;
 
 extern const char *const ddp_strategy_names[];    /* NULL-terminated */
 extern const char *const ddp_optimizer_names[];

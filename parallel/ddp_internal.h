@@ -21,6 +21,11 @@ struct ddp {
                               gathered (this rank's blocks) */
   int windows;             /* allgather on NCCL: gathered is a registered
                               symmetric window */
+  float *sym_grads;        /* alltoall on NCCL: the model's gradients,
+                              placed in a symmetric buffer (same offsets) */
+  float *received;         /* alltoall: [nparams], bucket b's W received
+                              chunks at start + r*chunk */
+  int recv_windows;        /* alltoall on NCCL: both registered */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */

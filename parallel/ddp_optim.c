@@ -10,6 +10,10 @@
  *          elements of views with gradients, and all-gathers each bucket's
  *          chunks in place; the tail was all-reduced and is updated the same
  *          way on every rank.
+ * zero1 after grad_sync alltoall: the same state and all-gathers; the
+ *          gradient of chunk r is the mean of the W received copies
+ *          (k_adamw_mean), each bucket started as soon as its exchange is
+ *          done.
  * adamw after grad_sync allgather: m, v for every element here (the model's
  *          own step would read only this rank's gradients); per issued
  *          bucket, AdamW over its views with gradients, the gradient being
@@ -184,17 +188,42 @@ static int sharded_step(ddp *d) {
   return 0;
 }
 
+/* grad_sync alltoall: AdamW over [run_lo, run_lo + n) of this rank's
+ * chunk of bucket b, the gradient averaged from the W received copies. */
+static int adamw_received(ddp *d, size_t run_lo, size_t n, const void *arg) {
+  const dp_bucket *b = arg;
+  const adamw_config *o = &d->hp;
+  size_t W = (size_t)d->world, chunk = b->count / W;
+  size_t at = run_lo - (b->start + (size_t)d->rank * chunk);
+  const float *g[K_ADAMW_MAX_GRADS];
+  for (size_t r = 0; r < W; r++) g[r] = d->received + b->start + r * chunk + at;
+  return k_adamw_mean(d->e, d->m.params + run_lo, g, d->world,
+                      d->m_state + b->state_off + at,
+                      d->v_state + b->state_off + at, n, o->lr, o->beta1,
+                      o->beta2, o->eps, o->weight_decay, d->step + 1);
+}
+
+/* Buckets in issue order with alltoall (each waits for its own exchange,
+ * so the first AdamW overlaps the last transfers), else in plan order
+ * (the gradients are all reduced by now). */
 static int zero1_step(ddp *d) {
   size_t W = (size_t)d->world;
-  for (int i = 0; i < d->plan.nb; i++) {
+  int a2a = d->sync == DDP_SYNC_ALLTOALL;
+  int n = a2a ? d->nissued : d->plan.nb;
+  for (int k = 0; k < n; k++) {
+    int i = a2a ? d->issue_order[k] : k;
     dp_bucket *b = &d->plan.b[i];
     if (!b->active) continue;
+    if (a2a && d->gpu) TRY(dp_stream_wait(d->kstream, &d->ev_cend[i]));
     if (b->tail) {
       TRY(adamw_range(d, b->start, b->start + b->count, b->state_off));
       continue;
     }
     size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
-    TRY(adamw_range(d, lo, lo + chunk, b->state_off));
+    if (a2a)
+      TRY(grad_runs(d, lo, lo + chunk, adamw_received, b));
+    else
+      TRY(adamw_range(d, lo, lo + chunk, b->state_off));
     TRY(param_op_begin(d, i));
     TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
                            chunk, &d->param_req[i]));

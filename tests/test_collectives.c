@@ -7,6 +7,7 @@
  * rank, index): all-reduce sync / async / in place / out of place with sum,
  * max and min and every dtype the backend reduces, broadcast from the last
  * rank, reduce-scatter and all-gather (also in place, NCCL's convention),
+ * all-to-all,
  * two asynchronous operations in flight at once; then the barrier and the
  * errors the layer must report instead of calling the library. Results are
  * compared exactly; every output buffer starts as another seed's pattern so
@@ -346,6 +347,47 @@ static void check_allgather(suite *s, size_t n, int inplace, int async) {
   verdict(s, bad, name);
 }
 
+/* ---- all-to-all ----------------------------------------------------------- */
+
+/* Each rank sends size*n elements (indices 0 .. size*n-1 of its own
+ * pattern), block j for rank j; this rank's block r of the output must be
+ * rank r's indices [rank*n, (rank+1)*n). */
+static int alltoall_body(suite *s, const char *name, bufs *m, size_t n,
+                         int async) {
+  float *send = m->a, *recv = m->b;
+  size_t all = n * (size_t)s->size;
+  TRY(pattern_fill(s->c, recv, COMM_F32, all, 0, s->seed + 1, s->rank));
+  TRY(pattern_fill(s->c, send, COMM_F32, all, 0, s->seed, s->rank));
+  comm_req *req = NULL;
+  TRY(comm_alltoall(s->c, send, recv, n, COMM_F32, async ? &req : NULL));
+  TRY(wait_for(s, async, req));
+  int bad = 0;
+  for (int r = 0; r < s->size; r++) {
+    pattern_table want;
+    pattern_expect(&want, r, 1, COMM_SUM);
+    bad |= expect(s, name, recv + (size_t)r * n, COMM_F32, n,
+                  (size_t)s->rank * n, &want);
+  }
+  return bad;
+}
+
+static void check_alltoall(suite *s, size_t n, int async) {
+  char name[160];
+  snprintf(name, sizeof name, "alltoall f32 count=%zu %s", n,
+           async ? "async" : "sync");
+  s->seed++;
+  bufs m;
+  int bad;
+  size_t bytes = n * (size_t)s->size * 4;
+  if (acquire(s, &m, bytes, bytes) < 0) bad = call_failed(s, name);
+  else {
+    int rc = alltoall_body(s, name, &m, n, async);
+    bad = rc < 0 ? call_failed(s, name) : rc;
+  }
+  release(s, &m);
+  verdict(s, bad, name);
+}
+
 /* ---- barrier -------------------------------------------------------------- */
 
 /* The last rank arrives 200 ms late; nobody may leave before it came. Each
@@ -527,6 +569,7 @@ int main(int argc, char **argv) {
       if (pow2) check_reduce_scatter(&s, n, COMM_AVG, 1, async);
       check_allgather(&s, n, 0, async);
       check_allgather(&s, n, 1, async);
+      check_alltoall(&s, n, async);
     }
   }
   check_barrier(&s);

@@ -25,9 +25,11 @@
  * 100 MiB (larger than the model), each with the model's own AdamW and the
  * handout's sharded optimizer; ZeRO-1 with flat and the four bucket sizes;
  * grad_sync allgather (raw gradients gathered, averaged in AdamW) with
- * every strategy and bucket size. On NCCL the allgather cases run on a
- * zero-CTA communicator with the gradients in symmetric windows (NCCL
- * then moves them with the copy engines).
+ * every strategy and bucket size; grad_sync alltoall (ZeRO-1 with the raw
+ * chunks exchanged, averaged in AdamW) with flat and the four bucket
+ * sizes. On NCCL the allgather and alltoall cases run on a zero-CTA
+ * communicator with the gradients in symmetric windows (NCCL then moves
+ * them with the copy engines).
  *
  * Checks, per case:
  * - every rank's weights are bit-for-bit rank 0's (each rank applies the
@@ -183,8 +185,8 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
              dtype_name(x->prec));
   net n;
   ddp *d;
-  /* allgather on NCCL: its own zero-CTA communicator (copy engines) */
-  comm *gc = y == DDP_SYNC_ALLGATHER && x->backend == COMM_NCCL ? x->zc : x->c;
+  /* allgather / alltoall on NCCL: a zero-CTA communicator (copy engines) */
+  comm *gc = y != DDP_SYNC_ALLREDUCE && x->backend == COMM_NCCL ? x->zc : x->c;
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
   engine *e = n.e;
   adamw_config hp = adamw_defaults();
@@ -283,6 +285,15 @@ static void combinations(void) {
   check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ADAMW, 0, G, err, sizeof err) == 0 &&
             ddp_check_combination(DDP_BUCKETED, DDP_OPT_ADAMW, 25, G, err, sizeof err) == 0,
         "grad_sync allgather + adamw allowed with every strategy");
+  const ddp_sync A = DDP_SYNC_ALLTOALL;
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ADAMW, 25, A, err, sizeof err) != 0 &&
+            strstr(err, "allowed with alltoall: zero1"),
+        "grad_sync alltoall + adamw refused: %s", err);
+  check(ddp_check_combination(DDP_OVERLAP, DDP_OPT_ZERO1, 0, A, err, sizeof err) != 0,
+        "grad_sync alltoall + overlap refused (zero1's strategies): %s", err);
+  check(ddp_check_combination(DDP_FLAT, DDP_OPT_ZERO1, 0, A, err, sizeof err) == 0 &&
+            ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, A, err, sizeof err) == 0,
+        "grad_sync alltoall + zero1 allowed with flat and bucketed");
 }
 
 static void batches(ctx *x) {
@@ -314,6 +325,9 @@ static void all_cases(ctx *x) {
   one_case(x, DDP_FLAT, 0, DDP_OPT_ADAMW, G);
   one_case(x, DDP_OVERLAP, 0, DDP_OPT_ADAMW, G);
   for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ADAMW, G);
+  const ddp_sync A = DDP_SYNC_ALLTOALL;
+  one_case(x, DDP_FLAT, 0, DDP_OPT_ZERO1, A);
+  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ZERO1, A);
 }
 
 int main(int argc, char **argv) {
