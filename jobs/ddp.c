@@ -19,7 +19,8 @@
  * time, the summed durations of the gradient collectives, the
  * communication left exposed after backward (last gradient collective's
  * end minus backward's end), optimizer time including the parameter
- * collectives; each a mean over timed steps of the maximum over ranks.
+ * collectives (grad_sync allgather on GPUs: the part left after backward,
+ * the rest runs beside it); each a mean over timed steps of the maximum over ranks.
  * Memory (engine accounting, rank 0): peaks after init, just before and
  * just after the first optimizer step, and at the end what each tag holds
  * (parameters, gradients, AdamW moments, activations).

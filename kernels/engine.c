@@ -88,6 +88,14 @@ void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
 }
 
+int eng_set_stream(engine *e, void *stream) {
+  if (e->ops->set_stream) return e->ops->set_stream(e, stream);
+  if (stream)
+    FAIL(ERR_FAIL, "the %s engine runs on no stream (allowed: NULL, or the "
+         "cuda engine)", e->ops->name);
+  return 0;
+}
+
 int eng_reserve_sms(engine *e, int n) {
   if (n < 0) FAIL(ERR_FAIL, "eng_reserve_sms: n = %d (allowed: >= 0)", n);
   if (e->ops->reserve_sms) return e->ops->reserve_sms(e, n);

@@ -68,6 +68,7 @@ typedef struct engine_ops {
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
+  int (*set_stream)(engine *e, void *stream);   /* NULL: host engine */
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
   int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An

@@ -73,6 +73,13 @@ int eng_sync(engine *e);
  * queued, for callers that order other work after it (events); NULL on the
  * CPU engine, whose operations are done when they return. */
 void *eng_stream(engine *e);
+/* Queue the engine's operations on `stream` (a cudaStream_t of the
+ * engine's device) from now on; NULL: back to the engine's own stream.
+ * For work meant to run beside the engine's stream (DDP's AdamW of a
+ * bucket while backward goes on); ordering between the two is the
+ * caller's (events), and eng_sync / upload / download wait for the stream
+ * set at the time. The CPU engine has no streams: a stream fails there. */
+int eng_set_stream(engine *e, void *stream);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the
  * engine's stream; the host clock on the CPU engine, whose operations are

@@ -38,7 +38,9 @@ static int linear_dx(model *m, const float *dy, const float *W, float *dx,
                   din, m->compute);
 }
 
-/* The gradient of parameter table entry `view` is final: tell the hook. */
+/* Backward is done with parameter table entry `view`: its gradient is final
+ * and nothing after reads the parameter (so the hook's caller may update
+ * it while backward goes on). */
 static int grad_ready(model *m, int view) {
   return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
 }
@@ -65,17 +67,17 @@ static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
 
   /* out = resid + h W2^T */
   TRY(linear_dw(m, r->dres, l->h, g->w2, N, F, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
   TRY(linear_dx(m, r->dres, p->w2, a->g_h, N, F, D, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
   /* h = silu(a) * b */
   TRY(k_swiglu_bwd(e, a->g_h, l->a, l->b, a->g_a, a->g_b, (size_t)N * F));
   /* a = ln2_out W1^T, b = ln2_out W3^T */
   TRY(linear_dw(m, a->g_a, l->ln2_out, g->w1, N, D, F));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
   TRY(linear_dw(m, a->g_b, l->ln2_out, g->w3, N, D, F));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
   TRY(linear_dx(m, a->g_a, p->w1, r->dnorm, N, D, F, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
   TRY(linear_dx(m, a->g_b, p->w3, r->dnorm, N, D, F, 1.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
   /* ln2_out = RMSNorm(resid); d resid = dres + dx(norm) */
   TRY(k_rmsnorm_bwd(e, r->dnorm, l->resid, p->ln2, l->ln2_rstd, r->dtmp,
                     g->ln2, N, D));
@@ -100,8 +102,8 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
 
   /* resid = x + o Wo^T */
   TRY(linear_dw(m, r->dres, l->o, g->wo, N, D, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
   TRY(linear_dx(m, r->dres, p->wo, r->dtmp, N, D, D, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
   /* o = merge(Y): dY = split(do) */
   TRY(k_split_heads(e, r->dtmp, a->g_heads, b, t, H, Dh));
   /* Y = P V: dP = dY V^T, dV = P^T dY */
@@ -124,16 +126,16 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
    * dW += dtmp^T ln1_out and dnorm (+)= dtmp W. */
   TRY(k_merge_heads(e, a->g_q, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wq, N, D, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
   TRY(linear_dx(m, r->dtmp, p->wq, r->dnorm, N, D, D, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
   TRY(k_merge_heads(e, a->g_k, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wk, N, D, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
   TRY(linear_dx(m, r->dtmp, p->wk, r->dnorm, N, D, D, 1.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
   TRY(k_merge_heads(e, a->g_v, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wv, N, D, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
   TRY(linear_dx(m, r->dtmp, p->wv, r->dnorm, N, D, D, 1.0f));
+  TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
   /* ln1_out = RMSNorm(x); d x = dres + dx(norm) */
   TRY(k_rmsnorm_bwd(e, r->dnorm, x, p->ln1, l->ln1_rstd, r->dtmp, g->ln1, N,
                     D));
@@ -158,8 +160,8 @@ static int backward_work(model *m) {
                           m->loss_scale / (float)N));
   /* logits = lnf_out lm_head^T */
   TRY(linear_dw(m, a->logits, a->lnf_out, m->g.lm, N, D, V));
-  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(linear_dx(m, a->logits, m->p.lm, r.dnorm, N, D, V, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
   /* lnf_out = RMSNorm(h_L) */
   const float *hL = a->layer[L - 1].out;
   TRY(k_rmsnorm_bwd(e, r.dnorm, hL, m->p.lnf, a->lnf_rstd, r.dres, m->g.lnf,

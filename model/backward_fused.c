@@ -71,8 +71,8 @@ int model_backward_fused(model *m) {
   TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
                              lt, N, V, m->loss_scale / (float)N));
   TRY(linear_dw(m, a->dlogits, a->lnf, m->g.lm, N, D, V));
-  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, lt, N, D, V, 0.0f));
+  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
   TRY(grad_ready(m, LAYER_VIEW(L, 0)));
@@ -95,11 +95,11 @@ int model_backward_fused(model *m) {
       n2 = a->norm;
     }
     TRY(linear_dw(m, a->da, n2, g->w1, N, D, F));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dw(m, a->db, n2, g->w3, N, D, F));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(linear_dx(m, a->da, p->w1, a->dn, lt, N, D, F, 0.0f));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dx(m, a->db, p->w3, a->dn, lt, N, D, F, 1.0f));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN2)));
@@ -107,8 +107,8 @@ int model_backward_fused(model *m) {
     /* attention: resid = x + merge(o) Wo^T */
     TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
     TRY(linear_dw(m, a->dres_low, a->om, g->wo, N, D, D));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
     TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
+    TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
     TRY(k_split_heads_ex(e, a->dom, lt, a->dO, lt, b, t, H, Dh));
     TRY(k_attention_bwd(e, m->opt.attention, l->q, l->k, l->v, l->o, a->dO,
                         l->lse, l->P, a->dq, a->dk, a->dv, b * H, t, t, Dh, 1,
@@ -123,10 +123,10 @@ int model_backward_fused(model *m) {
       n1 = a->norm;
     }
     TRY(linear_dw(m, a->dqkv, n1, g->wq, N, D, 3 * D));
+    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
-    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->x, p->ln1, l->rstd1, a->dres, a->dres,
                          dres_low, lt, g->ln1, N, D));
     TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));

@@ -158,15 +158,17 @@ long long model_step_count(const model *m);
 void model_set_step_count(model *m, long long step);
 engine *model_engine(model *m);
 
-/* Called by model_backward once per parameter tensor, the moment that
- * tensor's gradient is final for this backward (all its kernels queued on
+/* Called by model_backward once per parameter tensor, the moment backward
+ * is done with it: its gradient is final and no later kernel of backward
+ * reads the parameter (all its kernels queued on
  * the engine's stream, not necessarily finished: on CUDA, record an event
  * on eng_stream to wait for it). `view` indexes model_views. Tensors come
  * in reverse order of use: lm_head, final norm, then layers from last to
  * first (within a layer: ffn.w2, ffn.w1, ffn.w3, ln2, attn.output_proj,
  * q, k, v, ln1), token_embeddings last. A non-zero return aborts backward
  * with that code. This is where data parallelism starts gradient
- * communication while backward goes on (parallel/). */
+ * communication while backward goes on, and may update the parameter
+ * there too (parallel/). */
 typedef int (*model_grad_hook)(int view, void *arg);
 void model_set_grad_hook(model *m, model_grad_hook fn, void *arg);
 

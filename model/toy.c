@@ -268,7 +268,8 @@ static float *G(toy *t, int v) {
   return t->gbase ? t->gbase + t->goff[v] : t->grads + t->views[v].offset;
 }
 
-/* Gradient of view v is final: record its dtype and tell the hook. */
+/* Backward is done with view v (its gradient final, the parameter read no
+ * more): record the gradient's dtype and tell the hook. */
 static int grad_ready(toy *t, int v) {
   note(t, TOY_GRADS, t->grads_dt);
   return t->hook ? t->hook(v, t->hook_arg) : 0;
@@ -316,10 +317,10 @@ static int backward(toy *t) {
   /* fc2: dW2 += dy^T h; dh = dy W2 */
   TRY(k_matmul(e, 1, 0, O, H, rows, 1.0f, dy, O, t->h.p, H, 1.0f,
                G(t, V_FC2), H, t->compute));
-  TRY(grad_ready(t, V_FC2));
   TRY(k_matmul(e, 0, 0, rows, H, O, 1.0f, dy, O, P(t, V_FC2), H, 0.0f,
                t->dh.p, H, t->compute));
   note(t, TOY_PARAM_READ, t->compute);
+  TRY(grad_ready(t, V_FC2));
   /* LayerNorm (dx over dy's buffer), then relu in place: dh becomes dz. */
   TRY(k_layernorm_bwd(e, t->dh.p, t->a.p, P(t, V_LNW), t->mean.p, t->rstd.p,
                       t->dh.p, G(t, V_LNW), G(t, V_LNB), rows, H));

@@ -52,7 +52,8 @@ int toy_has_grad(const toy *t, int view);
 
 /* Forward on x [rows, in] and target [rows, out] (host arrays) with the mean
  * squared error into *loss; then backward, accumulating gradients and
- * calling the hook (model_grad_hook, model.h) as each gradient is final:
+ * calling the hook (model_grad_hook, model.h) as backward is done with each
+ * parameter (its gradient final, the parameter read no more):
  * fc2.weight, ln.bias, ln.weight, fc1.weight. */
 int toy_zero_grad(toy *t);
 int toy_forward_backward(toy *t, const float *x, const float *target,

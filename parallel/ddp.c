@@ -132,6 +132,7 @@ static int launch(ddp *d, int i) {
   d->grad_bytes += (double)b->count * 4;
   if (d->gpu) TRY(dp_event_record(&d->ev_cend[i], d->cstream));
   d->issue_order[d->nissued++] = i;
+  if (d->ostream) TRY(ddp_optim_bucket(d, i));
   return 0;
 }
 
@@ -304,6 +305,10 @@ static int setup(ddp *d, double bucket_mib) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
   if (d->sync == DDP_SYNC_ALLGATHER) TRY(gathered_setup(d));
+  if (d->sync == DDP_SYNC_ALLGATHER && d->gpu) {
+    TRY(dp_stream_create(&d->ostream));
+    TRY(dp_event_init(&d->ev_odone, 1));
+  }
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
@@ -389,6 +394,8 @@ void ddp_destroy(ddp *d) {
   if (d->grad_req) release_on(d->c, d->grad_req, nb);
   if (d->param_req) release_on(d->pc, d->param_req, np);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
+  dp_stream_destroy(d->ostream);
+  dp_event_destroy(&d->ev_odone);
   ddp_optim_free(d);
   if (d->windows && comm_window_deregister(d->c, d->gathered) < 0)
     err_trace(__FILE__, __LINE__);

@@ -43,9 +43,14 @@
  *              bytes as a ring all-reduce. On NCCL >= 2.28 with a zero-CTA
  *              communicator (comm_options.zero_cta) the buffer is a
  *              symmetric window (comm_sym_alloc) and the copy engines move
- *              the bytes: backward keeps every SM. Allowed with optimizer
- *              adamw only (its state is then kept here, full size, on every
- *              rank); any strategy.
+ *              the bytes: backward keeps every SM. On GPUs each bucket's
+ *              AdamW is queued as the bucket is launched, on a stream of
+ *              its own (lowest priority) after the bucket's all-gather, so
+ *              the optimizer runs during backward (as PyTorch DDP's
+ *              _register_fused_optim does): the hook fires only once
+ *              backward reads the bucket's parameters no more. Allowed
+ *              with optimizer adamw only (its state is then kept here, full
+ *              size, on every rank); any strategy.
  *   alltoall   ZeRO-1's reduce-scatter without the reduction: each bucket's
  *              raw gradients go through an all-to-all, so rank r receives
  *              chunk r of every rank's bucket ("grads.received", the W
@@ -131,7 +136,9 @@ typedef struct ddp_step_info {
   const ddp_op_time *param_ops;      /* parameter broadcasts / all-gathers */
   double grad_comm_ms;     /* sum of the gradient collectives' durations */
   double exposed_ms;       /* last gradient collective's end - bwd_end (>= 0) */
-  double opt_ms;           /* optimizer start to its last collective's end */
+  double opt_ms;           /* optimizer start to its last collective's end
+                              (allgather on GPUs: what is left of the
+                              optimizer after backward) */
   double param_comm_ms;    /* sum of the parameter collectives' durations */
   double grad_bytes, param_bytes;    /* bytes handed to collectives, per rank */
   double wire_bytes;       /* bytes each rank sends per step, ring

@@ -26,6 +26,10 @@ struct ddp {
   float *received;         /* alltoall: [nparams], bucket b's W received
                               chunks at start + r*chunk */
   int recv_windows;        /* alltoall on NCCL: both registered */
+  void *ostream;           /* allgather on GPUs: AdamW's stream (lowest
+                              priority), each bucket's update queued from
+                              its launch, so it runs during backward */
+  dp_event ev_odone;       /* ostream: every bucket's AdamW queued */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */
@@ -71,6 +75,8 @@ struct ddp {
 
 /* ddp_optim.c */
 int ddp_optim_setup(ddp *d);
+/* allgather on GPUs: bucket i's AdamW on ostream after its all-gather. */
+int ddp_optim_bucket(ddp *d, int i);
 int ddp_optim_step(ddp *d);
 void ddp_optim_free(ddp *d);
 

@@ -18,7 +18,8 @@
  *          own step would read only this rank's gradients); per issued
  *          bucket, AdamW over its views with gradients, the gradient being
  *          the mean of the bucket's W gathered copies (k_adamw_mean),
- *          started on GPUs as soon as that bucket's all-gather is done.
+ *          started on GPUs as soon as that bucket's all-gather is done,
+ *          while backward still runs (ddp_optim_bucket).
  * AdamW is elementwise, so updating a slice with its own m, v gives the
  * same numbers as the unsharded step over the whole buffer.
  * Ordering (GPU): a bucket's all-gather waits for its AdamW on the compute
@@ -139,10 +140,33 @@ static int adamw_gathered(ddp *d, size_t lo, size_t n, const void *arg) {
                       o->weight_decay, d->step + 1);
 }
 
+/* On GPUs each bucket's AdamW is queued when the bucket is launched (from
+ * backward's hook, ddp.c), on the optimizer's own stream of the lowest
+ * priority, after the bucket's all-gather: it runs while backward goes on,
+ * on what backward's kernels leave of the GPU. Safe because the hook
+ * fires only once backward reads the bucket's parameters no more
+ * (model_grad_hook). The engine's stream is switched for the calls. */
+int ddp_optim_bucket(ddp *d, int i) {
+  const dp_bucket *b = &d->plan.b[i];
+  TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
+  TRY(eng_set_stream(d->e, d->ostream));
+  int rc = grad_runs(d, b->start, b->start + b->count, adamw_gathered, b);
+  TRY(eng_set_stream(d->e, NULL));
+  TRY(rc);
+  return 0;
+}
+
 /* Every issued bucket's views with gradients (adjacent ones one call), in
- * issue order; on GPUs each after its own all-gather (an event), so the
- * first buckets' AdamW overlaps the last buckets' communication. */
+ * issue order, each after its own all-gather (an event, GPUs), so the
+ * first buckets' AdamW overlaps the last buckets' communication; on GPUs
+ * they were queued from backward already, and the compute stream waits
+ * for the last. */
 static int gathered_step(ddp *d) {
+  if (d->ostream) {
+    TRY(dp_event_record(&d->ev_odone, d->ostream));
+    TRY(dp_stream_wait(d->kstream, &d->ev_odone));
+    return 0;
+  }
   for (int k = 0; k < d->nissued; k++) {
     int i = d->issue_order[k];
     const dp_bucket *b = &d->plan.b[i];

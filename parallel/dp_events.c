@@ -59,6 +59,29 @@ int dp_stream_wait(void *stream, const dp_event *x) {
   return 0;
 }
 
+int dp_stream_create(void **stream) {
+  *stream = NULL;
+#ifdef HAVE_CUDA
+  int least = 0, greatest = 0;
+  cudaStream_t s;
+  CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK_CUDA(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+  *stream = s;
+  return 0;
+#else
+  FAIL(ERR_FAIL, "dp_stream_create: built without CUDA");
+#endif
+}
+
+void dp_stream_destroy(void *stream) {
+#ifdef HAVE_CUDA
+  if (stream) {
+    cudaStreamSynchronize((cudaStream_t)stream);
+    cudaStreamDestroy((cudaStream_t)stream);
+  }
+#endif
+}
+
 int dp_event_ms(const dp_event *from, const dp_event *to, double *ms) {
   *ms = NAN;
   if (!from->recorded || !to->recorded) return 0;

@@ -22,6 +22,11 @@ int dp_event_record(dp_event *x, void *stream);
 void dp_event_clear(dp_event *x);
 /* `stream` waits (on the device) for x; no-op when either is absent. */
 int dp_stream_wait(void *stream, const dp_event *x);
+/* A CUDA stream of the lowest priority (on the current device), for work
+ * that should take only what the other streams leave; destroy after
+ * synchronising it. */
+int dp_stream_create(void **stream);
+void dp_stream_destroy(void *stream);
 /* Milliseconds from `from` to `to`, both recorded and completed; NaN if
  * either was not recorded. */
 int dp_event_ms(const dp_event *from, const dp_event *to, double *ms);

@@ -46,6 +46,8 @@ typedef struct cuda_engine {
   int device;
   int sms;                              /* multiprocessors, for grid sizes */
   cudaStream_t stream;                  /* non-blocking; everything runs here */
+  cudaStream_t own_stream;              /* the engine's; stream differs from it
+                                           while eng_set_stream says so */
   cublasHandle_t blas;
   void *blas_ws;                        /* cuBLAS workspace, "workspace.cublas" */
   size_t blas_ws_bytes;

@@ -170,6 +170,17 @@ static int cu_memset0(engine *e, void *p, size_t bytes) {
 
 static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
 
+/* cuBLAS follows; SetStream resets its workspace, so it is set again. */
+static int cu_set_stream(engine *e, void *stream) {
+  cuda_engine *c = cuda_impl(e);
+  cudaStream_t s = stream ? (cudaStream_t)stream : c->own_stream;
+  if (s == c->stream) return 0;
+  c->stream = s;
+  CHECK_CUBLAS(cublasSetStream(c->blas, s));
+  CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+  return 0;
+}
+
 /* Profiling events: created and recorded on demand (only while
  * eng_profile is on), destroyed when the report has read them. */
 static void *cu_prof_record(engine *e) {
@@ -266,6 +277,7 @@ static int cu_sync(engine *e) {
 static void cu_destroy(engine *e) {
   cuda_engine *c = cuda_impl(e);
   if (!c) return;
+  if (c->own_stream) c->stream = c->own_stream;   /* eng_set_stream's */
   if (c->stream) (void)cudaStreamSynchronize(c->stream);
   free(c->retired);   /* the blocks themselves: engine_destroy freed them */
   if (c->blas) (void)cublasDestroy(c->blas);
@@ -288,6 +300,7 @@ static const engine_ops cuda_ops = {
   .memset0 = cu_memset0,
   .sync = cu_sync,
   .stream = cu_stream,
+  .set_stream = cu_set_stream,
   .f32_products = cu_f32_products,
   .reserve_sms = cu_reserve_sms,
   .prof_record = cu_prof_record,
@@ -338,6 +351,7 @@ static int cuda_init(engine *e, int device) {
                                     device));
   c->wgmma = major == 9 && minor == 0;   /* the sm_90a code of the build */
   CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  c->own_stream = c->stream;
   CHECK_CUBLAS(cublasCreate(&c->blas));
   /* SetStream resets the workspace to cuBLAS's own pool: stream first. */
   CHECK_CUBLAS(cublasSetStream(c->blas, c->stream));
