@@ -306,7 +306,7 @@ for p in fp32 bf16; do
   if [ -n "$cb" ] && is_true "$(two "$ce" $p step_ms_mean "$cb") / $(one "$ce" $p step_ms_mean "$cb") < $(two "$csv" $p step_ms_mean "$bb") / $(one "$csv" $p step_ms_mean "$bb")"; then
     csv_saved=$csv; csv=$ce; bb=$cb; src="gradients all-gathered on the copy engines: ddp_copy_engine.csv"
     what="all-gathers on the copy engines"
-    why="the transfers hold no SMs but share memory bandwidth with backward's kernels, and at one NVLink's ~370 GB/s the fp32 gradients need about as long as bf16's backward lasts"
+    why="the 2-GPU backward also holds most of AdamW's ~13 ms, which runs beside it; the transfers hold no SMs but share memory bandwidth with backward's kernels and AdamW, and at one NVLink's ~370 GB/s the fp32 gradients need about as long as bf16's backward lasts"
   fi
   s2=$(two "$csv" $p step_ms_mean "$bb")
   s1=$(one "$csv" $p step_ms_mean "$bb")
@@ -489,8 +489,11 @@ all-gathered in place into a buffer holding both ranks' copies (the
 model's gradients live in it, so nothing is copied locally), on a NCCL
 communicator with the zero-CTA policy over a symmetric window, which NCCL
 2.28 moves with the copy engines; AdamW averages the two copies as it
-reads them, each bucket's update starting when its own all-gather is done.
-For two ranks this puts the same bytes on NVLink as a ring all-reduce.
+reads them. On the GPUs each bucket's AdamW is queued the moment the
+bucket is launched, on a stream of its own (lowest priority) after that
+bucket's all-gather, so the optimizer runs during backward; the gradient
+hook fires only once backward reads the parameter no more (after its dx
+product), which makes that safe. For two ranks this puts the same bytes on NVLink as a ring all-reduce.
 tools/ce_probe.cu measured the idea first (reports/data/ce_probe.txt):
 SGEMMs of xl's backward shapes take 15.9 ms alone, 21.4 ms beside SM
 all-reduces, 17.5 ms beside copy-engine all-gathers that copy the rank's
@@ -509,14 +512,62 @@ EOF
   done
   cat <<EOF
 
-Backward now grows by under 2 ms on the second GPU (it grew by ~9 ms
-beside the SM all-reduces); what the second GPU adds instead is AdamW
-reading the second copy (+4 bytes per parameter, ~2 ms) and the
-communication left after backward. Costs: the gathered buffer holds W
-copies of the gradients (W x 7.6 GiB for xl in fp32), and AdamW's state
-lives beside it on every rank; only optimizer adamw composes with it.
-bf16 stays above 1.05: its backward (~26 ms) is barely longer than the
-~22 ms the 7.6 GiB of fp32 gradients need on the wire.
+The 2-GPU "backward" column now holds most of AdamW too (the AdamW
+column is what is left of it after backward): the ~13 ms update runs
+beside backward's kernels instead of after them. That is worth only
+~1 ms of the 13 in fp32 and costs ~0.7 ms in bf16: both are bound by
+memory bandwidth at this per-GPU batch (256 tokens), and the all-gathers'
+traffic (each rank reads its 7.6 GiB block and receives the other's)
+shares it too, so running them side by side mostly interleaves them. Before AdamW moved into
+backward (these rows' predecessor at a8307b3) the best ratios were 1.047
+(fp32, 250 MiB) and 1.116 (bf16, 1000 MiB). Costs: the gathered buffer
+holds W copies of the gradients (W x 7.6 GiB for xl in fp32), and AdamW's
+state lives beside it on every rank; only optimizer adamw composes with
+it. bf16 stays above 1.05: per step the second GPU adds ~19 GB of memory
+traffic (the two all-gather streams and AdamW's read of the second copy)
+to a bandwidth-bound step, and the fp32 gradients need ~22 ms on one
+NVLink against bf16's ~26 ms backward.
+
+EOF
+fi
+
+# ---- ZeRO-1 on the copy engines --------------------------------------------------
+z1ce="$DATA/zero1_copy_engine.csv"
+if [ -f "$z1ce" ] && [ "$("$CSVTOOL" count "$z1ce" --where status=ok)" -gt 0 ]; then
+  echo "### ZeRO-1 with its gradients on the copy engines (zero1_copy_engine)"
+  echo
+  cat <<EOF
+\`grad_sync = "alltoall"\` with \`optimizer = "zero1"\`: each bucket's raw
+fp32 gradients go through an all-to-all (ncclAlltoAll, copy engines on a
+zero-CTA communicator with symmetric windows), so each rank receives only
+its own chunk of the other rank's bucket, as ZeRO-1's reduce-scatter
+would, without the reduction; AdamW on the rank's chunk averages the
+copies, and the updated chunks are all-gathered by NCCL's kernels on a
+second communicator, beside AdamW. Half the bytes of ddp_copy_engine on
+the wire during backward and half the optimizer's work per GPU.
+
+| precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | optimizer 1 -> 2 GPUs | parameter all-gathers | AdamW state MiB, 1 -> 2 GPUs |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|
+EOF
+  for p in fp32 bf16; do
+    for b in 25 100 250 1000; do
+      s2=$(two "$z1ce" $p step_ms_mean "$b"); s1=$(one "$z1ce" $p step_ms_mean "$b")
+      [ -n "$s2" ] && [ -n "$s1" ] || continue
+      echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$z1ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$b")") | $(calc %.1f "$(two "$z1ce" $p param_comm_ms_mean "$b")") | $(calc %.0f "$(one "$z1ce" $p optstate_mib "$b")") -> $(calc %.0f "$(two "$z1ce" $p optstate_mib "$b")") |"
+    done
+  done
+  cat <<EOF
+
+Slower than the all-gather form, for two measured reasons: the parameter
+all-gathers on NCCL's kernels barely overlap AdamW (which holds every SM;
+they take 18-27 ms for 3.8 GiB per rank, about twice what NVLink needs),
+and backward grows more beside the all-to-alls (+5 ms fp32, +7 ms bf16)
+than beside in-place all-gathers, though half the bytes cross NVLink:
+NCCL's all-to-all also copies the rank's own chunk locally on the copy
+engines, so the memory traffic beside backward is no smaller. Putting the
+parameters in a symmetric window, so that their all-gathers also take the
+copy engines and overlap AdamW, is the next step for this form. Measured
+at 8fe99c2, before AdamW moved into backward in the all-gather form.
 
 EOF
 fi
