@@ -809,6 +809,9 @@ static void test_adamw(void) {
   expect_fail("k_adamw_mean of 0 arrays",
               k_adamw_mean(E, q1, gs, 0, m1, v1, N, lr, b1, b2, eps, wd, 1),
               "allowed: 1 to");
+  expect_fail("the CPU engine refuses a stream",
+              eng_set_stream(E, (void *)&h1), "no stream");
+  RUN(eng_set_stream(E, NULL));
   expect_fail("k_adamw_mean of 9 arrays",
               k_adamw_mean(E, q1, gs, 9, m1, v1, N, lr, b1, b2, eps, wd, 1),
               "allowed: 1 to");
