@@ -101,6 +101,18 @@ static int sym_alloc(void *ctx, size_t bytes, void **p) {
 }
 static void sym_free(void *ctx, void *p) { comm_sym_free(ctx, p); }
 
+/* Engine memory under `tag` that can join a symmetric window of d->c
+ * (NCCL: ncclMemAlloc through the tag's allocator; MPI: the engine's own). */
+static int window_alloc(ddp *d, size_t bytes, const char *tag, void **p) {
+  int nccl = comm_get_backend(d->c) == COMM_NCCL;
+  eng_allocator a = {sym_alloc, sym_free, d->c};
+  if (nccl) TRY(eng_set_tag_allocator(d->e, tag, &a));
+  int rc = eng_alloc(d->e, bytes, tag, p);
+  if (nccl) TRY(eng_set_tag_allocator(d->e, tag, NULL));
+  TRY(rc);
+  return 0;
+}
+
 /* ---- launching ----------------------------------------------------------- */
 
 static int launch(ddp *d, int i) {
@@ -177,15 +189,8 @@ static int gathered_setup(ddp *d) {
   if (!m->place_grads)
     FAIL(ERR_FAIL, "ddp: grad_sync allgather needs a model that can place "
          "its gradients (dp_model.place_grads)");
-  if (comm_get_backend(d->c) == COMM_NCCL) {
-    eng_allocator a = {sym_alloc, sym_free, d->c};
-    TRY(eng_set_tag_allocator(d->e, "grads.gathered", &a));
-  }
   void *p = NULL;
-  int rc = eng_alloc(d->e, bytes, "grads.gathered", &p);
-  if (comm_get_backend(d->c) == COMM_NCCL)
-    TRY(eng_set_tag_allocator(d->e, "grads.gathered", NULL));
-  TRY(rc);
+  TRY(window_alloc(d, bytes, "grads.gathered", &p));
   d->gathered = p;
   size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
   CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
@@ -210,7 +215,7 @@ static int gathered_setup(ddp *d) {
            m->views[v].name, lo, hi);
     }
   }
-  rc = m->place_grads(m->impl, d->gathered, off);
+  int rc = m->place_grads(m->impl, d->gathered, off);
   free(off);
   TRY(rc);
   d->placed = 1;
@@ -228,18 +233,12 @@ static int alltoall_setup(ddp *d) {
   const dp_model *m = &d->m;
   size_t bytes = m->nparams * sizeof(float);
   int nccl = comm_get_backend(d->c) == COMM_NCCL;
-  const char *tags[] = {"grads.received", "grads.sym"};
-  void *p[2] = {NULL, NULL};
-  for (int k = 0; k < 1 + nccl; k++) {
-    eng_allocator a = {sym_alloc, sym_free, d->c};
-    if (nccl) TRY(eng_set_tag_allocator(d->e, tags[k], &a));
-    int rc = eng_alloc(d->e, bytes, tags[k], &p[k]);
-    if (nccl) TRY(eng_set_tag_allocator(d->e, tags[k], NULL));
-    TRY(rc);
-    if (k == 0) d->received = p[0];
-    else d->sym_grads = p[1];
-  }
+  void *p = NULL;
+  TRY(window_alloc(d, bytes, "grads.received", &p));
+  d->received = p;
   if (!nccl) return 0;
+  TRY(window_alloc(d, bytes, "grads.sym", &p));
+  d->sym_grads = p;
   if (!m->place_grads)
     FAIL(ERR_FAIL, "ddp: grad_sync alltoall on nccl needs a model that can "
          "place its gradients (dp_model.place_grads)");
