@@ -291,6 +291,16 @@ int eng_memset0(engine *e, void *p, size_t bytes) {
   return 0;
 }
 
+int eng_copy(engine *e, void *dst, const void *src, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (!dst || !src) FAIL(ERR_FAIL, "eng_copy: NULL buffer");
+  const char *d = dst, *s = src;
+  if (d < s + bytes && s < d + bytes)
+    FAIL(ERR_FAIL, "eng_copy: the buffers overlap");
+  TRY(e->ops->copy(e, dst, src, bytes));
+  return 0;
+}
+
 int eng_sync(engine *e) {
   NOT_RECORDING(e, "eng_sync");
   TRY(e->ops->sync(e));

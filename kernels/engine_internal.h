@@ -66,6 +66,7 @@ typedef struct engine_ops {
   int (*upload)(engine *e, void *dst, const void *host_src, size_t bytes);
   int (*download)(engine *e, void *host_dst, const void *src, size_t bytes);
   int (*memset0)(engine *e, void *p, size_t bytes);
+  int (*copy)(engine *e, void *dst, const void *src, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
   int (*set_stream)(engine *e, void *stream);   /* NULL: host engine */

@@ -68,6 +68,10 @@ int eng_set_tag_allocator(engine *e, const char *tag, const eng_allocator *a);
 int eng_upload(engine *e, void *dst, const void *host_src, size_t bytes);
 int eng_download(engine *e, void *host_dst, const void *src, size_t bytes);
 int eng_memset0(engine *e, void *p, size_t bytes);
+/* bytes from src to dst, both engine memory, not overlapping; queued on
+ * the engine's stream like an operation (moving a buffer into memory of
+ * another allocator: model_place_params). */
+int eng_copy(engine *e, void *dst, const void *src, size_t bytes);
 int eng_sync(engine *e);
 /* The CUDA engine's stream (a cudaStream_t) on which every operation is
  * queued, for callers that order other work after it (events); NULL on the

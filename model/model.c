@@ -340,7 +340,8 @@ void model_destroy(model *m) {
   if (m == NULL) return;
   eng_graph_destroy(m->e, m->gfwd.g);
   eng_graph_destroy(m->e, m->gbwd.g);
-  float *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->acts};
+  float *bufs[] = {m->params_placed ? NULL : m->params, m->grads, m->adam_m,
+                   m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(m->e, bufs[i]);
   if (m->ids) eng_free(m->e, m->ids);
@@ -485,6 +486,40 @@ int model_place_grads(model *m, float *base, const size_t *off) {
   }
   m->grads_deferred_zero = 0;
   TRY(zero_grads(m));
+  return 0;
+}
+
+/* Recorded graphs hold the old addresses: record again. */
+static void drop_graphs(model *m) {
+  graph_slot *s[] = {&m->gfwd, &m->gbwd};
+  for (int i = 0; i < 2; i++) {
+    eng_graph_destroy(m->e, s[i]->g);
+    s[i]->g = NULL;
+    s[i]->seen = 0;
+  }
+}
+
+int model_place_params(model *m, float *base) {
+  float *own = NULL;
+  if (!base) {
+    if (!m->params_placed) return 0;
+    void *p = NULL;
+    TRY(eng_alloc(m->e, m->nparams * sizeof(float), "params", &p));
+    base = own = p;
+  }
+  if (base == m->params) return 0;
+  int rc = eng_copy(m->e, base, m->params, m->nparams * sizeof(float));
+  if (rc < 0) {
+    if (own) eng_free(m->e, own);
+    TRY(rc);
+  }
+  /* the engine waits for the copy before it frees */
+  if (!m->params_placed) eng_free(m->e, m->params);
+  if (m->params_low == (void *)m->params) m->params_low = base;
+  m->params = base;
+  m->params_placed = own == NULL;
+  set_ptrs(m, base, NULL, &m->p);
+  drop_graphs(m);
   return 0;
 }
 

@@ -101,6 +101,13 @@ float *model_grads(model *m);   /* NULL while placed (below) */
  * unscaling refuse (the placing caller steps the optimizer). base NULL:
  * back to an own, zeroed buffer. */
 int model_place_grads(model *m, float *base, const size_t *off);
+/* The weights moved to a buffer the caller owns (nparams floats of engine
+ * memory, e.g. one that joins a symmetric window, so the parameter
+ * all-gathers of ZeRO-1 run on the copy engines: parallel/ddp.h): the
+ * values are copied there and the model's own buffer freed; the model
+ * reads and updates them there from now on. base NULL: back to a buffer
+ * of its own, the values copied. The caller frees base after that. */
+int model_place_params(model *m, float *base);
 size_t model_nparams(const model *m);
 const tensor_view *model_views(const model *m, int *nviews);
 const tensor_view *model_view(const model *m, const char *name);

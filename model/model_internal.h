@@ -144,6 +144,7 @@ struct model {
    * NULL); goff NULL: in grads at the view's offset. */
   float *gbase;
   size_t *goff;
+  int params_placed;  /* model_place_params: params is the caller's */
 
   tensor_view *act_views;  /* activation table over `acts` */
   int nact_views;

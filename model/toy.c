@@ -48,6 +48,7 @@ struct toy {
   float *params, *grads, *adam_m, *adam_v;
   float *gbase;          /* toy_place_grads: view v's gradient at */
   size_t goff[NVIEWS];   /* gbase + goff[v] (grads NULL); else in grads */
+  int params_placed;     /* toy_place_params: params is the caller's */
   dtype params_dt, grads_dt;
   long long step;
   /* x [rows, in], z = fc1 out, a = relu out, h = LayerNorm out, dh (its
@@ -166,7 +167,7 @@ void toy_destroy(toy *t) {
                  &t->rstd, &t->y, &t->d, &t->tgt, &t->loss};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     eng_free(t->e, bufs[i]->p);
-  eng_free(t->e, t->params);
+  if (!t->params_placed) eng_free(t->e, t->params);
   eng_free(t->e, t->grads);
   eng_free(t->e, t->adam_m);
   eng_free(t->e, t->adam_v);
@@ -236,6 +237,24 @@ int toy_place_grads(toy *t, float *base, const size_t *off) {
                     (void **)&t->grads));
   }
   return toy_zero_grad(t);
+}
+int toy_place_params(toy *t, float *base) {
+  float *own = NULL;
+  if (!base) {
+    if (!t->params_placed) return 0;
+    TRY(eng_alloc(t->e, t->nparams * sizeof(float), "params", (void **)&own));
+    base = own;
+  }
+  if (base == t->params) return 0;
+  int rc = eng_copy(t->e, base, t->params, t->nparams * sizeof(float));
+  if (rc < 0) {
+    if (own) eng_free(t->e, own);
+    TRY(rc);
+  }
+  if (!t->params_placed) eng_free(t->e, t->params);
+  t->params = base;
+  t->params_placed = own == NULL;
+  return 0;
 }
 size_t toy_nparams(const toy *t) { return t->nparams; }
 

@@ -45,6 +45,9 @@ float *toy_grads(toy *t);   /* NULL while placed */
 /* As model_place_grads (model.h): view v's gradient at base + off[v] (one
  * entry per view), the toy's own buffer freed; base NULL: back to its own. */
 int toy_place_grads(toy *t, float *base, const size_t *off);
+/* As model_place_params (model.h): the weights copied to base and read
+ * and updated there; base NULL: back to a buffer of the toy's own. */
+int toy_place_params(toy *t, float *base);
 size_t toy_nparams(const toy *t);
 const tensor_view *toy_views(const toy *t, int *n);
 /* 1 if view i gets a gradient (fc1, ln.weight, ln.bias, fc2), else 0. */

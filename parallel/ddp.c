@@ -101,11 +101,12 @@ static int sym_alloc(void *ctx, size_t bytes, void **p) {
 }
 static void sym_free(void *ctx, void *p) { comm_sym_free(ctx, p); }
 
-/* Engine memory under `tag` that can join a symmetric window of d->c
+/* Engine memory under `tag` that can join a symmetric window of c
  * (NCCL: ncclMemAlloc through the tag's allocator; MPI: the engine's own). */
-static int window_alloc(ddp *d, size_t bytes, const char *tag, void **p) {
-  int nccl = comm_get_backend(d->c) == COMM_NCCL;
-  eng_allocator a = {sym_alloc, sym_free, d->c};
+static int window_alloc(ddp *d, comm *c, size_t bytes, const char *tag,
+                        void **p) {
+  int nccl = comm_get_backend(c) == COMM_NCCL;
+  eng_allocator a = {sym_alloc, sym_free, c};
   if (nccl) TRY(eng_set_tag_allocator(d->e, tag, &a));
   int rc = eng_alloc(d->e, bytes, tag, p);
   if (nccl) TRY(eng_set_tag_allocator(d->e, tag, NULL));
@@ -190,7 +191,7 @@ static int gathered_setup(ddp *d) {
     FAIL(ERR_FAIL, "ddp: grad_sync allgather needs a model that can place "
          "its gradients (dp_model.place_grads)");
   void *p = NULL;
-  TRY(window_alloc(d, bytes, "grads.gathered", &p));
+  TRY(window_alloc(d, d->c, bytes, "grads.gathered", &p));
   d->gathered = p;
   size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
   CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
@@ -227,17 +228,34 @@ static int gathered_setup(ddp *d) {
   return 0;
 }
 
-/* grad_sync alltoall: the received copies; on NCCL the gradients move to
- * a symmetric buffer at their own offsets, and both become windows. */
+/* grad_sync alltoall: the received copies; the weights move to a buffer
+ * that joins a window of the parameter communicator (so the all-gathers of
+ * the updated chunks, in place, can take the copy engines); on NCCL the
+ * gradients move to a symmetric buffer at their own offsets, and all
+ * three become windows. The weights move on MPI too (nothing to register
+ * there), so the CPU tests run the placement. */
 static int alltoall_setup(ddp *d) {
   const dp_model *m = &d->m;
   size_t bytes = m->nparams * sizeof(float);
   int nccl = comm_get_backend(d->c) == COMM_NCCL;
   void *p = NULL;
-  TRY(window_alloc(d, bytes, "grads.received", &p));
+  if (!m->place_params)
+    FAIL(ERR_FAIL, "ddp: grad_sync alltoall needs a model that can place "
+         "its weights (dp_model.place_params)");
+  TRY(window_alloc(d, d->pc, bytes, "params", &p));
+  int rc = m->place_params(m->impl, p);
+  if (rc < 0) {
+    eng_free(d->e, p);
+    TRY(rc);
+  }
+  d->sym_params = p;
+  d->m.params = p;
+  TRY(window_alloc(d, d->c, bytes, "grads.received", &p));
   d->received = p;
   if (!nccl) return 0;
-  TRY(window_alloc(d, bytes, "grads.sym", &p));
+  TRY(comm_window_register(d->pc, d->sym_params, bytes));
+  d->param_window = 1;
+  TRY(window_alloc(d, d->c, bytes, "grads.sym", &p));
   d->sym_grads = p;
   if (!m->place_grads)
     FAIL(ERR_FAIL, "ddp: grad_sync alltoall on nccl needs a model that can "
@@ -245,7 +263,7 @@ static int alltoall_setup(ddp *d) {
   size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
   CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
   for (int v = 0; v < m->nviews; v++) off[v] = m->views[v].offset;
-  int rc = m->place_grads(m->impl, d->sym_grads, off);
+  rc = m->place_grads(m->impl, d->sym_grads, off);
   free(off);
   TRY(rc);
   d->placed = 1;
@@ -304,7 +322,7 @@ static int setup(ddp *d, double bucket_mib) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
   if (d->sync == DDP_SYNC_ALLGATHER) TRY(gathered_setup(d));
-  if (d->sync == DDP_SYNC_ALLGATHER && d->gpu) {
+  if (d->sync != DDP_SYNC_ALLREDUCE && d->gpu) {
     TRY(dp_stream_create(&d->ostream));
     TRY(dp_event_init(&d->ev_odone, 1));
   }
@@ -401,9 +419,14 @@ void ddp_destroy(ddp *d) {
   if (d->recv_windows && (comm_window_deregister(d->c, d->sym_grads) < 0 ||
                           comm_window_deregister(d->c, d->received) < 0))
     err_trace(__FILE__, __LINE__);
-  /* the model's gradients back in a buffer of its own */
+  if (d->param_window && comm_window_deregister(d->pc, d->sym_params) < 0)
+    err_trace(__FILE__, __LINE__);
+  /* the model's gradients and weights back in buffers of its own */
   if (d->placed && d->m.place_grads(d->m.impl, NULL, NULL) < 0)
     err_trace(__FILE__, __LINE__);
+  if (d->sym_params && d->m.place_params(d->m.impl, NULL) < 0)
+    err_trace(__FILE__, __LINE__);
+  if (d->sym_params) eng_free(d->e, d->sym_params);
   if (d->gathered) eng_free(d->e, d->gathered);
   if (d->sym_grads) eng_free(d->e, d->sym_grads);
   if (d->received) eng_free(d->e, d->received);

@@ -57,13 +57,19 @@
  *              copies of bucket b's chunk side by side at its start), and
  *              AdamW on chunk r averages them as it reads them
  *              (k_adamw_mean); the updated chunks are all-gathered as
- *              zero1 does. Moves what a reduce-scatter moves. On NCCL >= 2.28
- *              with a zero-CTA communicator, the gradients (placed in a
- *              buffer of their own, "grads.sym") and the received copies
- *              are symmetric windows, so the copy engines move them; the
- *              parameter all-gathers, beside AdamW only, keep NCCL's
- *              kernels on their own communicator. Allowed with optimizer
- *              zero1 only (so flat or bucketed).
+ *              zero1 does. Moves what a reduce-scatter moves. The weights
+ *              move to a buffer of the parameter communicator's
+ *              (dp_model.place_params). On NCCL >= 2.28 with zero-CTA
+ *              communicators, the gradients (placed in a buffer of their
+ *              own, "grads.sym"), the received copies and the weights are
+ *              symmetric windows, so the copy engines move all of it. On
+ *              GPUs, as with allgather, each bucket's AdamW (and then the
+ *              all-gather of its chunk) is queued as the bucket is
+ *              launched, so the optimizer step runs during backward; a
+ *              rank's all-gather writes into a peer's weights only after
+ *              that peer took part in the bucket's all-to-all, so after its
+ *              backward read them last. Allowed with optimizer zero1 only
+ *              (so flat or bucketed).
  * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every

@@ -26,9 +26,13 @@ struct ddp {
   float *received;         /* alltoall: [nparams], bucket b's W received
                               chunks at start + r*chunk */
   int recv_windows;        /* alltoall on NCCL: both registered */
-  void *ostream;           /* allgather on GPUs: AdamW's stream (lowest
-                              priority), each bucket's update queued from
-                              its launch, so it runs during backward */
+  float *sym_params;       /* alltoall: the model's weights, placed in a
+                              buffer that joins a window of pc */
+  int param_window;        /* alltoall on NCCL: sym_params registered */
+  void *ostream;           /* allgather, alltoall on GPUs: AdamW's stream
+                              (lowest priority), each bucket's update (and
+                              with alltoall its chunk's all-gather) queued
+                              from its launch, so it runs during backward */
   dp_event ev_odone;       /* ostream: every bucket's AdamW queued */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
@@ -75,7 +79,8 @@ struct ddp {
 
 /* ddp_optim.c */
 int ddp_optim_setup(ddp *d);
-/* allgather on GPUs: bucket i's AdamW on ostream after its all-gather. */
+/* allgather, alltoall on GPUs: bucket i's AdamW on ostream after its
+ * collective (alltoall: then the all-gather of its updated chunk). */
 int ddp_optim_bucket(ddp *d, int i);
 int ddp_optim_step(ddp *d);
 void ddp_optim_free(ddp *d);

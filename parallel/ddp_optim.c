@@ -13,7 +13,8 @@
  * zero1 after grad_sync alltoall: the same state and all-gathers; the
  *          gradient of chunk r is the mean of the W received copies
  *          (k_adamw_mean), each bucket started as soon as its exchange is
- *          done.
+ *          done: on GPUs queued from backward's hook (ddp_optim_bucket),
+ *          AdamW then the chunk's all-gather, on the optimizer's stream.
  * adamw after grad_sync allgather: m, v for every element here (the model's
  *          own step would read only this rank's gradients); per issued
  *          bucket, AdamW over its views with gradients, the gradient being
@@ -146,11 +147,16 @@ static int adamw_gathered(ddp *d, size_t lo, size_t n, const void *arg) {
  * on what backward's kernels leave of the GPU. Safe because the hook
  * fires only once backward reads the bucket's parameters no more
  * (model_grad_hook). The engine's stream is switched for the calls. */
+static int zero1_bucket(ddp *d, int i, void *stream);
+
 int ddp_optim_bucket(ddp *d, int i) {
   const dp_bucket *b = &d->plan.b[i];
   TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
   TRY(eng_set_stream(d->e, d->ostream));
-  int rc = grad_runs(d, b->start, b->start + b->count, adamw_gathered, b);
+  int rc = d->sync == DDP_SYNC_ALLTOALL
+               ? zero1_bucket(d, i, d->ostream)
+               : grad_runs(d, b->start, b->start + b->count, adamw_gathered,
+                           b);
   TRY(eng_set_stream(d->e, NULL));
   TRY(rc);
   return 0;
@@ -176,9 +182,10 @@ static int gathered_step(ddp *d) {
   return 0;
 }
 
-/* A parameter collective in slot k, after the compute stream's work. */
-static int param_op_begin(ddp *d, int k) {
-  TRY(dp_event_record(&d->ev_pready[k], d->kstream));
+/* A parameter collective in slot k, after the work queued on `stream`
+ * (the compute stream, or the optimizer's). */
+static int param_op_begin(ddp *d, int k, void *stream) {
+  TRY(dp_event_record(&d->ev_pready[k], stream));
   TRY(dp_stream_wait(d->pstream, &d->ev_pready[k]));
   TRY(dp_event_record(&d->ev_pstart[k], d->pstream));
   ASSERT(d->param_req[k] == NULL);
@@ -203,7 +210,7 @@ static int sharded_step(ddp *d) {
   for (int r = 0; r < d->world; r++) {
     size_t lo = d->own_lo[r], n = d->own_hi[r] - d->own_lo[r];
     if (n == 0) continue;
-    TRY(param_op_begin(d, r));
+    TRY(param_op_begin(d, r, d->kstream));
     TRY(comm_broadcast_f32(d->pc, m->params + lo, n, r, &d->param_req[r]));
     d->param_bytes += (double)n * 4;
     d->wire_bytes += (double)n * 4 * (d->world - 1) / d->world;
@@ -227,33 +234,45 @@ static int adamw_received(ddp *d, size_t run_lo, size_t n, const void *arg) {
                       o->beta2, o->eps, o->weight_decay, d->step + 1);
 }
 
-/* Buckets in issue order with alltoall (each waits for its own exchange,
- * so the first AdamW overlaps the last transfers), else in plan order
- * (the gradients are all reduced by now). */
-static int zero1_step(ddp *d) {
+/* AdamW on this rank's chunk of bucket i (the whole tail, all-reduced,
+ * on every rank) and the in-place all-gather of the updated chunks, after
+ * the work queued on `stream`. */
+static int zero1_bucket(ddp *d, int i, void *stream) {
   size_t W = (size_t)d->world;
+  dp_bucket *b = &d->plan.b[i];
+  if (b->tail)
+    return adamw_range(d, b->start, b->start + b->count, b->state_off);
+  size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
+  if (d->sync == DDP_SYNC_ALLTOALL)
+    TRY(grad_runs(d, lo, lo + chunk, adamw_received, b));
+  else
+    TRY(adamw_range(d, lo, lo + chunk, b->state_off));
+  TRY(param_op_begin(d, i, stream));
+  TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
+                         chunk, &d->param_req[i]));
+  d->param_bytes += (double)b->count * 4;
+  d->wire_bytes += (double)b->count * 4 * (W - 1) / W;
+  TRY(param_op_end(d, i));
+  return 0;
+}
+
+/* Buckets in issue order with alltoall (each waits for its own exchange,
+ * so the first AdamW overlaps the last transfers; on GPUs all of it was
+ * queued from backward already, ddp_optim_bucket), else in plan order (the
+ * gradients are all reduced by now). */
+static int zero1_step(ddp *d) {
   int a2a = d->sync == DDP_SYNC_ALLTOALL;
+  if (d->ostream) {
+    TRY(dp_event_record(&d->ev_odone, d->ostream));
+    TRY(dp_stream_wait(d->kstream, &d->ev_odone));
+    return 0;
+  }
   int n = a2a ? d->nissued : d->plan.nb;
   for (int k = 0; k < n; k++) {
     int i = a2a ? d->issue_order[k] : k;
-    dp_bucket *b = &d->plan.b[i];
-    if (!b->active) continue;
+    if (!d->plan.b[i].active) continue;
     if (a2a && d->gpu) TRY(dp_stream_wait(d->kstream, &d->ev_cend[i]));
-    if (b->tail) {
-      TRY(adamw_range(d, b->start, b->start + b->count, b->state_off));
-      continue;
-    }
-    size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
-    if (a2a)
-      TRY(grad_runs(d, lo, lo + chunk, adamw_received, b));
-    else
-      TRY(adamw_range(d, lo, lo + chunk, b->state_off));
-    TRY(param_op_begin(d, i));
-    TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
-                           chunk, &d->param_req[i]));
-    d->param_bytes += (double)b->count * 4;
-    d->wire_bytes += (double)b->count * 4 * (W - 1) / W;
-    TRY(param_op_end(d, i));
+    TRY(zero1_bucket(d, i, d->kstream));
   }
   return 0;
 }

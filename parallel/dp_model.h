@@ -34,6 +34,10 @@ typedef struct dp_model {
    * NULL: back to the model's own buffer, whose address `grads` above may
    * then no longer hold. */
   int (*place_grads)(void *impl, float *base, const size_t *off);
+  /* The weights moved to base (model_place_params); base NULL: back to
+   * the model's own buffer, whose address `params` above may then no
+   * longer hold. */
+  int (*place_params)(void *impl, float *base);
   /* The model's own (unsharded) AdamW over every view with a gradient. */
   int (*adamw_step)(void *impl, const adamw_config *o);
   /* Steps taken by the model's own optimizer, and setting it (a sharded

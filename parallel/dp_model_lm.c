@@ -14,6 +14,9 @@ static int lm_adamw(void *impl, const adamw_config *o) {
 static int lm_place(void *impl, float *base, const size_t *off) {
   return model_place_grads(impl, base, off);
 }
+static int lm_place_params(void *impl, float *base) {
+  return model_place_params(impl, base);
+}
 static long long lm_steps(void *impl) { return model_step_count(impl); }
 static void lm_set_steps(void *impl, long long s) {
   model_set_step_count(impl, s);
@@ -30,6 +33,7 @@ void dp_model_lm(dp_model *d, model *m) {
   d->zero_grad = lm_zero_grad;
   d->set_grad_hook = lm_set_hook;
   d->place_grads = lm_place;
+  d->place_params = lm_place_params;
   d->adamw_step = lm_adamw;
   d->step_count = lm_steps;
   d->set_step_count = lm_set_steps;

@@ -14,6 +14,9 @@ static void toy_hook(void *impl, model_grad_hook fn, void *arg) {
 static int toy_place(void *impl, float *base, const size_t *off) {
   return toy_place_grads(impl, base, off);
 }
+static int toy_place_w(void *impl, float *base) {
+  return toy_place_params(impl, base);
+}
 static int toy_adamw(void *impl, const adamw_config *o) {
   return toy_adamw_step(impl, o);
 }
@@ -29,6 +32,7 @@ void dp_model_toy(dp_model *d, toy *t, engine *e) {
   d->zero_grad = toy_zero;
   d->set_grad_hook = toy_hook;
   d->place_grads = toy_place;
+  d->place_params = toy_place_w;
   d->adamw_step = toy_adamw;
   d->step_count = NULL;
   d->set_step_count = NULL;

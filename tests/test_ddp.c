@@ -148,6 +148,12 @@ static void net_fwd_bwd(ctx *x, net *n, int k, ddp *d) {
   if (d && x->backend == COMM_NCCL) hard(eng_reserve_sms(n->e, 0), "reserve");
 }
 
+/* Where the weights are now (a ddp may have placed them: n->dm.params is
+ * where they were at creation). */
+static const float *net_params(net *n) {
+  return n->m ? model_params(n->m) : toy_params(n->t);
+}
+
 static void net_destroy(net *n) {
   if (n->m) model_destroy(n->m);
   if (n->t) toy_destroy(n->t);
@@ -205,7 +211,8 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
   hard(ddp_step_info_get(d, &info), "step_info");
   float *w = malloc(x->n * sizeof(float)), *w0 = malloc(x->n * sizeof(float));
   if (!w || !w0) hard(ERR_OOM, "weights");
-  hard(eng_download(e, w, n.dm.params, x->n * sizeof(float)), "download");
+  hard(eng_download(e, w, net_params(&n), x->n * sizeof(float)),
+       "download");
   memcpy(w0, w, x->n * sizeof(float));
 #ifdef HAVE_MPI
   MPI_Bcast(w0, (int)x->n, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -227,9 +234,16 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
           "%s: %d gradient collectives per step, one per active bucket (%d)",
           name, info.ngrad_ops, info.nbuckets);
   }
+  /* ddp_destroy gives placed weights back to the model, values kept */
+  ddp_destroy(d);
+  hard(eng_download(e, w0, net_params(&n), x->n * sizeof(float)),
+       "download");
+  int lost = any_rank(memcmp(w, w0, x->n * sizeof(float)) != 0);
+  if (x->rank == 0)
+    check(!lost, "%s: the model holds the same weights after ddp_destroy",
+          name);
   free(w);
   free(w0);
-  ddp_destroy(d);
   net_destroy(&n);
 }
 

@@ -1105,6 +1105,18 @@ static void test_memory(void) {
   eng_download(e, back, c, sizeof back);
   check(same && back[0] == 0 && back[4] == 0, "eng_upload / eng_download "
         "round trip, eng_memset0 zeroes");
+  /* eng_copy: engine memory to engine memory; overlapping buffers refused */
+  float cv[5] = {-2.5f, 7, 0.125f, 3e-7f, -1e9f};
+  eng_upload(e, c, cv, sizeof cv);
+  eng_memset0(e, d, sizeof cv);
+  int crc = eng_copy(e, d, c, sizeof cv);
+  eng_download(e, back, d, sizeof back);
+  check(crc == 0 && memcmp(back, cv, sizeof cv) == 0,
+        "eng_copy copies every byte");
+  crc = eng_copy(e, (char *)c + 4, c, sizeof cv - 4);
+  check(crc == ERR_FAIL && strstr(err_msg(), "overlap"),
+        "eng_copy of overlapping buffers: refused (%s)", err_msg());
+  err_clear();
   eng_free(e, c);
   eng_free(e, d);
   check(eng_bytes_in_use(e) == 0 && tag_is(e, "params", 0, 500),

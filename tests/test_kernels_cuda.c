@@ -979,6 +979,15 @@ static void test_side_stream(void) {
   cudaStreamDestroy(side);
 }
 
+/* eng_copy on the stream: device to device, every byte. */
+static void test_copy(void) {
+  size_t n = ((size_t)1 << 20) + 5;
+  pair a = pair_rand(n, 3), b = pair_f(NULL, n);
+  BOTH(eng_copy(e, w ? b.g : b.c, w ? a.g : a.c, n * sizeof(float)));
+  same("eng_copy of 2^20 + 5 floats", b);
+  pair_free(a); pair_free(b);
+}
+
 static void test_adamw_elementwise(void) {
   adamw_case(1001, 0);
   adamw_case(1003, 1);
@@ -1404,6 +1413,7 @@ int main(int argc, char **argv) {
   test_cross_entropy();
   test_adamw_elementwise();
   test_side_stream();
+  test_copy();
   test_graphs();
   size_t test_in_use = 1;
   int tr = eng_tag_bytes(GPU, "test", &test_in_use, NULL) == 0;

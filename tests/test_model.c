@@ -605,6 +605,60 @@ static void test_grad_hook(void) {
   model_destroy(m);
 }
 
+/* ---- weights placed in a caller's buffer -------------------------------- */
+
+/* model_place_params: the values move, training goes on there bit for bit
+ * as in the model's own buffer, and they come back when unplaced. */
+static void test_place_params(void) {
+  const int b = 2, t = 6;
+  model *m = make("tiny", b, t, 23), *r = make("tiny", b, t, 23);
+  const model_config *c = model_get_config(m);
+  size_t n = model_nparams(m), bytes = n * sizeof(float);
+  int32_t ids[2 * 6], tg[2 * 6];
+  tokens(ids, b * t, c->vocab, 61);
+  tokens(tg, b * t, c->vocab, 62);
+  float *before = get_params(m);
+  size_t own = tag_bytes("params");
+  void *buf = NULL;
+  hard(eng_alloc(E, bytes, "params", &buf), "eng_alloc");
+  hard(model_place_params(m, buf), "place");
+  float *placed = get_params(m);
+  check(model_params(m) == buf && memcmp(placed, before, bytes) == 0 &&
+        tag_bytes("params") == own,
+        "model_place_params: the weights read from the new buffer, the "
+        "values the same, the old buffer freed");
+  adamw_config o = adamw_defaults();
+  float lm = 0, lr = 0;
+  for (int s = 0; s < 2; s++) {
+    model *x[2] = {m, r};
+    float *l[2] = {&lm, &lr};
+    for (int k = 0; k < 2; k++) {
+      hard(model_zero_grad(x[k]), "zero_grad");
+      hard(model_forward(x[k], ids, tg, b, t, l[k]), "forward");
+      hard(model_backward(x[k]), "backward");
+      hard(model_adamw_step(x[k], &o), "adamw");
+    }
+  }
+  float *pm = get_params(m), *pr = get_params(r);
+  check(lm == lr && memcmp(pm, pr, bytes) == 0 && memcmp(pm, placed, bytes),
+        "two training steps on placed weights equal the model's own, bit "
+        "for bit (loss %.6f)", lm);
+  hard(model_place_params(m, NULL), "unplace");
+  float *back = get_params(m);
+  check(model_params(m) != buf && memcmp(back, pm, bytes) == 0 &&
+        tag_bytes("params") == own + bytes,
+        "model_place_params(NULL): the values back in a buffer of the "
+        "model's own");
+  eng_free(E, buf);
+  free(before);
+  free(placed);
+  free(pm);
+  free(pr);
+  free(back);
+  model_destroy(m);
+  model_destroy(r);
+}
+
 /* ---- the step's contract ------------------------------------------------ */
 
 static void test_contract(void) {
@@ -684,6 +738,7 @@ int main(void) {
   test_contract();
   test_memory();
   test_grad_hook();
+  test_place_params();
   test_adamw();
   gradcheck("nano", 2, 5, 0, 5e-3, 5e-4);
   gradcheck("tiny", 2, 6, 6, 5e-3, 5e-4);

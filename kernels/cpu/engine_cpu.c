@@ -59,6 +59,7 @@ static const engine_ops cpu_ops = {
   .upload = cpu_copy,
   .download = cpu_copy,
   .memset0 = cpu_memset0,
+  .copy = cpu_copy,
   .sync = cpu_sync,
   .matmul = cpu_matmul,
   .matmul_batched = cpu_matmul_batched,

@@ -11,7 +11,7 @@
  *   still reads would be a use after free.
  * - upload and download copy on the stream and wait for it, so a host
  *   buffer may be reused (upload) or read (download) as soon as they
- *   return. memset0 is queued like an operation.
+ *   return. memset0 and copy are queued like an operation.
  * - The cuBLAS workspace (32 MiB, tag "workspace.cublas") and the ops'
  *   scratch (tag "workspace", grown on demand) are allocated through
  *   eng_alloc, so the accounting shows every byte the engine takes; cuBLAS
@@ -168,6 +168,12 @@ static int cu_memset0(engine *e, void *p, size_t bytes) {
   return 0;
 }
 
+static int cu_copy(engine *e, void *dst, const void *src, size_t bytes) {
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                             cuda_stream(e)));
+  return 0;
+}
+
 static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
 
 /* cuBLAS follows; SetStream resets its workspace, so it is set again. */
@@ -298,6 +304,7 @@ static const engine_ops cuda_ops = {
   .upload = cu_upload,
   .download = cu_download,
   .memset0 = cu_memset0,
+  .copy = cu_copy,
   .sync = cu_sync,
   .stream = cu_stream,
   .set_stream = cu_set_stream,
