@@ -455,11 +455,14 @@ static int run(const job *j, result *r) {
     err_trace(__FILE__, __LINE__);
     return rc;
   }
-  /* Parameter collectives run beside AdamW only: NCCL's full width, and
-   * its kernels (the parameters are no symmetric window). */
+  /* Parameter collectives on their own communicator: after backward
+   * (sharded, zero1 after allreduce) at NCCL's full width with its
+   * kernels; with alltoall during backward, on the copy engines too (the
+   * weights are then a symmetric window, parallel/ddp.h). */
+  comm_options po = {.zero_cta = sy == DDP_SYNC_ALLTOALL && cb == COMM_NCCL};
   if (cb == COMM_NCCL && op != DDP_OPT_ADAMW &&
       (co.max_ctas > 0 || co.zero_cta) &&
-      (rc = comm_open(&x.pc, cb)) < 0) {
+      (rc = comm_open_ex(&x.pc, cb, &po)) < 0) {
     err_trace(__FILE__, __LINE__);
     comm_close(x.c);
     return rc;

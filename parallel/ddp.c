@@ -321,6 +321,13 @@ static int setup(ddp *d, double bucket_mib) {
                      &d->ev_opt_end};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
+  /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
+   * ones included), before anything moves them. Synchronous: nothing else
+   * is queued yet. */
+  if (d->world > 1) {
+    TRY(eng_sync(d->e));
+    TRY(comm_broadcast_f32(d->c, m->params, m->nparams, 0, NULL));
+  }
   if (d->sync == DDP_SYNC_ALLGATHER) TRY(gathered_setup(d));
   if (d->sync != DDP_SYNC_ALLREDUCE && d->gpu) {
     TRY(dp_stream_create(&d->ostream));
@@ -329,12 +336,6 @@ static int setup(ddp *d, double bucket_mib) {
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
-  /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
-   * ones included). Synchronous: nothing else is queued yet. */
-  if (d->world > 1) {
-    TRY(eng_sync(d->e));
-    TRY(comm_broadcast_f32(d->c, m->params, m->nparams, 0, NULL));
-  }
   return 0;
 }
 

@@ -72,7 +72,9 @@ static const uint64_t SEED = 1234;
 typedef struct {
   comm *c;
   comm *pc;              /* a second communicator for parameter collectives */
-  comm *zc;              /* NCCL: zero-CTA policy, for grad_sync allgather */
+  comm *zc;              /* NCCL: zero-CTA policy, for grad_sync allgather
+                            and alltoall */
+  comm *zpc;             /* NCCL: zero-CTA too, alltoall's parameters */
   comm_backend backend;
   int rank, world;
   dtype prec;
@@ -192,13 +194,18 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
   net n;
   ddp *d;
   /* allgather / alltoall on NCCL: a zero-CTA communicator (copy engines) */
-  comm *gc = y != DDP_SYNC_ALLREDUCE && x->backend == COMM_NCCL ? x->zc : x->c;
+  int nccl = x->backend == COMM_NCCL;
+  comm *gc = y != DDP_SYNC_ALLREDUCE && nccl ? x->zc : x->c;
+  /* alltoall: its parameter all-gathers on the copy engines too */
+  comm *pc = o == DDP_OPT_ADAMW            ? NULL
+             : y == DDP_SYNC_ALLTOALL && nccl ? x->zpc
+                                               : x->pc;
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
   engine *e = n.e;
   adamw_config hp = adamw_defaults();
   /* The sharded optimizers' parameter collectives on their own
    * communicator (and, NCCL, stream), as the ddp job runs them. */
-  hard(ddp_create(&d, gc, o == DDP_OPT_ADAMW ? NULL : x->pc, &n.dm, s, mib,
+  hard(ddp_create(&d, gc, pc, &n.dm, s, mib,
                   o, y, &hp), "ddp_create");
   for (int k = 0; k < STEPS; k++) {
     hard(ddp_begin_step(d), "begin_step");
@@ -362,6 +369,8 @@ int main(int argc, char **argv) {
   int rc = comm_open_ex(&x.c, x.backend, &co);
   if (rc == 0) rc = comm_open(&x.pc, x.backend);
   if (rc == 0 && x.backend == COMM_NCCL) rc = comm_open_ex(&x.zc, x.backend, &zo);
+  if (rc == 0 && x.backend == COMM_NCCL)
+    rc = comm_open_ex(&x.zpc, x.backend, &zo);
   if (rc < 0) {
     fprintf(stderr, "test_ddp: cannot open %s: %s\n", argv[1] ? argv[1] : "mpi",
             err_msg());
@@ -400,6 +409,7 @@ int main(int argc, char **argv) {
     }
   }
   free(x.ref);
+  comm_close(x.zpc);
   comm_close(x.zc);
   comm_close(x.pc);
   comm_close(x.c);
