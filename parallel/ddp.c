@@ -322,8 +322,10 @@ static int setup(ddp *d, double bucket_mib) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     TRY(dp_event_init(one[i], d->gpu));
   /* Ranks start equal: rank 0's weights everywhere (every tensor, frozen
-   * ones included), before anything moves them. Synchronous: nothing else
-   * is queued yet. */
+   * ones included), in the model's own buffer before anything moves them
+   * (broadcast after alltoall's placement, from a window of the other
+   * communicator, test_ddp on NCCL 2.28.3 found the ranks' LM weights
+   * different). Synchronous: nothing else is queued yet. */
   if (d->world > 1) {
     TRY(eng_sync(d->e));
     TRY(comm_broadcast_f32(d->c, m->params, m->nparams, 0, NULL));

@@ -193,6 +193,12 @@ best() {
   tool value "$csv" --sort step_ms_mean --agg first --default "" --where status=ok \
     --where optimizer="$1" --where precision="$2" --where world_size=2 --col bucket_mb
 }
+# best2 CSV PREC: the fastest ok 2-GPU step of that file, or empty.
+best2() {
+  [ -f "$1" ] || return 0
+  tool value "$1" --sort step_ms_mean --agg first --default "" --where status=ok \
+    --where precision="$2" --where world_size=2 --col step_ms_mean
+}
 for p in fp32 bf16; do
   ab=$(best adamw $p)
   zb=$(best zero1 $p)
@@ -222,6 +228,13 @@ for p in fp32 bf16; do
   fi
   echo "- $p. \"ZeRO-1 step time within 5% of bucketed DDP\": $g1"
   echo "  \"Optimizer-state memory per rank divided by the world size\" (2): $g2"
+  # The same comparison between the copy-engine forms of the ddp section
+  # (ddp_copy_engine: DDP with gradients all-gathered; zero1_copy_engine).
+  cez=$(best2 "$DATA/zero1_copy_engine.csv" $p)
+  cea=$(best2 "$DATA/ddp_copy_engine.csv" $p)
+  if [ -n "$cez" ] && [ -n "$cea" ]; then
+    echo "  With the gradients on the copy engines (the ddp section), ZeRO-1's best 2-GPU step is $(calc %.1f "$cez") ms against DDP's $(calc %.1f "$cea") ms, $(calc %+.1f "100 * ($cez / $cea - 1)")%."
+  fi
 done
 echo
 
