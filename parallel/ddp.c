@@ -230,18 +230,18 @@ static int gathered_setup(ddp *d) {
 
 /* grad_sync alltoall: the received copies; the weights move to a buffer
  * that joins a window of the parameter communicator (so the all-gathers of
- * the updated chunks, in place, can take the copy engines); on NCCL the
- * gradients move to a symmetric buffer at their own offsets, and all
- * three become windows. The weights move on MPI too (nothing to register
- * there), so the CPU tests run the placement. */
+ * the updated chunks, in place, can take the copy engines), the gradients
+ * to one of the gradient communicator's at their own offsets; on NCCL all
+ * three become windows. Both move on MPI too (nothing to register there),
+ * so the CPU tests run the placements. */
 static int alltoall_setup(ddp *d) {
   const dp_model *m = &d->m;
   size_t bytes = m->nparams * sizeof(float);
   int nccl = comm_get_backend(d->c) == COMM_NCCL;
   void *p = NULL;
-  if (!m->place_params)
+  if (!m->place_params || !m->place_grads)
     FAIL(ERR_FAIL, "ddp: grad_sync alltoall needs a model that can place "
-         "its weights (dp_model.place_params)");
+         "its weights and gradients (dp_model.place_params, place_grads)");
   TRY(window_alloc(d, d->pc, bytes, "params", &p));
   int rc = m->place_params(m->impl, p);
   if (rc < 0) {
@@ -252,14 +252,8 @@ static int alltoall_setup(ddp *d) {
   d->m.params = p;
   TRY(window_alloc(d, d->c, bytes, "grads.received", &p));
   d->received = p;
-  if (!nccl) return 0;
-  TRY(comm_window_register(d->pc, d->sym_params, bytes));
-  d->param_window = 1;
   TRY(window_alloc(d, d->c, bytes, "grads.sym", &p));
   d->sym_grads = p;
-  if (!m->place_grads)
-    FAIL(ERR_FAIL, "ddp: grad_sync alltoall on nccl needs a model that can "
-         "place its gradients (dp_model.place_grads)");
   size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
   CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
   for (int v = 0; v < m->nviews; v++) off[v] = m->views[v].offset;
@@ -268,7 +262,10 @@ static int alltoall_setup(ddp *d) {
   TRY(rc);
   d->placed = 1;
   d->m.grads = d->sym_grads;
+  if (!nccl) return 0;
   /* Collective, in the same order on every rank. */
+  TRY(comm_window_register(d->pc, d->sym_params, bytes));
+  d->param_window = 1;
   TRY(comm_window_register(d->c, d->sym_grads, bytes));
   TRY(comm_window_register(d->c, d->received, bytes));
   d->recv_windows = 1;

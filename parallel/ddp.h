@@ -59,9 +59,9 @@
  *              (k_adamw_mean); the updated chunks are all-gathered as
  *              zero1 does. Moves what a reduce-scatter moves. The weights
  *              move to a buffer of the parameter communicator's
- *              (dp_model.place_params). On NCCL >= 2.28 with zero-CTA
- *              communicators, the gradients (placed in a buffer of their
- *              own, "grads.sym"), the received copies and the weights are
+ *              (dp_model.place_params), the gradients to one of their own
+ *              ("grads.sym", same offsets). On NCCL >= 2.28 with zero-CTA
+ *              communicators, those two and the received copies are
  *              symmetric windows, so the copy engines move all of it. On
  *              GPUs, as with allgather, each bucket's AdamW (and then the
  *              all-gather of its chunk) is queued as the bucket is

@@ -21,7 +21,7 @@ struct ddp {
                               gathered (this rank's blocks) */
   int windows;             /* allgather on NCCL: gathered is a registered
                               symmetric window */
-  float *sym_grads;        /* alltoall on NCCL: the model's gradients,
+  float *sym_grads;        /* alltoall: the model's gradients,
                               placed in a symmetric buffer (same offsets) */
   float *received;         /* alltoall: [nparams], bucket b's W received
                               chunks at start + r*chunk */
