@@ -120,6 +120,7 @@ esac
 for entry in $sections; do
   s=${entry%%:*}
   DATA=$data CSV="$data/${entry#*:}.csv" OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
+    REPORT_LIB="$here/section_lib.sh" \
     sh "$here/sections/$s.sh" >> "$tmp" || die "section $s failed (above); no report written"
 done
 

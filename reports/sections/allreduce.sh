@@ -40,27 +40,13 @@ done
 
 # ---- helpers ---------------------------------------------------------------
 
-# csvtool on the results and on the anchor. Always assign their output to a
-# variable first: `set -e` does not see a failure inside "$(...)" used as an
-# argument.
-tool() { "$CSVTOOL" "$@"; }
+# tool, calc, is_true, num, d (reports/section_lib.sh).
+. "$REPORT_LIB"
 count() { tool count "$csv" "$@"; }
 # The latest row wins where a configuration was measured more than once.
 latest() { tool value "$csv" --sort -utc --agg first --default "" "$@"; }
 anchor_value() { tool value "$anchor" --agg first "$@"; }
 
-# Arithmetic on numbers already checked by num (awk: sh has integers only).
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-is_true() { awk "BEGIN { exit !($1) }"; }
-# Stops the report unless $2 is a number: a quoted measurement that is not
-# one would otherwise turn into a wrong verdict rather than an error.
-num() {
-  case $2 in
-    '' | *[!0-9.eE+-]*)
-      echo "allreduce.sh: $csv: $1 is \"$2\", not a number" >&2
-      exit 1 ;;
-  esac
-}
 pretty_backend() {
   case $1 in
     mpi) printf 'MPI+CPU' ;;

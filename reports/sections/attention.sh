@@ -23,13 +23,7 @@ GNUPLOT=${GNUPLOT:-}
 pa="$DATA/pytorch_attention.csv"
 fb="$DATA/flash_benchmarking.csv"
 lb="$DATA/flash_leaderboard.csv"
-tool() { "$CSVTOOL" "$@"; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-num() {
-  case $2 in
-    '' | *[!0-9.eE+-]*) echo "attention.sh: $1 is \"$2\", not a number" >&2; exit 1 ;;
-  esac
-}
+. "$REPORT_LIB"
 for f in "$anchor" "$gp"; do
   [ -f "$f" ] || { echo "attention.sh: $f is missing" >&2; exit 1; }
 done

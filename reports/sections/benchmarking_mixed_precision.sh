@@ -12,7 +12,7 @@ export LC_ALL
 here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 
 echo "## 1.4 benchmarking_mixed_precision (c): fp32, bf16 and fp16 step times"
 echo

@@ -19,7 +19,7 @@ if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv")" -eq 0 ]; then
   echo
   exit 0
 fi
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 nok=$(tool count "$csv" --where status=ok)
 warmup=$(tool distinct "$csv" --cols warmup --sep / | tr '\n' ' ')
 steps=$(tool distinct "$csv" --cols steps --sep / | tr '\n' ' ')

@@ -43,15 +43,7 @@ pytorch_step() {
     --col step_ms_median
 }
 
-tool() { "$CSVTOOL" "$@"; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-is_true() { awk "BEGIN { exit !($1) }"; }
-num() {
-  case $2 in
-    '' | *[!0-9.eE+-]*) echo "ddp.sh: $1 is \"$2\", not a number" >&2; exit 1 ;;
-  esac
-}
-d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
+. "$REPORT_LIB"
 # v FILE PREC WS COL [where...]: the latest ok row's value.
 v() {
   f=$1 p=$2 w=$3 c=$4; shift 4

@@ -24,7 +24,7 @@ if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; 
   echo
   exit 0
 fi
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 size=$(tool value "$csv" --agg first --where status=ok --col size)
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 fusion=$(tool value "$csv" --agg first --where status=ok --col fusion)

@@ -8,7 +8,7 @@ LC_ALL=C
 export LC_ALL
 
 csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 
 echo "## 1.2 mixed_precision_accumulation: summing 0.01 in low precision"
 echo

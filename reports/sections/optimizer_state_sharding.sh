@@ -14,14 +14,7 @@ LC_ALL=C
 export LC_ALL
 
 csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
-tool() { "$CSVTOOL" "$@"; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-is_true() { awk "BEGIN { exit !($1) }"; }
-num() {
-  case $2 in
-    '' | *[!0-9.eE+-]*) echo "optimizer_state_sharding.sh: $1 is \"$2\", not a number" >&2; exit 1 ;;
-  esac
-}
+. "$REPORT_LIB"
 # v OPT PREC WS COL [BUCKET]: the latest ok row's value at that bucket size
 # (default: $bucket, set below), or empty.
 v() {

@@ -20,7 +20,7 @@ csv="${CSV:-$DATA/torch_compile.csv}"
 ref="$DATA/benchmarking_script.csv"
 anchor="$reports/anchors/lm_pytorch_h100.csv"
 GNUPLOT=${GNUPLOT:-}
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 
 echo "## 2.2 torch_compile (b): op by op against the fused path"
 echo
@@ -57,7 +57,6 @@ anc() { # SIZE PREC MODE SOURCE
   tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
     --where precision="$2" --where mode="$3" --where source="$4" --col time_ms
 }
-d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 x() { # speed-up a/b
   if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
 }

@@ -10,7 +10,7 @@ set -eu
 LC_ALL=C
 export LC_ALL
 
-tool() { "$CSVTOOL" "$@"; }
+. "$REPORT_LIB"
 files=""
 for f in "${CSV:-}" "$DATA/toy_dtypes.csv" "$DATA/toy_dtypes_cpu.csv"; do
   [ -n "$f" ] && [ -f "$f" ] || continue
