@@ -116,6 +116,15 @@ static void release(suite *s, bufs *m) {
   comm_free(s->c, m->b);
 }
 
+/* The end of every check: buffers that could not be had or a call that
+ * failed (rc < 0) fail it, else the body's 0 / 1; the buffers go back. */
+static void conclude(suite *s, const char *name, bufs *m, int acquired,
+                     int rc) {
+  int bad = !acquired || rc < 0 ? call_failed(s, name) : rc;
+  release(s, m);
+  verdict(s, bad, name);
+}
+
 /* An asynchronous call must hand out a handle; complete it. */
 static int wait_for(suite *s, int async, comm_req *req) {
   if (async && !req)
@@ -194,14 +203,9 @@ static void check_allreduce(suite *s, size_t n, comm_dtype t, comm_op op,
   s->seed++;
   size_t bytes = n * comm_dtype_size(t);
   bufs m;
-  int bad;
-  if (acquire(s, &m, bytes, bytes) < 0) bad = call_failed(s, name);
-  else {
-    int rc = allreduce_body(s, name, &m, n, t, op, inplace, async);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  int ok = acquire(s, &m, bytes, bytes) == 0;
+  int rc = ok ? allreduce_body(s, name, &m, n, t, op, inplace, async) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* Two all-reduces in flight at once, waited for in the reverse order: the
@@ -228,14 +232,9 @@ static void check_two_in_flight(suite *s, size_t n) {
            "allreduce f32 sum+max count=%zu two async in flight", n);
   s->seed++;
   bufs m;
-  int bad;
-  if (acquire(s, &m, n * 4, n * 4) < 0) bad = call_failed(s, name);
-  else {
-    int rc = two_body(s, name, &m, n);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  int ok = acquire(s, &m, n * 4, n * 4) == 0;
+  int rc = ok ? two_body(s, name, &m, n) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* ---- broadcast ------------------------------------------------------------ */
@@ -259,14 +258,9 @@ static void check_broadcast(suite *s, size_t n, int async) {
            async ? "async" : "sync");
   s->seed++;
   bufs m;
-  int bad;
-  if (acquire(s, &m, n * 4, 1) < 0) bad = call_failed(s, name);
-  else {
-    int rc = broadcast_body(s, name, &m, n, root, async);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  int ok = acquire(s, &m, n * 4, 1) == 0;
+  int rc = ok ? broadcast_body(s, name, &m, n, root, async) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* ---- reduce-scatter ------------------------------------------------------- */
@@ -297,14 +291,9 @@ static void check_reduce_scatter(suite *s, size_t n, comm_op op, int inplace,
            async ? "async" : "sync");
   s->seed++;
   bufs m;
-  int bad;
-  if (acquire(s, &m, n * s->size * 4, n * 4) < 0) bad = call_failed(s, name);
-  else {
-    int rc = reduce_scatter_body(s, name, &m, n, op, inplace, async);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  int ok = acquire(s, &m, n * s->size * 4, n * 4) == 0;
+  int rc = ok ? reduce_scatter_body(s, name, &m, n, op, inplace, async) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* ---- all-gather ----------------------------------------------------------- */
@@ -337,14 +326,9 @@ static void check_allgather(suite *s, size_t n, int inplace, int async) {
            inplace ? "in-place" : "out-of-place", async ? "async" : "sync");
   s->seed++;
   bufs m;
-  int bad;
-  if (acquire(s, &m, n * 4, n * s->size * 4) < 0) bad = call_failed(s, name);
-  else {
-    int rc = allgather_body(s, name, &m, n, inplace, async);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  int ok = acquire(s, &m, n * 4, n * s->size * 4) == 0;
+  int rc = ok ? allgather_body(s, name, &m, n, inplace, async) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* ---- all-to-all ----------------------------------------------------------- */
@@ -376,16 +360,11 @@ static void check_alltoall(suite *s, size_t n, int async) {
   snprintf(name, sizeof name, "alltoall f32 count=%zu %s", n,
            async ? "async" : "sync");
   s->seed++;
-  bufs m;
-  int bad;
   size_t bytes = n * (size_t)s->size * 4;
-  if (acquire(s, &m, bytes, bytes) < 0) bad = call_failed(s, name);
-  else {
-    int rc = alltoall_body(s, name, &m, n, async);
-    bad = rc < 0 ? call_failed(s, name) : rc;
-  }
-  release(s, &m);
-  verdict(s, bad, name);
+  bufs m;
+  int ok = acquire(s, &m, bytes, bytes) == 0;
+  int rc = ok ? alltoall_body(s, name, &m, n, async) : 0;
+  conclude(s, name, &m, ok, rc);
 }
 
 /* ---- barrier -------------------------------------------------------------- */
