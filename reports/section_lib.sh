@@ -21,3 +21,14 @@ num() {
 
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
+
+# failed_jobs CSV COLS HEAD: the jobs without a measurement (status other
+# than ok) as a table of COLS headed HEAD; nothing when every job measured.
+failed_jobs() {
+  nbad=$(tool count "$1" --where status!=ok)
+  [ "$nbad" -gt 0 ] || return 0
+  echo "Jobs without a measurement ($nbad):"
+  echo
+  tool table "$1" --cols "$2" --head "$3" --where status!=ok
+  echo
+}

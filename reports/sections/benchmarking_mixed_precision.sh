@@ -66,14 +66,8 @@ while IFS='|' read -r _ size ctx; do
 done
 echo
 
-nbad=$(tool count "$csv" --where status!=ok)
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tool table "$csv" --cols size,context,precision,mode,status,message \
-    --head "size,context,precision,mode,status,message" --where status!=ok
-  echo
-fi
+failed_jobs "$csv" size,context,precision,mode,status,message \
+  "size,context,precision,mode,status,message"
 cat <<'TEXT'
 What to expect: the matrix products dominate the larger models, and with
 16-bit inputs the tensor cores run several times faster than true fp32 (no

@@ -67,14 +67,8 @@ while IFS='|' read -r prec _ size ctx mode; do
 done
 echo
 
-nbad=$(tool count "$csv" --where status!=ok)
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tool table "$csv" --cols size,context,precision,mode,status,message \
-    --head "size,context,precision,mode,status,message" --where status!=ok
-  echo
-fi
+failed_jobs "$csv" size,context,precision,mode,status,message \
+  "size,context,precision,mode,status,message"
 
 # ---- the goals, from the rows ---------------------------------------
 # Our best row for each goal, over both paths: benchmarking_script (op by

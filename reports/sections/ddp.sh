@@ -171,14 +171,8 @@ strategy_table() { # FILE LABEL [bucketed]
     done
   done
   echo
-  nbad=$(tool count "$f" --where status!=ok)
-  if [ "$nbad" -gt 0 ]; then
-    echo "Jobs without a measurement ($nbad):"
-    echo
-    tool table "$f" --cols precision,world_size,bucket_mb,status,message \
-      --head "precision,GPUs,bucket (MiB),status,message" --where status!=ok
-    echo
-  fi
+  failed_jobs "$f" precision,world_size,bucket_mb,status,message \
+    "precision,GPUs,bucket (MiB),status,message"
 }
 
 # Sentences per strategy, from the rows: 2- and 1-GPU values; has_all_rows

@@ -153,14 +153,8 @@ for p in fp32 bf16; do
   done
 done
 echo
-nbad=$(tool count "$csv" --where status!=ok)
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tool table "$csv" --cols precision,context,mode,status,message \
-    --head "precision,context,mode,status,message" --where status!=ok
-  echo
-fi
+failed_jobs "$csv" precision,context,mode,status,message \
+  "precision,context,mode,status,message"
 
 # ---- (d) the residual stream ----------------------------------------------------
 l=$(sline fp32 512 train_step)

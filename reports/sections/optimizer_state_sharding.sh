@@ -231,11 +231,5 @@ for p in fp32 bf16; do
 done
 echo
 
-nbad=$(tool count "$csv" --where status!=ok)
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tool table "$csv" --cols optimizer,precision,world_size,status,message \
-    --head "optimizer,precision,GPUs,status,message" --where status!=ok
-  echo
-fi
+failed_jobs "$csv" optimizer,precision,world_size,status,message \
+  "optimizer,precision,GPUs,status,message"

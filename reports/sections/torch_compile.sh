@@ -83,14 +83,8 @@ for mode in forward forward_backward train_step; do
   echo
 done
 
-nbad=$(tool count "$csv" --where status!=ok)
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tool table "$csv" --cols size,precision,attention,mode,status,message \
-    --head "size,precision,attention,mode,status,message" --where status!=ok
-  echo
-fi
+failed_jobs "$csv" size,precision,attention,mode,status,message \
+  "size,precision,attention,mode,status,message"
 
 # ---- where the time goes ---------------------------------------------------
 echo "### Where the fused step's time goes"
