@@ -256,10 +256,10 @@ static int zero1_bucket(ddp *d, int i, void *stream) {
   return 0;
 }
 
-/* Buckets in issue order with alltoall (each waits for its own exchange,
- * so the first AdamW overlaps the last transfers; on GPUs all of it was
- * queued from backward already, ddp_optim_bucket), else in plan order (the
- * gradients are all reduced by now). */
+/* On GPUs with alltoall all of it was queued from backward already
+ * (ddp_optim_bucket): the compute stream waits for it. Otherwise every
+ * gradient collective is complete by now (finish), and the buckets go in
+ * issue order with alltoall, plan order else. */
 static int zero1_step(ddp *d) {
   int a2a = d->sync == DDP_SYNC_ALLTOALL;
   if (d->ostream) {
@@ -271,7 +271,6 @@ static int zero1_step(ddp *d) {
   for (int k = 0; k < n; k++) {
     int i = a2a ? d->issue_order[k] : k;
     if (!d->plan.b[i].active) continue;
-    if (a2a && d->gpu) TRY(dp_stream_wait(d->kstream, &d->ev_cend[i]));
     TRY(zero1_bucket(d, i, d->kstream));
   }
   return 0;
