@@ -36,10 +36,13 @@ be(s) = s[1:strstrt(s, ":") - 1]
 ranks(s) = int(s[strstrt(s, ":") + 1:])
 pretty(b) = (b eq "mpi") ? "MPI+CPU" : (b eq "nccl") ? "NCCL+GPU" : b
 title_of(s) = sprintf("%s, %d ranks", pretty(be(s)), ranks(s))
-# Colour by backend (blues for MPI, reds for NCCL), marker by rank count.
+# Colour by backend (blues and purples for MPI, reds and pinks for NCCL),
+# marker by rank count.
 colour(s) = (be(s) eq "mpi") \
-  ? ((ranks(s) == 2) ? "#1f77b4" : (ranks(s) == 4) ? "#17becf" : "#6a3d9a") \
-  : ((ranks(s) == 2) ? "#d62728" : (ranks(s) == 4) ? "#ff7f0e" : "#8c564b")
+  ? ((ranks(s) == 2) ? "#1f77b4" : (ranks(s) == 4) ? "#17becf" : \
+     (ranks(s) == 6) ? "#6a3d9a" : "#393b79") \
+  : ((ranks(s) == 2) ? "#d62728" : (ranks(s) == 4) ? "#ff7f0e" : \
+     (ranks(s) == 6) ? "#8c564b" : "#e377c2")
 marker(s) = (ranks(s) == 2) ? 7 : (ranks(s) == 4) ? 5 : (ranks(s) == 6) ? 9 : 13
 mine(s) = (strcol("backend") eq be(s) && column("world_size") == ranks(s))
 x_of(s) = mine(s) ? column("size_mib") : NaN

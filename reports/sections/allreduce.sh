@@ -349,6 +349,102 @@ if [ -f "$torch_csv" ] && [ "$csv" = "$DATA/allreduce.csv" ]; then
   echo
 fi
 
+# ---- NCCL from 2 to 8 GPUs --------------------------------------------------
+
+# The machine whose NCCL rows span the most rank counts: scaling read off
+# one host, so the links are the same at every rank count.
+pub="$reports/anchors/allreduce_published.csv"
+# distinct prints "machine:ranks" lines; ties go to the first machine by name.
+pick=$(tool distinct "$csv" --cols machine,world_size --where status=ok \
+       --where backend=nccl --sort machine,world_size |
+       awk -F: 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
+                END { if (n) printf "%d:%s", n, m }')
+sn=${pick%%:*} sm=${pick#*:}
+if [ -n "$pick" ] && [ "$sn" -ge 3 ] && [ -f "$pub" ]; then
+  on_sm() { latest --where status=ok --where backend=nccl --where machine="$sm" "$@"; }
+  wss=$(tool distinct "$csv" --cols world_size --where status=ok --where backend=nccl \
+        --where machine="$sm" --sort world_size)
+  wlo=$(printf '%s\n' "$wss" | head -n 1)
+  whi=$(printf '%s\n' "$wss" | tail -n 1)
+  big=$(tool value "$csv" --col size_mib --where status=ok --where backend=nccl \
+        --where machine="$sm" --agg max)
+  small=$(tool value "$csv" --col size_mib --where status=ok --where backend=nccl \
+          --where machine="$sm" --agg min)
+  echo "### NCCL from $wlo to $whi GPUs"
+  echo
+  echo "All NCCL+GPU rows on $sm, one GPU per rank, NVLink multicast (NVLS) off"
+  echo "(NCCL_NVLS_ENABLE=0 on our machines), at the smallest and largest size:"
+  echo
+  echo "| ranks | $(size_label "$small") median (ms) | $(size_label "$small") busbw (GB/s) | $(size_label "$big") median (ms) | $(size_label "$big") algbw (GB/s) | $(size_label "$big") busbw (GB/s) | busbw / $wlo ranks' |"
+  echo "|--:|--:|--:|--:|--:|--:|--:|"
+  b_lo=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$wlo" --where size_mib="$big")
+  num "NCCL's busbw with $wlo ranks" "$b_lo"
+  for n in $wss; do
+    ts=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$n" --where size_mib="$small")
+    bs=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$small")
+    tb=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$n" --where size_mib="$big")
+    ab=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$big")
+    bb=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$big")
+    if [ -z "$bb" ]; then
+      echo "| $n | ${ts:-not measured} | $bs | not measured | | | |"
+    else
+      num "NCCL's busbw with $n ranks" "$bb"
+      echo "| $n | ${ts:-not measured} | $bs | $tb | $ab | $bb | $(calc %.2f "$bb / $b_lo") |"
+    fi
+  done
+  echo
+  b_hi=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$whi" --where size_mib="$big")
+  a_hi=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$whi" --where size_mib="$big")
+  a_lo=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$wlo" --where size_mib="$big")
+  t_slo=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$wlo" --where size_mib="$small")
+  t_shi=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$whi" --where size_mib="$small")
+  for v in "$b_hi" "$a_hi" "$a_lo" "$t_slo" "$t_shi"; do num "an NCCL measurement on $sm" "$v"; done
+  # The same 10% band as "What the numbers say" below calls level.
+  if is_true "$b_hi >= $b_lo"; then
+    change="rises by $(calc %.0f "100 * ($b_hi / $b_lo - 1)")%"
+  else
+    change="falls by $(calc %.0f "100 * (1 - $b_hi / $b_lo)")%"
+  fi
+  if is_true "$b_hi > 1.1 * $b_lo || $b_hi < 0.9 * $b_lo"; then
+    trend=$change
+  else
+    trend="stays nearly level (it $change)"
+  fi
+  cat <<EOF
+At $(size_label "$big") the bus bandwidth $trend from $wlo to $whi GPUs ($b_lo to
+$b_hi GB/s), while the algorithm bandwidth (what a caller sees: bytes per rank
+over time) goes from $a_lo to $a_hi GB/s: each rank sends and receives
+2(n-1)/n of its buffer, which approaches twice the buffer as n grows, so a
+level busbw means a time that grows only by that factor, the per-GPU NVLink
+bandwidth setting the pace at every rank count. Small messages pay for the
+rank count instead: a ring all-reduce passes data through 2(n-1) steps, each
+with its own latency, so $(size_label "$small") goes from $t_slo ms with $wlo ranks to $t_shi ms
+with $whi.
+EOF
+  pub_off=$(tool value "$pub" --col busbw_gbps --agg first --default "" \
+            --where nvls=off --where world_size="$whi")
+  if [ -n "$pub_off" ]; then
+    pub_on=$(tool value "$pub" --col busbw_gbps --agg first --default "" \
+             --where nvls=on --where world_size="$whi")
+    pub_src=$(tool value "$pub" --col source --agg first --where nvls=off --where world_size="$whi")
+    pub_m=$(tool value "$pub" --col machine --agg first --where nvls=off --where world_size="$whi")
+    num "the published busbw" "$pub_off"
+    echo
+    printf '%s' "With $whi ranks, $b_hi GB/s is $(calc %.0f "100 * $b_hi / $pub_off")% of the ~$pub_off GB/s that $pub_src
+reaches on $pub_m with NVLink SHARP (NVLS) off, the same setting as ours;
+the H200 has the H100's NVLink generation and link count, so the figures
+compare (reports/anchors/allreduce_published.csv, from
+shared/anchors/README.md)"
+    if [ -n "$pub_on" ]; then
+      num "the published busbw with NVLS on" "$pub_on"
+      printf '%s' "; with NVLS on, the switch reduces the data itself and the published
+figure is ~$pub_on GB/s, which our shared machines do not allow us to try"
+    fi
+    echo "."
+  fi
+  echo
+fi
+
 # ---- commentary -----------------------------------------------------------
 
 [ "$nok" -gt 0 ] || exit 0

@@ -109,7 +109,7 @@ EOF
 # ---- the all-reduce fit: time = o + x / w for x MiB per rank ------------------
 # Least squares through the NCCL 2-rank medians; o in ms, w in MiB/ms. Used
 # by the flat comparison and the overhead model.
-o="" w="" npts=0 sizes=""
+ar_o="" ar_w="" npts=0 sizes=""
 if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl --where world_size=2)" -ge 2 ]; then
   fit=$(tool select "$ar" --cols size_mib,time_ms_median --where status=ok \
           --where backend=nccl --where world_size=2 --sort size_mib |
@@ -118,15 +118,17 @@ if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl 
                 printf "%.6g %.6g %d", o, 1 / a, n }')
   # shellcheck disable=SC2086 # split "o w n"
   set -- $fit
-  o=$1 w=$2 npts=$3
-  num "the fitted per-call overhead" "$o"
-  num "the fitted bandwidth" "$w"
-  if ! is_true "$o > 0"; then
-    echo "ddp.sh: $ar: the fit gives a per-call overhead of $o ms (not positive): the model has no optimum" >&2
+  ar_o=$1 ar_w=$2 npts=$3
+  num "the fitted per-call overhead" "$ar_o"
+  num "the fitted bandwidth" "$ar_w"
+  if ! is_true "$ar_o > 0"; then
+    echo "ddp.sh: $ar: the fit gives a per-call overhead of $ar_o ms (not positive): the model has no optimum" >&2
     exit 1
   fi
   sizes=$(tool distinct "$ar" --cols size_mib --where status=ok --where backend=nccl \
           --where world_size=2 --sort size_mib | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')
+  ar_machine=$(tool distinct "$ar" --cols machine --where status=ok --where backend=nccl \
+          --where world_size=2 --sort machine | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 fi
 
 # ---- one table per strategy ---------------------------------------------------
@@ -204,10 +206,10 @@ fi
 strategy_table "$flat" "minimal_ddp_flat_benchmarking: one all-reduce of the flat gradient buffer"
 if has_all_rows "$flat" && has_all_rows "$naive"; then
   fixed=""
-  if [ -n "$o" ]; then
+  if [ -n "$ar_o" ]; then
     nn=$(two "$naive" fp32 grad_collectives)
-    fixed=": $nn calls at o = $(calc %.3f "$o") ms (the all-reduce fit below) come to
-$(calc %.1f "$nn * $o") ms, against the $(calc %.1f "$(two "$naive" fp32 grad_comm_ms_mean) - $(two "$flat" fp32 grad_comm_ms_mean)") ms saved"
+    fixed=": $nn calls at o = $(calc %.3f "$ar_o") ms (the all-reduce fit below) come to
+$(calc %.1f "$nn * $ar_o") ms, against the $(calc %.1f "$(two "$naive" fp32 grad_comm_ms_mean) - $(two "$flat" fp32 grad_comm_ms_mean)") ms saved"
   fi
   cat <<EOF
 One call for all $(calc %.0f "$(two "$flat" fp32 grad_comm_mib)") MiB instead of $(two "$naive" fp32 grad_collectives) calls: gradient
@@ -733,7 +735,7 @@ fi
 # ---- overhead model -------------------------------------------------------------
 echo "### The overhead model (ddp_bucketed_benchmarking (b))"
 echo
-if [ -z "$o" ]; then
+if [ -z "$ar_o" ]; then
   echo "_Needs NCCL all-reduce rows with 2 ranks in reports/data/allreduce.csv._"
   echo
   exit 0
@@ -741,9 +743,9 @@ fi
 s_mib=$(two "$csv" fp32 grad_comm_mib)
 [ -n "$s_mib" ] || s_mib=$(two "$csv" bf16 grad_comm_mib)
 num "the gradient size" "$s_mib"
-bstar=$(calc %.0f "sqrt($s_mib * $o * $w)")
-nstar=$(calc %.1f "sqrt($s_mib / ($o * $w))")
-ostar=$(calc %.2f "2 * sqrt($s_mib * $o / $w)")
+bstar=$(calc %.0f "sqrt($s_mib * $ar_o * $ar_w)")
+nstar=$(calc %.1f "sqrt($s_mib / ($ar_o * $ar_w))")
+ostar=$(calc %.2f "2 * sqrt($s_mib * $ar_o / $ar_w)")
 cat <<EOF
 Suppose backward computes the gradients of n_b equal buckets one after the
 other, each in the time its data takes on the wire, s / (n_b w), and each
@@ -763,8 +765,8 @@ so the optimal bucket size is
 
 o and w come from a least-squares line through the $npts NCCL 2-rank
 all-reduce medians of reports/data/allreduce.csv (time = o + x / w for x
-MiB per rank; sizes $sizes MiB): o = $(calc %.4f "$o") ms per call and w = $(calc %.1f "$w") MiB/ms
-($(calc %.0f "$w * 1.048576") GB/s algorithm bandwidth). With s = $(calc %.1f "$s_mib") MiB of fp32 gradients
+MiB per rank; sizes $sizes MiB; measured on $ar_machine): o = $(calc %.4f "$ar_o") ms per call and w = $(calc %.1f "$ar_w") MiB/ms
+($(calc %.0f "$ar_w * 1.048576") GB/s algorithm bandwidth). With s = $(calc %.1f "$s_mib") MiB of fp32 gradients
 (the rows' grad_comm_mib): n_b* = $nstar, **b* = $bstar MiB**, predicted overhead
 $ostar ms. The table sets the model at the bucket counts the runs had
 (buckets never split a tensor, so 1 MiB buckets still give one bucket per
@@ -784,13 +786,13 @@ for p in fp32 bf16; do
     nb=$(two "$csv" $p grad_collectives "$bm")
     ex=$(two "$csv" $p exposed_comm_ms_mean "$bm")
     [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$nb" ] || continue
-    echo "$p,$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$(calc %.4f "$nb * $o + $s_mib / ($nb * $w)")" >> "$tmp"
+    echo "$p,$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$(calc %.4f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")" >> "$tmp"
   done
 done
 for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where world_size=2 --sort bucket_mb); do
   nb=$(awk -F, -v b="$bm" 'NR > 1 && $2 == b { print $3; exit }' "$tmp")
   [ -n "$nb" ] || continue
-  row="| $(calc %g "$bm") | $nb | $(calc %.2f "$nb * $o + $s_mib / ($nb * $w)")"
+  row="| $(calc %g "$bm") | $nb | $(calc %.2f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")"
   for p in fp32 bf16; do
     line=$(awk -F, -v b="$bm" -v p=$p 'NR > 1 && $1 == p && $2 == b { printf "%.1f | %.2f", $4, $5; exit }' "$tmp")
     row="$row | ${line:-- | -}"
@@ -799,7 +801,7 @@ for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where worl
 done
 echo
 if [ -n "$GNUPLOT" ]; then
-  "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmp" "$OUT/ddp_buckets.svg" "$s_mib" "$o" "$w"
+  "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmp" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
   echo "![DDP overhead against bucket size: model and measurement](ddp_buckets.svg)"
   echo
   echo "_Overhead per step against the bucket size, log scales. Dashed: the model"
@@ -819,8 +821,8 @@ hi=$(tool value "$csv" --where status=ok --where world_size=2 --col bucket_mb --
 nhi=$(two "$csv" fp32 grad_collectives "$hi")
 nlo=$(two "$csv" fp32 grad_collectives "$lo")
 if [ -n "$nhi" ] && [ -n "$nlo" ] && [ "$hi" != "$lo" ]; then
-  mhi=$(calc %.2f "$nhi * $o + $s_mib / ($nhi * $w)")
-  mlo=$(calc %.2f "$nlo * $o + $s_mib / ($nlo * $w)")
+  mhi=$(calc %.2f "$nhi * $ar_o + $s_mib / ($nhi * $ar_w)")
+  mlo=$(calc %.2f "$nlo * $ar_o + $s_mib / ($nlo * $ar_w)")
   xhi=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$hi")")
   xlo=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$lo")")
   b1lo=$(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$lo")")
@@ -831,7 +833,7 @@ if [ -n "$nhi" ] && [ -n "$nlo" ] && [ "$hi" != "$lo" ]; then
   if is_true "$xlo < 0.5 * $mlo"; then
     echo "The backlog does not build up because the model's premise, compute per"
     echo "bucket no longer than its transfer, is false here: one GPU's backward"
-    echo "($b1lo ms) outlasts the whole all-reduce ($(calc %.1f "$o + $s_mib / $w") ms by the fit), so"
+    echo "($b1lo ms) outlasts the whole all-reduce ($(calc %.1f "$ar_o + $s_mib / $ar_w") ms by the fit), so"
     echo "the calls' fixed costs hide behind compute."
   fi
   echo "What the model leaves out is the cost that shows in the step: the"
