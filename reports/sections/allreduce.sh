@@ -81,6 +81,16 @@ common_size() {
   done
 }
 
+# The machine whose ok rows of BACKEND span the most rank counts, as
+# "COUNT:MACHINE" (ties: the first machine by name); empty if none. Trends
+# over rank counts are read on one host, so the links stay the same.
+most_ranks_machine() {
+  tool distinct "$csv" --cols machine,world_size --where status=ok \
+      --where backend="$1" --sort machine,world_size |
+    awk -F: 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
+             END { if (n) printf "%d:%s", n, m }'
+}
+
 nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
 if [ $((nok + nbad)) -eq 0 ]; then
@@ -351,14 +361,8 @@ fi
 
 # ---- NCCL from 2 to 8 GPUs --------------------------------------------------
 
-# The machine whose NCCL rows span the most rank counts: scaling read off
-# one host, so the links are the same at every rank count.
 pub="$reports/anchors/allreduce_published.csv"
-# distinct prints "machine:ranks" lines; ties go to the first machine by name.
-pick=$(tool distinct "$csv" --cols machine,world_size --where status=ok \
-       --where backend=nccl --sort machine,world_size |
-       awk -F: 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
-                END { if (n) printf "%d:%s", n, m }')
+pick=$(most_ranks_machine nccl)
 sn=${pick%%:*} sm=${pick#*:}
 if [ -n "$pick" ] && [ "$sn" -ge 3 ] && [ -f "$pub" ]; then
   on_sm() { latest --where status=ok --where backend=nccl --where machine="$sm" "$@"; }
@@ -502,19 +506,30 @@ below what large messages reach ($b1 GB/s)."
   fi
 fi
 
-# 3. Ranks: per backend, the fewest against the most ranks at the largest
-#    size both measured.
+# 3. Ranks: per backend, on the host with the most rank counts, the fewest
+#    against the most ranks at the largest size both measured there.
 ranks_text=""
 for b in mpi nccl; do
-  lo=$(tool value "$csv" --col world_size --where status=ok --where backend=$b --agg min --default "")
-  hi=$(tool value "$csv" --col world_size --where status=ok --where backend=$b --agg max --default "")
-  if [ -z "$lo" ] || [ "$lo" = "$hi" ]; then continue; fi
-  L=$(common_size $b "$lo" $b "$hi")
+  pickb=$(most_ranks_machine $b)
+  [ -n "$pickb" ] || continue
+  mb=${pickb#*:}
+  on_mb() { latest --where status=ok --where backend="$b" --where machine="$mb" "$@"; }
+  lo=$(tool value "$csv" --col world_size --where status=ok --where backend=$b \
+       --where machine="$mb" --agg min)
+  hi=$(tool value "$csv" --col world_size --where status=ok --where backend=$b \
+       --where machine="$mb" --agg max)
+  [ "$lo" != "$hi" ] || continue
+  L=""
+  for s in $(tool distinct "$csv" --cols size_mib --where status=ok --where backend=$b \
+             --where machine="$mb" --where world_size="$lo" --sort -size_mib); do
+    if [ -n "$(on_mb --col size_mib --where world_size="$hi" --where size_mib="$s")" ]; then
+      L=$s
+      break
+    fi
+  done
   [ -n "$L" ] || continue
-  b_at_L() { latest --where status=ok --where backend="$b" --where size_mib="$L" "$@"; }
-  blo=$(b_at_L --col busbw_gbps --fmt %.1f --where world_size="$lo")
-  bhi=$(b_at_L --col busbw_gbps --fmt %.1f --where world_size="$hi")
-  mhi=$(b_at_L --col machine --where world_size="$hi")
+  blo=$(on_mb --col busbw_gbps --fmt %.1f --where world_size="$lo" --where size_mib="$L")
+  bhi=$(on_mb --col busbw_gbps --fmt %.1f --where world_size="$hi" --where size_mib="$L")
   num "$b busbw at $L MiB with $lo ranks" "$blo"
   num "$b busbw at $L MiB with $hi ranks" "$bhi"
   if is_true "$bhi < 0.9 * $blo"; then
@@ -524,7 +539,7 @@ for b in mpi nccl; do
   else
     trend="stays level"
   fi
-  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi on $mhi)"
+  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi, both on $mb)"
 done
 if [ -n "$ranks_text" ]; then
   text="$text${text:+ }With more ranks, $ranks_text; as busbw already divides
