@@ -82,12 +82,13 @@ common_size() {
 }
 
 # The machine whose ok rows of BACKEND span the most rank counts, as
-# "COUNT:MACHINE" (ties: the first machine by name); empty if none. Trends
+# "COUNT:MACHINE" (ties: the first machine by name); empty if none. Machine
+# names may hold colons ("CPU: 2 cores ..."), hence the '|' separator. Trends
 # over rank counts are read on one host, so the links stay the same.
 most_ranks_machine() {
-  tool distinct "$csv" --cols machine,world_size --where status=ok \
+  tool distinct "$csv" --cols machine,world_size --sep '|' --where status=ok \
       --where backend="$1" --sort machine,world_size |
-    awk -F: 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
+    awk -F'|' 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
              END { if (n) printf "%d:%s", n, m }'
 }
 

@@ -79,21 +79,63 @@ else
   total_gib() { # d seq
     awk -v d="$1" -v t="$2" 'BEGIN { b = 8; printf "%.2f", (8 * b * t * d * 4 + 2 * b * t * t * 4 + b * t * 4) / 1073741824 }'
   }
+  # The GPU's memory as its driver counts it (cudaMemGetInfo's total), in
+  # GiB: engine_cuda.c quotes it in every out-of-memory message ("... X GiB
+  # free of Y GiB ..."). The first such row on the same GPU, in this
+  # section's CSVs first, then in any of DATA; prints "Y|FILE" or nothing.
+  gpu_total() { # GPU_NAME
+    for f in "$pa" "$fb" "$lb" "$DATA"/*.csv; do
+      [ -f "$f" ] || continue
+      hdr=$(head -n 1 "$f")
+      case ",$hdr," in *,status,*) ;; *) continue ;; esac
+      case ",$hdr," in *,message,*) ;; *) continue ;; esac
+      case ",$hdr," in *,gpu_name,*) ;; *) continue ;; esac
+      # Best effort: a CSV it cannot read is some other section's to report.
+      msgs=$(tool select "$f" --cols message --where status=oom --where gpu_name="$1") || continue
+      t=$(printf '%s\n' "$msgs" | sed -n 's/.* GiB free of \([0-9][0-9.]*\) GiB.*/\1/p' | head -n 1)
+      if [ -n "$t" ]; then
+        printf '%s|%s' "$t" "${f##*/}"
+        return 0
+      fi
+    done
+  }
+  gname=$(tool value "$pa" --col gpu_name --agg first --default "")
+  cap=''
+  [ -z "$gname" ] || cap=$(gpu_total "$gname")
+  cap_gib=${cap%%|*} cap_file=${cap#*|}
+  [ -z "$cap" ] || num "the GPU's total memory" "$cap_gib"
+  # "against ...": the measured total where a row quotes it, else the
+  # nominal size in the card's name ("... 80GB ...").
+  if [ -n "$cap" ]; then
+    against="the total the driver reports for this GPU model, $cap_gib GiB (cudaMemGetInfo, quoted by an out-of-memory row of $cap_file)"
+  else
+    gb=$(printf '%s\n' "$gname" | sed -n 's/.* \([0-9][0-9]*\)GB.*/\1/p')
+    against=''
+    [ -z "$gb" ] || against="the $gb GB in the card's name"
+  fi
   if [ "$noom" -gt 0 ]; then
+    [ -n "$against" ] || against="the GPU's memory"
     first=$(tool distinct "$pa" --cols seq,d_head --where status=oom --sort seq,d_head | head -n 1)
     s=${first%%:*} d=${first#*:}
     echo "The smallest configuration that runs out of memory on $machine is"
-    echo "seq $s, d_head $d: $(account "$d" "$s"), against the GPU's memory."
+    echo "seq $s, d_head $d: $(account "$d" "$s"), against $against."
   else
     big=$(tool distinct "$pa" --cols seq,d_head --where status=ok --sort -seq,-d_head | head -n 1)
     s=${big%%:*} d=${big#*:}
-    # The GPU's nominal memory from its name ("... 80GB ..."), in GiB.
-    gb=$(tool value "$pa" --col gpu_name --agg first --default "" | sed -n 's/.* \([0-9][0-9]*\)GB.*/\1/p')
+    need2=$(total_gib "$d" $((2 * s))) need4=$(total_gib "$d" $((4 * s)))
+    fits=''
+    if [ -n "$cap" ]; then
+      # Which of the two would fit, by this accounting alone.
+      fit() { # GiB: workspace included
+        if is_true "$1 + 32 / 1024 <= $cap_gib"; then printf 'would fit'; else printf 'would not'; fi
+      }
+      fits=": by this accounting seq $((2 * s)) $(fit "$need2"), seq $((4 * s)) $(fit "$need4")"
+    fi
     echo "No configuration runs out of memory on $machine. The largest,"
     echo "seq $s, d_head $d, needs $(account "$d" "$s")."
     echo "The T^2 terms (P and the scores) are almost all of it and grow 4x per"
     echo "doubling of seq: by the same accounting seq $((2 * s)) would need"
-    echo "$(total_gib "$d" $((2 * s))) GiB and seq $((4 * s)) $(total_gib "$d" $((4 * s))) GiB (plus the 32 MiB cuBLAS workspace)${gb:+, against the card's $gb GB ($(calc "%.1f" "$gb * 1e9 / 1073741824") GiB)}."
+    echo "$need2 GiB and seq $((4 * s)) $need4 GiB (plus the 32 MiB cuBLAS workspace)${against:+, against $against}$fits."
   fi
   echo
 fi

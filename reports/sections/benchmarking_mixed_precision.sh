@@ -68,12 +68,115 @@ echo
 
 failed_jobs "$csv" size,context,precision,mode,status,message \
   "size,context,precision,mode,status,message"
+# sizes SIZE|CONTEXT, one a line, by parameter count
+sizes() {
+  tool distinct "$csv" --cols params,size,context --where status=ok --sort params,context --sep '|' |
+    cut -d'|' -f2-
+}
+# spread PREC MODE COL: "n faster lo hi" of PREC against bf16 over the sizes
+# with both (the times as the table shows them): n sizes, in how many PREC
+# is faster, lowest and highest PREC / bf16 - 1 (%)...
+spread() {
+  sizes | while IFS='|' read -r sz cx; do
+    a=$(time_of "$sz" "$cx" bf16 "$2" "$3")
+    h=$(time_of "$sz" "$cx" "$1" "$2" "$3")
+    if [ -n "$a" ] && [ -n "$h" ]; then printf '%s %s\n' "$a" "$h"; fi
+  done | awk '{ r = 100 * ($2 / $1 - 1); n++; if ($2 < $1) f++
+                if (n == 1 || r < lo) lo = r; if (n == 1 || r > hi) hi = r }
+              END { printf "%d %d %.1f %.1f\n", n, f, lo, hi }'
+}
+# fp16_vs MODE COL NAME: fp16 against bf16 for one mode, in words
+same16=2   # fp16 and bf16 "about the same": within this many % at every size
+fp16_vs() {
+  read -r vn vf vlo vhi <<SPREAD
+$(spread fp16 "$1" "$2")
+SPREAD
+  if [ "$vn" -eq 0 ]; then return; fi
+  if [ "$vn" -eq 1 ]; then every="at the one size measured"; else every="at every size"; fi
+  if [ "$vlo" = "$vhi" ]; then vr="$vlo%"; else vr="$vlo% to $vhi%"; fi
+  if is_true "$vlo >= -$same16 && $vhi <= $same16"; then
+    printf '%s: about the same, fp16 within %s%% of bf16 %s, %s' "$3" "$same16" "$every" "$vr"
+  elif [ "$vf" -eq 0 ]; then
+    printf '%s: fp16 slower %s, by %s' "$3" "$every" "$vr"
+  elif [ "$vf" -eq "$vn" ]; then
+    printf '%s: fp16 faster %s, by %s' "$3" "$every" "$(if [ "$vlo" = "$vhi" ]; then printf '%s%%' "${vlo#-}"; else printf '%s%% to %s%%' "${vhi#-}" "${vlo#-}"; fi)"
+  else
+    printf '%s: fp16 from %s%% to %s%% against bf16, faster at %s of %s sizes' "$3" "$vlo" "$vhi" "$vf" "$vn"
+  fi
+}
+fwdw=$(fp16_vs forward fwd_ms_mean forward)
+fbw=$(fp16_vs forward_backward step_ms_mean "forward + backward")
+stw=$(fp16_vs train_step step_ms_mean "training step")
+# the step's speed-up over fp32 from the smallest to the largest size
+growth() { # growth PREC: "first last rising" of fp32 / PREC train step
+  sizes | while IFS='|' read -r sz cx; do
+    a=$(time_of "$sz" "$cx" fp32 train_step step_ms_mean)
+    h=$(time_of "$sz" "$cx" "$1" train_step step_ms_mean)
+    if [ -n "$a" ] && [ -n "$h" ]; then printf '%s %s\n' "$a" "$h"; fi
+  done | awk '{ r = sprintf("%.2f", $1 / $2); n++; if (n == 1) f = r; else if (r + 0 <= l + 0) up = 0; l = r }
+              END { if (n > 1) printf "%s %s %d\n", f, l, (up != "0") }'
+}
+gb=$(growth bf16)
+gh=$(growth fp16)
 cat <<'TEXT'
 What to expect: the matrix products dominate the larger models, and with
 16-bit inputs the tensor cores run several times faster than true fp32 (no
-TF32), so the speed-up grows with model size; the small model's step is also
-bound by the fp32 elementwise work (norms, softmax, AdamW) and by launches,
-which mixed precision does not change. bf16 and fp16 cost the same here: both
-are 16-bit inputs to the same fp32-accumulating products.
-
+TF32); the small model's step is also bound by the fp32 elementwise work
+(norms, softmax, AdamW) and by launches, which mixed precision does not
+change, so the speed-up should grow with model size.
 TEXT
+while read -r gp gfirst glast gup; do
+  [ -n "$glast" ] || continue
+  if [ "$gup" -eq 1 ]; then w="grows from each size to the next"; else w="does not grow at every size"; fi
+  echo "Measured, the $gp training step's speed-up over fp32 $w: x $gfirst at the smallest to x $glast at the largest."
+done <<GROWTH
+bf16 $gb
+fp16 $gh
+GROWTH
+echo
+if [ -n "$fwdw$fbw$stw" ]; then
+  echo "fp16 against bf16, from the times above:"
+  echo
+  printf '%s\n' "$fwdw" "$fbw" "$stw" | awk 'NF { print "- " $0 "." }'
+  echo
+  cat <<'TEXT'
+Both feed 16-bit inputs to the same fp32-accumulating products. The extra
+pass only fp16 needs is timed in the optimizer phase: fp16's narrow
+exponent range needs dynamic loss scaling, the loss multiplied by a scale S
+(the rows' loss_scale) and, before AdamW, one pass over every gradient
+that divides it by S and checks it for inf/NaN, with a host read of the
+check (model_unscale_grads; a non-finite step is skipped and S halved).
+bf16 has fp32's exponent range and needs none. The optimizer time
+(opt_ms_mean of the train_step rows), bf16 -> fp16, against the whole
+step's difference:
+TEXT
+  echo
+  nopt=0 nhalf=0
+  while IFS='|' read -r sz cx; do
+    [ -n "$sz" ] || continue
+    ob=$(time_of "$sz" "$cx" bf16 train_step opt_ms_mean)
+    oh=$(time_of "$sz" "$cx" fp16 train_step opt_ms_mean)
+    sb=$(time_of "$sz" "$cx" bf16 train_step step_ms_mean)
+    sh16=$(time_of "$sz" "$cx" fp16 train_step step_ms_mean)
+    if [ -z "$ob" ] || [ -z "$oh" ] || [ -z "$sb" ] || [ -z "$sh16" ]; then continue; fi
+    ls16=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$sz" --where context="$cx" --where precision=fp16 \
+             --where mode=train_step --col loss_scale --fmt %.0f)
+    sk16=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$sz" --where context="$cx" --where precision=fp16 \
+             --where mode=train_step --col skipped_steps --fmt %.0f)
+    od=$(calc %.2f "$oh - $ob")
+    sd=$(calc %.2f "$sh16 - $sb")
+    nopt=$((nopt + 1))
+    if is_true "$sd > 0 && $od >= $sd / 2"; then nhalf=$((nhalf + 1)); fi
+    echo "- $sz, context $cx: optimizer $ob -> $oh ms ($od ms); step $sb -> $sh16 ms ($sd ms); fp16 loss scale $(d "$ls16"), skipped steps $(d "$sk16")."
+  done <<SIZES
+$(sizes)
+SIZES
+  if [ "$nopt" -gt 0 ]; then
+    echo
+    echo "The optimizer phase accounts for at least half of fp16's extra step time"
+    echo "at $nhalf of these $nopt sizes."
+  fi
+  echo
+fi

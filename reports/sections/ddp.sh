@@ -37,25 +37,29 @@ GNUPLOT=${GNUPLOT:-}
 # PyTorch DDP on the same machine (reports/anchors/ddp_pytorch.csv, copied
 # from shared/anchors/README.md).
 pt_csv="$(dirname "$(cd "$(dirname "$0")" && pwd)")/anchors/ddp_pytorch.csv"
-pt_what="PyTorch 2.11 DDP (bucket 25 MB), median step on 2 x H200 (shared/anchors/README.md)"
+# pt_col COL: a column of its first row (the source, machine and bucket
+# size are the same in every row).
+pt_col() { "$CSVTOOL" value "$pt_csv" --agg first --default "?" --col "$1"; }
+pt_bm=$(pt_col bucket_mb)
+pt_what="$(pt_col source) (bucket $pt_bm MB), median step on $(pt_col machine) (reports/anchors/ddp_pytorch.csv, from shared/anchors/README.md)"
 pytorch_step() {
   "$CSVTOOL" value "$pt_csv" --agg first --default "" --where precision="$1" \
     --col step_ms_median
 }
 
 . "$REPORT_LIB"
+# POSIX sh has no local variables: every name below is global, so a helper
+# only assigns names of its own prefix (v_, sr_, har_, bb_, ...), never one
+# that a caller or the main script uses (f, p, w, c, ar_o, ar_w, ...).
 # v FILE PREC WS COL [where...]: the latest ok row's value.
 v() {
-  f=$1 p=$2 w=$3 c=$4; shift 4
-  [ -f "$f" ] || return 0
-  tool value "$f" --sort -utc --agg first --default "" --where status=ok \
-    --where precision="$p" --where world_size="$w" "$@" --col "$c"
+  v_f=$1 v_p=$2 v_w=$3 v_c=$4; shift 4
+  [ -f "$v_f" ] || return 0
+  tool value "$v_f" --sort -utc --agg first --default "" --where status=ok \
+    --where precision="$v_p" --where world_size="$v_w" "$@" --col "$v_c"
 }
 vf() { # as v, formatted %.1f
-  f=$1 p=$2 w=$3 c=$4; shift 4
-  [ -f "$f" ] || return 0
-  tool value "$f" --sort -utc --agg first --default "" --where status=ok \
-    --where precision="$p" --where world_size="$w" "$@" --col "$c" --fmt %.1f
+  v "$@" --fmt %.1f
 }
 
 echo "## 3.2 Data-parallel training: naive, flat, overlapped and bucketed DDP"
@@ -130,50 +134,69 @@ if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl 
   ar_machine=$(tool distinct "$ar" --cols machine --where status=ok --where backend=nccl \
           --where world_size=2 --sort machine | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 fi
+# The measured 2-rank NCCL all-reduce bus bandwidth at 1 GiB (GB/s; for two
+# ranks the bytes each rank sends per second), or empty.
+ar_bus=""
+[ ! -f "$ar" ] || ar_bus=$(tool value "$ar" --sort -utc --agg first --default "" --where status=ok \
+  --where backend=nccl --where world_size=2 --where size_mib=1024 --col busbw_gbps)
+[ -z "$ar_bus" ] || num "the 2-rank all-reduce bus bandwidth" "$ar_bus"
+
+# cmp_word A B: how duration A compares with duration B, in words.
+cmp_word() {
+  if [ -z "$1" ] || [ -z "$2" ]; then printf 'to be set beside'
+  elif is_true "$1 < 0.8 * $2"; then printf 'shorter than'
+  elif is_true "$1 < $2"; then printf 'nearly as long as'
+  elif is_true "$1 <= 1.1 * $2"; then printf 'about as long as'
+  else printf 'longer than'
+  fi
+}
+# Bytes of a gradient copy (MiB from the CSVs) in GB (10^9) and GiB.
+gb() { calc %.1f "$1 * 1048576 / 1e9"; }
+gib() { calc %.2f "$1 / 1024"; }
 
 # ---- one table per strategy ---------------------------------------------------
 eff() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
 strategy_table() { # FILE LABEL [bucketed]
-  f=$1 label=$2 bucketed=${3:-}
-  echo "### $label"
+  st_f=$1 st_label=$2 st_bucketed=${3:-}
+  echo "### $st_label"
   echo
-  if [ ! -f "$f" ] || [ "$(tool count "$f" --where status=ok)" -eq 0 ]; then
+  if [ ! -f "$st_f" ] || [ "$(tool count "$st_f" --where status=ok)" -eq 0 ]; then
     echo "_Not yet measured._"
     echo
     return 0
   fi
-  if [ -n "$bucketed" ]; then
+  if [ -n "$st_bucketed" ]; then
     echo "| precision | bucket (MiB) | GPUs | step | backward | grad comm | after bwd | optimizer | collectives | share | scaling efficiency |"
     echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   else
     echo "| precision | GPUs | step | backward | grad comm | after bwd | optimizer | collectives | share | scaling efficiency |"
     echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   fi
-  for p in fp32 bf16; do
-    buckets=0
-    [ -n "$bucketed" ] && buckets=$(tool distinct "$f" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb)
-    for bm in $buckets; do
-      s1=$(v "$f" $p 1 step_ms_mean --where bucket_mb="$bm")
-      for w in 1 2; do
-        st=$(v "$f" $p $w step_ms_mean --where bucket_mb="$bm")
-        [ -n "$st" ] || continue
-        e="-"
-        [ "$w" -eq 1 ] || e=$(eff "$s1" "$st")
-        row="| $p |"
-        [ -z "$bucketed" ] || row="$row $(calc %g "$bm") |"
-        row="$row $w | $(calc %.1f "$st") | $(d "$(vf "$f" $p $w bwd_ms_mean --where bucket_mb="$bm")")"
-        row="$row | $(d "$(vf "$f" $p $w grad_comm_ms_mean --where bucket_mb="$bm")")"
-        row="$row | $(d "$(vf "$f" $p $w exposed_comm_ms_mean --where bucket_mb="$bm")")"
-        row="$row | $(d "$(vf "$f" $p $w opt_ms_mean --where bucket_mb="$bm")")"
-        row="$row | $(d "$(v "$f" $p $w grad_collectives --where bucket_mb="$bm")")"
-        sh=$(v "$f" $p $w comm_share --where bucket_mb="$bm")
-        row="$row | $( [ -n "$sh" ] && calc '%.0f%%' "100 * $sh" || printf -- '-') | $e |"
-        echo "$row"
+  for st_p in fp32 bf16; do
+    st_buckets=0
+    [ -n "$st_bucketed" ] && st_buckets=$(tool distinct "$st_f" --cols bucket_mb --where status=ok --where precision=$st_p --sort bucket_mb)
+    for st_bm in $st_buckets; do
+      st_s1=$(v "$st_f" $st_p 1 step_ms_mean --where bucket_mb="$st_bm")
+      for st_w in 1 2; do
+        st_st=$(v "$st_f" $st_p $st_w step_ms_mean --where bucket_mb="$st_bm")
+        [ -n "$st_st" ] || continue
+        st_e="-"
+        [ "$st_w" -eq 1 ] || st_e=$(eff "$st_s1" "$st_st")
+        st_row="| $st_p |"
+        [ -z "$st_bucketed" ] || st_row="$st_row $(calc %g "$st_bm") |"
+        st_row="$st_row $st_w | $(calc %.1f "$st_st") | $(d "$(vf "$st_f" $st_p $st_w bwd_ms_mean --where bucket_mb="$st_bm")")"
+        st_row="$st_row | $(d "$(vf "$st_f" $st_p $st_w grad_comm_ms_mean --where bucket_mb="$st_bm")")"
+        st_row="$st_row | $(d "$(vf "$st_f" $st_p $st_w exposed_comm_ms_mean --where bucket_mb="$st_bm")")"
+        st_row="$st_row | $(d "$(vf "$st_f" $st_p $st_w opt_ms_mean --where bucket_mb="$st_bm")")"
+        st_row="$st_row | $(d "$(v "$st_f" $st_p $st_w grad_collectives --where bucket_mb="$st_bm")")"
+        st_sh=$(v "$st_f" $st_p $st_w comm_share --where bucket_mb="$st_bm")
+        st_row="$st_row | $( [ -n "$st_sh" ] && calc '%.0f%%' "100 * $st_sh" || printf -- '-') | $st_e |"
+        echo "$st_row"
       done
     done
   done
   echo
-  failed_jobs "$f" precision,world_size,bucket_mb,status,message \
+  failed_jobs "$st_f" precision,world_size,bucket_mb,status,message \
     "precision,GPUs,bucket (MiB),status,message"
 }
 
@@ -182,9 +205,9 @@ strategy_table() { # FILE LABEL [bucketed]
 two() { v "$1" "$2" 2 "$3" ${4:+--where bucket_mb="$4"}; }
 one() { v "$1" "$2" 1 "$3" ${4:+--where bucket_mb="$4"}; }
 has_all_rows() {
-  for p in fp32 bf16; do
-    for w in 1 2; do
-      [ -n "$(v "$1" $p $w step_ms_mean)" ] || return 1
+  for har_p in fp32 bf16; do
+    for har_w in 1 2; do
+      [ -n "$(v "$1" $har_p $har_w step_ms_mean)" ] || return 1
     done
   done
 }
@@ -238,11 +261,12 @@ fi
 strategy_table "$csv" "ddp_bucketed_benchmarking: buckets in reverse order, each all-reduced when its last gradient is final" bucketed
 
 # ---- comparison ---------------------------------------------------------------
-# best_bucket PREC: the bucket size with the fastest 2-GPU step.
+# best_bucket PREC [FILE]: the bucket size with the fastest 2-GPU step
+# (default FILE: $csv).
 best_bucket() {
-  local f=${2:-$csv}
-  [ -f "$f" ] || return 0
-  tool value "$f" --where status=ok --where precision="$1" --where world_size=2 \
+  bb_f=${2:-$csv}
+  [ -f "$bb_f" ] || return 0
+  tool value "$bb_f" --where status=ok --where precision="$1" --where world_size=2 \
     --sort step_ms_mean --agg first --default "" --col bucket_mb
 }
 # Bucketed with the gradients all-gathered on the copy engines.
@@ -267,7 +291,7 @@ for p in fp32 bf16; do
       zero1ce) f=$z1ce; bm=$(best_bucket $p "$z1ce"); name="bucketed + ZeRO-1, gradients and weights on the copy engines, $(if [ -n "$bm" ]; then calc %g "$bm"; fi) MiB" ;;
       pytorch)
         pt=$(pytorch_step $p)
-        echo "| PyTorch DDP, 25 MB buckets | $p | $pt | - | - | - | - | - | 1.00 |"
+        echo "| PyTorch DDP, $pt_bm MB buckets | $p | $pt | - | - | - | - | - | 1.00 |"
         continue ;;
     esac
     [ -f "$f" ] || continue
@@ -291,13 +315,13 @@ for p in fp32 bf16; do
   fi
   src="all-reduced on the SMs"
   what="all-reduces"
-  why="NCCL's kernels share the SMs and memory bandwidth with backward's"
+  oncopy=0
   # the copy-engine rows (ddp_copy_engine) when their best ratio is lower
   cb=$(best_bucket $p "$ce")
   if [ -n "$cb" ] && is_true "$(two "$ce" $p step_ms_mean "$cb") / $(one "$ce" $p step_ms_mean "$cb") < $(two "$csv" $p step_ms_mean "$bb") / $(one "$csv" $p step_ms_mean "$bb")"; then
     csv_saved=$csv; csv=$ce; bb=$cb; src="gradients all-gathered on the copy engines: ddp_copy_engine.csv"
     what="all-gathers on the copy engines"
-    why="the 2-GPU backward also holds most of AdamW's ~13 ms, which runs beside it; the transfers hold no SMs but share memory bandwidth with backward's kernels and AdamW, and at one NVLink's ~370 GB/s the fp32 gradients need about as long as bf16's backward lasts"
+    oncopy=1
   fi
   s2=$(two "$csv" $p step_ms_mean "$bb")
   s1=$(one "$csv" $p step_ms_mean "$bb")
@@ -308,14 +332,31 @@ for p in fp32 bf16; do
   allowed=$(calc %.1f "1.05 * $s1")
   b1=$(one "$csv" $p bwd_ms_mean "$bb")
   b2=$(two "$csv" $p bwd_ms_mean "$bb")
+  o1=$(one "$csv" $p opt_ms_mean "$bb")
+  o2=$(two "$csv" $p opt_ms_mean "$bb")
   gc=$(two "$csv" $p grad_comm_ms_mean "$bb")
   ex=$(two "$csv" $p exposed_comm_ms_mean "$bb")
   gm=$(two "$csv" $p grad_comm_mib "$bb")
   nb=$(two "$csv" $p grad_collectives "$bb")
+  for x in "$b1" "$b2" "$o1" "$o2" "$gm"; do num "a $p goal figure" "$x"; done
+  if [ $oncopy -eq 1 ]; then
+    why="the 2-GPU backward also holds most of AdamW ($(calc %.1f "$o1") ms on one GPU; $(calc %.1f "$o2") ms of it is left after backward on two), which runs beside it; the transfers hold no SMs but share memory bandwidth with backward's kernels and AdamW"
+    if [ -n "$ar_bus" ]; then
+      t_grad=$(calc %.1f "$gm * 1048576 / 1e9 / $ar_bus * 1000")
+      why="$why, and at the 2-rank NCCL all-reduce's measured bus bandwidth ($(calc %.0f "$ar_bus") GB/s at 1 GiB, allreduce.csv) the $(gb "$gm") GB of fp32 gradients take $t_grad ms, $(cmp_word "$t_grad" "$b1") the 1-GPU backward ($(calc %.1f "$b1") ms)"
+    fi
+  else
+    why="NCCL's kernels share the SMs and memory bandwidth with backward's"
+  fi
   if is_true "$s2 <= 1.05 * $s1"; then
     g1="**met**: $(calc %.1f "$s2") ms is $ratio x the 1-GPU step ($(calc %.1f "$s1") ms; at most $allowed allowed)."
   else
-    g1="**not met**: $(calc %.1f "$s2") ms is $ratio x the 1-GPU step ($(calc %.1f "$s1") ms), $(calc %.1f "$s2 - $allowed") ms over the $allowed ms allowed. Of the $(calc %.1f "$s2 - $s1") ms the second GPU adds, $(calc %.1f "$b2 - $b1") ms is backward growing from $(calc %.1f "$b1") to $(calc %.1f "$b2") ms while its $nb $what ($(calc %.0f "$gm") MiB, $(calc %.1f "$gc") ms of communication) overlap it: $why. Only $(calc %.2f "$ex") ms of communication is left after backward."
+    # The step's change split into backward, the optimizer after it and the
+    # rest (forward, communication left after backward, synchronisation);
+    # the three sum to the step's change, each with its sign (the rest is
+    # taken from the rounded figures, so the printed ones add up).
+    d_st=$(calc %.1f "$s2 - $s1"); d_bw=$(calc %.1f "$b2 - $b1"); d_op=$(calc %.1f "$o2 - $o1")
+    g1="**not met**: $(calc %.1f "$s2") ms is $ratio x the 1-GPU step ($(calc %.1f "$s1") ms), $(calc %.1f "$s2 - $allowed") ms over the $allowed ms allowed. The second GPU adds $d_st ms: backward $(calc %+.1f "$d_bw") ms ($(calc %.1f "$b1") -> $(calc %.1f "$b2")), the optimizer after it $(calc %+.1f "$d_op") ms ($(calc %.1f "$o1") -> $(calc %.1f "$o2")) and the rest of the step (forward, communication left after backward, synchronisation) $(calc %+.1f "$d_st - $d_bw - $d_op") ms. Backward grows while its $nb $what ($(calc %.0f "$gm") MiB, $(calc %.1f "$gc") ms of communication) overlap it: $why. Only $(calc %.2f "$ex") ms of communication is left after backward."
   fi
   if is_true "$s2 < $pt"; then
     g2="**met**: $(calc %.1f "$s2") ms against PyTorch DDP's $pt ms, $(calc %.2f "$pt / $s2") x faster."
@@ -327,22 +368,58 @@ for p in fp32 bf16; do
   if [ -n "${csv_saved:-}" ]; then csv=$csv_saved; csv_saved=""; fi
 done
 echo
+bf1=$(best_bucket fp32); bb1=$(best_bucket bf16)
+fl_ar=$(two "$flat" fp32 grad_comm_ms_mean)
+bw16=$(one "$csv" bf16 bwd_ms_mean "$bb1")
+# What the copy-engine rows (ddp_copy_engine) do to the goal, per precision:
+# the share of the bucketed rows' 2-GPU excess they remove, and the verdict.
+ce_gain="" ce_met="" ce_unmet=""
+for p in fp32 bf16; do
+  cb=$(best_bucket $p "$ce"); bb=$(best_bucket $p)
+  if [ -z "$cb" ] || [ -z "$bb" ]; then continue; fi
+  c2=$(two "$ce" $p step_ms_mean "$cb"); c1=$(one "$ce" $p step_ms_mean "$cb")
+  k2=$(two "$csv" $p step_ms_mean "$bb"); k1=$(one "$csv" $p step_ms_mean "$bb")
+  if [ -z "$c2" ] || [ -z "$c1" ] || [ -z "$k2" ] || [ -z "$k1" ]; then continue; fi
+  ce_gain="$ce_gain${ce_gain:+ and }$(calc %.0f "100 * (1 - ($c2 - $c1) / ($k2 - $k1))")% ($p)"
+  if is_true "$c2 <= 1.05 * $c1"; then
+    ce_met="$ce_met${ce_met:+ and }$p"
+  else
+    ce_unmet="$ce_unmet${ce_unmet:+ and }$p"
+  fi
+done
+if [ -n "$ce_gain" ]; then
+  ce_text="Moving the gradients on the copy engines (ddp_copy_engine,
+below) removes $ce_gain of what the second GPU adds to the bucketed step"
+  if [ -n "$ce_met" ]; then
+    ce_text="$ce_text and meets the goal in $ce_met"
+  else
+    ce_text="$ce_text but meets the goal in neither precision"
+  fi
+  if [ -n "$ce_unmet" ]; then
+    ce_text="$ce_text; in $ce_unmet
+communicating bf16 gradients (half the bytes; our policy keeps them fp32)
+or a larger per-GPU batch (more compute per byte) would be the changes
+that bring the ratio towards 1.05; zero1_batch_scaling (below) measures
+how slowly the second."
+  else
+    ce_text="$ce_text."
+  fi
+else
+  ce_text="Communicating bf16 gradients (half the bytes; our policy keeps them
+fp32) or a larger per-GPU batch (more compute per byte) would be the
+changes that bring the ratio towards 1.05."
+fi
 cat <<EOF
-The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$(best_bucket fp32)")") MiB all-reduce to vanish behind a backward that
-lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$(best_bucket fp32)")") ms (fp32) or $(calc %.1f "$(one "$csv" bf16 bwd_ms_mean "$(best_bucket bf16)")") ms (bf16) on one GPU, while the all-reduce alone takes
-about $(calc %.1f "$(two "$flat" fp32 grad_comm_ms_mean)") ms at full NVLink bandwidth (the flat row): under bf16 the communication
-is nearly as long as backward itself, and in both precisions it slows the
+The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$bf1")") MiB all-reduce to vanish behind a backward that
+lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$bf1")") ms (fp32) or $(calc %.1f "$bw16") ms (bf16) on one GPU, while the all-reduce alone takes
+about $(calc %.1f "$fl_ar") ms at full NVLink bandwidth (the flat row): under bf16 the communication
+is $(cmp_word "$fl_ar" "$bw16") backward itself, and in both precisions it slows the
 backward kernels it runs beside. Two changes are in these rows: the mean's
 1/W is taken inside the reduction (ncclAvg) instead of a pass over the
 gradients on the compute stream, and the communication stream has the
 highest priority, so a bucket's collective starts as soon as it is issued.
 What was tried and did not pay is measured below (fewer NCCL thread
-blocks). Moving the gradients on the copy engines (ddp_copy_engine,
-below) removes most of the slowdown and meets the goal in fp32; in bf16
-communicating bf16 gradients (half the bytes; our policy keeps them fp32)
-or a larger per-GPU batch (more compute per byte) would be the changes
-that bring the ratio towards 1.05; zero1_batch_scaling (below) measures
-how slowly the second.
+blocks). $ce_text
 
 EOF
 
@@ -384,26 +461,70 @@ smr="$DATA/ddp_sm_reserve.csv"
 if [ -f "$smr" ] && [ "$("$CSVTOOL" count "$smr" --where status=ok)" -gt 0 ]; then
   echo "### Backward's products shaped for the SMs the collectives leave (ddp_sm_reserve)"
   echo
+  sr_bm=$(tool distinct "$smr" --cols bucket_mb --where status=ok | head -n 1)
   cat <<EOF
 cuBLAS sizes a product (tiles, split-K) to fill every SM in whole waves;
 while a bucket's all-reduce holds some SMs, a product sized for one wave
 spills its last blocks into a second. gemm_sm_reserve sets cuBLAS's SM
 count target to the SMs minus that many while backward runs (one rank
-keeps the whole GPU). Bucketed DDP, 100 MiB buckets, on $(tool distinct "$smr" --cols machine --where status=ok | head -n 1):
+keeps the whole GPU). Bucketed DDP, $(calc %g "$sr_bm") MiB buckets, on $(tool distinct "$smr" --cols machine --where status=ok | head -n 1):
 
 EOF
   tool table "$smr" --cols precision,nccl_max_ctas,gemm_sm_reserve,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
     --head "precision,blocks per collective (0: NCCL's default),SMs reserved,step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
     --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
-  cat <<EOF
-
-Reserving SMs recovers 2-5% of the fp32 step (best: 16 blocks per
-collective with 24 SMs reserved), so ddp_bucketed_benchmarking runs with
-that pair; backward still runs ~9 ms slower than alone while the
-all-reduces overlap it. bf16 gains little: its backward (26 ms) is shorter
-than the fp32 gradients' all-reduce, which it cannot hide.
-
-EOF
+  # sr_gain PREC: "LO HI", the least and the most a reservation saves of
+  # the step at the same blocks per collective (%, the best reservation
+  # against none, latest row of each setting).
+  sr_gain() {
+    tool select "$smr" --cols nccl_max_ctas,gemm_sm_reserve,step_ms_mean \
+      --where status=ok --where precision="$1" --where world_size=2 --sort -utc |
+    awk -F, 'NR > 1 && !seen[$1 "," $2]++ {
+        if ($2 == 0) base[$1] = $3
+        else if (!($1 in best) || $3 < best[$1]) best[$1] = $3 }
+      END { lo = ""; for (c in base) if (c in best) {
+              g = 100 * (base[c] - best[c]) / base[c]
+              if (lo == "" || g < lo) lo = g; if (hi == "" || g > hi) hi = g }
+            if (lo != "") printf "%.1f %.1f", lo, hi }'
+  }
+  sr_best() { # PREC COL: a column of the fastest 2-GPU row
+    tool value "$smr" --where status=ok --where precision="$1" --where world_size=2 \
+      --sort step_ms_mean --agg first --default "" --col "$2"
+  }
+  sr_f=$(sr_gain fp32); sr_b=$(sr_gain bf16)
+  sr_c=$(sr_best fp32 nccl_max_ctas); sr_r=$(sr_best fp32 gemm_sm_reserve)
+  sr_bwd=$(sr_best fp32 bwd_ms_mean)
+  sr_b1=$(one "$csv" fp32 bwd_ms_mean "$sr_bm")
+  sr_b16=$(one "$csv" bf16 bwd_ms_mean "$sr_bm")
+  # What ddp_bucketed_benchmarking's latest rows ran with.
+  k_c=$(two "$csv" fp32 nccl_max_ctas); k_r=$(two "$csv" fp32 gemm_sm_reserve)
+  if [ -n "$sr_f" ] && [ -n "$sr_b" ] && [ -n "$sr_c" ] && [ -n "$sr_b1" ] && [ -n "$sr_b16" ] && [ -n "$fl_ar" ]; then
+    # shellcheck disable=SC2086 # split "lo hi"
+    set -- $sr_f $sr_b
+    sr_text="Reserving SMs recovers $1-$2% of the fp32 step at the same blocks per
+collective (best: $sr_c blocks per collective with $sr_r SMs reserved)"
+    if [ "$k_c" = "$sr_c" ] && [ "$k_r" = "$sr_r" ]; then
+      sr_text="$sr_text, so ddp_bucketed_benchmarking runs with
+that pair"
+    else
+      sr_text="$sr_text; ddp_bucketed_benchmarking's latest rows ran with
+$k_c blocks and $k_r SMs reserved"
+    fi
+    sr_fit=""
+    [ -z "$ar_o" ] || sr_fit=", $(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib) / $ar_w") ms by the fit"
+    sr_text="$sr_text; backward still runs $(calc %.1f "$sr_bwd - $sr_b1") ms slower than alone ($(calc %.1f "$sr_b1") -> $(calc %.1f "$sr_bwd") ms) while the
+all-reduces overlap it. bf16 gains $3-$4%: the fp32 gradients' all-reduce
+alone ($(calc %.1f "$fl_ar") ms in the flat row$sr_fit) is $(cmp_word "$fl_ar" "$sr_b16")
+its 1-GPU backward ($(calc %.1f "$sr_b16") ms)"
+    if ! is_true "$fl_ar < $sr_b16"; then
+      sr_text="$sr_text, which cannot hide it."
+    elif is_true "$fl_ar >= 0.8 * $sr_b16"; then
+      sr_text="$sr_text, only $(calc %.1f "$sr_b16 - $fl_ar") ms less, so there is little compute to hide it behind."
+    else
+      sr_text="$sr_text, $(calc %.1f "$sr_b16 - $fl_ar") ms less."
+    fi
+    printf '\n%s\n\n' "$sr_text"
+  fi
 fi
 
 # ---- which kernels slow down ---------------------------------------------------------
@@ -412,9 +533,9 @@ if [ -f "$con" ] && [ "$("$CSVTOOL" count "$con" --where status=ok)" -gt 0 ]; th
   echo "### Which kernels slow down beside the all-reduces (ddp_contention)"
   echo
   cat <<EOF
-Bucketed DDP as in ddp_bucketed_benchmarking (100 MiB buckets, products
-shaped for the SMs minus 24) on one GPU and on two, the collectives capped
-at 4 or 16 blocks. After the timed steps each job runs one more step with
+Bucketed DDP as in ddp_bucketed_benchmarking ($(tool distinct "$con" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets, products
+shaped for the SMs minus $(tool distinct "$con" --cols gemm_sm_reserve --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')) on one GPU and on two, the collectives capped
+at $(tool distinct "$con" --cols nccl_max_ctas --where status=ok --sort nccl_max_ctas | awk 'NF { printf "%s%s", (n++ ? " or " : ""), $1 }') blocks. After the timed steps each job runs one more step with
 every operation bracketed by events on the compute stream (rank 0): ms per
 step by kernel family, forward, backward and AdamW together (only backward
 overlaps collectives). "Host" is the host's time to queue backward and its
@@ -424,14 +545,18 @@ collectives, against backward's time on the GPU. GPU: $(tool distinct "$con" --c
 |---|--:|--:|--:|--:|--:|--:|--:|
 EOF
   jsonl="${con%.csv}.samples.jsonl"
-  for p in fp32 bf16; do
-    for c in 4 16; do
-      for w in 1 2; do
-        q() { tool value "$con" --agg first --default "" --where status=ok --where precision=$p \
-                --where nccl_max_ctas=$c --where world_size=$w "$@"; }
+  # q [csvtool args]: the contention row of cn_p, cn_c, cn_w.
+  q() { tool value "$con" --agg first --default "" --where status=ok --where precision="$cn_p" \
+          --where nccl_max_ctas="$cn_c" --where world_size="$cn_w" "$@"; }
+  # One line per row for the text below: precision blocks GPUs backward
+  # host products AdamW rest (ms).
+  cn_rows=""
+  for cn_p in fp32 bf16; do
+    for cn_c in 4 16; do
+      for cn_w in 1 2; do
         msg=$(q --col message)
         [ -n "$msg" ] || continue
-        host=$(awk -v p="$p" -v c="$c" -v w="$w" '
+        host=$(awk -v p="$cn_p" -v c="$cn_c" -v w="$cn_w" '
           index($0, "\"precision\": \"" p "\"") && index($0, "\"nccl_max_ctas\": \"" c "\"") &&
           index($0, "\"world_size\": \"" w "\"") {
             i = index($0, "\"bwd_host_ms\": [")
@@ -441,40 +566,120 @@ EOF
             for (k = 1; k <= n; k++) s += a[k]
             if (n) printf "%.1f", s / n
           }' "$jsonl" 2> /dev/null)
-        printf '%s\n' "$msg" | sed 's/^.*kernel family: //' | tr ';' '\n' | awk -v p=$p -v c=$c -v w=$w \
-          -v st="$(q --col step_ms_mean --fmt %.1f)" -v bw="$(q --col bwd_ms_mean --fmt %.1f)" -v host="${host:--}" '
+        bw=$(q --col bwd_ms_mean --fmt %.1f)
+        fams=$(printf '%s\n' "$msg" | sed 's/^.*kernel family: //' | tr ';' '\n' | awk '
           { gsub(/^ +/, ""); split($0, f, " ")
             if (f[1] == "matmul") mm = f[2]; else if (f[1] == "adamw") ad = f[2]; else rest += f[2] }
-          END { printf "| %s | %s | %s | %s | %s / %s | %.1f | %.1f | %.1f |\n", p, c, w, st, bw, host, mm, ad, rest }'
+          END { printf "%.1f %.1f %.1f", mm, ad, rest }')
+        # shellcheck disable=SC2086 # split "products AdamW rest"
+        set -- $fams
+        echo "| $cn_p | $cn_c | $cn_w | $(q --col step_ms_mean --fmt %.1f) | $bw / ${host:--} | $1 | $2 | $3 |"
+        cn_rows="$cn_rows$cn_p $cn_c $cn_w $bw ${host:--} $1 $2 $3
+"
       done
     done
   done
-  cat <<EOF
+  # cn P C W FIELD: a field of cn_rows (4 backward, 5 host, 6 products).
+  cn() { printf '%s' "$cn_rows" | awk -v p="$1" -v c="$2" -v w="$3" -v k="$4" '$1 == p && $2 == c && $3 == w { print $k; exit }'; }
+  cn_ok=1
+  for x in "fp32 4" "fp32 16" "bf16 4" "bf16 16"; do
+    # shellcheck disable=SC2086 # split "precision blocks"
+    for y in 1 2; do [ -n "$(cn $x $y 6)" ] || cn_ok=0; done
+  done
+  if [ $cn_ok -eq 1 ]; then
+    # fp32 products on 1 and 2 GPUs (mean of the 4- and 16-block jobs), and
+    # the slowdown with each cap.
+    pf1=$(calc %.1f "($(cn fp32 4 1 6) + $(cn fp32 16 1 6)) / 2")
+    pf2=$(calc %.1f "($(cn fp32 4 2 6) + $(cn fp32 16 2 6)) / 2")
+    pc4=$(calc %.1f "100 * ($(cn fp32 4 2 6) / $(cn fp32 4 1 6) - 1)")
+    pc16=$(calc %.1f "100 * ($(cn fp32 16 2 6) / $(cn fp32 16 1 6) - 1)")
+    # How long before the GPU the host finished queueing backward (2 GPUs).
+    gap() { printf '%s' "$cn_rows" | awk -v p="$1" '$1 == p && $3 == 2 && $5 != "-" {
+        g = $4 - $5; if (n++ == 0 || g < lo) lo = g; if (n == 1 || g > hi) hi = g }
+      END { if (n) printf (sprintf("%.0f", lo) == sprintf("%.0f", hi)) ? "%.0f" : "%.0f-%.0f", lo, hi }'; }
+    gf=$(gap fp32); gb16=$(gap bf16)
+    # nvidia-smi while the GPUs worked (utilization above 0): SM clock range,
+    # highest power draw, and the power limit.
+    smi="${con%.csv}.nvidia-smi.csv.gz"
+    smi_text="not throttling"
+    if [ -f "$smi" ]; then
+      smi_text=$(gzip -dc "$smi" | awk -F', ' 'NR > 1 && $8 + 0 > 0 {
+          k = $3 + 0; if (n++ == 0 || k < lo) lo = k; if (n == 1 || k > hi) hi = k
+          if ($5 + 0 > pw) pw = $5 + 0; lim = $6 + 0 }
+        END { if (!n) exit
+              printf "the SM clock %s MHz and the power at most %.0f of %.0f W in every busy sample", (lo == hi) ? "stayed at " lo : "between " lo " and " hi, pw, lim }')
+      smi_text="${smi_text:-no busy samples} (nvidia-smi every 50 ms, reports/data/${smi##*/}: not throttling)"
+    fi
+    # tools/green_ctx_probe.cu's output (reports/data/green_ctx_probe.txt):
+    # SGEMMs alone and beside all-reduces on all SMs, and with the
+    # collectives in green contexts of 8 and 16 SMs (alone / beside).
+    gc_txt="$DATA/green_ctx_probe.txt"
+    gc_text=""
+    if [ -f "$gc_txt" ]; then
+      gc_text=$(awk '
+        function val() { return $(NF - 1) + 0 }
+        /comm [0-9]+ SMs/ { for (i = 1; i < NF; i++) if ($i == "comm") sm = $(i + 1) }
+        index($0, "plain, alone, all SMs:") == 1 { pa += val(); npa++ }
+        index($0, "plain, beside 60 all-reduces:") == 1 { pb += val(); npb++ }
+        index($0, "green, alone,") == 1 { ga[sm] += val(); nga[sm]++ }
+        index($0, "green, beside 60 all-reduces:") == 1 { gb[sm] += val(); ngb[sm]++ }
+        END { if (!npa || !npb || !nga[8] || !ngb[8] || !nga[16] || !ngb[16]) exit
+              printf "these shapes take %.1f ms alone and %.1f ms beside 100 MiB all-reduces;\n", pa / npa, pb / npb
+              printf "with CUDA green contexts giving the collectives 8 or 16 SMs of their own\n"
+              printf "they take %.1f / %.1f ms (8 SMs) or %.1f / %.1f ms (16 SMs) without / with the\nall-reduces beside them.", \
+                ga[8] / nga[8], gb[8] / ngb[8], ga[16] / nga[16], gb[16] / ngb[16] }' "$gc_txt")
+    fi
+    cat <<EOF
 
-Measured on 2 x H200 (the rows above): beside the all-reduces a step's
-fp32 products run ~8% slower (~89.5 -> ~97.4 ms) whether the collectives
-hold 4 blocks or 16, so it is not the number of SMs they take; the SM
-clock stayed at 1980 MHz and the power under 640 of 700 W in every job
-(nvidia-smi every 50 ms, reports/data/ddp_contention.nvidia-smi.csv.gz: not throttling); and the host finishes queueing
-backward ~29 ms before the GPU finishes it (the GPU is not waiting for
+Measured on $(tool distinct "$con" --cols machine --where status=ok | head -n 1) (the rows above): beside the all-reduces a step's
+fp32 products run $pc4% slower with 4 blocks per collective and $pc16% with 16
+($pf1 -> $pf2 ms, the mean of the two), so it is not the number of SMs
+they take; $smi_text; and the host finishes queueing
+backward $gf ms before the GPU finishes it (fp32, 2 GPUs; bf16: $gb16 ms; the GPU is not waiting for
 launches). What is left, by elimination (not measured directly), is
 sharing SMs: a product's blocks that land on an SM where a collective's
-block runs go slower, and each wave of blocks waits for its slowest. In bf16 the products slow by ~11 ms with 16 blocks
-and ~15 ms with 4 (under which the all-reduces last all of backward).
-tools/green_ctx_probe.cu isolates it on the same machine: SGEMMs of
-these shapes take 15.9 ms alone and 21.3 ms beside 100 MiB all-reduces;
-with CUDA green contexts giving the collectives 8 or 16 SMs of their own
-they take 17.5 or 18.4 ms with or without the all-reduces beside them.
+block runs go slower, and each wave of blocks waits for its slowest. In bf16 the products slow by $(calc %.1f "$(cn bf16 16 2 6) - $(cn bf16 16 1 6)") ms with 16 blocks
+and $(calc %.1f "$(cn bf16 4 2 6) - $(cn bf16 4 1 6)") ms with 4 (under which the all-reduces last all of backward).
+EOF
+    if [ -n "$gc_text" ]; then
+      cat <<EOF
+tools/green_ctx_probe.cu isolates it on the same machine (reports/data/green_ctx_probe.txt): SGEMMs of
+$gc_text
 A fixed partition costs about what the sharing does; moving the bytes on
 the copy engines, which hold no SMs, is what ddp_copy_engine does (below).
-
 EOF
+    fi
+    echo
+  fi
 fi
 
 # ---- gradients on the copy engines -------------------------------------------------
 if [ -f "$ce" ] && [ "$("$CSVTOOL" count "$ce" --where status=ok)" -gt 0 ]; then
   echo "### Gradients on the copy engines (ddp_copy_engine)"
   echo
+  # tools/ce_probe.cu's output (reports/data/ce_probe.txt): probe LABEL FMT,
+  # the mean over the repetitions of the lines that start with LABEL.
+  cep="$DATA/ce_probe.txt"
+  probe() {
+    awk -v l="$1" -v f="$2" 'index($0, l) == 1 { s += $(NF - 1); n++ } END { if (n) printf f, s / n }' "$cep"
+  }
+  ce_probe_text=""
+  if [ -f "$cep" ]; then
+    pr_a=$(probe "products alone:" %.1f)
+    pr_s=$(probe "products beside 60 SM all-reduces:" %.1f)
+    pr_c=$(probe "products beside 60 CE all-gathers:" %.1f)
+    pr_i=$(probe "products beside 60 in-place CE all-gathers:" %.1f)
+    pr_gi=$(probe "100 MiB per rank in-place CE all-gather alone:" %.3f)
+    pr_gs=$(probe "100 MiB SM all-reduce alone:" %.3f)
+    if [ -n "$pr_a" ] && [ -n "$pr_s" ] && [ -n "$pr_c" ] && [ -n "$pr_i" ] && [ -n "$pr_gi" ] && [ -n "$pr_gs" ]; then
+      ce_probe_text="
+tools/ce_probe.cu measured the idea first (reports/data/ce_probe.txt, means of its repetitions):
+SGEMMs of $m_size's backward shapes take $pr_a ms alone, $pr_s ms beside SM
+all-reduces, $pr_c ms beside copy-engine all-gathers that copy the rank's
+own block locally, and $pr_i ms beside in-place ones; a 100 MiB in-place
+all-gather takes $pr_gi ms against the SM all-reduce's $pr_gs ms."
+    fi
+  fi
   cat <<EOF
 \`grad_sync = "allgather"\`: each bucket's raw fp32 gradients are
 all-gathered in place into a buffer holding both ranks' copies (the
@@ -485,12 +690,7 @@ reads them. On the GPUs each bucket's AdamW is queued the moment the
 bucket is launched, on a stream of its own (lowest priority) after that
 bucket's all-gather, so the optimizer runs during backward; the gradient
 hook fires only once backward reads the parameter no more (after its dx
-product), which makes that safe. For two ranks this puts the same bytes on NVLink as a ring all-reduce.
-tools/ce_probe.cu measured the idea first (reports/data/ce_probe.txt):
-SGEMMs of xl's backward shapes take 15.9 ms alone, 21.4 ms beside SM
-all-reduces, 17.5 ms beside copy-engine all-gathers that copy the rank's
-own block locally, and 16.1 ms beside in-place ones; a 100 MiB in-place
-all-gather takes 0.285 ms against the SM all-reduce's 0.309 ms.
+product), which makes that safe. For two ranks this puts the same bytes on NVLink as a ring all-reduce.$ce_probe_text
 
 | precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | AdamW 1 -> 2 GPUs | after bwd |
 |---|--:|--:|--:|--:|--:|--:|--:|
@@ -502,23 +702,52 @@ EOF
       echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p opt_ms_mean "$b")") | $(calc %.2f "$(two "$ce" $p exposed_comm_ms_mean "$b")") |"
     done
   done
+  # The best ratios of these rows' predecessor (a8307b3, AdamW after
+  # backward); its rows were replaced in ddp_copy_engine.csv, so these two
+  # are quoted from that run's report, not read from reports/data.
+  prev_fp32=1.047 prev_bf16=1.116
+  # ce_vs_prev PREC PREV: what AdamW beside backward saves (or costs)
+  # against the predecessor's best ratio, in ms of this 1-GPU step.
+  ce_vs_prev() {
+    cp_b=$(best_bucket "$1" "$ce")
+    cp_2=$(two "$ce" "$1" step_ms_mean "$cp_b"); cp_1=$(one "$ce" "$1" step_ms_mean "$cp_b")
+    cp_d=$(calc %.1f "($2 - $cp_2 / $cp_1) * $cp_1")
+    if is_true "$cp_d >= 0"; then printf 'saves %s ms' "$cp_d"; else printf 'costs %s ms' "$(calc %.1f "-($cp_d)")"; fi
+  }
+  cf=$(best_bucket fp32 "$ce"); cbf=$(best_bucket bf16 "$ce")
+  ce_gm=$(two "$ce" fp32 grad_comm_mib "$cf")
+  ce_o1=$(one "$ce" fp32 opt_ms_mean "$cf")
+  ce_b16=$(one "$ce" bf16 bwd_ms_mean "$cbf")
+  for x in "$ce_gm" "$ce_o1" "$ce_b16"; do num "a ddp_copy_engine figure" "$x"; done
+  if is_true "$(two "$ce" bf16 step_ms_mean "$cbf") > 1.05 * $(one "$ce" bf16 step_ms_mean "$cbf")"; then
+    ce_b16_text="bf16 stays above 1.05: per step"
+  else
+    ce_b16_text="bf16 is within 1.05 here, though per step"
+  fi
+  ce_link=""
+  if [ -n "$ar_bus" ]; then
+    ce_t=$(calc %.1f "$ce_gm * 1048576 / 1e9 / $ar_bus * 1000")
+    ce_link=", and at the 2-rank NCCL all-reduce's measured bus bandwidth
+($(calc %.0f "$ar_bus") GB/s at 1 GiB, allreduce.csv) the fp32 gradients need $ce_t ms, $(cmp_word "$ce_t" "$ce_b16")
+bf16's $(calc %.1f "$ce_b16") ms backward on one GPU"
+  fi
   cat <<EOF
 
 The 2-GPU "backward" column now holds most of AdamW too (the AdamW
-column is what is left of it after backward): the ~13 ms update runs
-beside backward's kernels instead of after them. That is worth only
-~1 ms of the 13 in fp32 and costs ~0.7 ms in bf16: both are bound by
-memory bandwidth at this per-GPU batch (256 tokens), and the all-gathers'
-traffic (each rank reads its 7.6 GiB block and receives the other's)
+column is what is left of it after backward): the $(calc %.1f "$ce_o1") ms update runs
+beside backward's kernels instead of after them. Against the predecessor's
+best ratios (below, times this 1-GPU step) that $(ce_vs_prev fp32 $prev_fp32) in fp32
+and $(ce_vs_prev bf16 $prev_bf16) in bf16: both are bound by
+memory bandwidth at this per-GPU batch ($((m_b * m_ctx)) tokens), and the all-gathers'
+traffic (each rank reads its $(gib "$ce_gm") GiB block and receives the other's)
 shares it too, so running them side by side mostly interleaves them. Before AdamW moved into
-backward (these rows' predecessor at a8307b3) the best ratios were 1.047
-(fp32, 250 MiB) and 1.116 (bf16, 1000 MiB). Costs: the gathered buffer
-holds W copies of the gradients (W x 7.6 GiB for xl in fp32), and AdamW's
+backward (these rows' predecessor at a8307b3) the best ratios were $prev_fp32
+(fp32, 250 MiB) and $prev_bf16 (bf16, 1000 MiB). Costs: the gathered buffer
+holds W copies of the gradients (W x $(gib "$ce_gm") GiB for $m_size in fp32), and AdamW's
 state lives beside it on every rank; only optimizer adamw composes with
-it. bf16 stays above 1.05: per step the second GPU adds ~19 GB of memory
-traffic (the two all-gather streams and AdamW's read of the second copy)
-to a bandwidth-bound step, and the fp32 gradients need ~22 ms on one
-NVLink against bf16's ~26 ms backward.
+it. $ce_b16_text the second GPU adds ~$(calc %.0f "3 * $ce_gm * 1048576 / 1e9") GB of memory
+traffic (the two all-gather streams and AdamW's read of the second copy,
+each a full $(gb "$ce_gm") GB copy of the fp32 gradients) to a bandwidth-bound step$ce_link.
 
 EOF
 fi
@@ -568,20 +797,60 @@ EOF
     fi
     echo "$line; backward $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$zb")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$zb")") ms, $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$zb")") ms of the optimizer left after it."
   done
+  # fp32: backward's growth against the AdamW time that left the step's end.
+  zf=$(best_bucket fp32 "$z1ce"); zbf=$(best_bucket bf16 "$z1ce")
+  # (from the rounded figures the table shows, so the differences match it)
+  zb1=$(calc %.1f "$(one "$z1ce" fp32 bwd_ms_mean "$zf")"); zb2=$(calc %.1f "$(two "$z1ce" fp32 bwd_ms_mean "$zf")")
+  zo1=$(calc %.1f "$(one "$z1ce" fp32 opt_ms_mean "$zf")"); zo2=$(calc %.1f "$(two "$z1ce" fp32 opt_ms_mean "$zf")")
+  zg=$(calc %.1f "$zb2 - $zb1")
+  zd=$(calc %.1f "$zo1 - $zo2")
+  if is_true "$zg < $zd"; then
+    z_grow="by $zg ms ($zb1 -> $zb2), less than the $zd ms of AdamW that no longer follows
+it ($zo1 -> $zo2 ms; its products leave memory bandwidth to spare)"
+  else
+    z_grow="by $zg ms ($zb1 -> $zb2), no less than the $zd ms of AdamW that no longer
+follows it ($zo1 -> $zo2 ms)"
+  fi
+  # The fastest fp32 2-GPU step of every strategy measured in this section.
+  z2f=$(two "$z1ce" fp32 step_ms_mean "$zf")
+  zmin=$z2f zmin_f=zero1_copy_engine
+  for f in "$naive" "$flat" "$overlap" "$csv" "$ce"; do
+    [ -f "$f" ] || continue
+    x=$(tool value "$f" --where status=ok --where precision=fp32 --where world_size=2 \
+        --sort step_ms_mean --agg first --default "" --col step_ms_mean)
+    if [ -n "$x" ] && is_true "$x < $zmin"; then zmin=$x zmin_f=${f##*/}; fi
+  done
+  if [ "$zmin_f" = zero1_copy_engine ]; then
+    z_fast="this is the fastest 2-GPU step
+measured here"
+  else
+    z_fast="the fastest 2-GPU step measured here
+is $(calc %.1f "$zmin") ms (${zmin_f%.csv}) against this $(calc %.1f "$z2f") ms"
+  fi
+  # Memory traffic each GPU adds beside backward in bf16, from the weights'
+  # count N (4-byte values; a gradient copy is 4N bytes): AdamW over N/2
+  # with two gradient copies, 8 arrays read or written (16N bytes); the
+  # all-to-all, its chunk sent and the other's received plus NCCL's local
+  # copy of its own chunk (8N); the all-gather (4N).
+  zn=$(tool value "$z1ce" --where status=ok --agg first --default "" --col params)
+  num "the weights' count" "$zn"
+  # The H200's published HBM3e bandwidth (TB/s): a specification, not
+  # measured in reports/data.
+  hbm_tbs=4.8
+  zt=$(calc %.1f "28 * $zn / ($hbm_tbs * 1e12) * 1000")
+  zo16=$(one "$z1ce" bf16 opt_ms_mean "$zbf")
   cat <<EOF
 
 Backward now carries half of AdamW and every transfer. In fp32 it grows
-by less than the ~13 ms of AdamW that no longer follows it (its products
-leave memory bandwidth to spare), and this is the fastest 2-GPU step
-measured here. In bf16 the step is
-bound by memory bandwidth at this per-GPU batch (256 tokens), and per
-step each GPU adds about 56 GB of traffic beside backward: AdamW over its
-half of the 2.0 G weights with two gradient copies (8 arrays of 4 bytes
-read or written per element: 32 GB), the all-to-all (its chunk sent, the
-other's received, and NCCL's local copy of its own chunk: 16 GB) and the
-all-gather (8 GB). At the H200's 4.8 TB/s that is ~12 ms, about what AdamW
-alone took on one GPU (13.2 ms), so ZeRO-1 lands where the all-gather
-form does. Measured at c3ca30f (the weights' window, the optimizer during
+$z_grow, and $z_fast. In bf16 the step is
+bound by memory bandwidth at this per-GPU batch ($((m_b * m_ctx)) tokens), and per
+step each GPU adds about $(calc %.0f "28 * $zn / 1e9") GB of traffic beside backward: AdamW over its
+half of the $(calc %.1f "$zn / 1e9") G weights with two gradient copies (8 arrays of 4 bytes
+read or written per element: $(calc %.0f "16 * $zn / 1e9") GB), the all-to-all (its chunk sent, the
+other's received, and NCCL's local copy of its own chunk: $(calc %.0f "8 * $zn / 1e9") GB) and the
+all-gather ($(calc %.0f "4 * $zn / 1e9") GB). At the H200's published $hbm_tbs TB/s that is $zt ms, $(cmp_word "$zt" "$zo16")
+what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms), so ZeRO-1 lands where the all-gather
+form does. Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
 backward); at 8fe99c2, with the parameter all-gathers on NCCL's kernels
 after backward, the best ratios were 1.118 (fp32) and 1.275 (bf16).
 
@@ -593,29 +862,45 @@ zbs="$DATA/zero1_batch_scaling.csv"
 if [ -f "$zbs" ] && [ "$("$CSVTOOL" count "$zbs" --where status=ok)" -gt 0 ]; then
   echo "### The same ZeRO-1 at larger per-GPU batches (zero1_batch_scaling)"
   echo
-  echo "250 MiB buckets; each 2-GPU row beside the 1-GPU row at the same per-GPU batch."
+  echo "$(tool distinct "$zbs" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets; each 2-GPU row beside the 1-GPU row at the same per-GPU batch."
   echo
   echo "| precision | sequences per GPU | 1-GPU step | 2-GPU step | added by the second GPU | ratio | backward 1 -> 2 GPUs |"
   echo "|---|--:|--:|--:|--:|--:|--:|"
+  zs_rows=""
   for p in fp32 bf16; do
     for rb in 1 2 4 8 16 32; do
       s2=$(v "$zbs" $p 2 step_ms_mean --where rank_batch=$rb)
       s1=$(v "$zbs" $p 1 step_ms_mean --where rank_batch=$rb)
       [ -n "$s2" ] && [ -n "$s1" ] || continue
       num "a zero1_batch_scaling step" "$s2"; num "a zero1_batch_scaling step" "$s1"
+      zs_rows="$zs_rows$p $rb $s1 $s2
+"
       echo "| $p | $rb | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.1f "$s2 - $s1") ms | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(v "$zbs" $p 1 bwd_ms_mean --where rank_batch=$rb)") -> $(calc %.1f "$(v "$zbs" $p 2 bwd_ms_mean --where rank_batch=$rb)") |"
     done
   done
+  # bf16: the mean time the second GPU adds, the 1-GPU step at which that
+  # would be 5%, and the per-GPU batch there by a least-squares line through
+  # the 1-GPU steps (an extrapolation).
+  zs_x=$(printf '%s' "$zs_rows" | awk '$1 == "bf16" { n++; a += $4 - $3; x += $2; y += $3; xx += $2 * $2; xy += $2 * $3 }
+    END { if (n < 2 || n * xx == x * x) exit
+          m = (n * xy - x * y) / (n * xx - x * x); c = (y - m * x) / n; a /= n; t = a / 0.05
+          if (m > 0) printf "%.1f %.0f %.0f", a, t, (t - c) / m }')
+  zs_text=""
+  if [ -n "$zs_x" ]; then
+    # shellcheck disable=SC2086 # split "added step batch"
+    set -- $zs_x
+    zs_text=" In bf16 a constant ~$1 ms (the mean of these rows) would reach 1.05 only against a
+1-GPU step of ~$2 ms, about $3 sequences per GPU by these rows' slope
+(an extrapolation, not a measurement)."
+  fi
   cat <<EOF
 
 What the second GPU adds stays about the same as the batch grows (the
-transfers and the half of AdamW are set by the model's 2.0 G weights, not
+transfers and the half of AdamW are set by the model's $(calc %.1f "$(tool value "$zbs" --where status=ok --agg first --default 0 --col params) / 1e9") G weights, not
 by the tokens), so the ratio falls with more compute per step. Backward
 grows by about as much at every batch: the optimizer's work and the
 transfers do not hide behind a longer backward but share its memory
-bandwidth. In bf16 a constant ~7 ms would reach 1.05 only against a
-1-GPU step of ~140 ms, about 20 sequences per GPU by these rows' slope
-(an extrapolation, not a measurement).
+bandwidth.$zs_text
 
 EOF
 fi

@@ -30,10 +30,25 @@ if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   exit 0
 fi
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+vals() { # FILE COL [where...]: the distinct values of COL in FILE's ok rows, "a or b"
+  f=$1 c=$2; shift 2
+  tool distinct "$f" --cols "$c" --where status=ok "$@" | tr '\n' ';' | sed 's/;$//; s/;/ or /g'
+}
+# Batch and steps as the rows have them (the op-by-op rows' if they differ).
+tb=$(vals "$csv" batch --where context=512)
+tw=$(vals "$csv" warmup --where context=512)
+ts=$(vals "$csv" steps --where context=512)
+runs="batch $tb, context 512 ($tw warm-up and $ts timed steps)"
+if [ -f "$ref" ]; then
+  rb=$(vals "$ref" batch --where context=512 --where fusion=opbyop)
+  rw=$(vals "$ref" warmup --where context=512 --where fusion=opbyop)
+  rs=$(vals "$ref" steps --where context=512 --where fusion=opbyop)
+  [ -z "$rb$rw$rs" ] || [ "$rb|$rw|$rs" = "$tb|$tw|$ts" ] ||
+    runs="$runs; the op-by-op rows: batch $rb, $rw warm-up and $rs timed steps"
+fi
 cat <<TEXT
 We have no compiler to switch on; the comparison that answers the question
-is between our two paths on the same model, batch 4, context 512 (5 warm-up
-and 10 timed steps). **Op by op** runs one kernel per operation with fp32
+is between our two paths on the same model, $runs. **Op by op** runs one kernel per operation with fp32
 activations and materialised attention, as PyTorch eager runs the
 reference (rows of benchmarking_script). **Fused** folds the residual add
 into the next RMSNorm, runs q, k, v as one product, fuses RoPE with the head
@@ -42,17 +57,19 @@ split, SwiGLU and the cross-entropy gradient in one pass each, writes the
 input dtype, and recomputes the cheap ones (norm outputs, SwiGLU product) in
 backward instead of keeping them; attention either materialised or
 FlashAttention-2. Times in ms (mean of the timed steps); peak is the
-engine's allocation peak of the train step. GPU: $gpus. PyTorch: eager and
+engine's allocation peak of the run in each table's own mode (forward
+alone, forward+backward, or the full train step). GPU: $gpus. PyTorch: eager and
 torch.compile on an H100 80GB HBM3 (shared/anchors).
 
 TEXT
-v() { # FILE SIZE PREC MODE COL [extra where...]
-  f=$1 s=$2 p=$3 m=$4 c=$5; shift 5
+vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
+  fm=$1 f=$2 s=$3 p=$4 m=$5 c=$6; shift 6
   [ -f "$f" ] || { printf ''; return; }
   tool value "$f" --sort -utc --agg first --default "" --where status=ok \
     --where size="$s" --where context=512 --where precision="$p" --where mode="$m" \
-    "$@" --col "$c" --fmt %.1f
+    "$@" --col "$c" --fmt "$fm"
 }
+v() { vf %.1f "$@"; }
 anc() { # SIZE PREC MODE SOURCE
   tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
     --where precision="$2" --where mode="$3" --where source="$4" --col time_ms
@@ -89,13 +106,9 @@ failed_jobs "$csv" size,precision,attention,mode,status,message \
 # ---- where the time goes ---------------------------------------------------
 echo "### Where the fused step's time goes"
 echo
-echo "One extra, untimed training step of each job with every operation"
-echo "bracketed by CUDA events (the lm job's message): milliseconds per kernel"
-echo "family, largest first. The brackets add launch time, so the sum is a"
-echo "little above the timed step."
-echo
-echo "| size | precision | attention | step (ms) | ms by kernel family |"
-echo "|---|---|---|--:|---|"
+# Each row's families summed and set against its timed step (unrounded),
+# so that the text says on which side of the step the sums fall.
+ktab='' kn=0 kab=0 kbe=0 klo='' khi='' kabs=''
 for p in bf16 fp32; do
   for s in $sizes; do
     for a in flash materialized; do
@@ -103,12 +116,51 @@ for p in bf16 fp32; do
       [ -n "$st" ] || continue
       msg=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
               --where size="$s" --where context=512 --where precision=$p \
-              --where mode=train_step --where attention=$a --col message |
-            sed 's/^ms per step by kernel family: //')
-      echo "| $s | $p | $a | $st | $msg |"
+              --where mode=train_step --where attention=$a --col message)
+      case $msg in
+        'ms per step by kernel family: '*) ;;
+        *) ktab="$ktab| $s | $p | $a | $st | - | - | $(d "$msg") |
+"; continue ;;
+      esac
+      msg=${msg#ms per step by kernel family: }
+      str=$(vf %.4f "$csv" "$s" $p train_step step_ms_mean --where attention=$a)
+      sum=$(printf '%s\n' "$msg" | awk -F'; ' '{ for (i = 1; i <= NF; i++) { n = split($i, w, " "); t += w[n] } }
+        END { printf "%.4f", t }')
+      num "train step (ms)" "$str"; num "sum of the kernel families (ms)" "$sum"
+      dp=$(calc "%+.1f" "100 * ($sum - $str) / $str")
+      kn=$((kn + 1))
+      if is_true "$sum >= $str"; then kab=$((kab + 1)); else kbe=$((kbe + 1)); fi
+      if [ -z "$klo" ] || is_true "$dp < $klo"; then klo=$dp; fi
+      if [ -z "$khi" ] || is_true "$dp > $khi"; then khi=$dp; fi
+      kabs="$kabs$(calc "%.4f" "($sum > $str ? $sum - $str : $str - $sum) / $str * 100")
+"
+      ktab="$ktab| $s | $p | $a | $st | $(calc "%.1f" "$sum") | $dp% | $msg |
+"
     done
   done
 done
+echo "One extra, untimed training step of each job with every operation"
+echo "bracketed by CUDA events (the lm job's message): milliseconds per kernel"
+echo "family, largest first, and their sum. That step is not one of the timed"
+echo "ones, and its brackets add event records between the kernels, so the sum"
+echo "need not match the timed step's mean (column \"sum vs step\")."
+if [ "$kn" -gt 0 ]; then
+  kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
+    END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+  if [ "$kbe" -eq 0 ]; then
+    side="above the timed step in all $kn rows"
+  elif [ "$kab" -eq 0 ]; then
+    side="below the timed step in all $kn rows"
+  else
+    side="above the timed step in $kab of the $kn rows and below it in $kbe"
+  fi
+  echo "Here the sum is $side, differing from it by $klo% to $khi%"
+  echo "(median of the differences, either way: $kmed%)."
+fi
+echo
+echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"
+echo "|---|---|---|--:|--:|--:|---|"
+printf '%s' "$ktab"
 echo
 
 # ---- CUDA graphs ---------------------------------------------------------------
@@ -120,15 +172,29 @@ if [ ! -f "$gcsv" ] || [ "$(tool count "$gcsv" --where status=ok)" -eq 0 ]; then
   echo
 else
   ggpus=$(tool distinct "$gcsv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+  gprec=$(vals "$gcsv" precision); gatt=$(vals "$gcsv" attention); gb=$(vals "$gcsv" batch)
+  gw=$(vals "$gcsv" warmup); gs=$(vals "$gcsv" steps)
+  # model_run_graphed (model/model.c): per phase the first call runs
+  # directly, the second records and launches the recording, later calls
+  # launch it; graph_replays counts the launches of a recording, so a run of
+  # W + S steps has 2 (W + S - 1).
+  case $gw$gs in
+    '' | *[!0-9]*) rule="two per step from the second step on" ;;
+    *)
+      rexp=$((2 * (gw + gs - 1)))
+      rbad=$(tool count "$gcsv" --where status=ok --where cuda_graphs=true --where graph_replays!="$rexp")
+      rule="two per step from the second step on, 2 x ($gw + $gs - 1) = $rexp a run"
+      [ "$rbad" -eq 0 ] || rule="$rule ($rbad of the rows below show another count)" ;;
+  esac
   cat <<TEXT
-The fused bf16 train step (flash attention, batch 4) with its kernels
+The fused $gprec train step ($gatt attention, batch $gb) with its kernels
 launched one by one from the host ("direct") and with forward's and
-backward's kernels recorded once as CUDA graphs and replayed each step
-(\`cuda_graphs = true\`; the first step runs directly, the second records,
-later steps replay; AdamW is one kernel either way). Rows of
-experiments/cuda_graphs.cfg, GPU: $ggpus; ms, mean of 10 timed steps after
-5 warm-up steps; "replays" counts the forward and backward calls that were
-replays (2 per step after the first two).
+backward's kernels recorded once as CUDA graphs and replayed
+(\`cuda_graphs = true\`; the first step runs them directly, the second
+records them and launches the recording, later steps launch it again; AdamW
+is one kernel either way). Rows of experiments/cuda_graphs.cfg, GPU:
+$ggpus; ms, mean of $gs timed steps after $gw warm-up steps; "replays"
+counts the forward and backward calls launched from a recording: $rule.
 
 | size | context | forward direct / graphs | backward direct / graphs | step direct | step graphs | saved | replays |
 |---|--:|--:|--:|--:|--:|--:|--:|
@@ -137,28 +203,36 @@ TEXT
     tool value "$gcsv" --sort -utc --agg first --default "" --where status=ok \
       --where size="$1" --where context="$2" --where cuda_graphs="$3" --col "$4" --fmt "${5:-%.2f}"
   }
+  # The largest relative saving, and the smallest and largest in ms.
+  bp='' bs='' bc='' lo='' los='' loc='' hi='' his='' hic=''
   for ctx in $(tool distinct "$gcsv" --cols context --where status=ok --sort context); do
     for s in $(tool distinct "$gcsv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2); do
       sd=$(gv "$s" "$ctx" false step_ms_mean); sg=$(gv "$s" "$ctx" true step_ms_mean)
       [ -n "$sd" ] && [ -n "$sg" ] || continue
-      saved=$(awk "BEGIN { printf \"%.2f ms (%.1f%%)\", $sd - $sg, 100 * ($sd - $sg) / $sd }")
-      echo "| $s | $ctx | $(gv "$s" "$ctx" false fwd_ms_mean) / $(gv "$s" "$ctx" true fwd_ms_mean) | $(gv "$s" "$ctx" false bwd_ms_mean) / $(gv "$s" "$ctx" true bwd_ms_mean) | $sd | $sg | $saved | $(gv "$s" "$ctx" true graph_replays %.0f) |"
+      sms=$(calc "%.2f" "$sd - $sg"); spc=$(calc "%.1f" "100 * ($sd - $sg) / $sd")
+      if [ -z "$bp" ] || is_true "$spc > $bp"; then bp=$spc bs=$s bc=$ctx; fi
+      if [ -z "$lo" ] || is_true "$sms < $lo"; then lo=$sms los=$s loc=$ctx; fi
+      if [ -z "$hi" ] || is_true "$sms > $hi"; then hi=$sms his=$s hic=$ctx; fi
+      echo "| $s | $ctx | $(gv "$s" "$ctx" false fwd_ms_mean) / $(gv "$s" "$ctx" true fwd_ms_mean) | $(gv "$s" "$ctx" false bwd_ms_mean) / $(gv "$s" "$ctx" true bwd_ms_mean) | $sd | $sg | $sms ms ($spc%) | $(gv "$s" "$ctx" true graph_replays %.0f) |"
     done
   done
   echo
-  cat <<'TEXT'
+  if [ -n "$bp" ]; then
+    cat <<TEXT
 A replay saves the host's per-kernel work (argument checks, cuBLASLt's
 plan lookup, the launch itself). In relative terms it pays most where
-kernels are shortest (the small model at context 128); in milliseconds the
-saving does not shrink with the model: wherever a run of short kernels
-(norms, RoPE, the loss, the small models' products) takes the GPU less time
-than the host needs to launch it, the GPU waits, and at the start of each
-phase it waits for the first launches. Graphs need the step's shapes fixed
-(a new batch shape records again) and no host work inside a phase: the
-data-parallel strategies, whose gradient hooks start collectives from the
-host during backward, run directly.
+kernels are shortest (here the $bs model at context $bc, $bp%); in
+milliseconds the saving runs from $lo ms ($los, context $loc) to $hi ms
+($his, context $hic): wherever a run of short kernels (norms, RoPE, the
+loss, the small models' products) takes the GPU less time than the host
+needs to launch it, the GPU waits, and at the start of each phase it waits
+for the first launches. Graphs need the step's shapes fixed (a new batch
+shape records again) and no host work inside a phase: the data-parallel
+strategies, whose gradient hooks start collectives from the host during
+backward, run directly.
 TEXT
-  echo
+    echo
+  fi
 fi
 
 # ---- figure -----------------------------------------------------------------
@@ -192,6 +266,6 @@ tmp="$OUT/torch_compile.tmp.csv"
 rm -f "$tmp"
 echo "![Training step time against model size per precision and path](torch_compile.svg)"
 echo
-echo "_Training step (batch 4 x 512 tokens) against parameter count, log scales;"
+echo "_Training step (batch $tb x 512 tokens) against parameter count, log scales;"
 echo "dashed: PyTorch eager on an H100 (shared/anchors)._"
 echo
