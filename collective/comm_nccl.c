@@ -212,9 +212,9 @@ static int nccl_window_peers(comm *c, void *p, void **peers) {
   for (int i = 0; i < s->nwin; i++)
     if (s->win[i].p == p) {
       TRY(tl_nccl_window_peers(s->win[i].w, c->size, peers, s->stream));
-      /* NCCL maps every rank's window, this rank's too, into one flat
-       * range of addresses; this rank's own is p itself. */
-      peers[c->rank] = p;
+      if (peers[c->rank] != p)
+        FAIL(ERR_FAIL, "comm_window_peers: NCCL maps rank %d's own window "
+             "at %p, not at %p", c->rank, peers[c->rank], p);
       return 0;
     }
   FAIL(ERR_FAIL, "comm_window_peers: %p is not a registered window", p);
