@@ -9,40 +9,10 @@
 // product time and each collective's time alone are printed. Not part of
 // the build (two GPUs, NCCL >= 2.28):
 //   nvcc -O2 -o ce_probe tools/ce_probe.cu -lcublas -lnccl
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
-#include <cublas_v2.h>
-#include <nccl.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
-#define CB(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { printf("%s:%d cublas %d\n", __FILE__, __LINE__, (int)e_); exit(1);} } while (0)
-#define CN(x) do { ncclResult_t e_ = (x); if (e_ != ncclSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, ncclGetErrorString(e_)); exit(1);} } while (0)
-enum { G = 2 };
-static const int T = 256, D = 1600, F = 6400;
-struct gpu { cudaStream_t cs, ks; cublasHandle_t h; float *x, *w, *y, *dw, *ar, *sym, *gath; };
+#include "probe_common.cuh"
+struct gpu { cudaStream_t cs, ks; mats m; float *ar, *sym, *gath; };
 static gpu g[G];
 static ncclComm_t sm[G], ce[G];
-static const size_t AR = 25u << 20;  // 100 MiB of floats
-
-// Seeded values in [-1, 1): products of zeros would draw less power.
-__global__ void fill(float *p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = (float)(h & 0xffffff) / 8388608.0f - 1.0f;
-  }
-}
-
-static void gemms(int i, cudaStream_t s, int iters) {
-  const float one = 0.03f, zero = 0;  // keeps the values near unit scale
-  CB(cublasSetStream(g[i].h, s));
-  for (int k = 0; k < iters; k++) {
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_T, CUBLAS_OP_N, F, T, D, &one, g[i].w, D, g[i].x, D, &zero, g[i].y, F));
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_N, D, T, F, &one, g[i].w, D, g[i].y, F, &zero, g[i].x, D));
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_T, D, F, T, &one, g[i].x, D, g[i].y, F, &zero, g[i].dw, D));
-  }
-}
 
 // kind 0: SM all-reduce; 1: copy-engine all-gather (symmetric buffers);
 // 2: the same in place (no copy of a rank's own block); 3: a local
@@ -75,7 +45,7 @@ static float run(int kind, int n) {
   for (int i = 0; i < G; i++) {
     CK(cudaSetDevice(i));
     if (i == 0) CK(cudaEventRecord(a, g[i].cs));
-    gemms(i, g[i].cs, 40);
+    gemms(g[i].m, g[i].cs, 40);
     if (i == 0) CK(cudaEventRecord(b, g[i].cs));
   }
   for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
@@ -109,13 +79,10 @@ int main() {
     CK(cudaSetDevice(i));
     CK(cudaStreamCreateWithFlags(&g[i].cs, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&g[i].ks, cudaStreamNonBlocking));
-    CB(cublasCreate(&g[i].h));
-    CK(cudaMalloc(&g[i].x, sizeof(float) * T * D)); CK(cudaMalloc(&g[i].w, sizeof(float) * F * D));
-    CK(cudaMalloc(&g[i].y, sizeof(float) * T * F)); CK(cudaMalloc(&g[i].dw, sizeof(float) * F * D));
+    mats_init(g[i].m, i);
     CK(cudaMalloc(&g[i].ar, sizeof(float) * AR));
     CN(ncclMemAlloc((void **)&g[i].sym, sizeof(float) * AR));
     CN(ncclMemAlloc((void **)&g[i].gath, sizeof(float) * AR * G));
-    fill<<<264, 256>>>(g[i].x, (size_t)T * D, 1u + i); fill<<<264, 256>>>(g[i].w, (size_t)F * D, 7u + i);
     fill<<<264, 256>>>(g[i].ar, AR, 13u + i); fill<<<264, 256>>>(g[i].sym, AR, 17u + i);
     CK(cudaGetLastError());
   }

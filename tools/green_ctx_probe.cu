@@ -11,50 +11,19 @@
 //   COMM_SMS=16 ./green_ctx_probe
 // Results on 2 x H200 are in README.md (data parallelism, what does not
 // work yet).
-#include <cstdio>
-#include <cstdlib>
+#include "probe_common.cuh"
 #include <cuda.h>
-#include <cuda_runtime.h>
-#include <cublas_v2.h>
-#include <nccl.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
 #define CD(x) do { CUresult e_ = (x); if (e_ != CUDA_SUCCESS) { const char *s; cuGetErrorString(e_, &s); printf("%s:%d %s\n", __FILE__, __LINE__, s); exit(1);} } while (0)
-#define CB(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { printf("%s:%d cublas %d\n", __FILE__, __LINE__, (int)e_); exit(1);} } while (0)
-#define CN(x) do { ncclResult_t e_ = (x); if (e_ != ncclSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, ncclGetErrorString(e_)); exit(1);} } while (0)
-enum { G = 2 };
-static const int T = 256, D = 1600, F = 6400;
-struct gpu { cudaStream_t cs, ks, gcs, gks; cublasHandle_t h; float *x, *w, *y, *dw, *ar; int sms; };
+struct gpu { cudaStream_t cs, ks, gcs, gks; mats m; float *ar; int sms; };
 static gpu g[G];
 static ncclComm_t comms[G];
-static const size_t AR = 25u << 20;  // 100 MiB of floats
-
-// Seeded values in [-1, 1): products of zeros would draw less power.
-__global__ void fill(float *p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = (float)(h & 0xffffff) / 8388608.0f - 1.0f;
-  }
-}
-
-static void gemms(int i, cudaStream_t s, int iters) {
-  const float one = 0.03f, zero = 0;  // keeps the values near unit scale
-  CB(cublasSetStream(g[i].h, s));
-  for (int k = 0; k < iters; k++) {
-    // y[T,F] = x[T,D] w[F,D]^T ; dx[T,D] = y w ; dw[F,D] = y^T x
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_T, CUBLAS_OP_N, F, T, D, &one, g[i].w, D, g[i].x, D, &zero, g[i].y, F));
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_N, D, T, F, &one, g[i].w, D, g[i].y, F, &zero, g[i].x, D));
-    CB(cublasSgemm(g[i].h, CUBLAS_OP_N, CUBLAS_OP_T, D, F, T, &one, g[i].x, D, g[i].y, F, &zero, g[i].dw, D));
-  }
-}
 
 // ms of `iters` gemm triples on GPU 0 (both GPUs run them), with `ar`
 // all-reduces running beside on the comm streams.
 static float run(int green, int ar, int target) {
   cudaEvent_t a, b;
   CK(cudaSetDevice(0)); CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CB(cublasSetSmCountTarget(g[i].h, target)); CK(cudaDeviceSynchronize()); }
+  for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CB(cublasSetSmCountTarget(g[i].m.h, target)); CK(cudaDeviceSynchronize()); }
   if (ar) {
     CN(ncclGroupStart());
     for (int r = 0; r < ar; r++)
@@ -65,7 +34,7 @@ static float run(int green, int ar, int target) {
     CK(cudaSetDevice(i));
     cudaStream_t s = green ? g[i].gcs : g[i].cs;
     if (i == 0) CK(cudaEventRecord(a, s));
-    gemms(i, s, 40);
+    gemms(g[i].m, s, 40);
     if (i == 0) CK(cudaEventRecord(b, s));
   }
   for (int i = 0; i < G; i++) { CK(cudaSetDevice(i)); CK(cudaDeviceSynchronize()); }
@@ -84,11 +53,8 @@ int main() {
     CK(cudaDeviceGetAttribute(&g[i].sms, cudaDevAttrMultiProcessorCount, i));
     CK(cudaStreamCreateWithFlags(&g[i].cs, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&g[i].ks, cudaStreamNonBlocking));
-    CB(cublasCreate(&g[i].h));
-    CK(cudaMalloc(&g[i].x, sizeof(float) * T * D)); CK(cudaMalloc(&g[i].w, sizeof(float) * F * D));
-    CK(cudaMalloc(&g[i].y, sizeof(float) * T * F)); CK(cudaMalloc(&g[i].dw, sizeof(float) * F * D));
+    mats_init(g[i].m, i);
     CK(cudaMalloc(&g[i].ar, sizeof(float) * AR));
-    fill<<<264, 256>>>(g[i].x, (size_t)T * D, 1u + i); fill<<<264, 256>>>(g[i].w, (size_t)F * D, 7u + i);
     fill<<<264, 256>>>(g[i].ar, AR, 13u + i); CK(cudaGetLastError());
     // green contexts: csms SMs for the collectives, the rest for compute
     CUdevice dev; CD(cuDeviceGet(&dev, i));
