@@ -67,13 +67,14 @@ series_label() {
       b = ($1 == "mpi") ? "MPI+CPU" : ($1 == "nccl") ? "NCCL+GPU" : $1
       printf "%s%s with %s ranks", (n++ ? ", " : ""), b, $2 }'
 }
-# The largest size with ok rows for both BACKEND1:WS1 and BACKEND2:WS2.
+# The largest size with ok rows for both BACKEND1:WS1 and BACKEND2:WS2
+# [on MACHINE].
 common_size() {
   sizes=$(tool distinct "$csv" --cols size_mib --where status=ok \
-          --where backend="$1" --where world_size="$2" --sort -size_mib)
+          --where backend="$1" --where world_size="$2" ${5:+--where "machine=$5"} --sort -size_mib)
   for s in $sizes; do
     n=$(count --where status=ok --where backend="$3" --where world_size="$4" \
-        --where size_mib="$s")
+        ${5:+--where "machine=$5"} --where size_mib="$s")
     if [ "$n" -gt 0 ]; then
       printf '%s' "$s"
       return 0
@@ -520,14 +521,7 @@ for b in mpi nccl; do
   hi=$(tool value "$csv" --col world_size --where status=ok --where backend=$b \
        --where machine="$mb" --agg max)
   [ "$lo" != "$hi" ] || continue
-  L=""
-  for s in $(tool distinct "$csv" --cols size_mib --where status=ok --where backend=$b \
-             --where machine="$mb" --where world_size="$lo" --sort -size_mib); do
-    if [ -n "$(on_mb --col size_mib --where world_size="$hi" --where size_mib="$s")" ]; then
-      L=$s
-      break
-    fi
-  done
+  L=$(common_size $b "$lo" $b "$hi" "$mb")
   [ -n "$L" ] || continue
   blo=$(on_mb --col busbw_gbps --fmt %.1f --where world_size="$lo" --where size_mib="$L")
   bhi=$(on_mb --col busbw_gbps --fmt %.1f --where world_size="$hi" --where size_mib="$L")
