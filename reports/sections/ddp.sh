@@ -737,17 +737,19 @@ The 2-GPU "backward" column now holds most of AdamW too (the AdamW
 column is what is left of it after backward): the $(calc %.1f "$ce_o1") ms update runs
 beside backward's kernels instead of after them. Against the predecessor's
 best ratios (below, times this 1-GPU step) that $(ce_vs_prev fp32 $prev_fp32) in fp32
-and $(ce_vs_prev bf16 $prev_bf16) in bf16: both are bound by
-memory bandwidth at this per-GPU batch ($((m_b * m_ctx)) tokens), and the all-gathers'
-traffic (each rank reads its $(gib "$ce_gm") GiB block and receives the other's)
-shares it too, so running them side by side mostly interleaves them. Before AdamW moved into
+and $(ce_vs_prev bf16 $prev_bf16) in bf16 (these rows at $(tool distinct "$ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }'), with the compute
+stream above the optimizer's in priority): at this per-GPU batch ($((m_b * m_ctx)) tokens)
+running AdamW beside backward mostly interleaves the two, and in bf16
+the diagnostic runs below find it gains nothing. Before AdamW moved into
 backward (these rows' predecessor at a8307b3) the best ratios were $prev_fp32
 (fp32, 250 MiB) and $prev_bf16 (bf16, 1000 MiB). Costs: the gathered buffer
 holds W copies of the gradients (W x $(gib "$ce_gm") GiB for $m_size in fp32), and AdamW's
 state lives beside it on every rank; only optimizer adamw composes with
 it. $ce_b16_text the second GPU adds ~$(calc %.0f "3 * $ce_gm * 1048576 / 1e9") GB of memory
 traffic (the two all-gather streams and AdamW's read of the second copy,
-each a full $(gb "$ce_gm") GB copy of the fp32 gradients) to a bandwidth-bound step$ce_link.
+each a full $(gb "$ce_gm") GB copy of the fp32 gradients)$ce_link; the diagnostic runs
+below find that the transfers themselves cost backward little, and the
+cross-stream waits that order them after backward's kernels cost more.
 
 EOF
 fi
@@ -842,17 +844,79 @@ is $(calc %.1f "$zmin") ms (${zmin_f%.csv}) against this $(calc %.1f "$z2f") ms"
   cat <<EOF
 
 Backward now carries half of AdamW and every transfer. In fp32 it grows
-$z_grow, and $z_fast. In bf16 the step is
-bound by memory bandwidth at this per-GPU batch ($((m_b * m_ctx)) tokens), and per
+$z_grow, and $z_fast. In bf16, at this per-GPU batch ($((m_b * m_ctx)) tokens), per
 step each GPU adds about $(calc %.0f "28 * $zn / 1e9") GB of traffic beside backward: AdamW over its
 half of the $(calc %.1f "$zn / 1e9") G weights with two gradient copies (8 arrays of 4 bytes
 read or written per element: $(calc %.0f "16 * $zn / 1e9") GB), the all-to-all (its chunk sent, the
 other's received, and NCCL's local copy of its own chunk: $(calc %.0f "8 * $zn / 1e9") GB) and the
 all-gather ($(calc %.0f "4 * $zn / 1e9") GB). At the H200's published $hbm_tbs TB/s that is $zt ms, $(cmp_word "$zt" "$zo16")
-what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms), so ZeRO-1 lands where the all-gather
-form does. Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
+what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms); yet the diagnostic runs below find
+that what backward loses is mostly not bandwidth (the transfers cost it
+little, the waits that order them more), and ZeRO-1 lands where the
+all-gather form does. Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
 backward); at 8fe99c2, with the parameter all-gathers on NCCL's kernels
 after backward, the best ratios were 1.118 (fp32) and 1.275 (bf16).
+
+EOF
+fi
+
+# ---- where bf16's remaining overhead goes -------------------------------------------
+dg="$DATA/ddp_diag.csv"
+if [ -f "$dg" ] && [ "$("$CSVTOOL" count "$dg")" -gt 0 ]; then
+  # dgv RUN COL: one value of the diagnostic run RUN.
+  dgv() { tool value "$dg" --where run="$1" --agg first --default "" --col "$2"; }
+  for r in w1 x2 y2 y3 wa x3 k0 ad k1 p0 p1; do num "ddp_diag.csv's backward of run $r" "$(dgv $r bwd_ms)"; done
+  for r in k0 ad k1 b1 b2 c2 c3 h1; do num "ddp_diag.csv's step of run $r" "$(dgv $r step_ms)"; done
+  dgd() { calc %.1f "$(dgv "$1" bwd_ms) - $(dgv "$2" bwd_ms)"; }
+  echo "### Where bf16's remaining overhead goes (ddp_diag)"
+  echo
+  cat <<EOF
+Diagnostic runs of the two copy-engine forms on $(tool value "$dg" --agg first --col machine) ($m_size, bf16, context $m_ctx,
+$m_b sequences per GPU, 250 MiB buckets unless the row says), at
+$(tool value "$dg" --agg first --col git_commit): the patch adds environment switches
+that skip the collectives, move the optimizer after backward, drop the
+communication stream's wait for backward's events, or set stream
+priorities. In the rows marked "held", a 30 ms kernel holds the compute
+stream before backward, so the host has queued all of backward by the
+time the GPU starts it and the backward column is the GPU's own time
+(the step then includes the hold, and is left out).
+
+| run | GPUs | form | what changes | held | backward ms | optimizer after backward ms | step ms |
+|---|--:|---|---|---|--:|--:|--:|
+EOF
+  tool select "$dg" --cols run,world_size,grad_sync,optimizer,what,gpu_held_ms,bwd_ms,opt_ms,step_ms |
+    awk -F, 'NR > 1 { printf "| %s | %s | %s, %s | %s | %s | %.1f | %s | %s |\n", $1, $2, $3, $4, $5, ($6 > 0 ? "yes" : "no"), $7, ($8 == "" ? "-" : sprintf("%.1f", $8)), ($9 == "" ? "-" : sprintf("%.1f", $9)) }'
+  cat <<EOF
+
+Read down the held rows (AdamW after backward in each):
+
+- One GPU: backward $(calc %.1f "$(dgv w1 bwd_ms)") ms. The second GPU with no collective at all
+  and the buckets launched after backward (x2): $(calc %.1f "$(dgv x2 bwd_ms)") ms (+$(dgd x2 w1)).
+- Buckets launched from backward's hook, the communication stream not
+  waiting for them (y2): $(calc %.1f "$(dgv y2 bwd_ms)") ms. Waiting, as the product does (y3):
+  $(calc %.1f "$(dgv y3 bwd_ms)") ms, +$(dgd y3 y2) ms for the cross-stream waits alone, with not a byte
+  moved; 4x fewer buckets cost the same (x3, with the transfers: $(calc %.1f "$(dgv x3 bwd_ms)") ms),
+  so it is not a price per wait.
+- The copy-engine all-gathers moving the gradients on top of that (wa):
+  $(calc %.1f "$(dgv wa bwd_ms)") ms, $(dgd wa y3) ms from the transfers themselves. The ~24 GB of
+  traffic per GPU that the sections above count is not what costs.
+
+Without the hold: AdamW beside backward (k0, as shipped at e53969a) and
+after it (ad) give the same step ($(calc %.1f "$(dgv k0 step_ms)") and $(calc %.1f "$(dgv ad step_ms)") ms): in bf16 running
+them side by side gains nothing. The optimizer's stream was created at
+CUDA's least priority, which is also the default stream priority, so the
+compute stream did not go before it; with the compute stream one level up
+(k1) the step is $(calc %.1f "$(dgv k1 step_ms)") ms, which commit 2fd4a7a ships (the
+ddp_copy_engine and zero1_copy_engine bf16 rows above are measured with
+it). Not the cause: two one-GPU jobs at once on the two GPUs ($(calc %.1f "$(dgv p0 bwd_ms)") and
+$(calc %.1f "$(dgv p1 bwd_ms)") ms backward), AdamW's grid capped at 264 or 66 blocks
+($(calc %.1f "$(dgv b1 step_ms)") and $(calc %.1f "$(dgv b2 step_ms)") ms against $(calc %.1f "$(dgv h1 step_ms)") for ZeRO-1), 32 hardware
+queues instead of 8 ($(calc %.1f "$(dgv c2 step_ms)") ms ZeRO-1, $(calc %.1f "$(dgv c3 step_ms)") ms all-gather form), or the host:
+it spends 1.7-2.3 ms a step in NCCL's calls (h1) and stays ahead of the
+GPU. Left to try: ordering each bucket's collective after backward's
+kernels without a wait on the GPU (a host thread that waits for the
+bucket's event and only then issues it), worth at most the $(dgd y3 y2) ms that
+y2 and y3 differ by.
 
 EOF
 fi
@@ -899,8 +963,9 @@ What the second GPU adds stays about the same as the batch grows (the
 transfers and the half of AdamW are set by the model's $(calc %.1f "$(tool value "$zbs" --where status=ok --agg first --default 0 --col params) / 1e9") G weights, not
 by the tokens), so the ratio falls with more compute per step. Backward
 grows by about as much at every batch: the optimizer's work and the
-transfers do not hide behind a longer backward but share its memory
-bandwidth.$zs_text
+transfers do not hide behind a longer backward (the diagnosis above:
+AdamW beside backward gains nothing in bf16, and ordering the transfers
+after backward's kernels costs a few ms of its own).$zs_text
 
 EOF
 fi
