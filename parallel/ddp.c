@@ -18,6 +18,7 @@
 #include "parallel/ddp_internal.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,11 +117,11 @@ static int window_alloc(ddp *d, comm *c, size_t bytes, const char *tag,
 
 /* ---- launching ----------------------------------------------------------- */
 
-static int launch(ddp *d, int i) {
+/* Bucket i's collective on the comm stream, after its gradients are final
+ * (ev_ready: waited for on the device, or seen complete by the host). */
+static int issue(ddp *d, int i) {
   dp_bucket *b = &d->plan.b[i];
   float *g = d->m.grads + b->start;
-  TRY(dp_event_record(&d->ev_ready[i], d->kstream));
-  TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
   TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
   ASSERT(d->grad_req[i] == NULL);
   if (d->sync == DDP_SYNC_ALLGATHER) {
@@ -145,8 +146,46 @@ static int launch(ddp *d, int i) {
   d->grad_bytes += (double)b->count * 4;
   if (d->gpu) TRY(dp_event_record(&d->ev_cend[i], d->cstream));
   d->issue_order[d->nissued++] = i;
-  if (d->ostream) TRY(ddp_optim_bucket(d, i));
+  if (d->gated) d->opt_q[d->opt_tail++] = i;
+  else if (d->ostream) TRY(ddp_optim_bucket(d, i));
   return 0;
+}
+
+/* gated: issue what the GPU has made ready, bucket by bucket in hook
+ * order: the collective once the bucket is final, then its AdamW once the
+ * collective has finished, then the next bucket. Every rank thus issues
+ * the gradient and (ZeRO-1) parameter collectives in one order, the order
+ * launching from the hook gave before. With block, until nothing is left
+ * (the host spins). */
+static int pump(ddp *d, int block) {
+  while (d->gate_head < d->gate_tail) {
+    int j = d->gate_q[d->gate_head], done;
+    int issued = d->opt_tail > d->opt_head;   /* j's collective is out */
+    TRY(dp_event_done(issued ? &d->ev_cend[j] : &d->ev_ready[j], &done));
+    if (!done) {
+      if (!block) return 0;
+      sched_yield();
+      continue;
+    }
+    if (!issued) {
+      TRY(issue(d, j));
+    } else {
+      d->opt_head++;
+      d->gate_head++;
+      TRY(ddp_optim_bucket(d, j));
+    }
+  }
+  return 0;
+}
+
+static int launch(ddp *d, int i) {
+  TRY(dp_event_record(&d->ev_ready[i], d->kstream));
+  if (d->gated) {
+    d->gate_q[d->gate_tail++] = i;
+    return pump(d, 0);
+  }
+  TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
+  return issue(d, i);
 }
 
 static int hook(int view, void *arg) {
@@ -155,7 +194,9 @@ static int hook(int view, void *arg) {
     FAIL(ERR_FAIL, "ddp: gradient hook for view %d of %d", view, d->m.nviews);
   TRY(dp_event_record(&d->ev_view[view], d->kstream));
   if (d->nhooks < d->m.nviews) d->hook_view[d->nhooks++] = view;
-  if (d->world == 1 || !d->has_grad[view]) return 0;
+  if (d->world == 1) return 0;
+  if (d->gated) TRY(pump(d, 0));
+  if (!d->has_grad[view]) return 0;
   for (int i = d->plan.view_first[view]; i <= d->plan.view_last[view]; i++) {
     dp_bucket *b = &d->plan.b[i];
     if (b->pending <= 0)
@@ -294,6 +335,8 @@ static int setup(ddp *d, double bucket_mib) {
   d->ev_cstart = zalloc((size_t)nb, sizeof(dp_event), &bad);
   d->ev_cend = zalloc((size_t)nb, sizeof(dp_event), &bad);
   d->issue_order = zalloc((size_t)nb, sizeof(int), &bad);
+  d->gate_q = zalloc((size_t)nb, sizeof(int), &bad);
+  d->opt_q = zalloc((size_t)nb, sizeof(int), &bad);
   d->param_req = zalloc((size_t)np, sizeof *d->param_req, &bad);
   d->ev_pready = zalloc((size_t)np, sizeof(dp_event), &bad);
   d->ev_pstart = zalloc((size_t)np, sizeof(dp_event), &bad);
@@ -332,6 +375,7 @@ static int setup(ddp *d, double bucket_mib) {
     TRY(dp_stream_create(&d->ostream));
     TRY(dp_event_init(&d->ev_odone, 1));
   }
+  d->gated = d->ostream != NULL && d->in_hook && !getenv("TRAINLAB_DDP_STREAM_WAITS");
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
@@ -444,6 +488,8 @@ void ddp_destroy(ddp *d) {
     dp_event_destroy(one[i]);
   free(d->grad_req);
   free(d->issue_order);
+  free(d->gate_q);
+  free(d->opt_q);
   free(d->param_req);
   free(d->param_order);
   free(d->hook_view);
@@ -488,6 +534,7 @@ int ddp_begin_step(ddp *d) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     dp_event_clear(one[i]);
   d->nissued = d->nparam_issued = d->nhooks = 0;
+  d->gate_head = d->gate_tail = d->opt_head = d->opt_tail = 0;
   d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
   dp_plan_reset(&d->plan, d->m.views, d->m.nviews, d->has_grad);
   TRY(dp_event_record(&d->ev_step0, d->kstream));
@@ -519,6 +566,7 @@ int ddp_finish_gradient_synchronization(ddp *d) {
       TRY(launch(d, i));
     }
   }
+  if (d->gated) TRY(pump(d, 1));
   if (d->gpu) {
     TRY(dp_event_record(&d->ev_comm_done, d->cstream));
     /* allgather, alltoall: the optimizer waits for each bucket's own

@@ -50,6 +50,21 @@ int dp_event_record(dp_event *x, void *stream) {
   return 0;
 }
 
+int dp_event_done(const dp_event *x, int *done) {
+  *done = 1;
+#ifdef HAVE_CUDA
+  if (x->ev) {
+    cudaError_t rc = cudaEventQuery((cudaEvent_t)x->ev);
+    if (rc == cudaErrorNotReady) {
+      *done = 0;
+      return 0;
+    }
+    CHECK_CUDA(rc);
+  }
+#endif
+  return 0;
+}
+
 int dp_stream_wait(void *stream, const dp_event *x) {
 #ifdef HAVE_CUDA
   if (stream && x->ev) {

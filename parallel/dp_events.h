@@ -20,6 +20,9 @@ int dp_event_init(dp_event *x, int gpu);
 void dp_event_destroy(dp_event *x);
 int dp_event_record(dp_event *x, void *stream);
 void dp_event_clear(dp_event *x);
+/* *done = 1 when everything before x's record has completed (CUDA:
+ * cudaEventQuery; the CPU: always), without waiting. */
+int dp_event_done(const dp_event *x, int *done);
 /* `stream` waits (on the device) for x; no-op when either is absent. */
 int dp_stream_wait(void *stream, const dp_event *x);
 /* A CUDA stream of the lowest priority (on the current device), for work
