@@ -44,8 +44,9 @@
  *              communicator (comm_options.zero_cta) the buffer is a
  *              symmetric window (comm_sym_alloc) and the copy engines move
  *              the bytes: backward keeps every SM. On GPUs each bucket's
- *              AdamW is queued as the bucket is launched, on a stream of
- *              its own (lowest priority) after the bucket's all-gather, so
+ *              AdamW is queued as soon as the host sees the bucket's
+ *              all-gather finished (ddp.c: gated issue), on a stream of
+ *              its own (least priority, below the compute stream), so
  *              the optimizer runs during backward (as PyTorch DDP's
  *              _register_fused_optim does): the hook fires only once
  *              backward reads the bucket's parameters no more. Allowed

@@ -141,9 +141,10 @@ static int adamw_gathered(ddp *d, size_t lo, size_t n, const void *arg) {
                       o->weight_decay, d->step + 1);
 }
 
-/* On GPUs each bucket's AdamW is queued when the bucket is launched (from
- * backward's hook, ddp.c), on the optimizer's own stream of the lowest
- * priority, after the bucket's all-gather: it runs while backward goes on,
+/* On GPUs each bucket's AdamW is queued once its collective has finished
+ * (ddp.c's gated issue, from backward's hooks or finish), on the
+ * optimizer's own stream of the least priority (below the compute
+ * stream's): it runs while backward goes on,
  * on what backward's kernels leave of the GPU. Safe because the hook
  * fires only once backward reads the bucket's parameters no more
  * (model_grad_hook). The engine's stream is switched for the calls. */
@@ -151,6 +152,7 @@ static int zero1_bucket(ddp *d, int i, void *stream);
 
 int ddp_optim_bucket(ddp *d, int i) {
   const dp_bucket *b = &d->plan.b[i];
+  /* gated: cend already complete, so the wait is never pending */
   TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
   TRY(eng_set_stream(d->e, d->ostream));
   int rc = d->sync == DDP_SYNC_ALLTOALL

@@ -397,10 +397,11 @@ below) removes $ce_gain of what the second GPU adds to the bucketed step"
   fi
   if [ -n "$ce_unmet" ]; then
     ce_text="$ce_text; in $ce_unmet
-communicating bf16 gradients (half the bytes; our policy keeps them fp32)
-or a larger per-GPU batch (more compute per byte) would be the changes
-that bring the ratio towards 1.05; zero1_batch_scaling (below) measures
-how slowly the second."
+the subsection \"Where bf16's remaining overhead goes\" (below) measures
+what the rest is made of, and ZeRO-1 on the copy engines
+(zero1_copy_engine) comes closest. Communicating bf16 gradients (half
+the bytes; our policy keeps them fp32) or a larger per-GPU batch
+(zero1_batch_scaling) are the other levers."
   else
     ce_text="$ce_text."
   fi
@@ -841,6 +842,20 @@ is $(calc %.1f "$zmin") ms (${zmin_f%.csv}) against this $(calc %.1f "$z2f") ms"
   hbm_tbs=4.8
   zt=$(calc %.1f "28 * $zn / ($hbm_tbs * 1e12) * 1000")
   zo16=$(one "$z1ce" bf16 opt_ms_mean "$zbf")
+  # bf16: ZeRO-1's best ratio against the all-gather form's.
+  z1_vs_ce=""
+  cbb=$(best_bucket bf16 "$ce")
+  if [ -n "$zbf" ] && [ -n "$cbb" ]; then
+    zr=$(calc %.3f "$(two "$z1ce" bf16 step_ms_mean "$zbf") / $(one "$z1ce" bf16 step_ms_mean "$zbf")")
+    cr=$(calc %.3f "$(two "$ce" bf16 step_ms_mean "$cbb") / $(one "$ce" bf16 step_ms_mean "$cbb")")
+    if is_true "$zr < $cr"; then
+      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is below the all-gather form's ($cr): each
+GPU runs half of AdamW, and since the host issues the collectives
+(below) its parameter all-gathers no longer wait on the device."
+    else
+      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is no better than the all-gather form's ($cr)."
+    fi
+  fi
   cat <<EOF
 
 Backward now carries half of AdamW and every transfer. In fp32 it grows
@@ -852,8 +867,7 @@ other's received, and NCCL's local copy of its own chunk: $(calc %.0f "8 * $zn /
 all-gather ($(calc %.0f "4 * $zn / 1e9") GB). At the H200's published $hbm_tbs TB/s that is $zt ms, $(cmp_word "$zt" "$zo16")
 what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms); yet the diagnostic runs below find
 that what backward loses is mostly not bandwidth (the transfers cost it
-little, the waits that order them more), and ZeRO-1 lands where the
-all-gather form does. Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
+little, the waits that order them more). $z1_vs_ce Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
 backward); at 8fe99c2, with the parameter all-gathers on NCCL's kernels
 after backward, the best ratios were 1.118 (fp32) and 1.275 (bf16).
 
@@ -866,7 +880,7 @@ if [ -f "$dg" ] && [ "$("$CSVTOOL" count "$dg")" -gt 0 ]; then
   # dgv RUN COL: one value of the diagnostic run RUN.
   dgv() { tool value "$dg" --where run="$1" --agg first --default "" --col "$2"; }
   for r in w1 x2 y2 y3 wa x3 k0 ad k1 p0 p1; do num "ddp_diag.csv's backward of run $r" "$(dgv $r bwd_ms)"; done
-  for r in k0 ad k1 b1 b2 c2 c3 h1; do num "ddp_diag.csv's step of run $r" "$(dgv $r step_ms)"; done
+  for r in k0 ad k1 b1 b2 c2 c3 h1 z3 g1 w2 g2; do num "ddp_diag.csv's step of run $r" "$(dgv $r step_ms)"; done
   dgd() { calc %.1f "$(dgv "$1" bwd_ms) - $(dgv "$2" bwd_ms)"; }
   echo "### Where bf16's remaining overhead goes (ddp_diag)"
   echo
@@ -913,10 +927,20 @@ $(calc %.1f "$(dgv p1 bwd_ms)") ms backward), AdamW's grid capped at 264 or 66 b
 ($(calc %.1f "$(dgv b1 step_ms)") and $(calc %.1f "$(dgv b2 step_ms)") ms against $(calc %.1f "$(dgv h1 step_ms)") for ZeRO-1), 32 hardware
 queues instead of 8 ($(calc %.1f "$(dgv c2 step_ms)") ms ZeRO-1, $(calc %.1f "$(dgv c3 step_ms)") ms all-gather form), or the host:
 it spends 1.7-2.3 ms a step in NCCL's calls (h1) and stays ahead of the
-GPU. Left to try: ordering each bucket's collective after backward's
-kernels without a wait on the GPU (a host thread that waits for the
-bucket's event and only then issues it), worth at most the $(dgd y3 y2) ms that
-y2 and y3 differ by.
+GPU.
+
+Since fe543cb no stream waits on the device while backward runs: the
+host keeps the launched buckets in a queue and, at every backward hook
+and then in finish_gradient_synchronization, issues the head bucket's
+collective once it sees the bucket's ready event complete, then its
+AdamW (and ZeRO-1's all-gather) once it sees the collective's end event
+complete, one bucket at a time, so every rank issues in the same order.
+Measured in one run at fe543cb: the all-gather form $(calc %.1f "$(dgv g1 step_ms)") ms against
+$(calc %.1f "$(dgv w2 step_ms)") with the device waits (w2, the same build), and ZeRO-1 $(calc %.1f "$(dgv g2 step_ms)") ms
+against $(calc %.1f "$(dgv z3 step_ms)")-$(calc %.1f "$(dgv h1 step_ms)") before (g2): waits on the optimizer's and the
+parameter all-gathers' streams had cost ZeRO-1 more than the all-gather
+form, which has no second collective. The 250 and 1000 MiB bf16 rows of
+ddp_copy_engine and zero1_copy_engine above are measured at fe543cb.
 
 EOF
 fi
