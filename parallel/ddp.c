@@ -155,8 +155,7 @@ static int issue(ddp *d, int i) {
   d->grad_bytes += (double)b->count * 4;
   if (d->gpu) TRY(dp_event_record(&d->ev_cend[i], d->cstream));
   d->issue_order[d->nissued++] = i;
-  if (d->gated) d->opt_q[d->opt_tail++] = i;
-  else if (d->ostream) TRY(ddp_optim_bucket(d, i));
+  if (d->ostream && !d->gated) TRY(ddp_optim_bucket(d, i));
   return 0;
 }
 
@@ -169,20 +168,25 @@ static int issue(ddp *d, int i) {
 static int pump(ddp *d, int block) {
   while (d->gate_head < d->gate_tail) {
     int j = d->gate_q[d->gate_head], done;
-    int issued = d->opt_tail > d->opt_head;   /* j's collective is out */
-    TRY(dp_event_done(issued ? &d->ev_cend[j] : &d->ev_ready[j], &done));
+    const dp_event *gate = d->head_stage == 0   ? &d->ev_ready[j]
+                           : d->head_stage == 1 ? &d->ev_cend[j]
+                                                : &d->ev_pready[j];
+    TRY(dp_event_done(gate, &done));
     if (!done) {
       if (!block) return 0;
       sched_yield();
       continue;
     }
-    if (!issued) {
+    if (d->head_stage == 0) {
+      d->head_stage = 1;
       TRY(issue(d, j));
-    } else {
-      d->opt_head++;
-      d->gate_head++;
-      TRY(ddp_optim_bucket(d, j));
+      continue;
     }
+    int gather = d->head_stage == 2;
+    d->head_stage = 0;      /* ddp_optim_bucket may set 2 (ZeRO-1) */
+    if (gather) TRY(ddp_optim_gather(d, j));
+    else TRY(ddp_optim_bucket(d, j));
+    if (d->head_stage == 0) d->gate_head++;
   }
   return 0;
 }
@@ -345,7 +349,6 @@ static int setup(ddp *d, double bucket_mib) {
   d->ev_cend = zalloc((size_t)nb, sizeof(dp_event), &bad);
   d->issue_order = zalloc((size_t)nb, sizeof(int), &bad);
   d->gate_q = zalloc((size_t)nb, sizeof(int), &bad);
-  d->opt_q = zalloc((size_t)nb, sizeof(int), &bad);
   d->param_req = zalloc((size_t)np, sizeof *d->param_req, &bad);
   d->ev_pready = zalloc((size_t)np, sizeof(dp_event), &bad);
   d->ev_pstart = zalloc((size_t)np, sizeof(dp_event), &bad);
@@ -498,7 +501,6 @@ void ddp_destroy(ddp *d) {
   free(d->grad_req);
   free(d->issue_order);
   free(d->gate_q);
-  free(d->opt_q);
   free(d->param_req);
   free(d->param_order);
   free(d->hook_view);
@@ -543,7 +545,7 @@ int ddp_begin_step(ddp *d) {
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     dp_event_clear(one[i]);
   d->nissued = d->nparam_issued = d->nhooks = 0;
-  d->gate_head = d->gate_tail = d->opt_head = d->opt_tail = 0;
+  d->gate_head = d->gate_tail = d->head_stage = 0;
   d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
   dp_plan_reset(&d->plan, d->m.views, d->m.nviews, d->has_grad);
   TRY(dp_event_record(&d->ev_step0, d->kstream));

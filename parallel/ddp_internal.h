@@ -40,8 +40,9 @@ struct ddp {
    * the device while backward runs (measured: the comm stream's pending
    * waits cost backward 3.5 ms a step, reports/data/ddp_diag.csv). */
   int gated;
-  int *gate_q, gate_head, gate_tail;   /* [nb] buckets before their collective */
-  int *opt_q, opt_head, opt_tail;      /* [nb] buckets before their AdamW */
+  int *gate_q, gate_head, gate_tail;   /* [nb] launched buckets not done */
+  int head_stage;          /* the head's: 0 before its collective, 1 before
+                              its AdamW, 2 (ZeRO-1) before its all-gather */
   adamw_config hp;
   int gpu;                 /* CUDA engine + NCCL: events on streams */
   void *cstream, *kstream; /* compute (engine) and communication streams */
@@ -90,6 +91,9 @@ int ddp_optim_setup(ddp *d);
 /* allgather, alltoall on GPUs: bucket i's AdamW on ostream after its
  * collective (alltoall: then the all-gather of its updated chunk). */
 int ddp_optim_bucket(ddp *d, int i);
+/* alltoall: bucket i's all-gather of the updated chunks (gated: issued by
+ * the host once it saw the chunk's AdamW complete). */
+int ddp_optim_gather(ddp *d, int i);
 int ddp_optim_step(ddp *d);
 void ddp_optim_free(ddp *d);
 

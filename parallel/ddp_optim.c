@@ -249,7 +249,27 @@ static int zero1_bucket(ddp *d, int i, void *stream) {
     TRY(grad_runs(d, lo, lo + chunk, adamw_received, b));
   else
     TRY(adamw_range(d, lo, lo + chunk, b->state_off));
+  if (d->gated && stream == d->ostream) {
+    /* the host issues the all-gather once it sees this complete (ddp.c) */
+    TRY(dp_event_record(&d->ev_pready[i], stream));
+    d->head_stage = 2;
+    return 0;
+  }
   TRY(param_op_begin(d, i, stream));
+  return ddp_optim_gather(d, i);
+}
+
+/* The in-place all-gather of bucket i's updated chunks on the parameter
+ * communicator's stream (after param_op_begin, or gated: after the host
+ * saw ev_pready[i] complete). */
+int ddp_optim_gather(ddp *d, int i) {
+  size_t W = (size_t)d->world;
+  dp_bucket *b = &d->plan.b[i];
+  size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
+  if (d->gated) {
+    TRY(dp_event_record(&d->ev_pstart[i], d->pstream));
+    ASSERT(d->param_req[i] == NULL);
+  }
   TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
                          chunk, &d->param_req[i]));
   d->param_bytes += (double)b->count * 4;
