@@ -216,9 +216,42 @@ static void set_ptrs(const model *m, float *base, const size_t *off,
 /* Every gradient to zero, wherever it lives. */
 static int zero_grads(model *m) {
   if (!m->goff) return eng_memset0(m->e, m->grads, m->nparams * sizeof(float));
-  for (int v = 0; v < m->nviews; v++)
-    TRY(eng_memset0(m->e, m->gbase + m->goff[v],
-                    m->views[v].numel * sizeof(float)));
+  for (int k = 0; k < m->nzrun; k++)
+    TRY(eng_memset0(m->e, m->gbase + m->zrun[2 * k],
+                    m->zrun[2 * k + 1] * sizeof(float)));
+  return 0;
+}
+
+static int by_offset(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* m->zrun from m->goff: the placed ranges in address order, merged where
+ * one ends at the next one's start. */
+static int zero_runs(model *m) {
+  int n = m->nviews, k = 0;
+  size_t *run = malloc((size_t)(n ? n : 1) * 2 * sizeof *run);
+  CHECK_ALLOC(run, (size_t)n * 2 * sizeof *run);
+  for (int v = 0; v < n; v++) {
+    run[2 * v] = m->goff[v];
+    run[2 * v + 1] = m->views[v].numel;
+  }
+  qsort(run, (size_t)n, 2 * sizeof *run, by_offset);
+  for (int i = 0; i < n; i++) {
+    size_t lo = run[2 * i], cnt = run[2 * i + 1];
+    if (cnt == 0) continue;
+    if (k > 0 && run[2 * (k - 1)] + run[2 * (k - 1) + 1] == lo) {
+      run[2 * (k - 1) + 1] += cnt;
+    } else {
+      run[2 * k] = lo;
+      run[2 * k + 1] = cnt;
+      k++;
+    }
+  }
+  free(m->zrun);
+  m->zrun = run;
+  m->nzrun = k;
   return 0;
 }
 
@@ -348,6 +381,7 @@ void model_destroy(model *m) {
   if (m->params_low && m->params_low != (void *)m->params)
     eng_free(m->e, m->params_low);
   free(m->goff);
+  free(m->zrun);
   free(m->f.layer);
   free(m->host_losses);
   free(m->views);
@@ -474,6 +508,7 @@ int model_place_grads(model *m, float *base, const size_t *off) {
     free(m->goff);
     m->goff = copy;
     m->gbase = base;
+    TRY(zero_runs(m));
     if (m->grads) eng_free(m->e, m->grads);
     m->grads = NULL;
     set_ptrs(m, base, copy, &m->g);
@@ -481,6 +516,9 @@ int model_place_grads(model *m, float *base, const size_t *off) {
     free(m->goff);
     m->goff = NULL;
     m->gbase = NULL;
+    free(m->zrun);
+    m->zrun = NULL;
+    m->nzrun = 0;
     if (!m->grads) TRY(alloc_f32(m->e, &m->grads, m->nparams, "grads"));
     set_ptrs(m, m->grads, NULL, &m->g);
   }
