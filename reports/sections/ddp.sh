@@ -912,8 +912,9 @@ Read down the held rows (AdamW after backward in each):
   moved; 4x fewer buckets cost the same (x3, with the transfers: $(calc %.1f "$(dgv x3 bwd_ms)") ms),
   so it is not a price per wait.
 - The copy-engine all-gathers moving the gradients on top of that (wa):
-  $(calc %.1f "$(dgv wa bwd_ms)") ms, $(dgd wa y3) ms from the transfers themselves. The ~24 GB of
-  traffic per GPU that the sections above count is not what costs.
+  $(calc %.1f "$(dgv wa bwd_ms)") ms, $(dgd wa y3) ms from the transfers themselves, on a backward
+  the waits had already slowed (without the waits the transfers cost
+  more: run H of ddp_diag2 below).
 
 Without the hold: AdamW beside backward (k0, as shipped at e53969a) and
 after it (ad) give the same step ($(calc %.1f "$(dgv k0 step_ms)") and $(calc %.1f "$(dgv ad step_ms)") ms): in bf16 running
@@ -939,8 +940,49 @@ Measured in one run at fe543cb: the all-gather form $(calc %.1f "$(dgv g1 step_m
 $(calc %.1f "$(dgv w2 step_ms)") with the device waits (w2, the same build), and ZeRO-1 $(calc %.1f "$(dgv g2 step_ms)") ms
 against $(calc %.1f "$(dgv z3 step_ms)")-$(calc %.1f "$(dgv h1 step_ms)") before (g2): waits on the optimizer's and the
 parameter all-gathers' streams had cost ZeRO-1 more than the all-gather
-form, which has no second collective. The 250 and 1000 MiB bf16 rows of
-ddp_copy_engine and zero1_copy_engine above are measured at fe543cb.
+form, which has no second collective.
+
+EOF
+fi
+
+dg2="$DATA/ddp_diag2.csv"
+if [ -f "$dg2" ] && [ "$("$CSVTOOL" count "$dg2")" -gt 0 ]; then
+  d2() { tool value "$dg2" --where run="$1" --agg first --default "" --col "$2"; }
+  for r in A B E F G A2 B2 H; do
+    for c in fwd_ms bwd_ms opt_ms; do num "ddp_diag2.csv's $c of run $r" "$(d2 $r $c)"; done
+  done
+  for r in F G F2; do num "ddp_diag2.csv's step of run $r" "$(d2 $r step_ms)"; done
+  d2d() { calc %.1f "$(d2 "$1" "$3") - $(d2 "$2" "$3")"; }
+  echo "### Forward, backward and AdamW apart (ddp_diag2)"
+  echo
+  cat <<EOF
+A second patch (\`tools/ddp_diag2.patch\`) holds the compute stream for 30 ms
+before forward as well as before backward, so forward's GPU time shows
+too, and prints each step's forward, backward, the gap between backward's
+end and the optimizer's start, and the optimizer's tail on the compute
+stream (means over the measured steps of both GPUs; bf16, 250 MiB, the
+all-gather form). Rows A-G at 827aa04, A2-F2 at c7f70c7, on $(tool value "$dg2" --agg first --col machine).
+
+| run | GPUs | what changes | held | forward ms | backward ms | gap ms | optimizer after backward ms | step ms |
+|---|--:|---|---|--:|--:|--:|--:|--:|
+EOF
+  tool select "$dg2" --cols run,world_size,what,held,fwd_ms,bwd_ms,gap_ms,opt_ms,step_ms |
+    awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s |\n", $1, $2, $3, ($4 > 0 ? "yes" : "no"), $5, $6, $7, $8, ($9 == "" ? "-" : sprintf("%.1f", $9)) }'
+  cat <<EOF
+
+- Forward: one GPU $(calc %.1f "$(d2 A fwd_ms)") ms; two GPUs $(calc %.1f "$(d2 B fwd_ms)")-$(calc %.1f "$(d2 C fwd_ms)") ms with or without collectives,
+  NCCL windows or NCCL's peer-to-peer (B-E). The difference was zeroing
+  the placed gradients one view at a time, ~450 memsets; since c7f70c7
+  views that touch are zeroed by one memset (a bucket's lie end to end):
+  $(calc %.1f "$(d2 B2 fwd_ms)") ms against $(calc %.1f "$(d2 A2 fwd_ms)") (B2, A2), and the shipped step fell from $(calc %.1f "$(d2 F step_ms)") to
+  the 250 MiB row above.
+- With no collective and AdamW after backward (B2), backward costs
+  $(d2d B2 A2 bwd_ms) ms more than on one GPU and AdamW $(d2d B2 A2 opt_ms) ms more: it reads both gradient
+  copies.
+- The copy-engine all-gathers during backward with AdamW after it (H):
+  backward $(calc %.1f "$(d2 H bwd_ms)") ms, $(d2d H B2 bwd_ms) ms for the transfers. Running AdamW beside
+  backward, as shipped, hides part of it: with AdamW after backward the
+  whole step is $(calc %.1f "$(d2 F2 step_ms)") ms (F2), against the shipped row above.
 
 EOF
 fi
