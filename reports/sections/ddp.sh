@@ -961,7 +961,10 @@ before forward as well as before backward, so forward's GPU time shows
 too, and prints each step's forward, backward, the gap between backward's
 end and the optimizer's start, and the optimizer's tail on the compute
 stream (means over the measured steps of both GPUs; bf16, 250 MiB, the
-all-gather form). Rows A-G at 827aa04, A2-F2 at c7f70c7, on $(tool value "$dg2" --agg first --col machine).
+all-gather form). Rows A-G at 827aa04, A2-F2 at c7f70c7, on $(tool value "$dg2" --agg first --col machine);
+rows A-G ran an earlier version of the patch, whose DIAG_DEFER_OPT held
+AdamW back only while backward's hooks ran (so in B-D, with the host
+ahead of the GPU, AdamW still ran beside backward).
 
 | run | GPUs | what changes | held | forward ms | backward ms | gap ms | optimizer after backward ms | step ms |
 |---|--:|---|---|--:|--:|--:|--:|--:|
