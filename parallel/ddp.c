@@ -161,7 +161,13 @@ static int issue(ddp *d, int i) {
 
 /* gated: issue what the GPU has made ready, bucket by bucket in hook
  * order: the collective once the bucket is final, then its AdamW once the
- * collective has finished, then the next bucket. Every rank thus issues
+ * collective has finished, then (ZeRO-1) its weights' all-gather once that
+ * AdamW has, then the next bucket. One bucket at a time keeps the two
+ * communicators' operations in one order on every rank: two ranks issuing
+ * them in different orders could deadlock where their streams share a
+ * hardware queue. The price: small buckets wait for the host at each
+ * stage (ZeRO-1 bf16 at 25 MiB: 75.6 ms a step against 55.0 at 250 MiB,
+ * 2 x H200). Every rank thus issues
  * the gradient and (ZeRO-1) parameter collectives in one order, the order
  * launching from the hook gave before. With block, until nothing is left
  * (the host spins). */

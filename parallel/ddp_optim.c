@@ -23,8 +23,9 @@
  *          while backward still runs (ddp_optim_bucket).
  * AdamW is elementwise, so updating a slice with its own m, v gives the
  * same numbers as the unsharded step over the whole buffer.
- * Ordering (GPU): a bucket's all-gather waits for its AdamW on the compute
- * stream (event), so the all-gather of one bucket overlaps the AdamW of the
+ * Ordering (GPU): a bucket's all-gather comes after its AdamW (issued by
+ * the host once it sees that AdamW complete when gated, ddp.c's pump; else
+ * an event wait), so the all-gather of one bucket overlaps the AdamW of the
  * next; the compute stream waits for the last parameter collective. */
 #include "config.h"
 #include "parallel/ddp_internal.h"
