@@ -198,6 +198,13 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,
                    int dh, int causal, float scale, dtype dt);
+/* One pass, bf16 / f16 at dh 64, when cuda_engine.wgmma
+ * (flash_bwd_wgmma.cu); cuda_flash_bwd calls it. */
+int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
+                         const void *v, const void *o, const void *dout,
+                         const float *lse, void *dq, void *dk, void *dv,
+                         int bh, int tq, int tk, int dh, int causal,
+                         float scale, dtype dt);
 
 /* ---- helpers of the matrix products (elementwise.cu) ------------------------ */
 /* dst[b][r][c] = (bf16 or f16) src[b*stride + r*ld + c], round to nearest

@@ -129,6 +129,56 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const void *tmap,
 #endif
 }
 
+/* `bytes` (a multiple of 16) from global to shared memory, completing on
+ * an mbarrier like a tensor load. */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src,
+                                          uint32_t bytes, uint64_t *bar) {
+#if TL_WGMMA
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+/* dst[i] += src[i] for `bytes` of fp32 (a multiple of 16), performed in
+ * L2 by the copy engine; each element's add is atomic. Completes in the
+ * issuing thread's bulk group. */
+__device__ __forceinline__ void bulk_reduce_add_f32(float *dst, const void *src,
+                                                    uint32_t bytes) {
+#if TL_WGMMA
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32"
+      " [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_addr(src)), "r"(bytes)
+      : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+/* The issuing thread's bulk groups have read their shared source (it may
+ * be overwritten) / have completed their writes too. */
+__device__ __forceinline__ void bulk_wait_read() {
+#if TL_WGMMA
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait() {
+#if TL_WGMMA
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+/* Shared-memory writes by ordinary stores become visible to the tensor
+ * cores' and the copy engine's reads (the async proxy). */
+__device__ __forceinline__ void fence_async_smem() {
+#if TL_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+/* A barrier for `n` threads (a multiple of 32) under hardware id `id`
+ * (0 is __syncthreads'). */
+__device__ __forceinline__ void named_bar(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
 /* ---- host: tensor maps ---------------------------------------------------- */
 
 /* cuTensorMapEncodeTiled from the driver, found through the runtime (no
@@ -191,6 +241,13 @@ static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]),                \
       "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+/* Write-only accumulators: the first k-step of a product that overwrites D
+ * (scale_d 0), so the compiler knows D's old value is dead. */
+#define WG_O8(i)                                                              \
+  "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]),                \
+      "=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), "=f"(d[i + 7])
+#define WG_O32 WG_O8(0), WG_O8(8), WG_O8(16), WG_O8(24)
+#define WG_O64 WG_O32, WG_O8(32), WG_O8(40), WG_O8(48), WG_O8(56)
 #define WG_D40 WG_D32, WG_D8(32)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
 
@@ -201,6 +258,20 @@ static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
                " " REGS ", " A ", " B ", p, 1, 1, 0, 0;\n}\n"                \
                : DL                                                          \
                : "l"(a), "l"(b), "r"(scale_d))
+/* D[64 x N] (scale_d ? D : 0) + A B, A and B both MN-major in shared
+ * memory (A stored with its k index along rows, as B is for trans_b). */
+#define WG_SS_TT(N, TY, REGS, DL, A, B, P)                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"               \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY   \
+               " " REGS ", " A ", " B ", p, 1, 1, 1, 1;\n}\n"                \
+               : DL                                                          \
+               : "l"(a), "l"(b), "r"(scale_d))
+/* D[64 x N] += A B, A K-major and B MN-major in shared memory. */
+#define WG_SS_NT(N, TY, REGS, DL, A, B)                                       \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY   \
+               " " REGS ", " A ", " B ", 1, 1, 1, 0, 1;\n"                   \
+               : DL                                                          \
+               : "l"(a), "l"(b))
 /* D[64 x N] += A B, A in registers, B MN-major in shared memory. */
 #define WG_RS(N, TY, REGS, DL, A, B)                                          \
   asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY   \
@@ -215,6 +286,19 @@ template <typename T, int N> struct wgmma;
     static __device__ __forceinline__ void ss(float *d, uint64_t a,           \
                                               uint64_t b, int scale_d) {      \
       if constexpr (TL_WGMMA) WG_SS(64, TY, WG_REGS32, WG_D32, "%32", "%33", "%34");    \
+    }                                                                         \
+    static __device__ __forceinline__ void ss_tt(float *d, uint64_t a,        \
+                                                 uint64_t b, int scale_d) {   \
+      if constexpr (TL_WGMMA) WG_SS_TT(64, TY, WG_REGS32, WG_D32, "%32", "%33", "%34"); \
+    }                                                                         \
+    static __device__ __forceinline__ void ss_nt(float *d, uint64_t a,        \
+                                                 uint64_t b) {                \
+      if constexpr (TL_WGMMA) WG_SS_NT(64, TY, WG_REGS32, WG_D32, "%32", "%33"); \
+    }                                                                         \
+    static __device__ __forceinline__ void ss_tt0(float *d, uint64_t a,       \
+                                                  uint64_t b) {               \
+      const int scale_d = 0;                                                  \
+      if constexpr (TL_WGMMA) WG_SS_TT(64, TY, WG_REGS32, WG_O32, "%32", "%33", "%34"); \
     }                                                                         \
     static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
                                               uint64_t b) {                   \
@@ -233,6 +317,11 @@ template <typename T, int N> struct wgmma;
     static __device__ __forceinline__ void ss(float *d, uint64_t a,           \
                                               uint64_t b, int scale_d) {      \
       if constexpr (TL_WGMMA) WG_SS(128, TY, WG_REGS64, WG_D64, "%64", "%65", "%66");   \
+    }                                                                         \
+    static __device__ __forceinline__ void ss0(float *d, uint64_t a,          \
+                                               uint64_t b) {                  \
+      const int scale_d = 0;                                                  \
+      if constexpr (TL_WGMMA) WG_SS(128, TY, WG_REGS64, WG_O64, "%64", "%65", "%66");   \
     }                                                                         \
     static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
                                               uint64_t b) {                   \

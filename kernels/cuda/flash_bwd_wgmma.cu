@@ -1,0 +1,348 @@
+/* FlashAttention backward on Hopper's warpgroup products (wgmma), one pass
+ * (FlashAttention-3's shape), bf16 / f16 at head dim 64 on sm_90a.
+ *
+ * A block owns BK = 128 keys (64 per warpgroup) and walks the query tiles
+ * of BQ = 128 rows that can see them, last tile first:
+ *   S^T = K Q^T, dP^T = V dO^T        (m64n128, A and B in shared memory)
+ *   P^T = exp2(S^T scale log2e - L log2e), dS^T = P^T (dP^T - D)
+ *   dV += P^T dO, dK += dS^T Q        (A = P^T / dS^T from registers)
+ *   dQ_tile = dS K                    (dS^T through shared memory: each
+ *                                      warpgroup takes 64 of the queries
+ *                                      and needs all 128 keys)
+ * dK and dV stay in registers until the walk ends. Each tile's dQ (fp32)
+ * is added into an fp32 accumulator in global memory by the copy engine
+ * (cp.reduce.async.bulk .add.f32: every element's add is atomic, so blocks
+ * never race); a last kernel scales it and rounds it to dq. Against the
+ * two-pass kernels (flash_bwd.cu) this computes S and dP once instead of
+ * twice: 5 products per (query, key) pair instead of 7. Sums of dQ arrive
+ * in whatever order blocks finish, so dq may differ in the last bits from
+ * run to run; dk and dv repeat bit for bit.
+ *
+ * The accumulator's layout in global memory is the registers' (64-row
+ * half tiles of 64 x 64 floats, thread-major), so the shared-memory copy
+ * is conflict-free and one bulk operation moves it; dq_convert undoes it.
+ *
+ * Q / dO tiles (with their L and D) come by TMA into two stages guarded by
+ * full / empty mbarriers, as in flash_fwd_wgmma.cu; thread 0 issues them.
+ * L (log2 units) and D are copied by flash_bwd_prep into arrays padded to
+ * whole tiles, so a tile's 128 values are one aligned bulk copy. */
+#include "kernels/cuda/wgmma.cuh"
+
+namespace {
+
+constexpr int NWG = 2, NT = 128 * NWG, BK = 128, BQ = 128, DH = 64;
+/* Shared memory (bytes, after the 1024-byte alignment): K, V; two stages
+ * of Q, dO, L, D; two dS^T buffers (a tile's dS is read by the other
+ * warpgroup's dQ product, so the next tile writes the other one); one dQ
+ * staging buffer per warpgroup. */
+constexpr int TILE = BK * 128,          /* 128 rows x 64 16-bit columns */
+    DS_BYTES = BK * BQ * 2,             /* two column blocks of 64 queries */
+    DQ_BYTES = 64 * DH * 4,             /* one warpgroup's fp32 dQ */
+    OFF_K = 0, OFF_V = OFF_K + TILE, OFF_Q = OFF_V + TILE,
+    OFF_DO = OFF_Q + 2 * TILE, OFF_DS = OFF_DO + 2 * TILE,
+    OFF_DQ = OFF_DS + 2 * DS_BYTES, OFF_L = OFF_DQ + NWG * DQ_BYTES,
+    OFF_D = OFF_L + 2 * BQ * 4, SMEM = OFF_D + 2 * BQ * 4 + 1024;
+
+/* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
+ * tqp (tq rounded up to BQ) per head; padding rows get 0. */
+template <typename T>
+__global__ void flash_bwd_prep(const T *__restrict__ o,
+                               const T *__restrict__ dout,
+                               const float *__restrict__ lse,
+                               float *__restrict__ l2, float *__restrict__ D,
+                               int bh, int tq, int tqp) {
+  long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= (long long)bh * tqp) return;
+  int b = (int)(r / tqp), i = (int)(r % tqp), l = threadIdx.x & 31;
+  float s = 0.f, lv = 0.f;
+  if (i < tq) {
+    size_t row = ((size_t)b * tq + i) * DH;
+    for (int d = l; d < DH; d += 32)
+      s += elt<T>::load(o[row + d]) * elt<T>::load(dout[row + d]);
+    s = warp_sum(s);
+    lv = lse[(size_t)b * tq + i] * FLASH_LOG2E;
+  }
+  if (l == 0) {
+    D[r] = s;
+    l2[r] = lv;
+  }
+}
+
+/* dq = scale * acc, from the accumulator's register-major layout: half
+ * tile h of head b holds rows 64h .. 64h + 63; float4 n of thread x (warp
+ * w = x / 32, g = x % 32 / 4, u = x % 4) is rows 16w + g and 16w + g + 8,
+ * columns 8n + 2u and 8n + 2u + 1. */
+template <typename T>
+__global__ void flash_dq_convert(const float *__restrict__ acc,
+                                 T *__restrict__ dq, int tq, int tqp,
+                                 float scale) {
+  int half = blockIdx.x, b = blockIdx.y, x = threadIdx.x;
+  int w = x >> 5, g = (x & 31) >> 2, u = x & 3;
+  const float4 *src = reinterpret_cast<const float4 *>(
+      acc + ((size_t)b * (tqp / 64) + half) * 64 * DH);
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++) {
+    float4 v = src[n * 128 + x];
+    int r = half * 64 + 16 * w + g, c = 8 * n + 2 * u;
+    if (r < tq)
+      *reinterpret_cast<uint32_t *>(dq + ((size_t)b * tq + r) * DH + c) =
+          elt<T>::pack(v.x * scale, v.y * scale);
+    if (r + 8 < tq)
+      *reinterpret_cast<uint32_t *>(dq + ((size_t)b * tq + r + 8) * DH + c) =
+          elt<T>::pack(v.z * scale, v.w * scale);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NT, 1)
+    flash_bwd_wg(const __grid_constant__ CUtensorMap qmap,
+                 const __grid_constant__ CUtensorMap kmap,
+                 const __grid_constant__ CUtensorMap vmap,
+                 const __grid_constant__ CUtensorMap omap,
+                 const float *__restrict__ l2, const float *__restrict__ Dp,
+                 float *__restrict__ dqacc, T *__restrict__ dk,
+                 T *__restrict__ dv, int tq, int tk, int tqp, int causal,
+                 float scale, float scale_log2) {
+#if TL_WGMMA
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t full_kv, full[2], empty[2];
+  unsigned char *sm = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  unsigned char *sk = sm + OFF_K, *sv = sm + OFF_V;
+  float *sl = reinterpret_cast<float *>(sm + OFF_L),
+        *sd = reinterpret_cast<float *>(sm + OFF_D);
+
+  int b = blockIdx.y, k0 = blockIdx.x * BK;
+  int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
+      g = (x & 31) >> 2, t = x & 3;
+  int wk0 = k0 + wg * 64;
+  int nq = (tq + BQ - 1) / BQ;
+  /* Causal: query tiles before the one holding key k0 see none of ours. */
+  int i0 = causal ? min(k0 / BQ, nq) : 0, ntiles = nq - i0;
+  bool issuer = threadIdx.x == 0, elected = x == 0;
+  l2 += (size_t)b * tqp;
+  Dp += (size_t)b * tqp;
+
+  /* Tile s of the walk is query tile nq - 1 - s, in stage s & 1. */
+  auto load_tile = [&](int s) {
+    int st = s & 1, q0 = (nq - 1 - s) * BQ;
+    mbar_expect_tx(&full[st], 2 * TILE + 2 * BQ * 4);
+    tma_load_3d(sm + OFF_Q + st * TILE, &qmap, &full[st], 0, q0, b);
+    tma_load_3d(sm + OFF_DO + st * TILE, &omap, &full[st], 0, q0, b);
+    bulk_load(sl + st * BQ, l2 + q0, BQ * 4, &full[st]);
+    bulk_load(sd + st * BQ, Dp + q0, BQ * 4, &full[st]);
+  };
+  if (issuer) {
+    mbar_init(&full_kv, 1);
+    for (int i = 0; i < 2; i++) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], NT);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (issuer) {
+    mbar_expect_tx(&full_kv, 2 * TILE);
+    tma_load_3d(sk, &kmap, &full_kv, 0, k0, b);
+    tma_load_3d(sv, &vmap, &full_kv, 0, k0, b);
+    for (int s = 0; s < min(ntiles, 2); s++) load_tile(s);
+  }
+
+  float accv[DH / 2], acck[DH / 2], dq[DH / 2];
+#pragma unroll
+  for (int i = 0; i < DH / 2; i++) accv[i] = acck[i] = 0.f;
+  mbar_wait(&full_kv, 0);
+  /* The accumulator half tile this warpgroup's dQ goes to. */
+  float *dq_dst = dqacc + (size_t)b * tqp * DH;
+  unsigned char *sdq = sm + OFF_DQ + wg * DQ_BYTES;
+  /* Stage a finished dQ (registers) and send it to global memory. */
+  auto flush_dq = [&](int s) {
+    int half = (nq - 1 - s) * 2 + wg;
+    if (elected) bulk_wait_read();   /* the previous flush has left sdq */
+    named_bar(2 + wg, 128);
+#pragma unroll
+    for (int n = 0; n < DH / 8; n++)
+      reinterpret_cast<float4 *>(sdq)[n * 128 + x] =
+          make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+    fence_async_smem();
+    named_bar(2 + wg, 128);
+    if (elected)
+      bulk_reduce_add_f32(dq_dst + (size_t)half * 64 * DH, sdq, DQ_BYTES);
+  };
+
+  for (int s = 0; s < ntiles; s++) {
+    int st = s & 1, q0 = (nq - 1 - s) * BQ;
+    const unsigned char *sq = sm + OFF_Q + st * TILE,
+                        *sdo = sm + OFF_DO + st * TILE;
+    unsigned char *sds = sm + OFF_DS + st * DS_BYTES;
+    float sacc[BQ / 2], dacc[BQ / 2];
+    /* Unconditional: ptxas must see nothing pending when S^T, dP^T are
+     * issued, or it serialises every product (C7511). */
+    wg_wait<0>();
+    wg_hold<DH / 2>(accv);
+    wg_hold<DH / 2>(acck);
+    wg_hold<DH / 2>(dq);
+    if (s > 0) {   /* tile s - 1's dV, dK, dQ are done: its stage is free */
+      mbar_arrive(&empty[(s - 1) & 1]);
+      if (issuer && s + 1 < ntiles) {
+        mbar_wait(&empty[(s + 1) & 1], ((s - 1) >> 1) & 1);
+        load_tile(s + 1);
+      }
+      flush_dq(s - 1);
+    }
+    mbar_wait(&full[st], (s >> 1) & 1);
+    wg_fence();
+    wgmma<T, BQ>::ss0(sacc, wg_desc(sk + wg * 64 * 128, 16, 1024),
+                      wg_desc(sq, 16, 1024));
+#pragma unroll
+    for (int kk = 1; kk < DH / 16; kk++)
+      wgmma<T, BQ>::ss(sacc, wg_desc(sk + wg * 64 * 128 + kk * 32, 16, 1024),
+                       wg_desc(sq + kk * 32, 16, 1024), 1);
+    wg_commit();
+    wgmma<T, BQ>::ss0(dacc, wg_desc(sv + wg * 64 * 128, 16, 1024),
+                      wg_desc(sdo, 16, 1024));
+#pragma unroll
+    for (int kk = 1; kk < DH / 16; kk++)
+      wgmma<T, BQ>::ss(dacc, wg_desc(sv + wg * 64 * 128 + kk * 32, 16, 1024),
+                       wg_desc(sdo + kk * 32, 16, 1024), 1);
+    wg_commit();
+    wg_wait<0>();
+    wg_hold<BQ / 2>(sacc);
+    wg_hold<BQ / 2>(dacc);
+
+    /* sacc[4i + e]: key wk0 + 16w + g + 8 (e >> 1), query q0 + 8i + 2t +
+     * (e & 1). P^T and dS^T go straight into A fragments (c_to_a's
+     * layout) and dS^T also into shared memory for dQ. */
+    bool edge = q0 + BQ > tq || k0 + BK > tk || (causal && wk0 + 63 > q0);
+    const float *tl = sl + st * BQ, *td = sd + st * BQ;
+    uint32_t pa[BQ / 16][4];
+#pragma unroll
+    for (int i = 0; i < BQ / 8; i++) {
+      float2 lv = *reinterpret_cast<const float2 *>(tl + 8 * i + 2 * t);
+      float2 dd = *reinterpret_cast<const float2 *>(td + 8 * i + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float p[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          int j = 4 * i + 2 * h + e;
+          p[e] = exp2f(fmaf(sacc[j], scale_log2, -(e ? lv.y : lv.x)));
+          if (edge) {
+            int key = wk0 + 16 * w + g + 8 * h, col = q0 + 8 * i + 2 * t + e;
+            if (col >= tq || key >= tk || (causal && key > col)) p[e] = 0.f;
+          }
+          ds[e] = p[e] * (dacc[j] - (e ? dd.y : dd.x));
+        }
+        pa[i / 2][2 * (i & 1) + h] = elt<T>::pack(p[0], p[1]);
+        /* dS^T into shared memory: row = key (0..127 in the block),
+         * 64-query column blocks, 16-byte chunks swizzled by row % 8 (= g). */
+        int r = wg * 64 + 16 * w + g + 8 * h, c = 8 * i;
+        *reinterpret_cast<uint32_t *>(sds + (c >> 6) * BK * 128 + r * 128 +
+                                      ((((c & 63) >> 3) ^ g) << 4) + 4 * t) =
+            elt<T>::pack(ds[0], ds[1]);
+      }
+    }
+    fence_async_smem();
+    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
+
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; kk++)
+      wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
+    /* dK: A = this warpgroup's dS^T rows read K-major (16 queries a
+     * step), B = Q read MN-major. */
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; kk++)
+      wgmma<T, DH>::ss_nt(acck,
+                          wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+                          wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
+    /* dQ rows 64 wg .. 64 wg + 63 of the tile: A = dS (queries x keys) is
+     * the stored dS^T read MN-major, B = K read MN-major. */
+    wgmma<T, DH>::ss_tt0(dq, wg_desc(sds + wg * BK * 128, BK * 128, 1024),
+                         wg_desc(sk, BK * 128, 1024));
+#pragma unroll
+    for (int kk = 1; kk < BK / 16; kk++)
+      wgmma<T, DH>::ss_tt(dq,
+                          wg_desc(sds + wg * BK * 128 + kk * 16 * 128, BK * 128, 1024),
+                          wg_desc(sk + kk * 16 * 128, BK * 128, 1024), 1);
+    wg_commit();
+  }
+  wg_wait<0>();
+  wg_hold<DH / 2>(accv);
+  wg_hold<DH / 2>(acck);
+  wg_hold<DH / 2>(dq);
+  if (ntiles > 0) {
+    flush_dq(ntiles - 1);
+    if (elected) bulk_wait();
+  }
+
+  /* acc[4n + 2h + e]: key wk0 + 16w + g + 8h, column 8n + 2t + e. */
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    int key = wk0 + 16 * w + g + 8 * h;
+    if (key < tk) {
+      size_t row = ((size_t)b * tk + key) * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++) {
+        *reinterpret_cast<uint32_t *>(dv + row + n * 8 + 2 * t) =
+            elt<T>::pack(accv[4 * n + 2 * h], accv[4 * n + 2 * h + 1]);
+        *reinterpret_cast<uint32_t *>(dk + row + n * 8 + 2 * t) = elt<T>::pack(
+            acck[4 * n + 2 * h] * scale, acck[4 * n + 2 * h + 1] * scale);
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+template <typename T>
+int launch(engine *e, const void *q, const void *k, const void *v,
+           const void *o, const void *dout, const float *lse, void *dq,
+           void *dk, void *dv, int bh, int tq, int tk, int causal,
+           float scale, dtype dt) {
+  static const char *op = "k_attention_bwd";
+  int tqp = (tq + BQ - 1) / BQ * BQ;
+  size_t nacc = (size_t)bh * tqp * DH, npad = (size_t)bh * tqp;
+  void *ws;
+  TRY(cuda_workspace(e, (nacc + 2 * npad) * sizeof(float), &ws));
+  float *acc = (float *)ws, *l2 = acc + nacc, *D = l2 + npad;
+  CUtensorMap qm, km, vm, om;
+  TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, op));
+  TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, op));
+  TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, op));
+  TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, BQ, op));
+  cudaStream_t st = cuda_stream(e);
+  CHECK_CUDA(cudaMemsetAsync(acc, 0, nacc * sizeof(float), st));
+  flash_bwd_prep<T><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
+      (const T *)o, (const T *)dout, lse, l2, D, bh, tq, tqp);
+  CHECK_LAUNCH();
+  CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  SMEM));
+  dim3 grid((tk + BK - 1) / BK, bh);
+  flash_bwd_wg<T><<<grid, NT, SMEM, st>>>(qm, km, vm, om, l2, D, acc, (T *)dk,
+                                          (T *)dv, tq, tk, tqp, causal, scale,
+                                          scale * FLASH_LOG2E);
+  CHECK_LAUNCH();
+  flash_dq_convert<T><<<dim3(tqp / 64, bh), 128, 0, st>>>(acc, (T *)dq, tq,
+                                                          tqp, scale);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+}  // namespace
+
+int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
+                         const void *v, const void *o, const void *dout,
+                         const float *lse, void *dq, void *dk, void *dv,
+                         int bh, int tq, int tk, int dh, int causal,
+                         float scale, dtype dt) {
+  if (dh == DH && dt == DT_BF16)
+    return launch<__nv_bfloat16>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq,
+                                 tk, causal, scale, dt);
+  if (dh == DH && dt == DT_F16)
+    return launch<__half>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk,
+                          causal, scale, dt);
+  FAIL(ERR_FAIL, "k_attention_bwd: the wgmma kernel takes bf16 / f16 at head "
+       "dim %d (got %s, dh=%d)", DH, dtype_name(dt), dh);
+}
