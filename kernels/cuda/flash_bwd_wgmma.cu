@@ -190,6 +190,10 @@ __global__ void __launch_bounds__(NT, 1)
       flush_dq(s - 1);
     }
     mbar_wait(&full[st], (s >> 1) & 1);
+    /* Warpgroup 1 issues its S^T, dP^T after warpgroup 0's, so its softmax
+     * runs while the tensor cores work for warpgroup 0 (and warpgroup 0's
+     * dV, dK while warpgroup 1's softmax runs). */
+    if (wg == 1) named_bar(4, NT);
     wg_fence();
     wgmma<T, BQ>::ss0(sacc, wg_desc(sk + wg * 64 * 128, 16, 1024),
                       wg_desc(sq, 16, 1024));
@@ -205,6 +209,7 @@ __global__ void __launch_bounds__(NT, 1)
       wgmma<T, BQ>::ss(dacc, wg_desc(sv + wg * 64 * 128 + kk * 32, 16, 1024),
                        wg_desc(sdo + kk * 32, 16, 1024), 1);
     wg_commit();
+    if (wg == 0) named_bar_arrive(4, NT);
     wg_wait<0>();
     wg_hold<BQ / 2>(sacc);
     wg_hold<BQ / 2>(dacc);
@@ -225,7 +230,7 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           int j = 4 * i + 2 * h + e;
-          p[e] = exp2f(fmaf(sacc[j], scale_log2, -(e ? lv.y : lv.x)));
+          p[e] = exp2_ftz(fmaf(sacc[j], scale_log2, -(e ? lv.y : lv.x)));
           if (edge) {
             int key = wk0 + 16 * w + g + 8 * h, col = q0 + 8 * i + 2 * t + e;
             if (col >= tq || key >= tk || (causal && key > col)) p[e] = 0.f;
@@ -242,7 +247,7 @@ __global__ void __launch_bounds__(NT, 1)
       }
     }
     fence_async_smem();
-    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
+    named_bar(2 + wg, 128);   /* this warpgroup's dS^T rows are in */
 
     wg_fence();
 #pragma unroll
@@ -255,6 +260,8 @@ __global__ void __launch_bounds__(NT, 1)
       wgmma<T, DH>::ss_nt(acck,
                           wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
                           wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
+    wg_commit();
+    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
     /* dQ rows 64 wg .. 64 wg + 63 of the tile: A = dS (queries x keys) is
      * the stored dS^T read MN-major, B = K read MN-major. */
     wgmma<T, DH>::ss_tt0(dq, wg_desc(sds + wg * BK * 128, BK * 128, 1024),

@@ -58,6 +58,15 @@ template <> struct elt<__half> {
   }
 };
 
+/* 2^x on the special-function unit with subnormal results flushed to 0:
+ * one instruction, where exp2f adds range fix-ups around it. A
+ * probability below 2^-126 adds nothing a 16-bit product could keep. */
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /* ---- tensor-core primitives ------------------------------------------------ */
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {

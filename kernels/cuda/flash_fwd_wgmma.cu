@@ -148,11 +148,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       /* A row that has seen only masked keys keeps max -inf; 0 as its
        * reference gives exp2 = 0, not NaN. */
       float ref = mx == -INFINITY ? 0.f : mx * scale_log2, sum = 0.f;
-      alpha[h] = exp2f(mrow[h] * scale_log2 - ref);
+      alpha[h] = exp2_ftz(mrow[h] * scale_log2 - ref);
 #pragma unroll
       for (int n = 0; n < BK / 8; n++) {
-        s[4 * n + 2 * h] = exp2f(fmaf(s[4 * n + 2 * h], scale_log2, -ref));
-        s[4 * n + 2 * h + 1] = exp2f(fmaf(s[4 * n + 2 * h + 1], scale_log2, -ref));
+        s[4 * n + 2 * h] = exp2_ftz(fmaf(s[4 * n + 2 * h], scale_log2, -ref));
+        s[4 * n + 2 * h + 1] = exp2_ftz(fmaf(s[4 * n + 2 * h + 1], scale_log2, -ref));
         sum += s[4 * n + 2 * h] + s[4 * n + 2 * h + 1];
       }
       lsum[h] = lsum[h] * alpha[h] + sum;   /* per thread; summed at the end */

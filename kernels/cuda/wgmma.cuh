@@ -179,6 +179,11 @@ __device__ __forceinline__ void named_bar(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
+/* Arrives at barrier `id` without waiting (the other side syncs). */
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
 /* ---- host: tensor maps ---------------------------------------------------- */
 
 /* cuTensorMapEncodeTiled from the driver, found through the runtime (no
