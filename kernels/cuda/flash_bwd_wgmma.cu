@@ -44,16 +44,20 @@ constexpr int TILE = BK * 128,          /* 128 rows x 64 16-bit columns */
     OFF_D = OFF_L + 2 * BQ * 4, SMEM = OFF_D + 2 * BQ * 4 + 1024;
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
- * tqp (tq rounded up to BQ) per head; padding rows get 0. */
+ * tqp (tq rounded up to BQ) per head; padding rows get 0. Each warp also
+ * zeroes DH floats of the dQ accumulator (as many as there are rows). */
 template <typename T>
 __global__ void flash_bwd_prep(const T *__restrict__ o,
                                const T *__restrict__ dout,
                                const float *__restrict__ lse,
                                float *__restrict__ l2, float *__restrict__ D,
-                               int bh, int tq, int tqp) {
+                               float *__restrict__ acc, int bh, int tq,
+                               int tqp) {
   long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= (long long)bh * tqp) return;
   int b = (int)(r / tqp), i = (int)(r % tqp), l = threadIdx.x & 31;
+  static_assert(DH == 64, "one float2 per lane");
+  reinterpret_cast<float2 *>(acc + r * DH)[l] = make_float2(0.f, 0.f);
   float s = 0.f, lv = 0.f;
   if (i < tq) {
     size_t row = ((size_t)b * tq + i) * DH;
@@ -181,14 +185,6 @@ __global__ void __launch_bounds__(NT, 1)
     wg_hold<DH / 2>(accv);
     wg_hold<DH / 2>(acck);
     wg_hold<DH / 2>(dq);
-    if (s > 0) {   /* tile s - 1's dV, dK, dQ are done: its stage is free */
-      mbar_arrive(&empty[(s - 1) & 1]);
-      if (issuer && s + 1 < ntiles) {
-        mbar_wait(&empty[(s + 1) & 1], ((s - 1) >> 1) & 1);
-        load_tile(s + 1);
-      }
-      flush_dq(s - 1);
-    }
     mbar_wait(&full[st], (s >> 1) & 1);
     /* Warpgroup 1 issues its S^T, dP^T after warpgroup 0's, so its softmax
      * runs while the tensor cores work for warpgroup 0 (and warpgroup 0's
@@ -210,6 +206,16 @@ __global__ void __launch_bounds__(NT, 1)
                        wg_desc(sdo + kk * 32, 16, 1024), 1);
     wg_commit();
     if (wg == 0) named_bar_arrive(4, NT);
+    /* Under S^T, dP^T: release tile s - 1's stage (its products are done),
+     * refill it, and send tile s - 1's dQ. */
+    if (s > 0) {   /* tile s - 1's dV, dK, dQ are done: its stage is free */
+      mbar_arrive(&empty[(s - 1) & 1]);
+      if (issuer && s + 1 < ntiles) {
+        mbar_wait(&empty[(s + 1) & 1], ((s - 1) >> 1) & 1);
+        load_tile(s + 1);
+      }
+      flush_dq(s - 1);
+    }
     wg_wait<0>();
     wg_hold<BQ / 2>(sacc);
     wg_hold<BQ / 2>(dacc);
@@ -319,9 +325,8 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, op));
   TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, BQ, op));
   cudaStream_t st = cuda_stream(e);
-  CHECK_CUDA(cudaMemsetAsync(acc, 0, nacc * sizeof(float), st));
   flash_bwd_prep<T><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
-      (const T *)o, (const T *)dout, lse, l2, D, bh, tq, tqp);
+      (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
