@@ -87,6 +87,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
   uint32_t pa[BK / 16][4];   /* P of the previous tile, product inputs */
   mbar_wait(&full_q, 0);
+  /* Ping-pong (FlashAttention-3): the warpgroups take turns issuing their
+   * products, so one's softmax overlaps the other's products instead of
+   * both computing softmax at once while the tensor cores idle.
+   * Warpgroup 0 goes first. */
+  if (wg == 1 && ntiles > 0) named_bar_arrive(5, WG_THREADS);
 
   for (int j = 0; j < ntiles; j++) {
     int k0 = j * BK, cur = j & 1, prev = cur ^ 1;
@@ -104,6 +109,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
      * run the second while this warpgroup's softmax works on S. */
     float s[BK / 2];
     mbar_wait(&full_k[cur], (j >> 1) & 1);
+    named_bar(5 + wg, WG_THREADS);   /* this warpgroup's turn (ping-pong) */
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < DH / 16; kk++) {
@@ -119,12 +125,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       for (int kk = 0; kk < BK / 16; kk++)
         wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vprev + kk * 16 * 128, BK * 128, 1024));
       wg_commit();
-      wg_wait<1>();
-    } else {
-      wg_wait<0>();
     }
+    if (j > 0)
+      wg_wait<1>();
+    else
+      wg_wait<0>();
     wg_hold<BK / 2>(s);
     mbar_arrive(&empty_k[cur]);
+    /* S is in: the other warpgroup's turn. Its products queue behind this
+     * one's P V and run while this one's softmax does. (Handing over
+     * between issuing and this point makes ptxas serialise the products,
+     * C7514.) Warpgroup 0 takes warpgroup 1's last hand-over after the
+     * loop. */
+    named_bar_arrive(6 - wg, WG_THREADS);
 
     /* s[4i + e]: row 16w + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1).
      * Raw dot products; the scale goes into the exponent's FMA. */
@@ -169,6 +182,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     for (int kk = 0; kk < BK / 16; kk++)
       c_to_a<T>(pa[kk], s + 8 * kk, s + 8 * kk + 4);
   }
+  if (wg == 0 && ntiles > 0) named_bar(5, WG_THREADS);
   {   /* the last tile's P V */
     int last = ntiles - 1;
     mbar_wait(&full_v[last & 1], (last >> 1) & 1);
