@@ -59,10 +59,14 @@ __global__ void flash_bwd_prep(const T *__restrict__ o,
   static_assert(DH == 64, "one float2 per lane");
   reinterpret_cast<float2 *>(acc + r * DH)[l] = make_float2(0.f, 0.f);
   float s = 0.f, lv = 0.f;
-  if (i < tq) {
+  if (i < tq) {   /* two elements a lane, one 4-byte load each */
     size_t row = ((size_t)b * tq + i) * DH;
-    for (int d = l; d < DH; d += 32)
-      s += elt<T>::load(o[row + d]) * elt<T>::load(dout[row + d]);
+    uint32_t ov = reinterpret_cast<const uint32_t *>(o + row)[l],
+             dv = reinterpret_cast<const uint32_t *>(dout + row)[l];
+    const T *o2 = reinterpret_cast<const T *>(&ov),
+            *d2 = reinterpret_cast<const T *>(&dv);
+    s = elt<T>::load(o2[0]) * elt<T>::load(d2[0]) +
+        elt<T>::load(o2[1]) * elt<T>::load(d2[1]);
     s = warp_sum(s);
     lv = lse[(size_t)b * tq + i] * FLASH_LOG2E;
   }
@@ -75,25 +79,28 @@ __global__ void flash_bwd_prep(const T *__restrict__ o,
 /* dq = scale * acc, from the accumulator's register-major layout: half
  * tile h of head b holds rows 64h .. 64h + 63; float4 n of thread x (warp
  * w = x / 32, g = x % 32 / 4, u = x % 4) is rows 16w + g and 16w + g + 8,
- * columns 8n + 2u and 8n + 2u + 1. */
+ * columns 8n + 2u and 8n + 2u + 1. A thread here writes 8 columns of one
+ * row (one 16-byte store), gathering them from the four threads u. */
 template <typename T>
 __global__ void flash_dq_convert(const float *__restrict__ acc,
                                  T *__restrict__ dq, int tq, int tqp,
                                  float scale) {
-  int half = blockIdx.x, b = blockIdx.y, x = threadIdx.x;
-  int w = x >> 5, g = (x & 31) >> 2, u = x & 3;
-  const float4 *src = reinterpret_cast<const float4 *>(
-      acc + ((size_t)b * (tqp / 64) + half) * 64 * DH);
+  int half = blockIdx.x, b = blockIdx.y;
+  const float *src = acc + ((size_t)b * (tqp / 64) + half) * 64 * DH;
 #pragma unroll
-  for (int n = 0; n < DH / 8; n++) {
-    float4 v = src[n * 128 + x];
-    int r = half * 64 + 16 * w + g, c = 8 * n + 2 * u;
-    if (r < tq)
-      *reinterpret_cast<uint32_t *>(dq + ((size_t)b * tq + r) * DH + c) =
-          elt<T>::pack(v.x * scale, v.y * scale);
-    if (r + 8 < tq)
-      *reinterpret_cast<uint32_t *>(dq + ((size_t)b * tq + r + 8) * DH + c) =
-          elt<T>::pack(v.z * scale, v.w * scale);
+  for (int it = 0; it < 64 * DH / 8 / 128; it++) {
+    int p = threadIdx.x + 128 * it, R = p >> 3, n = p & 7;
+    int r = half * 64 + R;
+    if (r >= tq) continue;
+    int x0 = (R >> 4) * 32 + (R & 7) * 4, hh = (R >> 3) & 1;
+    uint32_t out[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      float2 v = *reinterpret_cast<const float2 *>(src + (n * 128 + x0 + u) * 4 + 2 * hh);
+      out[u] = elt<T>::pack(v.x * scale, v.y * scale);
+    }
+    *reinterpret_cast<uint4 *>(dq + ((size_t)b * tq + r) * DH + n * 8) =
+        make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 
