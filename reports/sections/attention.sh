@@ -41,10 +41,13 @@ reference model does: S = QK^T / sqrt(d) in fp32, P = softmax(S) stored in
 the precision (kept for backward), O = PV, the products by cuBLAS with fp32
 accumulation. **flash** is our FlashAttention-2 (kernels/cuda/flash_*.cu):
 tiled online softmax, only O and the logsumexp L stored, backward recomputes
-P from L in two passes (dK/dV, then dQ), no atomics; bf16 on tensor cores
-(the forward on Hopper's wgmma with TMA loads at d 64 / 80 / 128, the
-backward and d 16 / 32 on mma.sync), fp32 on CUDA cores (true fp32, no
-TF32). TFLOP/s count forward
+P from L; bf16 on tensor cores, fp32 on CUDA cores (true fp32, no TF32).
+On the H100 the bf16 forward at d 64 / 80 / 128 runs on Hopper's wgmma
+with TMA loads, and the bf16 backward at d 64 in one pass on wgmma (a
+block owns 128 keys; S and dP computed once per pair; dQ added into an
+fp32 accumulator by atomic bulk reductions, so dq may differ in its last
+bits between runs); the other head dims' backward runs two passes on
+mma.sync (dK/dV, then dQ; no atomics; S and dP computed twice). TFLOP/s count forward
 4 T^2 d and backward 10 T^2 d FLOPs per head (FlashAttention-2's
 convention), causal half of that. Memory is the engine's exact accounting
 (every allocation, scratch included) after the forward that precedes the
