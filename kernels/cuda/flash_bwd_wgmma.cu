@@ -5,8 +5,10 @@
  * of BQ = 128 rows that can see them, last tile first:
  *   S^T = K Q^T, dP^T = V dO^T        (m64n128, A and B in shared memory)
  *   P^T = exp2(S^T scale log2e - L log2e), dS^T = P^T (dP^T - D)
- *   dV += P^T dO, dK += dS^T Q        (A = P^T / dS^T from registers)
- *   dQ_tile = dS K                    (dS^T through shared memory: each
+ *   dV += P^T dO                      (A = P^T from registers)
+ *   dK += dS^T Q                      (A = dS^T, written to shared memory
+ *                                      for dQ anyway, read K-major)
+ *   dQ_tile = dS K                    (dS^T read MN-major: each
  *                                      warpgroup takes 64 of the queries
  *                                      and needs all 128 keys)
  * dK and dV stay in registers until the walk ends. Each tile's dQ (fp32)
