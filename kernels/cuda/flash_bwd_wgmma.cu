@@ -182,6 +182,18 @@ __global__ void __launch_bounds__(NT, 1)
       bulk_reduce_add_f32(dq_dst + (size_t)half * 64 * DH, sdq, DQ_BYTES);
   };
 
+  /* acc (64 x BQ) = this warpgroup's 64 rows of the owned tile a times
+   * the streamed tile b transposed, over Dh; both K-major. */
+  auto product_abt = [&](float *acc, const unsigned char *a,
+                         const unsigned char *b) {
+    wgmma<T, BQ>::ss0(acc, wg_desc(a + wg * 64 * 128, 16, 1024),
+                      wg_desc(b, 16, 1024));
+#pragma unroll
+    for (int kk = 1; kk < DH / 16; kk++)
+      wgmma<T, BQ>::ss(acc, wg_desc(a + wg * 64 * 128 + kk * 32, 16, 1024),
+                       wg_desc(b + kk * 32, 16, 1024), 1);
+  };
+
   for (int s = 0; s < ntiles; s++) {
     int st = s & 1, q0 = (nq - 1 - s) * BQ;
     const unsigned char *sq = sm + OFF_Q + st * TILE,
@@ -200,19 +212,9 @@ __global__ void __launch_bounds__(NT, 1)
      * dV, dK while warpgroup 1's softmax runs). */
     if (wg == 1) named_bar(4, NT);
     wg_fence();
-    wgmma<T, BQ>::ss0(sacc, wg_desc(sk + wg * 64 * 128, 16, 1024),
-                      wg_desc(sq, 16, 1024));
-#pragma unroll
-    for (int kk = 1; kk < DH / 16; kk++)
-      wgmma<T, BQ>::ss(sacc, wg_desc(sk + wg * 64 * 128 + kk * 32, 16, 1024),
-                       wg_desc(sq + kk * 32, 16, 1024), 1);
+    product_abt(sacc, sk, sq);   /* S^T = K Q^T */
     wg_commit();
-    wgmma<T, BQ>::ss0(dacc, wg_desc(sv + wg * 64 * 128, 16, 1024),
-                      wg_desc(sdo, 16, 1024));
-#pragma unroll
-    for (int kk = 1; kk < DH / 16; kk++)
-      wgmma<T, BQ>::ss(dacc, wg_desc(sv + wg * 64 * 128 + kk * 32, 16, 1024),
-                       wg_desc(sdo + kk * 32, 16, 1024), 1);
+    product_abt(dacc, sv, sdo);  /* dP^T = V dO^T */
     wg_commit();
     if (wg == 0) named_bar_arrive(4, NT);
     /* Under S^T, dP^T: release tile s - 1's stage (its products are done),
