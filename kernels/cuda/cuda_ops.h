@@ -176,7 +176,8 @@ int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
                    int ldb, dtype in_t, float beta, void *C, int ldc,
                    dtype ct, f32_products f32);
 
-/* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu). */
+/* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu and their
+ * Hopper versions flash_fwd_wgmma.cu, flash_bwd_wgmma.cu). */
 int cuda_attention_fwd(engine *e, attn_impl impl, const void *q,
                        const void *k, const void *v, void *o, float *lse,
                        void *P, int bh, int tq, int tk, int dh, int causal,

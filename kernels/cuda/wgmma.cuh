@@ -1,5 +1,7 @@
 /* Hopper's warpgroup products (wgmma.mma_async, sm_90a only) and the shared
- * memory layout they read: what flash_fwd_wgmma.cu is built from.
+ * memory layout they read: what flash_fwd_wgmma.cu and
+ * flash_bwd_wgmma.cu are built from (plus the bulk copies, bulk reductions
+ * and named barriers the backward uses).
  *
  * A warpgroup (4 consecutive warps, 128 threads) computes D[64 x N] (+)=
  * A[64 x 16] B[16 x N] per instruction, fp32 accumulators, 16-bit inputs.
