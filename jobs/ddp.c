@@ -86,7 +86,9 @@ static const param_def params[] = {
      "allgather (each bucket's raw gradients all-gathered, averaged in "
      "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only) or "
      "alltoall (ZeRO-1's chunks exchanged raw by an all-to-all, averaged "
-     "in AdamW; nccl: on the copy engines; optimizer zero1 only)"},
+     "in AdamW; nccl: on the copy engines; optimizer zero1 only) or peer "
+     "(nothing copied: AdamW reads every rank's gradients in place, the "
+     "others' over NVLink; nccl only; optimizer adamw only)"},
     {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
@@ -159,6 +161,12 @@ static int validate(const job *j, char *err, size_t n) {
                         : strstr(err, "optimizer") == err ? "optimizer"
                                                           : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
+  }
+  if (y == DDP_SYNC_PEER && strcmp(job_str(j, "backend"), "nccl") != 0) {
+    snprintf(err, n, "grad_sync peer with backend %s (allowed with peer: "
+             "nccl, whose windows let a GPU read the others' gradients)",
+             job_str(j, "backend"));
+    return 1 + kind_param_index(j->kind, "grad_sync");
   }
   if (y != DDP_SYNC_ALLREDUCE && job_int(j, "nccl_max_ctas") != 0) {
     snprintf(err, n, "nccl_max_ctas = %lld with grad_sync %s (allowed "

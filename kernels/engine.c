@@ -105,6 +105,12 @@ int eng_reserve_sms(engine *e, int n) {
   return 0;
 }
 
+int eng_cap_adamw_blocks(engine *e, int n) {
+  if (n < 0) FAIL(ERR_FAIL, "eng_cap_adamw_blocks: n = %d (allowed: >= 0)", n);
+  if (e->ops->cap_adamw_blocks) return e->ops->cap_adamw_blocks(e, n);
+  return 0;
+}
+
 int eng_f32_products(engine *e, f32_products p) {
   if (p != F32_EXACT && p != F32_TF32 && p != F32_3XTF32)
     FAIL(ERR_FAIL, "eng_f32_products: %d is not a way to run fp32 products "

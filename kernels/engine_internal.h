@@ -72,6 +72,7 @@ typedef struct engine_ops {
   int (*set_stream)(engine *e, void *stream);   /* NULL: host engine */
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
   int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
+  int (*cap_adamw_blocks)(engine *e, int n);   /* NULL: no blocks */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */
   void *(*prof_record)(engine *e);

@@ -39,7 +39,7 @@ const char *const ddp_strategy_names[] = {"naive", "flat", "overlap",
 const char *const ddp_optimizer_names[] = {"adamw", "sharded", "zero1",
                                            NULL};
 const char *const ddp_sync_names[] = {"allreduce", "allgather", "alltoall",
-                                      NULL};
+                                      "peer", NULL};
 
 static int parse(const char *const *names, const char *s) {
   for (int i = 0; names[i]; i++)
@@ -92,9 +92,10 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
   }
   /* The gathered copies are averaged inside a full AdamW step; the sharded
    * optimizers want reduced (or reduce-scattered) gradients instead. */
-  if (y == DDP_SYNC_ALLGATHER && o != DDP_OPT_ADAMW) {
-    snprintf(err, n, "optimizer %s with grad_sync allgather (allowed with "
-             "allgather: adamw)", ddp_optimizer_names[o]);
+  if ((y == DDP_SYNC_ALLGATHER || y == DDP_SYNC_PEER) && o != DDP_OPT_ADAMW) {
+    snprintf(err, n, "optimizer %s with grad_sync %s (allowed with %s: "
+             "adamw)", ddp_optimizer_names[o], ddp_sync_names[y],
+             ddp_sync_names[y]);
     return -1;
   }
   /* The exchanged chunks are what ZeRO-1's reduce-scatter would sum. */
@@ -137,6 +138,12 @@ static int issue(ddp *d, int i) {
     float *blocks = d->gathered + (size_t)d->world * b->start;
     TRY(comm_allgather_f32(d->c, blocks + (size_t)d->rank * b->count, blocks,
                            b->count, &d->grad_req[i]));
+    d->wire_bytes += (double)b->count * 4 * (d->world - 1);
+  } else if (d->sync == DDP_SYNC_PEER) {
+    /* Nothing moves here: AdamW reads the peers' copies (ddp_optim.c)
+     * once this completes, i.e. once every rank's bucket is final. */
+    TRY(comm_allgather_f32(d->c, d->ready + d->rank, d->ready, 1,
+                           &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * (d->world - 1);
   } else if (d->sync == DDP_SYNC_ALLTOALL && !b->tail) {
     size_t chunk = b->count / (size_t)d->world;
@@ -332,6 +339,51 @@ static int alltoall_setup(ddp *d) {
   return 0;
 }
 
+/* grad_sync peer: the model's gradients in a window of c at their own
+ * offsets, and where every rank's copy of it lies in this process. */
+static int peer_setup(ddp *d) {
+  const dp_model *m = &d->m;
+  size_t bytes = m->nparams * sizeof(float);
+  if (!d->gpu || comm_get_backend(d->c) != COMM_NCCL)
+    FAIL(ERR_FAIL, "ddp: grad_sync peer reads the other ranks' gradients "
+         "in place, which needs the cuda engine and the nccl backend "
+         "(allowed elsewhere: allreduce, allgather)");
+  if (!m->place_grads)
+    FAIL(ERR_FAIL, "ddp: grad_sync peer needs a model that can place its "
+         "gradients (dp_model.place_grads)");
+  void *p = NULL;
+  TRY(window_alloc(d, d->c, bytes, "grads.sym", &p));
+  d->sym_grads = p;
+  size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
+  CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
+  for (int v = 0; v < m->nviews; v++) off[v] = m->views[v].offset;
+  int rc = m->place_grads(m->impl, d->sym_grads, off);
+  free(off);
+  TRY(rc);
+  d->placed = 1;
+  d->m.grads = d->sym_grads;
+  /* Collective, in the same order on every rank. */
+  TRY(comm_window_register(d->c, d->sym_grads, bytes));
+  d->peer_window = 1;
+  TRY(comm_window_peers(d->c, d->sym_grads, d->peer_grads));
+  TRY(comm_alloc(d->c, (size_t)d->world * sizeof(float), &p));
+  d->ready = p;
+  TRY(dp_event_init(&d->ev_readydone, 1));
+  /* AdamW's block cap while it reads over NVLink; TRAINLAB_PEER_BLOCKS
+   * overrides it (0: uncapped) for measuring. */
+  d->peer_blocks = 32;
+  const char *env = getenv("TRAINLAB_PEER_BLOCKS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 0 || v > 1 << 20)
+      FAIL(ERR_FAIL, "TRAINLAB_PEER_BLOCKS = \"%s\" (allowed: an integer "
+           "0 .. 1048576; 0: no cap)", env);
+    d->peer_blocks = (int)v;
+  }
+  return 0;
+}
+
 static int setup(ddp *d, double bucket_mib) {
   const dp_model *m = &d->m;
   int bad = 0, nv = m->nviews;
@@ -395,6 +447,7 @@ static int setup(ddp *d, double bucket_mib) {
   }
   d->gated = d->ostream != NULL && d->in_hook;
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
+  if (d->sync == DDP_SYNC_PEER) TRY(peer_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   return 0;
@@ -483,6 +536,10 @@ void ddp_destroy(ddp *d) {
     err_trace(__FILE__, __LINE__);
   if (d->param_window && comm_window_deregister(d->pc, d->sym_params) < 0)
     err_trace(__FILE__, __LINE__);
+  if (d->peer_window && comm_window_deregister(d->c, d->sym_grads) < 0)
+    err_trace(__FILE__, __LINE__);
+  if (d->ready) comm_free(d->c, d->ready);
+  dp_event_destroy(&d->ev_readydone);
   /* the model's gradients and weights back in buffers of its own */
   if (d->placed && d->m.place_grads(d->m.impl, NULL, NULL) < 0)
     err_trace(__FILE__, __LINE__);

@@ -71,7 +71,21 @@
  *              that peer took part in the bucket's all-to-all, so after its
  *              backward read them last. Allowed with optimizer zero1 only
  *              (so flat or bucketed).
- * Everything communicated is fp32: gradients (fp32 in every precision, the
+ *   peer       nothing is copied: the gradients live in a symmetric window
+ *              (NCCL >= 2.28, "grads.sym", same offsets), and each bucket's
+ *              AdamW, queued as the bucket is launched (on GPUs, on the
+ *              optimizer's stream, as allgather does), reads every rank's
+ *              copy of the bucket in place, the others' over NVLink
+ *              (comm_window_peers), averaging them in rank order as
+ *              allgather does, so every rank computes the same update. A
+ *              one-value all-gather per bucket tells each rank that every
+ *              rank's bucket is final, and one after the last AdamW that
+ *              no rank reads the others' gradients any more, before the
+ *              next backward overwrites them. Moves half the bytes an
+ *              all-gather writes and reads (a peer's copy never lands in
+ *              this GPU's memory). Allowed with optimizer adamw only, on
+ *              NCCL between GPUs of one host.
+ * Everything communicated (or, with peer, read from a peer) is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
  * optimizer is the model's own: the single-GPU baseline.
@@ -92,8 +106,9 @@
 
 typedef enum { DDP_NAIVE, DDP_FLAT, DDP_OVERLAP, DDP_BUCKETED } ddp_strategy;
 typedef enum { DDP_OPT_ADAMW, DDP_OPT_SHARDED, DDP_OPT_ZERO1 } ddp_optimizer;
-typedef enum { DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER, DDP_SYNC_ALLTOALL }
-    ddp_sync;
+typedef enum {
+  DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER, DDP_SYNC_ALLTOALL, DDP_SYNC_PEER
+} ddp_sync;
 
 extern const char *const ddp_strategy_names[];    /* NULL-terminated */
 extern const char *const ddp_optimizer_names[];

@@ -21,11 +21,18 @@ struct ddp {
                               gathered (this rank's blocks) */
   int windows;             /* allgather on NCCL: gathered is a registered
                               symmetric window */
-  float *sym_grads;        /* alltoall: the model's gradients,
+  float *sym_grads;        /* alltoall, peer: the model's gradients,
                               placed in a symmetric buffer (same offsets) */
   float *received;         /* alltoall: [nparams], bucket b's W received
                               chunks at start + r*chunk */
   int recv_windows;        /* alltoall on NCCL: both registered */
+  void *peer_grads[K_ADAMW_MAX_GRADS];   /* peer: every rank's sym_grads,
+                              as this process reaches it */
+  int peer_window;         /* peer: sym_grads registered */
+  int peer_blocks;         /* peer: AdamW's block cap (eng_cap_adamw_blocks) */
+  float *ready;            /* peer: [W], the one-value all-gathers that
+                              stand for "every rank got this far" */
+  dp_event ev_readydone;   /* peer: the step's last such all-gather */
   float *sym_params;       /* alltoall: the model's weights, placed in a
                               buffer that joins a window of pc */
   int param_window;        /* alltoall on NCCL: sym_params registered */

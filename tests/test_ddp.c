@@ -27,7 +27,9 @@
  * grad_sync allgather (raw gradients gathered, averaged in AdamW) with
  * every strategy and bucket size; grad_sync alltoall (ZeRO-1 with the raw
  * chunks exchanged, averaged in AdamW) with flat and the four bucket
- * sizes. On NCCL the allgather and alltoall cases run on a zero-CTA
+ * sizes; grad_sync peer (AdamW reads the other ranks' gradients in place)
+ * with every strategy and bucket size on NCCL, and refused on MPI. On NCCL
+ * the allgather, alltoall and peer cases run on a zero-CTA
  * communicator with the gradients in symmetric windows (NCCL then moves
  * them with the copy engines).
  *
@@ -315,6 +317,30 @@ static void combinations(void) {
   check(ddp_check_combination(DDP_FLAT, DDP_OPT_ZERO1, 0, A, err, sizeof err) == 0 &&
             ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, A, err, sizeof err) == 0,
         "grad_sync alltoall + zero1 allowed with flat and bucketed");
+  const ddp_sync P = DDP_SYNC_PEER;
+  check(ddp_check_combination(DDP_BUCKETED, DDP_OPT_ZERO1, 25, P, err, sizeof err) != 0 &&
+            strstr(err, "allowed with peer: adamw"),
+        "grad_sync peer + zero1 refused: %s", err);
+  check(ddp_check_combination(DDP_NAIVE, DDP_OPT_ADAMW, 0, P, err, sizeof err) == 0 &&
+            ddp_check_combination(DDP_BUCKETED, DDP_OPT_ADAMW, 25, P, err, sizeof err) == 0,
+        "grad_sync peer + adamw allowed with every strategy");
+}
+
+/* grad_sync peer reads the other GPUs' gradients through NCCL's windows:
+ * on MPI ranks ddp_create refuses it, saying what it needs. */
+static void peer_refused(ctx *x) {
+  net n;
+  ddp *d = NULL;
+  adamw_config hp = adamw_defaults();
+  net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
+  int rc = ddp_create(&d, x->c, NULL, &n.dm, DDP_BUCKETED, 0.001,
+                      DDP_OPT_ADAMW, DDP_SYNC_PEER, &hp);
+  check(rc < 0 && strstr(err_msg(), "needs the cuda engine and the nccl "
+                                    "backend"),
+        "%s, mpi: grad_sync peer refused by ddp_create: %s",
+        x->toy ? "toy" : "LM", rc < 0 ? err_msg() : "accepted");
+  ddp_destroy(d);
+  net_destroy(&n);
 }
 
 static void batches(ctx *x) {
@@ -349,6 +375,15 @@ static void all_cases(ctx *x) {
   const ddp_sync A = DDP_SYNC_ALLTOALL;
   one_case(x, DDP_FLAT, 0, DDP_OPT_ZERO1, A);
   for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ZERO1, A);
+  const ddp_sync P = DDP_SYNC_PEER;
+  if (x->backend != COMM_NCCL) {
+    if (x->world > 1) peer_refused(x);   /* one rank: nothing to read */
+    return;
+  }
+  one_case(x, DDP_NAIVE, 0, DDP_OPT_ADAMW, P);
+  one_case(x, DDP_FLAT, 0, DDP_OPT_ADAMW, P);
+  one_case(x, DDP_OVERLAP, 0, DDP_OPT_ADAMW, P);
+  for (int i = 0; i < 4; i++) one_case(x, DDP_BUCKETED, mibs[i], DDP_OPT_ADAMW, P);
 }
 
 int main(int argc, char **argv) {

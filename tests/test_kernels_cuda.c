@@ -890,8 +890,13 @@ static int adamw_mean_both(engine *e, int w, pair p, pair *g, int ng, pair m,
                       t);
 }
 
-static void adamw_mean_case(size_t n, int ng, int misalign) {
+static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   int o = misalign;
+  if (eng_cap_adamw_blocks(GPU, cap) < 0 || eng_cap_adamw_blocks(CPU, cap) < 0) {
+    check(0, "eng_cap_adamw_blocks(%d): %s", cap, err1());
+    err_clear();
+    return;
+  }
   float *v0 = host_rand(n + o, 1);
   for (size_t i = 0; i < n + o; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
   pair p = pair_rand(n + o, 1), m = pair_rand(n + o, 0.1f), v = pair_f(v0, n + o);
@@ -906,8 +911,10 @@ static void adamw_mean_case(size_t n, int ng, int misalign) {
     BOTH(adamw_mean_both(e, w, p, g, ng, m, v, o, n, t));
   }
   char line[160];
-  snprintf(line, sizeof line, "k_adamw_mean of %d arrays, 3 steps n=%zu%s: p",
-           ng, n, o ? " misaligned" : "");
+  char capped[40] = "";
+  if (cap) snprintf(capped, sizeof capped, ", %d blocks", cap);
+  snprintf(line, sizeof line, "k_adamw_mean of %d arrays, 3 steps n=%zu%s%s: p",
+           ng, n, o ? " misaligned" : "", capped);
   cmp_range(line, p, o, n, 1e-5);
   snprintf(line, sizeof line, "k_adamw_mean of %d arrays n=%zu: m", ng, n);
   cmp_range(line, m, o, n, 1e-5);
@@ -916,6 +923,8 @@ static void adamw_mean_case(size_t n, int ng, int misalign) {
   pair_free(p); pair_free(m); pair_free(v);
   for (int k = 0; k < ng; k++) pair_free(g[k]);
   free(v0);
+  eng_cap_adamw_blocks(GPU, 0);
+  eng_cap_adamw_blocks(CPU, 0);
 }
 
 static void add_scale_case(size_t n, int misalign) {
@@ -991,9 +1000,15 @@ static void test_copy(void) {
 static void test_adamw_elementwise(void) {
   adamw_case(1001, 0);
   adamw_case(1003, 1);
-  adamw_mean_case(1001, 2, 0);
-  adamw_mean_case(1003, 3, 1);
-  adamw_mean_case(4099, 4, 0);
+  adamw_mean_case(1001, 2, 0, 0);
+  adamw_mean_case(1003, 3, 1, 0);
+  adamw_mean_case(4099, 4, 0, 0);
+  /* capped (DDP's grad_sync peer): several trips per thread, a partial
+   * last trip and a tail of n mod 4; misaligned falls back to the plain
+   * kernel */
+  adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
+  adamw_mean_case(((size_t)1 << 14) + 1, 2, 0, 1);
+  adamw_mean_case(4099, 2, 1, 2);
   add_scale_case(1001, 0);
   add_scale_case(1001, 1);
   if (!small_only) {

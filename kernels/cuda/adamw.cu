@@ -14,7 +14,8 @@
  *
  * k_adamw_mean: g is the mean of ng arrays (the ranks' gathered gradients),
  * summed in fp32 in index order and times 1/ng: 4 more bytes read per
- * element and array, no pass of its own. */
+ * element and array, no pass of its own. Capped (eng_cap_adamw_blocks):
+ * the same arithmetic in the same order, so the same bits. */
 #include "kernels/cuda/common.cuh"
 
 #include <math.h>
@@ -92,6 +93,56 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
   }
 }
 
+/* The capped form (eng_cap_adamw_blocks): few blocks, each thread taking
+ * U float4 groups a trip with all their loads issued before the first
+ * update, so U times the bytes are in flight per thread. Gradients read
+ * over NVLink take microseconds to come back; with one group in flight a
+ * block held its SMs mostly waiting (measured: an uncapped AdamW reading
+ * the peer's gradients slowed bf16 backward from 26 to 54 ms). 16-byte
+ * aligned buffers only; the tail of n mod 4 elements as adamw_k does. */
+enum { UNROLL = 4 };
+
+template <int NG>
+__global__ void __launch_bounds__(THREADS)
+    adamw_capped_k(float *p, float *m, float *v, size_t n, adamw_args a) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t nv = n / 4;
+  for (size_t base = i0; base < nv; base += stride * UNROLL) {
+    float4 pp[UNROLL], gg[UNROLL], mm[UNROLL], vv[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      size_t i = base + u * stride;
+      if (i < nv) {
+        gg[u] = grad4<NG>(a, i);
+        pp[u] = ((float4 *)p)[i];
+        mm[u] = ((float4 *)m)[i];
+        vv[u] = ((float4 *)v)[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      size_t i = base + u * stride;
+      if (i < nv) {
+        adamw1(pp[u].x, gg[u].x, mm[u].x, vv[u].x, a);
+        adamw1(pp[u].y, gg[u].y, mm[u].y, vv[u].y, a);
+        adamw1(pp[u].z, gg[u].z, mm[u].z, vv[u].z, a);
+        adamw1(pp[u].w, gg[u].w, mm[u].w, vv[u].w, a);
+        ((float4 *)p)[i] = pp[u];
+        ((float4 *)m)[i] = mm[u];
+        ((float4 *)v)[i] = vv[u];
+      }
+    }
+  }
+  for (size_t i = nv * 4 + i0; i < n; i += stride) {
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamw1(pi, grad1<NG>(a, i), mi, vi, a);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
                float *v, size_t n, float lr, float b1, float b2, float eps,
                float wd, long long t) {
@@ -106,10 +157,15 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     vec = vec && aligned16(g[k]);
   }
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
+  int cap = cuda_impl(e)->adamw_blocks;
+  bool capped = vec && cap > 0 && grid > (unsigned)cap;
+  if (capped) grid = (unsigned)cap;
   cudaStream_t s = cuda_stream(e);
 #define ADAMW_NG(NG)                                                          \
   case NG:                                                                    \
-    if (vec) adamw_k<true, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);       \
+    if (capped)                                                               \
+      adamw_capped_k<NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);             \
+    else if (vec) adamw_k<true, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);  \
     else adamw_k<false, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);          \
     break;
   switch (ng) {

@@ -62,6 +62,7 @@ typedef struct cuda_engine {
   int sm_target;                        /* eng_reserve_sms: SMs the products
                                            aim at; 0 = all */
   f32_products f32;                     /* how k_matmul runs fp32 products */
+  int adamw_blocks;                     /* eng_cap_adamw_blocks; 0 = no cap */
   void *rope_cs;                        /* RoPE's (cos, sin) table, "rope_table"
                                            (fused.cu): rows t < rope_seq ... */
   int rope_seq, rope_dh;                /* ... for this head dim ... */

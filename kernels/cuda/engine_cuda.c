@@ -220,6 +220,11 @@ static int cu_f32_products(engine *e, f32_products p) {
   return 0;
 }
 
+static int cu_cap_adamw_blocks(engine *e, int n) {
+  cuda_impl(e)->adamw_blocks = n;
+  return 0;
+}
+
 static int cu_reserve_sms(engine *e, int n) {
   cuda_engine *c = cuda_impl(e);
   if (n >= c->sms)
@@ -310,6 +315,7 @@ static const engine_ops cuda_ops = {
   .set_stream = cu_set_stream,
   .f32_products = cu_f32_products,
   .reserve_sms = cu_reserve_sms,
+  .cap_adamw_blocks = cu_cap_adamw_blocks,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
   .prof_release = cu_prof_release,
