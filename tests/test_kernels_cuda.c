@@ -1003,12 +1003,14 @@ static void test_adamw_elementwise(void) {
   adamw_mean_case(1001, 2, 0, 0);
   adamw_mean_case(1003, 3, 1, 0);
   adamw_mean_case(4099, 4, 0, 0);
-  /* capped (DDP's grad_sync peer): several trips per thread, a partial
-   * last trip and a tail of n mod 4; misaligned falls back to the plain
-   * kernel */
+  /* capped (DDP's grad_sync peer; bulk copies on Hopper): several chunks
+   * per block so every stage is reused, a partial last chunk and a tail of
+   * n mod 4; misaligned falls back to the plain kernel */
   adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
   adamw_mean_case(((size_t)1 << 14) + 1, 2, 0, 1);
   adamw_mean_case(4099, 2, 1, 2);
+  adamw_mean_case(4099, 2, 0, 2);
+  adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
   add_scale_case(1001, 0);
   add_scale_case(1001, 1);
   if (!small_only) {

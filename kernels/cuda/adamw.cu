@@ -17,6 +17,7 @@
  * element and array, no pass of its own. Capped (eng_cap_adamw_blocks):
  * the same arithmetic in the same order, so the same bits. */
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 #include <math.h>
 
@@ -143,6 +144,124 @@ __global__ void __launch_bounds__(THREADS)
   }
 }
 
+/* The capped form on Hopper: every input arrives by bulk copies. Each of
+ * the (few, persistent) blocks walks chunks of C elements, chunk c =
+ * block + k * grid; one thread queues the chunk's p, m, v and gradient
+ * arrays into one of NSTAGE shared-memory stages with cp.async.bulk (the
+ * copy unit reads other GPUs' memory as well as its own, without holding
+ * a thread), all threads update from shared memory and store p, m, v, and
+ * the stage is refilled with the chunk NSTAGE trips ahead. So a block has
+ * NSTAGE chunks in flight whatever the latency, and its threads never wait
+ * on NVLink themselves. 16-byte aligned buffers; n a multiple of 4 (the
+ * caller updates the rest). One block per SM (the stages take most of the
+ * shared memory), so the cap is the SMs AdamW holds. */
+enum { NSTAGE = 4 };
+
+template <int NG> struct bulk_shape {
+  static constexpr int C = NG <= 2 ? 2048 : 1024;   /* elements a chunk */
+  static constexpr int ARRAYS = NG + 3;              /* g[0..NG), p, m, v */
+  static constexpr size_t SMEM =
+      (size_t)NSTAGE * ARRAYS * C * sizeof(float) + NSTAGE * sizeof(uint64_t);
+};
+
+template <int NG>
+__device__ __forceinline__ void bulk_queue(float *stage, uint64_t *bar,
+                                           const float *p, const float *m,
+                                           const float *v, const adamw_args &a,
+                                           size_t lo, size_t len) {
+  constexpr int C = bulk_shape<NG>::C;
+  uint32_t bytes = (uint32_t)(len * sizeof(float));
+  mbar_expect_tx(bar, bytes * bulk_shape<NG>::ARRAYS);
+#pragma unroll
+  for (int k = 0; k < NG; k++) bulk_load(stage + k * C, a.g[k] + lo, bytes, bar);
+  bulk_load(stage + NG * C, p + lo, bytes, bar);
+  bulk_load(stage + (NG + 1) * C, m + lo, bytes, bar);
+  bulk_load(stage + (NG + 2) * C, v + lo, bytes, bar);
+}
+
+template <int NG>
+__global__ void __launch_bounds__(THREADS)
+    adamw_bulk_k(float *p, float *m, float *v, size_t n, adamw_args a) {
+#if TL_WGMMA
+  constexpr int C = bulk_shape<NG>::C, A = bulk_shape<NG>::ARRAYS;
+  extern __shared__ __align__(128) float sm[];
+  uint64_t *bar = (uint64_t *)(sm + (size_t)NSTAGE * A * C);
+  size_t nchunks = (n + C - 1) / C;
+  size_t G = gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NSTAGE; s++) mbar_init(&bar[s], 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < NSTAGE; s++) {
+      size_t c = blockIdx.x + s * G;
+      if (c < nchunks)
+        bulk_queue<NG>(sm + (size_t)s * A * C, &bar[s], p, m, v, a, c * C,
+                       (size_t)C < n - c * C ? (size_t)C : n - c * C);
+    }
+  for (size_t k = 0;; k++) {
+    size_t c = blockIdx.x + k * G;
+    if (c >= nchunks) break;
+    int s = (int)(k % NSTAGE);
+    size_t lo = c * C, len = (size_t)C < n - lo ? (size_t)C : n - lo;
+    float *st = sm + (size_t)s * A * C;
+    mbar_wait(&bar[s], (int)((k / NSTAGE) & 1));
+    for (size_t i = threadIdx.x; i < len / 4; i += THREADS) {
+      float4 gg = ((const float4 *)st)[i];
+#pragma unroll
+      for (int q = 1; q < NG; q++) {
+        float4 t = ((const float4 *)(st + q * C))[i];
+        gg.x += t.x;
+        gg.y += t.y;
+        gg.z += t.z;
+        gg.w += t.w;
+      }
+      if (NG > 1) {
+        gg.x *= a.inv_ng;
+        gg.y *= a.inv_ng;
+        gg.z *= a.inv_ng;
+        gg.w *= a.inv_ng;
+      }
+      float4 pp = ((const float4 *)(st + NG * C))[i];
+      float4 mm = ((const float4 *)(st + (NG + 1) * C))[i];
+      float4 vv = ((const float4 *)(st + (NG + 2) * C))[i];
+      adamw1(pp.x, gg.x, mm.x, vv.x, a);
+      adamw1(pp.y, gg.y, mm.y, vv.y, a);
+      adamw1(pp.z, gg.z, mm.z, vv.z, a);
+      adamw1(pp.w, gg.w, mm.w, vv.w, a);
+      ((float4 *)(p + lo))[i] = pp;
+      ((float4 *)(m + lo))[i] = mm;
+      ((float4 *)(v + lo))[i] = vv;
+    }
+    __syncthreads();   /* every thread is done with stage s */
+    size_t next = c + NSTAGE * G;
+    if (threadIdx.x == 0 && next < nchunks) {
+      size_t nlo = next * C;
+      bulk_queue<NG>(st, &bar[s], p, m, v, a, nlo,
+                     (size_t)C < n - nlo ? (size_t)C : n - nlo);
+    }
+  }
+#endif
+}
+
+template <int NG>
+static int launch_bulk(engine *e, float *p, float *m, float *v, size_t n,
+                       const adamw_args &a, unsigned grid, cudaStream_t s) {
+  static int attr_set;   /* per instantiation; the engine is one device */
+  size_t smem = bulk_shape<NG>::SMEM;
+  if (!attr_set) {
+    CHECK_CUDA(cudaFuncSetAttribute(adamw_bulk_k<NG>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
+    attr_set = 1;
+  }
+  size_t chunks = (n + bulk_shape<NG>::C - 1) / bulk_shape<NG>::C;
+  if (grid > chunks) grid = (unsigned)chunks;
+  adamw_bulk_k<NG><<<grid, THREADS, smem, s>>>(p, m, v, n, a);
+  return 0;
+}
+
 int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
                float *v, size_t n, float lr, float b1, float b2, float eps,
                float wd, long long t) {
@@ -160,10 +279,22 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
   int cap = cuda_impl(e)->adamw_blocks;
   bool capped = vec && cap > 0 && grid > (unsigned)cap;
   if (capped) grid = (unsigned)cap;
+  /* Hopper: the bulk-copy form over the first n - n % 4 elements, the
+   * plain kernel over the rest */
+  bool bulk = capped && cuda_impl(e)->wgmma && n >= 4;
+  size_t n4 = n & ~(size_t)3;
   cudaStream_t s = cuda_stream(e);
 #define ADAMW_NG(NG)                                                          \
   case NG:                                                                    \
-    if (capped)                                                               \
+    if (bulk) {                                                               \
+      TRY(launch_bulk<NG>(e, p, m, v, n4, a, grid, s));                       \
+      if (n4 < n) {                                                           \
+        adamw_args t = a;                                                     \
+        for (int k = 0; k < NG; k++) t.g[k] = a.g[k] + n4;                    \
+        adamw_k<false, NG><<<1, THREADS, 0, s>>>(p + n4, m + n4, v + n4,      \
+                                                 n - n4, t);                  \
+      }                                                                       \
+    } else if (capped)                                                        \
       adamw_capped_k<NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);             \
     else if (vec) adamw_k<true, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);  \
     else adamw_k<false, NG><<<grid, THREADS, 0, s>>>(p, m, v, n, a);          \
