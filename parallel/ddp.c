@@ -369,17 +369,22 @@ static int peer_setup(ddp *d) {
   TRY(comm_alloc(d->c, (size_t)d->world * sizeof(float), &p));
   d->ready = p;
   TRY(dp_event_init(&d->ev_readydone, 1));
-  /* AdamW's block cap while it reads over NVLink; TRAINLAB_PEER_BLOCKS
-   * overrides it (0: uncapped) for measuring. */
-  d->peer_blocks = 32;
-  const char *env = getenv("TRAINLAB_PEER_BLOCKS");
+  return 0;
+}
+
+/* AdamW's block cap beside backward (grad_sync allgather, peer): 32 while
+ * it reads over NVLink, none otherwise; TRAINLAB_ADAMW_BLOCKS overrides it
+ * (0: uncapped) for measuring. */
+static int adamw_blocks_setup(ddp *d) {
+  d->adamw_blocks = d->sync == DDP_SYNC_PEER ? 32 : 0;
+  const char *env = getenv("TRAINLAB_ADAMW_BLOCKS");
   if (env && *env) {
     char *end;
     long v = strtol(env, &end, 10);
     if (*end || v < 0 || v > 1 << 20)
-      FAIL(ERR_FAIL, "TRAINLAB_PEER_BLOCKS = \"%s\" (allowed: an integer "
+      FAIL(ERR_FAIL, "TRAINLAB_ADAMW_BLOCKS = \"%s\" (allowed: an integer "
            "0 .. 1048576; 0: no cap)", env);
-    d->peer_blocks = (int)v;
+    d->adamw_blocks = (int)v;
   }
   return 0;
 }
@@ -448,6 +453,7 @@ static int setup(ddp *d, double bucket_mib) {
   d->gated = d->ostream != NULL && d->in_hook;
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
   if (d->sync == DDP_SYNC_PEER) TRY(peer_setup(d));
+  TRY(adamw_blocks_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   return 0;

@@ -29,7 +29,8 @@ struct ddp {
   void *peer_grads[K_ADAMW_MAX_GRADS];   /* peer: every rank's sym_grads,
                               as this process reaches it */
   int peer_window;         /* peer: sym_grads registered */
-  int peer_blocks;         /* peer: AdamW's block cap (eng_cap_adamw_blocks) */
+  int adamw_blocks;        /* AdamW's block cap beside backward
+                              (eng_cap_adamw_blocks) */
   float *ready;            /* peer: [W], the one-value all-gathers that
                               stand for "every rank got this far" */
   dp_event ev_readydone;   /* peer: the step's last such all-gather */

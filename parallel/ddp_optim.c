@@ -172,14 +172,14 @@ int ddp_optim_bucket(ddp *d, int i) {
   /* gated: cend already complete, so the wait is never pending */
   TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
   TRY(eng_set_stream(d->e, d->ostream));
-  if (d->sync == DDP_SYNC_PEER) TRY(eng_cap_adamw_blocks(d->e, d->peer_blocks));
+  TRY(eng_cap_adamw_blocks(d->e, d->adamw_blocks));
   int rc = d->sync == DDP_SYNC_ALLTOALL
                ? zero1_bucket(d, i, d->ostream)
                : grad_runs(d, b->start, b->start + b->count,
                            d->sync == DDP_SYNC_PEER ? adamw_peer
                                                     : adamw_gathered,
                            b);
-  if (d->sync == DDP_SYNC_PEER) TRY(eng_cap_adamw_blocks(d->e, 0));
+  TRY(eng_cap_adamw_blocks(d->e, 0));
   TRY(eng_set_stream(d->e, NULL));
   TRY(rc);
   return 0;
