@@ -109,16 +109,6 @@ int comm_window_register(comm *c, void *p, size_t bytes) {
   return 0;
 }
 
-int comm_window_peers(comm *c, void *p, void **peers) {
-  ASSERT(p != NULL && peers != NULL);
-  if (!c->ops->window_peers)
-    FAIL(ERR_FAIL, "comm_window_peers: the %s backend gives no load/store "
-         "access to other ranks' memory (allowed: nccl >= 2.28, GPUs of "
-         "one host)", comm_backend_name(c->backend));
-  TRY(c->ops->window_peers(c, p, peers));
-  return 0;
-}
-
 int comm_window_deregister(comm *c, void *p) {
   if (p && c->ops->window_deregister) TRY(c->ops->window_deregister(c, p));
   return 0;

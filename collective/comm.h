@@ -73,12 +73,6 @@ void comm_sym_free(comm *c, void *p);
  * Deregister (also collective) before freeing the buffer. */
 int comm_window_register(comm *c, void *p, size_t bytes);
 int comm_window_deregister(comm *c, void *p);
-/* Where every rank's copy of the registered window p lies in this
- * process: peers[r] is rank r's buffer (peers[rank] == p), which this
- * rank's kernels may load from and store to (over NVLink), for as long as
- * the window stays registered. NCCL >= 2.28 with its device API, ranks on
- * GPUs of one host; elsewhere an error. Local (no communication). */
-int comm_window_peers(comm *c, void *p, void **peers);
 int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes);
 int comm_from_buf(comm *c, void *host_dst, const void *src, size_t bytes);
 /* Wait until every operation queued so far is complete on this rank. */

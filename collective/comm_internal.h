@@ -30,7 +30,6 @@ typedef struct comm_ops {
   void (*sym_free)(comm *c, void *p);
   int (*window_register)(comm *c, void *p, size_t bytes);   /* NULL: none */
   int (*window_deregister)(comm *c, void *p);
-  int (*window_peers)(comm *c, void *p, void **peers);     /* NULL: none */
   int (*to_buf)(comm *c, void *dst, const void *host_src, size_t bytes);
   int (*from_buf)(comm *c, void *host_dst, const void *src, size_t bytes);
   int (*sync)(comm *c);

@@ -33,7 +33,6 @@
  * NCCL 2.28; older headers build without them and refuse zero_cta. */
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
 #define TL_NCCL_SYMMETRIC 1
-#include "collective/peer_nccl.h"
 #else
 #define TL_NCCL_SYMMETRIC 0
 #endif
@@ -206,19 +205,6 @@ static int nccl_window_deregister(comm *c, void *p) {
     }
   FAIL(ERR_FAIL, "comm_window_deregister: %p is not a registered window", p);
 }
-
-static int nccl_window_peers(comm *c, void *p, void **peers) {
-  nccl_state *s = state(c);
-  for (int i = 0; i < s->nwin; i++)
-    if (s->win[i].p == p) {
-      TRY(tl_nccl_window_peers(s->win[i].w, c->size, peers, s->stream));
-      /* NCCL maps every rank's window, this rank's too, into one flat
-       * range of addresses; this rank's own is p itself. */
-      peers[c->rank] = p;
-      return 0;
-    }
-  FAIL(ERR_FAIL, "comm_window_peers: %p is not a registered window", p);
-}
 #else
 static int nccl_sym_alloc(comm *c, size_t bytes, void **p) {
   return nccl_alloc(c, bytes, p);
@@ -356,7 +342,6 @@ static const comm_ops nccl_ops = {
 #if TL_NCCL_SYMMETRIC
     .window_register = nccl_window_register,
     .window_deregister = nccl_window_deregister,
-    .window_peers = nccl_window_peers,
 #endif
     .to_buf = nccl_to_buf,
     .from_buf = nccl_from_buf,

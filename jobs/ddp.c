@@ -86,9 +86,7 @@ static const param_def params[] = {
      "allgather (each bucket's raw gradients all-gathered, averaged in "
      "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only) or "
      "alltoall (ZeRO-1's chunks exchanged raw by an all-to-all, averaged "
-     "in AdamW; nccl: on the copy engines; optimizer zero1 only) or peer "
-     "(nothing copied: AdamW reads every rank's gradients in place, the "
-     "others' over NVLink; nccl only; optimizer adamw only)"},
+     "in AdamW; nccl: on the copy engines; optimizer zero1 only)"},
     {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
@@ -96,8 +94,10 @@ static const param_def params[] = {
     {"ddp", "gemm_sm_reserve", P_INT, 0, 1024, NULL,
      "nccl: while backward runs, matrix products are shaped for the GPU's "
      "SMs minus this many (cuBLAS's SM count target), the SMs the "
-     "overlapping collectives hold; 0: the whole GPU; one rank has no "
-     "collectives and keeps the whole GPU. mpi: 0"},
+     "overlapping collectives hold; with grad_sync allgather (no SMs "
+     "moving bytes) the AdamW running beside backward is held to those "
+     "SMs instead; 0: the whole GPU; one rank has no collectives and "
+     "keeps the whole GPU. mpi: 0"},
 };
 
 static const char *const metrics[] = {
@@ -161,12 +161,6 @@ static int validate(const job *j, char *err, size_t n) {
                         : strstr(err, "optimizer") == err ? "optimizer"
                                                           : "bucket_mb";
     return 1 + kind_param_index(j->kind, blame);
-  }
-  if (y == DDP_SYNC_PEER && strcmp(job_str(j, "backend"), "nccl") != 0) {
-    snprintf(err, n, "grad_sync peer with backend %s (allowed with peer: "
-             "nccl, whose windows let a GPU read the others' gradients)",
-             job_str(j, "backend"));
-    return 1 + kind_param_index(j->kind, "grad_sync");
   }
   if (y != DDP_SYNC_ALLREDUCE && job_int(j, "nccl_max_ctas") != 0) {
     snprintf(err, n, "nccl_max_ctas = %lld with grad_sync %s (allowed "
@@ -500,6 +494,8 @@ static int run(const job *j, result *r) {
   adamw_config hp = adamw_defaults();
   if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, job_float(j, "bucket_mb"), op,
                        sy, &hp)) < 0)
+    goto fail;
+  if (sy == DDP_SYNC_ALLGATHER && (rc = ddp_set_adamw_sms(x.d, x.sm_reserve)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
   if ((rc = measure(&x, j, r, warmup, steps)) < 0) goto fail;

@@ -39,7 +39,7 @@ const char *const ddp_strategy_names[] = {"naive", "flat", "overlap",
 const char *const ddp_optimizer_names[] = {"adamw", "sharded", "zero1",
                                            NULL};
 const char *const ddp_sync_names[] = {"allreduce", "allgather", "alltoall",
-                                      "peer", NULL};
+                                      NULL};
 
 static int parse(const char *const *names, const char *s) {
   for (int i = 0; names[i]; i++)
@@ -92,10 +92,9 @@ int ddp_check_combination(ddp_strategy s, ddp_optimizer o, double bucket_mib,
   }
   /* The gathered copies are averaged inside a full AdamW step; the sharded
    * optimizers want reduced (or reduce-scattered) gradients instead. */
-  if ((y == DDP_SYNC_ALLGATHER || y == DDP_SYNC_PEER) && o != DDP_OPT_ADAMW) {
-    snprintf(err, n, "optimizer %s with grad_sync %s (allowed with %s: "
-             "adamw)", ddp_optimizer_names[o], ddp_sync_names[y],
-             ddp_sync_names[y]);
+  if (y == DDP_SYNC_ALLGATHER && o != DDP_OPT_ADAMW) {
+    snprintf(err, n, "optimizer %s with grad_sync allgather (allowed with "
+             "allgather: adamw)", ddp_optimizer_names[o]);
     return -1;
   }
   /* The exchanged chunks are what ZeRO-1's reduce-scatter would sum. */
@@ -138,12 +137,6 @@ static int issue(ddp *d, int i) {
     float *blocks = d->gathered + (size_t)d->world * b->start;
     TRY(comm_allgather_f32(d->c, blocks + (size_t)d->rank * b->count, blocks,
                            b->count, &d->grad_req[i]));
-    d->wire_bytes += (double)b->count * 4 * (d->world - 1);
-  } else if (d->sync == DDP_SYNC_PEER) {
-    /* Nothing moves here: AdamW reads the peers' copies (ddp_optim.c)
-     * once this completes, i.e. once every rank's bucket is final. */
-    TRY(comm_allgather_f32(d->c, d->ready + d->rank, d->ready, 1,
-                           &d->grad_req[i]));
     d->wire_bytes += (double)b->count * 4 * (d->world - 1);
   } else if (d->sync == DDP_SYNC_ALLTOALL && !b->tail) {
     size_t chunk = b->count / (size_t)d->world;
@@ -197,6 +190,8 @@ static int pump(ddp *d, int block) {
     }
     int gather = d->head_stage == 2;
     d->head_stage = 0;      /* ddp_optim_bucket may set 2 (ZeRO-1) */
+    if (d->bwd_end_set && !d->bwd_ended)
+      TRY(dp_event_done(&d->ev_bwd_end, &d->bwd_ended));
     if (gather) TRY(ddp_optim_gather(d, j));
     else TRY(ddp_optim_bucket(d, j));
     if (d->head_stage == 0) d->gate_head++;
@@ -339,56 +334,6 @@ static int alltoall_setup(ddp *d) {
   return 0;
 }
 
-/* grad_sync peer: the model's gradients in a window of c at their own
- * offsets, and where every rank's copy of it lies in this process. */
-static int peer_setup(ddp *d) {
-  const dp_model *m = &d->m;
-  size_t bytes = m->nparams * sizeof(float);
-  if (!d->gpu || comm_get_backend(d->c) != COMM_NCCL)
-    FAIL(ERR_FAIL, "ddp: grad_sync peer reads the other ranks' gradients "
-         "in place, which needs the cuda engine and the nccl backend "
-         "(allowed elsewhere: allreduce, allgather)");
-  if (!m->place_grads)
-    FAIL(ERR_FAIL, "ddp: grad_sync peer needs a model that can place its "
-         "gradients (dp_model.place_grads)");
-  void *p = NULL;
-  TRY(window_alloc(d, d->c, bytes, "grads.sym", &p));
-  d->sym_grads = p;
-  size_t *off = malloc((size_t)(m->nviews ? m->nviews : 1) * sizeof *off);
-  CHECK_ALLOC(off, (size_t)m->nviews * sizeof *off);
-  for (int v = 0; v < m->nviews; v++) off[v] = m->views[v].offset;
-  int rc = m->place_grads(m->impl, d->sym_grads, off);
-  free(off);
-  TRY(rc);
-  d->placed = 1;
-  d->m.grads = d->sym_grads;
-  /* Collective, in the same order on every rank. */
-  TRY(comm_window_register(d->c, d->sym_grads, bytes));
-  d->peer_window = 1;
-  TRY(comm_window_peers(d->c, d->sym_grads, d->peer_grads));
-  TRY(comm_alloc(d->c, (size_t)d->world * sizeof(float), &p));
-  d->ready = p;
-  TRY(dp_event_init(&d->ev_readydone, 1));
-  return 0;
-}
-
-/* AdamW's block cap beside backward (grad_sync allgather, peer): 32 while
- * it reads over NVLink, none otherwise; TRAINLAB_ADAMW_BLOCKS overrides it
- * (0: uncapped) for measuring. */
-static int adamw_blocks_setup(ddp *d) {
-  d->adamw_blocks = d->sync == DDP_SYNC_PEER ? 32 : 0;
-  const char *env = getenv("TRAINLAB_ADAMW_BLOCKS");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end || v < 0 || v > 1 << 20)
-      FAIL(ERR_FAIL, "TRAINLAB_ADAMW_BLOCKS = \"%s\" (allowed: an integer "
-           "0 .. 1048576; 0: no cap)", env);
-    d->adamw_blocks = (int)v;
-  }
-  return 0;
-}
-
 static int setup(ddp *d, double bucket_mib) {
   const dp_model *m = &d->m;
   int bad = 0, nv = m->nviews;
@@ -452,8 +397,6 @@ static int setup(ddp *d, double bucket_mib) {
   }
   d->gated = d->ostream != NULL && d->in_hook;
   if (d->sync == DDP_SYNC_ALLTOALL) TRY(alltoall_setup(d));
-  if (d->sync == DDP_SYNC_PEER) TRY(peer_setup(d));
-  TRY(adamw_blocks_setup(d));
   TRY(ddp_optim_setup(d));
   m->set_grad_hook(m->impl, hook, d);
   return 0;
@@ -542,10 +485,6 @@ void ddp_destroy(ddp *d) {
     err_trace(__FILE__, __LINE__);
   if (d->param_window && comm_window_deregister(d->pc, d->sym_params) < 0)
     err_trace(__FILE__, __LINE__);
-  if (d->peer_window && comm_window_deregister(d->c, d->sym_grads) < 0)
-    err_trace(__FILE__, __LINE__);
-  if (d->ready) comm_free(d->c, d->ready);
-  dp_event_destroy(&d->ev_readydone);
   /* the model's gradients and weights back in buffers of its own */
   if (d->placed && d->m.place_grads(d->m.impl, NULL, NULL) < 0)
     err_trace(__FILE__, __LINE__);
@@ -615,10 +554,17 @@ int ddp_begin_step(ddp *d) {
     dp_event_clear(one[i]);
   d->nissued = d->nparam_issued = d->nhooks = 0;
   d->gate_head = d->gate_tail = d->head_stage = 0;
+  d->bwd_end_set = d->bwd_ended = 0;
   d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
   dp_plan_reset(&d->plan, d->m.views, d->m.nviews, d->has_grad);
   TRY(dp_event_record(&d->ev_step0, d->kstream));
   TRY(d->m.zero_grad(d->m.impl));
+  return 0;
+}
+
+int ddp_set_adamw_sms(ddp *d, int n) {
+  if (n < 0) FAIL(ERR_FAIL, "ddp_set_adamw_sms: n = %d (allowed: >= 0)", n);
+  d->adamw_sms = n;
   return 0;
 }
 
@@ -629,6 +575,7 @@ int ddp_mark_backward(ddp *d) {
 
 int ddp_finish_gradient_synchronization(ddp *d) {
   TRY(dp_event_record(&d->ev_bwd_end, d->kstream));
+  d->bwd_end_set = 1;
   if (d->world == 1) return 0;
   for (int i = 0; i < d->plan.nb; i++) {
     dp_bucket *b = &d->plan.b[i];

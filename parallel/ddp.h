@@ -71,21 +71,7 @@
  *              that peer took part in the bucket's all-to-all, so after its
  *              backward read them last. Allowed with optimizer zero1 only
  *              (so flat or bucketed).
- *   peer       nothing is copied: the gradients live in a symmetric window
- *              (NCCL >= 2.28, "grads.sym", same offsets), and each bucket's
- *              AdamW, queued as the bucket is launched (on GPUs, on the
- *              optimizer's stream, as allgather does), reads every rank's
- *              copy of the bucket in place, the others' over NVLink
- *              (comm_window_peers), averaging them in rank order as
- *              allgather does, so every rank computes the same update. A
- *              one-value all-gather per bucket tells each rank that every
- *              rank's bucket is final, and one after the last AdamW that
- *              no rank reads the others' gradients any more, before the
- *              next backward overwrites them. Moves half the bytes an
- *              all-gather writes and reads (a peer's copy never lands in
- *              this GPU's memory). Allowed with optimizer adamw only, on
- *              NCCL between GPUs of one host.
- * Everything communicated (or, with peer, read from a peer) is fp32: gradients (fp32 in every precision, the
+ * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
  * optimizer is the model's own: the single-GPU baseline.
@@ -106,9 +92,8 @@
 
 typedef enum { DDP_NAIVE, DDP_FLAT, DDP_OVERLAP, DDP_BUCKETED } ddp_strategy;
 typedef enum { DDP_OPT_ADAMW, DDP_OPT_SHARDED, DDP_OPT_ZERO1 } ddp_optimizer;
-typedef enum {
-  DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER, DDP_SYNC_ALLTOALL, DDP_SYNC_PEER
-} ddp_sync;
+typedef enum { DDP_SYNC_ALLREDUCE, DDP_SYNC_ALLGATHER, DDP_SYNC_ALLTOALL }
+    ddp_sync;
 
 extern const char *const ddp_strategy_names[];    /* NULL-terminated */
 extern const char *const ddp_optimizer_names[];
@@ -137,6 +122,17 @@ int ddp_begin_step(ddp *d);
 int ddp_mark_backward(ddp *d);
 int ddp_finish_gradient_synchronization(ddp *d);
 int ddp_optimizer_step(ddp *d);
+/* grad_sync allgather on GPUs: each bucket's AdamW, which runs beside
+ * backward, holds at most n SMs (eng_cap_adamw_blocks: one block per SM,
+ * fed by bulk copies on Hopper); buckets whose AdamW is issued once
+ * backward has ended take the whole GPU. 0 (the default): every AdamW as
+ * wide as its work. Measured on 2 x H200 (xl bf16, context 128, 2
+ * sequences per GPU, 250 MiB buckets): uncapped, AdamW's blocks beside
+ * backward's products slow backward by about as much as AdamW takes alone;
+ * capped at 32 with the products shaped for the other SMs
+ * (eng_reserve_sms) the step went from 58.3 to 56.9-57.2 ms. Other
+ * forms: ignored. */
+int ddp_set_adamw_sms(ddp *d, int n);
 
 /* What the last step did, read after the caller synchronised the engine
  * (eng_sync) following ddp_optimizer_step. Times in ms from the step's

@@ -21,19 +21,15 @@ struct ddp {
                               gathered (this rank's blocks) */
   int windows;             /* allgather on NCCL: gathered is a registered
                               symmetric window */
-  float *sym_grads;        /* alltoall, peer: the model's gradients,
+  float *sym_grads;        /* alltoall: the model's gradients,
                               placed in a symmetric buffer (same offsets) */
   float *received;         /* alltoall: [nparams], bucket b's W received
                               chunks at start + r*chunk */
   int recv_windows;        /* alltoall on NCCL: both registered */
-  void *peer_grads[K_ADAMW_MAX_GRADS];   /* peer: every rank's sym_grads,
-                              as this process reaches it */
-  int peer_window;         /* peer: sym_grads registered */
-  int adamw_blocks;        /* AdamW's block cap beside backward
-                              (eng_cap_adamw_blocks) */
-  float *ready;            /* peer: [W], the one-value all-gathers that
-                              stand for "every rank got this far" */
-  dp_event ev_readydone;   /* peer: the step's last such all-gather */
+  int adamw_sms;           /* allgather: AdamW's block cap beside backward
+                              (ddp_set_adamw_sms; 0: none) */
+  int bwd_end_set;         /* this step's ev_bwd_end is recorded ... */
+  int bwd_ended;           /* ... and the host has seen it complete */
   float *sym_params;       /* alltoall: the model's weights, placed in a
                               buffer that joins a window of pc */
   int param_window;        /* alltoall on NCCL: sym_params registered */

@@ -21,9 +21,6 @@
  *          the mean of the bucket's W gathered copies (k_adamw_mean),
  *          started on GPUs as soon as that bucket's all-gather is done,
  *          while backward still runs (ddp_optim_bucket).
- * adamw after grad_sync peer: the same, each rank's copy read where it
- *          lies (the peers' over NVLink) once that bucket's one-value
- *          all-gather says every rank's copy is final.
  * AdamW is elementwise, so updating a slice with its own m, v gives the
  * same numbers as the unsharded step over the whole buffer.
  * Ordering (GPU): a bucket's all-gather comes after its AdamW (issued by
@@ -64,7 +61,7 @@ int ddp_optim_setup(ddp *d) {
     }
   } else if (d->opt == DDP_OPT_ZERO1) {
     d->state_elems = d->plan.state_elems;
-  } else if (d->sync == DDP_SYNC_ALLGATHER || d->sync == DDP_SYNC_PEER) {
+  } else if (d->sync == DDP_SYNC_ALLGATHER) {
     d->state_elems = m->nparams;
   } else {
     return 0;
@@ -145,19 +142,6 @@ static int adamw_gathered(ddp *d, size_t lo, size_t n, const void *arg) {
                       o->weight_decay, d->step + 1);
 }
 
-/* grad_sync peer: AdamW over [lo, lo + n) of bucket b, the gradient
- * averaged from every rank's copy, read where it lies (the others' over
- * NVLink), in rank order as adamw_gathered sums them. */
-static int adamw_peer(ddp *d, size_t lo, size_t n, const void *arg) {
-  (void)arg;
-  const adamw_config *o = &d->hp;
-  const float *g[K_ADAMW_MAX_GRADS];
-  for (int r = 0; r < d->world; r++) g[r] = (const float *)d->peer_grads[r] + lo;
-  return k_adamw_mean(d->e, d->m.params + lo, g, d->world, d->m_state + lo,
-                      d->v_state + lo, n, o->lr, o->beta1, o->beta2, o->eps,
-                      o->weight_decay, d->step + 1);
-}
-
 /* On GPUs each bucket's AdamW is queued once its collective has finished
  * (ddp.c's gated issue, from backward's hooks or finish), on the
  * optimizer's own stream of the least priority (below the compute
@@ -172,14 +156,13 @@ int ddp_optim_bucket(ddp *d, int i) {
   /* gated: cend already complete, so the wait is never pending */
   TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
   TRY(eng_set_stream(d->e, d->ostream));
-  TRY(eng_cap_adamw_blocks(d->e, d->adamw_blocks));
+  int cap = d->sync == DDP_SYNC_ALLGATHER && !d->bwd_ended ? d->adamw_sms : 0;
+  if (cap) TRY(eng_cap_adamw_blocks(d->e, cap));
   int rc = d->sync == DDP_SYNC_ALLTOALL
                ? zero1_bucket(d, i, d->ostream)
-               : grad_runs(d, b->start, b->start + b->count,
-                           d->sync == DDP_SYNC_PEER ? adamw_peer
-                                                    : adamw_gathered,
+               : grad_runs(d, b->start, b->start + b->count, adamw_gathered,
                            b);
-  TRY(eng_cap_adamw_blocks(d->e, 0));
+  if (cap) TRY(eng_cap_adamw_blocks(d->e, 0));
   TRY(eng_set_stream(d->e, NULL));
   TRY(rc);
   return 0;
@@ -193,17 +176,6 @@ int ddp_optim_bucket(ddp *d, int i) {
 static int gathered_step(ddp *d) {
   if (d->ostream) {
     TRY(dp_event_record(&d->ev_odone, d->ostream));
-    if (d->sync == DDP_SYNC_PEER) {
-      /* Past this all-gather no rank reads another's gradients any more,
-       * so the next backward may overwrite them. */
-      comm_req *q = NULL;
-      TRY(dp_stream_wait(d->cstream, &d->ev_odone));
-      TRY(comm_allgather_f32(d->c, d->ready + d->rank, d->ready, 1, &q));
-      if (q) TRY(comm_wait(d->c, q));
-      TRY(dp_event_record(&d->ev_readydone, d->cstream));
-      TRY(dp_stream_wait(d->kstream, &d->ev_readydone));
-      return 0;
-    }
     TRY(dp_stream_wait(d->kstream, &d->ev_odone));
     return 0;
   }
@@ -331,7 +303,7 @@ static int zero1_step(ddp *d) {
 }
 
 int ddp_optim_step(ddp *d) {
-  if (d->sync == DDP_SYNC_ALLGATHER || d->sync == DDP_SYNC_PEER) {
+  if (d->sync == DDP_SYNC_ALLGATHER) {
     TRY(gathered_step(d));
     d->step++;
     if (d->m.set_step_count) d->m.set_step_count(d->m.impl, d->step);
