@@ -736,21 +736,69 @@ bf16's $(calc %.1f "$ce_b16") ms backward on one GPU"
 
 The 2-GPU "backward" column now holds most of AdamW too (the AdamW
 column is what is left of it after backward): the $(calc %.1f "$ce_o1") ms update runs
-beside backward's kernels instead of after them. Against the predecessor's
+beside backward's kernels instead of after them, held to the
+$(tool distinct "$ce" --cols gemm_sm_reserve --where status=ok --where world_size=2 | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }') SMs of \`gemm_sm_reserve\` (one block each) while cuBLAS shapes
+backward's products for the rest; a bucket whose AdamW is issued after
+backward has ended takes the whole GPU (next subsection). Against the predecessor's
 best ratios (below, times this 1-GPU step) that $(ce_vs_prev fp32 $prev_fp32) in fp32
 and $(ce_vs_prev bf16 $prev_bf16) in bf16 (these rows at $(tool distinct "$ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }'), with the compute
-stream above the optimizer's in priority): at this per-GPU batch ($((m_b * m_ctx)) tokens)
-running AdamW beside backward mostly interleaves the two, and in bf16
-the diagnostic runs below find it gains nothing. Before AdamW moved into
+stream above the optimizer's in priority). Before AdamW moved into
 backward (these rows' predecessor at a8307b3) the best ratios were $prev_fp32
 (fp32, 250 MiB) and $prev_bf16 (bf16, 1000 MiB). Costs: the gathered buffer
 holds W copies of the gradients (W x $(gib "$ce_gm") GiB for $m_size in fp32), and AdamW's
 state lives beside it on every rank; only optimizer adamw composes with
 it. $ce_b16_text the second GPU adds ~$(calc %.0f "3 * $ce_gm * 1048576 / 1e9") GB of memory
 traffic (the two all-gather streams and AdamW's read of the second copy,
-each a full $(gb "$ce_gm") GB copy of the fp32 gradients)$ce_link; the diagnostic runs
-below find that the transfers themselves cost backward little, and the
-cross-stream waits that order them after backward's kernels cost more.
+each a full $(gb "$ce_gm") GB copy of the fp32 gradients)$ce_link.
+
+EOF
+fi
+
+# ---- AdamW's SM cap ----------------------------------------------------------------
+cap="$DATA/ddp_adamw_cap.csv"
+if [ -f "$cap" ] && [ "$("$CSVTOOL" count "$cap" --where status=ok)" -gt 0 ]; then
+  # capv RUN COL: the 2-GPU row of RUN
+  capv() { tool value "$cap" --where run="$1" --where world_size=2 --col "$2" --agg first --default ""; }
+  for r in 3:a0r0 3:a32r32 4:a32r32b 4:a24r24 4:a40r40 3:a64r64 4:a32r0 4:z32 2:b32; do num "ddp_adamw_cap.csv's step of run $r" "$(capv $r step_ms)"; done
+  cap_one=$(tool select "$cap" --cols step_ms --where world_size=1 --where precision=bf16 | awk -F, 'NR > 1 { if (lo == "" || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { if (lo != "") printf "%.1f-%.1f", lo, hi }')
+  cat <<EOF
+### AdamW beside backward, held to a few SMs (ddp_adamw_cap)
+
+Uncapped, the AdamW of each bucket is a grid of thousands of short
+blocks at the least priority: the block scheduler hands SMs to
+backward's kernels first, yet backward grew by about as much time as
+AdamW saved. \`ddp_set_adamw_sms(d, n)\` (parallel/ddp.h; the ddp kind
+passes \`gemm_sm_reserve\`) launches it instead as n persistent blocks, one
+per SM, each fed by bulk copies (\`cp.async.bulk\` into four
+shared-memory stages, kernels/cuda/adamw.cu) so few blocks keep enough
+bytes in flight; cuBLAS shapes the products for the other SMs. Measured
+with environment switches on 2 x H200 (xl, bf16 unless said, context
+128, 2 sequences per GPU; the 1-GPU steps of these runs: $cap_one ms),
+\`reports/data/ddp_adamw_cap.csv\`:
+
+| run | grad_sync | precision | bucket MiB | AdamW blocks (0: uncapped) | AdamW kernel | products shaped for the SMs minus | step ms | backward ms | AdamW after bwd ms | comm after bwd ms | commit |
+|---|---|---|--:|--:|---|--:|--:|--:|--:|--:|---|
+EOF
+  tool select "$cap" --cols run,grad_sync,optimizer,precision,bucket_mb,adamw_blocks,adamw_kernel,gemm_sm_reserve,step_ms,bwd_ms,opt_ms,exposed_ms,git_commit --where world_size=2 |
+    awk -F, 'NR > 1 { printf "| %s | %s%s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %.2f | %s |\n", $1, $2, ($3 == "zero1" ? " (ZeRO-1)" : ""), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
+  cat <<EOF
+
+All-gather form, 250 MiB: uncapped $(calc %.1f "$(capv 3:a0r0 step_ms)") ms; 32 blocks with the products
+shaped for the other SMs $(calc %.1f "$(capv 3:a32r32 step_ms)") and $(calc %.1f "$(capv 4:a32r32b step_ms)") ms (two runs); 24 blocks leave
+AdamW behind ($(calc %.1f "$(capv 4:a24r24 opt_ms)") ms of it after backward, $(calc %.1f "$(capv 4:a24r24 step_ms)") ms); 40 and 64 slow
+backward ($(calc %.1f "$(capv 4:a40r40 step_ms)"), $(calc %.1f "$(capv 3:a64r64 step_ms)") ms); 32 blocks with the products shaped for the
+whole GPU $(calc %.1f "$(capv 4:a32r0 step_ms)") ms. So the ddp kind ties the cap to \`gemm_sm_reserve\`, and
+ddp_copy_engine runs at 32. Its rows (above) also give the whole GPU to
+the AdamW of buckets issued after backward has ended (the host sees
+backward's end event complete), which these runs did not. ZeRO-1's
+AdamW covers half the model and capping it costs more than it saves
+($(calc %.1f "$(capv 4:z32 step_ms)") ms against zero1_copy_engine's row below), so it stays uncapped.
+\`grad_sync = "peer"\` rows: AdamW reading the other GPU's gradients
+in place over NVLink instead of a copy (NCCL 2.28 window addresses; its
+code is in git history at a9bfadd): with the bulk copies it no longer
+stalls backward as plain loads did (registers rows), but its best,
+$(calc %.1f "$(capv 2:b32 step_ms)") ms at 32 blocks, stays behind the copy engines, and it was removed
+again.
 
 EOF
 fi
