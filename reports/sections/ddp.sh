@@ -759,7 +759,7 @@ cap="$DATA/ddp_adamw_cap.csv"
 if [ -f "$cap" ] && [ "$("$CSVTOOL" count "$cap" --where status=ok)" -gt 0 ]; then
   # capv RUN COL: the 2-GPU row of RUN
   capv() { tool value "$cap" --where run="$1" --where world_size=2 --col "$2" --agg first --default ""; }
-  for r in 3:a0r0 3:a32r32 4:a32r32b 4:a24r24 4:a40r40 3:a64r64 4:a32r0 4:z32 2:b32; do num "ddp_adamw_cap.csv's step of run $r" "$(capv $r step_ms)"; done
+  for r in 3:a0r0 3:a32r32 4:a32r32b 4:a24r24 4:a40r40 3:a64r64 4:a32r0 4:z32 2:b32 6:c1 6:c2 6:c100 6:c28 6:c36; do num "ddp_adamw_cap.csv's step of run $r" "$(capv $r step_ms)"; done
   cap_one=$(tool select "$cap" --cols step_ms --where world_size=1 --where precision=bf16 | awk -F, 'NR > 1 { if (lo == "" || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { if (lo != "") printf "%.1f-%.1f", lo, hi }')
   cat <<EOF
 ### AdamW beside backward, held to a few SMs (ddp_adamw_cap)
@@ -790,7 +790,11 @@ backward ($(calc %.1f "$(capv 4:a40r40 step_ms)"), $(calc %.1f "$(capv 3:a64r64 
 whole GPU $(calc %.1f "$(capv 4:a32r0 step_ms)") ms. So the ddp kind ties the cap to \`gemm_sm_reserve\`, and
 ddp_copy_engine runs at 32. Its rows (above) also give the whole GPU to
 the AdamW of buckets issued after backward has ended (the host sees
-backward's end event complete), which these runs did not. ZeRO-1's
+backward's end event complete), which the runs before batch 6 did not;
+batch 6 repeats that form (kernel "bulk then whole GPU"): 250 MiB
+$(calc %.1f "$(capv 6:c1 step_ms)") and $(calc %.1f "$(capv 6:c2 step_ms)") ms against one GPU's $(calc %.1f "$(tool value "$cap" --where run=6:c1 --where world_size=1 --col step_ms --agg first --default 0)") and $(calc %.1f "$(tool value "$cap" --where run=6:c2 --where world_size=1 --col step_ms --agg first --default 0)") ms, 100 MiB $(calc %.1f "$(capv 6:c100 step_ms)") ms,
+and 28 or 36 SMs no better ($(calc %.1f "$(capv 6:c28 step_ms)"), $(calc %.1f "$(capv 6:c36 step_ms)") ms). The run label is the
+device batch and its tag. ZeRO-1's
 AdamW covers half the model and capping it costs more than it saves
 ($(calc %.1f "$(capv 4:z32 step_ms)") ms against zero1_copy_engine's row below), so it stays uncapped.
 \`grad_sync = "peer"\` rows: AdamW reading the other GPU's gradients
