@@ -49,6 +49,7 @@
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include "kernels/cuda/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -890,6 +891,9 @@ static int adamw_mean_both(engine *e, int w, pair p, pair *g, int ng, pair m,
                       t);
 }
 
+/* which capped AdamW the GPU runs, for the case names */
+static const char *adamw_form = "";
+
 static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   int o = misalign;
   if (eng_cap_adamw_blocks(GPU, cap) < 0 || eng_cap_adamw_blocks(CPU, cap) < 0) {
@@ -911,8 +915,8 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
     BOTH(adamw_mean_both(e, w, p, g, ng, m, v, o, n, t));
   }
   char line[160];
-  char capped[40] = "";
-  if (cap) snprintf(capped, sizeof capped, ", %d blocks", cap);
+  char capped[64] = "";
+  if (cap) snprintf(capped, sizeof capped, ", %d blocks%s", cap, adamw_form);
   snprintf(line, sizeof line, "k_adamw_mean of %d arrays, 3 steps n=%zu%s%s: p",
            ng, n, o ? " misaligned" : "", capped);
   cmp_range(line, p, o, n, 1e-5);
@@ -1011,6 +1015,18 @@ static void test_adamw_elementwise(void) {
   adamw_mean_case(4099, 2, 1, 2);
   adamw_mean_case(4099, 2, 0, 2);
   adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
+#ifdef HAVE_CUDA
+  /* on Hopper, once more with the register-unrolled form other GPUs use */
+  int hopper = cuda_impl(GPU)->wgmma;
+  if (hopper) {
+    cuda_impl(GPU)->wgmma = 0;
+    adamw_form = " (register form)";
+    adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
+    adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
+    cuda_impl(GPU)->wgmma = hopper;
+    adamw_form = "";
+  }
+#endif
   add_scale_case(1001, 0);
   add_scale_case(1001, 1);
   if (!small_only) {
