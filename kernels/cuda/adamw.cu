@@ -246,16 +246,13 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 template <int NG>
-static int launch_bulk(engine *e, float *p, float *m, float *v, size_t n,
+static int launch_bulk(float *p, float *m, float *v, size_t n,
                        const adamw_args &a, unsigned grid, cudaStream_t s) {
-  static int attr_set;   /* per instantiation; the engine is one device */
+  /* per device, so set at every launch (a host call of microseconds) */
   size_t smem = bulk_shape<NG>::SMEM;
-  if (!attr_set) {
-    CHECK_CUDA(cudaFuncSetAttribute(adamw_bulk_k<NG>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem));
-    attr_set = 1;
-  }
+  CHECK_CUDA(cudaFuncSetAttribute(adamw_bulk_k<NG>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
   size_t chunks = (n + bulk_shape<NG>::C - 1) / bulk_shape<NG>::C;
   if (grid > chunks) grid = (unsigned)chunks;
   adamw_bulk_k<NG><<<grid, THREADS, smem, s>>>(p, m, v, n, a);
@@ -287,7 +284,7 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
 #define ADAMW_NG(NG)                                                          \
   case NG:                                                                    \
     if (bulk) {                                                               \
-      TRY(launch_bulk<NG>(e, p, m, v, n4, a, grid, s));                       \
+      TRY(launch_bulk<NG>(p, m, v, n4, a, grid, s));                          \
       if (n4 < n) {                                                           \
         adamw_args t = a;                                                     \
         for (int k = 0; k < NG; k++) t.g[k] = a.g[k] + n4;                    \
