@@ -40,22 +40,26 @@ __device__ __forceinline__ float grad1(const adamw_args &a, size_t i) {
   return NG == 1 ? s : s * a.inv_ng;
 }
 
+/* The mean of NG float4 groups, group i of src[0..NG) (gradient copies in
+ * global memory, or a stage's copies in shared memory), summed in index
+ * order: every form gives the same bits. */
 template <int NG>
-__device__ __forceinline__ float4 grad4(const adamw_args &a, size_t i) {
-  float4 s = ((const float4 *)a.g[0])[i];
+__device__ __forceinline__ float4 mean4(const float *const *src, size_t i,
+                                        float inv_ng) {
+  float4 s = ((const float4 *)src[0])[i];
 #pragma unroll
   for (int k = 1; k < NG; k++) {
-    float4 t = ((const float4 *)a.g[k])[i];
+    float4 t = ((const float4 *)src[k])[i];
     s.x += t.x;
     s.y += t.y;
     s.z += t.z;
     s.w += t.w;
   }
   if (NG > 1) {
-    s.x *= a.inv_ng;
-    s.y *= a.inv_ng;
-    s.z *= a.inv_ng;
-    s.w *= a.inv_ng;
+    s.x *= inv_ng;
+    s.y *= inv_ng;
+    s.z *= inv_ng;
+    s.w *= inv_ng;
   }
   return s;
 }
@@ -67,25 +71,26 @@ __device__ __forceinline__ void adamw1(float &p, float g, float &m, float &v,
   p = p * a.decay - a.step * m / (sqrtf(v) + a.eps);
 }
 
-template <bool VEC, int NG>
-__global__ void adamw_k(float *p, float *m, float *v, size_t n,
-                        adamw_args a) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  size_t nv = VEC ? n / 4 : 0;
-  if (VEC)
-    for (size_t i = i0; i < nv; i += stride) {
-      float4 pp = ((float4 *)p)[i], gg = grad4<NG>(a, i), mm = ((float4 *)m)[i],
-             vv = ((float4 *)v)[i];
-      adamw1(pp.x, gg.x, mm.x, vv.x, a);
-      adamw1(pp.y, gg.y, mm.y, vv.y, a);
-      adamw1(pp.z, gg.z, mm.z, vv.z, a);
-      adamw1(pp.w, gg.w, mm.w, vv.w, a);
-      ((float4 *)p)[i] = pp;
-      ((float4 *)m)[i] = mm;
-      ((float4 *)v)[i] = vv;
-    }
-  for (size_t i = nv * 4 + i0; i < n; i += stride) {
+/* Group i of p, m, v updated from (pp, g, mm, vv), their old values. */
+__device__ __forceinline__ void adamw4(float *p, float *m, float *v, size_t i,
+                                       float4 pp, float4 g, float4 mm,
+                                       float4 vv, const adamw_args &a) {
+  adamw1(pp.x, g.x, mm.x, vv.x, a);
+  adamw1(pp.y, g.y, mm.y, vv.y, a);
+  adamw1(pp.z, g.z, mm.z, vv.z, a);
+  adamw1(pp.w, g.w, mm.w, vv.w, a);
+  ((float4 *)p)[i] = pp;
+  ((float4 *)m)[i] = mm;
+  ((float4 *)v)[i] = vv;
+}
+
+/* Elements from, from + stride, ... below n, one at a time. */
+template <int NG>
+__device__ __forceinline__ void adamw_scalar(float *p, float *m, float *v,
+                                             size_t from, size_t n,
+                                             size_t stride,
+                                             const adamw_args &a) {
+  for (size_t i = from; i < n; i += stride) {
     float pi = p[i], mi = m[i], vi = v[i];
     adamw1(pi, grad1<NG>(a, i), mi, vi, a);
     p[i] = pi;
@@ -94,13 +99,25 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
   }
 }
 
-/* The capped form (eng_cap_adamw_blocks): few blocks, each thread taking
- * U float4 groups a trip with all their loads issued before the first
- * update, so U times the bytes are in flight per thread. Gradients read
- * over NVLink take microseconds to come back; with one group in flight a
- * block held its SMs mostly waiting (measured: an uncapped AdamW reading
- * the peer's gradients slowed bf16 backward from 26 to 54 ms). 16-byte
- * aligned buffers only; the tail of n mod 4 elements as adamw_k does. */
+template <bool VEC, int NG>
+__global__ void adamw_k(float *p, float *m, float *v, size_t n,
+                        adamw_args a) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t nv = VEC ? n / 4 : 0;
+  if (VEC)
+    for (size_t i = i0; i < nv; i += stride)
+      adamw4(p, m, v, i, ((float4 *)p)[i], mean4<NG>(a.g, i, a.inv_ng),
+             ((float4 *)m)[i], ((float4 *)v)[i], a);
+  adamw_scalar<NG>(p, m, v, nv * 4 + i0, n, stride, a);
+}
+
+/* The capped form (eng_cap_adamw_blocks) on GPUs before Hopper: few
+ * blocks, each thread taking U float4 groups a trip with all their loads
+ * issued before the first update, so U times the bytes are in flight per
+ * thread: few blocks with one group in flight each would wait on memory
+ * most of the time. 16-byte aligned buffers only; the tail of n mod 4
+ * elements as adamw_k does. */
 enum { UNROLL = 4 };
 
 template <int NG>
@@ -115,7 +132,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int u = 0; u < UNROLL; u++) {
       size_t i = base + u * stride;
       if (i < nv) {
-        gg[u] = grad4<NG>(a, i);
+        gg[u] = mean4<NG>(a.g, i, a.inv_ng);
         pp[u] = ((float4 *)p)[i];
         mm[u] = ((float4 *)m)[i];
         vv[u] = ((float4 *)v)[i];
@@ -124,35 +141,20 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       size_t i = base + u * stride;
-      if (i < nv) {
-        adamw1(pp[u].x, gg[u].x, mm[u].x, vv[u].x, a);
-        adamw1(pp[u].y, gg[u].y, mm[u].y, vv[u].y, a);
-        adamw1(pp[u].z, gg[u].z, mm[u].z, vv[u].z, a);
-        adamw1(pp[u].w, gg[u].w, mm[u].w, vv[u].w, a);
-        ((float4 *)p)[i] = pp[u];
-        ((float4 *)m)[i] = mm[u];
-        ((float4 *)v)[i] = vv[u];
-      }
+      if (i < nv) adamw4(p, m, v, i, pp[u], gg[u], mm[u], vv[u], a);
     }
   }
-  for (size_t i = nv * 4 + i0; i < n; i += stride) {
-    float pi = p[i], mi = m[i], vi = v[i];
-    adamw1(pi, grad1<NG>(a, i), mi, vi, a);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-  }
+  adamw_scalar<NG>(p, m, v, nv * 4 + i0, n, stride, a);
 }
 
 /* The capped form on Hopper: every input arrives by bulk copies. Each of
  * the (few, persistent) blocks walks chunks of C elements, chunk c =
  * block + k * grid; one thread queues the chunk's p, m, v and gradient
- * arrays into one of NSTAGE shared-memory stages with cp.async.bulk (the
- * copy unit reads other GPUs' memory as well as its own, without holding
- * a thread), all threads update from shared memory and store p, m, v, and
+ * arrays into one of NSTAGE shared-memory stages with cp.async.bulk
+ * (without holding a thread), all threads update from shared memory and store p, m, v, and
  * the stage is refilled with the chunk NSTAGE trips ahead. So a block has
  * NSTAGE chunks in flight whatever the latency, and its threads never wait
- * on NVLink themselves. 16-byte aligned buffers; n a multiple of 4 (the
+ * on memory themselves. 16-byte aligned buffers; n a multiple of 4 (the
  * caller updates the rest). One block per SM (the stages take most of the
  * shared memory), so the cap is the SMs AdamW holds. */
 enum { NSTAGE = 4 };
@@ -207,33 +209,14 @@ __global__ void __launch_bounds__(THREADS)
     size_t lo = c * C, len = (size_t)C < n - lo ? (size_t)C : n - lo;
     float *st = sm + (size_t)s * A * C;
     mbar_wait(&bar[s], (int)((k / NSTAGE) & 1));
-    for (size_t i = threadIdx.x; i < len / 4; i += THREADS) {
-      float4 gg = ((const float4 *)st)[i];
+    const float *src[NG];
 #pragma unroll
-      for (int q = 1; q < NG; q++) {
-        float4 t = ((const float4 *)(st + q * C))[i];
-        gg.x += t.x;
-        gg.y += t.y;
-        gg.z += t.z;
-        gg.w += t.w;
-      }
-      if (NG > 1) {
-        gg.x *= a.inv_ng;
-        gg.y *= a.inv_ng;
-        gg.z *= a.inv_ng;
-        gg.w *= a.inv_ng;
-      }
-      float4 pp = ((const float4 *)(st + NG * C))[i];
-      float4 mm = ((const float4 *)(st + (NG + 1) * C))[i];
-      float4 vv = ((const float4 *)(st + (NG + 2) * C))[i];
-      adamw1(pp.x, gg.x, mm.x, vv.x, a);
-      adamw1(pp.y, gg.y, mm.y, vv.y, a);
-      adamw1(pp.z, gg.z, mm.z, vv.z, a);
-      adamw1(pp.w, gg.w, mm.w, vv.w, a);
-      ((float4 *)(p + lo))[i] = pp;
-      ((float4 *)(m + lo))[i] = mm;
-      ((float4 *)(v + lo))[i] = vv;
-    }
+    for (int q = 0; q < NG; q++) src[q] = st + q * C;
+    for (size_t i = threadIdx.x; i < len / 4; i += THREADS)
+      adamw4(p + lo, m + lo, v + lo, i, ((const float4 *)(st + NG * C))[i],
+             mean4<NG>(src, i, a.inv_ng),
+             ((const float4 *)(st + (NG + 1) * C))[i],
+             ((const float4 *)(st + (NG + 2) * C))[i], a);
     __syncthreads();   /* every thread is done with stage s */
     size_t next = c + NSTAGE * G;
     if (threadIdx.x == 0 && next < nchunks) {
