@@ -117,11 +117,11 @@ int eng_f32_products(engine *e, f32_products p);
  * the whole device. The CPU engine has no SMs: n > 0 fails there. */
 int eng_reserve_sms(engine *e, int n);
 /* k_adamw / k_adamw_mean launched from now on use at most n thread blocks
- * (0: as many as the work needs), each looping over its share with several
- * loads in flight: AdamW running beside backward and reading other GPUs'
- * memory (DDP's grad_sync peer) then holds n blocks' worth of SMs, not
- * all of them, while it waits on NVLink. A GPU hint: the CPU engine has
- * no blocks and ignores it. */
+ * (0: as many as the work needs), each looping over its share with many
+ * bytes in flight (on Hopper one block per SM, fed by bulk copies): AdamW
+ * running beside backward (DDP's grad_sync allgather) then holds n SMs,
+ * not all of them. The same numbers as uncapped. A GPU hint: the CPU
+ * engine has no blocks and ignores it. */
 int eng_cap_adamw_blocks(engine *e, int n);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);

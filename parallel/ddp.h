@@ -130,7 +130,8 @@ int ddp_optimizer_step(ddp *d);
  * sequences per GPU, 250 MiB buckets): uncapped, AdamW's blocks beside
  * backward's products slow backward by about as much as AdamW takes alone;
  * capped at 32 with the products shaped for the other SMs
- * (eng_reserve_sms) the step went from 58.3 to 56.9-57.2 ms. Other
+ * (eng_reserve_sms) and the whole GPU after backward, the step went from
+ * 57.6-58.5 to 56.0-56.9 ms (reports/data/ddp_adamw_cap.csv). Other
  * forms: ignored. */
 int ddp_set_adamw_sms(ddp *d, int n);
 
