@@ -190,7 +190,7 @@ static int pump(ddp *d, int block) {
     }
     int gather = d->head_stage == 2;
     d->head_stage = 0;      /* ddp_optim_bucket may set 2 (ZeRO-1) */
-    if (d->bwd_end_set && !d->bwd_ended)
+    if (d->ev_bwd_end.recorded && !d->bwd_ended)
       TRY(dp_event_done(&d->ev_bwd_end, &d->bwd_ended));
     if (gather) TRY(ddp_optim_gather(d, j));
     else TRY(ddp_optim_bucket(d, j));
@@ -554,7 +554,7 @@ int ddp_begin_step(ddp *d) {
     dp_event_clear(one[i]);
   d->nissued = d->nparam_issued = d->nhooks = 0;
   d->gate_head = d->gate_tail = d->head_stage = 0;
-  d->bwd_end_set = d->bwd_ended = 0;
+  d->bwd_ended = 0;
   d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
   dp_plan_reset(&d->plan, d->m.views, d->m.nviews, d->has_grad);
   TRY(dp_event_record(&d->ev_step0, d->kstream));
@@ -575,7 +575,6 @@ int ddp_mark_backward(ddp *d) {
 
 int ddp_finish_gradient_synchronization(ddp *d) {
   TRY(dp_event_record(&d->ev_bwd_end, d->kstream));
-  d->bwd_end_set = 1;
   if (d->world == 1) return 0;
   for (int i = 0; i < d->plan.nb; i++) {
     dp_bucket *b = &d->plan.b[i];

@@ -28,8 +28,8 @@ struct ddp {
   int recv_windows;        /* alltoall on NCCL: both registered */
   int adamw_sms;           /* allgather: AdamW's block cap beside backward
                               (ddp_set_adamw_sms; 0: none) */
-  int bwd_end_set;         /* this step's ev_bwd_end is recorded ... */
-  int bwd_ended;           /* ... and the host has seen it complete */
+  int bwd_ended;           /* the host has seen this step's ev_bwd_end
+                              complete */
   float *sym_params;       /* alltoall: the model's weights, placed in a
                               buffer that joins a window of pc */
   int param_window;        /* alltoall on NCCL: sym_params registered */
