@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,74 @@ static char *row_key(char **row, int nparams) {
   for (int i = 0; i < nparams; i++) len += strlen(row[i]) + 1;
   char *key = malloc(len);
   if (!key) return NULL;
-  key[0] = '\0';
+  char *w = key;
   for (int i = 0; i < nparams; i++) {
-    if (i) strcat(key, "\x1f");
-    strcat(key, row[i]);
+    if (i) *w++ = '\x1f';
+    size_t l = strlen(row[i]);
+    memcpy(w, row[i], l);
+    w += l;
   }
+  *w = '\0';
   return key;
+}
+
+/* Jobs by key: open addressing over FNV-1a hashes, so matching the CSV's
+ * rows against the sweep costs rows + jobs lookups, not rows x jobs string
+ * comparisons (a 1M-job sweep against 100k rows decides in seconds). A
+ * sweep's jobs have distinct keys (its lists hold distinct values). */
+typedef struct job_index {
+  size_t cap;           /* a power of two, at least twice the jobs */
+  size_t *slot;         /* job + 1, 0 = empty */
+  uint64_t *hash;       /* of the job in the slot */
+  char **keys;          /* per job */
+} job_index;
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static void job_index_free(job_index *x, size_t njobs) {
+  for (size_t i = 0; x->keys && i < njobs; i++) free(x->keys[i]);
+  free(x->keys);
+  free(x->slot);
+  free(x->hash);
+  memset(x, 0, sizeof *x);
+}
+
+static int job_index_build(job_index *x, const job *jobs, size_t njobs) {
+  memset(x, 0, sizeof *x);
+  x->cap = 16;
+  while (x->cap < 2 * njobs) x->cap *= 2;
+  x->slot = calloc(x->cap, sizeof *x->slot);
+  x->hash = calloc(x->cap, sizeof *x->hash);
+  x->keys = calloc(njobs ? njobs : 1, sizeof *x->keys);
+  if (!x->slot || !x->hash || !x->keys) {
+    job_index_free(x, njobs);
+    FAIL(ERR_OOM, "out of memory indexing %zu jobs", njobs);
+  }
+  for (size_t i = 0; i < njobs; i++) {
+    if (!(x->keys[i] = rows_job_key(&jobs[i]))) {
+      job_index_free(x, njobs);
+      FAIL(ERR_OOM, "out of memory indexing %zu jobs", njobs);
+    }
+    uint64_t h = fnv1a(x->keys[i]);
+    size_t s = (size_t)h & (x->cap - 1);
+    while (x->slot[s]) s = (s + 1) & (x->cap - 1);
+    x->slot[s] = i + 1;
+    x->hash[s] = h;
+  }
+  return 0;
+}
+
+/* The job whose key is key, or -1. */
+static long job_index_find(const job_index *x, const char *key) {
+  uint64_t h = fnv1a(key);
+  for (size_t s = (size_t)h & (x->cap - 1); x->slot[s]; s = (s + 1) & (x->cap - 1))
+    if (x->hash[s] == h && strcmp(x->keys[x->slot[s] - 1], key) == 0)
+      return (long)(x->slot[s] - 1);
+  return -1;
 }
 
 static int same_header(const rows *r, const csv_table *t, char *why,
@@ -91,8 +154,34 @@ static int create_with_header(rows *r, const char *path) {
   CHECK_SYS(fd >= 0, "cannot create %s", path);
   int rc = csv_append_row(fd, (const char *const *)r->cols, r->ncols);
   close(fd);
+  /* Leave no header-less file behind (a full disk): the next run starts
+   * afresh either way, but a user looking at the folder sees nothing odd. */
+  if (rc < 0) unlink(path);
   TRY(rc);
   return 0;
+}
+
+/* A file that a full disk left empty, or holding a cut-off first line of
+ * our own header, has no rows to keep: it is treated as a new file. */
+static int is_unfinished_start(const rows *r, const char *path,
+                               const struct stat *st) {
+  if (st->st_size == 0) return 1;
+  char *head = csv_format_row((const char *const *)r->cols, r->ncols);
+  if (!head) return 0;
+  size_t len = strlen(head);
+  int unfinished = 0;
+  if ((size_t)st->st_size < len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *have = malloc(len);
+    if (fd >= 0 && have) {
+      ssize_t got = read(fd, have, len);
+      unfinished = got == st->st_size && memcmp(have, head, (size_t)got) == 0;
+    }
+    free(have);
+    if (fd >= 0) close(fd);
+  }
+  free(head);
+  return unfinished;
 }
 
 int rows_open(rows *r, const char *path, const experiment *e,
@@ -103,8 +192,14 @@ int rows_open(rows *r, const char *path, const experiment *e,
   CHECK_ALLOC(r->path, strlen(path));
   memset(done, 0, njobs);
   struct stat st;
-  if (stat(path, &st) != 0) {
-    CHECK_SYS(errno == ENOENT, "cannot read %s", path);
+  int fresh = stat(path, &st) != 0;
+  if (fresh) CHECK_SYS(errno == ENOENT, "cannot read %s", path);
+  if (!fresh && is_unfinished_start(r, path, &st)) {
+    if (dry_run) return 0;
+    CHECK_SYS(unlink(path) == 0, "cannot remove the unfinished %s", path);
+    fresh = 1;
+  }
+  if (fresh) {
     if (dry_run) return 0;
     TRY(create_with_header(r, path));
   } else {
@@ -119,35 +214,32 @@ int rows_open(rows *r, const char *path, const experiment *e,
            path, e->name, why);
     }
     int nparams = e->kind->nparams, status_col = csv_col(&t, "status");
-    char **keys = calloc(njobs ? njobs : 1, sizeof *keys);
+    job_index x;
     char *drop = calloc(t.nrows ? t.nrows : 1, 1);
-    int rc = 0;
-    if (!keys || !drop) rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
-    for (size_t i = 0; rc == 0 && i < njobs; i++)
-      if (!(keys[i] = rows_job_key(&jobs[i])))
-        rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+    long *job_of = calloc(t.nrows ? t.nrows : 1, sizeof *job_of);
+    int rc = job_index_build(&x, jobs, njobs);
+    if (rc == 0 && (!drop || !job_of))
+      rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
     /* A job is done if some row with its key is ok; every row of a job
      * that will run again is dropped. */
     for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
       char *key = row_key(t.rows[row], nparams);
       if (!key) { rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory"); break; }
-      for (size_t i = 0; i < njobs; i++)
-        if (strcmp(key, keys[i]) == 0 && !force &&
-            strcmp(t.rows[row][status_col], "ok") == 0)
-          done[i] = 1;
+      job_of[row] = job_index_find(&x, key);
       free(key);
+      if (job_of[row] >= 0 && !force &&
+          strcmp(t.rows[row][status_col], "ok") == 0)
+        done[job_of[row]] = 1;
     }
     size_t kept = 0;
     for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
-      char *key = row_key(t.rows[row], nparams);
-      if (!key) { rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory"); break; }
-      for (size_t i = 0; i < njobs; i++)
-        if (!done[i] && strcmp(key, keys[i]) == 0) drop[row] = 1;
-      free(key);
+      drop[row] = job_of[row] >= 0 && !done[job_of[row]];
       kept += !drop[row];
     }
     if (rc == 0 && !dry_run && (kept < t.nrows || t.torn)) {
-      /* A view of t without the dropped rows; t still owns the strings. */
+      /* A view of t without the dropped rows; t still owns the strings.
+       * Rewriting is safe: the caller holds the output's lock, so no other
+       * runner appends to this file. */
       csv_table keep = t;
       keep.rows = calloc(kept ? kept : 1, sizeof *keep.rows);
       if (!keep.rows) {
@@ -161,14 +253,14 @@ int rows_open(rows *r, const char *path, const experiment *e,
         free(keep.rows);
       }
     }
-    for (size_t i = 0; keys && i < njobs; i++) free(keys[i]);
-    free(keys);
+    job_index_free(&x, njobs);
     free(drop);
+    free(job_of);
     csv_free(&t);
     if (rc < 0) { err_trace(__FILE__, __LINE__); return rc; }
   }
   if (!dry_run) {
-    r->fd = open(path, O_WRONLY | O_APPEND);
+    r->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     CHECK_SYS(r->fd >= 0, "cannot open %s for appending", path);
   }
   return 0;
