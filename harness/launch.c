@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,21 +77,24 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-/* Kill every process whose environment carries TRAINLAB_JOB_TAG=tag. */
-static void kill_tagged(const char *tag, int sig) {
+/* Signal every process whose environment carries TRAINLAB_JOB_TAG=<value>
+ * with value starting with prefix; returns how many. Tags end in '/' so
+ * that one job's tag is never the prefix of another's. */
+int launch_kill_tagged(const char *prefix, int sig) {
   char want[256];
-  int wlen = snprintf(want, sizeof want, "TRAINLAB_JOB_TAG=%s", tag);
+  int wlen = snprintf(want, sizeof want, "TRAINLAB_JOB_TAG=%s", prefix);
   DIR *d = opendir("/proc");
-  if (!d) return;
+  if (!d) return 0;
   struct dirent *de;
   pid_t self = getpid();
+  int n = 0;
   while ((de = readdir(d))) {
     char *end;
     long pid = strtol(de->d_name, &end, 10);
     if (*end || pid <= 0 || pid == self) continue;
     char path[64];
     snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     static char env[1 << 16];
     ssize_t got = read(fd, env, sizeof env - 1);
@@ -98,12 +102,13 @@ static void kill_tagged(const char *tag, int sig) {
     if (got <= 0) continue;
     env[got] = '\0';
     for (ssize_t i = 0; i < got; i += (ssize_t)strlen(env + i) + 1)
-      if (strncmp(env + i, want, (size_t)wlen) == 0 && env[i + wlen] == '\0') {
-        kill((pid_t)pid, sig);
+      if (strncmp(env + i, want, (size_t)wlen) == 0) {
+        n += kill((pid_t)pid, sig) == 0;
         break;
       }
   }
   closedir(d);
+  return n;
 }
 
 int launch_run(char *const *argv, int log_fd, double timeout_s,
@@ -111,10 +116,15 @@ int launch_run(char *const *argv, int log_fd, double timeout_s,
                launch_outcome *out) {
   memset(out, 0, sizeof *out);
   double t0 = clock_now_s();
+  pid_t parent = getpid();
   pid_t pid = fork();
   CHECK_SYS(pid >= 0, "fork");
   if (pid == 0) {
     setpgid(0, 0);
+    /* The launcher dies with the runner, however the runner dies (kill -9
+     * included): SIGTERM lets mpirun take its ranks down. The check after
+     * closes the race with a runner that died before prctl. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
@@ -133,7 +143,7 @@ int launch_run(char *const *argv, int log_fd, double timeout_s,
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) {
-      kill_tagged(tag, SIGKILL);
+      launch_kill_tagged(tag, SIGKILL);
       FAIL(ERR_FAIL, "waitpid: %s", strerror(errno));
     }
     double now = clock_now_s();
@@ -144,7 +154,7 @@ int launch_run(char *const *argv, int log_fd, double timeout_s,
       kill_at = now + GRACE_S;
     } else if (killing == 1 && now > kill_at) {
       killpg(pid, SIGKILL);
-      kill_tagged(tag, SIGKILL);
+      launch_kill_tagged(tag, SIGKILL);
       killing = 2;
     }
     sleep_ms(now - t0 < 1.0 ? 5 : 25);
@@ -152,7 +162,7 @@ int launch_run(char *const *argv, int log_fd, double timeout_s,
   out->seconds = clock_now_s() - t0;
   /* The launcher is gone; its ranks must be too. */
   killpg(pid, SIGKILL);
-  kill_tagged(tag, SIGKILL);
+  launch_kill_tagged(tag, SIGKILL);
   if (WIFEXITED(status)) out->exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) out->signo = WTERMSIG(status);
   return 0;

@@ -24,12 +24,17 @@ void launch_command_free(char **argv);
 void launch_command_text(char *const *argv, char *buf, size_t n);
 
 /* Run argv; stdout and stderr go to log_fd. Every process of the job gets
- * TRAINLAB_JOB_TAG=tag in its environment: on timeout or interruption the
- * process group gets SIGTERM, then SIGKILL after a grace period, and any
- * process still carrying the tag (a launcher may put ranks in groups of
- * their own) is killed too. Returns 0, or ERR_FAIL if fork/exec failed. */
+ * TRAINLAB_JOB_TAG=tag in its environment (tag ends in '/'): on timeout or
+ * interruption the process group gets SIGTERM, then SIGKILL after a grace
+ * period, and any process still carrying the tag (a launcher may put ranks
+ * in groups of their own) is killed too. The launcher gets SIGTERM when the
+ * runner dies. Returns 0, or ERR_FAIL if fork/exec failed. */
 int launch_run(char *const *argv, int log_fd, double timeout_s,
                const char *tag, volatile sig_atomic_t *stop,
                launch_outcome *out);
+
+/* Send sig to every process whose TRAINLAB_JOB_TAG starts with prefix;
+ * returns how many were signalled. */
+int launch_kill_tagged(const char *prefix, int sig);
 
 #endif

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,13 +30,14 @@
 #include "common/json.h"
 #include "harness/experiment.h"
 #include "harness/launch.h"
+#include "harness/outlock.h"
 #include "harness/resultfile.h"
 #include "harness/rows.h"
 
 #define MAX_ARGS 256
 
 typedef struct options {
-  int dry_run, force, gpus;       /* gpus: -1 = detect */
+  int dry_run, force, wait, gpus; /* gpus: -1 = detect */
   const char *out_dir, *launcher;
   char *sets[MAX_ARGS], *onlys[MAX_ARGS];
   int nsets, nonlys;
@@ -55,6 +58,8 @@ static void usage(FILE *f) {
 "                         on a swept setting, fixes it to VALUE\n"
 "  -o, --only NAME=V1,V2  run only these values of a swept setting\n"
 "  -f, --force            rerun jobs that already have an ok row\n"
+"  -w, --wait             if another runner is writing this experiment's\n"
+"                         output, wait for it instead of stopping\n"
 "  -d, --out-dir DIR      where NAME.csv, NAME.json and logs/ go\n"
 "                         (default: reports/data)\n"
 "  -l, --launcher CMD     launcher command, {np} = world size (default:\n"
@@ -66,8 +71,10 @@ static void usage(FILE *f) {
 "  -h, --help             this help\n"
 "  -V, --version          the version\n"
 "\n"
-"Exit status: 0 every job ok or skipped, 1 some job failed, 2 bad input,\n"
-"130 interrupted (rows written so far are kept; rerun to resume).\n",
+"Exit status: 0 every job ok or skipped, 1 some job failed, 2 bad input\n"
+"or the output is in use by another runner, 3 stopped because results\n"
+"cannot be written (disk full, read-only), 130 interrupted (in both, rows\n"
+"written so far are kept; rerun to resume).\n",
           TL_DEFAULT_LAUNCHER);
 }
 
@@ -91,6 +98,7 @@ static void parse_options(int argc, char **argv, options *o) {
   static const struct option longopts[] = {
       {"dry-run", no_argument, 0, 'n'},   {"set", required_argument, 0, 's'},
       {"only", required_argument, 0, 'o'}, {"force", no_argument, 0, 'f'},
+      {"wait", no_argument, 0, 'w'},
       {"out-dir", required_argument, 0, 'd'},
       {"launcher", required_argument, 0, 'l'},
       {"gpus", required_argument, 0, 'g'}, {"kinds", no_argument, 0, 'k'},
@@ -102,11 +110,19 @@ static void parse_options(int argc, char **argv, options *o) {
   o->launcher = getenv("TRAINLAB_LAUNCHER");
   if (!o->launcher) o->launcher = TL_DEFAULT_LAUNCHER;
   int c;
-  while ((c = getopt_long(argc, argv, "ns:o:fd:l:g:khV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "ns:o:fwd:l:g:khV", longopts, NULL)) != -1) {
     switch (c) {
       case 'n': o->dry_run = 1; break;
       case 'f': o->force = 1; break;
-      case 'd': o->out_dir = optarg; break;
+      case 'w': o->wait = 1; break;
+      case 'd':
+        if (!*optarg) {
+          fprintf(stderr, "runner: --out-dir \"\": no folder given (allowed: "
+                  "a folder path; \".\" for the current folder)\n");
+          exit(2);
+        }
+        o->out_dir = optarg;
+        break;
       case 'l': o->launcher = optarg; break;
       case 's':
         if (o->nsets == MAX_ARGS) { fprintf(stderr, "runner: too many --set\n"); exit(2); }
@@ -273,22 +289,42 @@ static int letters(const char *s) {
   return n;
 }
 
-/* The likeliest explanation, in the job's log since offset, of a crash that
- * left no result file: the launcher's line naming a signal if there is
- * one, else the last line with words in it (not a banner of dashes). */
-static void log_tail(const char *log_path, long from, char *buf, size_t n) {
+/* How telling a log line is about why a job failed: 4 the worker's own
+ * error ("worker: ...", "worker rank 1: ..."), 3 the launcher's reason
+ * ("mpirun noticed that process rank 0 ... exited on signal 11",
+ * "mpirun has detected an attempt to run as root."), 2 another line naming
+ * a signal (a crash handler's report), 1 any other line with words in it,
+ * 0 noise (blank, a banner of dashes). The first line of the highest score
+ * wins: what follows a cause is mostly its consequences ("Exit code: 1",
+ * ORTE_ERROR_LOG, the launcher's closing advice). */
+static int cause_score(const char *line) {
+  while (*line == ' ' || *line == '\t') line++;
+  if (strncmp(line, "worker", 6) == 0 && (line[6] == ':' || line[6] == ' '))
+    return 4;
+  static const char *const launchers[] = {"mpirun ", "mpiexec ", "prterun ",
+                                          "orterun ", "srun: ", "runner: ",
+                                          NULL};
+  for (int i = 0; launchers[i]; i++)
+    if (strncmp(line, launchers[i], strlen(launchers[i])) == 0) return 3;
+  if (strstr(line, "signal")) return 2;
+  return letters(line) >= 3;
+}
+
+/* The line of the job's log (from offset on) that best names the cause of
+ * a failure that left no result file. */
+static void log_cause(const char *log_path, long from, char *buf, size_t n) {
   buf[0] = '\0';
   FILE *f = fopen(log_path, "r");
   if (!f) return;
-  int have_signal = 0;
+  int best = 0;
   if (fseek(f, from, SEEK_SET) == 0) {
     char line[1024];
     while (fgets(line, sizeof line, f)) {
       line[strcspn(line, "\r\n")] = '\0';
-      int is_signal = strstr(line, "signal") != NULL;
-      if (letters(line) >= 3 && (is_signal || !have_signal)) {
+      int score = cause_score(line);
+      if (score > best) {
         snprintf(buf, n, "%s", line);
-        have_signal |= is_signal;
+        best = score;
       }
     }
   }
@@ -340,7 +376,7 @@ static void judge(const launch_outcome *lo, const char *result_path,
   }
   if (o->status[0]) return;
   snprintf(o->status, sizeof o->status, "error");
-  log_tail(log_path, log_from, raw, sizeof raw);
+  log_cause(log_path, log_from, raw, sizeof raw);
   if (lo->signo)
     snprintf(o->message, sizeof o->message, "launcher killed by signal %d (%s)%s%s",
              lo->signo, strsignal(lo->signo), raw[0] ? ": " : "", raw);
@@ -504,9 +540,93 @@ static int write_sidecar(const char *path, const experiment *e,
   fprintf(f, "\n  }\n}\n");
   int bad = ferror(f);
   bad |= fclose(f) != 0;
-  CHECK_SYS(!bad, "cannot write %s", tmp);
-  CHECK_SYS(rename(tmp, path) == 0, "cannot rename %s", tmp);
+  if (bad || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);   /* no temporary file outlives a failed write */
+    errno = e;
+    CHECK_SYS(0, "cannot write %s", path);
+  }
   return 0;
+}
+
+/* logs/NAME.job<N>.<pid>.result: the runner's pid keeps result files of
+ * different runs apart, whatever state an earlier run left. */
+static void result_path(char *buf, size_t n, const char *log_dir,
+                        const char *name, size_t job) {
+  snprintf(buf, n, "%s/%s.job%zu.%d.result", log_dir, name, job, (int)getpid());
+}
+
+/* Remove the result files (and their .rankR / .tmpPID companions) that an
+ * earlier run of experiment name left in log_dir: the caller holds the
+ * output's lock, so no live run owns them. Returns how many. */
+static int remove_stale_results(const char *log_dir, const char *name) {
+  DIR *d = opendir(log_dir);
+  if (!d) return 0;
+  size_t nlen = strlen(name);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const char *p = de->d_name;
+    if (strncmp(p, name, nlen) != 0 || strncmp(p + nlen, ".job", 4) != 0) continue;
+    p += nlen + 4;
+    if (!(*p >= '0' && *p <= '9')) continue;
+    while (*p >= '0' && *p <= '9') p++;
+    if (strncmp(p, ".result", 7) != 0 && !(*p == '.' && strstr(p, ".result")))
+      continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", log_dir, de->d_name);
+    n += unlink(path) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Room a job needs in the output's file system: its log lines, result
+ * file (samples run to tens of kilobytes) and row. */
+#define MIN_FREE_BYTES (1 << 20)
+
+/* Why results cannot be written into dir (a full or read-only file
+ * system), or NULL when they can. */
+static const char *space_problem(const char *dir, char *buf, size_t n) {
+  struct statvfs v;
+  if (statvfs(dir, &v) != 0) return NULL;
+  if (v.f_flag & ST_RDONLY) {
+    snprintf(buf, n, "the file system of %s is read-only; make it writable "
+             "or choose another --out-dir", dir);
+    return buf;
+  }
+  double avail = (double)v.f_bavail * (double)v.f_frsize;
+  if (avail < MIN_FREE_BYTES) {
+    snprintf(buf, n, "the file system of %s is full (%.0f KiB free; a job "
+             "needs about %d KiB for its log, result and row); free some "
+             "space", dir, avail / 1024, MIN_FREE_BYTES / 1024);
+    return buf;
+  }
+  return NULL;
+}
+
+/* A failure to write the output: says why and what to do; 3 when the file
+ * system is full or read-only, else 2. */
+static int io_failure(const char *msg, const char *out_dir) {
+  char why[PATH_MAX + 256];
+  fprintf(stderr, "runner: %s\n", msg);
+  if (!space_problem(out_dir, why, sizeof why)) return 2;
+  fprintf(stderr, "runner: stopping: %s, then run again to resume (the rows "
+          "written so far are kept)\n", why);
+  return 3;
+}
+
+/* Open MPI's mpirun refuses to run as root unless two variables say so. A
+ * container's user is root, and refusing every job there helps nobody: the
+ * runner sets them for its jobs, and says so once. */
+static void allow_root_launcher(const char *launcher) {
+  if (geteuid() != 0 || !launcher || !*launcher) return;
+  if (getenv("OMPI_ALLOW_RUN_AS_ROOT") && getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"))
+    return;
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  fprintf(stderr, "runner: running as root: jobs get OMPI_ALLOW_RUN_AS_ROOT=1 "
+          "so that Open MPI's mpirun starts them (it refuses root otherwise)\n");
 }
 
 int main(int argc, char **argv) {
@@ -540,15 +660,46 @@ int main(int argc, char **argv) {
   snprintf(log_path, sizeof log_path, "%s/%s.log", log_dir, e.name);
   find_worker(worker, sizeof worker);
 
-  if (!o.dry_run && (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0)) {
-    fprintf(stderr, "runner: %s\n", err_msg());
-    return 2;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+
+  outlock lock = {.fd = -1};
+  if (!o.dry_run) {
+    char lock_path[PATH_MAX], prefix[96];
+    snprintf(lock_path, sizeof lock_path, "%s/%s.lock", o.out_dir, e.name);
+    if (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0)
+      return io_failure(err_msg(), o.out_dir);
+    char who[256];
+    int busy = outlock_take(&lock, lock_path, o.wait, &stop_requested, who,
+                            sizeof who);
+    if (busy < 0) {
+      if (stop_requested) {
+        fprintf(stderr, "runner: %s\n", err_msg());
+        return 130;
+      }
+      return io_failure(err_msg(), o.out_dir);
+    }
+    if (busy) {
+      fprintf(stderr, "runner: another runner is writing %s (%s); wait for "
+              "it with --wait, or choose another --out-dir\n", csv_path, who);
+      return 2;
+    }
+    /* Holding the lock, whatever carries this output's tag or names its
+     * result files belongs to an earlier run that died (kill -9, a crash). */
+    snprintf(prefix, sizeof prefix, "%s/", lock.id);
+    int killed = launch_kill_tagged(prefix, SIGKILL);
+    if (killed)
+      fprintf(stderr, "runner: killed %d process%s that an earlier run of %s "
+              "left running\n", killed, killed == 1 ? "" : "es", e.name);
+    remove_stale_results(log_dir, e.name);
   }
   rows rw;
-  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0) {
-    fprintf(stderr, "runner: %s\n", err_msg());
-    return 2;
-  }
+  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0)
+    return io_failure(err_msg(), o.out_dir);
 
   env_info env;
   env_probe(&env);
@@ -561,7 +712,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < njobs; i++) {
       char label[1024], res[PATH_MAX], cmd[8192];
       job_label(&e, &jobs[i], label, sizeof label);
-      snprintf(res, sizeof res, "%s/%s.job%zu.result", log_dir, e.name, i + 1);
+      result_path(res, sizeof res, log_dir, e.name, i + 1);
       int nargs = 0;
       char **args = worker_args(&jobs[i], res, &nargs);
       char **argv2 = args ? launch_command(o.launcher, (int)job_int(&jobs[i], "world_size"),
@@ -584,35 +735,37 @@ int main(int argc, char **argv) {
 
   char commit[128], dirty[16];
   git_info(commit, sizeof commit, dirty, sizeof dirty);
-  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0) {
-    fprintf(stderr, "runner: %s\n", err_msg());
-    return 2;
-  }
-  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0)
+    return io_failure(err_msg(), o.out_dir);
+  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
-    fprintf(stderr, "runner: cannot open %s: %s\n", log_path, strerror(errno));
-    return 2;
+    char msg[PATH_MAX + 128];
+    snprintf(msg, sizeof msg, "cannot open %s: %s", log_path, strerror(errno));
+    return io_failure(msg, o.out_dir);
   }
-
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  allow_root_launcher(o.launcher);
 
   size_t ntodo = 0, nfailed = 0, nskipped = 0, nok = 0;
   for (size_t i = 0; i < njobs; i++) ntodo += !done[i];
   fprintf(stderr, "%s: %zu jobs, %zu already measured, %zu to run -> %s\n",
           e.name, njobs, njobs - ntodo, ntodo, csv_path);
   double t_start = clock_now_s(), t_launched = 0;
-  size_t nlaunched = 0;
+  size_t nlaunched = 0, left = ntodo;
   int rc = 0;
   for (size_t i = 0; i < njobs && !stop_requested; i++) {
     if (done[i]) continue;
     const job *j = &jobs[i];
-    char label[1024], why[256];
+    char label[1024], why[PATH_MAX + 256];
     job_label(&e, j, label, sizeof label);
+    /* A job that cannot write its result would fail for a reason that is
+     * not its own, and so would every job after it. */
+    if (space_problem(o.out_dir, why, sizeof why)) {
+      fprintf(stderr, "runner: stopping before job %zu/%zu: %s, then run "
+              "again to resume (the rows written so far are kept)\n", i + 1,
+              njobs, why);
+      rc = 3;
+      break;
+    }
     fprintf(stderr, "[%zu/%zu] %s ... ", i + 1, njobs, label);
     const char *skip = cannot_run(j, env.gpu_count, why, sizeof why);
     outcome out;
@@ -623,8 +776,8 @@ int main(int argc, char **argv) {
       snprintf(out.message, sizeof out.message, "%s", skip);
     } else {
       char res[PATH_MAX], tag[64], cmd[8192];
-      snprintf(res, sizeof res, "%s/%s.job%zu.result", log_dir, e.name, i + 1);
-      snprintf(tag, sizeof tag, "%d-%zu", (int)getpid(), i + 1);
+      result_path(res, sizeof res, log_dir, e.name, i + 1);
+      snprintf(tag, sizeof tag, "%s/%d/%zu/", lock.id, (int)getpid(), i + 1);
       int nargs = 0;
       char **args = worker_args(j, res, &nargs);
       char **cmdv = args ? launch_command(o.launcher, (int)job_int(j, "world_size"),
@@ -647,19 +800,24 @@ int main(int argc, char **argv) {
       nlaunched++;
       judge(&lo, res, (int)job_int(j, "world_size"), log_path, log_from,
             job_float(j, "timeout_s"), &out);
+      /* A job that failed while the disk filled up gets no row: its
+       * failure may be the disk's, and a rerun retries it anyway. */
+      if (strcmp(out.status, "ok") != 0 && space_problem(o.out_dir, why, sizeof why)) {
+        fprintf(stderr, "%s\nrunner: stopping: job %zu/%zu could not leave its "
+                "result: %s, then run again to resume (the rows written so far "
+                "are kept)\n", out.status, i + 1, njobs, why);
+        resultfile_free(&out.rf);
+        rc = 3;
+        break;
+      }
     }
     if (write_row(&rw, j, out.status, out.message, skip ? NULL : &out.rf, &env,
-                  commit, dirty) < 0) {
-      fprintf(stderr, "\nrunner: %s\n", err_msg());
+                  commit, dirty) < 0 ||
+        (!skip && strcmp(out.status, "ok") == 0 &&
+         write_samples(samples_path, j, &out.rf) < 0)) {
+      fprintf(stderr, "\n");
+      rc = io_failure(err_msg(), o.out_dir);
       resultfile_free(&out.rf);
-      rc = 2;
-      break;
-    }
-    if (!skip && strcmp(out.status, "ok") == 0 &&
-        write_samples(samples_path, j, &out.rf) < 0) {
-      fprintf(stderr, "\nrunner: %s\n", err_msg());
-      resultfile_free(&out.rf);
-      rc = 2;
       break;
     }
     resultfile_free(&out.rf);
@@ -667,8 +825,7 @@ int main(int argc, char **argv) {
     else if (strcmp(out.status, "skipped") == 0) nskipped++;
     else nfailed++;
     /* Remaining time: the mean launched job so far times the jobs left. */
-    size_t left = 0;
-    for (size_t k = i + 1; k < njobs; k++) left += !done[k];
+    left--;
     char el[32], rem[32];
     fmt_duration(clock_now_s() - t_start, el, sizeof el);
     fmt_duration(nlaunched ? t_launched / (double)nlaunched * (double)left : 0, rem, sizeof rem);
@@ -677,6 +834,7 @@ int main(int argc, char **argv) {
   }
   close(log_fd);
   rows_close(&rw);
+  outlock_release(&lock);
   fprintf(stderr, "%s: %zu ok, %zu failed, %zu skipped, %zu already measured -> %s\n",
           e.name, nok, nfailed, nskipped, njobs - ntodo, csv_path);
   experiment_free(&e);

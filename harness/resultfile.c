@@ -3,6 +3,7 @@
 
 #include "common/check.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,12 @@ int resultfile_write(const char *path, const char *status,
   }
   int bad = ferror(f);
   bad |= fclose(f) != 0;
-  CHECK_SYS(!bad, "cannot write result file %s", tmp);
-  CHECK_SYS(rename(tmp, path) == 0, "cannot rename %s to %s", tmp, path);
+  if (bad || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);   /* a full disk leaves no half-written file behind */
+    errno = e;
+    CHECK_SYS(0, "cannot write result file %s", path);
+  }
   return 0;
 }
 
