@@ -3,6 +3,8 @@
 # the CPU engine (tests/test_ddp mpi): weights equal single-process
 # training. Skips (77) when built without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
+# This test starts mpirun itself, not through the runner.
+mpi_as_root
 if [ -z "${MPIRUN:-}" ]; then
   echo "skip: built without MPI (MPIRUN is empty)"
   exit 77

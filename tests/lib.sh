@@ -1,10 +1,12 @@
 # Shared by the shell tests: absolute paths, a scratch folder removed on
-# exit, mpirun allowed as root, and pass/fail bookkeeping.
+# exit, and pass/fail bookkeeping. Open MPI's root variables are not set
+# here: the runner handles running as root itself, and the tests run it as
+# a user would. Tests that call mpirun directly set them (mpi_as_root).
 set -u
 top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
 RUNNER="$top_builddir/runner"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi_as_root() { export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; }
 # Open MPI on a CI container: no network interfaces worth probing.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 [ -x "$RUNNER" ] || { echo "missing $RUNNER"; exit 99; }

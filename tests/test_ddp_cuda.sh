@@ -3,6 +3,8 @@
 # where there are 4 GPUs), CUDA engine + NCCL, one GPU per rank, fp32 and
 # bf16. One run prints every case. Skips (77) without 2 GPUs, MPI or NCCL.
 . "${top_srcdir:-.}/tests/lib.sh"
+# This test starts mpirun itself, not through the runner.
+mpi_as_root
 if [ -z "${MPIRUN:-}" ]; then
   echo "skip: built without MPI (MPIRUN is empty)"
   exit 77
