@@ -189,20 +189,24 @@ static int integer_overflow(const char *tok, const numtok *t) {
   return 0;
 }
 
-static int has_leading_zero(const char *tok, size_t n) {
-  size_t i = (tok[0] == '-' || tok[0] == '+') ? 1 : 0;
-  return i + 1 < n && tok[i] == '0' && isdigit((unsigned char)tok[i + 1]);
+int lint_leading_zero(const char *tok, size_t n, char *msg, size_t len) {
+  size_t i = (n > 0 && (tok[0] == '-' || tok[0] == '+')) ? 1 : 0;
+  if (!(i + 1 < n && tok[i] == '0' && isdigit((unsigned char)tok[i + 1])))
+    return 0;
+  int w = (int)(n < 40 ? n : 40);
+  char fixed[64];
+  strip_zeros(tok, n, fixed, sizeof fixed);
+  snprintf(msg, len, "%.*s has a leading zero (write %s; leading zeros read "
+           "as octal in newer libconfig)", w, tok, fixed);
+  return 1;
 }
 
 static int number_error(scan *sc, const char *name, int line,
                         const char *tok, const numtok *t) {
   int w = (int)(t->len < 40 ? t->len : 40);
-  if (!t->is_hex && has_leading_zero(tok, t->len)) {
-    char fixed[64];
-    strip_zeros(tok, t->len, fixed, sizeof fixed);
-    snprintf(sc->err, sc->errlen,
-             "%s:%d: %.*s has a leading zero (write %s; leading zeros read "
-             "as octal in newer libconfig)", name, line, w, tok, fixed);
+  char msg[256];
+  if (lint_leading_zero(tok, t->len, msg, sizeof msg)) {
+    snprintf(sc->err, sc->errlen, "%s:%d: %s", name, line, msg);
     return -1;
   }
   if (t->is_float) return 0;

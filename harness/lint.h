@@ -32,6 +32,12 @@
 int lint_scan(const char *path, const char *include_dir, char *err,
               size_t errlen);
 
+/* The leading-zero rule, one for experiment files and command-line values:
+ * if the number text tok (n bytes, optional sign) starts with a 0 followed
+ * by a digit, writes "010 has a leading zero (write 10; ...)" to msg and
+ * returns 1; else returns 0. Hex (0x10) has no such zero and passes. */
+int lint_leading_zero(const char *tok, size_t n, char *msg, size_t len);
+
 /* Edit distance (insertions, deletions, substitutions, and transpositions
  * of neighbours, so "warmpu" is one step from "warmup"). */
 size_t lint_edit_distance(const char *a, const char *b);

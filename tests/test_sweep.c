@@ -184,6 +184,14 @@ static void set_overrides(void) {
     check_text(e, 1, "backend", "nccl");
     experiment_free(e);
   }
+  /* Hex, as the file allows it, for an integer and a float parameter. */
+  char *hex[] = {"world_size=0x8", "size_mib=0X1f"};
+  e = load("allreduce_include.cfg", hex, 2, NULL, 0);
+  if (e) {
+    check_text(e, 0, "world_size", "8");
+    check_text(e, 0, "size_mib", "31");
+    experiment_free(e);
+  }
 }
 
 static void only_filters(void) {
@@ -296,6 +304,34 @@ static void parses(void) {
         "pvalue_parse checks choices (%s)", err);
   check(pvalue_parse(&db, "true", &v, err, sizeof err) == 0 && v.i == 1,
         "pvalue_parse bool true");
+  /* Numbers follow the experiment file's rules. */
+  check(pvalue_parse(&di, "010", &v, err, sizeof err) != 0 &&
+            strcmp(err, "010 has a leading zero (write 10; leading zeros "
+                        "read as octal in newer libconfig)") == 0,
+        "pvalue_parse rejects a leading zero (%s)", err);
+  check(pvalue_parse(&df, "-00.5", &v, err, sizeof err) != 0 &&
+            strncmp(err, "-00.5 has a leading zero (write -0.5;", 37) == 0,
+        "pvalue_parse rejects a float's leading zero (%s)", err);
+  check(pvalue_parse(&di, "0", &v, err, sizeof err) == 0 && v.i == 0,
+        "pvalue_parse integer 0");
+  check(pvalue_parse(&df, "0.05", &v, err, sizeof err) == 0 && v.f == 0.05,
+        "pvalue_parse float 0.05");
+  check(pvalue_parse(&df, "1e-05", &v, err, sizeof err) == 0 && v.f == 1e-5,
+        "pvalue_parse float 1e-05 (a zero in the exponent)");
+  check(pvalue_parse(&di, "0x1F", &v, err, sizeof err) == 0 && v.i == 31,
+        "pvalue_parse hex 0x1F (%s)", err);
+  check(pvalue_parse(&df, "0x1", &v, err, sizeof err) == 0 && v.f == 1.0,
+        "pvalue_parse hex 0x1 for a float");
+  check(pvalue_parse(&di, "0x65", &v, err, sizeof err) != 0 &&
+            strcmp(err, "warmup = 101 is out of range (allowed: 0 .. 100)") == 0,
+        "pvalue_parse range-checks hex (%s)", err);
+  static const char *const not_hex[] = {"0x", "-0x10", "0x1p3", "0x1.8",
+                                        "0xg"};
+  for (size_t k = 0; k < sizeof not_hex / sizeof not_hex[0]; k++)
+    check(pvalue_parse(&df, not_hex[k], &v, err, sizeof err) != 0 &&
+              pvalue_parse(&di, not_hex[k], &v, err, sizeof err) != 0,
+          "pvalue_parse rejects %s (libconfig has no such number)",
+          not_hex[k]);
 }
 
 static void json(void) {
