@@ -28,6 +28,7 @@ typedef struct loader {
   const char **leaves;   /* the kind's leaf names, in table order */
   const config_setting_t *kind_setting;
   const char **set_arg;  /* per parameter: the --set that fixed it, or NULL */
+  const char **only_arg; /* per parameter: the --only that narrowed it */
 } loader;
 
 /* ---- messages --------------------------------------------------------- */
@@ -622,6 +623,14 @@ static int apply_only(loader *L, const char *arg) {
                          "%s=%.*s to change a fixed one)", d->name, at,
                          d->name, (int)strcspn(text, ","), text);
   }
+  /* A second --only for one parameter would narrow what the first kept: a
+   * value given in both would pass silently, and one the first dropped
+   * would be called "not in the sweep list". */
+  if (L->only_arg[i])
+    return cmdline_error(L, "--only", arg, "%s is already narrowed by --only "
+                         "%s (allowed: one --only per parameter, listing "
+                         "every value to keep)", d->name, L->only_arg[i]);
+  L->only_arg[i] = arg;
   char *keep = calloc((size_t)s->nvalues, 1);
   char *copy = strdup(text);
   if (!keep || !copy) {
@@ -653,6 +662,15 @@ static int apply_only(loader *L, const char *arg) {
       lint_value_text(&v, vt, sizeof vt);
       rc = cmdline_error(L, "--only", arg, "%s = %s is not in the sweep list "
                          "(allowed: %s)", d->name, vt, list);
+      break;
+    }
+    if (keep[found]) {
+      /* As in a sweep list, a repeat is a slip (a value meant to be
+       * another), so it is reported rather than merged. */
+      char vt[PVALUE_STR_MAX * 4 + 8];
+      lint_value_text(&v, vt, sizeof vt);
+      rc = cmdline_error(L, "--only", arg, "%s lists %s twice (allowed: "
+                         "each value once)", d->name, vt);
       break;
     }
     keep[found] = 1;
@@ -754,9 +772,10 @@ static int load(loader *L, const char *path, char *const *sets, int nsets,
     config_destroy(&cfg);  /* every string we keep has been copied */
   }
   free(tmp);
-  if (rc == 0 && nsets > 0) {
+  if (rc == 0) {
     L->set_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->set_arg);
-    if (!L->set_arg) {
+    L->only_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->only_arg);
+    if (!L->set_arg || !L->only_arg) {
       snprintf(L->err, L->errlen, "%s: out of host memory", path);
       rc = -1;
     }
@@ -777,6 +796,7 @@ int experiment_load(experiment *e, const char *path, char *const *sets,
   int rc = load(&L, path, sets, nsets, onlys, nonlys);
   free(L.leaves);
   free(L.set_arg);
+  free(L.only_arg);
   if (rc != 0) experiment_free(e);
   return rc;
 }
