@@ -8,11 +8,13 @@
 #include "harness/lint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libconfig.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A sweep larger than this is a mistake (a list pasted twice, a typo in a
  * range), not an experiment anyone means to run. */
@@ -494,33 +496,71 @@ static const char *parse_hint(const char *text) {
        "allowed: one type per array [ ]: write 2.0 among floats, 1L among "
        "64-bit integers, or use a list ( )"},
       {"cannot open include file",
-       "@include paths are relative to the experiment file's folder"},
+       "relative @include paths resolve against the experiment file's "
+       "folder, absolute ones are read as given"},
   };
   for (size_t k = 0; k < sizeof hints / sizeof hints[0]; k++)
     if (strcmp(text, hints[k].text) == 0) return hints[k].hint;
   return NULL;
 }
 
+/* libconfig 1.5 opens include_dir + "/" + path for every @include, an
+ * absolute path too, and with no include_dir opens the path as written. So
+ * it reads the experiment from inside the experiment's folder with no
+ * include_dir: relative paths then resolve against that folder and absolute
+ * ones as given, as lint_scan resolved them. The file itself is opened
+ * first (its path is relative to where the runner started), and the
+ * runner's folder is restored before returning. */
 static int parse(loader *L, config_t *cfg, const char *dir) {
-  config_set_include_dir(cfg, dir);
-  if (!config_get_include_dir(cfg)) {
-    snprintf(L->err, L->errlen, "%s: out of host memory", L->e->path);
+  const char *path = L->e->path;
+  int back = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (back < 0) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: cannot "
+             "open the current folder to come back to: %s", path,
+             strerror(errno));
+    return -1;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s", path,
+             strerror(errno));
+    close(back);
+    return -1;
+  }
+  if (chdir(dir) != 0) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: cannot "
+             "enter its folder %s: %s", path, dir, strerror(errno));
+    fclose(f);
+    close(back);
     return -1;
   }
   errno = 0;
-  if (config_read_file(cfg, L->e->path) == CONFIG_TRUE) return 0;
+  int read_ok = config_read(cfg, f) == CONFIG_TRUE;
   int saved = errno;
-  const char *text = config_error_text(cfg) ? config_error_text(cfg)
-                                            : "unknown error";
-  if (config_error_type(cfg) == CONFIG_ERR_FILE_IO || !config_error_file(cfg)) {
-    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s",
-             L->e->path, saved ? strerror(saved) : text);
+  int came_back = fchdir(back) == 0;
+  int back_errno = errno;
+  /* Both were only read from: a failed close loses nothing. */
+  fclose(f);
+  close(back);
+  if (!came_back) {
+    snprintf(L->err, L->errlen, "%s: cannot return to the runner's folder "
+             "after reading the experiment: %s", path, strerror(back_errno));
     return -1;
   }
+  if (read_ok) return 0;
+  const char *text = config_error_text(cfg) ? config_error_text(cfg)
+                                            : "unknown error";
+  if (config_error_type(cfg) == CONFIG_ERR_FILE_IO) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s", path,
+             saved ? strerror(saved) : text);
+    return -1;
+  }
+  /* Read from a stream, the experiment file itself has no name in
+   * libconfig's errors; included files have theirs as written. */
+  const char *file = config_error_file(cfg) ? config_error_file(cfg) : path;
   const char *hint = parse_hint(text);
-  snprintf(L->err, L->errlen, hint ? "%s:%d: %s (%s)" : "%s:%d: %s%s",
-           config_error_file(cfg), config_error_line(cfg), text,
-           hint ? hint : "");
+  snprintf(L->err, L->errlen, hint ? "%s:%d: %s (%s)" : "%s:%d: %s%s", file,
+           config_error_line(cfg), text, hint ? hint : "");
   return -1;
 }
 

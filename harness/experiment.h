@@ -10,8 +10,8 @@
  *   sweep = { backend = ["mpi", "nccl"]; world_size = [2, 4, 6]; };
  * Sweep keys are leaf names; every parameter is given exactly once, either
  * fixed in its group or as a sweep list (nothing is defaulted). The first
- * sweep key written varies slowest. @include resolves against the
- * experiment file's own folder. */
+ * sweep key written varies slowest. A relative @include path resolves
+ * against the experiment file's own folder, an absolute one as given. */
 #ifndef TL_EXPERIMENT_H
 #define TL_EXPERIMENT_H
 

@@ -9,8 +9,9 @@
  *     open include file", and a directory kills the process from inside its
  *     flex scanner ("input in flex scanner failed"), so we must look first.
  * The scan mirrors libconfig 1.5's lexer: strings, comments (#, //, / * * /),
- * and `@include "file"` at the start of a line, resolved as libconfig does
- * (include_dir + "/" + file), nested at most LINT_MAX_INCLUDE_DEPTH deep. */
+ * and `@include "file"` at the start of a line, resolved as experiment_load
+ * has libconfig resolve it (an absolute path as given, a relative one as
+ * include_dir + "/" + file), nested at most LINT_MAX_INCLUDE_DEPTH deep. */
 #ifndef TL_LINT_H
 #define TL_LINT_H
 

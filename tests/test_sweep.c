@@ -161,6 +161,86 @@ static void include(void) {
   experiment_free(e);
 }
 
+/* Writes text to dir/file; 0 on success. */
+static int write_file(const char *dir, const char *file, const char *text) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  int bad = fputs(text, f) < 0;
+  bad |= fclose(f) != 0;
+  return bad ? -1 : 0;
+}
+
+/* An absolute @include path is read as given, while a relative one in the
+ * same file still resolves against the file's folder (a scratch folder,
+ * not the one the test runs in), and loading leaves the working folder
+ * where it was. */
+static void include_absolute(void) {
+  char shared[4200], abs_shared[4096], dir[4200];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/test_sweep.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  path_of("shared/run.cfg", shared, sizeof shared);
+  if (!realpath(shared, abs_shared) || !mkdtemp(dir)) {
+    check(0, "absolute @include: set up a scratch folder");
+    return;
+  }
+  char top[8400];
+  snprintf(top, sizeof top,
+           "name = \"include_absolute\";\n"
+           "kind = \"allreduce\";\n"
+           "@include \"%s\"\n"
+           "@include \"local.cfg\"\n"
+           "sweep = { backend = [\"mpi\"]; world_size = [2]; };\n",
+           abs_shared);
+  char cfg[4200], cwd_before[4096], cwd_after[4096] = "";
+  snprintf(cfg, sizeof cfg, "%s/top.cfg", dir);
+  if (write_file(dir, "top.cfg", top) != 0 ||
+      write_file(dir, "local.cfg", "allreduce = { size_mib = 2; };\n") != 0 ||
+      write_file(dir, "broken.cfg", "name = ;\n") != 0 ||
+      !getcwd(cwd_before, sizeof cwd_before)) {
+    check(0, "absolute @include: write the scratch experiment");
+  } else {
+    experiment e;
+    char err[2048];
+    int rc = experiment_load(&e, cfg, NULL, 0, NULL, 0, err, sizeof err);
+    check(rc == 0, "an experiment with an absolute @include loads%s%s",
+          rc ? ": " : "", rc ? err : "");
+    if (rc == 0) {
+      check_text(&e, 0, "warmup", "5");
+      check_text(&e, 0, "size_mib", "2");
+      const setting *s = param(&e, "warmup");
+      check(s && strcmp(s->file, abs_shared) == 0 && s->line == 4,
+            "warmup comes from %s:4 (got %s:%d)", abs_shared,
+            s ? s->file : "?", s ? s->line : 0);
+      s = param(&e, "size_mib");
+      check(s && strcmp(s->file, "local.cfg") == 0,
+            "size_mib comes from local.cfg beside the experiment (got %s)",
+            s ? s->file : "?");
+      experiment_free(&e);
+    }
+    check(getcwd(cwd_after, sizeof cwd_after) &&
+              strcmp(cwd_before, cwd_after) == 0,
+          "loading keeps the working folder (%s, got %s)", cwd_before,
+          cwd_after);
+    snprintf(cfg, sizeof cfg, "%s/broken.cfg", dir);
+    rc = experiment_load(&e, cfg, NULL, 0, NULL, 0, err, sizeof err);
+    check(rc != 0 && strncmp(err, cfg, strlen(cfg)) == 0 &&
+              strncmp(err + strlen(cfg), ":1: syntax error", 16) == 0,
+          "a syntax error names the experiment file as given (%s)", err);
+    check(getcwd(cwd_after, sizeof cwd_after) &&
+              strcmp(cwd_before, cwd_after) == 0,
+          "a failed load keeps the working folder too (got %s)", cwd_after);
+  }
+  static const char *const files[] = {"top.cfg", "local.cfg", "broken.cfg"};
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+    unlink(path);  /* some may not have been written */
+  }
+  if (rmdir(dir) != 0) check(0, "remove the scratch folder %s", dir);
+}
+
 static void set_overrides(void) {
   char *fixed[] = {"warmup=7", "run.iters=9"};
   experiment *e = load("allreduce_include.cfg", fixed, 2, NULL, 0);
@@ -387,6 +467,7 @@ int main(void) {
   if (all_good_load() != 0) return 99;
   order_and_fixed();
   include();
+  include_absolute();
   set_overrides();
   only_filters();
   failed_load();
