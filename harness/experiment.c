@@ -339,24 +339,36 @@ static int read_sweep(loader *L, const config_setting_t *g) {
   return 0;
 }
 
-static int valid_name(const char *s) {
-  static const char ok[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
-  return s[0] != '\0' && strspn(s, ok) == strlen(s);
-}
+/* The name becomes file names in the output folder: NAME.csv, NAME.json,
+ * NAME.samples.jsonl, logs/NAME.log and logs/NAME.jobN.result, which a
+ * multi-rank job writes as NAME.jobN.result.rankR.tmpPID. That longest
+ * suffix stays under 55 bytes, so this limit keeps every file name within
+ * Linux's 255 bytes (NAME_MAX). */
+#define NAME_LEN_MAX 200
 
 static int read_name(loader *L, const config_setting_t *s) {
-  static const char rule[] =
-      "allowed: letters, digits, _ . -; it names the results file NAME.csv";
+  static const char ok[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+  char rule[256];
+  snprintf(rule, sizeof rule, "allowed: letters, digits, _ . -, not "
+           "starting with . or -, at most %d characters; it names the "
+           "results file NAME.csv", NAME_LEN_MAX);
   if (config_setting_type(s) != CONFIG_TYPE_STRING)
     return fail_at(L, s, "name must be a string, got %s (%s)",
                    cfg_type_name(config_setting_type(s)), rule);
   const char *v = config_setting_get_string(s);
-  if (!v || !valid_name(v)) {
-    char q[512];
-    lint_quote(v ? v : "", q, sizeof q);
+  if (!v) v = "";
+  size_t len = strlen(v);
+  char q[512];
+  lint_quote(v, q, sizeof q);
+  if (len == 0 || strspn(v, ok) != len)
     return fail_at(L, s, "name = %s is not allowed (%s)", q, rule);
-  }
+  /* A leading . hides the files (and . or .. would name folders); a
+   * leading - makes NAME.csv read as an option to the tools given it. */
+  if (v[0] == '.' || v[0] == '-')
+    return fail_at(L, s, "name = %s starts with \"%c\" (%s)", q, v[0], rule);
+  if (len > NAME_LEN_MAX)
+    return fail_at(L, s, "name is %zu characters long (%s)", len, rule);
   L->e->name = strdup(v);
   if (!L->e->name) {
     snprintf(L->err, L->errlen, "%s: out of host memory", L->e->path);
