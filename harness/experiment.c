@@ -8,11 +8,13 @@
 #include "harness/lint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libconfig.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A sweep larger than this is a mistake (a list pasted twice, a typo in a
  * range), not an experiment anyone means to run. */
@@ -28,6 +30,7 @@ typedef struct loader {
   const char **leaves;   /* the kind's leaf names, in table order */
   const config_setting_t *kind_setting;
   const char **set_arg;  /* per parameter: the --set that fixed it, or NULL */
+  const char **only_arg; /* per parameter: the --only that narrowed it */
 } loader;
 
 /* ---- messages --------------------------------------------------------- */
@@ -336,24 +339,36 @@ static int read_sweep(loader *L, const config_setting_t *g) {
   return 0;
 }
 
-static int valid_name(const char *s) {
-  static const char ok[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
-  return s[0] != '\0' && strspn(s, ok) == strlen(s);
-}
+/* The name becomes file names in the output folder: NAME.csv, NAME.json,
+ * NAME.samples.jsonl, logs/NAME.log and logs/NAME.jobN.result, which a
+ * multi-rank job writes as NAME.jobN.result.rankR.tmpPID. That longest
+ * suffix stays under 55 bytes, so this limit keeps every file name within
+ * Linux's 255 bytes (NAME_MAX). */
+#define NAME_LEN_MAX 200
 
 static int read_name(loader *L, const config_setting_t *s) {
-  static const char rule[] =
-      "allowed: letters, digits, _ . -; it names the results file NAME.csv";
+  static const char ok[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+  char rule[256];
+  snprintf(rule, sizeof rule, "allowed: letters, digits, _ . -, not "
+           "starting with . or -, at most %d characters; it names the "
+           "results file NAME.csv", NAME_LEN_MAX);
   if (config_setting_type(s) != CONFIG_TYPE_STRING)
     return fail_at(L, s, "name must be a string, got %s (%s)",
                    cfg_type_name(config_setting_type(s)), rule);
   const char *v = config_setting_get_string(s);
-  if (!v || !valid_name(v)) {
-    char q[512];
-    lint_quote(v ? v : "", q, sizeof q);
+  if (!v) v = "";
+  size_t len = strlen(v);
+  char q[512];
+  lint_quote(v, q, sizeof q);
+  if (len == 0 || strspn(v, ok) != len)
     return fail_at(L, s, "name = %s is not allowed (%s)", q, rule);
-  }
+  /* A leading . hides the files (and . or .. would name folders); a
+   * leading - makes NAME.csv read as an option to the tools given it. */
+  if (v[0] == '.' || v[0] == '-')
+    return fail_at(L, s, "name = %s starts with \"%c\" (%s)", q, v[0], rule);
+  if (len > NAME_LEN_MAX)
+    return fail_at(L, s, "name is %zu characters long (%s)", len, rule);
   L->e->name = strdup(v);
   if (!L->e->name) {
     snprintf(L->err, L->errlen, "%s: out of host memory", L->e->path);
@@ -493,33 +508,71 @@ static const char *parse_hint(const char *text) {
        "allowed: one type per array [ ]: write 2.0 among floats, 1L among "
        "64-bit integers, or use a list ( )"},
       {"cannot open include file",
-       "@include paths are relative to the experiment file's folder"},
+       "relative @include paths resolve against the experiment file's "
+       "folder, absolute ones are read as given"},
   };
   for (size_t k = 0; k < sizeof hints / sizeof hints[0]; k++)
     if (strcmp(text, hints[k].text) == 0) return hints[k].hint;
   return NULL;
 }
 
+/* libconfig 1.5 opens include_dir + "/" + path for every @include, an
+ * absolute path too, and with no include_dir opens the path as written. So
+ * it reads the experiment from inside the experiment's folder with no
+ * include_dir: relative paths then resolve against that folder and absolute
+ * ones as given, as lint_scan resolved them. The file itself is opened
+ * first (its path is relative to where the runner started), and the
+ * runner's folder is restored before returning. */
 static int parse(loader *L, config_t *cfg, const char *dir) {
-  config_set_include_dir(cfg, dir);
-  if (!config_get_include_dir(cfg)) {
-    snprintf(L->err, L->errlen, "%s: out of host memory", L->e->path);
+  const char *path = L->e->path;
+  int back = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (back < 0) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: cannot "
+             "open the current folder to come back to: %s", path,
+             strerror(errno));
+    return -1;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s", path,
+             strerror(errno));
+    close(back);
+    return -1;
+  }
+  if (chdir(dir) != 0) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: cannot "
+             "enter its folder %s: %s", path, dir, strerror(errno));
+    fclose(f);
+    close(back);
     return -1;
   }
   errno = 0;
-  if (config_read_file(cfg, L->e->path) == CONFIG_TRUE) return 0;
+  int read_ok = config_read(cfg, f) == CONFIG_TRUE;
   int saved = errno;
-  const char *text = config_error_text(cfg) ? config_error_text(cfg)
-                                            : "unknown error";
-  if (config_error_type(cfg) == CONFIG_ERR_FILE_IO || !config_error_file(cfg)) {
-    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s",
-             L->e->path, saved ? strerror(saved) : text);
+  int came_back = fchdir(back) == 0;
+  int back_errno = errno;
+  /* Both were only read from: a failed close loses nothing. */
+  fclose(f);
+  close(back);
+  if (!came_back) {
+    snprintf(L->err, L->errlen, "%s: cannot return to the runner's folder "
+             "after reading the experiment: %s", path, strerror(back_errno));
     return -1;
   }
+  if (read_ok) return 0;
+  const char *text = config_error_text(cfg) ? config_error_text(cfg)
+                                            : "unknown error";
+  if (config_error_type(cfg) == CONFIG_ERR_FILE_IO) {
+    snprintf(L->err, L->errlen, "%s: cannot read experiment file: %s", path,
+             saved ? strerror(saved) : text);
+    return -1;
+  }
+  /* Read from a stream, the experiment file itself has no name in
+   * libconfig's errors; included files have theirs as written. */
+  const char *file = config_error_file(cfg) ? config_error_file(cfg) : path;
   const char *hint = parse_hint(text);
-  snprintf(L->err, L->errlen, hint ? "%s:%d: %s (%s)" : "%s:%d: %s%s",
-           config_error_file(cfg), config_error_line(cfg), text,
-           hint ? hint : "");
+  snprintf(L->err, L->errlen, hint ? "%s:%d: %s (%s)" : "%s:%d: %s%s", file,
+           config_error_line(cfg), text, hint ? hint : "");
   return -1;
 }
 
@@ -622,6 +675,14 @@ static int apply_only(loader *L, const char *arg) {
                          "%s=%.*s to change a fixed one)", d->name, at,
                          d->name, (int)strcspn(text, ","), text);
   }
+  /* A second --only for one parameter would narrow what the first kept: a
+   * value given in both would pass silently, and one the first dropped
+   * would be called "not in the sweep list". */
+  if (L->only_arg[i])
+    return cmdline_error(L, "--only", arg, "%s is already narrowed by --only "
+                         "%s (allowed: one --only per parameter, listing "
+                         "every value to keep)", d->name, L->only_arg[i]);
+  L->only_arg[i] = arg;
   char *keep = calloc((size_t)s->nvalues, 1);
   char *copy = strdup(text);
   if (!keep || !copy) {
@@ -653,6 +714,15 @@ static int apply_only(loader *L, const char *arg) {
       lint_value_text(&v, vt, sizeof vt);
       rc = cmdline_error(L, "--only", arg, "%s = %s is not in the sweep list "
                          "(allowed: %s)", d->name, vt, list);
+      break;
+    }
+    if (keep[found]) {
+      /* As in a sweep list, a repeat is a slip (a value meant to be
+       * another), so it is reported rather than merged. */
+      char vt[PVALUE_STR_MAX * 4 + 8];
+      lint_value_text(&v, vt, sizeof vt);
+      rc = cmdline_error(L, "--only", arg, "%s lists %s twice (allowed: "
+                         "each value once)", d->name, vt);
       break;
     }
     keep[found] = 1;
@@ -754,9 +824,10 @@ static int load(loader *L, const char *path, char *const *sets, int nsets,
     config_destroy(&cfg);  /* every string we keep has been copied */
   }
   free(tmp);
-  if (rc == 0 && nsets > 0) {
+  if (rc == 0) {
     L->set_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->set_arg);
-    if (!L->set_arg) {
+    L->only_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->only_arg);
+    if (!L->set_arg || !L->only_arg) {
       snprintf(L->err, L->errlen, "%s: out of host memory", path);
       rc = -1;
     }
@@ -777,6 +848,7 @@ int experiment_load(experiment *e, const char *path, char *const *sets,
   int rc = load(&L, path, sets, nsets, onlys, nonlys);
   free(L.leaves);
   free(L.set_arg);
+  free(L.only_arg);
   if (rc != 0) experiment_free(e);
   return rc;
 }

@@ -10,8 +10,8 @@
  *   sweep = { backend = ["mpi", "nccl"]; world_size = [2, 4, 6]; };
  * Sweep keys are leaf names; every parameter is given exactly once, either
  * fixed in its group or as a sweep list (nothing is defaulted). The first
- * sweep key written varies slowest. @include resolves against the
- * experiment file's own folder. */
+ * sweep key written varies slowest. A relative @include path resolves
+ * against the experiment file's own folder, an absolute one as given. */
 #ifndef TL_EXPERIMENT_H
 #define TL_EXPERIMENT_H
 
@@ -41,9 +41,9 @@ typedef struct experiment {
 /* Read, validate, apply overrides, and check every expanded job with
  * kind->validate. sets: "name=value" (name is a leaf name or group.name);
  * onlys: "name=v1,v2,..." restricting a swept list to those values (each
- * must be in the list). On the first mistake returns -1 and writes
- * "file:line: what is wrong (what is allowed)" to err (no newline); for
- * command-line mistakes "file" is "command line". */
+ * in the list, once; one --only per parameter). On the first mistake
+ * returns -1 and writes "file:line: what is wrong (what is allowed)" to err
+ * (no newline); for command-line mistakes "file" is "command line". */
 int experiment_load(experiment *e, const char *path, char *const *sets,
                     int nsets, char *const *onlys, int nonlys, char *err,
                     size_t errlen);

@@ -76,8 +76,9 @@ static char *read_all(const char *path, size_t *len, const char **why) {
 static int scan_text(scan *sc, const char *name, const char *text,
                      size_t len, int depth);
 
-/* libconfig 1.5 opens include_dir + "/" + file, whatever file looks like
- * (scanctx_push_include), and names the file as written in its messages. */
+/* Resolved as experiment_load has libconfig open it: an absolute path as
+ * given, a relative one against the experiment file's folder (include_dir).
+ * Messages name the file as written, as libconfig's own do. */
 static int scan_include(scan *sc, const char *from, int line,
                         const char *file, int depth) {
   char q[300];
@@ -89,21 +90,31 @@ static int scan_include(scan *sc, const char *from, int line,
              from, line, q, LINT_MAX_INCLUDE_DEPTH, LINT_MAX_INCLUDE_DEPTH);
     return -1;
   }
+  int absolute = file[0] == '/';
   size_t plen = strlen(sc->include_dir) + 1 + strlen(file) + 1;
   char *path = malloc(plen);
   if (!path) {
     snprintf(sc->err, sc->errlen, "%s:%d: out of host memory", from, line);
     return -1;
   }
-  snprintf(path, plen, "%s/%s", sc->include_dir, file);
+  if (absolute)
+    snprintf(path, plen, "%s", file);
+  else
+    snprintf(path, plen, "%s/%s", sc->include_dir, file);
   const char *why = NULL;
   size_t n = 0;
   char *text = read_all(path, &n, &why);
   if (!text) {
-    snprintf(sc->err, sc->errlen,
-             "%s:%d: cannot read include file %s (%s: %s; @include paths "
-             "are relative to the experiment file's folder)",
-             from, line, q, path, why);
+    if (absolute)
+      snprintf(sc->err, sc->errlen,
+               "%s:%d: cannot read include file %s (%s; absolute @include "
+               "paths are read as given, relative ones against the "
+               "experiment file's folder)", from, line, q, why);
+    else
+      snprintf(sc->err, sc->errlen,
+               "%s:%d: cannot read include file %s (%s: %s; @include paths "
+               "are relative to the experiment file's folder)",
+               from, line, q, path, why);
     free(path);
     return -1;
   }
@@ -189,20 +200,24 @@ static int integer_overflow(const char *tok, const numtok *t) {
   return 0;
 }
 
-static int has_leading_zero(const char *tok, size_t n) {
-  size_t i = (tok[0] == '-' || tok[0] == '+') ? 1 : 0;
-  return i + 1 < n && tok[i] == '0' && isdigit((unsigned char)tok[i + 1]);
+int lint_leading_zero(const char *tok, size_t n, char *msg, size_t len) {
+  size_t i = (n > 0 && (tok[0] == '-' || tok[0] == '+')) ? 1 : 0;
+  if (!(i + 1 < n && tok[i] == '0' && isdigit((unsigned char)tok[i + 1])))
+    return 0;
+  int w = (int)(n < 40 ? n : 40);
+  char fixed[64];
+  strip_zeros(tok, n, fixed, sizeof fixed);
+  snprintf(msg, len, "%.*s has a leading zero (write %s; leading zeros read "
+           "as octal in newer libconfig)", w, tok, fixed);
+  return 1;
 }
 
 static int number_error(scan *sc, const char *name, int line,
                         const char *tok, const numtok *t) {
   int w = (int)(t->len < 40 ? t->len : 40);
-  if (!t->is_hex && has_leading_zero(tok, t->len)) {
-    char fixed[64];
-    strip_zeros(tok, t->len, fixed, sizeof fixed);
-    snprintf(sc->err, sc->errlen,
-             "%s:%d: %.*s has a leading zero (write %s; leading zeros read "
-             "as octal in newer libconfig)", name, line, w, tok, fixed);
+  char msg[256];
+  if (lint_leading_zero(tok, t->len, msg, sizeof msg)) {
+    snprintf(sc->err, sc->errlen, "%s:%d: %s", name, line, msg);
     return -1;
   }
   if (t->is_float) return 0;

@@ -9,8 +9,9 @@
  *     open include file", and a directory kills the process from inside its
  *     flex scanner ("input in flex scanner failed"), so we must look first.
  * The scan mirrors libconfig 1.5's lexer: strings, comments (#, //, / * * /),
- * and `@include "file"` at the start of a line, resolved as libconfig does
- * (include_dir + "/" + file), nested at most LINT_MAX_INCLUDE_DEPTH deep. */
+ * and `@include "file"` at the start of a line, resolved as experiment_load
+ * has libconfig resolve it (an absolute path as given, a relative one as
+ * include_dir + "/" + file), nested at most LINT_MAX_INCLUDE_DEPTH deep. */
 #ifndef TL_LINT_H
 #define TL_LINT_H
 
@@ -31,6 +32,12 @@
  * @include (which is how libconfig names it in its own messages). */
 int lint_scan(const char *path, const char *include_dir, char *err,
               size_t errlen);
+
+/* The leading-zero rule, one for experiment files and command-line values:
+ * if the number text tok (n bytes, optional sign) starts with a 0 followed
+ * by a digit, writes "010 has a leading zero (write 10; ...)" to msg and
+ * returns 1; else returns 0. Hex (0x10) has no such zero and passes. */
+int lint_leading_zero(const char *tok, size_t n, char *msg, size_t len);
 
 /* Edit distance (insertions, deletions, substitutions, and transpositions
  * of neighbours, so "warmpu" is one step from "warmup"). */

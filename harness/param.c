@@ -139,6 +139,14 @@ static int looks_decimal(const char *s) {
   return s[0] != '\0' && strspn(s, "0123456789.eE+-") == strlen(s);
 }
 
+/* libconfig's hex integer (0x10, 0XfF): unsigned, no fraction. The file
+ * accepts it and every libconfig version reads it alike, so the command
+ * line accepts the same form. */
+static int looks_hex(const char *s) {
+  return s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && s[2] != '\0' &&
+         strspn(s + 2, "0123456789abcdefABCDEF") == strlen(s + 2);
+}
+
 static int parse_error(const param_def *d, const char *what,
                        const char *text, char *err, size_t errlen) {
   char allowed[512], q[PVALUE_STR_MAX * 4 + 8];
@@ -149,6 +157,35 @@ static int parse_error(const param_def *d, const char *what,
   return -1;
 }
 
+/* The file's rule, so that a number means the same in both places: 010 is
+ * 10 in libconfig 1.5 and 8 in later versions, so it is refused. */
+static int leading_zero_error(const char *text, char *err, size_t errlen) {
+  return lint_leading_zero(text, strlen(text), err, errlen) ? -1 : 0;
+}
+
+/* Decimal or hex integer text, as the file writes integers. */
+static int parse_integer(const param_def *d, const char *text, long long *out,
+                         char *err, size_t errlen) {
+  int hex = looks_hex(text);
+  if (!hex && !looks_decimal(text))
+    return parse_error(d, "an integer", text, err, errlen);
+  if (!hex && leading_zero_error(text, err, errlen) != 0) return -1;
+  char *end = NULL;
+  errno = 0;
+  *out = strtoll(text, &end, hex ? 16 : 10);
+  if (*end != '\0')
+    return parse_error(d, "an integer", text, err, errlen);
+  if (errno == ERANGE) {
+    char allowed[512], q[PVALUE_STR_MAX * 4 + 8];
+    param_allowed(d, allowed, sizeof allowed);
+    lint_quote(text, q, sizeof q);
+    snprintf(err, errlen, "%s = %s is out of range (%s)", d->name, q,
+             allowed);
+    return -1;
+  }
+  return 0;
+}
+
 int pvalue_parse(const param_def *d, const char *text, pvalue *v, char *err,
                  size_t errlen) {
   memset(v, 0, sizeof *v);
@@ -156,21 +193,18 @@ int pvalue_parse(const param_def *d, const char *text, pvalue *v, char *err,
   char *end = NULL;
   switch (d->type) {
     case P_INT:
-      if (!looks_decimal(text)) return parse_error(d, "an integer", text, err, errlen);
-      errno = 0;
-      v->i = strtoll(text, &end, 10);
-      if (*end != '\0') return parse_error(d, "an integer", text, err, errlen);
-      if (errno == ERANGE) {
-        char allowed[512], q[PVALUE_STR_MAX * 4 + 8];
-        param_allowed(d, allowed, sizeof allowed);
-        lint_quote(text, q, sizeof q);
-        snprintf(err, errlen, "%s = %s is out of range (%s)", d->name, q,
-                 allowed);
-        return -1;
-      }
+      if (parse_integer(d, text, &v->i, err, errlen) != 0) return -1;
       break;
     case P_FLOAT:
+      /* The file lets a float parameter take any integer, hex included. */
+      if (looks_hex(text)) {
+        long long i = 0;
+        if (parse_integer(d, text, &i, err, errlen) != 0) return -1;
+        v->f = (double)i;
+        break;
+      }
       if (!looks_decimal(text)) return parse_error(d, "a number", text, err, errlen);
+      if (leading_zero_error(text, err, errlen) != 0) return -1;
       v->f = strtod(text, &end);
       if (*end != '\0') return parse_error(d, "a number", text, err, errlen);
       break;

@@ -31,7 +31,9 @@ typedef struct pvalue {
   char s[PVALUE_STR_MAX];      /* P_STRING */
 } pvalue;
 
-/* Parse command-line text ("4", "1e-3", "nccl", "true") as parameter d.
+/* Parse command-line text ("4", "0x10", "1e-3", "nccl", "true") as
+ * parameter d. Numbers follow the experiment file's rules: decimal without
+ * leading zeros, or a hex integer (which a float parameter also takes).
  * On error writes "what is wrong (what is allowed)" to err and returns -1. */
 int pvalue_parse(const param_def *d, const char *text, pvalue *v, char *err,
                  size_t errlen);

@@ -161,6 +161,86 @@ static void include(void) {
   experiment_free(e);
 }
 
+/* Writes text to dir/file; 0 on success. */
+static int write_file(const char *dir, const char *file, const char *text) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  int bad = fputs(text, f) < 0;
+  bad |= fclose(f) != 0;
+  return bad ? -1 : 0;
+}
+
+/* An absolute @include path is read as given, while a relative one in the
+ * same file still resolves against the file's folder (a scratch folder,
+ * not the one the test runs in), and loading leaves the working folder
+ * where it was. */
+static void include_absolute(void) {
+  char shared[4200], abs_shared[4096], dir[4200];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/test_sweep.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  path_of("shared/run.cfg", shared, sizeof shared);
+  if (!realpath(shared, abs_shared) || !mkdtemp(dir)) {
+    check(0, "absolute @include: set up a scratch folder");
+    return;
+  }
+  char top[8400];
+  snprintf(top, sizeof top,
+           "name = \"include_absolute\";\n"
+           "kind = \"allreduce\";\n"
+           "@include \"%s\"\n"
+           "@include \"local.cfg\"\n"
+           "sweep = { backend = [\"mpi\"]; world_size = [2]; };\n",
+           abs_shared);
+  char cfg[4200], cwd_before[4096], cwd_after[4096] = "";
+  snprintf(cfg, sizeof cfg, "%s/top.cfg", dir);
+  if (write_file(dir, "top.cfg", top) != 0 ||
+      write_file(dir, "local.cfg", "allreduce = { size_mib = 2; };\n") != 0 ||
+      write_file(dir, "broken.cfg", "name = ;\n") != 0 ||
+      !getcwd(cwd_before, sizeof cwd_before)) {
+    check(0, "absolute @include: write the scratch experiment");
+  } else {
+    experiment e;
+    char err[2048];
+    int rc = experiment_load(&e, cfg, NULL, 0, NULL, 0, err, sizeof err);
+    check(rc == 0, "an experiment with an absolute @include loads%s%s",
+          rc ? ": " : "", rc ? err : "");
+    if (rc == 0) {
+      check_text(&e, 0, "warmup", "5");
+      check_text(&e, 0, "size_mib", "2");
+      const setting *s = param(&e, "warmup");
+      check(s && strcmp(s->file, abs_shared) == 0 && s->line == 4,
+            "warmup comes from %s:4 (got %s:%d)", abs_shared,
+            s ? s->file : "?", s ? s->line : 0);
+      s = param(&e, "size_mib");
+      check(s && strcmp(s->file, "local.cfg") == 0,
+            "size_mib comes from local.cfg beside the experiment (got %s)",
+            s ? s->file : "?");
+      experiment_free(&e);
+    }
+    check(getcwd(cwd_after, sizeof cwd_after) &&
+              strcmp(cwd_before, cwd_after) == 0,
+          "loading keeps the working folder (%s, got %s)", cwd_before,
+          cwd_after);
+    snprintf(cfg, sizeof cfg, "%s/broken.cfg", dir);
+    rc = experiment_load(&e, cfg, NULL, 0, NULL, 0, err, sizeof err);
+    check(rc != 0 && strncmp(err, cfg, strlen(cfg)) == 0 &&
+              strncmp(err + strlen(cfg), ":1: syntax error", 16) == 0,
+          "a syntax error names the experiment file as given (%s)", err);
+    check(getcwd(cwd_after, sizeof cwd_after) &&
+              strcmp(cwd_before, cwd_after) == 0,
+          "a failed load keeps the working folder too (got %s)", cwd_after);
+  }
+  static const char *const files[] = {"top.cfg", "local.cfg", "broken.cfg"};
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+    unlink(path);  /* some may not have been written */
+  }
+  if (rmdir(dir) != 0) check(0, "remove the scratch folder %s", dir);
+}
+
 static void set_overrides(void) {
   char *fixed[] = {"warmup=7", "run.iters=9"};
   experiment *e = load("allreduce_include.cfg", fixed, 2, NULL, 0);
@@ -182,6 +262,14 @@ static void set_overrides(void) {
     check_text(e, 0, "world_size", "8");
     check_text(e, 1, "world_size", "8");
     check_text(e, 1, "backend", "nccl");
+    experiment_free(e);
+  }
+  /* Hex, as the file allows it, for an integer and a float parameter. */
+  char *hex[] = {"world_size=0x8", "size_mib=0X1f"};
+  e = load("allreduce_include.cfg", hex, 2, NULL, 0);
+  if (e) {
+    check_text(e, 0, "world_size", "8");
+    check_text(e, 0, "size_mib", "31");
     experiment_free(e);
   }
 }
@@ -296,6 +384,34 @@ static void parses(void) {
         "pvalue_parse checks choices (%s)", err);
   check(pvalue_parse(&db, "true", &v, err, sizeof err) == 0 && v.i == 1,
         "pvalue_parse bool true");
+  /* Numbers follow the experiment file's rules. */
+  check(pvalue_parse(&di, "010", &v, err, sizeof err) != 0 &&
+            strcmp(err, "010 has a leading zero (write 10; leading zeros "
+                        "read as octal in newer libconfig)") == 0,
+        "pvalue_parse rejects a leading zero (%s)", err);
+  check(pvalue_parse(&df, "-00.5", &v, err, sizeof err) != 0 &&
+            strncmp(err, "-00.5 has a leading zero (write -0.5;", 37) == 0,
+        "pvalue_parse rejects a float's leading zero (%s)", err);
+  check(pvalue_parse(&di, "0", &v, err, sizeof err) == 0 && v.i == 0,
+        "pvalue_parse integer 0");
+  check(pvalue_parse(&df, "0.05", &v, err, sizeof err) == 0 && v.f == 0.05,
+        "pvalue_parse float 0.05");
+  check(pvalue_parse(&df, "1e-05", &v, err, sizeof err) == 0 && v.f == 1e-5,
+        "pvalue_parse float 1e-05 (a zero in the exponent)");
+  check(pvalue_parse(&di, "0x1F", &v, err, sizeof err) == 0 && v.i == 31,
+        "pvalue_parse hex 0x1F (%s)", err);
+  check(pvalue_parse(&df, "0x1", &v, err, sizeof err) == 0 && v.f == 1.0,
+        "pvalue_parse hex 0x1 for a float");
+  check(pvalue_parse(&di, "0x65", &v, err, sizeof err) != 0 &&
+            strcmp(err, "warmup = 101 is out of range (allowed: 0 .. 100)") == 0,
+        "pvalue_parse range-checks hex (%s)", err);
+  static const char *const not_hex[] = {"0x", "-0x10", "0x1p3", "0x1.8",
+                                        "0xg"};
+  for (size_t k = 0; k < sizeof not_hex / sizeof not_hex[0]; k++)
+    check(pvalue_parse(&df, not_hex[k], &v, err, sizeof err) != 0 &&
+              pvalue_parse(&di, not_hex[k], &v, err, sizeof err) != 0,
+          "pvalue_parse rejects %s (libconfig has no such number)",
+          not_hex[k]);
 }
 
 static void json(void) {
@@ -351,6 +467,7 @@ int main(void) {
   if (all_good_load() != 0) return 99;
   order_and_fixed();
   include();
+  include_absolute();
   set_overrides();
   only_filters();
   failed_load();
