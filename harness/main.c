@@ -640,6 +640,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", err);
     return 2;
   }
+  /* The longest path made from the output folder: a rank's temporary
+   * result file, logs/NAME.jobN.PID.result.rankR.tmpPID. */
+  size_t longest = strlen(o.out_dir) + strlen(e.name) + 80;
+  if (longest >= PATH_MAX) {
+    fprintf(stderr, "runner: --out-dir is %zu characters long: the paths of "
+            "experiment %s's files in it would pass the system's limit "
+            "(allowed: at most %zu characters)\n", strlen(o.out_dir), e.name,
+            (size_t)PATH_MAX - 81 - strlen(e.name));
+    experiment_free(&e);
+    return 2;
+  }
   size_t njobs = experiment_njobs(&e);
   job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
   pvalue *vals = calloc(njobs * (size_t)e.kind->nparams + 1, sizeof *vals);
