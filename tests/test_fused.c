@@ -66,8 +66,7 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
   size_t in_use;
   hard(eng_tag_bytes(e, "activations", &in_use, NULL) < 0, "activations tag");
   r->act_bytes = in_use;
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   r->hook_calls = 0;
   model_set_grad_hook(m, count_hook, &r->hook_calls);
   adamw_config a = adamw_defaults();

@@ -58,8 +58,7 @@ static void run_ex(engine *e, const model_config *c, const float *w,
                    int T, const model_options *opt, run_out *o) {
   model *m;
   hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
   o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
@@ -92,8 +91,7 @@ static float *train(engine *e, const model_config *c, const float *w,
                     float *loss, long long *replays) {
   model *m;
   hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   int32_t ids[B * T], tg[B * T];
   unsigned s = 777;
   adamw_config a = adamw_defaults();
