@@ -183,6 +183,7 @@ int model_backward(model *m) {
     FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
          "backward (backward overwrites the logits with their gradient)");
   m->fwd_loss = 0;
+  TRY(model_params_low_current(m));
   const int key[3] = {m->fwd_b, m->fwd_t, m->grads_deferred_zero};
   TRY(model_run_graphed(m, &m->gbwd, key, m->loss_scale, backward_work));
   /* the fused path wrote, not added, every gradient (model_zero_grad) */

@@ -128,6 +128,7 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets,
   TRY(eng_upload(e, m->ids, ids, (size_t)N * sizeof(int32_t)));
   if (targets)
     TRY(eng_upload(e, m->targets, targets, (size_t)N * sizeof(int32_t)));
+  TRY(model_params_low_current(m));
   const int key[3] = {b, t, targets != NULL};
   TRY(model_run_graphed(m, &m->gfwd, key, 1.0f, forward_work));
   if (targets == NULL) {

@@ -190,10 +190,12 @@ static int fused_act_table(model *m, act_builder *b) {
 /* ---- parameter pointers ------------------------------------------------- */
 
 /* Per-tensor pointers: view i at base + off[i], or at its own offset in
- * the flat buffer when off is NULL. */
-static void set_ptrs(const model *m, float *base, const size_t *off,
+ * the flat buffer when off is NULL. layer_ptrs serves the gradients too,
+ * hence not const: forward and backward only read the weights' pointers
+ * (m->p), and writing the weights goes through params_write. */
+static void set_ptrs(const model *m, const float *base, const size_t *off,
                      param_ptrs *p) {
-#define AT(i) (base + (off ? off[i] : m->views[i].offset))
+#define AT(i) ((float *)base + (off ? off[i] : m->views[i].offset))
   p->emb = AT(0);
   for (int i = 0; i < m->c.layers; i++) {
     int l = 1 + i * PER_LAYER_TENSORS;
@@ -285,14 +287,19 @@ static int create(model *m) {
   m->f.layer = calloc(L, sizeof(fused_layer));
   CHECK_ALLOC(m->f.layer, L * sizeof(fused_layer));
 
-  TRY(alloc_f32(e, &m->params, m->nparams, "params"));
+  float *params;
+  TRY(alloc_f32(e, &params, m->nparams, "params"));
+  m->params = params;
   TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
   set_ptrs(m, m->params, NULL, &m->p);
   set_ptrs(m, m->grads, NULL, &m->g);
-  m->params_low = m->params;
-  if (m->opt.fused && m->lt != DT_F32)
-    TRY(eng_alloc(e, m->nparams * dtype_size(m->lt), "params.low",
-                  &m->params_low));
+  m->params_low = (void *)m->params;
+  if (m->opt.fused && m->lt != DT_F32) {
+    size_t bytes = m->nparams * dtype_size(m->lt);
+    TRY(eng_alloc(e, bytes, "params.low", &m->params_low));
+    /* zero, as the weights are: the copy of generation 0 */
+    TRY(eng_memset0(e, m->params_low, bytes));
+  }
 
   act_builder b = {0};
   b.align = m->opt.fused;   /* vector loads, tensor cores, flash tiles */
@@ -373,8 +380,8 @@ void model_destroy(model *m) {
   if (m == NULL) return;
   eng_graph_destroy(m->e, m->gfwd.g);
   eng_graph_destroy(m->e, m->gbwd.g);
-  float *bufs[] = {m->params_placed ? NULL : m->params, m->grads, m->adam_m,
-                   m->adam_v, m->acts};
+  float *bufs[] = {m->params_placed ? NULL : (float *)m->params, m->grads,
+                   m->adam_m, m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(m->e, bufs[i]);
   if (m->ids) eng_free(m->e, m->ids);
@@ -395,7 +402,7 @@ void model_destroy(model *m) {
 /* ---- accessors ---------------------------------------------------------- */
 
 const model_config *model_get_config(const model *m) { return &m->c; }
-float *model_params(model *m) { return m->params; }
+const float *model_params(const model *m) { return m->params; }
 float *model_grads(model *m) {
   /* A caller may read them now; a failed memset shows at its next sync. */
   if (model_grads_materialize(m) < 0) err_trace(__FILE__, __LINE__);
@@ -424,9 +431,49 @@ const float *model_logits(const model *m) {
 }
 const model_options *model_get_options(const model *m) { return &m->opt; }
 
-int model_params_changed(model *m) {
-  if (m->params_low != (void *)m->params)
-    TRY(k_cast(m->e, m->params, DT_F32, m->params_low, m->lt, m->nparams));
+/* ---- writing the weights ------------------------------------------------ */
+
+/* The one way to a writable pointer to the weights inside the model: the
+ * generation advances before anything is written, so a write that fails
+ * half way still leaves every derived copy marked behind. */
+static float *params_write(model *m) {
+  m->params_gen++;
+  return (float *)m->params;
+}
+
+int model_set_params(model *m, size_t offset, const float *host, size_t n) {
+  if (offset > m->nparams || n > m->nparams - offset)
+    FAIL(ERR_FAIL, "model_set_params: elements %zu..%zu outside the %zu "
+         "weights", offset, offset + n, m->nparams);
+  if (n == 0) return 0;
+  int low = m->params_low != (const void *)m->params;
+  int current = low && !m->params_shared && m->low_gen == m->params_gen;
+  float *p = params_write(m);
+  TRY(eng_upload(m->e, p + offset, host, n * sizeof(float)));
+  /* Only the range written can now differ from the copy: when the rest of
+   * it was current, rewriting that range makes all of it current (a load
+   * or an init then leaves no cast to the next forward). Otherwise, or if
+   * this fails, model_params_low_current rebuilds the whole copy. */
+  if (current) {
+    TRY(k_cast(m->e, p + offset, DT_F32,
+               (char *)m->params_low + offset * dtype_size(m->lt), m->lt,
+               n));
+    m->low_gen = m->params_gen;
+  }
+  return 0;
+}
+
+float *model_params_writable(model *m) {
+  m->params_shared = 1;
+  return params_write(m);
+}
+
+int model_params_low_current(model *m) {
+  if (m->params_low == (const void *)m->params) return 0;
+  if (!m->params_shared && m->low_gen == m->params_gen) return 0;
+  uint64_t gen = m->params_gen;
+  TRY(k_cast(m->e, m->params, DT_F32, m->params_low, m->lt, m->nparams));
+  m->low_gen = gen;
   return 0;
 }
 engine *model_engine(model *m) { return m->e; }
@@ -552,10 +599,16 @@ int model_place_params(model *m, float *base) {
     TRY(rc);
   }
   /* the engine waits for the copy before it frees */
-  if (!m->params_placed) eng_free(m->e, m->params);
-  if (m->params_low == (void *)m->params) m->params_low = base;
+  if (!m->params_placed) eng_free(m->e, (void *)m->params);
+  if (m->params_low == (const void *)m->params) m->params_low = base;
   m->params = base;
   m->params_placed = own == NULL;
+  /* The values move unchanged; who may write them changes. The caller's
+   * buffer is written outside the model (shared). A fresh own buffer has
+   * had no pointer handed out, but its values came from one that was
+   * written outside after the copy's last rebuild, if it was shared. */
+  if (m->params_shared && !m->params_placed) m->params_gen++;
+  m->params_shared = m->params_placed;
   set_ptrs(m, base, NULL, &m->p);
   drop_graphs(m);
   return 0;
@@ -599,15 +652,20 @@ int model_adamw_step(model *m, const adamw_config *o) {
     TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
     TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
   }
-  if (m->opt.fused)
-    TRY(k_adamw_ex(m->e, m->params,
-                   m->params_low == (void *)m->params ? NULL : m->params_low,
-                   m->lt, m->grads, m->adam_m, m->adam_v, m->nparams, o->lr,
-                   o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
-  else
-    TRY(k_adamw(m->e, m->params, m->grads, m->adam_m, m->adam_v, m->nparams,
-                o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
-                m->step + 1));
+  int low = m->params_low != (const void *)m->params;
+  float *p = params_write(m);
+  if (m->opt.fused) {
+    /* The pass writes every element's 16-bit copy beside its new value:
+     * the copy is current after it, whatever it was before, with no
+     * second pass over the weights. */
+    TRY(k_adamw_ex(m->e, p, low ? m->params_low : NULL, m->lt, m->grads,
+                   m->adam_m, m->adam_v, m->nparams, o->lr, o->beta1,
+                   o->beta2, o->eps, o->weight_decay, m->step + 1));
+    if (low) m->low_gen = m->params_gen;
+  } else {
+    TRY(k_adamw(m->e, p, m->grads, m->adam_m, m->adam_v, m->nparams, o->lr,
+                o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
+  }
   m->step++;
   return 0;
 }
@@ -663,14 +721,13 @@ int model_init(model *m, uint64_t seed) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = first; i < end; i++)
       init_tensor(&m->views[i], i, seed, host + (m->views[i].offset - base));
-    rc = eng_upload(m->e, m->params + base, host, total * sizeof(float));
+    rc = model_set_params(m, base, host, total);
     if (rc == 0) rc = eng_sync(m->e);   /* before `host` is written again */
     first = end;
   }
   free(host);
   TRY(rc);
   TRY(zero_grads(m));
-  TRY(model_params_changed(m));
   if (m->adam_m) {
     TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
     TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));

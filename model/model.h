@@ -73,14 +73,17 @@ typedef struct model_options {
                         * and replayed, see model_graph_replays */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
- * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit compute the model
- * also keeps a 16-bit copy of the weights ("params.low"), refreshed by
- * model_adamw_step and model_init: whoever writes the fp32 weights
- * otherwise (a sharded optimizer) calls model_params_changed after. */
+ * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit
+ * compute the model also keeps a 16-bit copy of the weights
+ * ("params.low"), which its products read. The copy is the model's own
+ * business and never stale: the weights are written only through the
+ * model (model_init, model_set_params, st_load_model, model_adamw_step,
+ * which keep the copy current as they write) or through a pointer from
+ * model_params_writable / model_place_params, after which the model
+ * rebuilds the copy before every pass. Nobody has to announce a write. */
 int model_create_ex(model **out, engine *e, const model_config *c, int batch,
                     int seq, const model_options *o);
 const model_options *model_get_options(const model *m);
-int model_params_changed(model *m);
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 
@@ -90,8 +93,24 @@ const model_config *model_get_config(const model *m);
  * AdamW state and resets the step counter. */
 int model_init(model *m, uint64_t seed);
 
-/* The flat buffers (engine memory) and their table. */
-float *model_params(model *m);
+/* The flat buffers (engine memory) and their table. The weights are read
+ * only through model_params; writing them goes through the calls below,
+ * so that what the model derives from them (the fused path's 16-bit copy)
+ * follows. */
+const float *model_params(const model *m);
+/* n weights from the host (fp32) at element `offset` of the flat buffer
+ * (a view's offset and numel: one tensor; 0 and model_nparams: all),
+ * queued like eng_upload. */
+int model_set_params(model *m, size_t offset, const float *host, size_t n);
+/* The weights for writing in engine memory, for a caller that keeps the
+ * pointer and writes through it by its own means (data parallelism: the
+ * initial broadcast, a sharded AdamW, parameter all-gathers). The model
+ * cannot see those writes, so from this call on (until model_place_params
+ * moves the weights into a buffer of the model's own) the fused path in 16
+ * bits rebuilds its copy before every forward and backward: one cast pass
+ * over the weights each, which the model's own AdamW otherwise saves.
+ * Paths without a copy pay nothing. */
+float *model_params_writable(model *m);
 float *model_grads(model *m);   /* NULL while placed (below) */
 /* Gradients placed in a buffer the caller owns: view v's gradient lives at
  * base + off[v] (off has one entry per view) from now on, and the model's
@@ -105,8 +124,10 @@ int model_place_grads(model *m, float *base, const size_t *off);
  * memory, e.g. one that joins a symmetric window, so the parameter
  * all-gathers of ZeRO-1 run on the copy engines: parallel/ddp.h): the
  * values are copied there and the model's own buffer freed; the model
- * reads and updates them there from now on. base NULL: back to a buffer
- * of its own, the values copied. The caller frees base after that. */
+ * reads and updates them there from now on, and the caller may write them
+ * as after model_params_writable. base NULL: back to a buffer of its own,
+ * the values copied, which no pointer handed out reaches. The caller frees
+ * base after that. */
 int model_place_params(model *m, float *base);
 size_t model_nparams(const model *m);
 const tensor_view *model_views(const model *m, int *nviews);

@@ -136,9 +136,13 @@ struct model {
   tensor_view *views; /* parameter table (model_layout) */
   int nviews;
   size_t nparams;
-  float *params, *grads, *adam_m, *adam_v;  /* one allocation each; the
-                                               AdamW moments from the first
-                                               model_adamw_step on */
+  /* The fp32 weights, read only through this field: every write goes
+   * through params_write (model.c), which advances params_gen first, so
+   * whatever is derived from the weights can tell that it is behind. */
+  const float *params;
+  float *grads, *adam_m, *adam_v;  /* one allocation each; the AdamW
+                                      moments from the first
+                                      model_adamw_step on */
   param_ptrs p, g;    /* per-tensor pointers into params and grads */
   /* model_place_grads: view v's gradient at gbase + goff[v] (grads is then
    * NULL); goff NULL: in grads at the view's offset. */
@@ -160,7 +164,19 @@ struct model {
   model_options opt;
   dtype lt;                 /* fused path: activations' dtype (= compute) */
   fused_acts f;             /* fused path */
-  void *params_low;         /* fused, 16-bit: weights in lt; else params */
+  /* Fused, 16-bit: the weights in lt, what the products read; else
+   * params itself. Written only by model_params_low_current,
+   * model_set_params and the fused AdamW, each with the weights it
+   * rounds. Invariant: params_low is the weights of generation low_gen
+   * rounded to lt, so it is current when low_gen == params_gen, unless
+   * params_shared (writes outside the model advance no generation). */
+  void *params_low;
+  uint64_t params_gen;     /* advanced by every write of the weights */
+  uint64_t low_gen;        /* the generation params_low was made from */
+  /* A writable pointer to the weights is held outside the model
+   * (model_params_writable, model_place_params): writes the model cannot
+   * see may happen at any time, so the copy is rebuilt before every pass. */
+  int params_shared;
 
   int32_t *ids, *targets;  /* engine memory, [B*T] each ("inputs") */
   float *host_losses;      /* host, [B*T] */
@@ -186,5 +202,12 @@ struct model {
 
 /* model.c: if zeroing was deferred, zero the buffer now. */
 int model_grads_materialize(model *m);
+
+/* model.c: params_low made current (a cast from the fp32 weights if they
+ * may have changed since it was made; nothing if it is current or there is
+ * no separate copy). model_forward and model_backward call it on the host
+ * side, before the pass and outside any graph recording: whether a cast is
+ * needed is decided per call, so it must never be baked into a recording. */
+int model_params_low_current(model *m);
 
 #endif

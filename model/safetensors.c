@@ -1057,9 +1057,8 @@ static int load_inner(st_file *f, model *m, float *host) {
   for (int i = 0; i < m->nviews; i++) {
     const tensor_view *v = &m->views[i];
     TRY(read_raw(f, st_find(f, v->name), host));
-    TRY(eng_upload(m->e, m->params + v->offset, host,
-                   v->numel * sizeof(float)));
-    TRY(eng_sync(m->e));
+    TRY(model_set_params(m, v->offset, host, v->numel));
+    TRY(eng_sync(m->e));   /* before `host` is read into again */
   }
   return 0;
 }

@@ -25,7 +25,7 @@ static void lm_set_steps(void *impl, long long s) {
 void dp_model_lm(dp_model *d, model *m) {
   d->impl = m;
   d->e = model_engine(m);
-  d->params = model_params(m);
+  d->params = model_params_writable(m);
   d->grads = model_grads(m);
   d->nparams = model_nparams(m);
   d->views = model_views(m, &d->nviews);

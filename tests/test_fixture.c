@@ -95,8 +95,7 @@ int main(void) {
               v[i].name, n, v[i].numel);
       return 99;
     }
-    hard(eng_upload(e, model_params(m) + v[i].offset, w, n * sizeof *w),
-         "upload");
+    hard(model_set_params(m, v[i].offset, w, n), "model_set_params");
     hard(eng_sync(e), "sync");
     free(w);
   }

@@ -8,19 +8,25 @@
  * in a different order (q, k, v as one product; the residual added inside
  * the norm), so they agree to rounding: 1e-5 of each tensor's scale. The
  * gradient hook must announce every tensor once in both paths. Also here:
- * the loss-scale unscaling pass and the per-family profiler (eng_profile),
- * which the fused path's timings rely on. */
+ * weights written after the fused path has run (a checkpoint loaded into a
+ * model that has trained, and every other way of writing them) are what it
+ * computes with; the loss-scale unscaling pass and the per-family profiler
+ * (eng_profile), which the fused path's timings rely on. */
 #include "config.h"
 #include "tests/testlib.h"
 #include "model/model.h"
+#include "model/model_internal.h"
 #include "model/rng.h"
+#include "model/safetensors.h"
 
 #include "common/check.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static float *download(engine *e, const float *p, size_t n) {
   float *h = malloc(n * sizeof *h);
@@ -66,8 +72,7 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
   size_t in_use;
   hard(eng_tag_bytes(e, "activations", &in_use, NULL) < 0, "activations tag");
   r->act_bytes = in_use;
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   r->hook_calls = 0;
   model_set_grad_hook(m, count_hook, &r->hook_calls);
   adamw_config a = adamw_defaults();
@@ -89,6 +94,208 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
   }
   r->params_after = download(e, model_params(m), np);
   model_destroy(m);
+}
+
+/* ---- weights written after the fused path has run ------------------------- */
+
+/* Fresh random ids and targets in [0, vocab). */
+static void batch(int32_t *ids, int32_t *tg, int n, int vocab) {
+  for (int i = 0; i < n; i++) {
+    ids[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+    tg[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+  }
+}
+
+/* One training step on a fresh batch. */
+static void train_step(model *m, int B, int T) {
+  int V = model_get_config(m)->vocab;
+  int32_t ids[B * T], tg[B * T];
+  batch(ids, tg, B * T, V);
+  adamw_config a = adamw_defaults();
+  float loss;
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, ids, tg, B, T, &loss), "forward");
+  hard(model_backward(m), "backward");
+  hard(model_adamw_step(m, &a), "adamw");
+}
+
+/* Random weights for m: gains (1-d views) near 1, the rest small, of both
+ * signs: never zero. */
+static float *random_weights(const model *m) {
+  size_t np = model_nparams(m);
+  float *w = malloc(np * sizeof *w);
+  if (!w) { fprintf(stderr, "out of memory\n"); exit(99); }
+  int nv;
+  const tensor_view *v = model_views(m, &nv);
+  for (int i = 0; i < nv; i++)
+    for (size_t j = 0; j < v[i].numel; j++)
+      w[v[i].offset + j] = v[i].ndim == 1 ? 1.0f + frand(0.3f) : frand(0.2f);
+  return w;
+}
+
+/* The fused path's host side on a bf16 model of the CPU engine: forward
+ * makes the 16-bit copy current before its first kernel, and the CPU
+ * engine then refuses the first 16-bit kernel ("f32 only"); either that
+ * or a forward that runs is fine here. */
+static void bf16_forward(model *m, int B, int T, const char *after) {
+  int32_t ids[B * T], tg[B * T];
+  batch(ids, tg, B * T, model_get_config(m)->vocab);
+  float loss;
+  int rc = model_forward(m, ids, tg, B, T, &loss);
+  check(rc == 0 || (rc == ERR_FAIL && strstr(err_msg(), "f32 only")),
+        "after %s, bf16 forward on the cpu engine runs or stops at a "
+        "16-bit kernel: %s", after, rc ? err_msg() : "ran");
+}
+
+/* What the fused path's products read as weights (the 16-bit copy,
+ * model_internal.h) is the fp32 weights rounded to bf16: within half a
+ * bf16 ulp, 2^-8 of each value. */
+static void check_low_copy(engine *e, model *m, const char *after) {
+  size_t n = model_nparams(m);
+  float *w = download(e, model_params(m), n);
+  uint16_t *low = malloc(n * sizeof *low);
+  if (!low) { fprintf(stderr, "out of memory\n"); exit(99); }
+  hard(eng_download(e, low, m->params_low, n * sizeof *low), "download");
+  hard(eng_sync(e), "sync");
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; i++) {
+    union { uint32_t u; float f; } x = {.u = (uint32_t)low[i] << 16};
+    if (!(fabs((double)x.f - w[i]) <= 0x1p-8 * fabs(w[i])) && bad++ == 0)
+      first = i;
+  }
+  check(bad == 0, "after %s, the bf16 weights the fused path reads are the "
+        "fp32 weights rounded (%zu of %zu differ, first at %zu)", after, bad,
+        n, first);
+  free(w);
+  free(low);
+}
+
+/* A checkpoint of another model (another seed, gains away from 1) loaded
+ * into a model that has trained must be what the fused path computes
+ * with, as must weights written by any other means; nobody announces a
+ * write (model.h).
+ *   fp32 (what the CPU engine computes): a fused model trains a step, loads
+ *     the checkpoint, and its loss, logits and every gradient on a fresh
+ *     batch equal those of an op-by-op model that loaded the same file,
+ *     to this file's 1e-5;
+ *   bf16: the CPU engine refuses 16-bit kernels, but a bf16 fused model
+ *     keeps the 16-bit copy here too, so after each kind of write (init,
+ *     load, model_set_params of one tensor, two writes through
+ *     model_params_writable as a data-parallel optimizer makes them, a
+ *     placed buffer written by its owner, the weights moved back) the copy
+ *     a forward reads must be the weights rounded. test_model_cuda runs
+ *     the whole bf16 step on the GPU. */
+static void test_writes_after_training(engine *e, const model_config *c,
+                                       int B, int T) {
+  char dir[512], path[600];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/test_fused.XXXXXX",
+           tmp && tmp[0] ? tmp : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "test_fused: mkdtemp %s: %s\n", dir, strerror(errno));
+    exit(99);
+  }
+  snprintf(path, sizeof path, "%s/other.safetensors", dir);
+  model *src;
+  hard(model_create(&src, e, c, B, T, DT_F32), "model_create");
+  hard(model_init(src, 4242), "model_init");
+  size_t np = model_nparams(src);
+  float *w = download(e, model_params(src), np);
+  int nv;
+  const tensor_view *v = model_views(src, &nv);
+  for (int i = 0; i < nv; i++)
+    if (v[i].ndim == 1)
+      for (size_t j = 0; j < v[i].numel; j++)
+        w[v[i].offset + j] = 1.0f + frand(0.3f);
+  hard(model_set_params(src, 0, w, np), "model_set_params");
+  hard(st_save_model(src, path), "st_save_model");
+  model_destroy(src);
+  free(w);
+
+  model_options fo = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
+  model *f, *o;
+  hard(model_create_ex(&f, e, c, B, T, &fo), "model_create_ex");
+  v = model_views(f, &nv);
+  hard(model_init(f, 7), "model_init");
+  train_step(f, B, T);
+  hard(st_load_model(f, path), "st_load_model");
+  hard(model_create(&o, e, c, B, T, DT_F32), "model_create");
+  hard(st_load_model(o, path), "st_load_model");
+  int32_t ids[B * T], tg[B * T];
+  batch(ids, tg, B * T, c->vocab);
+  float lf, lo;
+  const size_t nl = (size_t)B * T * c->vocab;
+  hard(model_zero_grad(f), "zero_grad");
+  hard(model_zero_grad(o), "zero_grad");
+  hard(model_forward(f, ids, tg, B, T, &lf), "forward");
+  hard(model_forward(o, ids, tg, B, T, &lo), "forward");
+  check(fabs(lf - lo) <= 1e-5 * fabs(lo), "trained, then loaded: fused "
+        "loss %.7f vs op-by-op %.7f", lf, lo);
+  float *gf = download(e, model_logits(f), nl);
+  float *go = download(e, model_logits(o), nl);
+  compare("trained, then loaded: fused logits", gf, go, nl, 1e-5);
+  free(gf);
+  free(go);
+  hard(model_backward(f), "backward");
+  hard(model_backward(o), "backward");
+  gf = download(e, model_grads(f), np);
+  go = download(e, model_grads(o), np);
+  char what[160];
+  for (int i = 0; i < nv; i++) {
+    snprintf(what, sizeof what, "trained, then loaded: fused grad %s",
+             v[i].name);
+    compare(what, gf + v[i].offset, go + v[i].offset, v[i].numel, 1e-5);
+  }
+  free(gf);
+  free(go);
+  model_destroy(f);
+  model_destroy(o);
+
+  model_options bo = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0};
+  model *m;
+  hard(model_create_ex(&m, e, c, B, T, &bo), "model_create_ex");
+  hard(model_init(m, 7), "model_init");
+  bf16_forward(m, B, T, "model_init");
+  check_low_copy(e, m, "model_init");
+  hard(st_load_model(m, path), "st_load_model");
+  bf16_forward(m, B, T, "st_load_model");
+  check_low_copy(e, m, "st_load_model");
+
+  w = random_weights(m);
+  const tensor_view *lm = model_view(m, "lm_head.weight");
+  hard(model_set_params(m, lm->offset, w + lm->offset, lm->numel),
+       "model_set_params");
+  bf16_forward(m, B, T, "model_set_params of lm_head");
+  check_low_copy(e, m, "model_set_params of lm_head");
+  float *alias = model_params_writable(m);
+  for (int k = 0; k < 2; k++) {
+    free(w);
+    w = random_weights(m);
+    hard(eng_upload(e, alias, w, np * sizeof *w), "upload");
+    snprintf(what, sizeof what, "write %d through model_params_writable",
+             k + 1);
+    bf16_forward(m, B, T, what);
+    check_low_copy(e, m, what);
+  }
+  void *buf = NULL;
+  hard(eng_alloc(e, np * sizeof(float), "test", &buf), "eng_alloc");
+  hard(model_place_params(m, buf), "model_place_params");
+  free(w);
+  w = random_weights(m);
+  hard(eng_upload(e, buf, w, np * sizeof *w), "upload");
+  bf16_forward(m, B, T, "a write into the placed buffer");
+  check_low_copy(e, m, "a write into the placed buffer");
+  hard(eng_upload(e, buf, w + 1, (np - 1) * sizeof *w), "upload");
+  hard(model_place_params(m, NULL), "model_place_params(NULL)");
+  bf16_forward(m, B, T, "moving the weights back");
+  check_low_copy(e, m, "moving the weights back");
+  eng_free(e, buf);
+  free(w);
+  model_destroy(m);
+
+  if (unlink(path) != 0 || rmdir(dir) != 0)
+    fprintf(stderr, "test_fused: note: could not remove %s: %s\n", dir,
+            strerror(errno));
 }
 
 int main(void) {
@@ -233,6 +440,8 @@ int main(void) {
   check(eng_graph_begin(e) == ERR_FAIL && !eng_recording(e),
         "eng_graph_begin on the cpu engine fails and records nothing: %s",
         err_msg());
+
+  test_writes_after_training(e, &c, B, T);
 
   free(ref.logits); free(ref.grads); free(ref.params_after);
   free(w);

@@ -52,8 +52,7 @@ static float *get_params(model *m) {
 }
 
 static void set_params(model *m, const float *h) {
-  hard(eng_upload(E, model_params(m), h, model_nparams(m) * sizeof *h),
-       "upload");
+  hard(model_set_params(m, 0, h, model_nparams(m)), "model_set_params");
   hard(eng_sync(E), "sync");
 }
 

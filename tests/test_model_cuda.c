@@ -8,7 +8,9 @@
  *     tensor's scale — an 8-bit (bf16) or 11-bit (fp16) mantissa on the
  *     inputs of every product, compounded over two layers;
  * and the CUDA engine's fp32 forward and backward against the PyTorch
- * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4. */
+ * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4.
+ * Also: the fused 16-bit path after a checkpoint is loaded into a model
+ * that has trained (test_load_after_training). */
 #include "config.h"
 #include "tests/testlib.h"
 #include "model/model.h"
@@ -16,6 +18,7 @@
 
 #include "common/check.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,7 +42,7 @@ static void compare(const char *what, const float *a, const float *b,
     if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
   }
   check(worst <= tol * scale && scale > 0,
-        "%s: max |cuda - cpu| %.3e <= %.0e * %.3e", what, worst, tol, scale);
+        "%s: max |difference| %.3e <= %.0e * %.3e", what, worst, tol, scale);
 }
 
 static float *download(engine *e, const float *p, size_t n) {
@@ -58,8 +61,7 @@ static void run_ex(engine *e, const model_config *c, const float *w,
                    int T, const model_options *opt, run_out *o) {
   model *m;
   hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
   o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
@@ -92,8 +94,7 @@ static float *train(engine *e, const model_config *c, const float *w,
                     float *loss, long long *replays) {
   model *m;
   hard(model_create_ex(&m, e, c, B, T, opt), "model_create_ex");
-  hard(eng_upload(e, model_params(m), w, np * sizeof *w), "upload");
-  hard(model_params_changed(m), "model_params_changed");
+  hard(model_set_params(m, 0, w, np), "model_set_params");
   int32_t ids[B * T], tg[B * T];
   unsigned s = 777;
   adamw_config a = adamw_defaults();
@@ -154,6 +155,157 @@ static void test_graphs(engine *gpu, const model_config *c, const float *w,
     free(p0);
     free(p1);
   }
+}
+
+/* Fresh random ids and targets in [0, vocab). */
+static void fresh_batch(int32_t *ids, int32_t *tg, int n, int vocab) {
+  for (int i = 0; i < n; i++) {
+    ids[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+    tg[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+  }
+}
+
+/* Logits and unscaled gradients of one forward and backward. */
+typedef struct fb_out { float *logits, *grads; } fb_out;
+static void fwd_bwd(model *m, const int32_t *ids, const int32_t *tg, int B,
+                    int T, fb_out *o) {
+  engine *e = model_engine(m);
+  size_t np = model_nparams(m);
+  float loss;
+  hard(model_zero_grad(m), "zero_grad");
+  hard(model_forward(m, ids, tg, B, T, &loss), "forward");
+  o->logits = download(e, model_logits(m),
+                       (size_t)B * T * model_get_config(m)->vocab);
+  hard(model_backward(m), "backward");
+  o->grads = download(e, model_grads(m), np);
+  for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
+}
+
+/* A checkpoint of another model (another seed, gains away from 1) loaded
+ * into a fused 16-bit model that has trained, so its 16-bit weight copy
+ * exists, was read by forward and backward and rewritten by AdamW: on a
+ * fresh batch, logits and every gradient must be those of the loaded
+ * weights. References: the CPU engine's fp32 op-by-op model and the GPU's
+ * op-by-op model in the same precision, each having loaded the same file,
+ * to the tolerances above (3e-2 bf16, 1e-2 fp16: against op-by-op too,
+ * which rounds the same products' inputs at other points). A stale copy
+ * computes with the trained weights instead (relative error about 1).
+ * Also with CUDA graphs (the forward replayed after the load: the copy
+ * must not be refreshed inside a recording) and with the checkpoint's
+ * values written through model_params_writable instead of loaded, as data
+ * parallelism writes them. */
+static void test_load_after_training(engine *cpu, engine *gpu,
+                                     const model_config *c, const float *w0,
+                                     size_t np, int B, int T) {
+  char dir[512], path[600];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/test_model_cuda.XXXXXX",
+           tmp && tmp[0] ? tmp : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "test_model_cuda: mkdtemp %s: %s\n", dir,
+            strerror(errno));
+    exit(99);
+  }
+  snprintf(path, sizeof path, "%s/other.safetensors", dir);
+  model *src;
+  hard(model_create(&src, cpu, c, B, T, DT_F32), "model_create");
+  hard(model_init(src, 4242), "model_init");
+  float *w = download(cpu, model_params(src), np);
+  int nv;
+  const tensor_view *v = model_views(src, &nv);
+  for (int i = 0; i < nv; i++)
+    if (v[i].ndim == 1)
+      for (size_t j = 0; j < v[i].numel; j++)
+        w[v[i].offset + j] = 1.0f + frand(0.3f);
+  hard(model_set_params(src, 0, w, np), "model_set_params");
+  hard(st_save_model(src, path), "st_save_model");
+
+  int32_t ids[B * T], tg[B * T];
+  fresh_batch(ids, tg, B * T, c->vocab);
+  const size_t nl = (size_t)B * T * c->vocab;
+  fb_out ref;
+  model *r;
+  hard(model_create(&r, cpu, c, B, T, DT_F32), "model_create");
+  hard(st_load_model(r, path), "st_load_model");
+  fwd_bwd(r, ids, tg, B, T, &ref);
+  model_destroy(r);
+
+  enum { LOAD, WRITABLE };
+  const struct { dtype t; attn_impl a; int graphs, how; double tol; } cases[] = {
+      {DT_BF16, ATTN_FLASH, 0, LOAD, 3e-2},
+      {DT_BF16, ATTN_MATERIALIZED, 0, LOAD, 3e-2},
+      {DT_BF16, ATTN_FLASH, 1, LOAD, 3e-2},
+      {DT_BF16, ATTN_FLASH, 0, WRITABLE, 3e-2},
+      {DT_F16, ATTN_FLASH, 0, LOAD, 1e-2}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    fb_out op, o;
+    model_options oo = {cases[k].t, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
+    model *m;
+    hard(model_create_ex(&m, gpu, c, B, T, &oo), "model_create_ex");
+    hard(st_load_model(m, path), "st_load_model");
+    fwd_bwd(m, ids, tg, B, T, &op);
+    model_destroy(m);
+
+    model_options fo = {cases[k].t, 1, cases[k].a, F32_EXACT,
+                        cases[k].graphs};
+    hard(model_create_ex(&m, gpu, c, B, T, &fo), "model_create_ex");
+    hard(model_set_params(m, 0, w0, np), "model_set_params");
+    /* with graphs: steps 2 and 3 replay, so forward after the load does */
+    int steps = cases[k].graphs ? 3 : 1;
+    adamw_config a = adamw_defaults();
+    for (int s = 0; s < steps; s++) {
+      int32_t bi[B * T], bt[B * T];
+      fresh_batch(bi, bt, B * T, c->vocab);
+      float loss;
+      hard(model_zero_grad(m), "zero_grad");
+      hard(model_forward(m, bi, bt, B, T, &loss), "forward");
+      hard(model_backward(m), "backward");
+      hard(model_adamw_step(m, &a), "adamw");
+    }
+    if (cases[k].how == LOAD) {
+      hard(st_load_model(m, path), "st_load_model");
+    } else {
+      hard(eng_upload(gpu, model_params_writable(m), w, np * sizeof *w),
+           "upload");
+      hard(eng_sync(gpu), "sync");
+    }
+    long long replays = model_graph_replays(m);
+    fwd_bwd(m, ids, tg, B, T, &o);
+    char pn[128], what[200];
+    snprintf(pn, sizeof pn, "fused %s %s%s, trained then %s",
+             dtype_name(cases[k].t),
+             cases[k].a == ATTN_FLASH ? "flash" : "materialized",
+             cases[k].graphs ? " (graphs)" : "",
+             cases[k].how == LOAD ? "loaded"
+                                  : "written through model_params_writable");
+    if (cases[k].graphs)
+      check(model_graph_replays(m) - replays == 2, "%s: forward and "
+            "backward replayed (%lld replays, want 2)", pn,
+            model_graph_replays(m) - replays);
+    double tol = cases[k].tol;
+    snprintf(what, sizeof what, "%s: logits vs cpu fp32", pn);
+    compare(what, o.logits, ref.logits, nl, tol);
+    snprintf(what, sizeof what, "%s: logits vs op-by-op %s", pn,
+             dtype_name(cases[k].t));
+    compare(what, o.logits, op.logits, nl, tol);
+    for (int i = 0; i < nv; i++) {
+      snprintf(what, sizeof what, "%s: grad %s vs cpu fp32", pn, v[i].name);
+      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
+              v[i].numel, tol);
+      snprintf(what, sizeof what, "%s: grad %s vs op-by-op %s", pn,
+               v[i].name, dtype_name(cases[k].t));
+      compare(what, o.grads + v[i].offset, op.grads + v[i].offset,
+              v[i].numel, tol);
+    }
+    model_destroy(m);
+    free(op.logits); free(op.grads); free(o.logits); free(o.grads);
+  }
+  free(ref.logits); free(ref.grads);
+  free(w);
+  model_destroy(src);
+  if (unlink(path) != 0 || rmdir(dir) != 0)
+    fprintf(stderr, "test_model_cuda: note: could not remove %s: %s\n", dir,
+            strerror(errno));
 }
 
 int main(void) {
@@ -265,6 +417,7 @@ int main(void) {
   }
   free_out(&gref);
   test_graphs(gpu, &c, w, np, B, T);
+  test_load_after_training(cpu, gpu, &c, w, np, B, T);
 
   free_out(&ref);
   model_destroy(init);
