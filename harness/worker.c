@@ -129,6 +129,9 @@ int main(int argc, char **argv) {
     usage_error("%s", msg);
   }
 
+  /* Only the runner's build of the kinds (KIND_DECLARATION_ONLY) leaves
+   * run NULL; the worker links the full one. */
+  ASSERT(k->run != NULL);
   result r;
   result_init(&r, k);
   err_clear();
