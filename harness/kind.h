@@ -1,7 +1,16 @@
 /* Job kinds: what a job measures. One file per kind under jobs/ supplies its
  * parameter table, its metric columns and the routine every worker rank runs.
  * The runner reads the tables (validation, CSV header, skip decisions); the
- * worker calls run(). Adding a kind = one file + one line in jobs/registry.c. */
+ * worker calls run(). Adding a kind = one file + one line in jobs/registry.c.
+ *
+ * Each kind file is compiled twice. The worker and the tests link it whole.
+ * The runner links it compiled with KIND_DECLARATION_ONLY defined: the
+ * parameter table, the metrics, gpus_per_rank and validate, without the
+ * measurement code, which needs CUDA, NCCL or MPI, libraries the runner
+ * must not load. So a kind file puts params, metrics, gpus_per_rank,
+ * validate and what they call first, then the run side in one
+ * `#ifndef KIND_DECLARATION_ONLY` block, then its kind_def with
+ * `.run = KIND_RUN(run)`. */
 #ifndef TL_KIND_H
 #define TL_KIND_H
 
@@ -42,9 +51,17 @@ typedef struct kind_def {
    * (what is allowed)" in err. */
   int (*validate)(const job *j, char *err, size_t errlen);
   /* Runs on every rank inside MPI_Init/Finalize. Returns 0, ERR_FAIL or
-   * ERR_OOM with the message in err_msg(); fills r (rank 0's is kept). */
+   * ERR_OOM with the message in err_msg(); fills r (rank 0's is kept).
+   * NULL in the runner's build (KIND_RUN), never in the worker's. */
   int (*run)(const job *j, result *r);
 } kind_def;
+
+/* A kind_def's run: the function, or NULL where the run side is left out. */
+#ifdef KIND_DECLARATION_ONLY
+#define KIND_RUN(fn) NULL
+#else
+#define KIND_RUN(fn) (fn)
+#endif
 
 /* Parameters every kind has, first in its table:
  *   run.world_size  processes (ranks) launched for the job

@@ -713,7 +713,9 @@ int main(int argc, char **argv) {
     return io_failure(err_msg(), o.out_dir);
 
   env_info env;
-  env_probe(&env);
+  /* A worker that cannot answer leaves the host's values and one warning
+   * line: provenance never stops an experiment. */
+  (void)env_probe_worker(worker, &env);
   if (o.gpus >= 0) env.gpu_count = o.gpus;
 
   if (o.dry_run) {

@@ -48,13 +48,7 @@ int resultfile_write(const char *path, const char *status,
       p += len + (p[len] == '\n');
     }
   }
-  if (env) {
-    char buf[64];
-    for (int c = 0; c < ENV_NCOLS; c++) {
-      text_one_line(line, sizeof line, env_value(env, c, buf, sizeof buf));
-      fprintf(f, "env.%s=%s\n", env_columns[c], line);
-    }
-  }
+  if (env) resultfile_put_env(f, env);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -66,10 +60,25 @@ int resultfile_write(const char *path, const char *status,
   return 0;
 }
 
+void resultfile_put_env(FILE *f, const env_info *env) {
+  char line[2048], buf[64];
+  for (int c = 0; c < ENV_NCOLS; c++) {
+    text_one_line(line, sizeof line, env_value(env, c, buf, sizeof buf));
+    fprintf(f, "env.%s=%s\n", env_columns[c], line);
+  }
+}
+
 int resultfile_read(const char *path, resultfile *rf) {
   memset(rf, 0, sizeof *rf);
   FILE *f = fopen(path, "r");
   if (!f) return -1;
+  resultfile_read_stream(f, rf);
+  fclose(f);
+  return 0;
+}
+
+void resultfile_read_stream(FILE *f, resultfile *rf) {
+  memset(rf, 0, sizeof *rf);
   /* getline: sample lines (a timeline of hundreds of collectives) run to
    * tens of kilobytes and must be read whole. */
   char *line = NULL;
@@ -91,8 +100,6 @@ int resultfile_read(const char *path, resultfile *rf) {
     rf->n++;
   }
   free(line);
-  fclose(f);
-  return 0;
 }
 
 const char *resultfile_get(const resultfile *rf, const char *key) {

@@ -10,6 +10,8 @@
 #ifndef TL_RESULTFILE_H
 #define TL_RESULTFILE_H
 
+#include <stdio.h>
+
 #include "common/env.h"
 #include "harness/kind.h"
 
@@ -24,6 +26,13 @@ int resultfile_write(const char *path, const char *status,
                      const env_info *env);
 /* 0 and filled rf, or -1 if the file does not exist / cannot be read. */
 int resultfile_read(const char *path, resultfile *rf);
+/* The lines of f up to its end into rf (as resultfile_read, from a stream:
+ * `worker --env`'s output). Stops early, keeping what it has, if out of
+ * memory; a caller that needs a key checks for it. */
+void resultfile_read_stream(FILE *f, resultfile *rf);
+/* env's "env.<column>=<value>" lines, one per env_columns entry, onto f;
+ * the caller checks ferror(f). */
+void resultfile_put_env(FILE *f, const env_info *env);
 const char *resultfile_get(const resultfile *rf, const char *key);
 void resultfile_free(resultfile *rf);
 

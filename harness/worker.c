@@ -1,13 +1,20 @@
 /* The worker: what each rank of a job runs, under the launcher.
  *
  *   worker --kind KIND --result PATH name=value ...
+ *   worker --env
  *
  * Every parameter of the kind is given (the runner passes the resolved job;
  * its dry run prints the same command, so a job can be rerun by hand).
  * Rank 0 writes PATH after all ranks have finished and agreed; a failing
  * rank writes PATH.rank<R> with its status and message, prints the whole
  * trace on stderr and aborts the job, so ranks blocked in a collective do
- * not hang until the timeout. Exit: 0 ok, 2 bad arguments, 3 job failed. */
+ * not hang until the timeout. Exit: 0 ok, 2 bad arguments, 3 job failed.
+ *
+ * --env prints this process's provenance (env.h) as the result file's
+ * env.<column>=<value> lines on stdout and exits (0, or 3 if stdout cannot
+ * be written): the runner, which does not load CUDA, NCCL or MPI, asks the
+ * worker for the GPUs and the libraries' versions this way. It runs
+ * without the launcher and never initialises MPI. */
 #include "config.h"
 
 #include <stdio.h>
@@ -40,7 +47,8 @@ static void usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "worker: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
-            "\nusage: worker --kind KIND --result PATH name=value ...\n");
+            "\nusage: worker --kind KIND --result PATH name=value ...\n"
+            "       worker --env\n");
   }
   finish(2);
 }
@@ -68,7 +76,26 @@ static const char *status_of(int rc) {
   return rc == ERR_OOM ? "oom" : rc < 0 ? "error" : "ok";
 }
 
+/* `worker --env`, before and without MPI_Init. */
+static int print_env(void) {
+  env_info env;
+  env_probe_in_process(&env);
+  resultfile_put_env(stdout, &env);
+  if (ferror(stdout) || fflush(stdout) != 0) {
+    perror("worker: writing the environment to stdout");
+    return 3;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--env") == 0) {
+    if (argc == 2) return print_env();
+    /* usage_error() would finish through MPI, which is not initialised. */
+    fprintf(stderr, "worker: --env takes no other argument\n"
+            "usage: worker --env\n");
+    return 2;
+  }
 #ifdef HAVE_MPI
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "worker: MPI_Init failed\n");
@@ -102,6 +129,9 @@ int main(int argc, char **argv) {
     usage_error("%s", msg);
   }
 
+  /* Only the runner's build of the kinds (KIND_DECLARATION_ONLY) leaves
+   * run NULL; the worker links the full one. */
+  ASSERT(k->run != NULL);
   result r;
   result_init(&r, k);
   err_clear();
@@ -122,7 +152,7 @@ int main(int argc, char **argv) {
 #endif
   if (world_rank == 0) {
     env_info env;
-    env_probe(&env);
+    env_probe_in_process(&env);
     if (resultfile_write(result_path, "ok", r.message, &r, &env) < 0) {
       fprintf(stderr, "worker: %s\n", err_msg());
       finish(3);

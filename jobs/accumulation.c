@@ -44,25 +44,11 @@ static const param_def params[] = {
      "the value added each time (the handout: 0.01)"},
 };
 
-/* The variants, in this order everywhere (the CUDA file too). */
-enum { V_FP32_FP32, V_FP16_FP16, V_FP32_FP16, V_FP32_FP16_CAST, V_BF16_BF16,
-       V_FP32_BF16, NVARIANTS };
-static const char *const variant[NVARIANTS] = {
-    "fp32_fp32", "fp16_fp16", "fp32_fp16", "fp32_fp16_cast", "bf16_bf16",
-    "fp32_bf16"};
-
 static const char *const metrics[] = {
     "sum_fp32_fp32", "err_fp32_fp32", "sum_fp16_fp16", "err_fp16_fp16",
     "sum_fp32_fp16", "err_fp32_fp16", "sum_fp32_fp16_cast",
     "err_fp32_fp16_cast", "sum_bf16_bf16", "err_bf16_bf16", "sum_fp32_bf16",
     "err_fp32_bf16", NULL};
-
-#ifdef HAVE_CUDA
-/* jobs/accumulation_cuda.cu: the six sums on GPU 0, in the order above;
- * x16 and xb16 are the bits of value in fp16 and bf16. */
-int accumulation_cuda(long long additions, float x32, unsigned short x16,
-                      unsigned short xb16, double out[6]);
-#endif
 
 static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
@@ -71,6 +57,23 @@ static int gpus_per_rank(const job *j) {
 static int validate(const job *j, char *err, size_t n) {
   return job_need_one_rank(j, err, n);
 }
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+/* The variants, in this order everywhere (the CUDA file too). */
+enum { V_FP32_FP32, V_FP16_FP16, V_FP32_FP16, V_FP32_FP16_CAST, V_BF16_BF16,
+       V_FP32_BF16, NVARIANTS };
+static const char *const variant[NVARIANTS] = {
+    "fp32_fp32", "fp16_fp16", "fp32_fp16", "fp32_fp16_cast", "bf16_bf16",
+    "fp32_bf16"};
+
+#ifdef HAVE_CUDA
+/* jobs/accumulation_cuda.cu: the six sums on GPU 0, in the order above;
+ * x16 and xb16 are the bits of value in fp16 and bf16. */
+int accumulation_cuda(long long additions, float x32, unsigned short x16,
+                      unsigned short xb16, double out[6]);
+#endif
 
 /* ---- software fp16 / bf16 --------------------------------------------------- */
 
@@ -166,6 +169,8 @@ static int run(const job *j, result *r) {
   return 0;
 }
 
+#endif /* KIND_DECLARATION_ONLY */
+
 const kind_def kind_accumulation = {
     .name = "accumulation",
     .summary = "the handout's mixed_precision_accumulation: `additions` "
@@ -177,5 +182,5 @@ const kind_def kind_accumulation = {
     .metrics = metrics,
     .gpus_per_rank = gpus_per_rank,
     .validate = validate,
-    .run = run,
+    .run = KIND_RUN(run),
 };

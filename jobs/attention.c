@@ -76,10 +76,6 @@ static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
 }
 
-static dtype job_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
-
 static int validate(const job *j, char *err, size_t n) {
   int cuda = strcmp(job_str(j, "backend"), "cuda") == 0;
   if (!cuda && strcmp(job_str(j, "precision"), "fp32") != 0) {
@@ -100,6 +96,13 @@ static int validate(const job *j, char *err, size_t n) {
     return 1 + kind_param_index(j->kind, "heads");
   }
   return job_need_one_rank(j, err, n);
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+static dtype job_dtype(const job *j) {
+  return dtype_of_precision(job_str(j, "precision"));
 }
 
 static uint64_t next_u64(uint64_t *s) {
@@ -253,6 +256,8 @@ static int run(const job *j, result *r) {
   return rc;
 }
 
+#endif /* KIND_DECLARATION_ONLY */
+
 const kind_def kind_attention = {
     .name = "attention",
     .summary = "time one attention layer's forward and backward: "
@@ -262,5 +267,5 @@ const kind_def kind_attention = {
     .metrics = metrics,
     .gpus_per_rank = gpus_per_rank,
     .validate = validate,
-    .run = run,
+    .run = KIND_RUN(run),
 };

@@ -136,10 +136,6 @@ static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "nccl") == 0 ? 1 : 0;
 }
 
-static dtype compute_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
-
 static int validate(const job *j, char *err, size_t n) {
   model_config c;
   if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
@@ -200,6 +196,13 @@ static int validate(const job *j, char *err, size_t n) {
     return 1 + kind_param_index(j->kind, "precision");
   }
   return 0;
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+static dtype compute_dtype(const job *j) {
+  return dtype_of_precision(job_str(j, "precision"));
 }
 
 /* splitmix64: the batches' tokens, the same on every rank. */
@@ -514,6 +517,8 @@ done:
   return rc;
 }
 
+#endif /* KIND_DECLARATION_ONLY */
+
 const kind_def kind_ddp = {
     .name = "ddp",
     .summary = "data-parallel training of model.md's LM: naive / flat / "
@@ -523,5 +528,5 @@ const kind_def kind_ddp = {
     .metrics = metrics,
     .gpus_per_rank = gpus_per_rank,
     .validate = validate,
-    .run = run,
+    .run = KIND_RUN(run),
 };

@@ -110,19 +110,6 @@ static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
 }
 
-static model_options options(const job *j) {
-  const char *p = job_str(j, "precision");
-  model_options o;
-  o.compute = dtype_of_precision(p);
-  o.f32 = f32_products_of_precision(p);
-  o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
-  o.attention = strcmp(job_str(j, "attention"), "flash") == 0
-                    ? ATTN_FLASH
-                    : ATTN_MATERIALIZED;
-  o.graphs = job_bool(j, "cuda_graphs");
-  return o;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   model_config c;
   if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
@@ -144,6 +131,22 @@ static int validate(const job *j, char *err, size_t n) {
     return 1 + kind_param_index(j->kind, "cuda_graphs");
   }
   return job_need_one_rank(j, err, n);
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+static model_options options(const job *j) {
+  const char *p = job_str(j, "precision");
+  model_options o;
+  o.compute = dtype_of_precision(p);
+  o.f32 = f32_products_of_precision(p);
+  o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
+  o.attention = strcmp(job_str(j, "attention"), "flash") == 0
+                    ? ATTN_FLASH
+                    : ATTN_MATERIALIZED;
+  o.graphs = job_bool(j, "cuda_graphs");
+  return o;
 }
 
 static void stats(const double *v, int n, double *mean, double *std) {
@@ -415,6 +418,8 @@ done:
   return rc;
 }
 
+#endif /* KIND_DECLARATION_ONLY */
+
 const kind_def kind_lm = {
     .name = "lm",
     .summary = "time forward / backward / AdamW of model.md's Transformer LM",
@@ -423,5 +428,5 @@ const kind_def kind_lm = {
     .metrics = metrics,
     .gpus_per_rank = gpus_per_rank,
     .validate = validate,
-    .run = run,
+    .run = KIND_RUN(run),
 };

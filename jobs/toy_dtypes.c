@@ -46,9 +46,7 @@ static const param_def params[] = {
     {"model", "batch", P_INT, 1, 1 << 20, NULL, "rows of the random batch"},
 };
 
-/* Column names follow toy_probe's order, X_bits then X_dtype. */
-static const char *const probe_col[TOY_NPROBES] = {
-    "param", "fc1_out", "ln_out", "logits", "loss", "grads", "master"};
+/* Columns X_bits then X_dtype, X in toy_probe's order (probe_col). */
 static const char *const metrics[] = {
     "param_bits",  "param_dtype",  "fc1_out_bits", "fc1_out_dtype",
     "ln_out_bits", "ln_out_dtype", "logits_bits",  "logits_dtype",
@@ -60,10 +58,6 @@ static int gpus_per_rank(const job *j) {
   return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
 }
 
-static dtype compute_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
-
 static int validate(const job *j, char *err, size_t n) {
   if (strcmp(job_str(j, "backend"), "cpu") == 0 &&
       strcmp(job_str(j, "precision"), "fp32") != 0) {
@@ -72,6 +66,17 @@ static int validate(const job *j, char *err, size_t n) {
     return 1 + kind_param_index(j->kind, "precision");
   }
   return job_need_one_rank(j, err, n);
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+/* The metrics' X, in toy_probe's order. */
+static const char *const probe_col[TOY_NPROBES] = {
+    "param", "fc1_out", "ln_out", "logits", "loss", "grads", "master"};
+
+static dtype compute_dtype(const job *j) {
+  return dtype_of_precision(job_str(j, "precision"));
 }
 
 /* The project's names for the CSV (kernels.h's dtype_name says f32). */
@@ -155,6 +160,8 @@ done:
   return rc;
 }
 
+#endif /* KIND_DECLARATION_ONLY */
+
 const kind_def kind_toy_dtypes = {
     .name = "toy_dtypes",
     .summary = "the dtype of each tensor of the handout's toy model in one "
@@ -165,5 +172,5 @@ const kind_def kind_toy_dtypes = {
     .metrics = metrics,
     .gpus_per_rank = gpus_per_rank,
     .validate = validate,
-    .run = run,
+    .run = KIND_RUN(run),
 };
