@@ -300,10 +300,11 @@ static int cmp_double(const void *a, const void *b) {
 
 /* The timeline of the last step: rank 0's own, rank 1's sent to rank 0.
  * Layout of one rank's doubles: nhooks, bwd_start, hook ends...,
- * ngrad, (start, end)..., nparam, (start, end)... */
+ * ngrad, (start, end)..., nparam, (start, end)...; len counts them:
+ * 4 (nhooks, bwd_start, ngrad, nparam), one per hook, two per op. */
 static int timeline(bench *x, result *r) {
   const ddp_step_info *s = &x->last;
-  int len = 3 + s->nhooks + 2 * (s->ngrad_ops + s->nparam_ops);
+  int len = 4 + s->nhooks + 2 * (s->ngrad_ops + s->nparam_ops);
   double *buf = malloc((size_t)len * sizeof *buf);
   CHECK_ALLOC(buf, (size_t)len * sizeof *buf);
   int k = 0;
