@@ -152,6 +152,12 @@ static char **split(const char *list, int *n, const char *what) {
   return out;
 }
 
+static void split_free(char **names, int n) {
+  if (!names) return;
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
 static int column(const csv_table *t, const char *name) {
   int c = csv_col(t, name);
   if (c >= 0) return c;
@@ -171,6 +177,7 @@ static int *columns(const csv_table *t, const char *list, int *n) {
   char **names = split(list, n, "--cols");
   int *c = xmalloc((size_t)*n * sizeof *c);
   for (int i = 0; i < *n; i++) c[i] = column(t, names[i]);
+  split_free(names, *n);
   return c;
 }
 
@@ -204,6 +211,7 @@ static sortkey *parse_sort(const csv_table *t, const char *list, int *n) {
     k[i].desc = names[i][0] == '-';
     k[i].col = column(t, names[i] + k[i].desc);
   }
+  split_free(names, *n);
   return k;
 }
 
@@ -367,6 +375,10 @@ static void cmd_table(const csv_table *t, const opts *o) {
       md_cell(shown(t->rows[rows[i]][c[k]], fmt[c[k]]));
     putchar('\n');
   }
+  free(rows);
+  free(fmt);
+  split_free(head, nh);
+  free(c);
 }
 
 static void put_row(const char *const *f, int n) {
@@ -392,6 +404,10 @@ static void cmd_select(const csv_table *t, const opts *o) {
     put_row(f, n);
     for (int k = 0; k < n; k++) free((char *)f[k]);
   }
+  free(f);
+  free(rows);
+  free(fmt);
+  free(c);
 }
 
 static void cmd_distinct(const csv_table *t, const opts *o) {
@@ -415,6 +431,9 @@ static void cmd_distinct(const csv_table *t, const opts *o) {
       printf("%s%s", k ? sep : "", t->rows[rows[i]][c[k]]);
     putchar('\n');
   }
+  free(out);
+  free(rows);
+  free(c);
 }
 
 static void cmd_value(const csv_table *t, const opts *o) {
@@ -428,6 +447,8 @@ static void cmd_value(const csv_table *t, const opts *o) {
   size_t nr;
   size_t *rows = pick_rows(t, o, &nr);
   if (nr == 0) {
+    free(rows);
+    free(fmt);
     if (o->def) {
       printf("%s\n", o->def);
       return;
@@ -455,6 +476,8 @@ static void cmd_value(const csv_table *t, const opts *o) {
     if (!best) best = "";
   }
   printf("%s\n", shown(best, fmt[c]));
+  free(rows);
+  free(fmt);
 }
 
 static void cmd_count(const csv_table *t, const opts *o) {
@@ -518,6 +541,8 @@ int main(int argc, char **argv) {
   csv_table t;
   if (csv_read(file_path, &t) < 0) {
     char buf[4096];
+    free(o.fmt);
+    free(o.where);
     die(EXIT_DATA, "%s", csv_error(buf, sizeof buf));
   }
   switch (which) {
@@ -532,5 +557,7 @@ int main(int argc, char **argv) {
   if (fflush(stdout) != 0 || ferror(stdout))
     die(EXIT_DATA, "cannot write the output: %s", strerror(errno));
   csv_free(&t);
+  free(o.fmt);
+  free(o.where);
   return 0;
 }
