@@ -25,6 +25,18 @@ finish() {
   [ "$failed" -eq 0 ]
   exit $?
 }
+# Number of processes whose command line contains TEXT (a fixed string).
+# Tests count only their own processes: TEXT names something unique to the
+# test, such as its scratch folder, never a program name that another
+# test or user on the machine may be running too.
+procs_with() { # procs_with TEXT
+  n=0
+  for d in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' < "$d/cmdline" 2> /dev/null) || continue
+    case "$cmd" in *"$1"*) n=$((n + 1)) ;; esac
+  done
+  echo "$n"
+}
 # Number of data rows in a CSV (header excluded).
 rows() { if [ -f "$1" ]; then echo $(($(wc -l < "$1") - 1)); else echo 0; fi; }
 # Value of column NAME in every data row of a CSV, one per line.

@@ -14,6 +14,8 @@ check "dry run exits 0" [ $? -eq 0 ]
 check "dry run prints the count first" [ "$(head -n 1 "$scratch/dry")" = "10 jobs (0 already measured in $out/selftest.csv)" ]
 check "dry run lists 10 jobs" [ "$(grep -c '^\[[0-9]*/10\]' "$scratch/dry")" -eq 10 ]
 check "dry run shows launch commands" grep -q -- "worker --kind selftest --result" "$scratch/dry"
+# What the leftover check below looks for in command lines.
+check "launch commands carry this run's result paths" grep -qF -- "--result $out/logs/" "$scratch/dry"
 check "dry run writes nothing" [ ! -e "$out" ]
 
 "$RUNNER" --out-dir "$out" "$cfg" 2> "$scratch/run.err"
@@ -33,7 +35,9 @@ check "rows carry provenance" [ -n "$(column "$csv" host | head -n 1)" ]
 check "sidecar JSON written" grep -q '"experiment"' "$out/selftest.json"
 check "progress shows i/N" grep -q '^\[10/10\]' "$scratch/run.err"
 sleep 1
-check "no job process left behind" sh -c '! pgrep -f "[w]orker --kind selftest" > /dev/null'
+# This run's processes only (mpirun and the workers carry the result paths
+# under the scratch folder): other selftest jobs may run on the machine.
+check "no job process left behind" [ "$(procs_with "--result $out/logs/")" -eq 0 ]
 
 # A job needing more GPUs than the machine has: a skipped row, exit 0.
 "$RUNNER" --gpus 0 --out-dir "$out" --set backend=nccl --only world_size=2 \
