@@ -655,7 +655,16 @@ int main(int argc, char **argv) {
   job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
   pvalue *vals = calloc(njobs * (size_t)e.kind->nparams + 1, sizeof *vals);
   char *done = calloc(njobs + 1, 1);
-  if (!jobs || !vals || !done) { fprintf(stderr, "runner: out of memory\n"); return 2; }
+  /* Every way out after this point goes through `out`, which frees what
+   * main holds: a refused or failed run leaks nothing. */
+  int rc = 0, log_fd = -1;
+  rows rw = {.fd = -1};
+  outlock lock = {.fd = -1};
+  if (!jobs || !vals || !done) {
+    fprintf(stderr, "runner: out of memory\n");
+    rc = 2;
+    goto out;
+  }
   for (size_t i = 0; i < njobs; i++) {
     jobs[i].v = vals + i * (size_t)e.kind->nparams;
     experiment_job(&e, i, &jobs[i]);
@@ -678,26 +687,26 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
 
-  outlock lock = {.fd = -1};
   if (!o.dry_run) {
     char lock_path[PATH_MAX], prefix[96];
     snprintf(lock_path, sizeof lock_path, "%s/%s.lock", o.out_dir, e.name);
-    if (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0)
-      return io_failure(err_msg(), o.out_dir);
+    if (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0) {
+      rc = io_failure(err_msg(), o.out_dir);
+      goto out;
+    }
     char who[256];
     int busy = outlock_take(&lock, lock_path, o.wait, &stop_requested, who,
                             sizeof who);
     if (busy < 0) {
-      if (stop_requested) {
-        fprintf(stderr, "runner: %s\n", err_msg());
-        return 130;
-      }
-      return io_failure(err_msg(), o.out_dir);
+      if (stop_requested) fprintf(stderr, "runner: %s\n", err_msg());
+      rc = stop_requested ? 130 : io_failure(err_msg(), o.out_dir);
+      goto out;
     }
     if (busy) {
       fprintf(stderr, "runner: another runner is writing %s (%s); wait for "
               "it with --wait, or choose another --out-dir\n", csv_path, who);
-      return 2;
+      rc = 2;
+      goto out;
     }
     /* Holding the lock, whatever carries this output's tag or names its
      * result files belongs to an earlier run that died (kill -9, a crash). */
@@ -708,9 +717,10 @@ int main(int argc, char **argv) {
               "left running\n", killed, killed == 1 ? "" : "es", e.name);
     remove_stale_results(log_dir, e.name);
   }
-  rows rw;
-  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0)
-    return io_failure(err_msg(), o.out_dir);
+  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0) {
+    rc = io_failure(err_msg(), o.out_dir);
+    goto out;
+  }
 
   env_info env;
   /* A worker that cannot answer leaves the host's values and one warning
@@ -730,7 +740,12 @@ int main(int argc, char **argv) {
       char **args = worker_args(&jobs[i], res, &nargs);
       char **argv2 = args ? launch_command(o.launcher, (int)job_int(&jobs[i], "world_size"),
                                            worker, args, nargs) : NULL;
-      if (!argv2) { fprintf(stderr, "runner: out of memory\n"); return 2; }
+      if (!argv2) {
+        fprintf(stderr, "runner: out of memory\n");
+        free_args(args, nargs);
+        rc = 2;
+        goto out;
+      }
       launch_command_text(argv2, cmd, sizeof cmd);
       char why[256], note[300] = "";
       const char *skip = cannot_run(&jobs[i], env.gpu_count, why, sizeof why);
@@ -740,21 +755,21 @@ int main(int argc, char **argv) {
       launch_command_free(argv2);
       free_args(args, nargs);
     }
-    rows_close(&rw);
-    experiment_free(&e);
-    free(jobs); free(vals); free(done);
-    return 0;
+    goto out;
   }
 
   char commit[128], dirty[16];
   git_info(commit, sizeof commit, dirty, sizeof dirty);
-  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0)
-    return io_failure(err_msg(), o.out_dir);
-  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0) {
+    rc = io_failure(err_msg(), o.out_dir);
+    goto out;
+  }
+  log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     char msg[PATH_MAX + 128];
     snprintf(msg, sizeof msg, "cannot open %s: %s", log_path, strerror(errno));
-    return io_failure(msg, o.out_dir);
+    rc = io_failure(msg, o.out_dir);
+    goto out;
   }
   allow_root_launcher(o.launcher);
 
@@ -764,7 +779,6 @@ int main(int argc, char **argv) {
           e.name, njobs, njobs - ntodo, ntodo, csv_path);
   double t_start = clock_now_s(), t_launched = 0;
   size_t nlaunched = 0, left = ntodo;
-  int rc = 0;
   for (size_t i = 0; i < njobs && !stop_requested; i++) {
     if (done[i]) continue;
     const job *j = &jobs[i];
@@ -845,17 +859,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s%s%s (%.1f s) | elapsed %s, ~%s left\n", out.status,
             out.message[0] ? ": " : "", out.message, secs, el, rem);
   }
-  close(log_fd);
-  rows_close(&rw);
-  outlock_release(&lock);
   fprintf(stderr, "%s: %zu ok, %zu failed, %zu skipped, %zu already measured -> %s\n",
           e.name, nok, nfailed, nskipped, njobs - ntodo, csv_path);
-  experiment_free(&e);
-  free(jobs); free(vals); free(done);
-  if (rc) return rc;
-  if (stop_requested) {
+  if (!rc && stop_requested) {
     fprintf(stderr, "interrupted: the rows written so far are kept; run again to resume\n");
-    return 130;
+    rc = 130;
   }
-  return nfailed ? 1 : 0;
+  if (!rc) rc = nfailed ? 1 : 0;
+out:
+  if (log_fd >= 0) close(log_fd);
+  rows_close(&rw);
+  outlock_release(&lock);
+  experiment_free(&e);
+  free(jobs);
+  free(vals);
+  free(done);
+  return rc;
 }

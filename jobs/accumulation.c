@@ -100,7 +100,9 @@ static double round_to(double v, fmt f) {
   return r;
 }
 
-/* The bits of a value of f (exact: v is already rounded to f). */
+#ifdef HAVE_CUDA
+/* The bits of a value of f (exact: v is already rounded to f), for the
+ * CUDA kernel's 16-bit inputs. */
 static unsigned short bits16(double v, fmt f) {
   if (f.p == 8) {   /* bf16: the top half of the fp32 bits */
     float x = (float)v;
@@ -117,6 +119,7 @@ static unsigned short bits16(double v, fmt f) {
   return s | (unsigned short)((e + 15) << 10) |
          (unsigned short)((a / ldexp(1.0, e) - 1.0) * 1024.0);
 }
+#endif
 
 static void sums_cpu(long long n, double value, double out[NVARIANTS]) {
   float x32 = (float)value, s32 = 0;

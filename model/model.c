@@ -365,8 +365,13 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
   }
   /* The engine's fp32 products follow the model being built (a TF32
    * model must not leave the next model on the same engine in TF32). */
-  TRY(eng_f32_products(e, o->f32));
-  int rc = create(m);
+  int rc = eng_f32_products(e, o->f32);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    free(m);
+    return rc;
+  }
+  rc = create(m);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
     model_destroy(m);

@@ -123,6 +123,10 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     wg_commit();
     if (j > 0) {
       mbar_wait(&full_v[prev], ((j - 1) >> 1) & 1);
+      /* The products read acc and pa, which plain code wrote (the softmax
+       * rescale and P's conversion): the fence wgmma requires before them,
+       * which ptxas otherwise injects with an advisory per instance. */
+      wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++)
         wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vprev + kk * 16 * 128, BK * 128, 1024));
