@@ -9,11 +9,16 @@
 # on purpose (an allocation of 1 PiB must come back as out of memory) and
 # our code checks every CUDA return code itself.
 #
-# racecheck leaves out cuBLAS's kernels (nvjet...): they synchronise shared
-# memory through TMA and mbarriers, which racecheck reports as hazards of
-# code we neither own nor can change, and they make the run last tens of
-# minutes. test_kernels_cuda runs its --small cases under racecheck (every
-# kernel, small shapes).
+# racecheck runs over every kernel, but only hazards in our own kernels
+# fail the test: cuBLAS's Hopper kernels (nvjet...) synchronise shared
+# memory through TMA and mbarriers, which racecheck reports as hazards in
+# code we neither own nor can change. (Excluding them from instrumentation
+# with --kernel-name-exclude makes racecheck die with "failed to handle a
+# hardware exception" on the H100, so they are filtered from the report.)
+# test_kernels_cuda runs its --small cases under racecheck. test_attention_cuda
+# runs under memcheck only: under racecheck it takes longer than a test
+# suite can wait (more than 100 s into it on the H100); its kernels run
+# under racecheck through test_model_cuda's flash and materialised cases.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 cs=$(command -v compute-sanitizer 2> /dev/null)
@@ -25,6 +30,14 @@ probe="$top_builddir/tests/test_toy_cuda"
 "$probe" > /dev/null 2>&1
 [ $? -eq 77 ] && { echo "no GPU"; exit 77; }
 
+# Clean under racecheck: no hazard outside cuBLAS, the tool did not fail,
+# and the test itself passed (its own last line; racecheck's exit status
+# counts cuBLAS's hazards too).
+race_clean() {
+  [ "$1" -eq 0 ] && grep -q ' 0 failed$' "$2" &&
+    ! grep -q 'Internal Sanitizer Error' "$2"
+}
+
 for t in test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda; do
   prog="$top_builddir/tests/$t"
   "$cs" --tool memcheck --report-api-errors no --leak-check full \
@@ -32,12 +45,14 @@ for t in test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda; do
   rc=$?
   check "memcheck $t (exit $rc)" [ $rc -eq 0 ]
   [ $rc -eq 0 ] || grep -m 20 '^=========' "$scratch/$t.memcheck"
+  [ $t = test_attention_cuda ] && continue
   small=
   [ $t = test_kernels_cuda ] && small=--small
-  "$cs" --tool racecheck --kernel-name-exclude kns=nvjet --error-exitcode 9 \
-    "$prog" $small > "$scratch/$t.racecheck" 2>&1
-  rc=$?
-  check "racecheck $t $small(exit $rc)" [ $rc -eq 0 ]
-  [ $rc -eq 0 ] || grep -m 20 '^=========' "$scratch/$t.racecheck"
+  "$cs" --tool racecheck "$prog" $small > "$scratch/$t.racecheck" 2>&1
+  ours=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -vc ' at nvjet_')
+  theirs=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -c ' at nvjet_')
+  check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's)" \
+    race_clean "$ours" "$scratch/$t.racecheck"
+  [ "$ours" -eq 0 ] || grep 'Race reported between' "$scratch/$t.racecheck" | grep -v ' at nvjet_' | head -n 10
 done
 finish
