@@ -83,7 +83,6 @@ typedef struct model_options {
  * rebuilds the copy before every pass. Nobody has to announce a write. */
 int model_create_ex(model **out, engine *e, const model_config *c, int batch,
                     int seq, const model_options *o);
-const model_options *model_get_options(const model *m);
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 
