@@ -44,7 +44,6 @@ typedef struct tensor_view {
  * checked anywhere. *views is malloc'd; the caller frees it. */
 int model_layout(const model_config *c, tensor_view **views, int *nviews,
                  size_t *nparams);
-size_t model_param_count(const model_config *c);
 
 typedef struct adamw_config {
   float lr, beta1, beta2, eps, weight_decay;  /* 1e-3, .9, .999, 1e-8, .01 */
