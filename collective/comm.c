@@ -114,25 +114,6 @@ int comm_window_deregister(comm *c, void *p) {
   return 0;
 }
 
-int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes) {
-  if (bytes == 0) return 0;
-  ASSERT(dst && host_src);
-  TRY(c->ops->to_buf(c, dst, host_src, bytes));
-  return 0;
-}
-
-int comm_from_buf(comm *c, void *host_dst, const void *src, size_t bytes) {
-  if (bytes == 0) return 0;
-  ASSERT(host_dst && src);
-  TRY(c->ops->from_buf(c, host_dst, src, bytes));
-  return 0;
-}
-
-int comm_sync(comm *c) {
-  TRY(c->ops->sync(c));
-  return 0;
-}
-
 /* A NULL buffer with elements to move is a bug in the caller; a zero count
  * is a legal no-op that both libraries accept. */
 static void check_bufs(const void *a, const void *b, size_t count) {

@@ -73,10 +73,6 @@ void comm_sym_free(comm *c, void *p);
  * Deregister (also collective) before freeing the buffer. */
 int comm_window_register(comm *c, void *p, size_t bytes);
 int comm_window_deregister(comm *c, void *p);
-int comm_to_buf(comm *c, void *dst, const void *host_src, size_t bytes);
-int comm_from_buf(comm *c, void *host_dst, const void *src, size_t bytes);
-/* Wait until every operation queued so far is complete on this rank. */
-int comm_sync(comm *c);
 
 /* recv[i] = op over ranks of send[i], i < count. send == recv is in place. */
 int comm_allreduce(comm *c, const void *send, void *recv, size_t count,
@@ -121,12 +117,6 @@ static inline int comm_reduce_scatter_avg_f32(comm *c, const float *send,
                                               float *recv, size_t recvcount,
                                               comm_req **req) {
   return comm_reduce_scatter(c, send, recv, recvcount, COMM_F32, COMM_AVG,
-                             req);
-}
-static inline int comm_reduce_scatter_f32(comm *c, const float *send,
-                                          float *recv, size_t recvcount,
-                                          comm_req **req) {
-  return comm_reduce_scatter(c, send, recv, recvcount, COMM_F32, COMM_SUM,
                              req);
 }
 static inline int comm_allgather_f32(comm *c, const float *send, float *recv,

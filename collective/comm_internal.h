@@ -30,9 +30,6 @@ typedef struct comm_ops {
   void (*sym_free)(comm *c, void *p);
   int (*window_register)(comm *c, void *p, size_t bytes);   /* NULL: none */
   int (*window_deregister)(comm *c, void *p);
-  int (*to_buf)(comm *c, void *dst, const void *host_src, size_t bytes);
-  int (*from_buf)(comm *c, void *host_dst, const void *src, size_t bytes);
-  int (*sync)(comm *c);
   int (*allreduce)(comm *c, const void *send, void *recv, size_t count,
                    comm_dtype t, comm_op op, comm_req **req);
   int (*broadcast)(comm *c, void *buf, size_t count, comm_dtype t, int root,

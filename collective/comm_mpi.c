@@ -66,14 +66,6 @@ static int host_alloc(comm *c, size_t bytes, void **p) {
 
 static void host_free(comm *c, void *p) { free(p); }
 
-static int host_copy(comm *c, void *dst, const void *src, size_t bytes) {
-  memmove(dst, src, bytes);
-  return 0;
-}
-
-/* Blocking and MPI_I* calls complete in place: nothing is ever queued. */
-static int host_sync(comm *c) { return 0; }
-
 #ifdef HAVE_MPI
 
 typedef struct {
@@ -280,9 +272,6 @@ static const comm_ops mpi_ops = {
     .free = host_free,
     .sym_alloc = host_alloc,
     .sym_free = host_free,
-    .to_buf = host_copy,
-    .from_buf = host_copy,
-    .sync = host_sync,
     .allreduce = mpi_allreduce,
     .broadcast = mpi_broadcast,
     .reduce_scatter = mpi_reduce_scatter,
@@ -375,9 +364,6 @@ static const comm_ops one_ops = {
     .free = host_free,
     .sym_alloc = host_alloc,
     .sym_free = host_free,
-    .to_buf = host_copy,
-    .from_buf = host_copy,
-    .sync = host_sync,
     .allreduce = one_allreduce,
     .broadcast = one_broadcast,
     .reduce_scatter = one_reduce_scatter,

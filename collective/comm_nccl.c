@@ -212,33 +212,6 @@ static int nccl_sym_alloc(comm *c, size_t bytes, void **p) {
 static void nccl_sym_free(comm *c, void *p) { cudaFree(p); }
 #endif
 
-/* Copies go through the stream so they are ordered after every operation
- * queued so far: a copy out after an asynchronous call sees its result. */
-static int nccl_to_buf(comm *c, void *dst, const void *host_src,
-                       size_t bytes) {
-  nccl_state *s = state(c);
-  CHECK_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice,
-                             s->stream));
-  CHECK_CUDA(cudaStreamSynchronize(s->stream));
-  return 0;
-}
-
-static int nccl_from_buf(comm *c, void *host_dst, const void *src,
-                         size_t bytes) {
-  nccl_state *s = state(c);
-  CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
-                             s->stream));
-  CHECK_CUDA(cudaStreamSynchronize(s->stream));
-  return 0;
-}
-
-static int nccl_sync(comm *c) {
-  nccl_state *s = state(c);
-  CHECK_CUDA(cudaStreamSynchronize(s->stream));
-  TRY(check_async_error(s));
-  return 0;
-}
-
 static int nccl_allreduce(comm *c, const void *send, void *recv,
                           size_t count, comm_dtype t, comm_op op,
                           comm_req **req) {
@@ -343,9 +316,6 @@ static const comm_ops nccl_ops = {
     .window_register = nccl_window_register,
     .window_deregister = nccl_window_deregister,
 #endif
-    .to_buf = nccl_to_buf,
-    .from_buf = nccl_from_buf,
-    .sync = nccl_sync,
     .allreduce = nccl_allreduce,
     .broadcast = nccl_broadcast,
     .reduce_scatter = nccl_reduce_scatter,

@@ -30,7 +30,6 @@ int err_trace(const char *file, int line) {
 }
 
 const char *err_msg(void) { return err_buf; }
-int err_code(void) { return err_rc; }
 void err_clear(void) { err_buf[0] = '\0'; err_rc = 0; }
 
 void err_first_line(char *buf, size_t n) {

@@ -25,7 +25,6 @@ int err_set(int code, const char *file, int line, const char *fmt, ...)
 int err_trace(const char *file, int line);
 const char *err_msg(void);      /* whole message, possibly several lines */
 void err_first_line(char *buf, size_t n); /* the first line, for CSV cells */
-int err_code(void);
 void err_clear(void);
 
 /* Fail here with a message. */

@@ -6,7 +6,11 @@
  * Flow: validate everything (exit 2 on any mistake, before any job) ->
  * open the CSV and find the jobs already measured -> for each remaining job:
  * skip it with a row if this machine cannot run it, else launch, wait with
- * a timeout, turn the outcome into a row. Exit 1 if any job failed. */
+ * a timeout, turn the outcome into a row. Exit 1 if any job failed.
+ *
+ * main: parse_options -> plan_load (the experiment, its jobs, the output's
+ * paths) -> dry_run or run, then plan_free. Both runs describe job i with
+ * job_command_make, so --dry-run prints exactly the command a run starts. */
 #include "config.h"
 
 #include <errno.h>
@@ -231,32 +235,6 @@ static void job_label(const experiment *e, const job *j, char *buf, size_t n) {
                             e->kind->params[i].name, v);
   }
   if (e->nsweep == 0) snprintf(buf, n, "(no sweep)");
-}
-
-/* The worker's arguments for job j: --kind, --result, then name=value. */
-static char **worker_args(const job *j, const char *result_path, int *nargs) {
-  int n = 4 + j->kind->nparams;
-  char **a = calloc((size_t)n + 1, sizeof *a);
-  if (!a) return NULL;
-  a[0] = strdup("--kind");
-  a[1] = strdup(j->kind->name);
-  a[2] = strdup("--result");
-  a[3] = strdup(result_path);
-  for (int i = 0; i < j->kind->nparams; i++) {
-    char v[PVALUE_STR_MAX + 32], kv[PVALUE_STR_MAX + 96];
-    pvalue_format(&j->v[i], v, sizeof v);
-    snprintf(kv, sizeof kv, "%s=%s", j->kind->params[i].name, v);
-    a[4 + i] = strdup(kv);
-  }
-  for (int i = 0; i < n; i++)
-    if (!a[i]) return NULL;
-  *nargs = n;
-  return a;
-}
-
-static void free_args(char **a, int n) {
-  for (int i = 0; a && i < n; i++) free(a[i]);
-  free(a);
 }
 
 /* Why this machine cannot run j, or NULL if it can. */
@@ -549,13 +527,6 @@ static int write_sidecar(const char *path, const experiment *e,
   return 0;
 }
 
-/* logs/NAME.job<N>.<pid>.result: the runner's pid keeps result files of
- * different runs apart, whatever state an earlier run left. */
-static void result_path(char *buf, size_t n, const char *log_dir,
-                        const char *name, size_t job) {
-  snprintf(buf, n, "%s/%s.job%zu.%d.result", log_dir, name, job, (int)getpid());
-}
-
 /* Remove the result files (and their .rankR / .tmpPID companions) that an
  * earlier run of experiment name left in log_dir: the caller holds the
  * output's lock, so no live run owns them. Returns how many. */
@@ -629,172 +600,276 @@ static void allow_root_launcher(const char *launcher) {
           "so that Open MPI's mpirun starts them (it refuses root otherwise)\n");
 }
 
-int main(int argc, char **argv) {
-  options o;
-  parse_options(argc, argv, &o);
-
+/* What every run starts from, dry or real: the validated experiment, its
+ * jobs, which of them the CSV already holds, and where the output goes.
+ * plan_load fills it; plan_free releases whatever plan_load reached (a plan
+ * is zeroed first, so it can be freed at any point). */
+typedef struct plan {
   experiment e;
+  size_t njobs;
+  job *jobs;
+  pvalue *vals;         /* the jobs' values: njobs * kind->nparams */
+  char *done;           /* done[i]: job i already has an ok row (survey) */
+  char csv_path[PATH_MAX], json_path[PATH_MAX], samples_path[PATH_MAX],
+      log_dir[PATH_MAX], log_path[PATH_MAX], worker[PATH_MAX];
+} plan;
+
+static void plan_free(plan *p) {
+  experiment_free(&p->e);
+  free(p->jobs);
+  free(p->vals);
+  free(p->done);
+  memset(p, 0, sizeof *p);
+}
+
+/* Load and expand the experiment and name its files. Returns 0, or the exit
+ * status after saying why on stderr. */
+static int plan_load(plan *p, const options *o) {
+  memset(p, 0, sizeof *p);
   char err[2048];
-  if (experiment_load(&e, o.path, o.sets, o.nsets, o.onlys, o.nonlys, err,
-                      sizeof err) != 0) {
+  if (experiment_load(&p->e, o->path, o->sets, o->nsets, o->onlys, o->nonlys,
+                      err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     return 2;
   }
   /* The longest path made from the output folder: a rank's temporary
    * result file, logs/NAME.jobN.PID.result.rankR.tmpPID. */
-  size_t longest = strlen(o.out_dir) + strlen(e.name) + 80;
+  const char *name = p->e.name;
+  size_t longest = strlen(o->out_dir) + strlen(name) + 80;
   if (longest >= PATH_MAX) {
     fprintf(stderr, "runner: --out-dir is %zu characters long: the paths of "
             "experiment %s's files in it would pass the system's limit "
-            "(allowed: at most %zu characters)\n", strlen(o.out_dir), e.name,
-            (size_t)PATH_MAX - 81 - strlen(e.name));
-    experiment_free(&e);
+            "(allowed: at most %zu characters)\n", strlen(o->out_dir), name,
+            (size_t)PATH_MAX - 81 - strlen(name));
     return 2;
   }
-  size_t njobs = experiment_njobs(&e);
-  job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
-  pvalue *vals = calloc(njobs * (size_t)e.kind->nparams + 1, sizeof *vals);
-  char *done = calloc(njobs + 1, 1);
-  /* Every way out after this point goes through `out`, which frees what
-   * main holds: a refused or failed run leaks nothing. */
-  int rc = 0, log_fd = -1;
-  rows rw = {.fd = -1};
-  outlock lock = {.fd = -1};
-  if (!jobs || !vals || !done) {
+  size_t nparams = (size_t)p->e.kind->nparams;
+  p->njobs = experiment_njobs(&p->e);
+  p->jobs = calloc(p->njobs ? p->njobs : 1, sizeof *p->jobs);
+  p->vals = calloc(p->njobs * nparams + 1, sizeof *p->vals);
+  p->done = calloc(p->njobs + 1, 1);
+  if (!p->jobs || !p->vals || !p->done) {
     fprintf(stderr, "runner: out of memory\n");
-    rc = 2;
-    goto out;
+    return 2;
   }
-  for (size_t i = 0; i < njobs; i++) {
-    jobs[i].v = vals + i * (size_t)e.kind->nparams;
-    experiment_job(&e, i, &jobs[i]);
+  for (size_t i = 0; i < p->njobs; i++) {
+    p->jobs[i].v = p->vals + i * nparams;
+    experiment_job(&p->e, i, &p->jobs[i]);
   }
+  snprintf(p->csv_path, sizeof p->csv_path, "%s/%s.csv", o->out_dir, name);
+  snprintf(p->json_path, sizeof p->json_path, "%s/%s.json", o->out_dir, name);
+  snprintf(p->samples_path, sizeof p->samples_path, "%s/%s.samples.jsonl",
+           o->out_dir, name);
+  snprintf(p->log_dir, sizeof p->log_dir, "%s/logs", o->out_dir);
+  snprintf(p->log_path, sizeof p->log_path, "%s/%s.log", p->log_dir, name);
+  find_worker(p->worker, sizeof p->worker);
+  return 0;
+}
 
-  char csv_path[PATH_MAX], json_path[PATH_MAX], samples_path[PATH_MAX],
-      log_dir[PATH_MAX],
-      log_path[PATH_MAX], worker[PATH_MAX];
-  snprintf(csv_path, sizeof csv_path, "%s/%s.csv", o.out_dir, e.name);
-  snprintf(json_path, sizeof json_path, "%s/%s.json", o.out_dir, e.name);
-  snprintf(samples_path, sizeof samples_path, "%s/%s.samples.jsonl", o.out_dir, e.name);
-  snprintf(log_dir, sizeof log_dir, "%s/logs", o.out_dir);
-  snprintf(log_path, sizeof log_path, "%s/%s.log", log_dir, e.name);
-  find_worker(worker, sizeof worker);
+/* How job i runs. The dry run prints it and the real run launches it, both
+ * from this one description, so the printed command is exactly the one a
+ * run starts. */
+typedef struct job_command {
+  char label[1024];        /* the swept values, "backend=mpi size_mib=10" */
+  char result[PATH_MAX];   /* the result file rank 0 writes */
+  char **argv;             /* launcher, worker, the worker's arguments;
+                              NULL-terminated, NULL until made */
+  char text[8192];         /* argv as one shell-quoted line */
+} job_command;
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+static void job_command_free(job_command *c) {
+  launch_command_free(c->argv);
+  c->argv = NULL;
+}
 
-  if (!o.dry_run) {
-    char lock_path[PATH_MAX], prefix[96];
-    snprintf(lock_path, sizeof lock_path, "%s/%s.lock", o.out_dir, e.name);
-    if (mkdir_p(o.out_dir) < 0 || mkdir_p(log_dir) < 0) {
-      rc = io_failure(err_msg(), o.out_dir);
-      goto out;
+/* Fill c for job i. The label is set even when this fails (ERR_OOM, with
+ * nothing left to free), so a caller can still name the job. */
+static int job_command_make(const plan *p, const options *o, size_t i,
+                            job_command *c) {
+  const job *j = &p->jobs[i];
+  job_label(&p->e, j, c->label, sizeof c->label);
+  /* logs/NAME.job<N>.<pid>.result: the runner's pid keeps result files of
+   * different runs apart, whatever state an earlier run left. */
+  snprintf(c->result, sizeof c->result, "%s/%s.job%zu.%d.result", p->log_dir,
+           p->e.name, i + 1, (int)getpid());
+  c->argv = NULL;
+  c->text[0] = '\0';
+  /* The worker's arguments: --kind, --result, then name=value for every
+   * setting. launch_command copies them into argv. */
+  int nargs = 4 + j->kind->nparams;
+  char **args = calloc((size_t)nargs, sizeof *args);
+  if (args) {
+    args[0] = strdup("--kind");
+    args[1] = strdup(j->kind->name);
+    args[2] = strdup("--result");
+    args[3] = strdup(c->result);
+    for (int k = 0; k < j->kind->nparams; k++) {
+      char v[PVALUE_STR_MAX + 32], kv[PVALUE_STR_MAX + 96];
+      pvalue_format(&j->v[k], v, sizeof v);
+      snprintf(kv, sizeof kv, "%s=%s", j->kind->params[k].name, v);
+      args[4 + k] = strdup(kv);
     }
-    char who[256];
-    int busy = outlock_take(&lock, lock_path, o.wait, &stop_requested, who,
-                            sizeof who);
-    if (busy < 0) {
-      if (stop_requested) fprintf(stderr, "runner: %s\n", err_msg());
-      rc = stop_requested ? 130 : io_failure(err_msg(), o.out_dir);
-      goto out;
-    }
-    if (busy) {
-      fprintf(stderr, "runner: another runner is writing %s (%s); wait for "
-              "it with --wait, or choose another --out-dir\n", csv_path, who);
-      rc = 2;
-      goto out;
-    }
-    /* Holding the lock, whatever carries this output's tag or names its
-     * result files belongs to an earlier run that died (kill -9, a crash). */
-    snprintf(prefix, sizeof prefix, "%s/", lock.id);
-    int killed = launch_kill_tagged(prefix, SIGKILL);
-    if (killed)
-      fprintf(stderr, "runner: killed %d process%s that an earlier run of %s "
-              "left running\n", killed, killed == 1 ? "" : "es", e.name);
-    remove_stale_results(log_dir, e.name);
+    int complete = 1;
+    for (int k = 0; k < nargs; k++) complete &= args[k] != NULL;
+    if (complete)
+      c->argv = launch_command(o->launcher, (int)job_int(j, "world_size"),
+                               p->worker, args, nargs);
+    for (int k = 0; k < nargs; k++) free(args[k]);
+    free(args);
   }
-  if (rows_open(&rw, csv_path, &e, jobs, njobs, o.force, o.dry_run, done) < 0) {
-    rc = io_failure(err_msg(), o.out_dir);
-    goto out;
-  }
+  if (!c->argv)
+    return err_set(ERR_OOM, __FILE__, __LINE__,
+                   "out of memory building job %zu's command", i + 1);
+  launch_command_text(c->argv, c->text, sizeof c->text);
+  return 0;
+}
 
-  env_info env;
+/* What either kind of run learns before its first job: which jobs the CSV
+ * already measured (p->done; a real run's rw is then open for appending)
+ * and the provenance of this machine and build. Returns 0 or the exit
+ * status; rw is left for rows_close either way. */
+static int survey(plan *p, const options *o, rows *rw, env_info *env) {
+  if (rows_open(rw, p->csv_path, &p->e, p->jobs, p->njobs, o->force,
+                o->dry_run, p->done) < 0)
+    return io_failure(err_msg(), o->out_dir);
   /* A worker that cannot answer leaves the host's values and one warning
    * line: provenance never stops an experiment. */
-  (void)env_probe_worker(worker, &env);
-  if (o.gpus >= 0) env.gpu_count = o.gpus;
+  (void)env_probe_worker(p->worker, env);
+  if (o->gpus >= 0) env->gpu_count = o->gpus;
+  return 0;
+}
 
-  if (o.dry_run) {
-    size_t ndone = 0;
-    for (size_t i = 0; i < njobs; i++) ndone += done[i];
-    printf("%zu jobs (%zu already measured in %s)\n", njobs, ndone, csv_path);
-    for (size_t i = 0; i < njobs; i++) {
-      char label[1024], res[PATH_MAX], cmd[8192];
-      job_label(&e, &jobs[i], label, sizeof label);
-      result_path(res, sizeof res, log_dir, e.name, i + 1);
-      int nargs = 0;
-      char **args = worker_args(&jobs[i], res, &nargs);
-      char **argv2 = args ? launch_command(o.launcher, (int)job_int(&jobs[i], "world_size"),
-                                           worker, args, nargs) : NULL;
-      if (!argv2) {
-        fprintf(stderr, "runner: out of memory\n");
-        free_args(args, nargs);
-        rc = 2;
-        goto out;
-      }
-      launch_command_text(argv2, cmd, sizeof cmd);
-      char why[256], note[300] = "";
-      const char *skip = cannot_run(&jobs[i], env.gpu_count, why, sizeof why);
-      if (done[i]) snprintf(note, sizeof note, "  (done)");
-      else if (skip) snprintf(note, sizeof note, "  (would be skipped: %s)", skip);
-      printf("[%zu/%zu] %s%s\n    %s\n", i + 1, njobs, label, note, cmd);
-      launch_command_free(argv2);
-      free_args(args, nargs);
+/* --dry-run: the job count, then each job with its command and whether it
+ * would run; no job runs and nothing is written (the output may be another
+ * runner's, so no lock is taken either). */
+static int dry_run(plan *p, const options *o) {
+  rows rw = {.fd = -1};
+  env_info env;
+  int rc = survey(p, o, &rw, &env);
+  rows_close(&rw);
+  if (rc) return rc;
+  size_t ndone = 0;
+  for (size_t i = 0; i < p->njobs; i++) ndone += p->done[i];
+  printf("%zu jobs (%zu already measured in %s)\n", p->njobs, ndone,
+         p->csv_path);
+  for (size_t i = 0; i < p->njobs; i++) {
+    job_command c;
+    if (job_command_make(p, o, i, &c) < 0) {
+      fprintf(stderr, "runner: out of memory\n");
+      return 2;
     }
-    goto out;
+    char why[256], note[300] = "";
+    const char *skip = cannot_run(&p->jobs[i], env.gpu_count, why, sizeof why);
+    if (p->done[i]) snprintf(note, sizeof note, "  (done)");
+    else if (skip) snprintf(note, sizeof note, "  (would be skipped: %s)", skip);
+    printf("[%zu/%zu] %s%s\n    %s\n", i + 1, p->njobs, c.label, note, c.text);
+    job_command_free(&c);
   }
+  return 0;
+}
 
+/* What a real run holds while its jobs run. run_close releases whatever
+ * run_open reached (fds of -1 are not held). */
+typedef struct session {
+  outlock lock;
+  rows rw;
+  int log_fd;
+  env_info env;
   char commit[128], dirty[16];
-  git_info(commit, sizeof commit, dirty, sizeof dirty);
-  if (write_sidecar(json_path, &e, &o, worker, &env, commit, dirty) < 0) {
-    rc = io_failure(err_msg(), o.out_dir);
-    goto out;
-  }
-  log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    char msg[PATH_MAX + 128];
-    snprintf(msg, sizeof msg, "cannot open %s: %s", log_path, strerror(errno));
-    rc = io_failure(msg, o.out_dir);
-    goto out;
-  }
-  allow_root_launcher(o.launcher);
+} session;
 
+static void run_close(session *s) {
+  if (s->log_fd >= 0) close(s->log_fd);
+  s->log_fd = -1;
+  rows_close(&s->rw);
+  outlock_release(&s->lock);
+}
+
+/* Take the output (its folders and lock, clearing what a dead earlier run
+ * left), then the CSV, the sidecar and the log. Returns 0 or the exit
+ * status after saying why. */
+static int run_open(session *s, plan *p, const options *o) {
+  const char *name = p->e.name;
+  char lock_path[PATH_MAX], prefix[96];
+  snprintf(lock_path, sizeof lock_path, "%s/%s.lock", o->out_dir, name);
+  if (mkdir_p(o->out_dir) < 0 || mkdir_p(p->log_dir) < 0)
+    return io_failure(err_msg(), o->out_dir);
+  char who[256];
+  int busy = outlock_take(&s->lock, lock_path, o->wait, &stop_requested, who,
+                          sizeof who);
+  if (busy < 0) {
+    if (stop_requested) {
+      fprintf(stderr, "runner: %s\n", err_msg());
+      return 130;
+    }
+    return io_failure(err_msg(), o->out_dir);
+  }
+  if (busy) {
+    fprintf(stderr, "runner: another runner is writing %s (%s); wait for "
+            "it with --wait, or choose another --out-dir\n", p->csv_path, who);
+    return 2;
+  }
+  /* Holding the lock, whatever carries this output's tag or names its
+   * result files belongs to an earlier run that died (kill -9, a crash). */
+  snprintf(prefix, sizeof prefix, "%s/", s->lock.id);
+  int killed = launch_kill_tagged(prefix, SIGKILL);
+  if (killed)
+    fprintf(stderr, "runner: killed %d process%s that an earlier run of %s "
+            "left running\n", killed, killed == 1 ? "" : "es", name);
+  remove_stale_results(p->log_dir, name);
+  int rc = survey(p, o, &s->rw, &s->env);
+  if (rc) return rc;
+  git_info(s->commit, sizeof s->commit, s->dirty, sizeof s->dirty);
+  if (write_sidecar(p->json_path, &p->e, o, p->worker, &s->env, s->commit,
+                    s->dirty) < 0)
+    return io_failure(err_msg(), o->out_dir);
+  s->log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (s->log_fd < 0) {
+    char msg[PATH_MAX + 128];
+    snprintf(msg, sizeof msg, "cannot open %s: %s", p->log_path, strerror(errno));
+    return io_failure(msg, o->out_dir);
+  }
+  allow_root_launcher(o->launcher);
+  return 0;
+}
+
+/* Every job without an ok row, in order: skip it with a row if this machine
+ * cannot run it, else launch it, judge its outcome and write its row. Stops
+ * early when asked to (a signal), when the output cannot take more, or when
+ * a job cannot be launched at all. Returns the exit status. */
+static int run_jobs(session *s, const plan *p, const options *o) {
+  const char *name = p->e.name;
+  size_t njobs = p->njobs;
+  int rc = 0;
   size_t ntodo = 0, nfailed = 0, nskipped = 0, nok = 0;
-  for (size_t i = 0; i < njobs; i++) ntodo += !done[i];
+  for (size_t i = 0; i < njobs; i++) ntodo += !p->done[i];
   fprintf(stderr, "%s: %zu jobs, %zu already measured, %zu to run -> %s\n",
-          e.name, njobs, njobs - ntodo, ntodo, csv_path);
+          name, njobs, njobs - ntodo, ntodo, p->csv_path);
   double t_start = clock_now_s(), t_launched = 0;
   size_t nlaunched = 0, left = ntodo;
   for (size_t i = 0; i < njobs && !stop_requested; i++) {
-    if (done[i]) continue;
-    const job *j = &jobs[i];
-    char label[1024], why[PATH_MAX + 256];
-    job_label(&e, j, label, sizeof label);
+    if (p->done[i]) continue;
+    const job *j = &p->jobs[i];
+    char why[PATH_MAX + 256];
     /* A job that cannot write its result would fail for a reason that is
      * not its own, and so would every job after it. */
-    if (space_problem(o.out_dir, why, sizeof why)) {
+    if (space_problem(o->out_dir, why, sizeof why)) {
       fprintf(stderr, "runner: stopping before job %zu/%zu: %s, then run "
               "again to resume (the rows written so far are kept)\n", i + 1,
               njobs, why);
       rc = 3;
       break;
     }
-    fprintf(stderr, "[%zu/%zu] %s ... ", i + 1, njobs, label);
-    const char *skip = cannot_run(j, env.gpu_count, why, sizeof why);
+    job_command c;
+    int made = job_command_make(p, o, i, &c);
+    fprintf(stderr, "[%zu/%zu] %s ... ", i + 1, njobs, c.label);
+    const char *skip = cannot_run(j, s->env.gpu_count, why, sizeof why);
+    /* Only a job that launches needs its command. */
+    if (made < 0 && !skip) {
+      fprintf(stderr, "runner: out of memory\n");
+      rc = 2;
+      break;
+    }
     outcome out;
     memset(&out, 0, sizeof out);
     double secs = 0;
@@ -802,48 +877,55 @@ int main(int argc, char **argv) {
       snprintf(out.status, sizeof out.status, "skipped");
       snprintf(out.message, sizeof out.message, "%s", skip);
     } else {
-      char res[PATH_MAX], tag[64], cmd[8192];
-      result_path(res, sizeof res, log_dir, e.name, i + 1);
-      snprintf(tag, sizeof tag, "%s/%d/%zu/", lock.id, (int)getpid(), i + 1);
-      int nargs = 0;
-      char **args = worker_args(j, res, &nargs);
-      char **cmdv = args ? launch_command(o.launcher, (int)job_int(j, "world_size"),
-                                          worker, args, nargs) : NULL;
-      if (!cmdv) { fprintf(stderr, "runner: out of memory\n"); rc = 2; break; }
-      launch_command_text(cmdv, cmd, sizeof cmd);
-      char now[64];
+      char tag[64], now[64];
+      snprintf(tag, sizeof tag, "%s/%d/%zu/", s->lock.id, (int)getpid(), i + 1);
       utc_now(now, sizeof now);
-      dprintf(log_fd, "=== %s job %zu/%zu %s\n=== %s\n", now, i + 1, njobs, label, cmd);
-      long log_from = lseek(log_fd, 0, SEEK_END);
+      /* A header lost to a full disk is not fatal here: the job then
+       * fails to leave its result, and the space check below stops. */
+      (void)dprintf(s->log_fd, "=== %s job %zu/%zu %s\n=== %s\n", now, i + 1,
+                    njobs, c.label, c.text);
+      /* Where this job's output starts; -1 (an lseek failure) only leaves
+       * a failure's cause unnamed (log_cause cannot seek there). */
+      long log_from = lseek(s->log_fd, 0, SEEK_END);
       launch_outcome lo;
-      int lrc = launch_run(cmdv, log_fd, job_float(j, "timeout_s"), tag,
+      int lrc = launch_run(c.argv, s->log_fd, job_float(j, "timeout_s"), tag,
                            &stop_requested, &lo);
-      launch_command_free(cmdv);
-      free_args(args, nargs);
-      if (lrc < 0) { fprintf(stderr, "\nrunner: %s\n", err_msg()); rc = 2; break; }
-      if (lo.interrupted) { fprintf(stderr, "interrupted\n"); break; }
+      if (lrc < 0) {
+        fprintf(stderr, "\nrunner: %s\n", err_msg());
+        job_command_free(&c);
+        rc = 2;
+        break;
+      }
+      if (lo.interrupted) {
+        fprintf(stderr, "interrupted\n");
+        job_command_free(&c);
+        break;
+      }
       secs = lo.seconds;
       t_launched += secs;
       nlaunched++;
-      judge(&lo, res, (int)job_int(j, "world_size"), log_path, log_from,
-            job_float(j, "timeout_s"), &out);
+      judge(&lo, c.result, (int)job_int(j, "world_size"), p->log_path,
+            log_from, job_float(j, "timeout_s"), &out);
       /* A job that failed while the disk filled up gets no row: its
        * failure may be the disk's, and a rerun retries it anyway. */
-      if (strcmp(out.status, "ok") != 0 && space_problem(o.out_dir, why, sizeof why)) {
+      if (strcmp(out.status, "ok") != 0 &&
+          space_problem(o->out_dir, why, sizeof why)) {
         fprintf(stderr, "%s\nrunner: stopping: job %zu/%zu could not leave its "
                 "result: %s, then run again to resume (the rows written so far "
                 "are kept)\n", out.status, i + 1, njobs, why);
         resultfile_free(&out.rf);
+        job_command_free(&c);
         rc = 3;
         break;
       }
     }
-    if (write_row(&rw, j, out.status, out.message, skip ? NULL : &out.rf, &env,
-                  commit, dirty) < 0 ||
+    job_command_free(&c);
+    if (write_row(&s->rw, j, out.status, out.message, skip ? NULL : &out.rf,
+                  &s->env, s->commit, s->dirty) < 0 ||
         (!skip && strcmp(out.status, "ok") == 0 &&
-         write_samples(samples_path, j, &out.rf) < 0)) {
+         write_samples(p->samples_path, j, &out.rf) < 0)) {
       fprintf(stderr, "\n");
-      rc = io_failure(err_msg(), o.out_dir);
+      rc = io_failure(err_msg(), o->out_dir);
       resultfile_free(&out.rf);
       break;
     }
@@ -855,24 +937,54 @@ int main(int argc, char **argv) {
     left--;
     char el[32], rem[32];
     fmt_duration(clock_now_s() - t_start, el, sizeof el);
-    fmt_duration(nlaunched ? t_launched / (double)nlaunched * (double)left : 0, rem, sizeof rem);
+    fmt_duration(nlaunched ? t_launched / (double)nlaunched * (double)left : 0,
+                 rem, sizeof rem);
     fprintf(stderr, "%s%s%s (%.1f s) | elapsed %s, ~%s left\n", out.status,
             out.message[0] ? ": " : "", out.message, secs, el, rem);
   }
   fprintf(stderr, "%s: %zu ok, %zu failed, %zu skipped, %zu already measured -> %s\n",
-          e.name, nok, nfailed, nskipped, njobs - ntodo, csv_path);
+          name, nok, nfailed, nskipped, njobs - ntodo, p->csv_path);
   if (!rc && stop_requested) {
     fprintf(stderr, "interrupted: the rows written so far are kept; run again to resume\n");
     rc = 130;
   }
   if (!rc) rc = nfailed ? 1 : 0;
-out:
-  if (log_fd >= 0) close(log_fd);
-  rows_close(&rw);
-  outlock_release(&lock);
-  experiment_free(&e);
-  free(jobs);
-  free(vals);
-  free(done);
+  return rc;
+}
+
+/* The real run: take the output, run the jobs, let go of the output. */
+static int run(plan *p, const options *o) {
+  session s = {.lock = {.fd = -1}, .rw = {.fd = -1}, .log_fd = -1};
+  int rc = run_open(&s, p, o);
+  if (rc == 0) rc = run_jobs(&s, p, o);
+  run_close(&s);
+  return rc;
+}
+
+/* SIGINT, SIGTERM and SIGHUP only set stop_requested: a waiting lock gives
+ * up, a running job is killed, and the runner still writes its summary and
+ * frees what it holds. */
+static void catch_stop_signals(void) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  /* Fails only for a signal that cannot be caught: none of these. */
+  for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+    ASSERT(sigaction(sigs[k], &sa, NULL) == 0);
+}
+
+int main(int argc, char **argv) {
+  options o;
+  parse_options(argc, argv, &o);
+  /* Every way out after loading passes plan_free: a refused or failed run
+   * leaks nothing (CI's sanitizer stage checks it). */
+  plan p;
+  int rc = plan_load(&p, &o);
+  if (rc == 0) {
+    catch_stop_signals();
+    rc = o.dry_run ? dry_run(&p, &o) : run(&p, &o);
+  }
+  plan_free(&p);
   return rc;
 }

@@ -747,12 +747,6 @@ int attn_impl_parse(const char *s, attn_impl *out) {
   return -1;
 }
 
-const char *attn_impl_name(attn_impl impl) {
-  return impl == ATTN_MATERIALIZED ? "materialized"
-         : impl == ATTN_FLASH      ? "flash"
-                                   : "unknown";
-}
-
 /* What forward and backward share: known impl and dtype, sizes, P present
  * exactly for the materialised path. Returns 1 when there is no work. */
 static int check_attention(const char *op, attn_impl impl, const void *P,

@@ -386,7 +386,6 @@ int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
 typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
 /* "materialized" | "flash"; -1 for anything else. */
 int attn_impl_parse(const char *s, attn_impl *out);
-const char *attn_impl_name(attn_impl impl);
 /* q [BH, Tq, Dh], k and v [BH, Tk, Dh], o [BH, Tq, Dh], all of dtype dt
  * (DT_F32, DT_BF16, DT_F16; row-major, contiguous). lse [BH, Tq] fp32:
  * L_i = log sum_j exp(scale * q_i.k_j) over the keys row i may see.

@@ -147,9 +147,3 @@ int model_layout(const model_config *c, tensor_view **views, int *nviews,
   *nparams = off;
   return 0;
 }
-
-size_t model_param_count(const model_config *c) {
-  size_t V = (size_t)c->vocab, D = (size_t)c->d_model, F = (size_t)c->d_ff;
-  size_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
-  return 2 * V * D + (size_t)c->layers * per_layer + D;
-}

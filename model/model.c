@@ -434,7 +434,6 @@ const tensor_view *model_activations(const model *m, int *n) {
 const float *model_logits(const model *m) {
   return m->opt.fused ? m->f.logits : m->a.logits;
 }
-const model_options *model_get_options(const model *m) { return &m->opt; }
 
 /* ---- writing the weights ------------------------------------------------ */
 

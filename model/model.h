@@ -44,7 +44,6 @@ typedef struct tensor_view {
  * checked anywhere. *views is malloc'd; the caller frees it. */
 int model_layout(const model_config *c, tensor_view **views, int *nviews,
                  size_t *nparams);
-size_t model_param_count(const model_config *c);
 
 typedef struct adamw_config {
   float lr, beta1, beta2, eps, weight_decay;  /* 1e-3, .9, .999, 1e-8, .01 */
@@ -83,7 +82,6 @@ typedef struct model_options {
  * rebuilds the copy before every pass. Nobody has to announce a write. */
 int model_create_ex(model **out, engine *e, const model_config *c, int batch,
                     int seq, const model_options *o);
-const model_options *model_get_options(const model *m);
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 

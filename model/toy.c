@@ -77,12 +77,6 @@ static void set_view(tensor_view *v, const char *name, size_t *off, int d0,
 
 /* ---- dtype probes ------------------------------------------------------------ */
 
-const char *toy_probe_name(toy_probe p) {
-  static const char *const names[TOY_NPROBES] = {
-      "param", "fc1", "ln", "logits", "loss", "grads", "master"};
-  return p >= 0 && p < TOY_NPROBES ? names[p] : "?";
-}
-
 int toy_probe_dtype(const toy *t, toy_probe p) {
   ASSERT(p >= 0 && p < TOY_NPROBES);
   return t->probe[p];

@@ -82,7 +82,6 @@ typedef enum {
   TOY_MASTER,       /* the weights AdamW updates (master weights) */
   TOY_NPROBES
 } toy_probe;
-const char *toy_probe_name(toy_probe p);    /* "param", "fc1", "ln", ... */
 /* The dtype recorded for p, or -1 while the toy has not run that far
  * (TOY_MASTER needs a toy_adamw_step); -2 if two uses disagreed. */
 int toy_probe_dtype(const toy *t, toy_probe p);

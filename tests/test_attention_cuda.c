@@ -36,6 +36,12 @@
 static engine *CPU, *GPU;
 static int WGMMA;   /* the engine's wgmma switch in this pass */
 
+/* The experiment setting's word for impl (attn_impl_parse's inverse), to
+ * name the case in messages. */
+static const char *impl_name(attn_impl impl) {
+  return impl == ATTN_FLASH ? "flash" : "materialized";
+}
+
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) { fprintf(stderr, "test_attention_cuda: malloc\n"); exit(99); }
@@ -116,7 +122,7 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
   if (rc == 0) rc = eng_sync(GPU);
   char what[160];
   snprintf(what, sizeof what, "%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d",
-           attn_impl_name(impl), WGMMA ? " (wgmma)" : "", dtype_name(dt), bh,
+           impl_name(impl), WGMMA ? " (wgmma)" : "", dtype_name(dt), bh,
            tq, tk, dh, causal);
   if (rc < 0) {
     check(0, "%s: %s", what, err_msg());

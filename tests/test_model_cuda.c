@@ -28,11 +28,9 @@
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
-#endif
 
-
-
-
+/* Everything up to main runs on the CUDA engine only; without CUDA, main
+ * just reports the skip, and these would be unused. */
 static void compare(const char *what, const float *a, const float *b,
                     size_t n, double tol) {
   double worst = 0, scale = 0;
@@ -307,6 +305,7 @@ static void test_load_after_training(engine *cpu, engine *gpu,
     fprintf(stderr, "test_model_cuda: note: could not remove %s: %s\n", dir,
             strerror(errno));
 }
+#endif /* HAVE_CUDA */
 
 int main(void) {
 #ifndef HAVE_CUDA
