@@ -43,8 +43,13 @@ char **launch_command(const char *launcher, int np, const char *worker,
   argv[n++] = strdup(worker);
   for (int i = 0; i < nargs; i++) argv[n++] = strdup(args[i]);
   argv[n] = NULL;
+  /* launch_command_free stops at the first NULL: free all n here. */
   for (int i = 0; i < n; i++)
-    if (!argv[i]) { launch_command_free(argv); return NULL; }
+    if (!argv[i]) {
+      for (int j = 0; j < n; j++) free(argv[j]);
+      free(argv);
+      return NULL;
+    }
   return argv;
 }
 
