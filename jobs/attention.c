@@ -36,6 +36,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "model/rng.h"
 #include "kernels/kernels.h"
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
@@ -105,13 +106,6 @@ static dtype job_dtype(const job *j) {
   return dtype_of_precision(job_str(j, "precision"));
 }
 
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 typedef struct bufs {
   void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *P;
   float *lse;
@@ -120,7 +114,7 @@ typedef struct bufs {
 /* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
  * the host, in chunks through an fp32 staging buffer, cast by the engine. */
 static int random_tensor(engine *e, void *dst, size_t n, dtype dt,
-                         uint64_t *rng) {
+                         rng *r) {
   const size_t chunk = (size_t)1 << 22;
   float *h = malloc(sizeof(float) * (n < chunk ? n : chunk));
   CHECK_ALLOC(h, sizeof(float) * (n < chunk ? n : chunk));
@@ -135,8 +129,8 @@ static int random_tensor(engine *e, void *dst, size_t n, dtype dt,
   for (size_t i0 = 0; i0 < n && rc == 0; i0 += chunk) {
     size_t m = n - i0 < chunk ? n - i0 : chunk;
     for (size_t i = 0; i < m; i++) {
-      double u = 0.1 + 0.9 * (double)(next_u64(rng) >> 11) * 0x1.0p-53;
-      h[i] = (float)(next_u64(rng) & 1 ? u : -u);
+      double u = 0.1 + 0.9 * (double)(rng_next(r) >> 11) * 0x1.0p-53;
+      h[i] = (float)(rng_next(r) & 1 ? u : -u);
     }
     if (dt == DT_F32) {
       rc = eng_upload(e, (float *)dst + i0, h, m * sizeof(float));
@@ -184,7 +178,7 @@ static int measure(engine *e, const job *j, result *r) {
   int passes = (int)job_int(j, "passes"), warmup = (int)job_int(j, "warmup");
   size_t n = (size_t)s.bh * s.t * s.d, es = dtype_size(s.dt);
   bufs b = {0};
-  uint64_t rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  rng inputs = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
   TRY(eng_alloc(e, n * es, "attn.q", &b.q));
   TRY(eng_alloc(e, n * es, "attn.k", &b.k));
   TRY(eng_alloc(e, n * es, "attn.v", &b.v));
@@ -197,10 +191,10 @@ static int measure(engine *e, const job *j, result *r) {
   TRY(eng_alloc(e, n * es, "attn.dq", &b.dq));
   TRY(eng_alloc(e, n * es, "attn.dk", &b.dk));
   TRY(eng_alloc(e, n * es, "attn.dv", &b.dv));
-  TRY(random_tensor(e, b.q, n, s.dt, &rng));
-  TRY(random_tensor(e, b.k, n, s.dt, &rng));
-  TRY(random_tensor(e, b.v, n, s.dt, &rng));
-  TRY(random_tensor(e, b.dout, n, s.dt, &rng));
+  TRY(random_tensor(e, b.q, n, s.dt, &inputs));
+  TRY(random_tensor(e, b.k, n, s.dt, &inputs));
+  TRY(random_tensor(e, b.v, n, s.dt, &inputs));
+  TRY(random_tensor(e, b.dout, n, s.dt, &inputs));
 
   for (int i = 0; i < warmup; i++) {
     TRY(fwd(e, &s, &b));

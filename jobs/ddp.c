@@ -37,6 +37,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "model/rng.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "parallel/ddp.h"
@@ -113,23 +114,8 @@ static const char *const metrics[] = {
 };
 
 static int parse_size(const job *j, model_config *c, char *err, size_t n) {
-  const char *s = job_str(j, "size");
-  int d, f, l, h;
-  char tail;
-  if (model_config_by_name(s, c) != 0) {
-    if (sscanf(s, "%d/%d/%d/%d%c", &d, &f, &l, &h, &tail) != 4) {
-      snprintf(err, n, "size = \"%s\" is not a model size (allowed: small, "
-               "medium, large, xl, 2.7B, 10B, tiny, nano, or D/F/L/H)", s);
-      return -1;
-    }
-    model_config_by_name("nano", c);
-    c->d_model = d;
-    c->d_ff = f;
-    c->layers = l;
-    c->heads = h;
-  }
-  c->vocab = (int)job_int(j, "vocab");
-  return model_config_check(c, err, n);
+  return model_config_parse(job_str(j, "size"), (int)job_int(j, "vocab"), c,
+                            err, n);
 }
 
 static int gpus_per_rank(const job *j) {
@@ -205,14 +191,6 @@ static dtype compute_dtype(const job *j) {
   return dtype_of_precision(job_str(j, "precision"));
 }
 
-/* splitmix64: the batches' tokens, the same on every rank. */
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_BWD_HOST, S_N };
 
 typedef struct bench {
@@ -224,7 +202,7 @@ typedef struct bench {
   int rank, world, B, b, T, vocab;
   int sm_reserve;          /* gemm_sm_reserve */
   int32_t *ids, *tgt;
-  uint64_t rng;
+  rng batch_rng;   /* the batches' tokens, the same on every rank */
   double *v[S_N];        /* per timed step, max over ranks */
   double *loss;
   double mem_init, mem_before, mem_after;
@@ -245,8 +223,8 @@ static double mib(double bytes) { return bytes / 1048576.0; }
 
 static int step(bench *x, int k) {
   for (int i = 0; i < x->B * x->T; i++) {
-    x->ids[i] = (int32_t)(next_u64(&x->rng) % (uint64_t)x->vocab);
-    x->tgt[i] = (int32_t)(next_u64(&x->rng) % (uint64_t)x->vocab);
+    x->ids[i] = (int32_t)(rng_next(&x->batch_rng) % (uint64_t)x->vocab);
+    x->tgt[i] = (int32_t)(rng_next(&x->batch_rng) % (uint64_t)x->vocab);
   }
   int off = x->rank * x->b * x->T;
   float loss = 0;
@@ -453,7 +431,7 @@ static int run(const job *j, result *r) {
   x.T = (int)job_int(j, "context");
   x.b = (int)job_int(j, "rank_batch");
   x.vocab = c.vocab;
-  x.rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  x.batch_rng = (rng){.state = (uint64_t)job_int(j, "seed") * 2 + 1};
   comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas"),
                      .zero_cta = sy != DDP_SYNC_ALLREDUCE && cb == COMM_NCCL};
   int rc = comm_open_ex(&x.c, cb, &co);

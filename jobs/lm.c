@@ -25,6 +25,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "model/rng.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -81,29 +82,8 @@ static const char *const metrics[] = {
 
 /* "small" or "768/3072/12/12", with the job's vocabulary. */
 static int parse_size(const job *j, model_config *c, char *err, size_t n) {
-  const char *s = job_str(j, "size");
-  int d, f, l, h;
-  char tail;
-  if (model_config_by_name(s, c) == 0) {
-    /* named sizes fix the architecture; the experiment sets the vocabulary */
-  } else if (sscanf(s, "%d/%d/%d/%d%c", &d, &f, &l, &h, &tail) == 4) {
-    model_config_by_name("nano", c);
-    c->d_model = d;
-    c->d_ff = f;
-    c->layers = l;
-    c->heads = h;
-  } else {
-    char names[256] = "";
-    for (const char *const *p = model_size_names(); *p; p++)
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-               p == model_size_names() ? "" : ", ", *p);
-    snprintf(err, n,
-             "size = \"%s\" is not a model size (allowed: %s, or D/F/L/H)", s,
-             names);
-    return -1;
-  }
-  c->vocab = (int)job_int(j, "vocab");
-  return model_config_check(c, err, n);
+  return model_config_parse(job_str(j, "size"), (int)job_int(j, "vocab"), c,
+                            err, n);
 }
 
 static int gpus_per_rank(const job *j) {
@@ -157,14 +137,6 @@ static void stats(const double *v, int n, double *mean, double *std) {
   *std = n > 1 ? sqrt(ss / (n - 1)) : NAN;
 }
 
-/* splitmix64: the batches' tokens, reproducible from the seed. */
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 typedef struct timings {
   double *fwd, *bwd, *opt, *step, *loss;
 } timings;
@@ -172,11 +144,11 @@ typedef struct timings {
 /* One step; its phases' clock times go to marks[0..3] (forward's start,
  * then the ends of forward, backward, optimizer) when marks is not NULL. */
 static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
-                    int32_t *tgt, int b, int t, int vocab, uint64_t *rng,
+                    int32_t *tgt, int b, int t, int vocab, rng *r,
                     timings *tm, int k, double *marks) {
   for (int i = 0; i < b * t; i++) {
-    ids[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
-    tgt[i] = (int32_t)(next_u64(rng) % (uint64_t)vocab);
+    ids[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
+    tgt[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
   }
   float loss = 0;
   double t0 = clock_now_s();
@@ -324,7 +296,8 @@ static int run(const job *j, result *r) {
   int b = (int)job_int(j, "batch"), t = (int)job_int(j, "context");
   int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
   const char *mode = job_str(j, "mode");
-  uint64_t rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  /* The batches' tokens: the model's generator, one stream per seed. */
+  rng batch_rng = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
 
   engine *e = NULL;
   model *m = NULL;
@@ -353,7 +326,7 @@ static int run(const job *j, result *r) {
   created = clock_now_s();
   for (int k = 0; k < warmup + steps; k++) {
     int timed = k >= warmup;
-    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng,
+    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batch_rng,
                        timed ? &tm : NULL, timed ? k - warmup : -1,
                        k == 0 ? marks : NULL)) < 0)
       goto fail;
@@ -364,7 +337,7 @@ static int run(const job *j, result *r) {
    * goes, by kernel family, in the row's message. */
   char fam[700];
   if ((rc = eng_profile(e, 1)) < 0) goto fail;
-  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &rng, NULL, -1, NULL)) < 0) goto fail;
+  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batch_rng, NULL, -1, NULL)) < 0) goto fail;
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
   snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
            fam);

@@ -23,6 +23,7 @@
 
 #include "common/check.h"
 #include "harness/kind.h"
+#include "model/rng.h"
 #include "model/toy.h"
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
@@ -90,15 +91,6 @@ static const char *word(int dt) {
   return "mixed";
 }
 
-/* splitmix64: the batch, reproducible from the seed. */
-static double next_uniform(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) * 0x1.0p-53;
-}
-
 static int step(toy *t, const float *x, const float *tg, int rows,
                 float *loss) {
   adamw_config o = adamw_defaults();
@@ -111,7 +103,8 @@ static int step(toy *t, const float *x, const float *tg, int rows,
 static int run(const job *j, result *r) {
   int in = (int)job_int(j, "in_features"), out = (int)job_int(j, "out_features");
   int rows = (int)job_int(j, "batch");
-  uint64_t rng = (uint64_t)job_int(j, "seed") * 2 + 1;
+  /* The batch, reproducible from the seed: the model's generator. */
+  rng batch_rng = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
   engine *e = NULL;
   toy *t = NULL;
   float *x = malloc(sizeof *x * (size_t)rows * in);
@@ -122,8 +115,8 @@ static int run(const job *j, result *r) {
     rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
     goto done;
   }
-  for (size_t i = 0; i < (size_t)rows * in; i++) x[i] = (float)(2 * next_uniform(&rng) - 1);
-  for (size_t i = 0; i < (size_t)rows * out; i++) tg[i] = (float)(2 * next_uniform(&rng) - 1);
+  for (size_t i = 0; i < (size_t)rows * in; i++) x[i] = (float)(2 * rng_uniform(&batch_rng) - 1);
+  for (size_t i = 0; i < (size_t)rows * out; i++) tg[i] = (float)(2 * rng_uniform(&batch_rng) - 1);
   if (strcmp(job_str(j, "backend"), "cuda") == 0)
     rc = engine_cuda_create(&e, 0);
   else

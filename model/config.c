@@ -65,6 +65,32 @@ const char *const *model_size_names(void) {
   return names;
 }
 
+int model_config_parse(const char *size, int vocab, model_config *c,
+                       char *err, size_t n) {
+  int d, f, l, h;
+  char tail;
+  if (model_config_by_name(size, c) == 0) {
+    /* named sizes fix the architecture; the caller sets the vocabulary */
+  } else if (sscanf(size, "%d/%d/%d/%d%c", &d, &f, &l, &h, &tail) == 4) {
+    model_config_by_name("nano", c);
+    c->d_model = d;
+    c->d_ff = f;
+    c->layers = l;
+    c->heads = h;
+  } else {
+    char names[256] = "";
+    for (const char *const *p = model_size_names(); *p; p++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+               p == model_size_names() ? "" : ", ", *p);
+    snprintf(err, n,
+             "size = \"%s\" is not a model size (allowed: %s, or D/F/L/H)",
+             size, names);
+    return -1;
+  }
+  c->vocab = vocab;
+  return model_config_check(c, err, n);
+}
+
 int model_config_check(const model_config *c, char *err, size_t n) {
   const char *what = NULL;
   char buf[256];

@@ -26,6 +26,11 @@ typedef struct model_config {
  * Returns -1 for an unknown name. */
 int model_config_by_name(const char *name, model_config *c);
 const char *const *model_size_names(void);     /* NULL-terminated */
+/* A job's `size` setting: a name above or explicit dimensions "D/F/L/H"
+ * (d_model/d_ff/layers/heads, the rest as "nano"), with the given
+ * vocabulary; 0, or -1 with "what is wrong (allowed: ...)" in err. */
+int model_config_parse(const char *size, int vocab, model_config *c,
+                       char *err, size_t n);
 /* 0, or -1 with "what is wrong (what is allowed)" in err (heads divide
  * d_model, d_head even for RoPE, every size positive). */
 int model_config_check(const model_config *c, char *err, size_t n);
