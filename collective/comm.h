@@ -96,6 +96,10 @@ int comm_allgather(comm *c, const void *send, void *recv, size_t sendcount,
 int comm_alltoall(comm *c, const void *send, void *recv, size_t count,
                   comm_dtype t, comm_req **req);
 int comm_barrier(comm *c);
+/* v[i] = its maximum over every rank of MPI_COMM_WORLD (host values,
+ * outside any communicator: the slowest rank's time is a job's time).
+ * Without MPI there is one rank and v stays as it is. */
+int comm_world_max(double *v, int n);
 /* Complete an asynchronous operation and free its handle. */
 int comm_wait(comm *c, comm_req *req);
 

@@ -382,3 +382,15 @@ int comm_mpi_open(comm *c) {
 }
 
 #endif
+
+int comm_world_max(double *v, int n) {
+#ifdef HAVE_MPI
+  if (n > 0)
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX,
+                            MPI_COMM_WORLD));
+#else
+  (void)v;
+  (void)n;
+#endif
+  return 0;
+}

@@ -111,15 +111,6 @@ static int agree(int rc, const char *step) {
 #endif
 }
 
-/* Per iteration, the slowest rank's time. */
-static int max_over_ranks(double *t, int n) {
-#ifdef HAVE_MPI
-  CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX,
-                          MPI_COMM_WORLD));
-#endif
-  return 0;
-}
-
 static int setup(bench *x) {
   int rank = comm_rank(x->c);
   x->t = malloc((size_t)x->iters * sizeof *x->t);
@@ -187,7 +178,7 @@ static void report(const bench *x, double *t, result *r) {
 static int measure(bench *x, result *r) {
   TRY(agree(setup(x), "allocating and filling the buffers"));
   TRY(timed_loop(x));
-  TRY(max_over_ranks(x->t, x->iters));
+  TRY(comm_world_max(x->t, x->iters));
   TRY(agree(verify(x), "checking the result"));
   report(x, x->t, r);
   return 0;

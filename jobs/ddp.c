@@ -210,15 +210,6 @@ typedef struct bench {
   ddp_step_info last;
 } bench;
 
-static int max_over_ranks(double *v, int n) {
-#ifdef HAVE_MPI
-  if (n > 0)
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX,
-                            MPI_COMM_WORLD));
-#endif
-  return 0;
-}
-
 static double mib(double bytes) { return bytes / 1048576.0; }
 
 static int step(bench *x, int k) {
@@ -258,7 +249,7 @@ static int step(bench *x, int k) {
                      s.opt_ms,
                      s.param_comm_ms,
                      bwd_host};
-  TRY(max_over_ranks(row, S_N));
+  TRY(comm_world_max(row, S_N));
   for (int i = 0; i < S_N; i++) x->v[i][k] = row[i];
   x->loss[k] = loss;
   x->last = s;
