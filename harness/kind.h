@@ -5,10 +5,9 @@
  *
  * Each kind file is compiled twice. The worker and the tests link it whole.
  * The runner links it compiled with KIND_DECLARATION_ONLY defined: the
- * parameter table, the metrics, gpus_per_rank and validate, without the
- * measurement code, which needs CUDA, NCCL or MPI, libraries the runner
- * must not load. So a kind file puts params, metrics, gpus_per_rank,
- * validate and what they call first, then the run side in one
+ * parameter table, the metrics and validate, without the measurement code,
+ * which needs CUDA, NCCL or MPI, libraries the runner must not load. So a
+ * kind file puts params, metrics, validate and what they call first, then the run side in one
  * `#ifndef KIND_DECLARATION_ONLY` block, then its kind_def with
  * `.run = KIND_RUN(run)`. */
 #ifndef TL_KIND_H
@@ -42,9 +41,11 @@ typedef struct kind_def {
   int nparams;
   const char *const *metrics;   /* CSV metric columns, units in the names;
                                    NULL-terminated */
-  /* GPUs each rank needs for this job (0 or 1): the runner turns a job that
-   * needs more GPUs than the machine has into a "skipped" row. */
-  int (*gpus_per_rank)(const job *j);
+  /* The value of the kind's `backend` setting whose jobs take one GPU a
+   * rank ("cuda", "nccl"); NULL for a kind that never needs a GPU. The
+   * runner turns a job that needs more GPUs than the machine has into a
+   * "skipped" row (job_gpus_per_rank). */
+  const char *gpu_backend;
   /* Cross-parameter check beyond each parameter's own range (may be NULL):
    * returns 0 if the job is valid, else 1 + the index (in params) of the
    * parameter to blame (its file:line is reported), with "what is wrong
@@ -80,6 +81,9 @@ int kind_param_index(const kind_def *k, const char *name);  /* -1 if absent */
 /* validate() helper for kinds that run on one rank: 0 if world_size is 1,
  * else 1 + world_size's index with "what is wrong (allowed: 1)" in err. */
 int job_need_one_rank(const job *j, char *err, size_t n);
+/* GPUs each rank of j needs: 1 when its backend is its kind's gpu_backend,
+ * else 0. */
+int job_gpus_per_rank(const job *j);
 int kind_metric_index(const kind_def *k, const char *name); /* -1 if absent */
 
 /* Typed access to a job's values by leaf name; a wrong name or type is a

@@ -240,7 +240,7 @@ static void job_label(const experiment *e, const job *j, char *buf, size_t n) {
 /* Why this machine cannot run j, or NULL if it can. */
 static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
   long long ws = job_int(j, "world_size");
-  int per_rank = j->kind->gpus_per_rank(j);
+  int per_rank = job_gpus_per_rank(j);
 #ifndef HAVE_MPI
   if (ws > 1) {
     snprintf(buf, n, "this build has no MPI, so only world_size 1 runs");

@@ -50,10 +50,6 @@ static const char *const metrics[] = {
     "err_fp32_fp16_cast", "sum_bf16_bf16", "err_bf16_bf16", "sum_fp32_bf16",
     "err_fp32_bf16", NULL};
 
-static int gpus_per_rank(const job *j) {
-  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   return job_need_one_rank(j, err, n);
 }
@@ -183,7 +179,7 @@ const kind_def kind_accumulation = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = gpus_per_rank,
+    .gpu_backend = "cuda",
     .validate = validate,
     .run = KIND_RUN(run),
 };

@@ -63,10 +63,6 @@ static const char *const metrics[] = {
     NULL,
 };
 
-static int gpus_per_rank(const job *j) {
-  return strcmp(job_str(j, "backend"), "nccl") == 0 ? 1 : 0;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   double bytes = job_float(j, "size_mib") * 1048576.0;
   if (bytes != floor(bytes) || fmod(bytes, 4.0) != 0.0) {
@@ -212,7 +208,7 @@ const kind_def kind_allreduce = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = gpus_per_rank,
+    .gpu_backend = "nccl",
     .validate = validate,
     .run = KIND_RUN(run),
 };

@@ -73,10 +73,6 @@ static const char *const metrics[] = {
     "mem_before_bwd_mib", "peak_mib",         NULL,
 };
 
-static int gpus_per_rank(const job *j) {
-  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   int cuda = strcmp(job_str(j, "backend"), "cuda") == 0;
   if (!cuda && strcmp(job_str(j, "precision"), "fp32") != 0) {
@@ -259,7 +255,7 @@ const kind_def kind_attention = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = gpus_per_rank,
+    .gpu_backend = "cuda",
     .validate = validate,
     .run = KIND_RUN(run),
 };

@@ -22,6 +22,11 @@ int job_need_one_rank(const job *j, char *err, size_t n) {
   return 1 + kind_param_index(j->kind, "world_size");
 }
 
+int job_gpus_per_rank(const job *j) {
+  const char *gpu = j->kind->gpu_backend;
+  return gpu && strcmp(job_str(j, "backend"), gpu) == 0;
+}
+
 int kind_metric_index(const kind_def *k, const char *name) {
   for (int i = 0; k->metrics[i]; i++)
     if (strcmp(k->metrics[i], name) == 0) return i;

@@ -86,10 +86,6 @@ static int parse_size(const job *j, model_config *c, char *err, size_t n) {
                             err, n);
 }
 
-static int gpus_per_rank(const job *j) {
-  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   model_config c;
   if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
@@ -399,7 +395,7 @@ const kind_def kind_lm = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = gpus_per_rank,
+    .gpu_backend = "cuda",
     .validate = validate,
     .run = KIND_RUN(run),
 };

@@ -28,11 +28,6 @@ static const param_def params[] = {
 
 static const char *const metrics[] = {"echoed", "ranks", NULL};
 
-static int no_gpus(const job *j) {
-  (void)j;
-  return 0;
-}
-
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
 
@@ -65,7 +60,7 @@ const kind_def kind_selftest = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = no_gpus,
+    .gpu_backend = NULL,
     .validate = NULL,
     .run = KIND_RUN(run),
 };

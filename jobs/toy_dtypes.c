@@ -55,10 +55,6 @@ static const char *const metrics[] = {
     "master_bits", "master_dtype", "loss_first",   "loss_after_step",
     NULL};
 
-static int gpus_per_rank(const job *j) {
-  return strcmp(job_str(j, "backend"), "cuda") == 0 ? 1 : 0;
-}
-
 static int validate(const job *j, char *err, size_t n) {
   if (strcmp(job_str(j, "backend"), "cpu") == 0 &&
       strcmp(job_str(j, "precision"), "fp32") != 0) {
@@ -163,7 +159,7 @@ const kind_def kind_toy_dtypes = {
     .params = params,
     .nparams = (int)(sizeof params / sizeof params[0]),
     .metrics = metrics,
-    .gpus_per_rank = gpus_per_rank,
+    .gpu_backend = "cuda",
     .validate = validate,
     .run = KIND_RUN(run),
 };
