@@ -7,8 +7,8 @@
 # left (result files, processes of a launcher that ignored the signal).
 #
 # Processes are found by this test's own output folder (it is in every
-# worker's --result argument and in the wrapper's name), never by name
-# machine-wide.
+# worker's --result argument, mpirun's command and the wrapper's name),
+# never by name machine-wide (lib.sh's procs_with).
 . "${top_srcdir:-.}/tests/lib.sh"
 
 out="$scratch/out"
@@ -23,9 +23,8 @@ sweep = { value = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; };
 CFG
 # The launcher: the worker directly (world size 1 needs no MPI).
 L=""
-# (in this shell: an `sh -c` would find its own command line)
-running() { pgrep -f -- "$1" > /dev/null; }
-none_running() { ! pgrep -f -- "$1" > /dev/null; }
+running() { [ "$(procs_with "$1")" -gt 0 ]; }
+none_running() { [ "$(procs_with "$1")" -eq 0 ]; }
 wait_for() { # wait_for COMMAND...: up to 30 s
   i=0
   while ! "$@" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
@@ -67,7 +66,8 @@ if [ -n "${MPIRUN:-}" ]; then
   rm -rf "$out"
   "$RUNNER" --out-dir "$out" --set world_size=2 --set sleep_s=30 --only value=1 "$cfg" 2> /dev/null &
   a=$!
-  ranks() { [ "$(pgrep -c -f -- "^[^ ]*/worker --kind selftest --result $out/")" -ge 2 ]; }
+  # mpirun's command holds the worker's arguments too: it and two ranks.
+  ranks() { [ "$(procs_with "--result $out/")" -ge 3 ]; }
   wait_for ranks
   check "two ranks running" ranks
   kill -9 $a
