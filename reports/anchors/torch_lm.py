@@ -1,0 +1,209 @@
+"""The language-model anchors: what a PyTorch user gets for the course's
+model (shared/spec/model.md), measured on the GPU our rows come from.
+
+Configurations (--configs), each a full training step unless noted:
+  eager           nn.Module, SDPA attention (causal), torch.optim.AdamW
+                  with fused=True
+  compiled        the same under torch.compile (default mode): the
+                  strongest configuration a PyTorch user picks for speed
+  compiled_inbwd  compiled, the optimizer in backward: one fused AdamW per
+                  parameter stepped from register_post_accumulate_grad_hook,
+                  each gradient freed right after its update
+Precision: fp32 is PyTorch's default (no TF32); bf16 is
+torch.autocast(bfloat16) over fp32 weights, as the handout asks.
+
+Timing (the anchors' method, shared/anchors/README.md): random token ids,
+5 warm-up steps, then --steps timed steps, torch.cuda.synchronize() around
+each; the row gives the median and the mean. Peak is
+torch.cuda.max_memory_allocated over the timed steps (GiB = 2^30 bytes).
+A configuration that runs out of memory is a row with status oom.
+
+    python3 reports/anchors/torch_lm.py OUT.csv [--sizes 2.7B,small]
+        [--contexts 512] [--batch 4] [--precisions bf16,fp32]
+        [--configs eager,compiled,compiled_inbwd] [--steps 10]
+
+Appends one row per (size, context, precision, config) to OUT.csv, header
+written if new; columns: source, gpu, size, context, batch, precision,
+config, status, step_ms_median, step_ms_mean, peak_gib, torch, utc.
+"""
+import argparse
+import datetime
+import math
+import os
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, THETA, EPS = 10000, 10000.0, 1e-5
+SIZES = {  # d_model, d_ff, layers, heads (model.md)
+    "small": (768, 3072, 12, 12),
+    "medium": (1024, 4096, 24, 16),
+    "large": (1280, 5120, 36, 20),
+    "xl": (1600, 6400, 48, 25),
+    "2.7B": (2560, 10240, 32, 32),
+}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.float()
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)).to(dt) * self.weight
+
+
+def rope_tables(t, dh, device):
+    pos = torch.arange(t, device=device, dtype=torch.float32)[:, None]
+    j = torch.arange(dh // 2, device=device, dtype=torch.float32)[None, :]
+    angle = pos * THETA ** (-2.0 * j / dh)
+    return torch.cos(angle), torch.sin(angle)
+
+
+def rope(x, c, s):
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, d, dff, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = RMSNorm(d), RMSNorm(d)
+        self.q_proj, self.k_proj, self.v_proj, self.output_proj = (
+            nn.Linear(d, d, bias=False) for _ in range(4))
+        self.w1 = nn.Linear(d, dff, bias=False)
+        self.w2 = nn.Linear(dff, d, bias=False)
+        self.w3 = nn.Linear(d, dff, bias=False)
+
+    def forward(self, x, c, s):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        split = lambda y: y.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        q = rope(split(self.q_proj(h)), c, s)
+        k = rope(split(self.k_proj(h)), c, s)
+        v = split(self.v_proj(h))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.output_proj(o.transpose(1, 2).reshape(b, t, d))
+        h = self.ln2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class LM(nn.Module):
+    def __init__(self, d, dff, layers, heads):
+        super().__init__()
+        self.dh = d // heads
+        self.token_embeddings = nn.Embedding(VOCAB, d)
+        self.layers = nn.ModuleList(Block(d, dff, heads) for _ in range(layers))
+        self.ln_final = RMSNorm(d)
+        self.lm_head = nn.Linear(d, VOCAB, bias=False)
+
+    def forward(self, ids):
+        c, s = rope_tables(ids.shape[1], self.dh, ids.device)
+        x = self.token_embeddings(ids)
+        for blk in self.layers:
+            x = blk(x, c, s)
+        return self.lm_head(self.ln_final(x))
+
+
+def make_step(model, config, precision):
+    amp = precision == "bf16"
+    fwd = torch.compile(model) if config.startswith("compiled") else model
+
+    def loss_of(ids, tgt):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            logits = fwd(ids)
+        return F.cross_entropy(logits.float().view(-1, VOCAB), tgt.view(-1))
+
+    if config == "compiled_inbwd":
+        opts = {p: torch.optim.AdamW([p], lr=1e-4, fused=True) for p in model.parameters()}
+
+        def hook(p):
+            opts[p].step()
+            opts[p].zero_grad(set_to_none=True)
+
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(hook)
+
+        def step(ids, tgt):
+            loss_of(ids, tgt).backward()
+        return step
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def step(ids, tgt):
+        opt.zero_grad(set_to_none=True)
+        loss_of(ids, tgt).backward()
+        opt.step()
+    return step
+
+
+def measure(size, ctx, batch, precision, config, steps):
+    torch.manual_seed(336)
+    model = LM(*SIZES[size]).cuda()
+    step = make_step(model, config, precision)
+    ids = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+    tgt = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+    for _ in range(5):
+        step(ids, tgt)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(ids, tgt)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times, torch.cuda.max_memory_allocated() / 2**30
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--sizes", default="2.7B")
+    ap.add_argument("--contexts", default="512")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--precisions", default="bf16")
+    ap.add_argument("--configs", default="eager,compiled,compiled_inbwd")
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
+    torch.backends.cudnn.allow_tf32 = False
+    gpu = torch.cuda.get_device_name(0)
+    new = not os.path.exists(a.out) or os.path.getsize(a.out) == 0
+    with open(a.out, "a", encoding="ascii") as f:
+        if new:
+            f.write("source,gpu,size,context,batch,precision,config,status,"
+                    "step_ms_median,step_ms_mean,peak_gib,torch,utc\n")
+        for size in a.sizes.split(","):
+            for ctx in map(int, a.contexts.split(",")):
+                for prec in a.precisions.split(","):
+                    for config in a.configs.split(","):
+                        status, med, mean, peak = "ok", "", "", ""
+                        try:
+                            times, gib = measure(size, ctx, a.batch, prec, config, a.steps)
+                            med = f"{statistics.median(times):.2f}"
+                            mean = f"{statistics.fmean(times):.2f}"
+                            peak = f"{gib:.2f}"
+                        except torch.OutOfMemoryError:
+                            status = "oom"
+                        torch._dynamo.reset()
+                        torch.cuda.empty_cache()
+                        utc = datetime.datetime.now(datetime.timezone.utc).strftime(
+                            "%Y-%m-%dT%H:%M:%SZ")
+                        row = (f"reports/anchors/torch_lm.py,{gpu},{size},{ctx},{a.batch},"
+                               f"{prec},{config},{status},{med},{mean},{peak},"
+                               f"{torch.__version__},{utc}")
+                        print(row, flush=True)
+                        f.write(row + "\n")
+                        f.flush()
+
+
+if __name__ == "__main__":
+    main()
