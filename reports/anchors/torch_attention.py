@@ -8,11 +8,13 @@ Implementations (--impls):
   sdpa_flash      the same forced to the FlashAttention-2 backend
   materialized    the handout's attention (scores, mask, softmax, product)
                   under torch.compile, which fuses the elementwise work
+  eager           the same without torch.compile (torch_compile (a))
 Timing: triton.testing.do_bench medians (its warm-up, repetition over
 about 100 ms, L2 flushed between runs) of the forward, the backward alone
 (retain_graph) and forward + backward. Inputs are random normal, shape
-(batch, heads, seq, d_head). An implementation that runs out of memory or
-does not take the shape is a row with status oom / unsupported.
+(batch, heads, seq, d_head). An implementation that runs out of memory is
+a row with status oom; an SDPA backend that has no kernel for the shape,
+unsupported; any other failure, error (its message printed).
 
     python3 reports/anchors/torch_attention.py OUT.csv --shapes B,H,T,D[;...]
         [--precisions bf16] [--causal 1] [--impls sdpa,sdpa_cudnn,...]
@@ -51,6 +53,8 @@ MATERIALIZED = torch.compile(materialized)
 
 
 def attend(impl, q, k, v, causal):
+    if impl == "eager":
+        return materialized(q, k, v, causal)
     if impl == "materialized":
         return MATERIALIZED(q, k, v, causal)
     if impl in BACKEND:
@@ -82,7 +86,10 @@ def main():
     ap.add_argument("--causal", type=int, default=1)
     ap.add_argument("--impls", default="sdpa,sdpa_cudnn,sdpa_flash,materialized")
     a = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
+    # The backward is timed alone with retain_graph, which compiled
+    # graphs with donated buffers refuse.
+    torch._functorch.config.donated_buffer = False
     gpu = torch.cuda.get_device_name(0)
     causal = bool(a.causal)
     new = not os.path.exists(a.out) or os.path.getsize(a.out) == 0
@@ -102,8 +109,9 @@ def main():
                                 f"{flops / fb / 1e9:.1f}"]
                     except torch.OutOfMemoryError:
                         status = "oom"
-                    except RuntimeError as e:   # no kernel of that backend takes it
-                        status = "unsupported"
+                    except RuntimeError as e:
+                        status = ("unsupported" if "No available kernel" in str(e)
+                                  else "error")
                         print(f"# {impl} {shape} {prec}: {str(e).splitlines()[0]}")
                     torch.cuda.empty_cache()
                     utc = datetime.datetime.now(datetime.timezone.utc).strftime(
