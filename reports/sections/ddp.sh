@@ -8,7 +8,8 @@
 # one appendix of the experiments that look for the second GPU's cost
 # (ddp_nccl_ctas, ddp_sm_reserve, ddp_contention, ddp_copy_engine,
 # zero1_copy_engine, zero1_batch_scaling), each subsection skipped while
-# its CSV is missing. Every number comes from a runner's row or an anchor.
+# its CSV is missing. Every number comes from a runner's row or an anchor,
+# but for one published specification, named where it is used.
 #
 # Environment (mkreport.sh sets it): DATA (folder of the CSVs), CSV (the
 # bucketed experiment's CSV; the other three are read from DATA, and the
@@ -410,6 +411,11 @@ else
 fp32) or a larger per-GPU batch (more compute per byte) would be the
 changes that bring the ratio towards 1.05."
 fi
+# The paragraph sets the bucketed rows beside the flat row's all-reduce:
+# without both, only what the copy engines did is said.
+if [ -z "$fl_ar" ] || [ -z "$bf1" ] || [ -z "$bw16" ]; then
+  printf '%s\n\n' "$ce_text"
+else
 cat <<EOF
 The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$bf1")") MiB all-reduce to vanish behind a backward that
 lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$bf1")") ms (fp32) or $(calc %.1f "$bw16") ms (bf16) on one GPU, while the all-reduce alone takes
@@ -423,6 +429,7 @@ The appendix measures where the rest of the second GPU's cost
 comes from and what was tried against it. $ce_text
 
 EOF
+fi
 
 # ---- the overlap timeline -------------------------------------------------------
 echo "### The overlap, seen in one step (ddp_overlap_individual_parameters_benchmarking (b))"
