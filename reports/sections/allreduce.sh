@@ -324,15 +324,16 @@ fi
 # ---- PyTorch measured beside our rows ---------------------------------------
 
 # reports/anchors/torch_allreduce.py, run under torchrun on the machines our
-# NCCL rows come from, appends DATA/allreduce_torch.csv (same columns as the
-# anchor file, plus utc). Only the main experiment has one.
-torch_csv="$DATA/allreduce_torch.csv"
+# NCCL rows come from, appends reports/anchors/allreduce_torch.csv (the
+# anchor file's columns plus utc): PyTorch's numbers, not the runner's, so
+# they live with the anchors. Only the main experiment is set beside them.
+torch_csv="$reports/anchors/allreduce_torch.csv"
 if [ -f "$torch_csv" ] && [ "$csv" = "$DATA/allreduce.csv" ]; then
   "$CSVTOOL" check "$torch_csv" > /dev/null
   echo "PyTorch measured on the same machines, in the same sessions as our rows"
   echo "(reports/anchors/torch_allreduce.py under torchrun; 5 warm-ups, then 20"
   echo "iterations of barrier, all_reduce, synchronize; slowest rank; median;"
-  echo "rows in reports/data/allreduce_torch.csv):"
+  echo "rows in reports/anchors/allreduce_torch.csv):"
   echo
   echo "| machine | ranks | size | PyTorch median (ms) | ours median (ms) | PyTorch busbw (GB/s) | ours busbw (GB/s) | ours / PyTorch busbw |"
   echo "|---|--:|---|--:|--:|--:|--:|--:|"

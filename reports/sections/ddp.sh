@@ -4,7 +4,12 @@
 # one table per gradient strategy (fp32 and bf16, the 1-GPU row beside the
 # 2-GPU row), a comparison of all strategies with PyTorch DDP, the issue's
 # goals, the overlap timeline (OUT/ddp_timeline.svg) and the handout's
-# overhead model fitted to the all-reduce rows (OUT/ddp_buckets.svg).
+# overhead model fitted to the all-reduce rows (OUT/ddp_buckets.svg); then
+# one appendix of the experiments that look for the second GPU's cost
+# (ddp_nccl_ctas, ddp_sm_reserve, ddp_contention, ddp_copy_engine,
+# zero1_copy_engine, zero1_batch_scaling), each subsection skipped while
+# its CSV is missing. Every number comes from a runner's row or an anchor,
+# but for one published specification, named where it is used.
 #
 # Environment (mkreport.sh sets it): DATA (folder of the CSVs), CSV (the
 # bucketed experiment's CSV; the other three are read from DATA, and the
@@ -32,8 +37,6 @@ flat="$DATA/minimal_ddp_flat_benchmarking.csv"
 overlap="$DATA/ddp_overlap_individual_parameters_benchmarking.csv"
 ar="$DATA/allreduce.csv"
 GNUPLOT=${GNUPLOT:-}
-# PyTorch DDP (bucket 25 MB), xl, context 128, global batch 4 (2 per GPU),
-# median step on the same 2 x H200, from shared/anchors/README.md.
 # PyTorch DDP on the same machine (reports/anchors/ddp_pytorch.csv, copied
 # from shared/anchors/README.md).
 pt_csv="$(dirname "$(cd "$(dirname "$0")" && pwd)")/anchors/ddp_pytorch.csv"
@@ -389,7 +392,7 @@ for p in fp32 bf16; do
 done
 if [ -n "$ce_gain" ]; then
   ce_text="Moving the gradients on the copy engines (ddp_copy_engine,
-below) removes $ce_gain of what the second GPU adds to the bucketed step"
+in the appendix) removes $ce_gain of what the second GPU adds to the bucketed step"
   if [ -n "$ce_met" ]; then
     ce_text="$ce_text and meets the goal in $ce_met"
   else
@@ -397,9 +400,7 @@ below) removes $ce_gain of what the second GPU adds to the bucketed step"
   fi
   if [ -n "$ce_unmet" ]; then
     ce_text="$ce_text; in $ce_unmet
-the subsection \"Where bf16's remaining overhead goes\" (below) measures
-what the rest is made of, and ZeRO-1 on the copy engines
-(zero1_copy_engine) comes closest. Communicating bf16 gradients (half
+ZeRO-1 on the copy engines (zero1_copy_engine) comes closest. Communicating bf16 gradients (half
 the bytes; our policy keeps them fp32) or a larger per-GPU batch
 (zero1_batch_scaling) are the other levers."
   else
@@ -410,6 +411,11 @@ else
 fp32) or a larger per-GPU batch (more compute per byte) would be the
 changes that bring the ratio towards 1.05."
 fi
+# The paragraph sets the bucketed rows beside the flat row's all-reduce:
+# without both, only what the copy engines did is said.
+if [ -z "$fl_ar" ] || [ -z "$bf1" ] || [ -z "$bw16" ]; then
+  printf '%s\n\n' "$ce_text"
+else
 cat <<EOF
 The 5% goal asks the $(calc %.0f "$(two "$csv" fp32 grad_comm_mib "$bf1")") MiB all-reduce to vanish behind a backward that
 lasts $(calc %.1f "$(one "$csv" fp32 bwd_ms_mean "$bf1")") ms (fp32) or $(calc %.1f "$bw16") ms (bf16) on one GPU, while the all-reduce alone takes
@@ -419,683 +425,8 @@ backward kernels it runs beside. Two changes are in these rows: the mean's
 1/W is taken inside the reduction (ncclAvg) instead of a pass over the
 gradients on the compute stream, and the communication stream has the
 highest priority, so a bucket's collective starts as soon as it is issued.
-What was tried and did not pay is measured below (fewer NCCL thread
-blocks). $ce_text
-
-EOF
-
-# ---- NCCL thread blocks -----------------------------------------------------------
-ctas="$DATA/ddp_nccl_ctas.csv"
-if [ -f "$ctas" ] && [ "$("$CSVTOOL" count "$ctas" --where status=ok)" -gt 0 ]; then
-  echo "### How many SMs should the gradient all-reduces hold? (ddp_nccl_ctas)"
-  echo
-  cat <<EOF
-Each NCCL thread block holds an SM for the whole collective, so an
-all-reduce overlapping backward takes those SMs from it. ncclConfig_t's
-maxCTAs caps the blocks per collective (the ddp kind's nccl_max_ctas, 0 =
-NCCL's default); bucketed DDP of the same model on $(tool distinct "$ctas" --cols machine --where status=ok | head -n 1):
-
-EOF
-  tool table "$ctas" --cols precision,bucket_mb,nccl_max_ctas,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
-    --head "precision,bucket (MiB),blocks per collective (0: NCCL's default),step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
-    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
-  c1=$(tool value "$ctas" --where status=ok --where precision=fp32 --where bucket_mb=1000 --where nccl_max_ctas=1 --col grad_comm_ms_mean --default "")
-  gm=$(two "$csv" fp32 grad_comm_mib 1000)
-  if [ -n "$c1" ] && [ -n "$gm" ]; then
-    cat <<EOF
-
-One block moves about $(calc %.0f "$gm / 1024 / $c1 * 1000") GiB/s, so a capped all-reduce outlasts backward and is
-exposed after it; and backward is not given back its speed in proportion
-to the blocks freed (with 4 or 8 blocks it is about as slow as with
-NCCL's default, though the collectives then hold a few SMs, not dozens):
-so the slowdown is not SMs alone; what else the two contend for (memory
-bandwidth, GEMM waves sized for every SM) these rows do not separate.
-NCCL's default was the fastest step at both bucket sizes here (before the
-products were shaped for fewer SMs: next table).
-
-EOF
-  fi
-fi
-
-# ---- products shaped for the SMs left ------------------------------------------------
-smr="$DATA/ddp_sm_reserve.csv"
-if [ -f "$smr" ] && [ "$("$CSVTOOL" count "$smr" --where status=ok)" -gt 0 ]; then
-  echo "### Backward's products shaped for the SMs the collectives leave (ddp_sm_reserve)"
-  echo
-  sr_bm=$(tool distinct "$smr" --cols bucket_mb --where status=ok | head -n 1)
-  cat <<EOF
-cuBLAS sizes a product (tiles, split-K) to fill every SM in whole waves;
-while a bucket's all-reduce holds some SMs, a product sized for one wave
-spills its last blocks into a second. gemm_sm_reserve sets cuBLAS's SM
-count target to the SMs minus that many while backward runs (one rank
-keeps the whole GPU). Bucketed DDP, $(calc %g "$sr_bm") MiB buckets, on $(tool distinct "$smr" --cols machine --where status=ok | head -n 1):
-
-EOF
-  tool table "$smr" --cols precision,nccl_max_ctas,gemm_sm_reserve,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
-    --head "precision,blocks per collective (0: NCCL's default),SMs reserved,step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
-    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
-  # sr_gain PREC: "LO HI", the least and the most a reservation saves of
-  # the step at the same blocks per collective (%, the best reservation
-  # against none, latest row of each setting).
-  sr_gain() {
-    tool select "$smr" --cols nccl_max_ctas,gemm_sm_reserve,step_ms_mean \
-      --where status=ok --where precision="$1" --where world_size=2 --sort -utc |
-    awk -F, 'NR > 1 && !seen[$1 "," $2]++ {
-        if ($2 == 0) base[$1] = $3
-        else if (!($1 in best) || $3 < best[$1]) best[$1] = $3 }
-      END { lo = ""; for (c in base) if (c in best) {
-              g = 100 * (base[c] - best[c]) / base[c]
-              if (lo == "" || g < lo) lo = g; if (hi == "" || g > hi) hi = g }
-            if (lo != "") printf "%.1f %.1f", lo, hi }'
-  }
-  sr_best() { # PREC COL: a column of the fastest 2-GPU row
-    tool value "$smr" --where status=ok --where precision="$1" --where world_size=2 \
-      --sort step_ms_mean --agg first --default "" --col "$2"
-  }
-  sr_f=$(sr_gain fp32); sr_b=$(sr_gain bf16)
-  sr_c=$(sr_best fp32 nccl_max_ctas); sr_r=$(sr_best fp32 gemm_sm_reserve)
-  sr_bwd=$(sr_best fp32 bwd_ms_mean)
-  sr_b1=$(one "$csv" fp32 bwd_ms_mean "$sr_bm")
-  sr_b16=$(one "$csv" bf16 bwd_ms_mean "$sr_bm")
-  # What ddp_bucketed_benchmarking's latest rows ran with.
-  k_c=$(two "$csv" fp32 nccl_max_ctas); k_r=$(two "$csv" fp32 gemm_sm_reserve)
-  if [ -n "$sr_f" ] && [ -n "$sr_b" ] && [ -n "$sr_c" ] && [ -n "$sr_b1" ] && [ -n "$sr_b16" ] && [ -n "$fl_ar" ]; then
-    # shellcheck disable=SC2086 # split "lo hi"
-    set -- $sr_f $sr_b
-    sr_text="Reserving SMs recovers $1-$2% of the fp32 step at the same blocks per
-collective (best: $sr_c blocks per collective with $sr_r SMs reserved)"
-    if [ "$k_c" = "$sr_c" ] && [ "$k_r" = "$sr_r" ]; then
-      sr_text="$sr_text, so ddp_bucketed_benchmarking runs with
-that pair"
-    else
-      sr_text="$sr_text; ddp_bucketed_benchmarking's latest rows ran with
-$k_c blocks and $k_r SMs reserved"
-    fi
-    sr_fit=""
-    [ -z "$ar_o" ] || sr_fit=", $(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib) / $ar_w") ms by the fit"
-    sr_text="$sr_text; backward still runs $(calc %.1f "$sr_bwd - $sr_b1") ms slower than alone ($(calc %.1f "$sr_b1") -> $(calc %.1f "$sr_bwd") ms) while the
-all-reduces overlap it. bf16 gains $3-$4%: the fp32 gradients' all-reduce
-alone ($(calc %.1f "$fl_ar") ms in the flat row$sr_fit) is $(cmp_word "$fl_ar" "$sr_b16")
-its 1-GPU backward ($(calc %.1f "$sr_b16") ms)"
-    if ! is_true "$fl_ar < $sr_b16"; then
-      sr_text="$sr_text, which cannot hide it."
-    elif is_true "$fl_ar >= 0.8 * $sr_b16"; then
-      sr_text="$sr_text, only $(calc %.1f "$sr_b16 - $fl_ar") ms less, so there is little compute to hide it behind."
-    else
-      sr_text="$sr_text, $(calc %.1f "$sr_b16 - $fl_ar") ms less."
-    fi
-    printf '\n%s\n\n' "$sr_text"
-  fi
-fi
-
-# ---- which kernels slow down ---------------------------------------------------------
-con="$DATA/ddp_contention.csv"
-if [ -f "$con" ] && [ "$("$CSVTOOL" count "$con" --where status=ok)" -gt 0 ]; then
-  echo "### Which kernels slow down beside the all-reduces (ddp_contention)"
-  echo
-  cat <<EOF
-Bucketed DDP as in ddp_bucketed_benchmarking ($(tool distinct "$con" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets, products
-shaped for the SMs minus $(tool distinct "$con" --cols gemm_sm_reserve --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')) on one GPU and on two, the collectives capped
-at $(tool distinct "$con" --cols nccl_max_ctas --where status=ok --sort nccl_max_ctas | awk 'NF { printf "%s%s", (n++ ? " or " : ""), $1 }') blocks. After the timed steps each job runs one more step with
-every operation bracketed by events on the compute stream (rank 0): ms per
-step by kernel family, forward, backward and AdamW together (only backward
-overlaps collectives). "Host" is the host's time to queue backward and its
-collectives, against backward's time on the GPU. GPU: $(tool distinct "$con" --cols gpu_name --where status=ok | head -n 1).
-
-| precision | blocks | GPUs | step | backward (GPU / host) | products | AdamW | the rest |
-|---|--:|--:|--:|--:|--:|--:|--:|
-EOF
-  jsonl="${con%.csv}.samples.jsonl"
-  # q [csvtool args]: the contention row of cn_p, cn_c, cn_w.
-  q() { tool value "$con" --agg first --default "" --where status=ok --where precision="$cn_p" \
-          --where nccl_max_ctas="$cn_c" --where world_size="$cn_w" "$@"; }
-  # One line per row for the text below: precision blocks GPUs backward
-  # host products AdamW rest (ms).
-  cn_rows=""
-  for cn_p in fp32 bf16; do
-    for cn_c in 4 16; do
-      for cn_w in 1 2; do
-        msg=$(q --col message)
-        [ -n "$msg" ] || continue
-        host=$(awk -v p="$cn_p" -v c="$cn_c" -v w="$cn_w" '
-          index($0, "\"precision\": \"" p "\"") && index($0, "\"nccl_max_ctas\": \"" c "\"") &&
-          index($0, "\"world_size\": \"" w "\"") {
-            i = index($0, "\"bwd_host_ms\": [")
-            if (!i) next
-            r = substr($0, i + 16); r = substr(r, 1, index(r, "]") - 1)
-            n = split(r, a, ", "); s = 0
-            for (k = 1; k <= n; k++) s += a[k]
-            if (n) printf "%.1f", s / n
-          }' "$jsonl" 2> /dev/null)
-        bw=$(q --col bwd_ms_mean --fmt %.1f)
-        fams=$(printf '%s\n' "$msg" | sed 's/^.*kernel family: //' | tr ';' '\n' | awk '
-          { gsub(/^ +/, ""); split($0, f, " ")
-            if (f[1] == "matmul") mm = f[2]; else if (f[1] == "adamw") ad = f[2]; else rest += f[2] }
-          END { printf "%.1f %.1f %.1f", mm, ad, rest }')
-        # shellcheck disable=SC2086 # split "products AdamW rest"
-        set -- $fams
-        echo "| $cn_p | $cn_c | $cn_w | $(q --col step_ms_mean --fmt %.1f) | $bw / ${host:--} | $1 | $2 | $3 |"
-        cn_rows="$cn_rows$cn_p $cn_c $cn_w $bw ${host:--} $1 $2 $3
-"
-      done
-    done
-  done
-  # cn P C W FIELD: a field of cn_rows (4 backward, 5 host, 6 products).
-  cn() { printf '%s' "$cn_rows" | awk -v p="$1" -v c="$2" -v w="$3" -v k="$4" '$1 == p && $2 == c && $3 == w { print $k; exit }'; }
-  cn_ok=1
-  for x in "fp32 4" "fp32 16" "bf16 4" "bf16 16"; do
-    # shellcheck disable=SC2086 # split "precision blocks"
-    for y in 1 2; do [ -n "$(cn $x $y 6)" ] || cn_ok=0; done
-  done
-  if [ $cn_ok -eq 1 ]; then
-    # fp32 products on 1 and 2 GPUs (mean of the 4- and 16-block jobs), and
-    # the slowdown with each cap.
-    pf1=$(calc %.1f "($(cn fp32 4 1 6) + $(cn fp32 16 1 6)) / 2")
-    pf2=$(calc %.1f "($(cn fp32 4 2 6) + $(cn fp32 16 2 6)) / 2")
-    pc4=$(calc %.1f "100 * ($(cn fp32 4 2 6) / $(cn fp32 4 1 6) - 1)")
-    pc16=$(calc %.1f "100 * ($(cn fp32 16 2 6) / $(cn fp32 16 1 6) - 1)")
-    # How long before the GPU the host finished queueing backward (2 GPUs).
-    gap() { printf '%s' "$cn_rows" | awk -v p="$1" '$1 == p && $3 == 2 && $5 != "-" {
-        g = $4 - $5; if (n++ == 0 || g < lo) lo = g; if (n == 1 || g > hi) hi = g }
-      END { if (n) printf (sprintf("%.0f", lo) == sprintf("%.0f", hi)) ? "%.0f" : "%.0f-%.0f", lo, hi }'; }
-    gf=$(gap fp32); gb16=$(gap bf16)
-    # nvidia-smi while the GPUs worked (utilization above 0): SM clock range,
-    # highest power draw, and the power limit.
-    smi="${con%.csv}.nvidia-smi.csv.gz"
-    smi_text="not throttling"
-    if [ -f "$smi" ]; then
-      smi_text=$(gzip -dc "$smi" | awk -F', ' 'NR > 1 && $8 + 0 > 0 {
-          k = $3 + 0; if (n++ == 0 || k < lo) lo = k; if (n == 1 || k > hi) hi = k
-          if ($5 + 0 > pw) pw = $5 + 0; lim = $6 + 0 }
-        END { if (!n) exit
-              printf "the SM clock %s MHz and the power at most %.0f of %.0f W in every busy sample", (lo == hi) ? "stayed at " lo : "between " lo " and " hi, pw, lim }')
-      smi_text="${smi_text:-no busy samples} (nvidia-smi every 50 ms, reports/data/${smi##*/}: not throttling)"
-    fi
-    # tools/green_ctx_probe.cu's output (reports/data/green_ctx_probe.txt):
-    # SGEMMs alone and beside all-reduces on all SMs, and with the
-    # collectives in green contexts of 8 and 16 SMs (alone / beside).
-    gc_txt="$DATA/green_ctx_probe.txt"
-    gc_text=""
-    if [ -f "$gc_txt" ]; then
-      gc_text=$(awk '
-        function val() { return $(NF - 1) + 0 }
-        /comm [0-9]+ SMs/ { for (i = 1; i < NF; i++) if ($i == "comm") sm = $(i + 1) }
-        index($0, "plain, alone, all SMs:") == 1 { pa += val(); npa++ }
-        index($0, "plain, beside 60 all-reduces:") == 1 { pb += val(); npb++ }
-        index($0, "green, alone,") == 1 { ga[sm] += val(); nga[sm]++ }
-        index($0, "green, beside 60 all-reduces:") == 1 { gb[sm] += val(); ngb[sm]++ }
-        END { if (!npa || !npb || !nga[8] || !ngb[8] || !nga[16] || !ngb[16]) exit
-              printf "these shapes take %.1f ms alone and %.1f ms beside 100 MiB all-reduces;\n", pa / npa, pb / npb
-              printf "with CUDA green contexts giving the collectives 8 or 16 SMs of their own\n"
-              printf "they take %.1f / %.1f ms (8 SMs) or %.1f / %.1f ms (16 SMs) without / with the\nall-reduces beside them.", \
-                ga[8] / nga[8], gb[8] / ngb[8], ga[16] / nga[16], gb[16] / ngb[16] }' "$gc_txt")
-    fi
-    cat <<EOF
-
-Measured on $(tool distinct "$con" --cols machine --where status=ok | head -n 1) (the rows above): beside the all-reduces a step's
-fp32 products run $pc4% slower with 4 blocks per collective and $pc16% with 16
-($pf1 -> $pf2 ms, the mean of the two), so it is not the number of SMs
-they take; $smi_text; and the host finishes queueing
-backward $gf ms before the GPU finishes it (fp32, 2 GPUs; bf16: $gb16 ms; the GPU is not waiting for
-launches). What is left, by elimination (not measured directly), is
-sharing SMs: a product's blocks that land on an SM where a collective's
-block runs go slower, and each wave of blocks waits for its slowest. In bf16 the products slow by $(calc %.1f "$(cn bf16 16 2 6) - $(cn bf16 16 1 6)") ms with 16 blocks
-and $(calc %.1f "$(cn bf16 4 2 6) - $(cn bf16 4 1 6)") ms with 4 (under which the all-reduces last all of backward).
-EOF
-    if [ -n "$gc_text" ]; then
-      cat <<EOF
-tools/green_ctx_probe.cu isolates it on the same machine (reports/data/green_ctx_probe.txt): SGEMMs of
-$gc_text
-A fixed partition costs about what the sharing does; moving the bytes on
-the copy engines, which hold no SMs, is what ddp_copy_engine does (below).
-EOF
-    fi
-    echo
-  fi
-fi
-
-# ---- gradients on the copy engines -------------------------------------------------
-if [ -f "$ce" ] && [ "$("$CSVTOOL" count "$ce" --where status=ok)" -gt 0 ]; then
-  echo "### Gradients on the copy engines (ddp_copy_engine)"
-  echo
-  # tools/ce_probe.cu's output (reports/data/ce_probe.txt): probe LABEL FMT,
-  # the mean over the repetitions of the lines that start with LABEL.
-  cep="$DATA/ce_probe.txt"
-  probe() {
-    awk -v l="$1" -v f="$2" 'index($0, l) == 1 { s += $(NF - 1); n++ } END { if (n) printf f, s / n }' "$cep"
-  }
-  ce_probe_text=""
-  if [ -f "$cep" ]; then
-    pr_a=$(probe "products alone:" %.1f)
-    pr_s=$(probe "products beside 60 SM all-reduces:" %.1f)
-    pr_c=$(probe "products beside 60 CE all-gathers:" %.1f)
-    pr_i=$(probe "products beside 60 in-place CE all-gathers:" %.1f)
-    pr_gi=$(probe "100 MiB per rank in-place CE all-gather alone:" %.3f)
-    pr_gs=$(probe "100 MiB SM all-reduce alone:" %.3f)
-    if [ -n "$pr_a" ] && [ -n "$pr_s" ] && [ -n "$pr_c" ] && [ -n "$pr_i" ] && [ -n "$pr_gi" ] && [ -n "$pr_gs" ]; then
-      ce_probe_text="
-tools/ce_probe.cu measured the idea first (reports/data/ce_probe.txt, means of its repetitions):
-SGEMMs of $m_size's backward shapes take $pr_a ms alone, $pr_s ms beside SM
-all-reduces, $pr_c ms beside copy-engine all-gathers that copy the rank's
-own block locally, and $pr_i ms beside in-place ones; a 100 MiB in-place
-all-gather takes $pr_gi ms against the SM all-reduce's $pr_gs ms."
-    fi
-  fi
-  cat <<EOF
-\`grad_sync = "allgather"\`: each bucket's raw fp32 gradients are
-all-gathered in place into a buffer holding both ranks' copies (the
-model's gradients live in it, so nothing is copied locally), on a NCCL
-communicator with the zero-CTA policy over a symmetric window, which NCCL
-2.28 moves with the copy engines; AdamW averages the two copies as it
-reads them. On the GPUs each bucket's AdamW is queued the moment the
-bucket is launched, on a stream of its own (lowest priority) after that
-bucket's all-gather, so the optimizer runs during backward; the gradient
-hook fires only once backward reads the parameter no more (after its dx
-product), which makes that safe. For two ranks this puts the same bytes on NVLink as a ring all-reduce.$ce_probe_text
-
-| precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | AdamW 1 -> 2 GPUs | after bwd |
-|---|--:|--:|--:|--:|--:|--:|--:|
-EOF
-  for p in fp32 bf16; do
-    for b in 1 10 25 50 100 250 500 1000; do
-      s2=$(two "$ce" $p step_ms_mean "$b"); s1=$(one "$ce" $p step_ms_mean "$b")
-      [ -n "$s2" ] && [ -n "$s1" ] || continue
-      echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p opt_ms_mean "$b")") | $(calc %.2f "$(two "$ce" $p exposed_comm_ms_mean "$b")") |"
-    done
-  done
-  # The best ratios of these rows' predecessor (a8307b3, AdamW after
-  # backward); its rows were replaced in ddp_copy_engine.csv, so these two
-  # are quoted from that run's report, not read from reports/data.
-  prev_fp32=1.047 prev_bf16=1.116
-  # ce_vs_prev PREC PREV: what AdamW beside backward saves (or costs)
-  # against the predecessor's best ratio, in ms of this 1-GPU step.
-  ce_vs_prev() {
-    cp_b=$(best_bucket "$1" "$ce")
-    cp_2=$(two "$ce" "$1" step_ms_mean "$cp_b"); cp_1=$(one "$ce" "$1" step_ms_mean "$cp_b")
-    cp_d=$(calc %.1f "($2 - $cp_2 / $cp_1) * $cp_1")
-    if is_true "$cp_d >= 0"; then printf 'saves %s ms' "$cp_d"; else printf 'costs %s ms' "$(calc %.1f "-($cp_d)")"; fi
-  }
-  cf=$(best_bucket fp32 "$ce"); cbf=$(best_bucket bf16 "$ce")
-  ce_gm=$(two "$ce" fp32 grad_comm_mib "$cf")
-  ce_o1=$(one "$ce" fp32 opt_ms_mean "$cf")
-  ce_b16=$(one "$ce" bf16 bwd_ms_mean "$cbf")
-  for x in "$ce_gm" "$ce_o1" "$ce_b16"; do num "a ddp_copy_engine figure" "$x"; done
-  if is_true "$(two "$ce" bf16 step_ms_mean "$cbf") > 1.05 * $(one "$ce" bf16 step_ms_mean "$cbf")"; then
-    ce_b16_text="bf16 stays above 1.05: per step"
-  else
-    ce_b16_text="bf16 is within 1.05 here, though per step"
-  fi
-  ce_link=""
-  if [ -n "$ar_bus" ]; then
-    ce_t=$(calc %.1f "$ce_gm * 1048576 / 1e9 / $ar_bus * 1000")
-    ce_link=", and at the 2-rank NCCL all-reduce's measured bus bandwidth
-($(calc %.0f "$ar_bus") GB/s at 1 GiB, allreduce.csv) the fp32 gradients need $ce_t ms, $(cmp_word "$ce_t" "$ce_b16")
-bf16's $(calc %.1f "$ce_b16") ms backward on one GPU"
-  fi
-  cat <<EOF
-
-The 2-GPU "backward" column now holds most of AdamW too (the AdamW
-column is what is left of it after backward): the $(calc %.1f "$ce_o1") ms update runs
-beside backward's kernels instead of after them, held to the
-$(tool distinct "$ce" --cols gemm_sm_reserve --where status=ok --where world_size=2 | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }') SMs of \`gemm_sm_reserve\` (one block each) while cuBLAS shapes
-backward's products for the rest; a bucket whose AdamW is issued after
-backward has ended takes the whole GPU (next subsection). Against the predecessor's
-best ratios (below, times this 1-GPU step) that $(ce_vs_prev fp32 $prev_fp32) in fp32
-and $(ce_vs_prev bf16 $prev_bf16) in bf16 (these rows at $(tool distinct "$ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }'), with the compute
-stream above the optimizer's in priority). Before AdamW moved into
-backward (these rows' predecessor at a8307b3) the best ratios were $prev_fp32
-(fp32, 250 MiB) and $prev_bf16 (bf16, 1000 MiB). Costs: the gathered buffer
-holds W copies of the gradients (W x $(gib "$ce_gm") GiB for $m_size in fp32), and AdamW's
-state lives beside it on every rank; only optimizer adamw composes with
-it. $ce_b16_text the second GPU adds ~$(calc %.0f "3 * $ce_gm * 1048576 / 1e9") GB of memory
-traffic (the two all-gather streams and AdamW's read of the second copy,
-each a full $(gb "$ce_gm") GB copy of the fp32 gradients)$ce_link.
-
-EOF
-fi
-
-# ---- AdamW's SM cap ----------------------------------------------------------------
-cap="$DATA/ddp_adamw_cap.csv"
-if [ -f "$cap" ] && [ "$("$CSVTOOL" count "$cap" --where status=ok)" -gt 0 ]; then
-  # capv RUN COL: the 2-GPU row of RUN
-  capv() { tool value "$cap" --where run="$1" --where world_size=2 --col "$2" --agg first --default ""; }
-  for r in 3:a0r0 3:a32r32 4:a32r32b 4:a24r24 4:a40r40 3:a64r64 4:a32r0 4:z32 2:b32 6:c1 6:c2 6:c100 6:c28 6:c36; do num "ddp_adamw_cap.csv's step of run $r" "$(capv $r step_ms)"; done
-  cap_one=$(tool select "$cap" --cols step_ms --where world_size=1 --where precision=bf16 | awk -F, 'NR > 1 { if (lo == "" || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { if (lo != "") printf "%.1f-%.1f", lo, hi }')
-  cat <<EOF
-### AdamW beside backward, held to a few SMs (ddp_adamw_cap)
-
-Uncapped, the AdamW of each bucket is a grid of thousands of short
-blocks at the least priority: the block scheduler hands SMs to
-backward's kernels first, yet backward grew by about as much time as
-AdamW saved. \`ddp_set_adamw_sms(d, n)\` (parallel/ddp.h; the ddp kind
-passes \`gemm_sm_reserve\`) launches it instead as n persistent blocks, one
-per SM, each fed by bulk copies (\`cp.async.bulk\` into four
-shared-memory stages, kernels/cuda/adamw.cu) so few blocks keep enough
-bytes in flight; cuBLAS shapes the products for the other SMs. Measured
-with environment switches on 2 x H200 (xl, bf16 unless said, context
-128, 2 sequences per GPU; the 1-GPU steps of these runs: $cap_one ms),
-\`reports/data/ddp_adamw_cap.csv\`:
-
-| run | grad_sync | precision | bucket MiB | AdamW blocks (0: uncapped) | AdamW kernel | products shaped for the SMs minus | step ms | backward ms | AdamW after bwd ms | comm after bwd ms | commit |
-|---|---|---|--:|--:|---|--:|--:|--:|--:|--:|---|
-EOF
-  tool select "$cap" --cols run,grad_sync,optimizer,precision,bucket_mb,adamw_blocks,adamw_kernel,gemm_sm_reserve,step_ms,bwd_ms,opt_ms,exposed_ms,git_commit --where world_size=2 |
-    awk -F, 'NR > 1 { printf "| %s | %s%s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %.2f | %s |\n", $1, $2, ($3 == "zero1" ? " (ZeRO-1)" : ""), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
-  cat <<EOF
-
-All-gather form, 250 MiB: uncapped $(calc %.1f "$(capv 3:a0r0 step_ms)") ms; 32 blocks with the products
-shaped for the other SMs $(calc %.1f "$(capv 3:a32r32 step_ms)") and $(calc %.1f "$(capv 4:a32r32b step_ms)") ms (two runs); 24 blocks leave
-AdamW behind ($(calc %.1f "$(capv 4:a24r24 opt_ms)") ms of it after backward, $(calc %.1f "$(capv 4:a24r24 step_ms)") ms); 40 and 64 slow
-backward ($(calc %.1f "$(capv 4:a40r40 step_ms)"), $(calc %.1f "$(capv 3:a64r64 step_ms)") ms); 32 blocks with the products shaped for the
-whole GPU $(calc %.1f "$(capv 4:a32r0 step_ms)") ms. So the ddp kind ties the cap to \`gemm_sm_reserve\`, and
-ddp_copy_engine runs at 32. Its rows (above) also give the whole GPU to
-the AdamW of buckets issued after backward has ended (the host sees
-backward's end event complete), which the runs before batch 6 did not;
-batch 6 repeats that form (kernel "bulk then whole GPU"): 250 MiB
-$(calc %.1f "$(capv 6:c1 step_ms)") and $(calc %.1f "$(capv 6:c2 step_ms)") ms against one GPU's $(calc %.1f "$(tool value "$cap" --where run=6:c1 --where world_size=1 --col step_ms --agg first --default 0)") and $(calc %.1f "$(tool value "$cap" --where run=6:c2 --where world_size=1 --col step_ms --agg first --default 0)") ms, 100 MiB $(calc %.1f "$(capv 6:c100 step_ms)") ms,
-and 28 or 36 SMs no better ($(calc %.1f "$(capv 6:c28 step_ms)"), $(calc %.1f "$(capv 6:c36 step_ms)") ms). The run label is the
-device batch and its tag. ZeRO-1's
-AdamW covers half the model and capping it costs more than it saves
-($(calc %.1f "$(capv 4:z32 step_ms)") ms against zero1_copy_engine's row below), so it stays uncapped.
-\`grad_sync = "peer"\` rows: AdamW reading the other GPU's gradients
-in place over NVLink instead of a copy (NCCL 2.28 window addresses; its
-code is in git history at a9bfadd): with the bulk copies it no longer
-stalls backward as plain loads did (registers rows), but its best,
-$(calc %.1f "$(capv 2:b32 step_ms)") ms at 32 blocks, stays behind the copy engines, and it was removed
-again.
-
-EOF
-fi
-
-# ---- ZeRO-1 on the copy engines --------------------------------------------------
-if [ -f "$z1ce" ] && [ "$("$CSVTOOL" count "$z1ce" --where status=ok)" -gt 0 ]; then
-  echo "### ZeRO-1 with its gradients and weights on the copy engines (zero1_copy_engine)"
-  echo
-  cat <<EOF
-\`grad_sync = "alltoall"\` with \`optimizer = "zero1"\`: each bucket's raw
-fp32 gradients go through an all-to-all (ncclAlltoAll, copy engines on a
-zero-CTA communicator with symmetric windows), so each rank receives only
-its own chunk of the other rank's bucket, as ZeRO-1's reduce-scatter
-would, without the reduction; AdamW on the rank's chunk averages the
-copies. The weights are placed in a symmetric window of a second
-zero-CTA communicator, so the in-place all-gathers of the updated chunks
-take the copy engines too, and on the GPUs both (the chunk's AdamW, then
-its all-gather) are queued the moment the bucket is launched, on the
-optimizer's lowest-priority stream: the whole optimizer step runs during
-backward. A rank's all-gather writes into the other's weights only after
-that rank took part in the bucket's all-to-all, so after its backward
-read them last. The same bytes cross NVLink as in ddp_copy_engine (half
-the gradients out, half the weights back), and each GPU does half of
-AdamW.
-
-| precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | optimizer 1 -> 2 GPUs | parameter all-gathers | AdamW state MiB, 1 -> 2 GPUs |
-|---|--:|--:|--:|--:|--:|--:|--:|--:|
-EOF
-  for p in fp32 bf16; do
-    for b in 25 100 250 1000; do
-      s2=$(two "$z1ce" $p step_ms_mean "$b"); s1=$(one "$z1ce" $p step_ms_mean "$b")
-      [ -n "$s2" ] && [ -n "$s1" ] || continue
-      echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$z1ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$b")") | $(calc %.1f "$(two "$z1ce" $p param_comm_ms_mean "$b")") | $(calc %.0f "$(one "$z1ce" $p optstate_mib "$b")") -> $(calc %.0f "$(two "$z1ce" $p optstate_mib "$b")") |"
-    done
-  done
-  cat <<EOF
-
-EOF
-  for p in fp32 bf16; do
-    zb=$(best_bucket $p "$z1ce"); cb=$(best_bucket $p "$ce")
-    [ -n "$zb" ] || continue
-    z2=$(two "$z1ce" $p step_ms_mean "$zb"); z1=$(one "$z1ce" $p step_ms_mean "$zb")
-    line="- $p: best $(calc %.1f "$z2") ms at $(calc %g "$zb") MiB, $(calc %.3f "$z2 / $z1") x the 1-GPU step ($(calc %.1f "$z1") ms)"
-    if [ -n "$cb" ]; then
-      c2=$(two "$ce" $p step_ms_mean "$cb"); c1=$(one "$ce" $p step_ms_mean "$cb")
-      line="$line; the all-gather form's best is $(calc %.3f "$c2 / $c1") x ($(calc %.1f "$c2") ms)"
-    fi
-    echo "$line; backward $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$zb")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$zb")") ms, $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$zb")") ms of the optimizer left after it."
-  done
-  # fp32: backward's growth against the AdamW time that left the step's end.
-  zf=$(best_bucket fp32 "$z1ce"); zbf=$(best_bucket bf16 "$z1ce")
-  # (from the rounded figures the table shows, so the differences match it)
-  zb1=$(calc %.1f "$(one "$z1ce" fp32 bwd_ms_mean "$zf")"); zb2=$(calc %.1f "$(two "$z1ce" fp32 bwd_ms_mean "$zf")")
-  zo1=$(calc %.1f "$(one "$z1ce" fp32 opt_ms_mean "$zf")"); zo2=$(calc %.1f "$(two "$z1ce" fp32 opt_ms_mean "$zf")")
-  zg=$(calc %.1f "$zb2 - $zb1")
-  zd=$(calc %.1f "$zo1 - $zo2")
-  if is_true "$zg < $zd"; then
-    z_grow="by $zg ms ($zb1 -> $zb2), less than the $zd ms of AdamW that no longer follows
-it ($zo1 -> $zo2 ms; its products leave memory bandwidth to spare)"
-  else
-    z_grow="by $zg ms ($zb1 -> $zb2), no less than the $zd ms of AdamW that no longer
-follows it ($zo1 -> $zo2 ms)"
-  fi
-  # The fastest fp32 2-GPU step of every strategy measured in this section.
-  z2f=$(two "$z1ce" fp32 step_ms_mean "$zf")
-  zmin=$z2f zmin_f=zero1_copy_engine
-  for f in "$naive" "$flat" "$overlap" "$csv" "$ce"; do
-    [ -f "$f" ] || continue
-    x=$(tool value "$f" --where status=ok --where precision=fp32 --where world_size=2 \
-        --sort step_ms_mean --agg first --default "" --col step_ms_mean)
-    if [ -n "$x" ] && is_true "$x < $zmin"; then zmin=$x zmin_f=${f##*/}; fi
-  done
-  if [ "$zmin_f" = zero1_copy_engine ]; then
-    z_fast="this is the fastest 2-GPU step
-measured here"
-  else
-    z_fast="the fastest 2-GPU step measured here
-is $(calc %.1f "$zmin") ms (${zmin_f%.csv}) against this $(calc %.1f "$z2f") ms"
-  fi
-  # Memory traffic each GPU adds beside backward in bf16, from the weights'
-  # count N (4-byte values; a gradient copy is 4N bytes): AdamW over N/2
-  # with two gradient copies, 8 arrays read or written (16N bytes); the
-  # all-to-all, its chunk sent and the other's received plus NCCL's local
-  # copy of its own chunk (8N); the all-gather (4N).
-  zn=$(tool value "$z1ce" --where status=ok --agg first --default "" --col params)
-  num "the weights' count" "$zn"
-  # The H200's published HBM3e bandwidth (TB/s): a specification, not
-  # measured in reports/data.
-  hbm_tbs=4.8
-  zt=$(calc %.1f "28 * $zn / ($hbm_tbs * 1e12) * 1000")
-  zo16=$(one "$z1ce" bf16 opt_ms_mean "$zbf")
-  # bf16: ZeRO-1's best ratio against the all-gather form's.
-  z1_vs_ce=""
-  cbb=$(best_bucket bf16 "$ce")
-  if [ -n "$zbf" ] && [ -n "$cbb" ]; then
-    zr=$(calc %.3f "$(two "$z1ce" bf16 step_ms_mean "$zbf") / $(one "$z1ce" bf16 step_ms_mean "$zbf")")
-    cr=$(calc %.3f "$(two "$ce" bf16 step_ms_mean "$cbb") / $(one "$ce" bf16 step_ms_mean "$cbb")")
-    if is_true "$zr < $cr"; then
-      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is below the all-gather form's ($cr): each
-GPU runs half of AdamW, and since the host issues the collectives
-(below) its parameter all-gathers no longer wait on the device."
-    else
-      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is no better than the all-gather form's ($cr)."
-    fi
-  fi
-  cat <<EOF
-
-Backward now carries half of AdamW and every transfer. In fp32 it grows
-$z_grow, and $z_fast. In bf16, at this per-GPU batch ($((m_b * m_ctx)) tokens), per
-step each GPU adds about $(calc %.0f "28 * $zn / 1e9") GB of traffic beside backward: AdamW over its
-half of the $(calc %.1f "$zn / 1e9") G weights with two gradient copies (8 arrays of 4 bytes
-read or written per element: $(calc %.0f "16 * $zn / 1e9") GB), the all-to-all (its chunk sent, the
-other's received, and NCCL's local copy of its own chunk: $(calc %.0f "8 * $zn / 1e9") GB) and the
-all-gather ($(calc %.0f "4 * $zn / 1e9") GB). At the H200's published $hbm_tbs TB/s that is $zt ms, $(cmp_word "$zt" "$zo16")
-what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms); yet the diagnostic runs below find
-that what backward loses is mostly not bandwidth (the transfers cost it
-little, the waits that order them more). $z1_vs_ce Measured at $(tool distinct "$z1ce" --cols git_commit --where status=ok | awk 'NF { printf "%s%.7s", (n++ ? ", " : ""), $0 }') (the weights' window, the optimizer during
-backward); at 8fe99c2, with the parameter all-gathers on NCCL's kernels
-after backward, the best ratios were 1.118 (fp32) and 1.275 (bf16).
-
-EOF
-fi
-
-# ---- where bf16's remaining overhead goes -------------------------------------------
-dg="$DATA/ddp_diag.csv"
-if [ -f "$dg" ] && [ "$("$CSVTOOL" count "$dg")" -gt 0 ]; then
-  # dgv RUN COL: one value of the diagnostic run RUN.
-  dgv() { tool value "$dg" --where run="$1" --agg first --default "" --col "$2"; }
-  for r in w1 x2 y2 y3 wa x3 k0 ad k1 p0 p1; do num "ddp_diag.csv's backward of run $r" "$(dgv $r bwd_ms)"; done
-  for r in k0 ad k1 b1 b2 c2 c3 h1 z3 g1 w2 g2; do num "ddp_diag.csv's step of run $r" "$(dgv $r step_ms)"; done
-  dgd() { calc %.1f "$(dgv "$1" bwd_ms) - $(dgv "$2" bwd_ms)"; }
-  echo "### Where bf16's remaining overhead goes (ddp_diag)"
-  echo
-  cat <<EOF
-Diagnostic runs of the two copy-engine forms on $(tool value "$dg" --agg first --col machine) ($m_size, bf16, context $m_ctx,
-$m_b sequences per GPU, 250 MiB buckets unless the row says), at
-$(tool value "$dg" --agg first --col git_commit): the patch adds environment switches
-that skip the collectives, move the optimizer after backward, drop the
-communication stream's wait for backward's events, or set stream
-priorities. In the rows marked "held", a 30 ms kernel holds the compute
-stream before backward, so the host has queued all of backward by the
-time the GPU starts it and the backward column is the GPU's own time
-(the step then includes the hold, and is left out).
-
-| run | GPUs | form | what changes | held | backward ms | optimizer after backward ms | step ms |
-|---|--:|---|---|---|--:|--:|--:|
-EOF
-  tool select "$dg" --cols run,world_size,grad_sync,optimizer,what,gpu_held_ms,bwd_ms,opt_ms,step_ms |
-    awk -F, 'NR > 1 { printf "| %s | %s | %s, %s | %s | %s | %.1f | %s | %s |\n", $1, $2, $3, $4, $5, ($6 > 0 ? "yes" : "no"), $7, ($8 == "" ? "-" : sprintf("%.1f", $8)), ($9 == "" ? "-" : sprintf("%.1f", $9)) }'
-  cat <<EOF
-
-Read down the held rows (AdamW after backward in each):
-
-- One GPU: backward $(calc %.1f "$(dgv w1 bwd_ms)") ms. The second GPU with no collective at all
-  and the buckets launched after backward (x2): $(calc %.1f "$(dgv x2 bwd_ms)") ms (+$(dgd x2 w1)).
-- Buckets launched from backward's hook, the communication stream not
-  waiting for them (y2): $(calc %.1f "$(dgv y2 bwd_ms)") ms. Waiting, as the product does (y3):
-  $(calc %.1f "$(dgv y3 bwd_ms)") ms, +$(dgd y3 y2) ms for the cross-stream waits alone, with not a byte
-  moved; 4x fewer buckets cost the same (x3, with the transfers: $(calc %.1f "$(dgv x3 bwd_ms)") ms),
-  so it is not a price per wait.
-- The copy-engine all-gathers moving the gradients on top of that (wa):
-  $(calc %.1f "$(dgv wa bwd_ms)") ms, $(dgd wa y3) ms from the transfers themselves, on a backward
-  the waits had already slowed (without the waits the transfers cost
-  more: run H of ddp_diag2 below).
-
-Without the hold: AdamW beside backward (k0, as shipped at e53969a) and
-after it (ad) give the same step ($(calc %.1f "$(dgv k0 step_ms)") and $(calc %.1f "$(dgv ad step_ms)") ms): in bf16 running
-them side by side gains nothing. The optimizer's stream was created at
-CUDA's least priority, which is also the default stream priority, so the
-compute stream did not go before it; with the compute stream one level up
-(k1) the step is $(calc %.1f "$(dgv k1 step_ms)") ms, which commit 2fd4a7a ships (the
-ddp_copy_engine and zero1_copy_engine bf16 rows above are measured with
-it). Not the cause: two one-GPU jobs at once on the two GPUs ($(calc %.1f "$(dgv p0 bwd_ms)") and
-$(calc %.1f "$(dgv p1 bwd_ms)") ms backward), AdamW's grid capped at 264 or 66 blocks
-($(calc %.1f "$(dgv b1 step_ms)") and $(calc %.1f "$(dgv b2 step_ms)") ms against $(calc %.1f "$(dgv h1 step_ms)") for ZeRO-1), 32 hardware
-queues instead of 8 ($(calc %.1f "$(dgv c2 step_ms)") ms ZeRO-1, $(calc %.1f "$(dgv c3 step_ms)") ms all-gather form), or the host:
-it spends 1.7-2.3 ms a step in NCCL's calls (h1) and stays ahead of the
-GPU.
-
-Since fe543cb no stream waits on the device while backward runs: the
-host keeps the launched buckets in a queue and, at every backward hook
-and then in finish_gradient_synchronization, issues the head bucket's
-collective once it sees the bucket's ready event complete, then its
-AdamW (and ZeRO-1's all-gather) once it sees the collective's end event
-complete, one bucket at a time, so every rank issues in the same order.
-Measured in one run at fe543cb: the all-gather form $(calc %.1f "$(dgv g1 step_ms)") ms against
-$(calc %.1f "$(dgv w2 step_ms)") with the device waits (w2, the same build), and ZeRO-1 $(calc %.1f "$(dgv g2 step_ms)") ms
-against $(calc %.1f "$(dgv z3 step_ms)")-$(calc %.1f "$(dgv h1 step_ms)") before (g2): waits on the optimizer's and the
-parameter all-gathers' streams had cost ZeRO-1 more than the all-gather
-form, which has no second collective.
-
-EOF
-fi
-
-dg2="$DATA/ddp_diag2.csv"
-if [ -f "$dg2" ] && [ "$("$CSVTOOL" count "$dg2")" -gt 0 ]; then
-  d2() { tool value "$dg2" --where run="$1" --agg first --default "" --col "$2"; }
-  for r in A B E F G A2 B2 H; do
-    for c in fwd_ms bwd_ms opt_ms; do num "ddp_diag2.csv's $c of run $r" "$(d2 $r $c)"; done
-  done
-  for r in F G F2; do num "ddp_diag2.csv's step of run $r" "$(d2 $r step_ms)"; done
-  d2d() { calc %.1f "$(d2 "$1" "$3") - $(d2 "$2" "$3")"; }
-  echo "### Forward, backward and AdamW apart (ddp_diag2)"
-  echo
-  cat <<EOF
-A second patch (\`tools/ddp_diag2.patch\`) holds the compute stream for 30 ms
-before forward as well as before backward, so forward's GPU time shows
-too, and prints each step's forward, backward, the gap between backward's
-end and the optimizer's start, and the optimizer's tail on the compute
-stream (means over the measured steps of both GPUs; bf16, 250 MiB, the
-all-gather form). Rows A-G at 827aa04, A2-F2 at c7f70c7, on $(tool value "$dg2" --agg first --col machine);
-rows A-G ran an earlier version of the patch, whose DIAG_DEFER_OPT held
-AdamW back only while backward's hooks ran (so in B-D, with the host
-ahead of the GPU, AdamW still ran beside backward).
-
-| run | GPUs | what changes | held | forward ms | backward ms | gap ms | optimizer after backward ms | step ms |
-|---|--:|---|---|--:|--:|--:|--:|--:|
-EOF
-  tool select "$dg2" --cols run,world_size,what,held,fwd_ms,bwd_ms,gap_ms,opt_ms,step_ms |
-    awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s |\n", $1, $2, $3, ($4 > 0 ? "yes" : "no"), $5, $6, $7, $8, ($9 == "" ? "-" : sprintf("%.1f", $9)) }'
-  cat <<EOF
-
-- Forward: one GPU $(calc %.1f "$(d2 A fwd_ms)") ms; two GPUs $(calc %.1f "$(d2 B fwd_ms)")-$(calc %.1f "$(d2 C fwd_ms)") ms with or without collectives,
-  NCCL windows or NCCL's peer-to-peer (B-E). The difference was zeroing
-  the placed gradients one view at a time, ~450 memsets; since c7f70c7
-  views that touch are zeroed by one memset (a bucket's lie end to end):
-  $(calc %.1f "$(d2 B2 fwd_ms)") ms against $(calc %.1f "$(d2 A2 fwd_ms)") (B2, A2), and the shipped step fell from $(calc %.1f "$(d2 F step_ms)") to
-  the 250 MiB row above.
-- With no collective and AdamW after backward (B2), backward costs
-  $(d2d B2 A2 bwd_ms) ms more than on one GPU and AdamW $(d2d B2 A2 opt_ms) ms more: it reads both gradient
-  copies.
-- The copy-engine all-gathers during backward with AdamW after it (H):
-  backward $(calc %.1f "$(d2 H bwd_ms)") ms, $(d2d H B2 bwd_ms) ms for the transfers. Running AdamW beside
-  backward, as shipped, hides part of it: with AdamW after backward the
-  whole step is $(calc %.1f "$(d2 F2 step_ms)") ms (F2), against the shipped row above.
-
-EOF
-fi
-
-# ---- ZeRO-1 at larger per-GPU batches ---------------------------------------------
-zbs="$DATA/zero1_batch_scaling.csv"
-if [ -f "$zbs" ] && [ "$("$CSVTOOL" count "$zbs" --where status=ok)" -gt 0 ]; then
-  echo "### The same ZeRO-1 at larger per-GPU batches (zero1_batch_scaling)"
-  echo
-  echo "$(tool distinct "$zbs" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets; each 2-GPU row beside the 1-GPU row at the same per-GPU batch."
-  echo
-  echo "| precision | sequences per GPU | 1-GPU step | 2-GPU step | added by the second GPU | ratio | backward 1 -> 2 GPUs |"
-  echo "|---|--:|--:|--:|--:|--:|--:|"
-  zs_rows=""
-  for p in fp32 bf16; do
-    for rb in 1 2 4 8 16 32; do
-      s2=$(v "$zbs" $p 2 step_ms_mean --where rank_batch=$rb)
-      s1=$(v "$zbs" $p 1 step_ms_mean --where rank_batch=$rb)
-      [ -n "$s2" ] && [ -n "$s1" ] || continue
-      num "a zero1_batch_scaling step" "$s2"; num "a zero1_batch_scaling step" "$s1"
-      zs_rows="$zs_rows$p $rb $s1 $s2
-"
-      echo "| $p | $rb | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.1f "$s2 - $s1") ms | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(v "$zbs" $p 1 bwd_ms_mean --where rank_batch=$rb)") -> $(calc %.1f "$(v "$zbs" $p 2 bwd_ms_mean --where rank_batch=$rb)") |"
-    done
-  done
-  # the worst ratio over the rows, and where it is
-  zs_worst=$(printf '%s' "$zs_rows" | awk 'NF == 4 { r = $4 / $3; if (r > w) { w = r; p = $1; b = $2 } }
-    END { if (w > 0) printf "%.3f %s %s", w, p, b }')
-  # bf16 above 1.05: the mean time the second GPU adds, the 1-GPU step at
-  # which that would be 5%, and the per-GPU batch there by a least-squares
-  # line through the 1-GPU steps (an extrapolation).
-  zs_x=$(printf '%s' "$zs_rows" | awk '$1 == "bf16" { n++; a += $4 - $3; x += $2; y += $3; xx += $2 * $2; xy += $2 * $3 }
-    END { if (n < 2 || n * xx == x * x) exit
-          m = (n * xy - x * y) / (n * xx - x * x); c = (y - m * x) / n; a /= n; t = a / 0.05
-          if (m > 0 && a > 0 && t > c) printf "%.1f %.0f %.0f", a, t, (t - c) / m }')
-  zs_text=""
-  if [ -n "$zs_worst" ]; then
-    # shellcheck disable=SC2086 # split "ratio precision batch"
-    set -- $zs_worst
-    if awk -v r="$1" 'BEGIN { exit !(r <= 1.05) }'; then
-      zs_text="Every row is within the 5% goal: the worst ratio is $1 ($2, $3
-sequences per GPU). Each GPU runs AdamW over half of the weights, which
-pays for most of what the transfers and the optimizer running beside
-backward add to backward (last column), and the bigger the batch, the
-smaller the share of the step that the second GPU adds."
-    elif [ -n "$zs_x" ]; then
-      # shellcheck disable=SC2086 # split "added step batch"
-      set -- $zs_x
-      zs_text="In bf16 a constant ~$1 ms (the mean of these rows) would reach 1.05 only against a
-1-GPU step of ~$2 ms, about $3 sequences per GPU by these rows' slope
-(an extrapolation, not a measurement)."
-    fi
-  fi
-  cat <<EOF
-
-The transfers and the half of AdamW are set by the model's $(calc %.1f "$(tool value "$zbs" --where status=ok --agg first --default 0 --col params) / 1e9") G
-weights, not by the tokens, so what the second GPU adds does not grow
-with the batch while the step does. $zs_text
+The appendix measures where the rest of the second GPU's cost
+comes from and what was tried against it. $ce_text
 
 EOF
 fi
@@ -1213,12 +544,13 @@ EOF
 fi
 
 # ---- overhead model -------------------------------------------------------------
+overhead_model() {
 echo "### The overhead model (ddp_bucketed_benchmarking (b))"
 echo
 if [ -z "$ar_o" ]; then
   echo "_Needs NCCL all-reduce rows with 2 ranks in reports/data/allreduce.csv._"
   echo
-  exit 0
+  return 0
 fi
 s_mib=$(two "$csv" fp32 grad_comm_mib)
 [ -n "$s_mib" ] || s_mib=$(two "$csv" bf16 grad_comm_mib)
@@ -1322,3 +654,500 @@ if [ -n "$nhi" ] && [ -n "$nlo" ] && [ "$hi" != "$lo" ]; then
   echo "where little communication is left after backward."
   echo
 fi
+}
+overhead_model
+
+# ---- appendix ------------------------------------------------------------------
+# The experiments that look for what the second GPU costs, and what was
+# tried against it: investigation, not the handout's deliverables.
+echo "### Appendix: where the second GPU's cost goes, and what was tried"
+echo
+cat <<EOF
+The goals above are judged against the best rows of every form; this
+appendix holds the experiments behind them, in the order they were asked:
+how many SMs the collectives should hold (ddp_nccl_ctas), shaping the
+products for the SMs left (ddp_sm_reserve), which kernels slow down
+(ddp_contention), then moving the bytes on the copy engines
+(ddp_copy_engine, zero1_copy_engine, zero1_batch_scaling).
+
+EOF
+
+# ---- NCCL thread blocks -----------------------------------------------------------
+ctas="$DATA/ddp_nccl_ctas.csv"
+if [ -f "$ctas" ] && [ "$("$CSVTOOL" count "$ctas" --where status=ok)" -gt 0 ]; then
+  echo "#### How many SMs should the gradient all-reduces hold? (ddp_nccl_ctas)"
+  echo
+  cat <<EOF
+Each NCCL thread block holds an SM for the whole collective, so an
+all-reduce overlapping backward takes those SMs from it. ncclConfig_t's
+maxCTAs caps the blocks per collective (the ddp kind's nccl_max_ctas, 0 =
+NCCL's default); bucketed DDP of the same model on $(tool distinct "$ctas" --cols machine --where status=ok | head -n 1):
+
+EOF
+  tool table "$ctas" --cols precision,bucket_mb,nccl_max_ctas,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
+    --head "precision,bucket (MiB),blocks per collective (0: NCCL's default),step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
+    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
+  # The fewest blocks measured, at the largest bucket: what one block moves.
+  c_n=$(tool value "$ctas" --where status=ok --where precision=fp32 --where nccl_max_ctas!=0 --agg min --default "" --col nccl_max_ctas)
+  c_bm=$(tool value "$ctas" --where status=ok --where precision=fp32 --agg max --default "" --col bucket_mb)
+  c1="" gm=""
+  if [ -n "$c_n" ] && [ -n "$c_bm" ]; then
+    c1=$(tool value "$ctas" --where status=ok --where precision=fp32 --where bucket_mb="$c_bm" --where nccl_max_ctas="$c_n" --agg first --col grad_comm_ms_mean --default "")
+    gm=$(v "$ctas" fp32 2 grad_comm_mib --where bucket_mb="$c_bm")
+  fi
+  if [ -n "$c1" ] && [ -n "$gm" ]; then
+    case $c_n in 1) c_what="One block" ;; *) c_what="With $c_n blocks per collective, each" ;; esac
+    cat <<EOF
+
+$c_what moves about $(calc %.0f "$gm / 1024 / $c1 * 1000 / $c_n") GiB/s, so a capped all-reduce outlasts backward and is
+exposed after it; and backward is not given back its speed in proportion
+to the blocks freed (with 4 or 8 blocks it is about as slow as with
+NCCL's default, though the collectives then hold a few SMs, not dozens):
+so the slowdown is not SMs alone; what else the two contend for (memory
+bandwidth, GEMM waves sized for every SM) these rows do not separate.
+NCCL's default was the fastest step at both bucket sizes here (before the
+products were shaped for fewer SMs: next table).
+
+EOF
+  fi
+fi
+
+# ---- products shaped for the SMs left ------------------------------------------------
+smr="$DATA/ddp_sm_reserve.csv"
+if [ -f "$smr" ] && [ "$("$CSVTOOL" count "$smr" --where status=ok)" -gt 0 ]; then
+  echo "#### Backward's products shaped for the SMs the collectives leave (ddp_sm_reserve)"
+  echo
+  sr_bm=$(tool distinct "$smr" --cols bucket_mb --where status=ok | head -n 1)
+  cat <<EOF
+cuBLAS sizes a product (tiles, split-K) to fill every SM in whole waves;
+while a bucket's all-reduce holds some SMs, a product sized for one wave
+spills its last blocks into a second. gemm_sm_reserve sets cuBLAS's SM
+count target to the SMs minus that many while backward runs (one rank
+keeps the whole GPU). Bucketed DDP, $(calc %g "$sr_bm") MiB buckets, on $(tool distinct "$smr" --cols machine --where status=ok | head -n 1):
+
+EOF
+  tool table "$smr" --cols precision,nccl_max_ctas,gemm_sm_reserve,step_ms_mean,bwd_ms_mean,grad_comm_ms_mean,exposed_comm_ms_mean \
+    --head "precision,blocks per collective (0: NCCL's default),SMs reserved,step (ms),backward (ms),gradient comm (ms),exposed after backward (ms)" \
+    --where status=ok --fmt step_ms_mean=%.1f --fmt bwd_ms_mean=%.1f --fmt grad_comm_ms_mean=%.1f --fmt exposed_comm_ms_mean=%.1f
+  # sr_gain PREC: "LO HI", the least and the most a reservation saves of
+  # the step at the same blocks per collective (%, the best reservation
+  # against none, latest row of each setting).
+  sr_gain() {
+    tool select "$smr" --cols nccl_max_ctas,gemm_sm_reserve,step_ms_mean \
+      --where status=ok --where precision="$1" --where world_size=2 --sort -utc |
+    awk -F, 'NR > 1 && !seen[$1 "," $2]++ {
+        if ($2 == 0) base[$1] = $3
+        else if (!($1 in best) || $3 < best[$1]) best[$1] = $3 }
+      END { lo = ""; for (c in base) if (c in best) {
+              g = 100 * (base[c] - best[c]) / base[c]
+              if (lo == "" || g < lo) lo = g; if (hi == "" || g > hi) hi = g }
+            if (lo != "") printf "%.1f %.1f", lo, hi }'
+  }
+  sr_best() { # PREC COL: a column of the fastest 2-GPU row
+    tool value "$smr" --where status=ok --where precision="$1" --where world_size=2 \
+      --sort step_ms_mean --agg first --default "" --col "$2"
+  }
+  sr_f=$(sr_gain fp32); sr_b=$(sr_gain bf16)
+  sr_c=$(sr_best fp32 nccl_max_ctas); sr_r=$(sr_best fp32 gemm_sm_reserve)
+  sr_bwd=$(sr_best fp32 bwd_ms_mean)
+  sr_b1=$(one "$csv" fp32 bwd_ms_mean "$sr_bm")
+  sr_b16=$(one "$csv" bf16 bwd_ms_mean "$sr_bm")
+  # What ddp_bucketed_benchmarking's latest rows ran with.
+  k_c=$(two "$csv" fp32 nccl_max_ctas); k_r=$(two "$csv" fp32 gemm_sm_reserve)
+  if [ -n "$sr_f" ] && [ -n "$sr_b" ] && [ -n "$sr_c" ] && [ -n "$sr_b1" ] && [ -n "$sr_b16" ] && [ -n "$fl_ar" ]; then
+    # shellcheck disable=SC2086 # split "lo hi"
+    set -- $sr_f $sr_b
+    sr_text="Reserving SMs recovers $1-$2% of the fp32 step at the same blocks per
+collective (best: $sr_c blocks per collective with $sr_r SMs reserved)"
+    if [ "$k_c" = "$sr_c" ] && [ "$k_r" = "$sr_r" ]; then
+      sr_text="$sr_text, so ddp_bucketed_benchmarking runs with
+that pair"
+    else
+      sr_text="$sr_text; ddp_bucketed_benchmarking's latest rows ran with
+$k_c blocks and $k_r SMs reserved"
+    fi
+    sr_fit=""
+    [ -z "$ar_o" ] || sr_fit=", $(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib) / $ar_w") ms by the fit"
+    sr_text="$sr_text; backward still runs $(calc %.1f "$sr_bwd - $sr_b1") ms slower than alone ($(calc %.1f "$sr_b1") -> $(calc %.1f "$sr_bwd") ms) while the
+all-reduces overlap it. bf16 gains $3-$4%: the fp32 gradients' all-reduce
+alone ($(calc %.1f "$fl_ar") ms in the flat row$sr_fit) is $(cmp_word "$fl_ar" "$sr_b16")
+its 1-GPU backward ($(calc %.1f "$sr_b16") ms)"
+    if ! is_true "$fl_ar < $sr_b16"; then
+      sr_text="$sr_text, which cannot hide it."
+    elif is_true "$fl_ar >= 0.8 * $sr_b16"; then
+      sr_text="$sr_text, only $(calc %.1f "$sr_b16 - $fl_ar") ms less, so there is little compute to hide it behind."
+    else
+      sr_text="$sr_text, $(calc %.1f "$sr_b16 - $fl_ar") ms less."
+    fi
+    printf '\n%s\n\n' "$sr_text"
+  fi
+fi
+
+# ---- which kernels slow down ---------------------------------------------------------
+con="$DATA/ddp_contention.csv"
+if [ -f "$con" ] && [ "$("$CSVTOOL" count "$con" --where status=ok)" -gt 0 ]; then
+  echo "#### Which kernels slow down beside the all-reduces (ddp_contention)"
+  echo
+  cat <<EOF
+Bucketed DDP as in ddp_bucketed_benchmarking ($(tool distinct "$con" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets, products
+shaped for the SMs minus $(tool distinct "$con" --cols gemm_sm_reserve --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')) on one GPU and on two, the collectives capped
+at $(tool distinct "$con" --cols nccl_max_ctas --where status=ok --sort nccl_max_ctas | awk 'NF { printf "%s%s", (n++ ? " or " : ""), $1 }') blocks. After the timed steps each job runs one more step with
+every operation bracketed by events on the compute stream (rank 0): ms per
+step by kernel family, forward, backward and AdamW together (only backward
+overlaps collectives). "Host" is the host's time to queue backward and its
+collectives, against backward's time on the GPU. GPU: $(tool distinct "$con" --cols gpu_name --where status=ok | head -n 1).
+
+| precision | blocks | GPUs | step | backward (GPU / host) | products | AdamW | the rest |
+|---|--:|--:|--:|--:|--:|--:|--:|
+EOF
+  jsonl="${con%.csv}.samples.jsonl"
+  # q [csvtool args]: the contention row of cn_p, cn_c, cn_w.
+  q() { tool value "$con" --agg first --default "" --where status=ok --where precision="$cn_p" \
+          --where nccl_max_ctas="$cn_c" --where world_size="$cn_w" "$@"; }
+  # One line per row for the text below: precision blocks GPUs backward
+  # host products AdamW rest (ms).
+  cn_rows=""
+  cn_caps=$(tool distinct "$con" --cols nccl_max_ctas --where status=ok --sort nccl_max_ctas)
+  cn_lo=$(printf '%s\n' "$cn_caps" | awk 'NF { print; exit }')
+  cn_hi=$(printf '%s\n' "$cn_caps" | awk 'NF { c = $0 } END { print c }')
+  for cn_p in fp32 bf16; do
+    for cn_c in $cn_caps; do
+      for cn_w in 1 2; do
+        msg=$(q --col message)
+        [ -n "$msg" ] || continue
+        host=$(awk -v p="$cn_p" -v c="$cn_c" -v w="$cn_w" '
+          index($0, "\"precision\": \"" p "\"") && index($0, "\"nccl_max_ctas\": \"" c "\"") &&
+          index($0, "\"world_size\": \"" w "\"") {
+            i = index($0, "\"bwd_host_ms\": [")
+            if (!i) next
+            r = substr($0, i + 16); r = substr(r, 1, index(r, "]") - 1)
+            n = split(r, a, ", "); s = 0
+            for (k = 1; k <= n; k++) s += a[k]
+            if (n) printf "%.1f", s / n
+          }' "$jsonl" 2> /dev/null)
+        bw=$(q --col bwd_ms_mean --fmt %.1f)
+        fams=$(printf '%s\n' "$msg" | sed 's/^.*kernel family: //' | tr ';' '\n' | awk '
+          { gsub(/^ +/, ""); split($0, f, " ")
+            if (f[1] == "matmul") mm = f[2]; else if (f[1] == "adamw") ad = f[2]; else rest += f[2] }
+          END { printf "%.1f %.1f %.1f", mm, ad, rest }')
+        # shellcheck disable=SC2086 # split "products AdamW rest"
+        set -- $fams
+        echo "| $cn_p | $cn_c | $cn_w | $(q --col step_ms_mean --fmt %.1f) | $bw / ${host:--} | $1 | $2 | $3 |"
+        cn_rows="$cn_rows$cn_p $cn_c $cn_w $bw ${host:--} $1 $2 $3
+"
+      done
+    done
+  done
+  # cn P C W FIELD: a field of cn_rows (4 backward, 5 host, 6 products).
+  cn() { printf '%s' "$cn_rows" | awk -v p="$1" -v c="$2" -v w="$3" -v k="$4" '$1 == p && $2 == c && $3 == w { print $k; exit }'; }
+  cn_ok=1
+  [ -n "$cn_lo" ] && [ "$cn_lo" != "$cn_hi" ] || cn_ok=0
+  for x in fp32 bf16; do
+    for y in 1 2; do
+      [ -n "$(cn $x "$cn_lo" $y 6)" ] && [ -n "$(cn $x "$cn_hi" $y 6)" ] || cn_ok=0
+    done
+  done
+  if [ $cn_ok -eq 1 ]; then
+    # fp32 products on 1 and 2 GPUs (mean of the fewest- and most-block
+    # jobs), and the slowdown with each cap.
+    pf1=$(calc %.1f "($(cn fp32 "$cn_lo" 1 6) + $(cn fp32 "$cn_hi" 1 6)) / 2")
+    pf2=$(calc %.1f "($(cn fp32 "$cn_lo" 2 6) + $(cn fp32 "$cn_hi" 2 6)) / 2")
+    pc_lo=$(calc %.1f "100 * ($(cn fp32 "$cn_lo" 2 6) / $(cn fp32 "$cn_lo" 1 6) - 1)")
+    pc_hi=$(calc %.1f "100 * ($(cn fp32 "$cn_hi" 2 6) / $(cn fp32 "$cn_hi" 1 6) - 1)")
+    # How long before the GPU the host finished queueing backward (2 GPUs).
+    gap() { printf '%s' "$cn_rows" | awk -v p="$1" '$1 == p && $3 == 2 && $5 != "-" {
+        g = $4 - $5; if (n++ == 0 || g < lo) lo = g; if (n == 1 || g > hi) hi = g }
+      END { if (n) printf (sprintf("%.0f", lo) == sprintf("%.0f", hi)) ? "%.0f" : "%.0f-%.0f", lo, hi }'; }
+    gf=$(gap fp32); gb16=$(gap bf16)
+    cat <<EOF
+
+Measured on $(tool distinct "$con" --cols machine --where status=ok | head -n 1) (the rows above): beside the all-reduces a step's
+fp32 products run $pc_lo% slower with $cn_lo blocks per collective and $pc_hi% with $cn_hi
+($pf1 -> $pf2 ms, the mean of the two), so it is not the number of SMs
+they take; the clocks were not throttling (nvidia-smi, watched beside
+these runs); and the host finishes queueing
+backward $gf ms before the GPU finishes it (fp32, 2 GPUs; bf16: $gb16 ms; the GPU is not waiting for
+launches). What is left, by elimination (not measured directly), is
+sharing SMs: a product's blocks that land on an SM where a collective's
+block runs go slower, and each wave of blocks waits for its slowest. In bf16 the products slow by $(calc %.1f "$(cn bf16 "$cn_hi" 2 6) - $(cn bf16 "$cn_hi" 1 6)") ms with $cn_hi blocks
+and $(calc %.1f "$(cn bf16 "$cn_lo" 2 6) - $(cn bf16 "$cn_lo" 1 6)") ms with $cn_lo (under which the all-reduces last all of backward).
+A stand-alone probe (dev/green_ctx_probe.cu) found that a fixed SM
+partition for the collectives (CUDA green contexts) costs the products
+about what the sharing does; moving the bytes on the copy engines, which
+hold no SMs, is what ddp_copy_engine does (next).
+
+EOF
+  fi
+fi
+
+# ---- gradients on the copy engines -------------------------------------------------
+if [ -f "$ce" ] && [ "$("$CSVTOOL" count "$ce" --where status=ok)" -gt 0 ]; then
+  echo "#### Gradients on the copy engines (ddp_copy_engine)"
+  echo
+  cat <<EOF
+\`grad_sync = "allgather"\`: each bucket's raw fp32 gradients are
+all-gathered in place into a buffer holding both ranks' copies (the
+model's gradients live in it, so nothing is copied locally), on a NCCL
+communicator with the zero-CTA policy over a symmetric window, which NCCL
+2.28 moves with the copy engines; AdamW averages the two copies as it
+reads them. On the GPUs each bucket's AdamW is queued the moment the
+bucket is launched, on a stream of its own (lowest priority) after that
+bucket's all-gather, so the optimizer runs during backward; the gradient
+hook fires only once backward reads the parameter no more (after its dx
+product), which makes that safe. For two ranks this puts the same bytes on NVLink as a ring all-reduce.
+A stand-alone probe (dev/ce_probe.cu) tried the idea first: SGEMMs of
+backward's shapes slow down much less beside copy-engine all-gathers
+than beside SM all-reduces, least with the in-place form.
+
+| precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | AdamW 1 -> 2 GPUs | after bwd |
+|---|--:|--:|--:|--:|--:|--:|--:|
+EOF
+  for p in fp32 bf16; do
+    for b in $(tool distinct "$ce" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb); do
+      s2=$(two "$ce" $p step_ms_mean "$b"); s1=$(one "$ce" $p step_ms_mean "$b")
+      [ -n "$s2" ] && [ -n "$s1" ] || continue
+      echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$ce" $p opt_ms_mean "$b")") | $(calc %.2f "$(two "$ce" $p exposed_comm_ms_mean "$b")") |"
+    done
+  done
+  cf=$(best_bucket fp32 "$ce"); cbf=$(best_bucket bf16 "$ce")
+  ce_gm=$(two "$ce" fp32 grad_comm_mib "$cf")
+  ce_o1=$(one "$ce" fp32 opt_ms_mean "$cf")
+  ce_b16=$(one "$ce" bf16 bwd_ms_mean "$cbf")
+  for x in "$ce_gm" "$ce_o1" "$ce_b16"; do num "a ddp_copy_engine figure" "$x"; done
+  if is_true "$(two "$ce" bf16 step_ms_mean "$cbf") > 1.05 * $(one "$ce" bf16 step_ms_mean "$cbf")"; then
+    ce_b16_text="bf16 stays above 1.05: per step"
+  else
+    ce_b16_text="bf16 is within 1.05 here, though per step"
+  fi
+  ce_link=""
+  if [ -n "$ar_bus" ]; then
+    ce_t=$(calc %.1f "$ce_gm * 1048576 / 1e9 / $ar_bus * 1000")
+    ce_link=", and at the 2-rank NCCL all-reduce's measured bus bandwidth
+($(calc %.0f "$ar_bus") GB/s at 1 GiB, allreduce.csv) the fp32 gradients need $ce_t ms, $(cmp_word "$ce_t" "$ce_b16")
+bf16's $(calc %.1f "$ce_b16") ms backward on one GPU"
+  fi
+  cat <<EOF
+
+The 2-GPU "backward" column now holds most of AdamW too (the AdamW
+column is what is left of it after backward): the $(calc %.1f "$ce_o1") ms update runs
+beside backward's kernels instead of after them, held to the
+$(tool distinct "$ce" --cols gemm_sm_reserve --where status=ok --where world_size=2 | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }') SMs of \`gemm_sm_reserve\` (one persistent block each, fed by bulk
+copies into shared memory: kernels/cuda/adamw.cu) while cuBLAS shapes
+backward's products for the rest; a bucket whose AdamW is issued after
+backward has ended takes the whole GPU. Costs: the gathered buffer
+holds W copies of the gradients (W x $(gib "$ce_gm") GiB for $m_size in fp32), and AdamW's
+state lives beside it on every rank; only optimizer adamw composes with
+it. $ce_b16_text the second GPU adds ~$(calc %.0f "3 * $ce_gm * 1048576 / 1e9") GB of memory
+traffic (the two all-gather streams and AdamW's read of the second copy,
+each a full $(gb "$ce_gm") GB copy of the fp32 gradients)$ce_link.
+
+EOF
+fi
+
+# ---- ZeRO-1 on the copy engines --------------------------------------------------
+if [ -f "$z1ce" ] && [ "$("$CSVTOOL" count "$z1ce" --where status=ok)" -gt 0 ]; then
+  echo "#### ZeRO-1 with its gradients and weights on the copy engines (zero1_copy_engine)"
+  echo
+  cat <<EOF
+\`grad_sync = "alltoall"\` with \`optimizer = "zero1"\`: each bucket's raw
+fp32 gradients go through an all-to-all (ncclAlltoAll, copy engines on a
+zero-CTA communicator with symmetric windows), so each rank receives only
+its own chunk of the other rank's bucket, as ZeRO-1's reduce-scatter
+would, without the reduction; AdamW on the rank's chunk averages the
+copies. The weights are placed in a symmetric window of a second
+zero-CTA communicator, so the in-place all-gathers of the updated chunks
+take the copy engines too, and on the GPUs both (the chunk's AdamW, then
+its all-gather) are queued the moment the bucket is launched, on the
+optimizer's lowest-priority stream: the whole optimizer step runs during
+backward. A rank's all-gather writes into the other's weights only after
+that rank took part in the bucket's all-to-all, so after its backward
+read them last. The same bytes cross NVLink as in ddp_copy_engine (half
+the gradients out, half the weights back), and each GPU does half of
+AdamW.
+
+| precision | bucket MiB | 1-GPU step | 2-GPU step | ratio | backward 1 -> 2 GPUs | optimizer 1 -> 2 GPUs | parameter all-gathers | AdamW state MiB, 1 -> 2 GPUs |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|
+EOF
+  for p in fp32 bf16; do
+    for b in $(tool distinct "$z1ce" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb); do
+      s2=$(two "$z1ce" $p step_ms_mean "$b"); s1=$(one "$z1ce" $p step_ms_mean "$b")
+      [ -n "$s2" ] && [ -n "$s1" ] || continue
+      echo "| $p | $(calc %g "$b") | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$b")") | $(calc %.1f "$(one "$z1ce" $p opt_ms_mean "$b")") -> $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$b")") | $(calc %.1f "$(two "$z1ce" $p param_comm_ms_mean "$b")") | $(calc %.0f "$(one "$z1ce" $p optstate_mib "$b")") -> $(calc %.0f "$(two "$z1ce" $p optstate_mib "$b")") |"
+    done
+  done
+  cat <<EOF
+
+EOF
+  for p in fp32 bf16; do
+    zb=$(best_bucket $p "$z1ce"); cb=$(best_bucket $p "$ce")
+    [ -n "$zb" ] || continue
+    z2=$(two "$z1ce" $p step_ms_mean "$zb"); z1=$(one "$z1ce" $p step_ms_mean "$zb")
+    line="- $p: best $(calc %.1f "$z2") ms at $(calc %g "$zb") MiB, $(calc %.3f "$z2 / $z1") x the 1-GPU step ($(calc %.1f "$z1") ms)"
+    if [ -n "$cb" ]; then
+      c2=$(two "$ce" $p step_ms_mean "$cb"); c1=$(one "$ce" $p step_ms_mean "$cb")
+      line="$line; the all-gather form's best is $(calc %.3f "$c2 / $c1") x ($(calc %.1f "$c2") ms)"
+    fi
+    echo "$line; backward $(calc %.1f "$(one "$z1ce" $p bwd_ms_mean "$zb")") -> $(calc %.1f "$(two "$z1ce" $p bwd_ms_mean "$zb")") ms, $(calc %.1f "$(two "$z1ce" $p opt_ms_mean "$zb")") ms of the optimizer left after it."
+  done
+  # fp32: backward's growth against the AdamW time that left the step's end.
+  zf=$(best_bucket fp32 "$z1ce"); zbf=$(best_bucket bf16 "$z1ce")
+  # (from the rounded figures the table shows, so the differences match it)
+  zb1=$(calc %.1f "$(one "$z1ce" fp32 bwd_ms_mean "$zf")"); zb2=$(calc %.1f "$(two "$z1ce" fp32 bwd_ms_mean "$zf")")
+  zo1=$(calc %.1f "$(one "$z1ce" fp32 opt_ms_mean "$zf")"); zo2=$(calc %.1f "$(two "$z1ce" fp32 opt_ms_mean "$zf")")
+  zg=$(calc %.1f "$zb2 - $zb1")
+  zd=$(calc %.1f "$zo1 - $zo2")
+  if is_true "$zg < $zd"; then
+    z_grow="by $zg ms ($zb1 -> $zb2), less than the $zd ms of AdamW that no longer follows
+it ($zo1 -> $zo2 ms; its products leave memory bandwidth to spare)"
+  else
+    z_grow="by $zg ms ($zb1 -> $zb2), no less than the $zd ms of AdamW that no longer
+follows it ($zo1 -> $zo2 ms)"
+  fi
+  # The fastest fp32 2-GPU step of every strategy measured in this section.
+  z2f=$(two "$z1ce" fp32 step_ms_mean "$zf")
+  zmin=$z2f zmin_f=zero1_copy_engine
+  for f in "$naive" "$flat" "$overlap" "$csv" "$ce"; do
+    [ -f "$f" ] || continue
+    x=$(tool value "$f" --where status=ok --where precision=fp32 --where world_size=2 \
+        --sort step_ms_mean --agg first --default "" --col step_ms_mean)
+    if [ -n "$x" ] && is_true "$x < $zmin"; then zmin=$x zmin_f=${f##*/}; fi
+  done
+  if [ "$zmin_f" = zero1_copy_engine ]; then
+    z_fast="this is the fastest 2-GPU step
+measured here"
+  else
+    z_fast="the fastest 2-GPU step measured here
+is $(calc %.1f "$zmin") ms (${zmin_f%.csv}) against this $(calc %.1f "$z2f") ms"
+  fi
+  # Memory traffic each GPU adds beside backward in bf16, from the weights'
+  # count N (4-byte values; a gradient copy is 4N bytes): AdamW over N/2
+  # with two gradient copies, 8 arrays read or written (16N bytes); the
+  # all-to-all, its chunk sent and the other's received plus NCCL's local
+  # copy of its own chunk (8N); the all-gather (4N).
+  zn=$(tool value "$z1ce" --where status=ok --agg first --default "" --col params)
+  num "the weights' count" "$zn"
+  # The H200's published HBM3e bandwidth (TB/s): a specification, not
+  # measured in reports/data.
+  hbm_tbs=4.8
+  zt=$(calc %.1f "28 * $zn / ($hbm_tbs * 1e12) * 1000")
+  zo16=$(one "$z1ce" bf16 opt_ms_mean "$zbf")
+  # bf16: ZeRO-1's best ratio against the all-gather form's.
+  z1_vs_ce=""
+  cbb=$(best_bucket bf16 "$ce")
+  if [ -n "$zbf" ] && [ -n "$cbb" ]; then
+    zr=$(calc %.3f "$(two "$z1ce" bf16 step_ms_mean "$zbf") / $(one "$z1ce" bf16 step_ms_mean "$zbf")")
+    cr=$(calc %.3f "$(two "$ce" bf16 step_ms_mean "$cbb") / $(one "$ce" bf16 step_ms_mean "$cbb")")
+    if is_true "$zr < $cr"; then
+      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is below the all-gather form's ($cr): each
+GPU runs half of AdamW, and since the host issues the collectives
+(last subsection) its parameter all-gathers no longer wait on the device."
+    else
+      z1_vs_ce="ZeRO-1's best bf16 ratio ($zr) is no better than the all-gather form's ($cr)."
+    fi
+  fi
+  cat <<EOF
+
+Backward now carries half of AdamW and every transfer. In fp32 it grows
+$z_grow, and $z_fast. In bf16, at this per-GPU batch ($((m_b * m_ctx)) tokens), per
+step each GPU adds about $(calc %.0f "28 * $zn / 1e9") GB of traffic beside backward: AdamW over its
+half of the $(calc %.1f "$zn / 1e9") G weights with two gradient copies (8 arrays of 4 bytes
+read or written per element: $(calc %.0f "16 * $zn / 1e9") GB), the all-to-all (its chunk sent, the
+other's received, and NCCL's local copy of its own chunk: $(calc %.0f "8 * $zn / 1e9") GB) and the
+all-gather ($(calc %.0f "4 * $zn / 1e9") GB). At the H200's published $hbm_tbs TB/s that is $zt ms, $(cmp_word "$zt" "$zo16")
+what AdamW alone took on one GPU ($(calc %.1f "$zo16") ms); bandwidth is not all
+backward loses, since the waits that order the transfers cost it too
+(last subsection). $z1_vs_ce
+
+EOF
+fi
+
+# ---- ZeRO-1 at larger per-GPU batches ---------------------------------------------
+zbs="$DATA/zero1_batch_scaling.csv"
+if [ -f "$zbs" ] && [ "$("$CSVTOOL" count "$zbs" --where status=ok)" -gt 0 ]; then
+  echo "#### The same ZeRO-1 at larger per-GPU batches (zero1_batch_scaling)"
+  echo
+  echo "$(tool distinct "$zbs" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets; each 2-GPU row beside the 1-GPU row at the same per-GPU batch."
+  echo
+  echo "| precision | sequences per GPU | 1-GPU step | 2-GPU step | added by the second GPU | ratio | backward 1 -> 2 GPUs |"
+  echo "|---|--:|--:|--:|--:|--:|--:|"
+  zs_rows=""
+  for p in fp32 bf16; do
+    for rb in $(tool distinct "$zbs" --cols rank_batch --where status=ok --where precision=$p --sort rank_batch); do
+      s2=$(v "$zbs" $p 2 step_ms_mean --where rank_batch=$rb)
+      s1=$(v "$zbs" $p 1 step_ms_mean --where rank_batch=$rb)
+      [ -n "$s2" ] && [ -n "$s1" ] || continue
+      num "a zero1_batch_scaling step" "$s2"; num "a zero1_batch_scaling step" "$s1"
+      zs_rows="$zs_rows$p $rb $s1 $s2
+"
+      echo "| $p | $rb | $(calc %.1f "$s1") | $(calc %.1f "$s2") | $(calc %.1f "$s2 - $s1") ms | $(calc %.3f "$s2 / $s1") | $(calc %.1f "$(v "$zbs" $p 1 bwd_ms_mean --where rank_batch=$rb)") -> $(calc %.1f "$(v "$zbs" $p 2 bwd_ms_mean --where rank_batch=$rb)") |"
+    done
+  done
+  # the worst ratio over the rows, and where it is
+  zs_worst=$(printf '%s' "$zs_rows" | awk 'NF == 4 { r = $4 / $3; if (r > w) { w = r; p = $1; b = $2 } }
+    END { if (w > 0) printf "%.3f %s %s", w, p, b }')
+  # bf16 above 1.05: the mean time the second GPU adds, the 1-GPU step at
+  # which that would be 5%, and the per-GPU batch there by a least-squares
+  # line through the 1-GPU steps (an extrapolation).
+  zs_x=$(printf '%s' "$zs_rows" | awk '$1 == "bf16" { n++; a += $4 - $3; x += $2; y += $3; xx += $2 * $2; xy += $2 * $3 }
+    END { if (n < 2 || n * xx == x * x) exit
+          m = (n * xy - x * y) / (n * xx - x * x); c = (y - m * x) / n; a /= n; t = a / 0.05
+          if (m > 0 && a > 0 && t > c) printf "%.1f %.0f %.0f", a, t, (t - c) / m }')
+  zs_text=""
+  if [ -n "$zs_worst" ]; then
+    # shellcheck disable=SC2086 # split "ratio precision batch"
+    set -- $zs_worst
+    if awk -v r="$1" 'BEGIN { exit !(r <= 1.05) }'; then
+      zs_text="Every row is within the 5% goal: the worst ratio is $1 ($2, $3
+sequences per GPU). Each GPU runs AdamW over half of the weights, which
+pays for most of what the transfers and the optimizer running beside
+backward add to backward (last column), and the bigger the batch, the
+smaller the share of the step that the second GPU adds."
+    elif [ -n "$zs_x" ]; then
+      # shellcheck disable=SC2086 # split "added step batch"
+      set -- $zs_x
+      zs_text="In bf16 a constant ~$1 ms (the mean of these rows) would reach 1.05 only against a
+1-GPU step of ~$2 ms, about $3 sequences per GPU by these rows' slope
+(an extrapolation, not a measurement)."
+    fi
+  fi
+  cat <<EOF
+
+The transfers and the half of AdamW are set by the model's $(calc %.1f "$(tool value "$zbs" --where status=ok --agg first --default 0 --col params) / 1e9") G
+weights, not by the tokens, so what the second GPU adds does not grow
+with the batch while the step does. $zs_text
+
+EOF
+fi
+
+# ---- what the diagnostic runs settled ---------------------------------------
+# Conclusions of runs made outside the runner (patched builds with
+# diagnostic switches; git history keeps the patches and their outputs):
+# words only, since reports/data holds runner rows only.
+cat <<'EOF'
+#### What the diagnostic runs settled
+
+Runs of patched builds with diagnostic switches, outside the runner (git
+history keeps the patches and their outputs), settled choices the rows
+above are measured with; only their conclusions are kept here:
+
+- The host issues a bucket's collective once it sees the bucket's ready
+  event complete, and its AdamW (and ZeRO-1's all-gather) once it sees
+  the collective's end, one bucket at a time in the same order on every
+  rank. Making the streams wait on those events during backward instead
+  slowed backward even with no byte moved.
+- The compute stream runs one priority level above the optimizer's: at
+  the same level, AdamW beside backward gained nothing in bf16.
+- AdamW during backward is held to \`gemm_sm_reserve\` persistent blocks:
+  fewer left part of it after backward, more slowed backward. ZeRO-1's
+  AdamW, over half the model, costs more capped than uncapped and stays
+  uncapped.
+- Gradient views that lie end to end in a bucket are zeroed by one
+  memset: one memset per view made forward slower on two GPUs than on one.
+- AdamW reading the other GPU's gradients in place over NVLink
+  (\`grad_sync = "peer"\`) stayed slower than the copy engines and was
+  removed.
+- Not the cause of what is left: two one-GPU jobs running at once (each
+  as fast as alone), AdamW's grid size, the number of hardware queues, or the host, which
+  stays ahead of the GPU.
+EOF
+echo

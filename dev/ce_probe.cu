@@ -1,4 +1,4 @@
-// tools/ce_probe.cu: do cuBLAS SGEMMs still slow down beside NCCL
+// dev/ce_probe.cu: do cuBLAS SGEMMs still slow down beside NCCL
 // collectives that move their bytes with the copy engines? NCCL 2.28 runs
 // all-gather on the copy engines (no thread blocks) when the communicator
 // has the zero-CTA policy and both buffers lie in symmetric windows
@@ -6,9 +6,8 @@
 // runs 40 triples of SGEMMs of the xl model's backward shapes at 256 tokens
 // on one stream while 60 collectives of 100 MiB per rank run on another:
 // SM all-reduces (default policy) and copy-engine all-gathers. GPU 0's
-// product time and each collective's time alone are printed. Not part of
-// the build (two GPUs, NCCL >= 2.28):
-//   nvcc -O2 -o ce_probe tools/ce_probe.cu -lcublas -lnccl
+// product time and each collective's time alone are printed. Needs two
+// GPUs and NCCL >= 2.28; build with `make -C dev ce_probe` (dev/README.md).
 #include "probe_common.cuh"
 struct gpu { cudaStream_t cs, ks; mats m; float *ar, *sym, *gath; };
 static gpu g[G];

@@ -1,16 +1,13 @@
-// tools/green_ctx_probe.cu: do cuBLAS SGEMMs slow down beside NCCL
+// dev/green_ctx_probe.cu: do cuBLAS SGEMMs slow down beside NCCL
 // all-reduces, and do CUDA green contexts (separate SM partitions for the
 // products and the collectives) remove it? One process drives 2 GPUs
 // (ncclCommInitAll); each runs 40 triples of SGEMMs of the xl model's
 // backward shapes at 256 tokens (the ddp experiments' 2 x 128 per GPU) on
 // one stream while 60 all-reduces of 100 MiB run on another; GPU 0's
 // product time is printed for plain streams and for green contexts with
-// COMM_SMS SMs (default 16) given to the collectives. Not part of the
-// build (it needs the driver API and two GPUs):
-//   nvcc -O2 -o green_ctx_probe tools/green_ctx_probe.cu -lcublas -lnccl -lcuda
-//   COMM_SMS=16 ./green_ctx_probe
-// Results on 2 x H200 are in README.md (data parallelism, what does not
-// work yet).
+// COMM_SMS SMs (default 16) given to the collectives. Needs the driver
+// API (green contexts: CUDA >= 12.4) and two GPUs; build with
+// `make -C dev green_ctx_probe`, run as `COMM_SMS=16 dev/green_ctx_probe`.
 #include "probe_common.cuh"
 #include <cuda.h>
 #define CD(x) do { CUresult e_ = (x); if (e_ != CUDA_SUCCESS) { const char *s; cuGetErrorString(e_, &s); printf("%s:%d %s\n", __FILE__, __LINE__, s); exit(1);} } while (0)

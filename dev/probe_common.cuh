@@ -1,4 +1,4 @@
-// tools/probe_common.cuh: what the two GPU probes (ce_probe.cu,
+// dev/probe_common.cuh: what the two GPU probes (ce_probe.cu,
 // green_ctx_probe.cu) share: their checks, the xl model's backward product
 // shapes at 256 tokens, and the products they time beside the collectives.
 // Two GPUs, one process; a failed call prints where and exits.
