@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libconfig.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,16 +41,24 @@ static const char *setting_file(const loader *L, const config_setting_t *s) {
   return f ? f : L->e->path;
 }
 
+/* L->err = prefix + the message; returns -1, so callers can return it. */
+static int vfail(loader *L, const char *prefix, const char *fmt, va_list ap) {
+  int n = snprintf(L->err, L->errlen, "%s", prefix);
+  if (n >= 0 && (size_t)n < L->errlen)
+    vsnprintf(L->err + n, L->errlen - (size_t)n, fmt, ap);
+  return -1;
+}
+
 static int fail_at(loader *L, const config_setting_t *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail_at(loader *L, const config_setting_t *s, const char *fmt,
                    ...) {
-  int n = snprintf(L->err, L->errlen, "%s:%u: ", setting_file(L, s),
-                   config_setting_source_line(s));
+  char at[PATH_MAX + 32];
+  snprintf(at, sizeof at, "%s:%u: ", setting_file(L, s),
+           config_setting_source_line(s));
   va_list ap;
   va_start(ap, fmt);
-  if (n >= 0 && (size_t)n < L->errlen)
-    vsnprintf(L->err + n, L->errlen - (size_t)n, fmt, ap);
+  vfail(L, at, fmt, ap);
   va_end(ap);
   return -1;
 }
@@ -443,6 +452,9 @@ static int check_top_names(loader *L, const config_setting_t *root) {
   return 0;
 }
 
+/* Every parameter the file leaves out takes its kind's default, recorded
+ * as defaulted at the kind line (the kind brings it); one without a
+ * default must be given. */
 static int check_complete(loader *L) {
   if (!L->e->name) {
     snprintf(L->err, L->errlen, "%s:1: name is not given (write name = "
@@ -452,10 +464,22 @@ static int check_complete(loader *L) {
   const kind_def *k = L->e->kind;
   for (int i = 0; i < k->nparams; i++) {
     const param_def *d = &k->params[i];
-    if (L->e->settings[i].nvalues == 0)
+    if (L->e->settings[i].nvalues > 0) continue;
+    pvalue *v = malloc(sizeof *v);
+    if (!v) {
+      snprintf(L->err, L->errlen, "%s: out of host memory", L->e->path);
+      return -1;
+    }
+    if (param_default(d, v) != 0) {
+      free(v);
       return fail_at(L, L->kind_setting, "%s.%s is not given (allowed: a "
-                     "value in %s = { ... } or a list in sweep; nothing is "
-                     "defaulted)", d->group, d->name, d->group);
+                     "value in %s = { ... } or a list in sweep; it has no "
+                     "default)", d->group, d->name, d->group);
+    }
+    if (store(L, i, v, 1, 0, setting_file(L, L->kind_setting),
+              config_setting_source_line(L->kind_setting)) != 0)
+      return -1;
+    L->e->settings[i].defaulted = 1;
   }
   return 0;
 }
@@ -583,11 +607,11 @@ static int cmdline_error(loader *L, const char *opt, const char *arg,
     __attribute__((format(printf, 4, 5)));
 static int cmdline_error(loader *L, const char *opt, const char *arg,
                          const char *fmt, ...) {
-  int n = snprintf(L->err, L->errlen, "%s: %s %s: ", CMDLINE, opt, arg);
+  char at[4096];
+  snprintf(at, sizeof at, "%s: %s %s: ", CMDLINE, opt, arg);
   va_list ap;
   va_start(ap, fmt);
-  if (n >= 0 && (size_t)n < L->errlen)
-    vsnprintf(L->err + n, L->errlen - (size_t)n, fmt, ap);
+  vfail(L, at, fmt, ap);
   va_end(ap);
   return -1;
 }
@@ -668,6 +692,8 @@ static int apply_only(loader *L, const char *arg) {
     char at[1024];
     if (L->set_arg && L->set_arg[i])
       snprintf(at, sizeof at, "by --set %s", L->set_arg[i]);
+    else if (s->defaulted)
+      snprintf(at, sizeof at, "at its default");
     else
       snprintf(at, sizeof at, "at %s:%d", s->file, s->line);
     return cmdline_error(L, "--only", arg, "%s is not swept (it is fixed "
@@ -776,12 +802,17 @@ static int check_size(loader *L) {
   return 0;
 }
 
-/* kind->validate on every job, blaming the parameter it names. */
+/* Every job's cross-parameter checks: kind->validate on its settings
+ * struct, blaming the parameter it names, then the one-rank rule. */
 static int check_jobs(loader *L) {
   const experiment *e = L->e;
-  if (!e->kind->validate) return 0;
-  pvalue *v = calloc((size_t)e->kind->nparams, sizeof *v);
-  if (!v) {
+  const kind_def *k = e->kind;
+  if (!k->validate && !k->one_rank) return 0;
+  pvalue *v = calloc((size_t)k->nparams, sizeof *v);
+  void *settings = calloc(1, k->settings_size);
+  if (!v || !settings) {
+    free(v);
+    free(settings);
     snprintf(L->err, L->errlen, "%s: out of host memory", e->path);
     return -1;
   }
@@ -791,14 +822,22 @@ static int check_jobs(loader *L) {
   for (size_t i = 0; i < n && rc == 0; i++) {
     char msg[1024] = "";
     experiment_job(e, i, &j);
-    int blame = e->kind->validate(&j, msg, sizeof msg);
-    if (blame > 0 && blame <= e->kind->nparams) {
-      char at[1024];
-      where(L, blame - 1, at, sizeof at);
-      snprintf(L->err, L->errlen, "%s: %s", at, msg);
-      rc = -1;
-    }
+    job_settings(&j, settings);
+    int blame = k->validate ? k->validate(settings, msg, sizeof msg) : 0;
+    if (blame == 0 && k->one_rank) blame = job_need_one_rank(&j, msg, sizeof msg);
+    if (blame == 0) continue;
+    int p = kind_blamed_param(k, blame);
+    /* A blame that names no row is the kind's bug; the job is still
+     * refused, naming the file. */
+    char at[1024];
+    if (p >= 0)
+      where(L, p, at, sizeof at);
+    else
+      snprintf(at, sizeof at, "%s", e->path);
+    snprintf(L->err, L->errlen, "%s: %s", at, msg);
+    rc = -1;
   }
+  free(settings);
   free(v);
   return rc;
 }
@@ -881,7 +920,12 @@ static void json_param(FILE *f, const setting *s, int indent) {
   json_string(f, s->def->name);
   fprintf(f, ": {\"group\": ");
   json_string(f, s->def->group);
-  fprintf(f, ", \"type\": \"%s\", \"file\": ", types[s->def->type]);
+  fprintf(f, ", \"type\": \"%s\", \"unit\": ", types[s->def->type]);
+  if (s->def->unit)
+    json_string(f, s->def->unit);
+  else
+    fputs("null", f);
+  fprintf(f, ", \"file\": ");
   json_string(f, s->file);
   fprintf(f, ", \"line\": %d, \"%s\": ", s->line, s->swept ? "sweep" : "value");
   if (!s->swept) {
@@ -894,7 +938,15 @@ static void json_param(FILE *f, const setting *s, int indent) {
     }
     fputc(']', f);
   }
-  fputc('}', f);
+  /* The declared default (also where the file gives another value), and
+   * whether this value is it because the file left the setting out. */
+  pvalue d;
+  fputs(", \"default\": ", f);
+  if (param_default(s->def, &d) == 0)
+    json_value(f, &d);
+  else
+    fputs("null", f);
+  fprintf(f, ", \"defaulted\": %s}", s->defaulted ? "true" : "false");
 }
 
 /* The object starts where the caller left the cursor; its members are
@@ -913,6 +965,13 @@ void experiment_write_json(const experiment *e, FILE *f, int indent) {
   for (int s = 0; s < e->nsweep; s++) {
     if (s) fputs(", ", f);
     json_string(f, e->settings[e->sweep_order[s]].def->name);
+  }
+  fprintf(f, "],\n%*s\"defaulted\": [", in, "");
+  int nd = 0;
+  for (int i = 0; i < e->kind->nparams; i++) {
+    if (!e->settings[i].defaulted) continue;
+    if (nd++) fputs(", ", f);
+    json_string(f, e->settings[i].def->name);
   }
   fprintf(f, "],\n%*s\"parameters\": {\n", in, "");
   for (int i = 0; i < e->kind->nparams; i++) {

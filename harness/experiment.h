@@ -8,9 +8,10 @@
  *   run = { warmup = 5; iters = 20; timeout_s = 300.0; };
  *   allreduce = { ... };           # the kind's own group(s)
  *   sweep = { backend = ["mpi", "nccl"]; world_size = [2, 4, 6]; };
- * Sweep keys are leaf names; every parameter is given exactly once, either
- * fixed in its group or as a sweep list (nothing is defaulted). The first
- * sweep key written varies slowest. A relative @include path resolves
+ * Sweep keys are leaf names; every parameter is given at most once, either
+ * fixed in its group or as a sweep list; one left out takes its kind's
+ * default (param_def.def), and one without a default must be given. The
+ * first sweep key written varies slowest. A relative @include path resolves
  * against the experiment file's own folder, an absolute one as given. */
 #ifndef TL_EXPERIMENT_H
 #define TL_EXPERIMENT_H
@@ -25,8 +26,10 @@ typedef struct setting {
   int swept;            /* given under `sweep` (possibly narrowed by --only) */
   int nvalues;          /* 1 when fixed */
   pvalue *values;
-  char *file;           /* where it was given ("command line" for --set) */
+  char *file;           /* where it was given ("command line" for --set;
+                           for a default, the kind line's file) */
   int line;
+  int defaulted;        /* the value is the kind's default: not given */
 } setting;
 
 typedef struct experiment {
@@ -55,7 +58,9 @@ size_t experiment_njobs(const experiment *e);
 void experiment_job(const experiment *e, size_t i, job *j);
 
 /* The resolved experiment as a JSON object (name, kind, file, each
- * parameter's fixed value or sweep list with its file:line, sweep order). */
+ * parameter's fixed value or sweep list with its file:line, unit, default
+ * and whether the value is that default, the sweep order, and the list of
+ * defaulted parameters). */
 void experiment_write_json(const experiment *e, FILE *f, int indent);
 
 #endif

@@ -86,11 +86,13 @@ static void list_kinds(void) {
   for (const kind_def *const *k = kind_all(); *k; k++) {
     printf("%s: %s\n", (*k)->name, (*k)->summary);
     for (int i = 0; i < (*k)->nparams; i++) {
-      char allowed[512];
-      param_allowed(&(*k)->params[i], allowed, sizeof allowed);
-      printf("  %s.%s (%s; %s): %s\n", (*k)->params[i].group,
-             (*k)->params[i].name, ptype_name((*k)->params[i].type), allowed,
-             (*k)->params[i].help);
+      const param_def *d = &(*k)->params[i];
+      char allowed[512], unit[64] = "", def[PVALUE_STR_MAX + 32] = "";
+      param_allowed(d, allowed, sizeof allowed);
+      if (d->unit) snprintf(unit, sizeof unit, "; unit %s", d->unit);
+      if (d->def) snprintf(def, sizeof def, "; default %s", d->def);
+      printf("  %s.%s (%s; %s%s%s): %s\n", d->group, d->name,
+             ptype_name(d->type), allowed, unit, def, d->help);
     }
     printf("  metrics:");
     for (int i = 0; (*k)->metrics[i]; i++) printf(" %s", (*k)->metrics[i]);
@@ -239,7 +241,7 @@ static void job_label(const experiment *e, const job *j, char *buf, size_t n) {
 
 /* Why this machine cannot run j, or NULL if it can. */
 static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
-  long long ws = job_int(j, "world_size");
+  long long ws = job_world_size(j);
   int per_rank = job_gpus_per_rank(j);
 #ifndef HAVE_MPI
   if (ws > 1) {
@@ -712,7 +714,7 @@ static int job_command_make(const plan *p, const options *o, size_t i,
     int complete = 1;
     for (int k = 0; k < nargs; k++) complete &= args[k] != NULL;
     if (complete)
-      c->argv = launch_command(o->launcher, (int)job_int(j, "world_size"),
+      c->argv = launch_command(o->launcher, job_world_size(j),
                                p->worker, args, nargs);
     for (int k = 0; k < nargs; k++) free(args[k]);
     free(args);
@@ -888,7 +890,7 @@ static int run_jobs(session *s, const plan *p, const options *o) {
        * a failure's cause unnamed (log_cause cannot seek there). */
       long log_from = lseek(s->log_fd, 0, SEEK_END);
       launch_outcome lo;
-      int lrc = launch_run(c.argv, s->log_fd, job_float(j, "timeout_s"), tag,
+      int lrc = launch_run(c.argv, s->log_fd, job_timeout_s(j), tag,
                            &stop_requested, &lo);
       if (lrc < 0) {
         fprintf(stderr, "\nrunner: %s\n", err_msg());
@@ -904,8 +906,8 @@ static int run_jobs(session *s, const plan *p, const options *o) {
       secs = lo.seconds;
       t_launched += secs;
       nlaunched++;
-      judge(&lo, c.result, (int)job_int(j, "world_size"), p->log_path,
-            log_from, job_float(j, "timeout_s"), &out);
+      judge(&lo, c.result, job_world_size(j), p->log_path,
+            log_from, job_timeout_s(j), &out);
       /* A job that failed while the disk filled up gets no row: its
        * failure may be the disk's, and a rerun retries it anyway. */
       if (strcmp(out.status, "ok") != 0 &&

@@ -227,3 +227,27 @@ int pvalue_parse(const param_def *d, const char *text, pvalue *v, char *err,
   }
   return pvalue_check(d, v, err, errlen);
 }
+
+int param_default(const param_def *d, pvalue *v) {
+  if (!d->def) return -1;
+  char err[512];
+  if (pvalue_parse(d, d->def, v, err, sizeof err) != 0) {
+    fprintf(stderr, "internal error: the default of %s.%s: %s\n", d->group,
+            d->name, err);
+    abort();
+  }
+  return 0;
+}
+
+void settings_fill(const param_def *d, int n, const pvalue *v, void *out) {
+  char *base = out;
+  for (int i = 0; i < n; i++) {
+    void *at = base + d[i].field;
+    switch (d[i].type) {
+      case P_INT: *(int *)at = (int)v[i].i; break;
+      case P_FLOAT: *(double *)at = v[i].f; break;
+      case P_STRING: *(const char **)at = v[i].s; break;
+      case P_BOOL: *(bool *)at = v[i].i != 0; break;
+    }
+  }
+}

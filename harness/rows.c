@@ -60,16 +60,21 @@ char *rows_job_key(const job *j) {
   return key;
 }
 
-static char *row_key(char **row, int nparams) {
+/* A row's key: the texts of the parameter columns, in the kind's order;
+ * a column the file predates (from[i] < 0) reads as its default's text. */
+static char *row_key(char **row, const int *from, char *const *dtext,
+                     int nparams) {
   size_t len = 1;
-  for (int i = 0; i < nparams; i++) len += strlen(row[i]) + 1;
+  for (int i = 0; i < nparams; i++)
+    len += strlen(from[i] >= 0 ? row[from[i]] : dtext[i]) + 1;
   char *key = malloc(len);
   if (!key) return NULL;
   char *w = key;
   for (int i = 0; i < nparams; i++) {
     if (i) *w++ = '\x1f';
-    size_t l = strlen(row[i]);
-    memcpy(w, row[i], l);
+    const char *cell = from[i] >= 0 ? row[from[i]] : dtext[i];
+    size_t l = strlen(cell);
+    memcpy(w, cell, l);
     w += l;
   }
   *w = '\0';
@@ -135,18 +140,54 @@ static long job_index_find(const job_index *x, const char *key) {
   return -1;
 }
 
-static int same_header(const rows *r, const csv_table *t, char *why,
-                       size_t n) {
-  for (int i = 0; i < r->ncols || i < t->ncols; i++) {
-    const char *want = i < r->ncols ? r->cols[i] : "(none)";
-    const char *have = i < t->ncols ? t->header[i] : "(none)";
-    if (strcmp(want, have) != 0) {
+/* Where each of r's columns is in the file t: from[c] is its index there,
+ * or -1 for the column of a parameter with a default that the file
+ * predates (written before the setting existed: its rows read as having
+ * the default). Any other difference is a mismatch, said in why. The
+ * file's columns must otherwise be r's, in r's order. */
+static int map_header(const rows *r, const experiment *e, const csv_table *t,
+                      int *from, char *why, size_t n) {
+  int f = 0;
+  for (int c = 0; c < r->ncols; c++) {
+    if (f < t->ncols && strcmp(t->header[f], r->cols[c]) == 0) {
+      from[c] = f++;
+    } else if (c < e->kind->nparams && e->kind->params[c].def) {
+      from[c] = -1;
+    } else {
       snprintf(why, n, "column %d is \"%s\", this experiment writes \"%s\"",
-               i + 1, have, want);
+               f + 1, f < t->ncols ? t->header[f] : "(none)", r->cols[c]);
       return 0;
     }
   }
+  if (f < t->ncols) {
+    snprintf(why, n, "column %d is \"%s\", this experiment writes "
+             "\"(none)\"", f + 1, t->header[f]);
+    return 0;
+  }
   return 1;
+}
+
+/* The canonical text of each parameter's default (NULL: none), for the
+ * columns a file predates; free with free_texts. */
+static char **default_texts(const kind_def *k) {
+  char **d = calloc((size_t)k->nparams, sizeof *d);
+  for (int i = 0; d && i < k->nparams; i++) {
+    pvalue v;
+    char buf[PVALUE_STR_MAX + 32];
+    if (param_default(&k->params[i], &v) != 0) continue;
+    pvalue_format(&v, buf, sizeof buf);
+    if (!(d[i] = strdup(buf))) {
+      for (int j = 0; j < i; j++) free(d[j]);
+      free(d);
+      return NULL;
+    }
+  }
+  return d;
+}
+
+static void free_texts(char **d, int n) {
+  for (int i = 0; d && i < n; i++) free(d[i]);
+  free(d);
 }
 
 static int create_with_header(rows *r, const char *path) {
@@ -184,6 +225,35 @@ static int is_unfinished_start(const rows *r, const char *path,
   return unfinished;
 }
 
+/* Rewrite path as t without its dropped rows, in r's columns (a column
+ * the file predates filled with the default's text), so that appended rows
+ * line up. Safe: the caller holds the output's lock, so no other runner
+ * appends to this file. */
+static int rewrite(const char *path, const rows *r, const csv_table *t,
+                   const char *drop, size_t kept, const int *from,
+                   char *const *dtext) {
+  /* A view: the cells stay t's and dtext's. */
+  csv_table keep = {.ncols = r->ncols, .header = r->cols};
+  char **cells = calloc((kept ? kept : 1) * (size_t)r->ncols, sizeof *cells);
+  keep.rows = calloc(kept ? kept : 1, sizeof *keep.rows);
+  int rc = 0;
+  if (!cells || !keep.rows) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
+  } else {
+    for (size_t row = 0; row < t->nrows; row++) {
+      if (drop[row]) continue;
+      char **out = cells + keep.nrows * (size_t)r->ncols;
+      for (int c = 0; c < r->ncols; c++)
+        out[c] = from[c] >= 0 ? t->rows[row][from[c]] : dtext[c];
+      keep.rows[keep.nrows++] = out;
+    }
+    rc = csv_write_file(path, &keep);
+  }
+  free(cells);
+  free(keep.rows);
+  return rc;
+}
+
 int rows_open(rows *r, const char *path, const experiment *e,
               const job *jobs, size_t njobs, int force, int dry_run,
               char *done) {
@@ -206,7 +276,17 @@ int rows_open(rows *r, const char *path, const experiment *e,
     csv_table t;
     TRY(csv_read(path, &t));
     char why[512];
-    if (!same_header(r, &t, why, sizeof why)) {
+    int *from = calloc((size_t)r->ncols, sizeof *from);
+    char **dtext = default_texts(e->kind);
+    if (!from || !dtext) {
+      free(from);
+      free_texts(dtext, e->kind->nparams);
+      csv_free(&t);
+      FAIL(ERR_OOM, "out of memory reading %s", path);
+    }
+    if (!map_header(r, e, &t, from, why, sizeof why)) {
+      free(from);
+      free_texts(dtext, e->kind->nparams);
       csv_free(&t);
       FAIL(ERR_FAIL,
            "%s holds other columns than experiment %s writes (%s); move it "
@@ -214,6 +294,8 @@ int rows_open(rows *r, const char *path, const experiment *e,
            path, e->name, why);
     }
     int nparams = e->kind->nparams, status_col = csv_col(&t, "status");
+    int predates = 0;   /* the file lacks a defaulted parameter's column */
+    for (int c = 0; c < r->ncols; c++) predates |= from[c] < 0;
     job_index x;
     char *drop = calloc(t.nrows ? t.nrows : 1, 1);
     long *job_of = calloc(t.nrows ? t.nrows : 1, sizeof *job_of);
@@ -223,7 +305,7 @@ int rows_open(rows *r, const char *path, const experiment *e,
     /* A job is done if some row with its key is ok; every row of a job
      * that will run again is dropped. */
     for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
-      char *key = row_key(t.rows[row], nparams);
+      char *key = row_key(t.rows[row], from, dtext, nparams);
       if (!key) { rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory"); break; }
       job_of[row] = job_index_find(&x, key);
       free(key);
@@ -236,26 +318,13 @@ int rows_open(rows *r, const char *path, const experiment *e,
       drop[row] = job_of[row] >= 0 && !done[job_of[row]];
       kept += !drop[row];
     }
-    if (rc == 0 && !dry_run && (kept < t.nrows || t.torn)) {
-      /* A view of t without the dropped rows; t still owns the strings.
-       * Rewriting is safe: the caller holds the output's lock, so no other
-       * runner appends to this file. */
-      csv_table keep = t;
-      keep.rows = calloc(kept ? kept : 1, sizeof *keep.rows);
-      if (!keep.rows) {
-        rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
-      } else {
-        keep.nrows = 0;
-        for (size_t row = 0; row < t.nrows; row++)
-          if (!drop[row]) keep.rows[keep.nrows++] = t.rows[row];
-        keep.torn = 0;
-        rc = csv_write_file(path, &keep);
-        free(keep.rows);
-      }
-    }
+    if (rc == 0 && !dry_run && (kept < t.nrows || t.torn || predates))
+      rc = rewrite(path, r, &t, drop, kept, from, dtext);
     job_index_free(&x, njobs);
     free(drop);
     free(job_of);
+    free(from);
+    free_texts(dtext, nparams);
     csv_free(&t);
     if (rc < 0) { err_trace(__FILE__, __LINE__); return rc; }
   }

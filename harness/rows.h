@@ -5,7 +5,10 @@
  * message, then provenance (utc, env_columns, git_commit, git_dirty,
  * runner_version). A job counts as done when a row with the same parameter
  * values has status ok; reopening drops the rows of the jobs about to run
- * again (failed, skipped, or all with --force), so no job ever has two rows. */
+ * again (failed, skipped, or all with --force), so no job ever has two rows.
+ * A file written before a parameter with a default existed lacks its
+ * column: its rows read as having the default, and reopening (not a dry
+ * run) rewrites the file with the column filled in. */
 #ifndef TL_ROWS_H
 #define TL_ROWS_H
 
@@ -25,7 +28,8 @@ int rows_columns(const experiment *e, rows *r);
 /* Open path for e. done[i] is set for jobs already measured ok (all zero
  * with force). Unless dry_run, rewrite the file without the rows of jobs
  * that will run, then open it for appending (creating it with its header).
- * Fails with a message if the file's header differs. */
+ * Fails with a message if the file's header differs other than by
+ * missing columns of defaulted parameters. */
 int rows_open(rows *r, const char *path, const experiment *e,
               const job *jobs, size_t njobs, int force, int dry_run,
               char *done);

@@ -3,8 +3,9 @@
  *   worker --kind KIND --result PATH name=value ...
  *   worker --env
  *
- * Every parameter of the kind is given (the runner passes the resolved job;
- * its dry run prints the same command, so a job can be rerun by hand).
+ * The runner passes every parameter of the kind (the resolved job; its dry
+ * run prints the same command, so a job can be rerun by hand); one left
+ * out takes its default. run() gets the kind's settings struct.
  * Rank 0 writes PATH after all ranks have finished and agreed; a failing
  * rank writes PATH.rank<R> with its status and message, prints the whole
  * trace on stderr and aborts the job, so ranks blocked in a collective do
@@ -53,23 +54,29 @@ static void usage_error(const char *fmt, const char *arg) {
   finish(2);
 }
 
-/* Fill j from name=value arguments; every parameter exactly once. */
+/* Fill j from name=value arguments: each parameter at most once, and one
+ * left out takes its default (the runner passes every value; a command
+ * typed by hand may leave defaults out). */
 static void parse_job(const kind_def *k, int argc, char **argv, job *j) {
-  static char seen[256];
+  char *seen = calloc((size_t)k->nparams, 1);
+  if (!seen) usage_error("%s", "out of memory");
   for (int a = 0; a < argc; a++) {
     char *eq = strchr(argv[a], '=');
     if (!eq) usage_error("expected name=value, got \"%s\"", argv[a]);
     *eq = '\0';
     int i = kind_param_index(k, argv[a]);
     if (i < 0) usage_error("unknown parameter \"%s\"", argv[a]);
+    if (seen[i]) usage_error("parameter %s given twice", argv[a]);
     char err[512];
-    if (pvalue_parse(&k->params[i], eq + 1, &j->v[i], err, sizeof err) != 0 ||
-        pvalue_check(&k->params[i], &j->v[i], err, sizeof err) != 0)
+    if (pvalue_parse(&k->params[i], eq + 1, &j->v[i], err, sizeof err) != 0)
       usage_error("%s", err);
     seen[i] = 1;
   }
   for (int i = 0; i < k->nparams; i++)
-    if (!seen[i]) usage_error("parameter %s not given", k->params[i].name);
+    if (!seen[i] && param_default(&k->params[i], &j->v[i]) != 0)
+      usage_error("parameter %s not given (it has no default)",
+                  k->params[i].name);
+  free(seen);
 }
 
 static const char *status_of(int rc) {
@@ -122,12 +129,15 @@ int main(int argc, char **argv) {
   if (!v) usage_error("%s", "out of memory");
   job j = {.kind = k, .index = 0, .v = v};
   parse_job(k, argc - a, argv + a, &j);
-  if (job_int(&j, "world_size") != world_size) {
+  if (job_world_size(&j) != world_size) {
     char msg[128];
-    snprintf(msg, sizeof msg, "world_size=%lld but the launcher started %d",
-             job_int(&j, "world_size"), world_size);
+    snprintf(msg, sizeof msg, "world_size=%d but the launcher started %d",
+             job_world_size(&j), world_size);
     usage_error("%s", msg);
   }
+  void *settings = calloc(1, k->settings_size);
+  if (!settings) usage_error("%s", "out of memory");
+  job_settings(&j, settings);
 
   /* Only the runner's build of the kinds (KIND_DECLARATION_ONLY) leaves
    * run NULL; the worker links the full one. */
@@ -135,7 +145,7 @@ int main(int argc, char **argv) {
   result r;
   result_init(&r, k);
   err_clear();
-  int rc = k->run(&j, &r);
+  int rc = k->run(settings, &r);
   if (rc < 0) {
     char path[4096], line[1024];
     snprintf(path, sizeof path, "%s.rank%d", result_path, world_rank);
@@ -158,6 +168,7 @@ int main(int argc, char **argv) {
       finish(3);
     }
   }
+  free(settings);
   free(v);
   finish(0);
   return 0;

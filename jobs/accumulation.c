@@ -33,15 +33,24 @@
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
 
+typedef struct accumulation_settings {
+  run_settings run;
+  const char *backend;
+  int additions;
+  double value;
+} accumulation_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
+    COMMON_PARAMS(accumulation_settings),
+    {"run", "backend", STRING_FIELD(accumulation_settings, backend), 0, 0,
+     backends, NULL, NULL,
      "where the sums run: cpu (software fp16 / bf16 rounding) or cuda (one "
      "GPU thread, hardware fp16 / bf16)"},
-    {"run", "additions", P_INT, 1, 100000000, NULL,
+    {"run", "additions", INT_FIELD(accumulation_settings, additions), 1,
+     100000000, NULL, NULL, "1000",
      "how many times value is added (the handout: 1000)"},
-    {"run", "value", P_FLOAT, -1e4, 1e4, NULL,
-     "the value added each time (the handout: 0.01)"},
+    {"run", "value", FLOAT_FIELD(accumulation_settings, value), -1e4, 1e4,
+     NULL, NULL, "0.01", "the value added each time (the handout: 0.01)"},
 };
 
 static const char *const metrics[] = {
@@ -49,10 +58,6 @@ static const char *const metrics[] = {
     "sum_fp32_fp16", "err_fp32_fp16", "sum_fp32_fp16_cast",
     "err_fp32_fp16_cast", "sum_bf16_bf16", "err_bf16_bf16", "sum_fp32_bf16",
     "err_fp32_bf16", NULL};
-
-static int validate(const job *j, char *err, size_t n) {
-  return job_need_one_rank(j, err, n);
-}
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
@@ -139,10 +144,11 @@ static void sums_cpu(long long n, double value, double out[NVARIANTS]) {
   out[V_FP32_BF16] = s6;
 }
 
-static int run(const job *j, result *r) {
-  long long n = job_int(j, "additions");
-  double value = job_float(j, "value"), out[NVARIANTS];
-  if (strcmp(job_str(j, "backend"), "cuda") == 0) {
+static int run(const void *settings, result *r) {
+  const accumulation_settings *s = settings;
+  long long n = s->additions;
+  double value = s->value, out[NVARIANTS];
+  if (strcmp(s->backend, "cuda") == 0) {
 #ifdef HAVE_CUDA
     TRY(accumulation_cuda(n, (float)value, bits16(round_to(value, F16), F16),
                           bits16(round_to(value, BF16), BF16), out));
@@ -176,10 +182,7 @@ const kind_def kind_accumulation = {
                "sequential additions of `value` with fp32 / fp16 / bf16 "
                "accumulators and values; each sum and its error from "
                "additions * value",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "cuda",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    .one_rank = true,
+    KIND_TABLES(accumulation_settings, NULL),
 };

@@ -33,6 +33,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "jobs/common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,15 +46,26 @@
 
 static const char *const backends[] = {"mpi", "nccl", NULL};
 
+typedef struct allreduce_settings {
+  run_settings run;
+  const char *backend;
+  int warmup;
+  int iters;
+  double size_mib;
+} allreduce_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
+    COMMON_PARAMS(allreduce_settings),
+    {"run", "backend", STRING_FIELD(allreduce_settings, backend), 0, 0,
+     backends, NULL, NULL,
      "mpi: host buffers reduced by MPI between CPU processes; "
      "nccl: device buffers reduced by NCCL, one GPU per process"},
-    {"run", "warmup", P_INT, 0, 1000000, NULL,
-     "untimed all-reduces before timing"},
-    {"run", "iters", P_INT, 1, 10000000, NULL, "timed all-reduces"},
-    {"allreduce", "size_mib", P_FLOAT, 4.0 / 1048576.0, 65536, NULL,
+    {"run", "warmup", INT_FIELD(allreduce_settings, warmup), 0, 1000000, NULL,
+     NULL, "5", "untimed all-reduces before timing"},
+    {"run", "iters", INT_FIELD(allreduce_settings, iters), 1, 10000000, NULL,
+     NULL, NULL, "timed all-reduces"},
+    {"allreduce", "size_mib", FLOAT_FIELD(allreduce_settings, size_mib),
+     4.0 / 1048576.0, 65536, NULL, "MiB", NULL,
      "bytes of fp32 data per rank, in MiB (2^20 bytes)"},
 };
 
@@ -63,14 +75,15 @@ static const char *const metrics[] = {
     NULL,
 };
 
-static int validate(const job *j, char *err, size_t n) {
-  double bytes = job_float(j, "size_mib") * 1048576.0;
+static int validate(const void *settings, char *err, size_t n) {
+  const allreduce_settings *s = settings;
+  double bytes = s->size_mib * 1048576.0;
   if (bytes != floor(bytes) || fmod(bytes, 4.0) != 0.0) {
     snprintf(err, n,
              "size_mib = %g is %.17g bytes, not a whole number of fp32 "
              "elements (allowed: sizes that are multiples of 4 bytes)",
-             job_float(j, "size_mib"), bytes);
-    return 1 + kind_param_index(j->kind, "size_mib");
+             s->size_mib, bytes);
+    return BLAME(allreduce_settings, size_mib);
   }
   return 0;
 }
@@ -147,26 +160,16 @@ static int verify(bench *x) {
   return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static void report(const bench *x, double *t, result *r) {
-  int n = x->iters, world = comm_size(x->c);
-  double sum = 0.0, ss = 0.0;
-  for (int i = 0; i < n; i++) sum += t[i];
-  double mean = sum / n;
-  for (int i = 0; i < n; i++) ss += (t[i] - mean) * (t[i] - mean);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  double median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-  double algbw = (double)x->bytes / median / 1e9;
+static void report(const bench *x, result *r) {
+  int world = comm_size(x->c);
+  sample_stats s = stats_of(x->t, x->iters);
+  double algbw = (double)x->bytes / s.median / 1e9;
   result_set(r, "bytes", (double)x->bytes);
-  result_set(r, "time_ms_mean", mean * 1e3);
-  result_set(r, "time_ms_std", n > 1 ? sqrt(ss / (n - 1)) * 1e3 : NAN);
-  result_set(r, "time_ms_median", median * 1e3);
-  result_set(r, "time_ms_min", t[0] * 1e3);
-  result_set(r, "time_ms_max", t[n - 1] * 1e3);
+  result_set(r, "time_ms_mean", s.mean * 1e3);
+  result_set(r, "time_ms_std", s.std * 1e3);
+  result_set(r, "time_ms_median", s.median * 1e3);
+  result_set(r, "time_ms_min", s.min * 1e3);
+  result_set(r, "time_ms_max", s.max * 1e3);
   result_set(r, "algbw_gbps", algbw);
   result_set(r, "busbw_gbps", algbw * 2.0 * (world - 1) / world);
 }
@@ -176,19 +179,20 @@ static int measure(bench *x, result *r) {
   TRY(timed_loop(x));
   TRY(comm_world_max(x->t, x->iters));
   TRY(agree(verify(x), "checking the result"));
-  report(x, x->t, r);
+  report(x, r);
   return 0;
 }
 
-static int run(const job *j, result *r) {
+static int run(const void *settings, result *r) {
+  const allreduce_settings *s = settings;
   comm_backend b;
-  if (comm_backend_parse(job_str(j, "backend"), &b) != 0)
-    FAIL(ERR_FAIL, "allreduce: unknown backend \"%s\"", job_str(j, "backend"));
+  if (comm_backend_parse(s->backend, &b) != 0)
+    FAIL(ERR_FAIL, "allreduce: unknown backend \"%s\"", s->backend);
   bench x = {0};
-  x.bytes = (size_t)(job_float(j, "size_mib") * 1048576.0);
+  x.bytes = (size_t)(s->size_mib * 1048576.0);
   x.count = x.bytes / sizeof(float);
-  x.warmup = (int)job_int(j, "warmup");
-  x.iters = (int)job_int(j, "iters");
+  x.warmup = s->warmup;
+  x.iters = s->iters;
   TRY(comm_open(&x.c, b));
   int rc = measure(&x, r);
   comm_free(x.c, x.send);
@@ -205,10 +209,6 @@ const kind_def kind_allreduce = {
     .name = "allreduce",
     .summary = "time an fp32 all-reduce: MPI between CPU ranks or NCCL "
                "between GPUs",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "nccl",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    KIND_TABLES(allreduce_settings, validate),
 };

@@ -36,6 +36,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "jobs/common.h"
 #include "model/rng.h"
 #include "kernels/kernels.h"
 
@@ -43,28 +44,51 @@ static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const impls[] = {"materialized", "flash", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 
+typedef struct attention_settings {
+  run_settings run;
+  const char *backend;
+  const char *precision;
+  int passes;
+  int warmup;
+  int seed;
+  const char *impl;
+  int batch;
+  int heads;
+  int seq;
+  int d_head;
+  bool causal;
+} attention_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
+    COMMON_PARAMS(attention_settings),
+    {"run", "backend", STRING_FIELD(attention_settings, backend), 0, 0,
+     backends, NULL, NULL,
      "compute engine: cpu (the reference) or cuda (one GPU)"},
-    {"run", "precision", P_STRING, 0, 0, precisions,
+    {"run", "precision", STRING_FIELD(attention_settings, precision), 0, 0,
+     precisions, NULL, "fp32",
      "dtype of q, k, v, o and the gradients: fp32 (true fp32), bf16 or fp16 "
      "(fp32 accumulation; CPU: fp32 only)"},
-    {"run", "passes", P_INT, 1, 1000000, NULL,
+    {"run", "passes", INT_FIELD(attention_settings, passes), 1, 1000000, NULL,
+     NULL, NULL,
      "passes in each timed loop (forward, backward, forward+backward)"},
-    {"run", "warmup", P_INT, 0, 100000, NULL,
-     "untimed forward+backward passes first"},
-    {"run", "seed", P_INT, 0, 2147483647, NULL, "seed of the random inputs"},
-    {"attention", "impl", P_STRING, 0, 0, impls,
+    {"run", "warmup", INT_FIELD(attention_settings, warmup), 0, 100000, NULL,
+     NULL, "5", "untimed forward+backward passes first"},
+    {"run", "seed", INT_FIELD(attention_settings, seed), 0, 2147483647, NULL,
+     NULL, "336", "seed of the random inputs"},
+    {"attention", "impl", STRING_FIELD(attention_settings, impl), 0, 0, impls,
+     NULL, NULL,
      "materialized: scores and probabilities in memory (the reference's "
      "way); flash: FlashAttention-2, tiled with an online softmax"},
-    {"attention", "batch", P_INT, 1, 1 << 20, NULL, "sequences"},
-    {"attention", "heads", P_INT, 1, 1 << 16, NULL, "heads per sequence"},
-    {"attention", "seq", P_INT, 1, 1 << 22, NULL,
-     "sequence length (queries = keys)"},
-    {"attention", "d_head", P_INT, 1, 1024, NULL, "head dimension"},
-    {"attention", "causal", P_BOOL, 0, 1, NULL,
-     "query i sees keys j <= i only"},
+    {"attention", "batch", INT_FIELD(attention_settings, batch), 1, 1 << 20,
+     NULL, NULL, NULL, "sequences"},
+    {"attention", "heads", INT_FIELD(attention_settings, heads), 1, 1 << 16,
+     NULL, NULL, NULL, "heads per sequence"},
+    {"attention", "seq", INT_FIELD(attention_settings, seq), 1, 1 << 22, NULL,
+     NULL, NULL, "sequence length (queries = keys)"},
+    {"attention", "d_head", INT_FIELD(attention_settings, d_head), 1, 1024,
+     NULL, NULL, NULL, "head dimension"},
+    {"attention", "causal", BOOL_FIELD(attention_settings, causal), 0, 1, NULL,
+     NULL, NULL, "query i sees keys j <= i only"},
 };
 
 static const char *const metrics[] = {
@@ -73,34 +97,27 @@ static const char *const metrics[] = {
     "mem_before_bwd_mib", "peak_mib",         NULL,
 };
 
-static int validate(const job *j, char *err, size_t n) {
-  int cuda = strcmp(job_str(j, "backend"), "cuda") == 0;
-  if (!cuda && strcmp(job_str(j, "precision"), "fp32") != 0) {
-    snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
-             "with backend cpu: fp32)", job_str(j, "precision"));
-    return 1 + kind_param_index(j->kind, "precision");
-  }
-  long long d = job_int(j, "d_head");
-  if (cuda && strcmp(job_str(j, "impl"), "flash") == 0 && d != 16 &&
-      d != 32 && d != 64 && d != 128) {
-    snprintf(err, n, "d_head = %lld: the GPU's flash kernels are built for "
+static int validate(const void *settings, char *err, size_t n) {
+  const attention_settings *s = settings;
+  if (cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err, n))
+    return BLAME(attention_settings, precision);
+  int d = s->d_head;
+  if (strcmp(s->backend, "cuda") == 0 && strcmp(s->impl, "flash") == 0 &&
+      d != 16 && d != 32 && d != 64 && d != 128) {
+    snprintf(err, n, "d_head = %d: the GPU's flash kernels are built for "
              "16, 32, 64, 128 (allowed: 16, 32, 64, 128)", d);
-    return 1 + kind_param_index(j->kind, "d_head");
+    return BLAME(attention_settings, d_head);
   }
-  if (job_int(j, "batch") * job_int(j, "heads") > 65535) {
+  if ((long long)s->batch * s->heads > 65535) {
     snprintf(err, n, "batch * heads = %lld (allowed: at most 65535)",
-             job_int(j, "batch") * job_int(j, "heads"));
-    return 1 + kind_param_index(j->kind, "heads");
+             (long long)s->batch * s->heads);
+    return BLAME(attention_settings, heads);
   }
-  return job_need_one_rank(j, err, n);
+  return 0;
 }
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
-
-static dtype job_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
 
 typedef struct bufs {
   void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *P;
@@ -161,20 +178,20 @@ static int bwd(engine *e, const shape *s, bufs *b) {
   return 0;
 }
 
-static int measure(engine *e, const job *j, result *r) {
+static int measure(engine *e, const attention_settings *a, result *r) {
   shape s;
-  if (attn_impl_parse(job_str(j, "impl"), &s.impl) < 0)
-    FAIL(ERR_FAIL, "attention: unknown impl \"%s\"", job_str(j, "impl"));
-  s.bh = (int)(job_int(j, "batch") * job_int(j, "heads"));
-  s.t = (int)job_int(j, "seq");
-  s.d = (int)job_int(j, "d_head");
-  s.causal = job_bool(j, "causal");
+  if (attn_impl_parse(a->impl, &s.impl) < 0)
+    FAIL(ERR_FAIL, "attention: unknown impl \"%s\"", a->impl);
+  s.bh = a->batch * a->heads;
+  s.t = a->seq;
+  s.d = a->d_head;
+  s.causal = a->causal;
   s.scale = 1.0f / sqrtf((float)s.d);
-  s.dt = job_dtype(j);
-  int passes = (int)job_int(j, "passes"), warmup = (int)job_int(j, "warmup");
+  s.dt = dtype_of_precision(a->precision);
+  int passes = a->passes, warmup = a->warmup;
   size_t n = (size_t)s.bh * s.t * s.d, es = dtype_size(s.dt);
   bufs b = {0};
-  rng inputs = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
+  rng inputs = batch_rng(a->seed);
   TRY(eng_alloc(e, n * es, "attn.q", &b.q));
   TRY(eng_alloc(e, n * es, "attn.k", &b.k));
   TRY(eng_alloc(e, n * es, "attn.v", &b.v));
@@ -231,16 +248,11 @@ static int measure(engine *e, const job *j, result *r) {
   return 0;
 }
 
-static int run(const job *j, result *r) {
+static int run(const void *settings, result *r) {
+  const attention_settings *s = settings;
   engine *e = NULL;
-  int rc = strcmp(job_str(j, "backend"), "cuda") == 0
-               ? engine_cuda_create(&e, 0)
-               : engine_cpu_create(&e, 0);
-  if (rc < 0) {
-    err_trace(__FILE__, __LINE__);
-    return rc;
-  }
-  rc = measure(e, j, r);
+  TRY(engine_open(s->backend, 0, &e));
+  int rc = measure(e, s, r);
   if (rc < 0) err_trace(__FILE__, __LINE__);
   engine_destroy(e);   /* frees every buffer measure() left */
   return rc;
@@ -252,10 +264,7 @@ const kind_def kind_attention = {
     .name = "attention",
     .summary = "time one attention layer's forward and backward: "
                "materialised or FlashAttention-2, CPU or one GPU",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "cuda",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    .one_rank = true,
+    KIND_TABLES(attention_settings, validate),
 };

@@ -37,6 +37,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "jobs/common.h"
 #include "model/rng.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -50,49 +51,65 @@
 static const char *const backends[] = {"mpi", "nccl", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 
+typedef struct ddp_settings {
+  run_settings run;
+  const char *backend;
+  const char *precision;
+  loop_settings loop;
+  model_settings model;
+  int rank_batch;
+  const char *strategy;
+  double bucket_mb;
+  const char *optimizer;
+  const char *grad_sync;
+  int nccl_max_ctas;
+  int gemm_sm_reserve;
+} ddp_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
+    COMMON_PARAMS(ddp_settings),
+    {"run", "backend", STRING_FIELD(ddp_settings, backend), 0, 0, backends,
+     NULL, NULL,
      "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "
      "GPU per rank, NCCL collectives"},
-    {"run", "precision", P_STRING, 0, 0, precisions,
+    {"run", "precision", STRING_FIELD(ddp_settings, precision), 0, 0,
+     precisions, NULL, "fp32",
      "matrix-product inputs: fp32, bf16 or fp16 (fp32 master weights, "
      "gradients and communication; mpi: fp32 only)"},
-    {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
-    {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
-    {"run", "threads", P_INT, 0, 4096, NULL,
-     "CPU engine threads per rank (0: OpenMP's default)"},
-    {"run", "seed", P_INT, 0, 2147483647, NULL,
-     "seed of the initial weights (rank 0's, broadcast) and the batches"},
-    {"model", "size", P_STRING, 0, 0, NULL,
-     "a size of model.md (small .. 10B), tiny or nano, or D/F/L/H"},
-    {"model", "vocab", P_INT, 2, 1 << 24, NULL, "vocabulary size"},
-    {"model", "context", P_INT, 1, 1 << 20, NULL, "tokens per sequence"},
-    {"model", "rank_batch", P_INT, 1, 1 << 20, NULL,
+    LOOP_PARAMS(ddp_settings, loop),
+    MODEL_PARAMS(ddp_settings, model),
+    {"model", "rank_batch", INT_FIELD(ddp_settings, rank_batch), 1, 1 << 20,
+     NULL, NULL, NULL,
      "sequences per rank per step; the global batch is rank_batch x "
      "world_size, each rank taking its slice"},
-    {"ddp", "strategy", P_STRING, 0, 0, ddp_strategy_names,
+    {"ddp", "strategy", STRING_FIELD(ddp_settings, strategy), 0, 0,
+     ddp_strategy_names, NULL, NULL,
      "gradient averaging: naive (all-reduce per tensor after backward), "
      "flat (one all-reduce after backward), overlap (per tensor, from "
      "backward), bucketed (buckets of bucket_mb, from backward)"},
-    {"ddp", "bucket_mb", P_FLOAT, 0, 1048576, NULL,
+    {"ddp", "bucket_mb", FLOAT_FIELD(ddp_settings, bucket_mb), 0, 1048576,
+     NULL, "MiB", "0",
      "bucket size in MiB (2^20 bytes of fp32 gradients) for bucketed; 0 "
      "for the other strategies"},
-    {"ddp", "optimizer", P_STRING, 0, 0, ddp_optimizer_names,
+    {"ddp", "optimizer", STRING_FIELD(ddp_settings, optimizer), 0, 0,
+     ddp_optimizer_names, NULL, "adamw",
      "adamw (state on every rank), sharded (the handout's: tensors "
      "assigned to ranks, updated ones broadcast), zero1 (reduce-scatter, "
      "AdamW on the shard, all-gather; with flat or bucketed)"},
-    {"ddp", "grad_sync", P_STRING, 0, 0, ddp_sync_names,
+    {"ddp", "grad_sync", STRING_FIELD(ddp_settings, grad_sync), 0, 0,
+     ddp_sync_names, NULL, "allreduce",
      "allreduce (each bucket all-reduced, averaged in the reduction) or "
      "allgather (each bucket's raw gradients all-gathered, averaged in "
      "AdamW; nccl: on the copy engines, no SMs; optimizer adamw only) or "
      "alltoall (ZeRO-1's chunks exchanged raw by an all-to-all, averaged "
      "in AdamW; nccl: on the copy engines; optimizer zero1 only)"},
-    {"ddp", "nccl_max_ctas", P_INT, 0, 64, NULL,
+    {"ddp", "nccl_max_ctas", INT_FIELD(ddp_settings, nccl_max_ctas), 0, 64,
+     NULL, NULL, "0",
      "nccl: at most this many thread blocks (so SMs) per gradient "
      "collective, which overlap backward (0: NCCL's default); parameter "
      "collectives use a second communicator at NCCL's default. mpi: 0"},
-    {"ddp", "gemm_sm_reserve", P_INT, 0, 1024, NULL,
+    {"ddp", "gemm_sm_reserve", INT_FIELD(ddp_settings, gemm_sm_reserve), 0,
+     1024, NULL, NULL, "0",
      "nccl: while backward runs, matrix products are shaped for the GPU's "
      "SMs minus this many (cuBLAS's SM count target), the SMs the "
      "overlapping collectives hold; with grad_sync allgather (no SMs "
@@ -113,79 +130,77 @@ static const char *const metrics[] = {
     "loss_last",        NULL,
 };
 
-static int parse_size(const job *j, model_config *c, char *err, size_t n) {
-  return model_config_parse(job_str(j, "size"), (int)job_int(j, "vocab"), c,
-                            err, n);
+/* ddp_check_combination says what is wrong, not which setting to blame:
+ * the blame goes to the setting whose standard value would make the
+ * combination valid, looked for from the most dependent one (grad_sync,
+ * allowed by optimizer) to the least (bucket_mb, allowed by strategy). */
+static int combination_blame(ddp_strategy st, ddp_optimizer o, double mib,
+                             ddp_sync y) {
+  char ignored[512];
+  if (ddp_check_combination(st, o, mib, DDP_SYNC_ALLREDUCE, ignored,
+                            sizeof ignored) == 0)
+    return BLAME(ddp_settings, grad_sync);
+  if (ddp_check_combination(st, DDP_OPT_ADAMW, mib, DDP_SYNC_ALLREDUCE,
+                            ignored, sizeof ignored) == 0)
+    return BLAME(ddp_settings, optimizer);
+  return BLAME(ddp_settings, bucket_mb);
 }
 
-static int validate(const job *j, char *err, size_t n) {
+static int validate(const void *settings, char *err, size_t n) {
+  const ddp_settings *s = settings;
   model_config c;
-  if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
-  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
-      strcmp(job_str(j, "precision"), "fp32") != 0) {
-    snprintf(err, n, "precision = \"%s\" needs the nccl backend (allowed "
-             "with backend mpi: fp32)", job_str(j, "precision"));
-    return 1 + kind_param_index(j->kind, "precision");
-  }
-  ddp_strategy s;
+  if (model_settings_parse(&s->model, &c, err, n) != 0)
+    return BLAME(ddp_settings, model.size);
+  if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
+    return BLAME(ddp_settings, precision);
+  ddp_strategy st;
   ddp_optimizer o;
   ddp_sync y;
-  ddp_strategy_parse(job_str(j, "strategy"), &s);
-  ddp_optimizer_parse(job_str(j, "optimizer"), &o);
-  ddp_sync_parse(job_str(j, "grad_sync"), &y);
-  double mib = job_float(j, "bucket_mb");
-  if (ddp_check_combination(s, o, mib, y, err, n) != 0) {
-    const char *blame = strstr(err, "grad_sync") ? "grad_sync"
-                        : strstr(err, "optimizer") == err ? "optimizer"
-                                                          : "bucket_mb";
-    return 1 + kind_param_index(j->kind, blame);
-  }
-  if (y != DDP_SYNC_ALLREDUCE && job_int(j, "nccl_max_ctas") != 0) {
-    snprintf(err, n, "nccl_max_ctas = %lld with grad_sync %s (allowed "
+  /* The table's choices are these names, so each parses. */
+  ddp_strategy_parse(s->strategy, &st);
+  ddp_optimizer_parse(s->optimizer, &o);
+  ddp_sync_parse(s->grad_sync, &y);
+  if (ddp_check_combination(st, o, s->bucket_mb, y, err, n) != 0)
+    return combination_blame(st, o, s->bucket_mb, y);
+  if (y != DDP_SYNC_ALLREDUCE && s->nccl_max_ctas != 0) {
+    snprintf(err, n, "nccl_max_ctas = %d with grad_sync %s (allowed "
              "with %s: 0; its communicator takes NCCL's zero-CTA policy)",
-             (long long)job_int(j, "nccl_max_ctas"), ddp_sync_names[y],
-             ddp_sync_names[y]);
-    return 1 + kind_param_index(j->kind, "nccl_max_ctas");
+             s->nccl_max_ctas, ddp_sync_names[y], ddp_sync_names[y]);
+    return BLAME(ddp_settings, nccl_max_ctas);
   }
-  if (y != DDP_SYNC_ALLREDUCE && job_int(j, "world_size") > K_ADAMW_MAX_GRADS) {
-    snprintf(err, n, "grad_sync %s with world_size %lld (allowed: at "
+  if (y != DDP_SYNC_ALLREDUCE && s->run.world_size > K_ADAMW_MAX_GRADS) {
+    snprintf(err, n, "grad_sync %s with world_size %d (allowed: at "
              "most %d ranks, whose copies AdamW averages)", ddp_sync_names[y],
-             (long long)job_int(j, "world_size"), (int)K_ADAMW_MAX_GRADS);
-    return 1 + kind_param_index(j->kind, "grad_sync");
+             s->run.world_size, (int)K_ADAMW_MAX_GRADS);
+    return BLAME(ddp_settings, grad_sync);
   }
-  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
-      job_int(j, "nccl_max_ctas") != 0) {
-    snprintf(err, n, "nccl_max_ctas = %lld with backend mpi (allowed with "
-             "mpi: 0)", (long long)job_int(j, "nccl_max_ctas"));
-    return 1 + kind_param_index(j->kind, "nccl_max_ctas");
+  int mpi = strcmp(s->backend, "mpi") == 0;
+  if (mpi && s->nccl_max_ctas != 0) {
+    snprintf(err, n, "nccl_max_ctas = %d with backend mpi (allowed with "
+             "mpi: 0)", s->nccl_max_ctas);
+    return BLAME(ddp_settings, nccl_max_ctas);
   }
-  if (strcmp(job_str(j, "backend"), "mpi") == 0 &&
-      job_int(j, "gemm_sm_reserve") != 0) {
-    snprintf(err, n, "gemm_sm_reserve = %lld with backend mpi (allowed with "
-             "mpi: 0)", (long long)job_int(j, "gemm_sm_reserve"));
-    return 1 + kind_param_index(j->kind, "gemm_sm_reserve");
+  if (mpi && s->gemm_sm_reserve != 0) {
+    snprintf(err, n, "gemm_sm_reserve = %d with backend mpi (allowed with "
+             "mpi: 0)", s->gemm_sm_reserve);
+    return BLAME(ddp_settings, gemm_sm_reserve);
   }
   /* fp16's loss scale is unscaled inside the model's own AdamW step; the
    * sharded optimizers step outside it and would update with scaled
    * gradients (and ZeRO-1's ranks would need to agree on an overflow). */
-  if (strcmp(job_str(j, "precision"), "fp16") == 0 &&
+  if (strcmp(s->precision, "fp16") == 0 &&
       (o != DDP_OPT_ADAMW || y != DDP_SYNC_ALLREDUCE)) {
     snprintf(err, n, "precision = \"fp16\" with optimizer \"%s\" and "
              "grad_sync \"%s\": fp16 loss scaling works with the model's own "
              "AdamW only (allowed: optimizer adamw with grad_sync allreduce, "
-             "or precision fp32 / bf16)", job_str(j, "optimizer"),
-             job_str(j, "grad_sync"));
-    return 1 + kind_param_index(j->kind, "precision");
+             "or precision fp32 / bf16)", s->optimizer, s->grad_sync);
+    return BLAME(ddp_settings, precision);
   }
   return 0;
 }
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
-
-static dtype compute_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
 
 enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_BWD_HOST, S_N };
 
@@ -209,10 +224,7 @@ typedef struct bench {
 static double mib(double bytes) { return bytes / 1048576.0; }
 
 static int step(bench *x, int k) {
-  for (int i = 0; i < x->B * x->T; i++) {
-    x->ids[i] = (int32_t)(rng_next(&x->batch_rng) % (uint64_t)x->vocab);
-    x->tgt[i] = (int32_t)(rng_next(&x->batch_rng) % (uint64_t)x->vocab);
-  }
+  random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
   int off = x->rank * x->b * x->T;
   float loss = 0;
   TRY(comm_barrier(x->c));
@@ -256,11 +268,6 @@ static double mean_of(const double *v, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += v[i];
   return s / n;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double p = *(const double *)a, q = *(const double *)b;
-  return (p > q) - (p < q);
 }
 
 /* The timeline of the last step: rank 0's own, rank 1's sent to rank 0.
@@ -341,22 +348,17 @@ static double tag_mib(engine *e, const char *tag) {
   return mib((double)used);
 }
 
-static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
+static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
   for (int k = 0; k < steps; k++) TRY(step(x, k));
   const ddp_step_info *s = &x->last;
-  double med[steps];
-  memcpy(med, x->v[S_STEP], sizeof med);
-  qsort(med, (size_t)steps, sizeof *med, cmp_double);
-  double step_mean = mean_of(x->v[S_STEP], steps), ss = 0;
-  for (int k = 0; k < steps; k++)
-    ss += (x->v[S_STEP][k] - step_mean) * (x->v[S_STEP][k] - step_mean);
+  sample_stats st = stats_of(x->v[S_STEP], steps);
+  double step_mean = st.mean;
   result_set(r, "params", (double)model_nparams(x->m));
   result_set(r, "tokens_per_step", (double)x->B * x->T);
   result_set(r, "step_ms_mean", step_mean);
-  result_set(r, "step_ms_std", steps > 1 ? sqrt(ss / (steps - 1)) : NAN);
-  result_set(r, "step_ms_median", steps % 2 ? med[steps / 2]
-                                  : 0.5 * (med[steps / 2 - 1] + med[steps / 2]));
+  result_set(r, "step_ms_std", st.std);
+  result_set(r, "step_ms_median", st.median);
   result_set(r, "bwd_ms_mean", mean_of(x->v[S_BWD], steps));
   result_set(r, "grad_comm_ms_mean", mean_of(x->v[S_GCOMM], steps));
   result_set(r, "exposed_comm_ms_mean", mean_of(x->v[S_EXPOSED], steps));
@@ -399,27 +401,29 @@ static int measure(bench *x, const job *j, result *r, int warmup, int steps) {
   return 0;
 }
 
-static int run(const job *j, result *r) {
+static int run(const void *settings, result *r) {
+  const ddp_settings *s = settings;
   model_config c;
   char err[512];
-  if (parse_size(j, &c, err, sizeof err) != 0) FAIL(ERR_FAIL, "%s", err);
+  if (model_settings_parse(&s->model, &c, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "%s", err);
   comm_backend cb;
   ddp_strategy st;
   ddp_optimizer op;
   ddp_sync sy;
-  if (comm_backend_parse(job_str(j, "backend"), &cb) != 0 ||
-      ddp_strategy_parse(job_str(j, "strategy"), &st) != 0 ||
-      ddp_optimizer_parse(job_str(j, "optimizer"), &op) != 0 ||
-      ddp_sync_parse(job_str(j, "grad_sync"), &sy) != 0)
+  if (comm_backend_parse(s->backend, &cb) != 0 ||
+      ddp_strategy_parse(s->strategy, &st) != 0 ||
+      ddp_optimizer_parse(s->optimizer, &op) != 0 ||
+      ddp_sync_parse(s->grad_sync, &sy) != 0)
     FAIL(ERR_FAIL, "ddp: bad backend, strategy, optimizer or grad_sync");
   bench x;
   memset(&x, 0, sizeof x);
-  int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
-  x.T = (int)job_int(j, "context");
-  x.b = (int)job_int(j, "rank_batch");
+  int warmup = s->loop.warmup, steps = s->loop.steps;
+  x.T = s->model.context;
+  x.b = s->rank_batch;
   x.vocab = c.vocab;
-  x.batch_rng = (rng){.state = (uint64_t)job_int(j, "seed") * 2 + 1};
-  comm_options co = {.max_ctas = (int)job_int(j, "nccl_max_ctas"),
+  x.batch_rng = batch_rng(s->loop.seed);
+  comm_options co = {.max_ctas = s->nccl_max_ctas,
                      .zero_cta = sy != DDP_SYNC_ALLREDUCE && cb == COMM_NCCL};
   int rc = comm_open_ex(&x.c, cb, &co);
   if (rc < 0) {
@@ -440,7 +444,7 @@ static int run(const job *j, result *r) {
   }
   x.rank = comm_rank(x.c);
   x.world = comm_size(x.c);
-  x.sm_reserve = x.world > 1 ? (int)job_int(j, "gemm_sm_reserve") : 0;
+  x.sm_reserve = x.world > 1 ? s->gemm_sm_reserve : 0;
   x.B = x.b * x.world;
   x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
   x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
@@ -454,20 +458,22 @@ static int run(const job *j, result *r) {
   if (cb == COMM_NCCL)
     rc = engine_cuda_create(&x.e, comm_device(x.c));
   else
-    rc = engine_cpu_create(&x.e, (int)job_int(j, "threads"));
+    rc = engine_cpu_create(&x.e, s->loop.threads);
   if (rc < 0) goto fail;
-  if ((rc = model_create(&x.m, x.e, &c, x.b, x.T, compute_dtype(j))) < 0) goto fail;
-  if ((rc = model_init(x.m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
+  if ((rc = model_create(&x.m, x.e, &c, x.b, x.T,
+                         dtype_of_precision(s->precision))) < 0)
+    goto fail;
+  if ((rc = model_init(x.m, (uint64_t)s->loop.seed)) < 0) goto fail;
   dp_model dm;
   dp_model_lm(&dm, x.m);
   adamw_config hp = adamw_defaults();
-  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, job_float(j, "bucket_mb"), op,
+  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, s->bucket_mb, op,
                        sy, &hp)) < 0)
     goto fail;
   if (sy == DDP_SYNC_ALLGATHER && (rc = ddp_set_adamw_sms(x.d, x.sm_reserve)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
-  if ((rc = measure(&x, j, r, warmup, steps)) < 0) goto fail;
+  if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;
   goto done;
 fail:
   err_trace(__FILE__, __LINE__);
@@ -489,10 +495,6 @@ const kind_def kind_ddp = {
     .name = "ddp",
     .summary = "data-parallel training of model.md's LM: naive / flat / "
                "overlap / bucketed gradient averaging, sharded optimizers",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "nccl",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    KIND_TABLES(ddp_settings, validate),
 };

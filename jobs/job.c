@@ -1,9 +1,12 @@
-/* Typed access to a job's parameter values and a result's metrics. */
+/* A kind's table as the runner and the worker use it: lookups, the
+ * settings struct, the common settings; and a result's metrics. */
 #include "config.h"
 #include "common/check.h"
 #include "harness/kind.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,46 +17,102 @@ int kind_param_index(const kind_def *k, const char *name) {
   return -1;
 }
 
-int job_need_one_rank(const job *j, char *err, size_t n) {
-  long long w = job_int(j, "world_size");
-  if (w == 1) return 0;
-  snprintf(err, n, "world_size = %lld, but kind %s runs on one rank "
-           "(allowed: 1)", w, j->kind->name);
-  return 1 + kind_param_index(j->kind, "world_size");
+int kind_blamed_param(const kind_def *k, int blame) {
+  for (int i = 0; blame > 0 && i < k->nparams; i++)
+    if (k->params[i].field == (size_t)(blame - 1)) return i;
+  return -1;
 }
 
+/* The common rows: what COMMON_PARAMS writes, where run_settings says. */
+static int common_row_ok(const param_def *d, const char *name, ptype t,
+                         size_t field) {
+  return strcmp(d->group, "run") == 0 && strcmp(d->name, name) == 0 &&
+         d->type == t && d->field == field;
+}
+
+int kind_table_check(const kind_def *k, char *err, size_t n) {
+  if (k->nparams < 2 ||
+      !common_row_ok(&k->params[0], "world_size", P_INT,
+                     offsetof(run_settings, world_size)) ||
+      !common_row_ok(&k->params[1], "timeout_s", P_FLOAT,
+                     offsetof(run_settings, timeout_s))) {
+    snprintf(err, n, "kind %s: its table must start with COMMON_PARAMS and "
+             "its settings with run_settings run", k->name);
+    return -1;
+  }
+  for (int i = 0; i < k->nparams; i++) {
+    const param_def *d = &k->params[i];
+    size_t size = d->type == P_FLOAT    ? sizeof(double)
+                  : d->type == P_STRING ? sizeof(const char *)
+                  : d->type == P_BOOL   ? sizeof(bool)
+                                        : sizeof(int);
+    if (d->field + size > k->settings_size) {
+      snprintf(err, n, "kind %s: %s's field lies outside its settings "
+               "struct", k->name, d->name);
+      return -1;
+    }
+    if (d->type == P_INT && (d->min < INT_MIN || d->max > INT_MAX)) {
+      snprintf(err, n, "kind %s: %s's range does not fit its int field",
+               k->name, d->name);
+      return -1;
+    }
+    if (!d->help || !d->help[0]) {
+      snprintf(err, n, "kind %s: %s has no help", k->name, d->name);
+      return -1;
+    }
+    pvalue v;
+    char why[512];
+    if (d->def && pvalue_parse(d, d->def, &v, why, sizeof why) != 0) {
+      snprintf(err, n, "kind %s: the default of %s: %s", k->name, d->name,
+               why);
+      return -1;
+    }
+    for (int j = 0; j < i; j++) {
+      if (strcmp(k->params[j].name, d->name) == 0) {
+        snprintf(err, n, "kind %s: two parameters named %s", k->name,
+                 d->name);
+        return -1;
+      }
+      /* Distinct fields: a blame names one row, and no row overwrites
+       * another's member. */
+      if (k->params[j].field == d->field) {
+        snprintf(err, n, "kind %s: %s and %s fill the same field", k->name,
+                 k->params[j].name, d->name);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+void job_settings(const job *j, void *out) {
+  settings_fill(j->kind->params, j->kind->nparams, j->v, out);
+}
+
+/* COMMON_PARAMS are rows 0 and 1 of every table (kind_table_check). */
+int job_world_size(const job *j) { return (int)j->v[0].i; }
+double job_timeout_s(const job *j) { return j->v[1].f; }
+
+int job_need_one_rank(const job *j, char *err, size_t n) {
+  int w = job_world_size(j);
+  if (w == 1) return 0;
+  snprintf(err, n, "world_size = %d, but kind %s runs on one rank "
+           "(allowed: 1)", w, j->kind->name);
+  return BLAME(run_settings, world_size);
+}
+
+/* The setting named `backend` picks the engine, in every kind that has a
+ * gpu_backend. */
 int job_gpus_per_rank(const job *j) {
   const char *gpu = j->kind->gpu_backend;
-  return gpu && strcmp(job_str(j, "backend"), gpu) == 0;
+  int b = gpu ? kind_param_index(j->kind, "backend") : -1;
+  return b >= 0 && strcmp(j->v[b].s, gpu) == 0;
 }
 
 int kind_metric_index(const kind_def *k, const char *name) {
   for (int i = 0; k->metrics[i]; i++)
     if (strcmp(k->metrics[i], name) == 0) return i;
   return -1;
-}
-
-static const pvalue *lookup(const job *j, const char *name, ptype t) {
-  int i = kind_param_index(j->kind, name);
-  if (i < 0 || j->kind->params[i].type != t) {
-    fprintf(stderr, "internal error: job kind %s has no %s parameter %s\n",
-            j->kind->name, ptype_name(t), name);
-    abort();
-  }
-  return &j->v[i];
-}
-
-long long job_int(const job *j, const char *name) {
-  return lookup(j, name, P_INT)->i;
-}
-double job_float(const job *j, const char *name) {
-  return lookup(j, name, P_FLOAT)->f;
-}
-const char *job_str(const job *j, const char *name) {
-  return lookup(j, name, P_STRING)->s;
-}
-int job_bool(const job *j, const char *name) {
-  return (int)lookup(j, name, P_BOOL)->i;
 }
 
 void result_init(result *r, const kind_def *k) {

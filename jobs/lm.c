@@ -25,6 +25,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "harness/kind.h"
+#include "jobs/common.h"
 #include "model/rng.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -37,39 +38,47 @@ static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
 static const char *const fusions[] = {"opbyop", "fused", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 
+typedef struct lm_settings {
+  run_settings run;
+  const char *backend;
+  const char *mode;
+  const char *precision;
+  const char *fusion;
+  const char *attention;
+  bool cuda_graphs;
+  loop_settings loop;
+  model_settings model;
+  int batch;
+} lm_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
-     "compute engine: cpu (the reference) or cuda (one GPU)"},
-    {"run", "mode", P_STRING, 0, 0, modes,
+    COMMON_PARAMS(lm_settings),
+    {"run", "backend", STRING_FIELD(lm_settings, backend), 0, 0, backends,
+     NULL, NULL, "compute engine: cpu (the reference) or cuda (one GPU)"},
+    {"run", "mode", STRING_FIELD(lm_settings, mode), 0, 0, modes, NULL, NULL,
      "what a timed step does: forward; + backward; + AdamW step"},
-    {"run", "precision", P_STRING, 0, 0, precisions,
+    {"run", "precision", STRING_FIELD(lm_settings, precision), 0, 0,
+     precisions, NULL, "fp32",
      "matrix-product inputs: fp32 (true fp32), tf32 (fp32 with TF32 "
      "tensor cores), 3xtf32 (fp32-accurate products from three TF32 ones), "
      "bf16 or fp16 (fp32 accumulation, fp32 master weights; CPU: fp32 "
      "only)"},
-    {"run", "fusion", P_STRING, 0, 0, fusions,
+    {"run", "fusion", STRING_FIELD(lm_settings, fusion), 0, 0, fusions, NULL,
+     "opbyop",
      "opbyop: one kernel per operation, as PyTorch eager; fused: the fused "
      "path (fewer passes, activations in the products' dtype)"},
-    {"run", "attention", P_STRING, 0, 0, attentions,
+    {"run", "attention", STRING_FIELD(lm_settings, attention), 0, 0,
+     attentions, NULL, "materialized",
      "materialized (scores in memory) or flash (FlashAttention-2; fused "
      "path only)"},
-    {"run", "cuda_graphs", P_BOOL, 0, 0, NULL,
+    {"run", "cuda_graphs", BOOL_FIELD(lm_settings, cuda_graphs), 0, 0, NULL,
+     NULL, "false",
      "true: forward's and backward's kernels are recorded once as CUDA "
      "graphs and replayed each step (saves launch time; cuda only)"},
-    {"run", "warmup", P_INT, 0, 100000, NULL, "untimed steps first"},
-    {"run", "steps", P_INT, 1, 1000000, NULL, "timed steps"},
-    {"run", "threads", P_INT, 0, 4096, NULL,
-     "CPU engine threads (0: OpenMP's default)"},
-    {"run", "seed", P_INT, 0, 2147483647, NULL,
-     "seed of the initial weights and the random batches"},
-    {"model", "size", P_STRING, 0, 0, NULL,
-     "a size of model.md (small, medium, large, xl, 2.7B, 10B), tiny or "
-     "nano, or explicit dimensions D/F/L/H (d_model/d_ff/layers/heads)"},
-    {"model", "vocab", P_INT, 2, 1 << 24, NULL, "vocabulary size"},
-    {"model", "context", P_INT, 1, 1 << 20, NULL,
-     "context length: tokens per sequence"},
-    {"model", "batch", P_INT, 1, 1 << 20, NULL, "sequences per step"},
+    LOOP_PARAMS(lm_settings, loop),
+    MODEL_PARAMS(lm_settings, model),
+    {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
+     NULL, "sequences per step"},
 };
 
 static const char *const metrics[] = {
@@ -80,57 +89,50 @@ static const char *const metrics[] = {
     "skipped_steps", "graph_replays", NULL,
 };
 
-/* "small" or "768/3072/12/12", with the job's vocabulary. */
-static int parse_size(const job *j, model_config *c, char *err, size_t n) {
-  return model_config_parse(job_str(j, "size"), (int)job_int(j, "vocab"), c,
-                            err, n);
-}
-
-static int validate(const job *j, char *err, size_t n) {
+static int validate(const void *settings, char *err, size_t n) {
+  const lm_settings *s = settings;
   model_config c;
-  if (parse_size(j, &c, err, n) != 0) return 1 + kind_param_index(j->kind, "size");
-  if (strcmp(job_str(j, "backend"), "cpu") == 0 &&
-      strcmp(job_str(j, "precision"), "fp32") != 0) {
-    snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
-             "with backend cpu: fp32)", job_str(j, "precision"));
-    return 1 + kind_param_index(j->kind, "precision");
-  }
-  if (strcmp(job_str(j, "attention"), "flash") == 0 &&
-      strcmp(job_str(j, "fusion"), "fused") != 0) {
+  if (model_settings_parse(&s->model, &c, err, n) != 0)
+    return BLAME(lm_settings, model.size);
+  if (cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err, n))
+    return BLAME(lm_settings, precision);
+  if (strcmp(s->attention, "flash") == 0 && strcmp(s->fusion, "fused") != 0) {
     snprintf(err, n, "attention = \"flash\" runs on the fused path "
              "(allowed with fusion \"opbyop\": materialized)");
-    return 1 + kind_param_index(j->kind, "attention");
+    return BLAME(lm_settings, attention);
   }
-  if (job_bool(j, "cuda_graphs") && strcmp(job_str(j, "backend"), "cuda") != 0) {
+  if (s->cuda_graphs && strcmp(s->backend, "cuda") != 0) {
     snprintf(err, n, "cuda_graphs = true needs the cuda backend (allowed "
-             "with backend %s: false)", job_str(j, "backend"));
-    return 1 + kind_param_index(j->kind, "cuda_graphs");
+             "with backend %s: false)", s->backend);
+    return BLAME(lm_settings, cuda_graphs);
   }
-  return job_need_one_rank(j, err, n);
+  return 0;
 }
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
 
-static model_options options(const job *j) {
-  const char *p = job_str(j, "precision");
+static model_options options(const lm_settings *s) {
   model_options o;
-  o.compute = dtype_of_precision(p);
-  o.f32 = f32_products_of_precision(p);
-  o.fused = strcmp(job_str(j, "fusion"), "fused") == 0;
-  o.attention = strcmp(job_str(j, "attention"), "flash") == 0
-                    ? ATTN_FLASH
-                    : ATTN_MATERIALIZED;
-  o.graphs = job_bool(j, "cuda_graphs");
+  o.compute = dtype_of_precision(s->precision);
+  o.f32 = f32_products_of_precision(s->precision);
+  o.fused = strcmp(s->fusion, "fused") == 0;
+  o.attention = strcmp(s->attention, "flash") == 0 ? ATTN_FLASH
+                                                   : ATTN_MATERIALIZED;
+  o.graphs = s->cuda_graphs;
   return o;
 }
 
-static void stats(const double *v, int n, double *mean, double *std) {
-  double s = 0, ss = 0;
-  for (int i = 0; i < n; i++) s += v[i];
-  *mean = s / n;
-  for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
-  *std = n > 1 ? sqrt(ss / (n - 1)) : NAN;
+/* Metrics NAME_mean and NAME_std of the n samples v; returns the mean. */
+static double set_mean_std(result *r, const char *name, const double *v,
+                           int n) {
+  sample_stats st = stats_of(v, n);
+  char col[64];
+  snprintf(col, sizeof col, "%s_mean", name);
+  result_set(r, col, st.mean);
+  snprintf(col, sizeof col, "%s_std", name);
+  result_set(r, col, st.std);
+  return st.mean;
 }
 
 typedef struct timings {
@@ -142,10 +144,7 @@ typedef struct timings {
 static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
                     int32_t *tgt, int b, int t, int vocab, rng *r,
                     timings *tm, int k, double *marks) {
-  for (int i = 0; i < b * t; i++) {
-    ids[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
-    tgt[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
-  }
+  random_tokens(r, ids, tgt, (size_t)b * t, vocab);
   float loss = 0;
   double t0 = clock_now_s();
   TRY(model_forward(m, ids, tgt, b, t, &loss));
@@ -285,15 +284,16 @@ static void memory_samples(result *r, engine *e, const model *m,
   free(cnt);
 }
 
-static int run(const job *j, result *r) {
+static int run(const void *settings, result *r) {
+  const lm_settings *s = settings;
   model_config c;
   char err[512];
-  if (parse_size(j, &c, err, sizeof err) != 0) FAIL(ERR_FAIL, "%s", err);
-  int b = (int)job_int(j, "batch"), t = (int)job_int(j, "context");
-  int warmup = (int)job_int(j, "warmup"), steps = (int)job_int(j, "steps");
-  const char *mode = job_str(j, "mode");
-  /* The batches' tokens: the model's generator, one stream per seed. */
-  rng batch_rng = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
+  if (model_settings_parse(&s->model, &c, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "%s", err);
+  int b = s->batch, t = s->model.context;
+  int warmup = s->loop.warmup, steps = s->loop.steps;
+  const char *mode = s->mode;
+  rng batches = batch_rng(s->loop.seed);  /* the model's generator */
 
   engine *e = NULL;
   model *m = NULL;
@@ -306,23 +306,19 @@ static int run(const job *j, result *r) {
     goto done;
   }
   timings tm = {buf, buf + steps, buf + 2 * steps, buf + 3 * steps, buf + 4 * steps};
-  if (strcmp(job_str(j, "backend"), "cuda") == 0)
-    rc = engine_cuda_create(&e, 0);
-  else
-    rc = engine_cpu_create(&e, (int)job_int(j, "threads"));
-  if (rc < 0) goto fail;
+  if ((rc = engine_open(s->backend, s->loop.threads, &e)) < 0) goto fail;
   /* The memory timeline runs from here to the end of the first step. */
   double groups0[NGROUPS] = {0}, marks[4], created;
   eng_tags(e, add_tag, groups0);
   double log_t0 = clock_now_s();
   eng_memlog(e, 1);
-  model_options mo = options(j);
+  model_options mo = options(s);
   if ((rc = model_create_ex(&m, e, &c, b, t, &mo)) < 0) goto fail;
-  if ((rc = model_init(m, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
+  if ((rc = model_init(m, (uint64_t)s->loop.seed)) < 0) goto fail;
   created = clock_now_s();
   for (int k = 0; k < warmup + steps; k++) {
     int timed = k >= warmup;
-    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batch_rng,
+    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batches,
                        timed ? &tm : NULL, timed ? k - warmup : -1,
                        k == 0 ? marks : NULL)) < 0)
       goto fail;
@@ -333,31 +329,19 @@ static int run(const job *j, result *r) {
    * goes, by kernel family, in the row's message. */
   char fam[700];
   if ((rc = eng_profile(e, 1)) < 0) goto fail;
-  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batch_rng, NULL, -1, NULL)) < 0) goto fail;
+  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batches, NULL, -1, NULL)) < 0) goto fail;
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
   snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
            fam);
 
-  double mean, sd;
   result_set(r, "params", (double)model_nparams(m));
   result_set(r, "tokens_per_step", (double)b * t);
-  stats(tm.fwd, steps, &mean, &sd);
-  result_set(r, "fwd_ms_mean", mean);
-  result_set(r, "fwd_ms_std", sd);
-  if (strcmp(mode, "forward") != 0) {
-    stats(tm.bwd, steps, &mean, &sd);
-    result_set(r, "bwd_ms_mean", mean);
-    result_set(r, "bwd_ms_std", sd);
-  }
-  if (strcmp(mode, "train_step") == 0) {
-    stats(tm.opt, steps, &mean, &sd);
-    result_set(r, "opt_ms_mean", mean);
-    result_set(r, "opt_ms_std", sd);
-  }
-  stats(tm.step, steps, &mean, &sd);
-  result_set(r, "step_ms_mean", mean);
-  result_set(r, "step_ms_std", sd);
-  result_set(r, "tokens_per_s", (double)b * t / (mean / 1e3));
+  set_mean_std(r, "fwd_ms", tm.fwd, steps);
+  if (strcmp(mode, "forward") != 0) set_mean_std(r, "bwd_ms", tm.bwd, steps);
+  if (strcmp(mode, "train_step") == 0)
+    set_mean_std(r, "opt_ms", tm.opt, steps);
+  double step_ms = set_mean_std(r, "step_ms", tm.step, steps);
+  result_set(r, "tokens_per_s", (double)b * t / (step_ms / 1e3));
   result_set(r, "loss_first", tm.loss[0]);
   result_set(r, "loss_last", tm.loss[steps - 1]);
   result_set(r, "engine_peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
@@ -392,10 +376,7 @@ done:
 const kind_def kind_lm = {
     .name = "lm",
     .summary = "time forward / backward / AdamW of model.md's Transformer LM",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "cuda",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    .one_rank = true,
+    KIND_TABLES(lm_settings, validate),
 };

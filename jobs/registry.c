@@ -1,28 +1,24 @@
 /* Every job kind the runner knows. Adding a kind: one file in jobs/ that
- * defines a kind_def, and one line here. */
+ * defines kind_NAME (harness/kind.h), its line in KINDS below, and the
+ * file in jobs/local.am. The list's order is --kinds' order. */
 #include "config.h"
 #include "harness/kind.h"
 
 #include <string.h>
 
-extern const kind_def kind_allreduce;
-extern const kind_def kind_lm;
-extern const kind_def kind_selftest;
-extern const kind_def kind_toy_dtypes;
-extern const kind_def kind_accumulation;
-extern const kind_def kind_ddp;
-extern const kind_def kind_attention;
+#define KINDS(X) \
+  X(allreduce)   \
+  X(lm)          \
+  X(selftest)    \
+  X(toy_dtypes)  \
+  X(accumulation) \
+  X(ddp)         \
+  X(attention)
 
-static const kind_def *const kinds[] = {
-    &kind_allreduce,
-    &kind_lm,
-    &kind_selftest,
-    &kind_toy_dtypes,
-    &kind_accumulation,
-    &kind_ddp,
-    &kind_attention,
-    NULL,
-};
+#define DECLARE(name) extern const kind_def kind_##name;
+KINDS(DECLARE)
+#define ENTRY(name) &kind_##name,
+static const kind_def *const kinds[] = {KINDS(ENTRY) NULL};
 
 const kind_def *const *kind_all(void) { return kinds; }
 

@@ -23,6 +23,7 @@
 
 #include "common/check.h"
 #include "harness/kind.h"
+#include "jobs/common.h"
 #include "model/rng.h"
 #include "model/toy.h"
 
@@ -31,20 +32,33 @@ static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 
 enum { HIDDEN = 10 };   /* the handout's ToyModel */
 
+typedef struct toy_settings {
+  run_settings run;
+  const char *backend;
+  const char *precision;
+  int seed;
+  int in_features;
+  int out_features;
+  int batch;
+} toy_settings;
+
 static const param_def params[] = {
-    COMMON_PARAMS,
-    {"run", "backend", P_STRING, 0, 0, backends,
-     "compute engine: cpu (fp32 only) or cuda (one GPU)"},
-    {"run", "precision", P_STRING, 0, 0, precisions,
+    COMMON_PARAMS(toy_settings),
+    {"run", "backend", STRING_FIELD(toy_settings, backend), 0, 0, backends,
+     NULL, NULL, "compute engine: cpu (fp32 only) or cuda (one GPU)"},
+    {"run", "precision", STRING_FIELD(toy_settings, precision), 0, 0,
+     precisions, NULL, "fp32",
      "matrix-product inputs: fp32, or bf16 / fp16 under the project's mixed "
      "precision policy (README)"},
-    {"run", "seed", P_INT, 0, 2147483647, NULL,
-     "seed of the initial weights and of the random batch"},
-    {"model", "in_features", P_INT, 1, 1 << 20, NULL,
+    {"run", "seed", INT_FIELD(toy_settings, seed), 0, 2147483647, NULL, NULL,
+     "336", "seed of the initial weights and of the random batch"},
+    {"model", "in_features", INT_FIELD(toy_settings, in_features), 1,
+     1 << 20, NULL, NULL, NULL,
      "the toy's input features (hidden is the handout's 10)"},
-    {"model", "out_features", P_INT, 1, 1 << 20, NULL,
-     "the toy's output features"},
-    {"model", "batch", P_INT, 1, 1 << 20, NULL, "rows of the random batch"},
+    {"model", "out_features", INT_FIELD(toy_settings, out_features), 1,
+     1 << 20, NULL, NULL, NULL, "the toy's output features"},
+    {"model", "batch", INT_FIELD(toy_settings, batch), 1, 1 << 20, NULL, NULL,
+     NULL, "rows of the random batch"},
 };
 
 /* Columns X_bits then X_dtype, X in toy_probe's order (probe_col). */
@@ -55,14 +69,12 @@ static const char *const metrics[] = {
     "master_bits", "master_dtype", "loss_first",   "loss_after_step",
     NULL};
 
-static int validate(const job *j, char *err, size_t n) {
-  if (strcmp(job_str(j, "backend"), "cpu") == 0 &&
-      strcmp(job_str(j, "precision"), "fp32") != 0) {
-    snprintf(err, n, "precision = \"%s\" needs the cuda backend (allowed "
-             "with backend cpu: fp32)", job_str(j, "precision"));
-    return 1 + kind_param_index(j->kind, "precision");
-  }
-  return job_need_one_rank(j, err, n);
+static int validate(const void *settings, char *err, size_t n) {
+  const toy_settings *s = settings;
+  return cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err,
+                             n)
+             ? BLAME(toy_settings, precision)
+             : 0;
 }
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
@@ -71,10 +83,6 @@ static int validate(const job *j, char *err, size_t n) {
 /* The metrics' X, in toy_probe's order. */
 static const char *const probe_col[TOY_NPROBES] = {
     "param", "fc1_out", "ln_out", "logits", "loss", "grads", "master"};
-
-static dtype compute_dtype(const job *j) {
-  return dtype_of_precision(job_str(j, "precision"));
-}
 
 /* The project's names for the CSV (kernels.h's dtype_name says f32). */
 static const char *word(int dt) {
@@ -96,11 +104,10 @@ static int step(toy *t, const float *x, const float *tg, int rows,
   return 0;
 }
 
-static int run(const job *j, result *r) {
-  int in = (int)job_int(j, "in_features"), out = (int)job_int(j, "out_features");
-  int rows = (int)job_int(j, "batch");
-  /* The batch, reproducible from the seed: the model's generator. */
-  rng batch_rng = {.state = (uint64_t)job_int(j, "seed") * 2 + 1};
+static int run(const void *settings, result *r) {
+  const toy_settings *s = settings;
+  int in = s->in_features, out = s->out_features, rows = s->batch;
+  rng batch = batch_rng(s->seed);
   engine *e = NULL;
   toy *t = NULL;
   float *x = malloc(sizeof *x * (size_t)rows * in);
@@ -111,15 +118,14 @@ static int run(const job *j, result *r) {
     rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
     goto done;
   }
-  for (size_t i = 0; i < (size_t)rows * in; i++) x[i] = (float)(2 * rng_uniform(&batch_rng) - 1);
-  for (size_t i = 0; i < (size_t)rows * out; i++) tg[i] = (float)(2 * rng_uniform(&batch_rng) - 1);
-  if (strcmp(job_str(j, "backend"), "cuda") == 0)
-    rc = engine_cuda_create(&e, 0);
-  else
-    rc = engine_cpu_create(&e, 1);
-  if (rc < 0) goto fail;
-  if ((rc = toy_create(&t, e, in, HIDDEN, out, rows, compute_dtype(j))) < 0) goto fail;
-  if ((rc = toy_init(t, (uint64_t)job_int(j, "seed"))) < 0) goto fail;
+  /* The batch, reproducible from the seed. */
+  for (size_t i = 0; i < (size_t)rows * in; i++) x[i] = (float)(2 * rng_uniform(&batch) - 1);
+  for (size_t i = 0; i < (size_t)rows * out; i++) tg[i] = (float)(2 * rng_uniform(&batch) - 1);
+  if ((rc = engine_open(s->backend, 1, &e)) < 0) goto fail;
+  if ((rc = toy_create(&t, e, in, HIDDEN, out, rows,
+                       dtype_of_precision(s->precision))) < 0)
+    goto fail;
+  if ((rc = toy_init(t, (uint64_t)s->seed)) < 0) goto fail;
   /* The step whose dtypes are reported, then one more for the loss after. */
   if ((rc = step(t, x, tg, rows, &loss0)) < 0) goto fail;
   if ((rc = step(t, x, tg, rows, &loss1)) < 0) goto fail;
@@ -156,10 +162,7 @@ const kind_def kind_toy_dtypes = {
     .summary = "the dtype of each tensor of the handout's toy model in one "
                "training step, recorded as it runs: X_bits 32/16, X_dtype "
                "0 = fp32, 1 = bf16, 2 = fp16",
-    .params = params,
-    .nparams = (int)(sizeof params / sizeof params[0]),
-    .metrics = metrics,
     .gpu_backend = "cuda",
-    .validate = validate,
-    .run = KIND_RUN(run),
+    .one_rank = true,
+    KIND_TABLES(toy_settings, validate),
 };

@@ -49,6 +49,39 @@ mv "$scratch/edited.csv" "$csv"
 check "an error row is retried" grep -q "8 jobs, 7 already measured, 1 to run" "$scratch/retry.err"
 check "and replaced" [ "$(rows "$csv")" -eq 8 ] && [ "$(column "$csv" status | sort -u)" = "ok" ]
 
+# A CSV written before a setting existed lacks its column: its rows read as
+# having the setting's default, nothing reruns, and the resumed run writes
+# the column back in. sleep_s and world_size are left to their defaults
+# here, and NAME.json says so.
+cat > "$scratch/predates.cfg" <<'CFG'
+name = "predates";
+kind = "selftest";
+run = { timeout_s = 30.0; };
+selftest = { action = "ok"; };
+sweep = { value = [1.0, 2.0]; };
+CFG
+pcsv="$out/predates.csv"
+"$RUNNER" --launcher "" --out-dir "$out" "$scratch/predates.cfg" 2> "$scratch/predates.err"
+check "defaulted settings left out: the run exits 0" [ $? -eq 0 ]
+check "defaulted settings are columns with their defaults" \
+  [ "$(column "$pcsv" sleep_s | tr '\n' ' ')" = "0 0 " ]
+check "NAME.json lists the defaulted settings" \
+  grep -qF '"defaulted": ["world_size", "sleep_s"]' "$out/predates.json"
+check "NAME.json marks a defaulted value" \
+  grep -qF '"sleep_s": {"group": "selftest", "type": "float", "unit": "s", "file": "'"$scratch"'/predates.cfg", "line": 2, "value": 0, "default": 0, "defaulted": true}' "$out/predates.json"
+cp "$pcsv" "$scratch/predates_full.csv"
+awk -F, 'BEGIN { OFS = "," } NR == 1 { for (i = 1; i <= NF; i++) if ($i == "sleep_s") s = i }
+         { out = ""; for (i = 1; i <= NF; i++) if (i != s) out = out (out == "" ? "" : ",") $i; print out }' \
+  "$scratch/predates_full.csv" > "$pcsv"
+check "the old CSV lacks the sleep_s column" sh -c "! head -n 1 '$pcsv' | grep -q sleep_s"
+"$RUNNER" --dry-run --launcher "" --out-dir "$out" "$scratch/predates.cfg" > "$scratch/predates.dry" 2>&1
+check "a dry run over the old CSV finds both jobs measured" \
+  grep -q "^2 jobs (2 already measured" "$scratch/predates.dry"
+"$RUNNER" --launcher "" --out-dir "$out" "$scratch/predates.cfg" 2> "$scratch/predates2.err"
+check "resuming the old CSV exits 0" [ $? -eq 0 ]
+check "and reruns nothing" grep -q "2 jobs, 2 already measured, 0 to run" "$scratch/predates2.err"
+check "and writes the column back with the default" cmp -s "$pcsv" "$scratch/predates_full.csv"
+
 # SIGTERM: the job in flight is killed, rows kept, exit 130.
 rm -f "$csv"
 "$RUNNER" --out-dir "$out" "$scratch/resume.cfg" 2> "$scratch/term.err" &

@@ -1,6 +1,8 @@
 /* Sweep expansion and overrides on the good experiments in
  * tests/config/good: job counts, which key varies fastest, fixed values,
- * @include, --set, --only, canonical value texts and the JSON summary.
+ * @include, --set, --only, canonical value texts and the JSON summary;
+ * every kind's settings table, filling a settings struct, blame by field,
+ * and defaults (left-out settings, and how the JSON records them).
  * (Every error message is tests/bad_configs.sh's concern.)
  *
  * Reads $top_srcdir/tests/config/good (top_srcdir defaults to ".").
@@ -343,7 +345,8 @@ static void formats(void) {
   format_one(P_BOOL, 1, 0, "", "true");
   format_one(P_BOOL, 0, 0, "", "false");
   /* Resume matches rows by these texts: parse(format(x)) must give x. */
-  static const param_def d = {"g", "x", P_FLOAT, -1e300, 1e300, NULL, ""};
+  static const param_def d = {"g", "x", P_FLOAT, 0, -1e300, 1e300, NULL,
+                              NULL, NULL, "x"};
   double xs[] = {0.1, 1.0 / 3.0, 6.02214076e23, 1e-300, 123456.789};
   int round_trips = 1;
   for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
@@ -358,11 +361,15 @@ static void formats(void) {
 }
 
 static void parses(void) {
-  static const param_def di = {"run", "warmup", P_INT, 0, 100, NULL, ""};
-  static const param_def df = {"run", "lr", P_FLOAT, 0, 1, NULL, ""};
+  static const param_def di = {"run", "warmup", P_INT, 0, 0, 100,
+                               NULL, NULL, NULL, "x"};
+  static const param_def df = {"run", "lr", P_FLOAT, 0, 0, 1,
+                               NULL, NULL, NULL, "x"};
   static const char *const ch[] = {"mpi", "nccl", NULL};
-  static const param_def ds = {"run", "backend", P_STRING, 0, 0, ch, ""};
-  static const param_def db = {"run", "flag", P_BOOL, 0, 0, NULL, ""};
+  static const param_def ds = {"run", "backend", P_STRING, 0, 0, 0,
+                               ch, NULL, NULL, "x"};
+  static const param_def db = {"run", "flag", P_BOOL, 0, 0, 0,
+                               NULL, NULL, NULL, "x"};
   pvalue v;
   char err[512];
   check(pvalue_parse(&df, "1e-3", &v, err, sizeof err) == 0 && v.f == 1e-3,
@@ -440,6 +447,144 @@ static void json(void) {
   experiment_free(e);
 }
 
+/* Every kind's table keeps its invariants: the common rows first, int
+ * ranges that fit their fields, defaults that parse and are in range,
+ * one field per row. */
+static void kind_tables(void) {
+  for (const kind_def *const *k = kind_all(); *k; k++) {
+    char err[512] = "";
+    check(kind_table_check(*k, err, sizeof err) == 0, "kind %s's table is "
+          "sound%s%s", (*k)->name, err[0] ? ": " : "", err);
+  }
+}
+
+/* A settings struct and its table of the four types, as a kind declares
+ * them: settings_fill writes each value at its field, and BLAME(member)
+ * names that member's row. */
+typedef struct probe_settings {
+  run_settings run;
+  const char *name;
+  bool flag;
+  double ratio;
+  int count;
+} probe_settings;
+
+static void fill_and_blame(void) {
+  static const param_def rows[] = {
+      COMMON_PARAMS(probe_settings),
+      {"probe", "count", INT_FIELD(probe_settings, count), 0, 10, NULL, NULL,
+       "3", "a count"},
+      {"probe", "name", STRING_FIELD(probe_settings, name), 0, 0, NULL, NULL,
+       NULL, "a name"},
+      {"probe", "ratio", FLOAT_FIELD(probe_settings, ratio), 0, 1, NULL, NULL,
+       "0.25", "a ratio"},
+      {"probe", "flag", BOOL_FIELD(probe_settings, flag), 0, 0, NULL, NULL,
+       "true", "a flag"},
+  };
+  static const char *const none[] = {NULL};
+  const kind_def k = {.name = "probe", .params = rows, .nparams = 6,
+                      .settings_size = sizeof(probe_settings),
+                      .metrics = none};
+  char err[512] = "";
+  check(kind_table_check(&k, err, sizeof err) == 0, "the probe table is "
+        "sound%s%s", err[0] ? ": " : "", err);
+  pvalue v[6];
+  int defaults = 0;
+  for (int i = 0; i < 6; i++)
+    if (i != 3) defaults += param_default(&rows[i], &v[i]) == 0;
+  check(defaults == 5 && param_default(&rows[3], &v[3]) == -1,
+        "every row but name has a default");
+  snprintf(v[3].s, sizeof v[3].s, "abc");
+  v[3].type = P_STRING;
+  probe_settings s;
+  memset(&s, 0xff, sizeof s);
+  job j = {.kind = &k, .v = v};
+  job_settings(&j, &s);
+  check(s.run.world_size == 1 && s.run.timeout_s == 600 && s.count == 3 &&
+            s.name == v[3].s && s.ratio == 0.25 && s.flag == true,
+        "settings_fill writes every field (world_size %d, timeout_s %g, "
+        "count %d, ratio %g, flag %d)", s.run.world_size, s.run.timeout_s,
+        s.count, s.ratio, (int)s.flag);
+  check(job_world_size(&j) == 1 && job_timeout_s(&j) == 600,
+        "the runner reads the common settings");
+  check(kind_blamed_param(&k, BLAME(probe_settings, ratio)) == 4 &&
+            kind_blamed_param(&k, BLAME(probe_settings, run.world_size)) == 0 &&
+            kind_blamed_param(&k, BLAME(probe_settings, flag)) == 5 &&
+            kind_blamed_param(&k, 0) == -1,
+        "BLAME(member) names the member's row");
+  /* A table whose row fills another row's field is refused. */
+  param_def twice[6];
+  memcpy(twice, rows, sizeof rows);
+  twice[5].field = twice[4].field;
+  const kind_def bad = {.name = "probe", .params = twice, .nparams = 6,
+                        .settings_size = sizeof(probe_settings),
+                        .metrics = none};
+  check(kind_table_check(&bad, err, sizeof err) != 0 &&
+            strstr(err, "ratio and flag fill the same field"),
+        "a table with two rows on one field is refused (%s)", err);
+}
+
+/* Settings left out take their kind's defaults, recorded as defaulted in
+ * the JSON; a --set on one makes it given. */
+static void defaults(void) {
+  experiment *e = load("selftest_defaults.cfg", NULL, 0, NULL, 0);
+  if (!e) return;
+  check_njobs(e, 2, "");
+  check_text(e, 0, "world_size", "1");
+  check_text(e, 1, "timeout_s", "600");
+  check_text(e, 1, "sleep_s", "0");
+  check_text(e, 0, "value", "0");
+  check_text(e, 1, "action", "fail");
+  const setting *s = param(e, "sleep_s");
+  check(s && s->defaulted && !s->swept && s->line == 4 &&
+            strstr(s->file, "selftest_defaults.cfg"),
+        "sleep_s is defaulted, at the kind line selftest_defaults.cfg:4");
+  check(!param(e, "action")->defaulted && param(e, "timeout_s")->defaulted,
+        "given settings are not defaulted, left-out ones are");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (f) {
+    experiment_write_json(e, f, 0);
+    fclose(f);
+  }
+  check(buf && strstr(buf, "\"defaulted\": [\"world_size\", \"timeout_s\", "
+                           "\"sleep_s\", \"value\"]"),
+        "the JSON lists the defaulted settings");
+  check(buf && strstr(buf, "\"sleep_s\": {\"group\": \"selftest\", \"type\": "
+                           "\"float\", \"unit\": \"s\"") &&
+            strstr(buf, "\"value\": 0, \"default\": 0, \"defaulted\": true}"),
+        "the JSON gives a defaulted setting's unit, value and default");
+  check(buf && strstr(buf, "\"sweep\": [\"ok\", \"fail\"], \"default\": null, "
+                           "\"defaulted\": false}"),
+        "the JSON marks a given setting without a default");
+  free(buf);
+  experiment_free(e);
+
+  char *set[] = {"sleep_s=2"};
+  e = load("selftest_defaults.cfg", set, 1, NULL, 0);
+  if (e) {
+    check_text(e, 0, "sleep_s", "2");
+    check(!param(e, "sleep_s")->defaulted, "--set on a defaulted setting "
+          "makes it given");
+    experiment_free(e);
+  }
+
+  /* A real kind with every defaulted setting left out: it loads, and its
+   * validate passes on the defaults. */
+  e = load("lm_defaults.cfg", NULL, 0, NULL, 0);
+  if (!e) return;
+  check_text(e, 0, "precision", "fp32");
+  check_text(e, 0, "fusion", "opbyop");
+  check_text(e, 0, "attention", "materialized");
+  check_text(e, 0, "cuda_graphs", "false");
+  check_text(e, 0, "warmup", "5");
+  check_text(e, 0, "steps", "10");
+  check_text(e, 0, "seed", "336");
+  check_text(e, 0, "vocab", "10000");
+  experiment_free(e);
+}
+
 static void names(void) {
   static const char *const run[] = {"world_size", "timeout_s", "warmup",
                                     "iters"};
@@ -455,7 +600,9 @@ int main(void) {
            top && *top ? top : ".");
   static const char *const needed[] = {"selftest_sweep.cfg",
                                        "allreduce_include.cfg",
-                                       "shared/run.cfg"};
+                                       "shared/run.cfg",
+                                       "selftest_defaults.cfg",
+                                       "lm_defaults.cfg"};
   for (size_t k = 0; k < sizeof needed / sizeof needed[0]; k++) {
     char path[4200];
     path_of(needed[k], path, sizeof path);
@@ -474,6 +621,9 @@ int main(void) {
   formats();
   parses();
   json();
+  kind_tables();
+  fill_and_blame();
+  defaults();
   names();
   printf("%d passed, %d failed\n", npassed, nfailed);
   return nfailed ? 1 : 0;

@@ -1,0 +1,71 @@
+/* What several job kinds share (jobs/common.h). */
+#include "config.h"
+#include "jobs/common.h"
+
+#include "common/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int model_settings_parse(const model_settings *m, model_config *c, char *err,
+                         size_t n) {
+  return model_config_parse(m->size, m->vocab, c, err, n);
+}
+
+int cpu_precision_error(const char *backend, const char *precision,
+                        const char *cpu_name, const char *gpu_name,
+                        char *err, size_t n) {
+  if (strcmp(backend, cpu_name) != 0 || strcmp(precision, "fp32") == 0)
+    return 0;
+  snprintf(err, n, "precision = \"%s\" needs the %s backend (allowed with "
+           "backend %s: fp32)", precision, gpu_name, cpu_name);
+  return 1;
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+rng batch_rng(int seed) {
+  return (rng){.state = (uint64_t)seed * 2 + 1};
+}
+
+void random_tokens(rng *r, int32_t *ids, int32_t *tgt, size_t n, int vocab) {
+  for (size_t i = 0; i < n; i++) {
+    ids[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
+    tgt[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
+  }
+}
+
+int engine_open(const char *backend, int threads, engine **e) {
+  int rc = strcmp(backend, "cuda") == 0 ? engine_cuda_create(e, 0)
+                                        : engine_cpu_create(e, threads);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double p = *(const double *)a, q = *(const double *)b;
+  return (p > q) - (p < q);
+}
+
+sample_stats stats_of(const double *v, int n) {
+  sample_stats s = {NAN, NAN, NAN, NAN, NAN};
+  double sum = 0, ss = 0;
+  for (int i = 0; i < n; i++) sum += v[i];
+  s.mean = sum / n;
+  for (int i = 0; i < n; i++) ss += (v[i] - s.mean) * (v[i] - s.mean);
+  if (n > 1) s.std = sqrt(ss / (n - 1));
+  double *sorted = malloc(sizeof *sorted * (size_t)n);
+  if (!sorted) return s;
+  memcpy(sorted, v, sizeof *sorted * (size_t)n);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+  s.median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  s.min = sorted[0];
+  s.max = sorted[n - 1];
+  free(sorted);
+  return s;
+}
+
+#endif /* KIND_DECLARATION_ONLY */

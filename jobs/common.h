@@ -1,0 +1,91 @@
+/* What several job kinds share, declared once: the model settings of the
+ * kinds that train model.md's LM (lm, ddp) and their parsing; the loop
+ * settings of kinds that time steps; and, on the run side only, the seeded
+ * random batches and the statistics over timed samples.
+ *
+ * jobs/common.c is built like a kind file: the run side (which needs
+ * model/rng.c, outside the runner's library) is left out of the runner's
+ * build (KIND_DECLARATION_ONLY). */
+#ifndef TL_JOBS_COMMON_H
+#define TL_JOBS_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/kind.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "model/rng.h"
+
+/* model.md's LM: which size, over what vocabulary, how long a sequence. */
+typedef struct model_settings {
+  const char *size;
+  int vocab;
+  int context;
+} model_settings;
+
+/* The rows filling st's model_settings member m, in this column order. */
+#define MODEL_PARAMS(st, m)                                                  \
+  {"model", "size", STRING_FIELD(st, m.size), 0, 0, NULL, NULL, NULL,        \
+   "a size of model.md (small, medium, large, xl, 2.7B, 10B), tiny or "      \
+   "nano, or explicit dimensions D/F/L/H (d_model/d_ff/layers/heads)"},      \
+  {"model", "vocab", INT_FIELD(st, m.vocab), 2, 1 << 24, NULL, NULL,         \
+   "10000", "vocabulary size"},                          \
+  {"model", "context", INT_FIELD(st, m.context), 1, 1 << 20, NULL, NULL,     \
+   NULL, "context length: tokens per sequence"}
+
+/* "small" or "768/3072/12/12" with m's vocabulary: 0, or -1 with "what is
+ * wrong (allowed: ...)" in err. */
+int model_settings_parse(const model_settings *m, model_config *c, char *err,
+                         size_t n);
+
+/* A timed loop of training steps on an engine. */
+typedef struct loop_settings {
+  int warmup;                   /* untimed steps first */
+  int steps;                    /* timed steps */
+  int threads;                  /* CPU engine threads per rank; 0: OpenMP's */
+  int seed;                     /* initial weights and batches */
+} loop_settings;
+
+/* The rows filling st's loop_settings member l, in this column order. */
+#define LOOP_PARAMS(st, l)                                                   \
+  {"run", "warmup", INT_FIELD(st, l.warmup), 0, 100000, NULL, NULL, "5",     \
+   "untimed steps first"},                                                   \
+  {"run", "steps", INT_FIELD(st, l.steps), 1, 1000000, NULL, NULL, "10",     \
+   "timed steps"},                                                           \
+  {"run", "threads", INT_FIELD(st, l.threads), 0, 4096, NULL, NULL, "0",     \
+   "CPU engine threads per rank (0: OpenMP's default)"},                     \
+  {"run", "seed", INT_FIELD(st, l.seed), 0, 2147483647, NULL, NULL, "336",   \
+   "seed of the initial weights (with several ranks, rank 0's, broadcast) "  \
+   "and of the random batches"}
+
+/* The CPU engine computes in fp32 only: 0 when precision may run on
+ * backend, else 1 with "precision = \"bf16\" needs the <gpu_name> backend
+ * (allowed with backend <cpu_name>: fp32)" in err. */
+int cpu_precision_error(const char *backend, const char *precision,
+                        const char *cpu_name, const char *gpu_name,
+                        char *err, size_t n);
+
+/* ---- the run side ------------------------------------------------------- */
+
+/* The generator of a job's random inputs: one stream per seed, the same on
+ * every rank and every machine. */
+rng batch_rng(int seed);
+/* n token ids and n next-token targets in [0, vocab), drawn in turn. */
+void random_tokens(rng *r, int32_t *ids, int32_t *tgt, size_t n, int vocab);
+
+/* The engine of a one-rank job: backend "cuda" is GPU 0, any other the
+ * CPU engine with `threads` threads (0: OpenMP's default). */
+int engine_open(const char *backend, int threads, engine **e);
+
+/* Summary of n >= 1 timed samples: the sample standard deviation (n - 1)
+ * is NaN for one sample; the median of an even count is the mean of the
+ * middle two. */
+typedef struct sample_stats {
+  double mean, std, median, min, max;
+} sample_stats;
+/* v is left as it is (the samples keep their order for the samples file);
+ * with no memory for the sorted copy, median, min and max are NaN. */
+sample_stats stats_of(const double *v, int n);
+
+#endif
