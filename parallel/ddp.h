@@ -87,6 +87,8 @@
 #ifndef TL_DDP_H
 #define TL_DDP_H
 
+#include <stdio.h>
+
 #include "collective/comm.h"
 #include "parallel/dp_model.h"
 
@@ -134,6 +136,10 @@ int ddp_optimizer_step(ddp *d);
  * 57.6-58.5 to 56.0-56.9 ms (reports/data/ddp_adamw_cap.csv). Other
  * forms: ignored. */
 int ddp_set_adamw_sms(ddp *d, int n);
+/* The step's schedule (stages.h) as text: per bucket when it is issued and
+ * its operations on their streams, then what finish and the optimizer step
+ * do. */
+int ddp_schedule_print(const ddp *d, FILE *f);
 
 /* What the last step did, read after the caller synchronised the engine
  * (eng_sync) following ddp_optimizer_step. Times in ms from the step's
