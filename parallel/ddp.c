@@ -56,18 +56,17 @@ int ddp_window_alloc(ddp *d, comm *c, size_t bytes, const char *tag,
   return 0;
 }
 
-int ddp_complete(ddp *d, comm *c, void *stream, comm_req **req,
-                 const int *order, int n, dp_event *ev_end, dp_event *done) {
+int ddp_complete(ddp *d, comm *c, void *stream, dp_slots *s, dp_event *done) {
   if (d->gpu) {
     TRY(dp_event_record(done, stream));
     return 0;
   }
-  for (int k = 0; k < n; k++) {
-    int i = order[k];
-    comm_req *q = req[i];
-    req[i] = NULL;
+  for (int k = 0; k < s->nissued; k++) {
+    int i = s->order[k];
+    comm_req *q = s->req[i];
+    s->req[i] = NULL;
     TRY(comm_wait(c, q));
-    TRY(dp_event_record(&ev_end[i], NULL));
+    TRY(dp_event_record(&s->end[i], NULL));
   }
   TRY(dp_event_record(done, NULL));
   return 0;
@@ -84,12 +83,12 @@ int ddp_join(ddp *d, dp_event *done, void *stream) {
 /* Op 0: bucket i's gradient collective on the comm stream. */
 static int issue(ddp *d, int i) {
   dp_bucket *b = &d->plan.b[i];
-  TRY(dp_event_record(&d->ev_cstart[i], d->cstream));
-  ASSERT(d->grad_req[i] == NULL);
-  TRY(dp_grad_colls[d->sched.st[i].op[0]]->issue(d, b, &d->grad_req[i]));
+  TRY(dp_event_record(&d->gs.start[i], d->cstream));
+  ASSERT(d->gs.req[i] == NULL);
+  TRY(dp_grad_colls[d->sched.st[i].op[0]]->issue(d, b, &d->gs.req[i]));
   d->grad_bytes += (double)b->count * 4;
-  if (d->gpu) TRY(dp_event_record(&d->ev_cend[i], d->cstream));
-  d->issue_order[d->nissued++] = i;
+  if (d->gpu) TRY(dp_event_record(&d->gs.end[i], d->cstream));
+  d->gs.order[d->gs.nissued++] = i;
   return 0;
 }
 
@@ -103,7 +102,7 @@ static int run_op(ddp *d, int i, int k) {
     if (t->on[k] == DP_OPTIM) TRY(ddp_optim_bucket(d, i));
     else TRY(d->optim->bucket(d, i));
     if (k + 1 < t->nops)
-      TRY(dp_event_record(&d->ev_pready[i],
+      TRY(dp_event_record(&d->ps.ready[i],
                           t->on[k] == DP_OPTIM ? d->ostream : d->kstream));
     return 0;
   case DP_OP_ALLGATHER_PARAMS:
@@ -120,9 +119,9 @@ static int pump(ddp *d, int block) {
   while (d->gate_head < d->gate_tail) {
     int j = d->gate_q[d->gate_head], k = d->head_op, done;
     const dp_stage *t = &d->sched.st[j];
-    const dp_event *gate = k == 0                          ? &d->ev_ready[j]
-                           : t->op[k - 1] == DP_OP_ADAMW ? &d->ev_pready[j]
-                                                         : &d->ev_cend[j];
+    const dp_event *gate = k == 0                          ? &d->gs.ready[j]
+                           : t->op[k - 1] == DP_OP_ADAMW ? &d->ps.ready[j]
+                                                         : &d->gs.end[j];
     TRY(dp_event_done(gate, &done));
     if (!done) {
       if (!block) return 0;
@@ -142,12 +141,12 @@ static int pump(ddp *d, int block) {
 
 static int launch(ddp *d, int i) {
   const dp_stage *t = &d->sched.st[i];
-  TRY(dp_event_record(&d->ev_ready[i], d->kstream));
+  TRY(dp_event_record(&d->gs.ready[i], d->kstream));
   if (t->gated) {
     d->gate_q[d->gate_tail++] = i;
     return pump(d, 0);
   }
-  TRY(dp_stream_wait(d->cstream, &d->ev_ready[i]));
+  TRY(dp_stream_wait(d->cstream, &d->gs.ready[i]));
   for (int k = 0; k < t->nlaunch; k++) TRY(run_op(d, i, k));
   return 0;
 }
@@ -185,6 +184,23 @@ static int events_init(dp_event *ev, int n, int gpu) {
   return 0;
 }
 
+/* Events: ordering ones on both streams; the comm stream's only on GPU. */
+static int slots_init(dp_slots *s, int n, int gpu) {
+  int bad = 0;
+  s->n = n;
+  s->req = zalloc((size_t)n, sizeof *s->req, &bad);
+  s->ready = zalloc((size_t)n, sizeof(dp_event), &bad);
+  s->start = zalloc((size_t)n, sizeof(dp_event), &bad);
+  s->end = zalloc((size_t)n, sizeof(dp_event), &bad);
+  s->order = zalloc((size_t)n, sizeof(int), &bad);
+  s->times = zalloc((size_t)n, sizeof(ddp_op_time), &bad);
+  if (bad) FAIL(ERR_OOM, "ddp: out of host memory for %d collectives", n);
+  TRY(events_init(s->ready, n, gpu));
+  TRY(events_init(s->start, n, gpu));
+  TRY(events_init(s->end, n, gpu));
+  return 0;
+}
+
 static int setup(ddp *d, ddp_strategy strategy, double bucket_mib,
                  ddp_optimizer o, ddp_sync y) {
   const dp_model *m = &d->m;
@@ -199,32 +215,13 @@ static int setup(ddp *d, ddp_strategy strategy, double bucket_mib,
   TRY(dp_schedule_make(&d->sched, strategy, o, y, d->world, d->gpu,
                        &d->plan));
   int nb = d->plan.nb;
-  d->nparam_slots = nb > d->world ? nb : d->world;
-  int np = d->nparam_slots;
-  d->grad_req = zalloc((size_t)nb, sizeof *d->grad_req, &bad);
-  d->ev_ready = zalloc((size_t)nb, sizeof(dp_event), &bad);
-  d->ev_cstart = zalloc((size_t)nb, sizeof(dp_event), &bad);
-  d->ev_cend = zalloc((size_t)nb, sizeof(dp_event), &bad);
-  d->issue_order = zalloc((size_t)nb, sizeof(int), &bad);
+  TRY(slots_init(&d->gs, nb, d->gpu));
+  TRY(slots_init(&d->ps, nb > d->world ? nb : d->world, d->gpu));
   d->gate_q = zalloc((size_t)nb, sizeof(int), &bad);
-  d->param_req = zalloc((size_t)np, sizeof *d->param_req, &bad);
-  d->ev_pready = zalloc((size_t)np, sizeof(dp_event), &bad);
-  d->ev_pstart = zalloc((size_t)np, sizeof(dp_event), &bad);
-  d->ev_pend = zalloc((size_t)np, sizeof(dp_event), &bad);
-  d->param_order = zalloc((size_t)np, sizeof(int), &bad);
   d->ev_view = zalloc((size_t)nv, sizeof(dp_event), &bad);
   d->hook_view = zalloc((size_t)nv, sizeof(int), &bad);
   d->hook_ms = zalloc((size_t)nv, sizeof(double), &bad);
-  d->grad_times = zalloc((size_t)nb, sizeof(ddp_op_time), &bad);
-  d->param_times = zalloc((size_t)np, sizeof(ddp_op_time), &bad);
-  if (bad) FAIL(ERR_OOM, "ddp: out of host memory for %d buckets", nb);
-  /* Events: ordering ones on both streams; the comm stream's only on GPU. */
-  TRY(events_init(d->ev_ready, nb, d->gpu));
-  TRY(events_init(d->ev_cstart, nb, d->gpu));
-  TRY(events_init(d->ev_cend, nb, d->gpu));
-  TRY(events_init(d->ev_pready, np, d->gpu));
-  TRY(events_init(d->ev_pstart, np, d->gpu));
-  TRY(events_init(d->ev_pend, np, d->gpu));
+  if (bad) FAIL(ERR_OOM, "ddp: out of host memory for %d views", nv);
   TRY(events_init(d->ev_view, nv, d->gpu));
   dp_event *one[] = {&d->ev_step0, &d->ev_bwd0, &d->ev_bwd_end,
                      &d->ev_comm_done, &d->ev_opt0, &d->ev_param_done,
@@ -306,14 +303,14 @@ int ddp_create(ddp **out, comm *c, comm *pc, const dp_model *m,
   return 0;
 }
 
-/* Every request left in req[0..n) waited for (complete when the caller
+/* Every request left in s waited for (complete when the caller
  * synchronised); the first failure returned after all were. */
-static int drain(comm *c, comm_req **req, int n) {
+static int drain(comm *c, dp_slots *s) {
   int rc = 0;
-  for (int i = 0; i < n; i++)
-    if (req[i]) {
-      comm_req *q = req[i];
-      req[i] = NULL;
+  for (int i = 0; s->req && i < s->n; i++)
+    if (s->req[i]) {
+      comm_req *q = s->req[i];
+      s->req[i] = NULL;
       int r = comm_wait(c, q);
       if (r < 0 && rc == 0) rc = r;
     }
@@ -326,39 +323,36 @@ static void events_free(dp_event *ev, int n) {
   free(ev);
 }
 
+static void slots_free(dp_slots *s) {
+  events_free(s->ready, s->n);
+  events_free(s->start, s->n);
+  events_free(s->end, s->n);
+  free(s->req);
+  free(s->order);
+  free(s->times);
+}
+
 void ddp_destroy(ddp *d) {
   if (!d) return;
-  int nb = d->plan.nb, np = d->nparam_slots, nv = d->m.nviews;
-  if (d->grad_req && drain(d->c, d->grad_req, nb) < 0)
-    err_trace(__FILE__, __LINE__);
-  if (d->param_req && drain(d->pc, d->param_req, np) < 0)
+  int nv = d->m.nviews;
+  if (drain(d->c, &d->gs) < 0 || drain(d->pc, &d->ps) < 0)
     err_trace(__FILE__, __LINE__);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
   dp_stream_destroy(d->ostream);
   dp_event_destroy(&d->ev_odone);
   ddp_optim_free(d);
   if (d->syncf->release) d->syncf->release(d);
-  events_free(d->ev_ready, nb);
-  events_free(d->ev_cstart, nb);
-  events_free(d->ev_cend, nb);
-  events_free(d->ev_pready, np);
-  events_free(d->ev_pstart, np);
-  events_free(d->ev_pend, np);
+  slots_free(&d->gs);
+  slots_free(&d->ps);
   events_free(d->ev_view, nv);
   dp_event *one[] = {&d->ev_step0, &d->ev_bwd0, &d->ev_bwd_end,
                      &d->ev_comm_done, &d->ev_opt0, &d->ev_param_done,
                      &d->ev_opt_end};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     dp_event_destroy(one[i]);
-  free(d->grad_req);
-  free(d->issue_order);
   free(d->gate_q);
-  free(d->param_req);
-  free(d->param_order);
   free(d->hook_view);
   free(d->hook_ms);
-  free(d->grad_times);
-  free(d->param_times);
   free(d->has_grad);
   dp_schedule_free(&d->sched);
   dp_plan_free(&d->plan);
@@ -372,22 +366,21 @@ static void clear(dp_event *ev, int n) {
 }
 
 int ddp_begin_step(ddp *d) {
-  int nb = d->plan.nb, np = d->nparam_slots;
   /* The last step's handles: complete if the caller synchronised. */
-  TRY(drain(d->c, d->grad_req, nb));
-  TRY(drain(d->pc, d->param_req, np));
-  clear(d->ev_ready, nb);
-  clear(d->ev_cstart, nb);
-  clear(d->ev_cend, nb);
-  clear(d->ev_pready, np);
-  clear(d->ev_pstart, np);
-  clear(d->ev_pend, np);
+  TRY(drain(d->c, &d->gs));
+  TRY(drain(d->pc, &d->ps));
+  dp_slots *both[] = {&d->gs, &d->ps};
+  for (int k = 0; k < 2; k++) {
+    clear(both[k]->ready, both[k]->n);
+    clear(both[k]->start, both[k]->n);
+    clear(both[k]->end, both[k]->n);
+  }
   clear(d->ev_view, d->m.nviews);
   dp_event *one[] = {&d->ev_bwd0, &d->ev_bwd_end, &d->ev_comm_done,
                      &d->ev_opt0, &d->ev_param_done, &d->ev_opt_end};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
     dp_event_clear(one[i]);
-  d->nissued = d->nparam_issued = d->nhooks = 0;
+  d->gs.nissued = d->ps.nissued = d->nhooks = 0;
   d->gate_head = d->gate_tail = d->head_op = 0;
   d->bwd_ended = 0;
   d->grad_bytes = d->param_bytes = d->wire_bytes = 0;
@@ -426,8 +419,7 @@ int ddp_finish_gradient_synchronization(ddp *d) {
     }
   }
   TRY(pump(d, 1));
-  TRY(ddp_complete(d, d->c, d->cstream, d->grad_req, d->issue_order,
-                   d->nissued, d->ev_cend, &d->ev_comm_done));
+  TRY(ddp_complete(d, d->c, d->cstream, &d->gs, &d->ev_comm_done));
   if (d->sched.compute_waits_comm)
     TRY(dp_stream_wait(d->kstream, &d->ev_comm_done));
   return 0;
@@ -441,9 +433,9 @@ static int step_ops(ddp *d) {
   if (s->compute_waits_optim) {
     TRY(ddp_join(d, &d->ev_odone, d->ostream));
   } else {
-    int n = s->in_issue_order ? d->nissued : d->plan.nb;
+    int n = s->in_issue_order ? d->gs.nissued : d->plan.nb;
     for (int k = 0; k < n; k++) {
-      int i = s->in_issue_order ? d->issue_order[k] : k;
+      int i = s->in_issue_order ? d->gs.order[k] : k;
       const dp_stage *t = &s->st[i];
       for (int j = t->nlaunch; j < t->nops; j++) TRY(run_op(d, i, j));
     }
@@ -462,8 +454,7 @@ int ddp_optimizer_step(ddp *d) {
     d->step++;
     if (d->m.set_step_count) d->m.set_step_count(d->m.impl, d->step);
     if (d->sched.param_ops) {
-      TRY(ddp_complete(d, d->pc, d->pstream, d->param_req, d->param_order,
-                       d->nparam_issued, d->ev_pend, &d->ev_param_done));
+      TRY(ddp_complete(d, d->pc, d->pstream, &d->ps, &d->ev_param_done));
       TRY(dp_stream_wait(d->kstream, &d->ev_param_done));
     }
   }
@@ -479,18 +470,17 @@ int ddp_schedule_print(const ddp *d, FILE *f) {
 
 /* ---- the step's information -------------------------------------------------- */
 
-/* The n operations of slots order[0..n) from their start and end events:
- * out[k], the sum of their durations, and the latest end (NaN: none). */
-static int op_times(const dp_event *t0, const int *order, int n,
-                    const dp_event *ev_start, const dp_event *ev_end,
-                    ddp_op_time *out, double *sum, double *last_end) {
+/* The collectives issued in s, from their start and end events: s->times
+ * in issue order, the sum of their durations, the latest end (NaN: none). */
+static int op_times(const dp_event *t0, dp_slots *s, double *sum,
+                    double *last_end) {
   *last_end = NAN;
-  for (int k = 0; k < n; k++) {
-    int i = order[k];
-    ddp_op_time *o = &out[k];
+  for (int k = 0; k < s->nissued; k++) {
+    int i = s->order[k];
+    ddp_op_time *o = &s->times[k];
     o->bucket = i;
-    TRY(dp_event_ms(t0, &ev_start[i], &o->start_ms));
-    TRY(dp_event_ms(t0, &ev_end[i], &o->end_ms));
+    TRY(dp_event_ms(t0, &s->start[i], &o->start_ms));
+    TRY(dp_event_ms(t0, &s->end[i], &o->end_ms));
     *sum += o->end_ms - o->start_ms;
     if (isnan(*last_end) || o->end_ms > *last_end) *last_end = o->end_ms;
   }
@@ -509,16 +499,14 @@ int ddp_step_info_get(ddp *d, ddp_step_info *s) {
   s->hook_view = d->hook_view;
   s->hook_ms = d->hook_ms;
   double last_end;
-  TRY(op_times(t0, d->issue_order, d->nissued, d->ev_cstart, d->ev_cend,
-               d->grad_times, &s->grad_comm_ms, &last_end));
-  s->ngrad_ops = d->nissued;
-  s->grad_ops = d->grad_times;
-  s->exposed_ms = d->nissued == 0 ? 0
+  TRY(op_times(t0, &d->gs, &s->grad_comm_ms, &last_end));
+  s->ngrad_ops = d->gs.nissued;
+  s->grad_ops = d->gs.times;
+  s->exposed_ms = d->gs.nissued == 0 ? 0
                   : last_end > s->bwd_end_ms ? last_end - s->bwd_end_ms : 0;
-  TRY(op_times(t0, d->param_order, d->nparam_issued, d->ev_pstart,
-               d->ev_pend, d->param_times, &s->param_comm_ms, &last_end));
-  s->nparam_ops = d->nparam_issued;
-  s->param_ops = d->param_times;
+  TRY(op_times(t0, &d->ps, &s->param_comm_ms, &last_end));
+  s->nparam_ops = d->ps.nissued;
+  s->param_ops = d->ps.times;
   double a, b;
   TRY(dp_event_ms(t0, &d->ev_opt0, &a));
   TRY(dp_event_ms(t0, &d->ev_opt_end, &b));

@@ -8,6 +8,18 @@
 #include "parallel/dp_events.h"
 #include "parallel/stages.h"
 
+/* Collectives of one communicator, one slot each: its request, events
+ * around it (start, end on the communicator's stream; ready where what it
+ * waits for was queued) and the order they were issued in this step. */
+typedef struct dp_slots {
+  int n;
+  comm_req **req;          /* [n] */
+  dp_event *ready, *start, *end;   /* [n] */
+  int *order;              /* [n] slots in issue order */
+  int nissued;
+  ddp_op_time *times;      /* [n] ddp_step_info_get's */
+} dp_slots;
+
 struct ddp {
   comm *c;                 /* gradient collectives */
   comm *pc;                /* parameter collectives (c unless given one) */
@@ -51,20 +63,12 @@ struct ddp {
   dp_plan plan;
   long long step;          /* optimizer steps taken */
 
-  /* Gradient collectives: one slot per bucket. */
-  comm_req **grad_req;     /* [nb] */
-  dp_event *ev_ready;      /* [nb] compute: the bucket is final */
-  dp_event *ev_cstart, *ev_cend;   /* [nb] comm stream around the op */
-  int *issue_order;        /* [nb] bucket indices in issue order */
-  int nissued;
-
-  /* Parameter collectives (sharded: one broadcast per owner; zero1: one
-   * all-gather per bucket). */
-  int nparam_slots;        /* max(nb, world) */
-  comm_req **param_req;
-  dp_event *ev_pready, *ev_pstart, *ev_pend;
-  int *param_order;
-  int nparam_issued;
+  dp_slots gs;             /* gradient collectives: slot i for bucket i;
+                              ready[i] on compute: the bucket is final */
+  dp_slots ps;             /* parameter collectives (sharded: one
+                              broadcast per owner, zero1: one all-gather
+                              per bucket; max(nb, world) slots); ready[i]:
+                              the update it sends is done */
 
   /* Backward timeline. */
   dp_event *ev_view;       /* [nviews] compute, at each hook */
@@ -81,7 +85,6 @@ struct ddp {
 
   /* Step information scratch (ddp_step_info_get). */
   double *hook_ms;
-  ddp_op_time *grad_times, *param_times;
   double grad_bytes, param_bytes, wire_bytes;
 };
 
@@ -89,11 +92,10 @@ struct ddp {
 /* Engine memory under `tag` that can join a symmetric window of c. */
 int ddp_window_alloc(ddp *d, comm *c, size_t bytes, const char *tag,
                      void **p);
-/* The n collectives issued on c, slots order[0..n) of req: on GPUs `done`
- * recorded on `stream` after them; on CPUs each waited for in that order,
- * its end recorded in ev_end[slot], then `done`. */
-int ddp_complete(ddp *d, comm *c, void *stream, comm_req **req,
-                 const int *order, int n, dp_event *ev_end, dp_event *done);
+/* The collectives issued on c in slots s: on GPUs `done` recorded on
+ * `stream` after them; on CPUs each waited for in issue order, its end
+ * recorded, then `done`. */
+int ddp_complete(ddp *d, comm *c, void *stream, dp_slots *s, dp_event *done);
 /* `done` recorded on stream, and the compute stream waits for it. */
 int ddp_join(ddp *d, dp_event *done, void *stream);
 

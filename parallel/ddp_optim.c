@@ -93,23 +93,23 @@ static int on_optim_stream(ddp *d, int i, int cap) {
  * whole GPU once the host has seen backward end. */
 int ddp_optim_bucket(ddp *d, int i) {
   /* gated: cend already complete, so the wait is never pending */
-  TRY(dp_stream_wait(d->ostream, &d->ev_cend[i]));
+  TRY(dp_stream_wait(d->ostream, &d->gs.end[i]));
   int cap = d->sched.st[i].capped && !d->bwd_ended ? d->adamw_sms : 0;
   TRY(on_optim_stream(d, i, cap));
   return 0;
 }
 
 int ddp_param_begin(ddp *d, int k, void *stream) {
-  TRY(dp_event_record(&d->ev_pready[k], stream));
-  TRY(dp_stream_wait(d->pstream, &d->ev_pready[k]));
-  TRY(dp_event_record(&d->ev_pstart[k], d->pstream));
-  ASSERT(d->param_req[k] == NULL);
+  TRY(dp_event_record(&d->ps.ready[k], stream));
+  TRY(dp_stream_wait(d->pstream, &d->ps.ready[k]));
+  TRY(dp_event_record(&d->ps.start[k], d->pstream));
+  ASSERT(d->ps.req[k] == NULL);
   return 0;
 }
 
 int ddp_param_end(ddp *d, int k) {
-  if (d->gpu) TRY(dp_event_record(&d->ev_pend[k], d->pstream));
-  d->param_order[d->nparam_issued++] = k;
+  if (d->gpu) TRY(dp_event_record(&d->ps.end[k], d->pstream));
+  d->ps.order[d->ps.nissued++] = k;
   return 0;
 }
 
@@ -119,11 +119,11 @@ int ddp_optim_gather(ddp *d, int i) {
   dp_bucket *b = &d->plan.b[i];
   size_t chunk = b->count / W, lo = b->start + (size_t)d->rank * chunk;
   if (!d->sched.st[i].gated)
-    TRY(dp_stream_wait(d->pstream, &d->ev_pready[i]));
-  TRY(dp_event_record(&d->ev_pstart[i], d->pstream));
-  ASSERT(d->param_req[i] == NULL);
+    TRY(dp_stream_wait(d->pstream, &d->ps.ready[i]));
+  TRY(dp_event_record(&d->ps.start[i], d->pstream));
+  ASSERT(d->ps.req[i] == NULL);
   TRY(comm_allgather_f32(d->pc, d->m.params + lo, d->m.params + b->start,
-                         chunk, &d->param_req[i]));
+                         chunk, &d->ps.req[i]));
   d->param_bytes += (double)b->count * 4;
   d->wire_bytes += (double)b->count * 4 * (W - 1) / W;
   TRY(ddp_param_end(d, i));

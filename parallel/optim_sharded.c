@@ -49,7 +49,7 @@ static int step(ddp *d) {
     size_t lo = d->own_lo[r], n = d->own_hi[r] - d->own_lo[r];
     if (n == 0) continue;
     TRY(ddp_param_begin(d, r, d->kstream));
-    TRY(comm_broadcast_f32(d->pc, m->params + lo, n, r, &d->param_req[r]));
+    TRY(comm_broadcast_f32(d->pc, m->params + lo, n, r, &d->ps.req[r]));
     d->param_bytes += (double)n * 4;
     d->wire_bytes += (double)n * 4 * (d->world - 1) / d->world;
     TRY(ddp_param_end(d, r));
