@@ -430,9 +430,8 @@ int ddp_finish_gradient_synchronization(ddp *d) {
  * run now; then the optimizer form's own step. */
 static int step_ops(ddp *d) {
   const dp_schedule *s = &d->sched;
-  if (s->compute_waits_optim) {
-    TRY(ddp_join(d, &d->ev_odone, d->ostream));
-  } else {
+  if (s->compute_waits_optim) TRY(ddp_join(d, &d->ev_odone, d->ostream));
+  if (s->ops_in_step) {
     int n = s->in_issue_order ? d->gs.nissued : d->plan.nb;
     for (int k = 0; k < n; k++) {
       int i = s->in_issue_order ? d->gs.order[k] : k;

@@ -83,6 +83,7 @@ int dp_schedule_make(dp_schedule *s, ddp_strategy strategy, ddp_optimizer o,
       if (of->chunked && !b->tail) add(t, DP_OP_ALLGATHER_PARAMS, DP_PARAM);
     }
     t->nlaunch = early ? t->nops : 1;
+    s->ops_in_step |= t->nlaunch < t->nops;
   }
   s->compute_waits_comm = gpu && !sy->copies;
   s->model_step = of->model_step && !sy->copies;
@@ -105,7 +106,6 @@ void dp_schedule_print(const dp_schedule *s, FILE *f) {
           "%s streams\n", ddp_strategy_names[s->strategy],
           ddp_optimizer_names[s->opt], ddp_sync_names[s->sync], s->world,
           s->gpu ? "CUDA" : "no");
-  int later = 0;
   for (int i = 0; i < s->plan->nb; i++) {
     const dp_bucket *b = &s->plan->b[i];
     const dp_stage *t = &s->st[i];
@@ -119,7 +119,6 @@ void dp_schedule_print(const dp_schedule *s, FILE *f) {
             t->gated ? ", host-gated" : "");
     ops(t, 0, t->nlaunch, f);
     if (t->nlaunch < t->nops) {
-      later = 1;
       fprintf(f, "; in step: ");
       ops(t, t->nlaunch, t->nops, f);
     }
@@ -133,7 +132,7 @@ void dp_schedule_print(const dp_schedule *s, FILE *f) {
   fprintf(f, "  step:");
   if (s->model_step) fprintf(f, " the model's own adamw on compute");
   if (s->compute_waits_optim) fprintf(f, " compute waits for optimizer;");
-  if (later)
+  if (s->ops_in_step)
     fprintf(f, " the buckets' in %s order;",
             s->in_issue_order ? "issue" : "bucket");
   if (s->owned)

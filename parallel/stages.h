@@ -87,8 +87,8 @@ typedef struct dp_schedule {
                               nothing else) */
   int compute_waits_optim; /* GPU: waits for the optimizer stream, where
                               every bucket's update was queued */
-  int in_issue_order;      /* the buckets' remaining ops in issue order
-                              (else bucket order) */
+  int ops_in_step;         /* some bucket has ops left for the step ... */
+  int in_issue_order;      /* ... run in issue order (else bucket order) */
   int owned;               /* sharded: AdamW on this rank's views, then a
                               broadcast of each owner's run */
   int param_ops;           /* then waits for the parameter collectives */

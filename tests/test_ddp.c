@@ -386,7 +386,8 @@ static void schedules(void) {
                         2, 0, &p), "schedule");
   ar.when = DP_AT_HOOK;
   check(p.nb == 3 && stage_is(&s.st[0], ar) && stage_is(&s.st[1], off) &&
-            stage_is(&s.st[2], ar) && !s.model_step && s.owned &&
+            stage_is(&s.st[2], ar) && !s.model_step && !s.ops_in_step &&
+            s.owned &&
             s.param_ops && !s.compute_waits_comm,
         "schedule overlap + sharded: an all-reduce at each hook but the "
         "frozen view's, then owned AdamW and broadcasts");
@@ -403,7 +404,8 @@ static void schedules(void) {
                         DP_OP_ALLGATHER_PARAMS},
                  .on = {DP_COMM, DP_COMPUTE, DP_PARAM}};
   check(p.nb == 2 && stage_is(&s.st[0], rs) && stage_is(&s.st[1], rs) &&
-            !s.model_step && !s.in_issue_order && s.compute_waits_comm &&
+            !s.model_step && s.ops_in_step && !s.in_issue_order &&
+            s.compute_waits_comm &&
             !s.compute_waits_optim && s.param_ops && !s.owned,
         "schedule bucketed + zero1: reduce-scatter at each hook; AdamW on "
         "the chunk and all-gather in the step, bucket order");
@@ -463,7 +465,8 @@ static void schedules(void) {
                    .nlaunch = 1,
                    .op = {DP_OP_ALLTOALL, DP_OP_ADAMW, DP_OP_ALLGATHER_PARAMS},
                    .on = {DP_COMM, DP_COMPUTE, DP_PARAM}};
-  check(stage_is(&s.st[0], a2a) && s.in_issue_order && !s.compute_waits_optim,
+  check(stage_is(&s.st[0], a2a) && s.ops_in_step && s.in_issue_order &&
+            !s.compute_waits_optim,
         "schedule flat + zero1 + alltoall on CPUs: after backward, the "
         "update and all-gather in the step, in issue order");
   dp_schedule_free(&s);
