@@ -2,15 +2,15 @@
  * step's schedule (stages.h) built once and executed, and the step's
  * timeline.
  *
- * Executing a bucket's stage: launching bucket b records ready[b] on the
- * compute stream (at its hook, or in finish: the stage's `when`); then
- *   not gated: the comm stream waits for ready[b]; op 0 (the collective,
- *              cstart[b] and cend[b] recorded around it on the comm
+ * Executing a bucket's stage: launching bucket b records gs.ready[b] on
+ * the compute stream (at its hook, or in finish: the stage's `when`); then
+ *   not gated: the comm stream waits for gs.ready[b]; op 0 (the collective,
+ *              gs.start[b] and gs.end[b] recorded around it on the comm
  *              stream) and the other ops queued at launch, each ordered
  *              after the one before by an event the next stream waits for;
  *   gated:     b joins a queue; at every hook and in finish the host issues
  *              the head's next op once it sees the event before it
- *              complete (cudaEventQuery: ready, then cend, then pready),
+ *              complete (cudaEventQuery: gs.ready, gs.end, ps.ready),
  *              so no stream waits on the device while backward runs.
  *              Measured on 2 x H200 (reports/data/ddp_diag.csv): the comm
  *              stream's pending waits cost backward 3.5 ms a step with no
@@ -93,7 +93,7 @@ static int issue(ddp *d, int i) {
 }
 
 /* Op k of bucket i's stage. An update followed by a parameter collective
- * records pready[i] on its stream: what the collective waits for (gated:
+ * records ps.ready[i] on its stream: what the collective waits for (gated:
  * what the host sees complete first). */
 static int run_op(ddp *d, int i, int k) {
   const dp_stage *t = &d->sched.st[i];

@@ -117,7 +117,7 @@ int ddp_optim_bucket(ddp *d, int i);
  * and its end. */
 int ddp_param_begin(ddp *d, int k, void *stream);
 int ddp_param_end(ddp *d, int k);
-/* The op DP_OP_ALLGATHER_PARAMS of bucket i, after ev_pready[i] (gated:
+/* The op DP_OP_ALLGATHER_PARAMS of bucket i, after ps.ready[i] (gated:
  * seen complete by the host; else waited for on the device). */
 int ddp_optim_gather(ddp *d, int i);
 

@@ -92,7 +92,7 @@ static int on_optim_stream(ddp *d, int i, int cap) {
  * bucket's parameters no more (model_grad_hook). A capped stage takes the
  * whole GPU once the host has seen backward end. */
 int ddp_optim_bucket(ddp *d, int i) {
-  /* gated: cend already complete, so the wait is never pending */
+  /* gated: gs.end already complete, so the wait is never pending */
   TRY(dp_stream_wait(d->ostream, &d->gs.end[i]));
   int cap = d->sched.st[i].capped && !d->bwd_ended ? d->adamw_sms : 0;
   TRY(on_optim_stream(d, i, cap));

@@ -60,7 +60,8 @@ int dp_schedule_make(dp_schedule *s, ddp_strategy strategy, ddp_optimizer o,
   }
   const dp_sync_form *sy = dp_sync_forms[y];
   const dp_optim_form *of = dp_optim_forms[o];
-  ASSERT(!of->chunked || sy->chunked != DP_NOPS);
+  /* ddp_check_combination allows only these */
+  ASSERT((of->chunked ? sy->chunked : sy->whole) != DP_NOPS);
   int per_bucket = of->per_bucket || sy->copies;
   /* on GPUs a bucket's update as soon as its copies arrived: during
    * backward, on the optimizer's stream */
