@@ -335,8 +335,8 @@ static void slots_free(dp_slots *s) {
 void ddp_destroy(ddp *d) {
   if (!d) return;
   int nv = d->m.nviews;
-  if (drain(d->c, &d->gs) < 0 || drain(d->pc, &d->ps) < 0)
-    err_trace(__FILE__, __LINE__);
+  if (drain(d->c, &d->gs) < 0) err_trace(__FILE__, __LINE__);
+  if (drain(d->pc, &d->ps) < 0) err_trace(__FILE__, __LINE__);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
   dp_stream_destroy(d->ostream);
   dp_event_destroy(&d->ev_odone);
