@@ -9,30 +9,42 @@
  *     ddp_optimizer_step
  * Weights are broadcast from rank 0 by ddp_create, so ranks start equal.
  * Each rank's loss is the mean over its slice; the gradient of the global
- * mean is the average of the ranks' gradients, so every bucket is
- * all-reduced with COMM_AVG (NCCL's ncclAvg divides inside the reduction;
- * no separate 1/W pass over the gradients).
+ * mean is the average of the ranks' gradients (COMM_AVG: NCCL's ncclAvg
+ * divides inside the reduction, no separate 1/W pass).
  *
- * Strategies (how gradients are averaged):
- *   naive     after backward, one all-reduce per parameter tensor
- *   flat      after backward, one all-reduce of the whole flat buffer
- *   overlap   one all-reduce per tensor, started from the backward hook the
+ * Three settings choose the stages of a step (parallel/stages.h), and
+ * ddp_create turns them, with the bucket plan (buckets.h), into a schedule:
+ * per bucket, when its gradient collective is issued, the operations that
+ * follow it and the stream of each; then what finish and the optimizer
+ * step do. The step executes that schedule (ddp.c); ddp_schedule_print
+ * shows it, and tests/test_ddp.c checks it for the settings below.
+ *
+ * Strategies (which buckets, and when each is issued):
+ *   naive     one bucket per parameter tensor, issued after backward
+ *   flat      one bucket for everything, issued after backward
+ *   overlap   one bucket per tensor, issued from the backward hook the
  *             moment that tensor's gradient is final
  *   bucketed  tensors grouped in reverse order into buckets of at most
  *             bucket_mib MiB (2^20 bytes, as PyTorch's bucket_cap_mb), each
- *             bucket's all-reduce started when its last gradient is final
- * Optimizers:
- *   adamw     the model's own AdamW, full state on every rank
+ *             issued from the hook that makes its last gradient final
+ * Optimizers (parallel/optim_*.c):
+ *   adamw     the model's own AdamW, full state on every rank (or, when
+ *             the gradients arrive as W copies, grad_sync allgather, its
+ *             own full state and AdamW per bucket, averaging the copies)
  *   sharded   the handout's form: whole tensors assigned to ranks
  *             (contiguous runs balanced by size); each rank keeps AdamW
  *             state for its own, updates them, then each owner broadcasts
  *             its updated run. Gradients are all-reduced by any strategy.
- *   zero1     ZeRO stage 1: each bucket is reduce-scattered (in place)
- *             instead of all-reduced, AdamW runs on this rank's chunk of
- *             every bucket, and the chunks are all-gathered (in place).
+ *   zero1     ZeRO stage 1: buckets cut at multiples of W; each bucket is
+ *             reduce-scattered (in place) instead of all-reduced, AdamW
+ *             runs on this rank's chunk of every bucket, and the chunks
+ *             are all-gathered (in place); the last nparams mod W elements
+ *             (the tail) are all-reduced and updated on every rank.
  *             Allowed with flat and bucketed only (ddp_check_combination).
- * Gradient synchronisation (grad_sync), how each bucket is averaged:
- *   allreduce  an all-reduce with COMM_AVG in place (NCCL: kernels on SMs)
+ * Gradient synchronisation (grad_sync, parallel/sync_*.c), the collective
+ * that moves a bucket and how AdamW reads what it left:
+ *   allreduce  an all-reduce with COMM_AVG in place (NCCL: kernels on SMs);
+ *              zero1's reduce-scatter. AdamW reads the mean in place.
  *   allgather  every rank's raw bucket is all-gathered, in place, into a
  *              buffer of W copies ("grads.gathered", W x the gradients;
  *              bucket b's copies side by side at W*start), and AdamW
@@ -43,15 +55,8 @@
  *              bytes as a ring all-reduce. On NCCL >= 2.28 with a zero-CTA
  *              communicator (comm_options.zero_cta) the buffer is a
  *              symmetric window (comm_sym_alloc) and the copy engines move
- *              the bytes: backward keeps every SM. On GPUs each bucket's
- *              AdamW is queued as soon as the host sees the bucket's
- *              all-gather finished (ddp.c: gated issue), on a stream of
- *              its own (least priority, below the compute stream), so
- *              the optimizer runs during backward (as PyTorch DDP's
- *              _register_fused_optim does): the hook fires only once
- *              backward reads the bucket's parameters no more. Allowed
- *              with optimizer adamw only (its state is then kept here, full
- *              size, on every rank); any strategy.
+ *              the bytes: backward keeps every SM. Allowed with optimizer
+ *              adamw only; any strategy.
  *   alltoall   ZeRO-1's reduce-scatter without the reduction: each bucket's
  *              raw gradients go through an all-to-all, so rank r receives
  *              chunk r of every rank's bucket ("grads.received", the W
@@ -63,14 +68,20 @@
  *              (dp_model.place_params), the gradients to one of their own
  *              ("grads.sym", same offsets). On NCCL >= 2.28 with zero-CTA
  *              communicators, those two and the received copies are
- *              symmetric windows, so the copy engines move all of it. On
- *              GPUs, as with allgather, each bucket's AdamW (and then the
- *              all-gather of its chunk) is queued as the bucket is
- *              launched, so the optimizer step runs during backward; a
- *              rank's all-gather writes into a peer's weights only after
- *              that peer took part in the bucket's all-to-all, so after its
- *              backward read them last. Allowed with optimizer zero1 only
- *              (so flat or bucketed).
+ *              symmetric windows, so the copy engines move all of it.
+ *              Allowed with optimizer zero1 only (so flat or bucketed).
+ * Where the gradients arrive as copies (allgather, alltoall) on GPUs, each
+ * bucket's AdamW (and with zero1 then the all-gather of its chunk) is
+ * queued as soon as the bucket's collective is done, on a stream of its
+ * own (least priority, below the compute stream), so the optimizer runs
+ * during backward (as PyTorch DDP's _register_fused_optim does): safe
+ * because the hook fires only once backward reads the bucket's parameters
+ * no more, and a rank's all-gather writes into a peer's weights only after
+ * that peer took part in the bucket's collective. From the hook those
+ * stages are gated: the host issues each operation once it sees the one
+ * before complete, so no stream waits on the device while backward runs
+ * (ddp.c says what that measured). Elsewhere the updates run in
+ * ddp_optimizer_step, after every gradient collective.
  * Everything communicated is fp32: gradients (fp32 in every precision, the
  * project's mixed-precision policy keeps master weights and gradients fp32)
  * and parameters. At world size 1 nothing is communicated and every
@@ -78,14 +89,17 @@
  *
  * On GPUs (NCCL comm, CUDA engine): collectives run on the communicator's
  * stream, each ordered after the compute stream by an event recorded in the
- * hook (cudaEventRecord / cudaStreamWaitEvent), never by a host wait; the
- * compute stream waits the same way for the communication before the
- * optimizer and before the next forward. Wait handles are released at the
- * next ddp_begin_step (complete by then when the caller synchronised).
+ * hook (cudaEventRecord / cudaStreamWaitEvent) or seen complete by the
+ * host, never by a host wait; the compute stream waits the same way for
+ * the communication before the optimizer and before the next forward.
+ * Wait handles are released at the next ddp_begin_step (complete by then
+ * when the caller synchronised).
  * On CPUs (MPI comm, CPU engine) collectives are MPI non-blocking calls
  * completed in finish / optimizer_step. */
 #ifndef TL_DDP_H
 #define TL_DDP_H
+
+#include <stdio.h>
 
 #include "collective/comm.h"
 #include "parallel/dp_model.h"
@@ -134,6 +148,10 @@ int ddp_optimizer_step(ddp *d);
  * 57.6-58.5 to 56.0-56.9 ms (reports/data/ddp_adamw_cap.csv). Other
  * forms: ignored. */
 int ddp_set_adamw_sms(ddp *d, int n);
+/* The step's schedule (stages.h) as text: per bucket when it is issued and
+ * its operations on their streams, then what finish and the optimizer step
+ * do. */
+int ddp_schedule_print(const ddp *d, FILE *f);
 
 /* What the last step did, read after the caller synchronised the engine
  * (eng_sync) following ddp_optimizer_step. Times in ms from the step's

@@ -13,19 +13,38 @@
 #include "common/check_cuda.h"
 #endif
 
+/* A CUDA event (timing enabled) or, stream, a non-blocking stream of the
+ * lowest priority, on the current device, in *out; `who` fails when built
+ * without CUDA. */
+static int cuda_create(int stream, void **out, const char *who) {
+#ifdef HAVE_CUDA
+  (void)who;
+  if (stream) {
+    int least = 0, greatest = 0;
+    cudaStream_t s;
+    CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CHECK_CUDA(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+    *out = s;
+  } else {
+    cudaEvent_t e;
+    CHECK_CUDA(cudaEventCreate(&e));
+    *out = e;
+  }
+  return 0;
+#else
+  (void)stream;
+  (void)out;
+  FAIL(ERR_FAIL, "%s: built without CUDA", who);
+#endif
+}
+
 int dp_event_init(dp_event *x, int gpu) {
   x->ev = NULL;
   x->t = 0;
   x->recorded = 0;
   if (!gpu) return 0;
-#ifdef HAVE_CUDA
-  cudaEvent_t e;
-  CHECK_CUDA(cudaEventCreate(&e));
-  x->ev = e;
+  TRY(cuda_create(0, &x->ev, "dp_event_init"));
   return 0;
-#else
-  FAIL(ERR_FAIL, "dp_event_init: built without CUDA");
-#endif
 }
 
 void dp_event_destroy(dp_event *x) {
@@ -76,16 +95,8 @@ int dp_stream_wait(void *stream, const dp_event *x) {
 
 int dp_stream_create(void **stream) {
   *stream = NULL;
-#ifdef HAVE_CUDA
-  int least = 0, greatest = 0;
-  cudaStream_t s;
-  CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  CHECK_CUDA(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
-  *stream = s;
+  TRY(cuda_create(1, stream, "dp_stream_create"));
   return 0;
-#else
-  FAIL(ERR_FAIL, "dp_stream_create: built without CUDA");
-#endif
 }
 
 void dp_stream_destroy(void *stream) {

@@ -46,6 +46,22 @@ typedef struct dp_model {
   void (*set_step_count)(void *impl, long long step);
 } dp_model;
 
+/* d = the calls of `calls` (a dp_model whose data fields are ignored) over
+ * the model impl on e, its buffers and views. */
+static inline void dp_model_bind(dp_model *d, const dp_model *calls,
+                                 void *impl, engine *e, float *params,
+                                 float *grads, size_t nparams,
+                                 const tensor_view *views, int nviews) {
+  *d = *calls;
+  d->impl = impl;
+  d->e = e;
+  d->params = params;
+  d->grads = grads;
+  d->nparams = nparams;
+  d->views = views;
+  d->nviews = nviews;
+}
+
 /* The LM: every view has a gradient. */
 void dp_model_lm(dp_model *d, model *m);
 /* The toy (model/toy.h), built on engine e. */

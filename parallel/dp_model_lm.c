@@ -22,19 +22,15 @@ static void lm_set_steps(void *impl, long long s) {
   model_set_step_count(impl, s);
 }
 
+static const dp_model lm_calls = {
+    .has_grad = lm_has_grad, .zero_grad = lm_zero_grad,
+    .set_grad_hook = lm_set_hook, .place_grads = lm_place,
+    .place_params = lm_place_params, .adamw_step = lm_adamw,
+    .step_count = lm_steps, .set_step_count = lm_set_steps};
+
 void dp_model_lm(dp_model *d, model *m) {
-  d->impl = m;
-  d->e = model_engine(m);
-  d->params = model_params_writable(m);
-  d->grads = model_grads(m);
-  d->nparams = model_nparams(m);
-  d->views = model_views(m, &d->nviews);
-  d->has_grad = lm_has_grad;
-  d->zero_grad = lm_zero_grad;
-  d->set_grad_hook = lm_set_hook;
-  d->place_grads = lm_place;
-  d->place_params = lm_place_params;
-  d->adamw_step = lm_adamw;
-  d->step_count = lm_steps;
-  d->set_step_count = lm_set_steps;
+  int nviews = 0;
+  const tensor_view *views = model_views(m, &nviews);
+  dp_model_bind(d, &lm_calls, m, model_engine(m), model_params_writable(m),
+                model_grads(m), model_nparams(m), views, nviews);
 }

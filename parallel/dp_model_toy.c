@@ -21,19 +21,14 @@ static int toy_adamw(void *impl, const adamw_config *o) {
   return toy_adamw_step(impl, o);
 }
 
+static const dp_model toy_calls = {
+    .has_grad = toy_grad, .zero_grad = toy_zero, .set_grad_hook = toy_hook,
+    .place_grads = toy_place, .place_params = toy_place_w,
+    .adamw_step = toy_adamw};   /* no step count of its own */
+
 void dp_model_toy(dp_model *d, toy *t, engine *e) {
-  d->impl = t;
-  d->e = e;
-  d->params = toy_params(t);
-  d->grads = toy_grads(t);
-  d->nparams = toy_nparams(t);
-  d->views = toy_views(t, &d->nviews);
-  d->has_grad = toy_grad;
-  d->zero_grad = toy_zero;
-  d->set_grad_hook = toy_hook;
-  d->place_grads = toy_place;
-  d->place_params = toy_place_w;
-  d->adamw_step = toy_adamw;
-  d->step_count = NULL;
-  d->set_step_count = NULL;
+  int nviews = 0;
+  const tensor_view *views = toy_views(t, &nviews);
+  dp_model_bind(d, &toy_calls, t, e, toy_params(t), toy_grads(t),
+                toy_nparams(t), views, nviews);
 }

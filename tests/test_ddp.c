@@ -43,7 +43,9 @@
  *   bf16: cuBLAS may pick other algorithms for the smaller per-rank
  *   products, and a product input can round to a neighbouring bf16 value.
  * Also: the combinations ddp.h rejects are rejected; bucket plans cover
- * the buffer exactly once. */
+ * the buffer exactly once; the step's schedule (stages.h) for several
+ * settings, CUDA streams or not, is the one ddp.h describes, op by op, and
+ * prints as expected; each case's ddp prints one line per bucket. */
 #include "config.h"
 
 #include <math.h>
@@ -58,6 +60,7 @@
 #include "parallel/buckets.h"
 #include "parallel/ddp.h"
 #include "parallel/dp_model.h"
+#include "parallel/stages.h"
 #include "tests/testlib.h"
 
 #ifdef HAVE_MPI
@@ -179,6 +182,25 @@ static void reference(ctx *x) {
   net_destroy(&n);
 }
 
+/* Lines of ddp_schedule_print that describe a communicated bucket. */
+static int schedule_lines(const ddp *d) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) hard(ERR_FAIL, "open_memstream");
+  hard(ddp_schedule_print(d, f), "ddp_schedule_print");
+  fclose(f);
+  int n = 0;
+  for (char *l = buf; l && *l;) {
+    char *nl = strchr(l, '\n');
+    if (nl) *nl = '\0';
+    if (strncmp(l, "  bucket ", 9) == 0 && !strstr(l, "inactive")) n++;
+    l = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  return n;
+}
+
 /* ddp_set_adamw_sms for the next cases (grad_sync allgather) */
 static int adamw_sms;
 
@@ -247,6 +269,9 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
     check(info.ngrad_ops == info.nbuckets && info.nbuckets > 0,
           "%s: %d gradient collectives per step, one per active bucket (%d)",
           name, info.ngrad_ops, info.nbuckets);
+    int lines = schedule_lines(d);
+    check(lines == info.nbuckets, "%s: the schedule prints one line per "
+          "active bucket (%d)", name, lines);
   }
   /* ddp_destroy gives placed weights back to the model, values kept */
   ddp_destroy(d);
@@ -289,6 +314,179 @@ static void plans(void) {
             p.b[p.nb - 1].count == 2,
         "ZeRO-1 plan over 4 ranks: buckets of multiples of 4 tile the "
         "buffer, then a tail of 22 mod 4 = 2");
+  dp_plan_free(&p);
+}
+
+/* Stage t as expected: the fields that mean something for its ops. */
+static int stage_is(const dp_stage *t, dp_stage w) {
+  if (t->active != w.active) return 0;
+  if (!w.active) return t->nops == 0;
+  int ok = t->when == w.when && t->gated == w.gated && t->nops == w.nops &&
+           t->nlaunch == w.nlaunch && t->capped == w.capped;
+  for (int k = 0; ok && k < w.nops; k++)
+    ok = t->op[k] == w.op[k] && t->on[k] == w.on[k];
+  return ok;
+}
+
+static char *schedule_text(const dp_schedule *s) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) hard(ERR_FAIL, "open_memstream");
+  dp_schedule_print(s, f);
+  fclose(f);
+  return buf;
+}
+
+/* The schedules of ddp.h's settings over three views of 10, 7 (no
+ * gradient) and 5 elements, buckets of at most 12 elements. */
+static void schedules(void) {
+  tensor_view v[3] = {{"a", 0, 10, 1, {10, 0}}, {"b", 10, 7, 1, {7, 0}},
+                      {"c", 17, 5, 1, {5, 0}}};
+  int g[3] = {1, 0, 1};
+  const dp_stage off = {0};
+  dp_plan p;
+  dp_schedule s;
+  char *txt;
+  int ok;
+
+  /* flat: one all-reduce after backward, the model's own AdamW */
+  hard(dp_plan_make(&p, v, 3, g, 22, dp_strategy_cap(DDP_FLAT, 0), 1), "plan");
+  hard(dp_schedule_make(&s, DDP_FLAT, DDP_OPT_ADAMW, DDP_SYNC_ALLREDUCE, 2, 1,
+                        &p), "schedule");
+  dp_stage ar = {.active = 1, .when = DP_AFTER_BACKWARD, .nops = 1,
+                 .nlaunch = 1, .op = {DP_OP_ALLREDUCE}, .on = {DP_COMM}};
+  check(p.nb == 1 && stage_is(&s.st[0], ar) && s.model_step &&
+            s.compute_waits_comm && !s.compute_waits_optim && !s.owned &&
+            !s.param_ops,
+        "schedule flat + adamw: one all-reduce after backward, the compute "
+        "stream waits for it, then the model's own AdamW");
+  txt = schedule_text(&s);
+  ok = strcmp(txt, "schedule: strategy flat, optimizer adamw, grad_sync "
+               "allreduce, 2 ranks, CUDA streams\n"
+               "  bucket 0 [0, 22): after backward: all-reduce on comm\n"
+               "  finish: compute waits for comm\n"
+               "  step: the model's own adamw on compute\n") == 0;
+  check(ok, "schedule flat + adamw prints as expected%s%s", ok ? "" : ":\n", ok ? "" : txt);
+  free(txt);
+  dp_schedule_free(&s);
+  /* one rank: nothing communicated */
+  hard(dp_schedule_make(&s, DDP_FLAT, DDP_OPT_ADAMW, DDP_SYNC_ALLREDUCE, 1, 0,
+                        &p), "schedule");
+  check(stage_is(&s.st[0], off) && s.model_step && !s.param_ops,
+        "schedule on one rank: no collective, the model's own AdamW");
+  dp_schedule_free(&s);
+  dp_plan_free(&p);
+
+  /* overlap + sharded: per-view all-reduces from the hooks, the frozen
+   * view's bucket never sent; AdamW on owned views, then broadcasts */
+  hard(dp_plan_make(&p, v, 3, g, 22, dp_strategy_cap(DDP_OVERLAP, 0), 1),
+       "plan");
+  hard(dp_schedule_make(&s, DDP_OVERLAP, DDP_OPT_SHARDED, DDP_SYNC_ALLREDUCE,
+                        2, 0, &p), "schedule");
+  ar.when = DP_AT_HOOK;
+  check(p.nb == 3 && stage_is(&s.st[0], ar) && stage_is(&s.st[1], off) &&
+            stage_is(&s.st[2], ar) && !s.model_step && !s.ops_in_step &&
+            s.owned &&
+            s.param_ops && !s.compute_waits_comm,
+        "schedule overlap + sharded: an all-reduce at each hook but the "
+        "frozen view's, then owned AdamW and broadcasts");
+  dp_schedule_free(&s);
+  dp_plan_free(&p);
+
+  /* bucketed + zero1: reduce-scatter at each bucket's hook; in the step
+   * AdamW on the chunk, then the all-gather of the chunks */
+  hard(dp_plan_make(&p, v, 3, g, 22, 12, 2), "plan");
+  hard(dp_schedule_make(&s, DDP_BUCKETED, DDP_OPT_ZERO1, DDP_SYNC_ALLREDUCE, 2,
+                        1, &p), "schedule");
+  dp_stage rs = {.active = 1, .when = DP_AT_HOOK, .nops = 3, .nlaunch = 1,
+                 .op = {DP_OP_REDUCE_SCATTER, DP_OP_ADAMW,
+                        DP_OP_ALLGATHER_PARAMS},
+                 .on = {DP_COMM, DP_COMPUTE, DP_PARAM}};
+  check(p.nb == 2 && stage_is(&s.st[0], rs) && stage_is(&s.st[1], rs) &&
+            !s.model_step && s.ops_in_step && !s.in_issue_order &&
+            s.compute_waits_comm &&
+            !s.compute_waits_optim && s.param_ops && !s.owned,
+        "schedule bucketed + zero1: reduce-scatter at each hook; AdamW on "
+        "the chunk and all-gather in the step, bucket order");
+  txt = schedule_text(&s);
+  ok = strcmp(txt, "schedule: strategy bucketed, optimizer zero1, "
+               "grad_sync allreduce, 2 ranks, CUDA streams\n"
+               "  bucket 0 [0, 10): at its hook: reduce-scatter on comm; in "
+               "step: adamw on compute -> all-gather params on param\n"
+               "  bucket 1 [10, 22): at its hook: reduce-scatter on comm; in "
+               "step: adamw on compute -> all-gather params on param\n"
+               "  finish: compute waits for comm\n"
+               "  step: the buckets' in bucket order; compute waits for "
+               "param\n") == 0;
+  check(ok, "schedule bucketed + zero1 prints as expected%s%s", ok ? "" : ":\n", ok ? "" : txt);
+  free(txt);
+  dp_schedule_free(&s);
+  dp_plan_free(&p);
+
+  /* bucketed + zero1 + alltoall over 4 ranks: on GPUs every op queued
+   * from the hook, gated by the host, the update on the optimizer stream;
+   * the tail all-reduced and updated whole; on CPUs the updates in the
+   * step, in issue order */
+  hard(dp_plan_make(&p, v, 3, g, 22, 12, 4), "plan");
+  hard(dp_schedule_make(&s, DDP_BUCKETED, DDP_OPT_ZERO1, DDP_SYNC_ALLTOALL, 4,
+                        1, &p), "schedule");
+  dp_stage a2a = {.active = 1, .when = DP_AT_HOOK, .gated = 1, .nops = 3,
+                  .nlaunch = 3,
+                  .op = {DP_OP_ALLTOALL, DP_OP_ADAMW, DP_OP_ALLGATHER_PARAMS},
+                  .on = {DP_COMM, DP_OPTIM, DP_PARAM}};
+  dp_stage tail = {.active = 1, .when = DP_AT_HOOK, .gated = 1, .nops = 2,
+                   .nlaunch = 2, .op = {DP_OP_ALLREDUCE, DP_OP_ADAMW},
+                   .on = {DP_COMM, DP_OPTIM}};
+  check(p.nb == 3 && p.b[2].tail && stage_is(&s.st[0], a2a) &&
+            stage_is(&s.st[1], a2a) && stage_is(&s.st[2], tail) &&
+            !s.compute_waits_comm && s.compute_waits_optim && s.param_ops,
+        "schedule bucketed + zero1 + alltoall on GPUs: all-to-all, AdamW on "
+        "the optimizer stream, all-gather, gated from the hook; the tail "
+        "all-reduced");
+  txt = schedule_text(&s);
+  ok = strcmp(txt, "schedule: strategy bucketed, optimizer zero1, "
+               "grad_sync alltoall, 4 ranks, CUDA streams\n"
+               "  bucket 0 [0, 8): at its hook, host-gated: all-to-all on "
+               "comm -> adamw on optimizer -> all-gather params on param\n"
+               "  bucket 1 [8, 20): at its hook, host-gated: all-to-all on "
+               "comm -> adamw on optimizer -> all-gather params on param\n"
+               "  bucket 2 [20, 22) tail: at its hook, host-gated: all-reduce "
+               "on comm -> adamw on optimizer\n"
+               "  finish: compute does not wait for comm\n"
+               "  step: compute waits for optimizer; compute waits for "
+               "param\n") == 0;
+  check(ok, "schedule bucketed + zero1 + alltoall prints as expected%s%s", ok ? "" : ":\n", ok ? "" : txt);
+  free(txt);
+  dp_schedule_free(&s);
+  hard(dp_schedule_make(&s, DDP_FLAT, DDP_OPT_ZERO1, DDP_SYNC_ALLTOALL, 4, 0,
+                        &p), "schedule");
+  a2a = (dp_stage){.active = 1, .when = DP_AFTER_BACKWARD, .nops = 3,
+                   .nlaunch = 1,
+                   .op = {DP_OP_ALLTOALL, DP_OP_ADAMW, DP_OP_ALLGATHER_PARAMS},
+                   .on = {DP_COMM, DP_COMPUTE, DP_PARAM}};
+  check(stage_is(&s.st[0], a2a) && s.ops_in_step && s.in_issue_order &&
+            !s.compute_waits_optim,
+        "schedule flat + zero1 + alltoall on CPUs: after backward, the "
+        "update and all-gather in the step, in issue order");
+  dp_schedule_free(&s);
+  dp_plan_free(&p);
+
+  /* bucketed + allgather: gathered copies averaged by AdamW on the
+   * optimizer stream, capped while backward runs */
+  hard(dp_plan_make(&p, v, 3, g, 22, 12, 1), "plan");
+  hard(dp_schedule_make(&s, DDP_BUCKETED, DDP_OPT_ADAMW, DDP_SYNC_ALLGATHER, 2,
+                        1, &p), "schedule");
+  dp_stage ag = {.active = 1, .when = DP_AT_HOOK, .gated = 1, .nops = 2,
+                 .nlaunch = 2, .capped = 1,
+                 .op = {DP_OP_ALLGATHER_GRADS, DP_OP_ADAMW},
+                 .on = {DP_COMM, DP_OPTIM}};
+  check(p.nb == 2 && p.b[1].start == 17 && stage_is(&s.st[0], ag) &&
+            stage_is(&s.st[1], ag) && !s.model_step && s.compute_waits_optim &&
+            !s.compute_waits_comm && !s.param_ops,
+        "schedule bucketed + adamw + allgather on GPUs: all-gather at the "
+        "hook, capped AdamW on the optimizer stream, gated");
+  dp_schedule_free(&s);
   dp_plan_free(&p);
 }
 
@@ -408,6 +606,7 @@ int main(int argc, char **argv) {
   batches(&x);
   if (x.rank == 0) {
     plans();
+    schedules();
     combinations();
   }
   dtype precs[] = {DT_F32, DT_BF16};
