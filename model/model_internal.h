@@ -151,7 +151,7 @@ struct model {
   /* zero_grads' memsets when placed: the views' ranges merged where they
    * touch (data parallelism places a bucket's views end to end), pairs of
    * (offset, count) from gbase. One memset per view was ~450 launches and
-   * cost the xl step 1.5 ms on an H200 (reports/data/ddp_diag2.csv). */
+   * cost the xl step about 1.5 ms on an H200. */
   size_t *zrun;
   int nzrun;
   int params_placed;  /* model_place_params: params is the caller's */

@@ -145,8 +145,7 @@ int ddp_optimizer_step(ddp *d);
  * backward's products slow backward by about as much as AdamW takes alone;
  * capped at 32 with the products shaped for the other SMs
  * (eng_reserve_sms) and the whole GPU after backward, the step went from
- * 57.6-58.5 to 56.0-56.9 ms (reports/data/ddp_adamw_cap.csv). Other
- * forms: ignored. */
+ * about 58 to about 56.5 ms. Other forms: ignored. */
 int ddp_set_adamw_sms(ddp *d, int n);
 /* The step's schedule (stages.h) as text: per bucket when it is issued and
  * its operations on their streams, then what finish and the optimizer step
