@@ -13,7 +13,8 @@
   X(toy_dtypes)  \
   X(accumulation) \
   X(ddp)         \
-  X(attention)
+  X(attention)   \
+  X(comm_accounting)
 
 #define DECLARE(name) extern const kind_def kind_##name;
 KINDS(DECLARE)
