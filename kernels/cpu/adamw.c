@@ -15,9 +15,9 @@
 
 #include <math.h>
 
-int cpu_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
-              float *v, size_t n, float lr, float b1, float b2, float eps,
-              float wd, long long t) {
+int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                   float *m, float *v, size_t n, float lr, float b1, float b2,
+                   float eps, float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   double decay = 1.0 - (double)lr * wd;

@@ -17,10 +17,9 @@ static int f32_only(const char *op, dtype t) {
   return 0;
 }
 
-static int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k,
-                         float alpha, const void *A, int lda, const void *B,
-                         int ldb, dtype in_t, float beta, void *C, int ldc,
-                         dtype ct, f32_products f32) {
+int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k, float alpha,
+                  const void *A, int lda, const void *B, int ldb, dtype in_t,
+                  float beta, void *C, int ldc, dtype ct, f32_products f32) {
   TRY(f32_only("k_matmul_ex", in_t));
   if (f32 != F32_EXACT)
     FAIL(ERR_FAIL, "k_matmul_ex: the cpu engine has no TF32 tensor cores for "
@@ -30,9 +29,9 @@ static int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k,
                     DT_F32);
 }
 
-static int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b,
-                               float *sum, const float *g, void *y, dtype yt,
-                               float *rstd, int n, int d, float eps) {
+int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
+                        const float *g, void *y, dtype yt, float *rstd, int n,
+                        int d, float eps) {
   TRY(f32_only("k_add_rmsnorm_fwd", yt));
   const float *x = a;
   if (b) {
@@ -44,10 +43,10 @@ static int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b,
   return cpu_rmsnorm_fwd(e, x, g, y, rstd, n, d, eps);
 }
 
-static int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
-                              const float *g, const float *rstd,
-                              const float *dres, float *dx, void *dx_low,
-                              dtype lt, float *dg, int n, int d) {
+int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
+                       const float *g, const float *rstd, const float *dres,
+                       float *dx, void *dx_low, dtype lt, float *dg, int n,
+                       int d) {
   TRY(f32_only("k_rmsnorm_bwd_ex", lt));
   const float *dy = dy_in;
   size_t nd = (size_t)n * d;
@@ -64,9 +63,9 @@ static int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
 
 /* Row r = (b, t) of qkv [B*T, 3D]; part p (0 q, 1 k, 2 v), head h: its Dh
  * values are qkv[r, p*D + h*Dh ...], and land at [b, h, t, :]. */
-static int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
-                              void *v, dtype lt, int batch, int seq,
-                              int heads, int dh, float theta) {
+int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
+                       void *v, dtype lt, int batch, int seq, int heads,
+                       int dh, float theta) {
   TRY(f32_only("k_qkv_split_rope", lt));
   const float *qkv = qkv_in;
   const int D = heads * dh;
@@ -84,10 +83,9 @@ static int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
   return 0;
 }
 
-static int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
-                                  const void *dv, void *dqkv, dtype lt,
-                                  int batch, int seq, int heads, int dh,
-                                  float theta) {
+int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                           const void *dv, void *dqkv, dtype lt, int batch,
+                           int seq, int heads, int dh, float theta) {
   TRY(f32_only("k_qkv_merge_rope_bwd", lt));
   const int D = heads * dh;
   size_t per = (size_t)batch * heads * seq * dh;
@@ -111,57 +109,53 @@ static int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
   return rc;
 }
 
-static int cpu_split_heads_ex(engine *e, const void *x, dtype xt, void *y,
-                              dtype yt, int batch, int seq, int heads,
-                              int dh) {
+int cpu_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                       int batch, int seq, int heads, int dh) {
   TRY(f32_only("k_split_heads_ex", xt));
   TRY(f32_only("k_split_heads_ex", yt));
   return cpu_split_heads(e, x, y, batch, seq, heads, dh);
 }
 
-static int cpu_merge_heads_ex(engine *e, const void *x, dtype xt, void *y,
-                              dtype yt, int batch, int seq, int heads,
-                              int dh) {
+int cpu_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                       int batch, int seq, int heads, int dh) {
   TRY(f32_only("k_merge_heads_ex", xt));
   TRY(f32_only("k_merge_heads_ex", yt));
   return cpu_merge_heads(e, x, y, batch, seq, heads, dh);
 }
 
-static int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
-                             dtype lt, size_t n) {
+int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
+                      dtype lt, size_t n) {
   TRY(f32_only("k_swiglu_fwd_ex", lt));
   return cpu_swiglu_fwd(e, a, b, h, n);
 }
 
-static int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a,
-                             const void *b, void *da, void *db, void *h,
-                             dtype lt, size_t n) {
+int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
+                      void *da, void *db, void *h, dtype lt, size_t n) {
   TRY(f32_only("k_swiglu_bwd_ex", lt));
   if (h) TRY(cpu_swiglu_fwd(e, a, b, h, n));
   return cpu_swiglu_bwd(e, dh, a, b, da, db, n);
 }
 
-static int cpu_cross_entropy_bwd_ex(engine *e, const float *logits,
-                                    const int32_t *targets, const float *lse,
-                                    void *dlogits, dtype dt, int n, int vocab,
-                                    float scale) {
+int cpu_cross_entropy_bwd_ex(engine *e, const float *logits,
+                             const int32_t *targets, const float *lse,
+                             void *dlogits, dtype dt, int n, int vocab,
+                             float scale) {
   TRY(f32_only("k_cross_entropy_bwd_ex", dt));
   return cpu_cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
                                scale);
 }
 
-static int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
-                        const float *g, float *m, float *v, size_t n,
-                        float lr, float b1, float b2, float eps, float wd,
-                        long long t) {
+int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                 float *m, float *v, size_t n, float lr, float b1, float b2,
+                 float eps, float wd, long long t) {
   TRY(f32_only("k_adamw_ex", lt));
-  TRY(cpu_adamw(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+  TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
   if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
   return 0;
 }
 
-static int cpu_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
-                            int *finite) {
+int cpu_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                     int *finite) {
   int ok = 1;
 #pragma omp parallel for num_threads(cpu_threads(e)) reduction(&& : ok)
   for (size_t i = 0; i < n; i++) {
@@ -171,18 +165,3 @@ static int cpu_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
   *finite = ok;
   return 0;
 }
-
-const fused_ops cpu_fused_ops = {
-  .matmul_ex = cpu_matmul_ex,
-  .add_rmsnorm_fwd = cpu_add_rmsnorm_fwd,
-  .rmsnorm_bwd_ex = cpu_rmsnorm_bwd_ex,
-  .qkv_split_rope = cpu_qkv_split_rope,
-  .qkv_merge_rope_bwd = cpu_qkv_merge_rope_bwd,
-  .split_heads_ex = cpu_split_heads_ex,
-  .merge_heads_ex = cpu_merge_heads_ex,
-  .swiglu_fwd_ex = cpu_swiglu_fwd_ex,
-  .swiglu_bwd_ex = cpu_swiglu_bwd_ex,
-  .cross_entropy_bwd_ex = cpu_cross_entropy_bwd_ex,
-  .adamw_ex = cpu_adamw_ex,
-  .grad_unscale = cpu_grad_unscale,
-};

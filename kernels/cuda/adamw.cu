@@ -242,9 +242,9 @@ static int launch_bulk(float *p, float *m, float *v, size_t n,
   return 0;
 }
 
-int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
-               float *v, size_t n, float lr, float b1, float b2, float eps,
-               float wd, long long t) {
+int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                    float *m, float *v, size_t n, float lr, float b1, float b2,
+                    float eps, float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   adamw_args a = {b1, b2, (float)(1.0 - (double)b1), (float)(1.0 - (double)b2),
@@ -283,7 +283,7 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     ADAMW_NG(1) ADAMW_NG(2) ADAMW_NG(3) ADAMW_NG(4)
     ADAMW_NG(5) ADAMW_NG(6) ADAMW_NG(7) ADAMW_NG(8)
   default:
-    FAIL(ERR_FAIL, "cuda_adamw: %d gradient arrays (allowed: 1 to %d)", ng,
+    FAIL(ERR_FAIL, "cuda_adamw_mean: %d gradient arrays (allowed: 1 to %d)", ng,
          (int)K_ADAMW_MAX_GRADS);
   }
 #undef ADAMW_NG

@@ -4,7 +4,7 @@
  * matmul.c) and by the .cu files.
  *
  * Each cuda_* operation has the signature of the k_* function of the same
- * name (kernels.h) and is called only through engine.c, which has already
+ * name (kernels/ops.def) and is called only through engine.c, which has already
  * checked the arguments. Every operation runs on the engine's stream and
  * returns once its work is queued; eng_sync waits. Launches are checked at
  * once (CHECK_LAUNCH); faults inside a kernel surface at the next sync.
@@ -112,82 +112,20 @@ int cuda_matmul_lt(engine *e, int trans_a, int trans_b, int m, int n, int k,
 void cuda_lt_plans_free(cuda_engine *c);
 
 /* ---- operations ---------------------------------------------------------- */
-int cuda_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                float alpha, const float *A, int lda, const float *B, int ldb,
-                float beta, float *C, int ldc, dtype compute);
-int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
-                        int k, float alpha, const float *A, int lda,
-                        long long stride_a, const float *B, int ldb,
-                        long long stride_b, float beta, float *C, int ldc,
-                        long long stride_c, int batch, dtype compute);
-int cuda_embedding_fwd(engine *e, const int32_t *ids, const float *table,
-                       float *out, int n, int d, int vocab);
-int cuda_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
-                       float *dtable, int n, int d, int vocab);
-int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
-                     float *rstd, int n, int d, float eps);
-int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
-                     const float *g, const float *rstd, float *dx, float *dg,
-                     int n, int d);
-int cuda_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
-              float theta, int inverse);
-int cuda_split_heads(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-int cuda_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-int cuda_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
-                            int seq, float scale);
-int cuda_softmax_causal_bwd(engine *e, const float *P, const float *dP,
-                            float *dS, int mats, int seq, float scale);
-int cuda_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
-                    size_t n);
-int cuda_swiglu_bwd(engine *e, const float *dh, const float *a,
-                    const float *b, float *da, float *db, size_t n);
-int cuda_cross_entropy_fwd(engine *e, const float *logits,
-                           const int32_t *targets, float *losses, float *lse,
-                           int n, int vocab);
-int cuda_cross_entropy_bwd(engine *e, const float *logits,
-                           const int32_t *targets, const float *lse,
-                           float *dlogits, int n, int vocab, float scale);
-int cuda_layernorm_fwd(engine *e, const float *x, const float *w,
-                       const float *b, float *y, float *mean, float *rstd,
-                       int n, int d, float eps);
-int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
-                       const float *w, const float *mean, const float *rstd,
-                       float *dx, float *dw, float *db, int n, int d);
-int cuda_relu_fwd(engine *e, const float *x, float *y, size_t n);
-int cuda_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
-                  size_t n);
-int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m, float *v,
-               size_t n, float lr, float b1, float b2, float eps, float wd,
-               long long t);
-int cuda_add(engine *e, const float *a, const float *b, float *out, size_t n);
-int cuda_scale(engine *e, float *x, float s, size_t n);
-int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
-              size_t n);
+/* cuda_NAME for every K_OP and K_FUSED row of kernels/ops.def, with
+ * k_NAME's signature; engine_cuda.c's tables list them all. The fused path
+ * lives in fused.cu, its product (cuda_matmul_ex) in matmul.c; attention
+ * dispatches in attention_materialized.cu. */
+#define K_OP(name, family, params, args) int cuda_##name params;
+#define K_FUSED(name, family, params, args) int cuda_##name params;
+#include "kernels/ops.def"
 
 /* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu); dy
  * in dtype dt. */
 int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
                       const float *rstd, float *dg, int n, int d);
-/* The fused path (fused.cu; matmul_ex in matmul.c). */
-extern const fused_ops cuda_fused_ops;
-int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                   float alpha, const void *A, int lda, const void *B,
-                   int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, f32_products f32);
-
-/* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu and their
- * Hopper versions flash_fwd_wgmma.cu, flash_bwd_wgmma.cu). */
-int cuda_attention_fwd(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, void *o, float *lse,
-                       void *P, int bh, int tq, int tk, int dh, int causal,
-                       float scale, dtype dt);
-int cuda_attention_bwd(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, const void *o,
-                       const void *dout, const float *lse, const void *P,
-                       void *dq, void *dk, void *dv, int bh, int tq, int tk,
-                       int dh, int causal, float scale, dtype dt);
+/* FlashAttention-2 (flash_fwd.cu, flash_bwd.cu and their Hopper versions
+ * flash_fwd_wgmma.cu, flash_bwd_wgmma.cu), under cuda_attention_fwd/bwd. */
 int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
                    void *o, float *lse, int bh, int tq, int tk, int dh,
                    int causal, float scale, dtype dt);

@@ -301,6 +301,12 @@ static void cu_destroy(engine *e) {
   e->impl = NULL;
 }
 
+/* Every op of kernels/ops.def (cuda_ops.h). */
+static const fused_ops cuda_fused_ops = {
+#define K_FUSED(name, family, params, args) .name = cuda_##name,
+#include "kernels/ops.def"
+};
+
 static const engine_ops cuda_ops = {
   .name = "cuda",
   .destroy = cu_destroy,
@@ -323,31 +329,8 @@ static const engine_ops cuda_ops = {
   .graph_end = cu_graph_end,
   .graph_launch = cu_graph_launch,
   .graph_destroy = cu_graph_destroy,
-  .matmul = cuda_matmul,
-  .matmul_batched = cuda_matmul_batched,
-  .embedding_fwd = cuda_embedding_fwd,
-  .embedding_bwd = cuda_embedding_bwd,
-  .rmsnorm_fwd = cuda_rmsnorm_fwd,
-  .rmsnorm_bwd = cuda_rmsnorm_bwd,
-  .rope = cuda_rope,
-  .split_heads = cuda_split_heads,
-  .merge_heads = cuda_merge_heads,
-  .softmax_causal_fwd = cuda_softmax_causal_fwd,
-  .softmax_causal_bwd = cuda_softmax_causal_bwd,
-  .swiglu_fwd = cuda_swiglu_fwd,
-  .swiglu_bwd = cuda_swiglu_bwd,
-  .cross_entropy_fwd = cuda_cross_entropy_fwd,
-  .cross_entropy_bwd = cuda_cross_entropy_bwd,
-  .layernorm_fwd = cuda_layernorm_fwd,
-  .layernorm_bwd = cuda_layernorm_bwd,
-  .relu_fwd = cuda_relu_fwd,
-  .relu_bwd = cuda_relu_bwd,
-  .adamw = cuda_adamw,
-  .add = cuda_add,
-  .scale = cuda_scale,
-  .cast = cuda_cast,
-  .attention_fwd = cuda_attention_fwd,
-  .attention_bwd = cuda_attention_bwd,
+#define K_OP(name, family, params, args) .name = cuda_##name,
+#include "kernels/ops.def"
   .fused = &cuda_fused_ops,
 };
 

@@ -140,9 +140,9 @@ __global__ void add_rmsnorm_k(const float *a, const float *b, float *sum,
   }
 }
 
-static int add_rmsnorm_fwd(engine *e, const float *a, const float *b,
-                           float *sum, const float *g, void *y, dtype yt,
-                           float *rstd, int n, int d, float eps) {
+int cuda_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
+                         const float *g, void *y, dtype yt, float *rstd, int n,
+                         int d, float eps) {
   if (sum == a) sum = NULL;
   bool vec = d % 4 == 0 && vec4_ok({a, b, sum, g, y});
   int threads = row_threads(vec ? d / 4 : d);
@@ -203,10 +203,10 @@ __global__ void rmsnorm_dx_ex_k(const T *dy, const float *x,
   }
 }
 
-static int rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
-                          const float *g, const float *rstd,
-                          const float *dres, float *dx, void *dx_low,
-                          dtype lt, float *dg, int n, int d) {
+int cuda_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
+                        const float *g, const float *rstd, const float *dres,
+                        float *dx, void *dx_low, dtype lt, float *dg, int n,
+                        int d) {
   /* dg reads dy before dx may overwrite dres (dx == dres is allowed; dy is
    * never dx, engine_fused.c refuses it). */
   TRY(cuda_rmsnorm_dg_t(e, dy, lt, x, rstd, dg, n, d));
@@ -318,9 +318,9 @@ static int need_quads(const char *op, int dh,
   return 0;
 }
 
-static int qkv_split_rope(engine *e, const void *qkv, void *q, void *k,
-                          void *v, dtype lt, int batch, int seq, int heads,
-                          int dh, float theta) {
+int cuda_qkv_split_rope(engine *e, const void *qkv, void *q, void *k, void *v,
+                        dtype lt, int batch, int seq, int heads, int dh,
+                        float theta) {
   TRY(need_quads("k_qkv_split_rope", dh, {qkv, q, k, v}));
   float2 *cs;
   TRY(rope_table(e, seq, dh, theta, &cs));
@@ -333,9 +333,9 @@ static int qkv_split_rope(engine *e, const void *qkv, void *q, void *k,
   return 0;
 }
 
-static int qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
-                              const void *dv, void *dqkv, dtype lt, int batch,
-                              int seq, int heads, int dh, float theta) {
+int cuda_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                            const void *dv, void *dqkv, dtype lt, int batch,
+                            int seq, int heads, int dh, float theta) {
   TRY(need_quads("k_qkv_merge_rope_bwd", dh, {dq, dk, dv, dqkv}));
   float2 *cs;
   TRY(rope_table(e, seq, dh, theta, &cs));
@@ -394,13 +394,13 @@ static int heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
   return 0;
 }
 
-static int split_heads_ex(engine *e, const void *x, dtype xt, void *y,
-                          dtype yt, int batch, int seq, int heads, int dh) {
+int cuda_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                        int batch, int seq, int heads, int dh) {
   return heads_ex<true>(e, x, xt, y, yt, batch, seq, heads, dh);
 }
 
-static int merge_heads_ex(engine *e, const void *x, dtype xt, void *y,
-                          dtype yt, int batch, int seq, int heads, int dh) {
+int cuda_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                        int batch, int seq, int heads, int dh) {
   return heads_ex<false>(e, x, xt, y, yt, batch, seq, heads, dh);
 }
 
@@ -469,8 +469,8 @@ __global__ void swiglu_bwd_ex_k(const T *dh, const T *a, const T *b, T *da,
   }
 }
 
-static int swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
-                         dtype lt, size_t n) {
+int cuda_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
+                       dtype lt, size_t n) {
   bool vec = vec4_ok({a, b, h});
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
   cudaStream_t s = cuda_stream(e);
@@ -484,9 +484,8 @@ static int swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
   return 0;
 }
 
-static int swiglu_bwd_ex(engine *e, const void *dh, const void *a,
-                         const void *b, void *da, void *db, void *h,
-                         dtype lt, size_t n) {
+int cuda_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
+                       void *da, void *db, void *h, dtype lt, size_t n) {
   bool vec = vec4_ok({dh, a, b, da, db, h});
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
   cudaStream_t s = cuda_stream(e);
@@ -516,10 +515,10 @@ __global__ void ce_bwd_ex_k(const float *logits, const int32_t *targets,
   }
 }
 
-static int cross_entropy_bwd_ex(engine *e, const float *logits,
-                                const int32_t *targets, const float *lse,
-                                void *dlogits, dtype dt, int n, int vocab,
-                                float scale) {
+int cuda_cross_entropy_bwd_ex(engine *e, const float *logits,
+                              const int32_t *targets, const float *lse,
+                              void *dlogits, dtype dt, int n, int vocab,
+                              float scale) {
   if (dt == DT_F32)
     return cuda_cross_entropy_bwd(e, logits, targets, lse, (float *)dlogits,
                                   n, vocab, scale);
@@ -567,18 +566,18 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
   }
 }
 
-static int adamw_ex(engine *e, float *p, void *p_low, dtype lt,
-                    const float *g, float *m, float *v, size_t n, float lr,
-                    float b1, float b2, float eps, float wd, long long t) {
+int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                  float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, long long t) {
   if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
       !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
         aligned16(p_low))) {
-    TRY(cuda_adamw(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+    TRY(cuda_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
     if (p_low && p_low != (void *)p)
       TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
     return 0;
   }
-  /* The same scalars as cuda_adamw (adamw.cu), so p's bits are the same. */
+  /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   unsigned grid = cuda_grid(e, (n + 3) / 4, THREADS);
@@ -605,8 +604,8 @@ __global__ void unscale_k(float *g, size_t n, float s, int *ok) {
   if (__syncthreads_or(bad) && threadIdx.x == 0) *ok = 0;
 }
 
-static int grad_unscale(engine *e, float *g, size_t n, float inv_scale,
-                        int *finite) {
+int cuda_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                      int *finite) {
   int *flag;
   TRY(cuda_workspace(e, sizeof(int), (void **)&flag));
   cudaStream_t s = cuda_stream(e);
@@ -621,18 +620,3 @@ static int grad_unscale(engine *e, float *g, size_t n, float inv_scale,
   CHECK_CUDA(cudaStreamSynchronize(s));
   return 0;
 }
-
-const fused_ops cuda_fused_ops = {
-  .matmul_ex = cuda_matmul_ex,
-  .add_rmsnorm_fwd = add_rmsnorm_fwd,
-  .rmsnorm_bwd_ex = rmsnorm_bwd_ex,
-  .qkv_split_rope = qkv_split_rope,
-  .qkv_merge_rope_bwd = qkv_merge_rope_bwd,
-  .split_heads_ex = split_heads_ex,
-  .merge_heads_ex = merge_heads_ex,
-  .swiglu_fwd_ex = swiglu_fwd_ex,
-  .swiglu_bwd_ex = swiglu_bwd_ex,
-  .cross_entropy_bwd_ex = cross_entropy_bwd_ex,
-  .adamw_ex = adamw_ex,
-  .grad_unscale = grad_unscale,
-};
