@@ -27,8 +27,18 @@ static int dtype_known(dtype t) {
 
 /* ---- engines ---------------------------------------------------------------- */
 
+/* The engine that holds e's shared state: e itself, or a view's base. */
+static engine *base_of(engine *e) { return e->base ? e->base : e; }
+static const engine *cbase_of(const engine *e) {
+  return e->base ? e->base : e;
+}
+
 void engine_destroy(engine *e) {
   if (!e) return;
+  if (e->base) {   /* a view owns nothing but itself */
+    free(e);
+    return;
+  }
   /* Whatever the caller left allocated goes back too. */
   for (int i = 0; i < e->nblocks; i++) e->ops->free(e, e->blocks[i].p);
   e->ops->destroy(e);
@@ -50,30 +60,74 @@ void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
 }
 
-int eng_set_stream(engine *e, void *stream) {
-  if (e->ops->set_stream) return e->ops->set_stream(e, stream);
-  if (stream)
-    FAIL(ERR_FAIL, "the %s engine runs on no stream (allowed: NULL, or the "
-         "cuda engine)", e->ops->name);
+/* ---- execution contexts ----------------------------------------------------- */
+
+/* Whether ctx can run on e's engine; the reason when not. */
+static int check_ctx(engine *e, const char *what, const eng_ctx *ctx) {
+  if (!ctx) FAIL(ERR_FAIL, "%s: NULL context", what);
+  if (ctx->sm_reserve < 0)
+    FAIL(ERR_FAIL, "%s: sm_reserve = %d (allowed: >= 0)", what,
+         ctx->sm_reserve);
+  if (ctx->adamw_blocks < 0)
+    FAIL(ERR_FAIL, "%s: adamw_blocks = %d (allowed: >= 0)", what,
+         ctx->adamw_blocks);
+  if (e->ops->check_ctx) {
+    TRY(e->ops->check_ctx(e, ctx));
+    return 0;
+  }
+  if (ctx->stream)
+    FAIL(ERR_FAIL, "%s: the %s engine runs on no stream (allowed: NULL, or "
+         "the cuda engine)", what, e->ops->name);
+  if (ctx->sm_reserve > 0)
+    FAIL(ERR_FAIL, "%s: the %s engine has no SMs to reserve (allowed: 0, or "
+         "the cuda engine)", what, e->ops->name);
   return 0;
+}
+
+int eng_view(engine *base, const eng_ctx *ctx, engine **out) {
+  *out = NULL;
+  base = base_of(base);
+  TRY(check_ctx(base, "eng_view", ctx));
+  engine *v = calloc(1, sizeof *v);
+  CHECK_ALLOC(v, sizeof *v);
+  v->ops = base->ops;
+  v->impl = base->impl;
+  v->base = base;
+  v->ctx = *ctx;
+  *out = v;
+  return 0;
+}
+
+/* The modal setters: e's own context with one field replaced, checked as
+ * eng_view checks it. Each caller's set ... reset pair becomes one view. */
+static int set_ctx(engine *e, const char *what, eng_ctx ctx) {
+  TRY(check_ctx(e, what, &ctx));
+  e->ctx = ctx;
+  return 0;
+}
+
+int eng_set_stream(engine *e, void *stream) {
+  eng_ctx c = e->ctx;
+  c.stream = stream;
+  return set_ctx(e, "eng_set_stream", c);
 }
 
 int eng_reserve_sms(engine *e, int n) {
-  if (n < 0) FAIL(ERR_FAIL, "eng_reserve_sms: n = %d (allowed: >= 0)", n);
-  if (e->ops->reserve_sms) return e->ops->reserve_sms(e, n);
-  if (n > 0)
-    FAIL(ERR_FAIL, "the %s engine has no SMs to reserve (allowed: 0, or "
-         "the cuda engine)", e->ops->name);
-  return 0;
+  eng_ctx c = e->ctx;
+  c.sm_reserve = n;
+  return set_ctx(e, "eng_reserve_sms", c);
 }
 
 int eng_cap_adamw_blocks(engine *e, int n) {
-  if (n < 0) FAIL(ERR_FAIL, "eng_cap_adamw_blocks: n = %d (allowed: >= 0)", n);
-  if (e->ops->cap_adamw_blocks) return e->ops->cap_adamw_blocks(e, n);
-  return 0;
+  eng_ctx c = e->ctx;
+  c.adamw_blocks = n;
+  return set_ctx(e, "eng_cap_adamw_blocks", c);
 }
 
 int eng_f32_products(engine *e, f32_products p) {
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_f32_products on a view (allowed: the base engine, "
+         "whose setting its views share)");
   if (p != F32_EXACT && p != F32_TF32 && p != F32_3XTF32)
     FAIL(ERR_FAIL, "eng_f32_products: %d is not a way to run fp32 products "
          "(allowed: F32_EXACT, F32_TF32, F32_3XTF32)", (int)p);
@@ -121,6 +175,7 @@ static void log_event(engine *e, int tag, long long delta) {
 }
 
 void eng_memlog(engine *e, int on) {
+  e = base_of(e);
   if (on) {
     e->nlog = 0;
     e->log_lost = 0;
@@ -130,12 +185,14 @@ void eng_memlog(engine *e, int on) {
 }
 
 int eng_memlog_events(const engine *e, int *lost) {
+  e = cbase_of(e);
   if (lost) *lost = e->log_lost;
   return e->nlog;
 }
 
 void eng_memlog_event(const engine *e, int i, double *t_s, const char **tag,
                       long long *delta, size_t *in_use) {
+  e = cbase_of(e);
   ASSERT(i >= 0 && i < e->nlog);
   const struct eng_memevent *v = &e->log[i];
   if (t_s) *t_s = v->t_s;
@@ -164,7 +221,7 @@ static int tag_index(engine *e, const char *name) {
 /* What cannot be recorded into a graph fails while recording. */
 #define NOT_RECORDING(e, what)                                               \
   do {                                                                       \
-    if ((e)->recording)                                                      \
+    if (base_of(e)->recording)                                               \
       FAIL(ERR_FAIL, "%s while recording a CUDA graph (a recording holds "   \
            "stream work only: run the work once before recording it, so "   \
            "every buffer it grows has its size)", what);                     \
@@ -174,6 +231,7 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
   *p = NULL;
   if (!tag) tag = "(untagged)";
   NOT_RECORDING(e, "eng_alloc");
+  e = base_of(e);   /* the accounting is the base's; alloc has no stream */
   /* Room in the tables first, so a recorded allocation cannot fail. */
   int ti = tag_index(e, tag);
   if (ti < 0)
@@ -205,17 +263,19 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
 
 void eng_free(engine *e, void *p) {
   if (!p) return;
-  int i = e->nblocks - 1;   /* newest first: frees often mirror allocs */
-  while (i >= 0 && e->blocks[i].p != p) i--;
+  /* The accounting is the base's; the waits below are e's stream's. */
+  engine *b = base_of(e);
+  int i = b->nblocks - 1;   /* newest first: frees often mirror allocs */
+  while (i >= 0 && b->blocks[i].p != p) i--;
   ASSERT(i >= 0 && "eng_free of a pointer eng_alloc did not return");
   /* The backends give back memory only outside recordings (they check);
    * freeing memory a recording is reading would break it silently. */
-  ASSERT(!e->recording && "eng_free while recording a CUDA graph");
-  e->in_use -= e->blocks[i].bytes;
-  e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
-  log_event(e, e->blocks[i].tag, -(long long)e->blocks[i].bytes);
-  eng_allocator a = e->blocks[i].a;
-  e->blocks[i] = e->blocks[--e->nblocks];
+  ASSERT(!b->recording && "eng_free while recording a CUDA graph");
+  b->in_use -= b->blocks[i].bytes;
+  b->tags[b->blocks[i].tag].in_use -= b->blocks[i].bytes;
+  log_event(b, b->blocks[i].tag, -(long long)b->blocks[i].bytes);
+  eng_allocator a = b->blocks[i].a;
+  b->blocks[i] = b->blocks[--b->nblocks];
   if (a.alloc) {
     /* the stream may still use the block: wait, as the backends do */
     if (eng_sync(e) < 0) err_trace(__FILE__, __LINE__);
@@ -227,6 +287,7 @@ void eng_free(engine *e, void *p) {
 
 int eng_set_tag_allocator(engine *e, const char *tag, const eng_allocator *a) {
   if (!tag) FAIL(ERR_FAIL, "eng_set_tag_allocator: NULL tag");
+  e = base_of(e);
   if (a && (!a->alloc || !a->free))
     FAIL(ERR_FAIL, "eng_set_tag_allocator: tag %s needs both alloc and free",
          tag);
@@ -280,13 +341,16 @@ int eng_sync(engine *e) {
 int eng_graphs_supported(const engine *e) {
   return e->ops->graph_begin != NULL;
 }
-int eng_recording(const engine *e) { return e->recording; }
-int eng_profiling(const engine *e) { return e->prof_on; }
+int eng_recording(const engine *e) { return cbase_of(e)->recording; }
+int eng_profiling(const engine *e) { return cbase_of(e)->prof_on; }
 
 int eng_graph_begin(engine *e) {
   if (!e->ops->graph_begin)
     FAIL(ERR_FAIL, "the %s engine cannot record CUDA graphs (allowed: the "
          "cuda engine)", e->ops->name);
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_graph_begin on a view (allowed: the base engine; a "
+         "view may launch a recording)");
   if (e->recording) FAIL(ERR_FAIL, "eng_graph_begin: already recording");
   if (e->prof_on)
     FAIL(ERR_FAIL, "eng_graph_begin while eng_profile collects (its "
@@ -298,6 +362,8 @@ int eng_graph_begin(engine *e) {
 
 int eng_graph_end(engine *e, eng_graph **g) {
   *g = NULL;
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_graph_end on a view (allowed: the base engine)");
   if (!e->recording) FAIL(ERR_FAIL, "eng_graph_end: not recording");
   e->recording = 0;
   void *h = NULL;
@@ -317,15 +383,17 @@ void eng_graph_destroy(engine *e, eng_graph *g) {
   if (g) e->ops->graph_destroy(e, g);
 }
 
-size_t eng_bytes_in_use(const engine *e) { return e->in_use; }
-size_t eng_peak_bytes(const engine *e) { return e->peak; }
+size_t eng_bytes_in_use(const engine *e) { return cbase_of(e)->in_use; }
+size_t eng_peak_bytes(const engine *e) { return cbase_of(e)->peak; }
 
 void eng_reset_peak(engine *e) {
+  e = base_of(e);
   e->peak = e->in_use;
   for (int i = 0; i < e->ntags; i++) e->tags[i].peak = e->tags[i].in_use;
 }
 
 int eng_tag_bytes(const engine *e, const char *tag, size_t *in_use, size_t *peak) {
+  e = cbase_of(e);
   for (int i = 0; i < e->ntags; i++)
     if (strcmp(e->tags[i].name, tag) == 0) {
       if (in_use) *in_use = e->tags[i].in_use;
@@ -339,6 +407,7 @@ void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak,
                          void *arg),
               void *arg) {
+  e = cbase_of(e);
   for (int i = 0; i < e->ntags; i++)
     fn(e->tags[i].name, e->tags[i].in_use, e->tags[i].peak, arg);
 }
@@ -810,44 +879,49 @@ int eng_lacks_(engine *e, const char *op, const char *what) {
  * index + 1, or 0 when not profiling (or out of memory: the op just goes
  * unrecorded). */
 int eng_prof_start_(engine *e, const char *family) {
-  if (!e->prof_on) return 0;
-  if (e->nprof == e->cap_prof) {
-    int cap = e->cap_prof ? 2 * e->cap_prof : 1024;
-    eng_prof_rec *r = realloc(e->prof, (size_t)cap * sizeof *r);
+  /* The records are the base's; the marks go on e's stream. */
+  engine *b = base_of(e);
+  if (!b->prof_on) return 0;
+  if (b->nprof == b->cap_prof) {
+    int cap = b->cap_prof ? 2 * b->cap_prof : 1024;
+    eng_prof_rec *r = realloc(b->prof, (size_t)cap * sizeof *r);
     if (!r) return 0;
-    e->prof = r;
-    e->cap_prof = cap;
+    b->prof = r;
+    b->cap_prof = cap;
   }
-  eng_prof_rec *r = &e->prof[e->nprof];
+  eng_prof_rec *r = &b->prof[b->nprof];
   r->family = family;
   r->ev[0] = r->ev[1] = NULL;
   if (e->ops->prof_record) r->ev[0] = e->ops->prof_record(e);
   else r->host[0] = clock_now_s();
-  return ++e->nprof;
+  return ++b->nprof;
 }
 
 void eng_prof_stop_(engine *e, int rec) {
+  engine *b = base_of(e);
   if (rec == 0) return;
-  eng_prof_rec *r = &e->prof[rec - 1];
+  eng_prof_rec *r = &b->prof[rec - 1];
   if (e->ops->prof_record) r->ev[1] = e->ops->prof_record(e);
   else r->host[1] = clock_now_s();
 }
 
 int eng_profile(engine *e, int on) {
   if (on) NOT_RECORDING(e, "eng_profile");
+  e = base_of(e);
   if (on && !e->prof_on) e->nprof = 0;
   e->prof_on = on != 0;
   return 0;
 }
 
 int eng_profile_report(engine *e, char *buf, size_t n) {
-  TRY(eng_sync(e));
+  TRY(eng_sync(e));   /* e's stream; the records are the base's */
+  engine *b = base_of(e);
   enum { MAXF = 32 };
   char names[MAXF][32];
   double ms[MAXF];
   int nf = 0;
-  for (int i = 0; i < e->nprof; i++) {
-    eng_prof_rec *r = &e->prof[i];
+  for (int i = 0; i < b->nprof; i++) {
+    eng_prof_rec *r = &b->prof[i];
     double t = 0;
     if (e->ops->prof_record) {
       if (r->ev[0] && r->ev[1]) t = e->ops->prof_elapsed_ms(e, r->ev[0], r->ev[1]);
@@ -864,8 +938,8 @@ int eng_profile_report(engine *e, char *buf, size_t n) {
     }
     if (k < nf) ms[k] += t;
   }
-  e->nprof = 0;
-  e->prof_on = 0;
+  b->nprof = 0;
+  b->prof_on = 0;
   size_t len = 0;
   if (n) buf[0] = 0;
   for (int done = 0; done < nf; done++) {   /* largest first */

@@ -38,10 +38,11 @@ typedef struct engine_ops {
   int (*copy)(engine *e, void *dst, const void *src, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
-  int (*set_stream)(engine *e, void *stream);   /* NULL: host engine */
+  /* Whether a context can run on this engine (eng_view, the setters);
+   * engine.c has checked its fields are >= 0. NULL: a host engine, which
+   * takes no stream and no reserved SMs and ignores adamw_blocks. */
+  int (*check_ctx)(engine *e, const eng_ctx *ctx);
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
-  int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
-  int (*cap_adamw_blocks)(engine *e, int n);   /* NULL: no blocks */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */
   void *(*prof_record)(engine *e);
@@ -114,9 +115,18 @@ typedef struct eng_prof_rec {
   double host[2];       /* ... and host clock times (synchronous engines) */
 } eng_prof_rec;
 
+/* A base engine (engine_*_create) owns everything: the backend's state,
+ * the memory accounting, profiling records, the recording flag. A view
+ * (eng_view) is a second handle on a base: the same ops and impl, base set,
+ * and its own ctx; engine.c keeps all shared state in the base (eng_base_),
+ * and a view's own fields past ctx are unused. Backends read the context
+ * only from the handle a call was made with (e->ctx), never from impl, so
+ * a call on one handle cannot change what a call on another runs with. */
 struct engine {
   const engine_ops *ops;
-  void *impl;           /* the backend's own state */
+  void *impl;           /* the backend's own state, shared by views */
+  struct engine *base;  /* a view's base; NULL for a base engine */
+  eng_ctx ctx;          /* what this handle's calls run with */
   int prof_on;
   int recording;        /* between eng_graph_begin and eng_graph_end */
   eng_prof_rec *prof;

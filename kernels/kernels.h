@@ -44,6 +44,7 @@ int engine_cpu_create(engine **out, int threads);
  * handle and device memory; ERR_FAIL with a clear message when the build
  * has no CUDA or the device is absent. */
 int engine_cuda_create(engine **out, int device);
+/* A view (eng_view) frees only itself. */
 void engine_destroy(engine *e);
 const char *engine_name(const engine *e);     /* "cpu", "cuda" */
 
@@ -77,12 +78,53 @@ int eng_sync(engine *e);
  * queued, for callers that order other work after it (events); NULL on the
  * CPU engine, whose operations are done when they return. */
 void *eng_stream(engine *e);
-/* Queue the engine's operations on `stream` (a cudaStream_t of the
- * engine's device) from now on; NULL: back to the engine's own stream.
- * For work meant to run beside the engine's stream (DDP's AdamW of a
- * bucket while backward goes on); ordering between the two is the
- * caller's (events), and eng_sync / upload / download wait for the stream
- * set at the time. The CPU engine has no streams: a stream fails there. */
+/* Execution contexts. What a call runs with besides its arguments: the
+ * stream it is queued on, SMs left to work running beside it, AdamW's
+ * block cap. An engine handle carries one; a base engine's is all zeros.
+ *   stream        a cudaStream_t of the engine's device; NULL: the
+ *                 engine's own. For work meant to run beside the engine's
+ *                 stream (DDP's AdamW of a bucket while backward goes on);
+ *                 ordering between streams is the caller's (events), and
+ *                 eng_sync / upload / download / free wait for this stream.
+ *                 The CPU engine has no streams: non-NULL fails there.
+ *   sm_reserve    leave this many SMs to work running beside (NCCL's
+ *                 collectives during backward): matrix products are shaped
+ *                 for the device's SMs minus n (cuBLAS's SM count target),
+ *                 so a product split into exactly one wave of blocks does
+ *                 not spill a few blocks into a second wave when a
+ *                 collective holds some SMs. 0: the whole device. The CPU
+ *                 engine has no SMs: n > 0 fails there.
+ *   adamw_blocks  k_adamw / k_adamw_mean use at most this many thread
+ *                 blocks (0: as many as the work needs), each looping over
+ *                 its share with many bytes in flight (on Hopper one block
+ *                 per SM, fed by bulk copies): AdamW running beside
+ *                 backward (DDP's grad_sync allgather) then holds n SMs,
+ *                 not all of them. The same numbers as uncapped. A GPU
+ *                 hint: the CPU engine ignores it. */
+typedef struct eng_ctx {
+  void *stream;
+  int sm_reserve;
+  int adamw_blocks;
+} eng_ctx;
+/* A view: a second handle on `base` whose calls run with *ctx. It shares
+ * everything else with the base: memory and its accounting (an eng_alloc
+ * through the view counts in the base's totals and tags), the cuBLAS
+ * handle and plans, scratch, eng_f32_products' setting, profiling and the
+ * memory timeline. Invariant: no call on a view changes what calls on the
+ * base (or another view) run with, so there is no mode to reset and a
+ * failure halfway leaves nothing behind. A view cannot record CUDA graphs
+ * (eng_graph_begin fails; record on the base) nor change eng_f32_products;
+ * it may launch a recording, on its stream. Views of a view are views of
+ * its base. Scratch (the ops' workspace) is shared: work on two streams at
+ * once must not both need it, which the caller's events ensure as for any
+ * two streams. engine_destroy(view) frees the view only; destroy views
+ * before their base, and use none after. Invalid contexts fail with the
+ * reason (a stream or reserved SMs on the CPU engine, n < 0, all the SMs). */
+int eng_view(engine *base, const eng_ctx *ctx, engine **out);
+/* The modal forms of the context, kept while callers move to views: each
+ * sets one field of e's own context until set again (e may be a view).
+ * eng_set_stream(e, s) ... eng_set_stream(e, NULL) is a view with
+ * {.stream = s} made once; likewise sm_reserve and adamw_blocks. */
 int eng_set_stream(engine *e, void *stream);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the
@@ -109,19 +151,8 @@ const char *f32_products_name(f32_products p);
 /* "tf32": F32_TF32, "3xtf32": F32_3XTF32, anything else F32_EXACT. */
 f32_products f32_products_of_precision(const char *precision);
 int eng_f32_products(engine *e, f32_products p);
-/* Leave n SMs to work running beside the engine's stream (NCCL's
- * collectives during backward): matrix products enqueued from now on are
- * shaped for the device's SMs minus n (cuBLAS's SM count target), so a
- * product split into exactly one wave of blocks does not spill a few
- * blocks into a second wave when a collective holds some SMs. 0 restores
- * the whole device. The CPU engine has no SMs: n > 0 fails there. */
+/* eng_ctx.sm_reserve and .adamw_blocks, modally (eng_set_stream above). */
 int eng_reserve_sms(engine *e, int n);
-/* k_adamw / k_adamw_mean launched from now on use at most n thread blocks
- * (0: as many as the work needs), each looping over its share with many
- * bytes in flight (on Hopper one block per SM, fed by bulk copies): AdamW
- * running beside backward (DDP's grad_sync allgather) then holds n SMs,
- * not all of them. The same numbers as uncapped. A GPU hint: the CPU
- * engine has no blocks and ignores it. */
 int eng_cap_adamw_blocks(engine *e, int n);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);

@@ -14,7 +14,7 @@
  *
  * k_adamw_mean: g is the mean of ng arrays (the ranks' gathered gradients),
  * summed in fp32 in index order and times 1/ng: 4 more bytes read per
- * element and array, no pass of its own. Capped (eng_cap_adamw_blocks):
+ * element and array, no pass of its own. Capped (eng_ctx.adamw_blocks):
  * the same arithmetic in the same order, so the same bits. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -112,7 +112,7 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
   adamw_scalar<NG>(p, m, v, nv * 4 + i0, n, stride, a);
 }
 
-/* The capped form (eng_cap_adamw_blocks) on GPUs before Hopper: few
+/* The capped form (eng_ctx.adamw_blocks) on GPUs before Hopper: few
  * blocks, each thread taking U float4 groups a trip with all their loads
  * issued before the first update, so U times the bytes are in flight per
  * thread: few blocks with one group in flight each would wait on memory
@@ -256,7 +256,7 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
     vec = vec && aligned16(g[k]);
   }
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
-  int cap = cuda_impl(e)->adamw_blocks;
+  int cap = e->ctx.adamw_blocks;   /* the call's context (eng_ctx) */
   bool capped = vec && cap > 0 && grid > (unsigned)cap;
   if (capped) grid = (unsigned)cap;
   /* Hopper: the bulk-copy form over the first n - n % 4 elements, the

@@ -90,9 +90,9 @@ int cuda_cross_entropy_fwd(engine *e, const float *logits,
   cuda_engine *c = cuda_impl(e);
   bool vec = vocab % 4 == 0 && aligned16(logits);
   if (vec)
-    ce_fwd_k<true><<<n, THREADS, 0, c->stream>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
+    ce_fwd_k<true><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
   else
-    ce_fwd_k<false><<<n, THREADS, 0, c->stream>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
+    ce_fwd_k<false><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
   CHECK_LAUNCH();
   return 0;
 }
@@ -103,9 +103,9 @@ int cuda_cross_entropy_bwd(engine *e, const float *logits,
   cuda_engine *c = cuda_impl(e);
   bool vec = vocab % 4 == 0 && aligned16(logits) && aligned16(dlogits);
   if (vec)
-    ce_bwd_k<true><<<n, THREADS, 0, c->stream>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
+    ce_bwd_k<true><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
   else
-    ce_bwd_k<false><<<n, THREADS, 0, c->stream>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
+    ce_bwd_k<false><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
   CHECK_LAUNCH();
   return 0;
 }

@@ -45,10 +45,12 @@ typedef struct cuda_status {
 typedef struct cuda_engine {
   int device;
   int sms;                              /* multiprocessors, for grid sizes */
-  cudaStream_t stream;                  /* non-blocking; everything runs here */
-  cudaStream_t own_stream;              /* the engine's; stream differs from it
-                                           while eng_set_stream says so */
-  cublasHandle_t blas;
+  cudaStream_t own_stream;              /* the engine's, non-blocking: a call
+                                           runs here unless its handle's
+                                           context names another (cuda_stream) */
+  cublasHandle_t blas;                  /* bound per call (cuda_blas) ... */
+  cudaStream_t blas_stream;             /* ... to this stream ... */
+  int blas_sm_target;                   /* ... and SM count target */
   void *blas_ws;                        /* cuBLAS workspace, "workspace.cublas" */
   size_t blas_ws_bytes;
   void *ws;                             /* scratch of the ops, "workspace" */
@@ -59,10 +61,7 @@ typedef struct cuda_engine {
   int *bad_flag_dev;                    /* ... through this device address */
   cublasLtHandle_t lt;                  /* the fused path's products */
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
-  int sm_target;                        /* eng_reserve_sms: SMs the products
-                                           aim at; 0 = all */
   f32_products f32;                     /* how k_matmul runs fp32 products */
-  int adamw_blocks;                     /* eng_cap_adamw_blocks; 0 = no cap */
   void *rope_cs;                        /* RoPE's (cos, sin) table, "rope_table"
                                            (fused.cu): rows t < rope_seq ... */
   int rope_seq, rope_dh;                /* ... for this head dim ... */
@@ -79,9 +78,21 @@ typedef struct cuda_engine {
 static inline cuda_engine *cuda_impl(const engine *e) {
   return (cuda_engine *)e->impl;
 }
+/* The context of a call is its handle's (e->ctx: the base engine's or a
+ * view's, kernels.h eng_view), never state in cuda_engine, so calls on
+ * different handles do not change each other's stream or SM target. */
 static inline cudaStream_t cuda_stream(const engine *e) {
-  return cuda_impl(e)->stream;
+  return e->ctx.stream ? (cudaStream_t)e->ctx.stream
+                       : cuda_impl(e)->own_stream;
 }
+/* SMs the matrix products aim at (cuBLAS's SM count target); 0 = all. */
+static inline int cuda_sm_target(const engine *e) {
+  return e->ctx.sm_reserve ? cuda_impl(e)->sms - e->ctx.sm_reserve : 0;
+}
+/* The cuBLAS handle, bound to e's stream (with its workspace) and SM
+ * target: the handle is shared by the base and its views, so each use
+ * binds it first; a call on the same context as the last binds nothing. */
+int cuda_blas(engine *e, cublasHandle_t *h);
 
 /* At least `bytes` of scratch device memory for the current operation,
  * valid until the next call (all use is stream-ordered, so one buffer
