@@ -117,7 +117,9 @@ typedef struct eng_ctx {
  * it may launch a recording, on its stream. Views of a view are views of
  * its base. Scratch (the ops' workspace) is shared: work on two streams at
  * once must not both need it, which the caller's events ensure as for any
- * two streams. engine_destroy(view) frees the view only; destroy views
+ * two streams. One host thread at a time drives a base and its views
+ * (they share the cuBLAS handle and the accounting), as it drives an
+ * engine. engine_destroy(view) frees the view only; destroy views
  * before their base, and use none after. Invalid contexts fail with the
  * reason (a stream or reserved SMs on the CPU engine, n < 0, all the SMs). */
 int eng_view(engine *base, const eng_ctx *ctx, engine **out);

@@ -1,5 +1,6 @@
-/* The CPU engine's operations (one file per family, kernels/cpu/<family>.c), the
- * ops table that engine_cpu.c builds from them, and what they share.
+/* The CPU engine's operations (one file per family, kernels/cpu/<family>.c,
+ * the fused path's forms included), the ops tables that engine_cpu.c builds
+ * from them, and what they share.
  *
  * Each cpu_* operation has the signature of the k_* function of the same
  * name (kernels/ops.def) and is called only through engine.c, which has already
@@ -14,6 +15,12 @@
 
 /* Threads for this engine's parallel loops (for num_threads clauses). */
 int cpu_threads(const engine *e);
+/* The fused path's operations (K_FUSED rows) live in their family's file,
+ * each the composition of the plain operations it replaces, fp32 only, so
+ * the fused model on the CPU computes what the op-by-op model computes and
+ * the CUDA engine's fused kernels have a readable reference. Their typed
+ * operands must be DT_F32: anything else fails naming `op`. */
+int cpu_f32_only(const char *op, dtype t);
 
 /* The operations: cpu_NAME for every K_OP and K_FUSED row of
  * kernels/ops.def, with k_NAME's signature; engine_cpu.c's tables list
