@@ -290,3 +290,62 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
   CHECK_LAUNCH();
   return 0;
 }
+
+/* ---- AdamW with the low-precision copy -------------------------------------- */
+
+template <typename T>
+__global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
+                           float *v, size_t n, float b1, float b2,
+                           float one_b1, float one_b2, float eps, float step,
+                           float decay) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t nv = n / 4;
+  for (size_t i = i0; i < nv; i += stride) {
+    float4 pp = ((float4 *)p)[i], gg = ((const float4 *)g)[i],
+           mm = ((float4 *)m)[i], vv = ((float4 *)v)[i];
+    float *P = &pp.x, *G = &gg.x, *M = &mm.x, *V = &vv.x;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      M[c] = b1 * M[c] + one_b1 * G[c];
+      V[c] = b2 * V[c] + one_b2 * (G[c] * G[c]);
+      P[c] = P[c] * decay - step * M[c] / (sqrtf(V[c]) + eps);
+    }
+    st4(pl, 4 * i, P);   /* one 8-byte store of the four 16-bit copies */
+    ((float4 *)p)[i] = pp;
+    ((float4 *)m)[i] = mm;
+    ((float4 *)v)[i] = vv;
+  }
+  for (size_t i = nv * 4 + i0; i < n; i += stride) {
+    float mi = b1 * m[i] + one_b1 * g[i];
+    float vi = b2 * v[i] + one_b2 * (g[i] * g[i]);
+    float pi = p[i] * decay - step * mi / (sqrtf(vi) + eps);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    st(pl, i, pi);
+  }
+}
+
+int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                  float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, long long t) {
+  if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
+      !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
+        aligned16(p_low))) {
+    TRY(cuda_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+    if (p_low && p_low != (void *)p)
+      TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
+    return 0;
+  }
+  /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
+  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
+                (1.0 - pow(b1, (double)t));
+  unsigned grid = cuda_grid(e, (n + 3) / 4, THREADS);
+  WITH_T(lt, (adamw_ex_k<T><<<grid, THREADS, 0, cuda_stream(e)>>>(
+                 p, (T *)p_low, g, m, v, n, b1, b2, (float)(1.0 - (double)b1),
+                 (float)(1.0 - (double)b2), eps, (float)step,
+                 (float)(1.0 - (double)lr * wd))));
+  CHECK_LAUNCH();
+  return 0;
+}

@@ -63,7 +63,7 @@ typedef struct cuda_engine {
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
   f32_products f32;                     /* how k_matmul runs fp32 products */
   void *rope_cs;                        /* RoPE's (cos, sin) table, "rope_table"
-                                           (fused.cu): rows t < rope_seq ... */
+                                           (rope.cu): rows t < rope_seq ... */
   int rope_seq, rope_dh;                /* ... for this head dim ... */
   float rope_theta;                     /* ... and theta */
   int graphs;                           /* live CUDA graph recordings */
@@ -124,8 +124,9 @@ void cuda_lt_plans_free(cuda_engine *c);
 
 /* ---- operations ---------------------------------------------------------- */
 /* cuda_NAME for every K_OP and K_FUSED row of kernels/ops.def, with
- * k_NAME's signature; engine_cuda.c's tables list them all. The fused path
- * lives in fused.cu, its product (cuda_matmul_ex) in matmul.c; attention
+ * k_NAME's signature; engine_cuda.c's tables list them all. Each lives in
+ * its family's file, the fused path's typed forms included (rmsnorm.cu has
+ * cuda_add_rmsnorm_fwd, matmul.c cuda_matmul_ex, ...); attention
  * dispatches in attention_materialized.cu. */
 #define K_OP(name, family, params, args) int cuda_##name params;
 #define K_FUSED(name, family, params, args) int cuda_##name params;
