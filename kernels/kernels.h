@@ -75,8 +75,9 @@ int eng_memset0(engine *e, void *p, size_t bytes);
 int eng_copy(engine *e, void *dst, const void *src, size_t bytes);
 int eng_sync(engine *e);
 /* The CUDA engine's stream (a cudaStream_t) on which every operation is
- * queued, for callers that order other work after it (events); NULL on the
- * CPU engine, whose operations are done when they return. */
+ * queued (a view's: its context's), for callers that order other work
+ * after it (events); NULL on the CPU engine, whose operations are done
+ * when they return. */
 void *eng_stream(engine *e);
 /* Execution contexts. What a call runs with besides its arguments: the
  * stream it is queued on, SMs left to work running beside it, AdamW's

@@ -896,9 +896,13 @@ static const char *adamw_form = "";
 
 static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   int o = misalign;
-  if (eng_cap_adamw_blocks(GPU, cap) < 0 || eng_cap_adamw_blocks(CPU, cap) < 0) {
-    check(0, "eng_cap_adamw_blocks(%d): %s", cap, err1());
+  /* The cap is a context: views of both engines with adamw_blocks = cap. */
+  eng_ctx ctx = {NULL, 0, cap};
+  engine *view[2] = {NULL, NULL};
+  if (eng_view(CPU, &ctx, &view[0]) < 0 || eng_view(GPU, &ctx, &view[1]) < 0) {
+    check(0, "eng_view (adamw_blocks %d): %s", cap, err1());
     err_clear();
+    engine_destroy(view[0]);
     return;
   }
   float *v0 = host_rand(n + o, 1);
@@ -912,7 +916,14 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
       pair_set(g[k], gh);
       free(gh);
     }
-    BOTH(adamw_mean_both(e, w, p, g, ng, m, v, o, n, t));
+    for (int w = 0; w < 2; w++)
+      if (adamw_mean_both(view[w], w, p, g, ng, m, v, o, n, t) < 0) {
+        check(0, "k_adamw_mean on a view of the %s engine: %s",
+              engine_name(view[w]), err1());
+        err_clear();
+        t = 3;
+        break;
+      }
   }
   char line[160];
   char capped[64] = "";
@@ -927,8 +938,8 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   pair_free(p); pair_free(m); pair_free(v);
   for (int k = 0; k < ng; k++) pair_free(g[k]);
   free(v0);
-  eng_cap_adamw_blocks(GPU, 0);
-  eng_cap_adamw_blocks(CPU, 0);
+  engine_destroy(view[0]);
+  engine_destroy(view[1]);
 }
 
 static void add_scale_case(size_t n, int misalign) {
