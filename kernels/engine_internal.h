@@ -8,9 +8,10 @@
  * also keeps the memory accounting: a backend's alloc/free only get and give
  * back memory.
  *
- * The op members are generated from kernels/ops.def, each with the signature
- * of the k_* function of the same name. A backend creates an engine with calloc, sets ops (first) and
- * impl; ops->destroy frees impl, never the engine itself. */
+ * The op members are generated from kernels/ops.def, each with the
+ * signature of the k_* function of the same name. A backend creates an
+ * engine with calloc, sets ops (first) and impl; ops->destroy frees impl,
+ * never the engine itself. */
 #ifndef TL_ENGINE_INTERNAL_H
 #define TL_ENGINE_INTERNAL_H
 
@@ -118,7 +119,7 @@ typedef struct eng_prof_rec {
 /* A base engine (engine_*_create) owns everything: the backend's state,
  * the memory accounting, profiling records, the recording flag. A view
  * (eng_view) is a second handle on a base: the same ops and impl, base set,
- * and its own ctx; engine.c keeps all shared state in the base (eng_base_),
+ * and its own ctx; engine.c keeps all shared state in the base (base_of),
  * and a view's own fields past ctx are unused. Backends read the context
  * only from the handle a call was made with (e->ctx), never from impl, so
  * a call on one handle cannot change what a call on another runs with. */
