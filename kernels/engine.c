@@ -1,8 +1,10 @@
 /* The backend-independent half of the compute interface: dtype names and
  * sizes, engine teardown, the memory accounting (bytes in use and peak, in
- * total and per tag), and the k_* entry points, which check the arguments
- * alike for every engine and then dispatch through the engine's ops table
- * (engine_internal.h).
+ * total and per tag), and the k_* entry points of ops.def's K_OP and
+ * K_OP_AS rows (engine_fused.c has the K_FUSED rows'): each op's arguments
+ * are checked alike for every engine by its check_NAME, written here in
+ * ops.def's order, before the generated entry point calls the engine's ops
+ * table (engine_internal.h, ENG_ENTRY).
  *
  * A bad argument is reported with FAIL ("k_matmul: lda=3 < k=5 ...") rather
  * than an abort, so a misconfigured job ends as a failed row with the
@@ -25,8 +27,18 @@ static int dtype_known(dtype t) {
 
 /* ---- engines ---------------------------------------------------------------- */
 
+/* The engine that holds e's shared state: e itself, or a view's base. */
+static engine *base_of(engine *e) { return e->base ? e->base : e; }
+static const engine *cbase_of(const engine *e) {
+  return e->base ? e->base : e;
+}
+
 void engine_destroy(engine *e) {
   if (!e) return;
+  if (e->base) {   /* a view owns nothing but itself */
+    free(e);
+    return;
+  }
   /* Whatever the caller left allocated goes back too. */
   for (int i = 0; i < e->nblocks; i++) e->ops->free(e, e->blocks[i].p);
   e->ops->destroy(e);
@@ -48,30 +60,74 @@ void *eng_stream(engine *e) {
   return e->ops->stream ? e->ops->stream(e) : NULL;
 }
 
-int eng_set_stream(engine *e, void *stream) {
-  if (e->ops->set_stream) return e->ops->set_stream(e, stream);
-  if (stream)
-    FAIL(ERR_FAIL, "the %s engine runs on no stream (allowed: NULL, or the "
-         "cuda engine)", e->ops->name);
+/* ---- execution contexts ----------------------------------------------------- */
+
+/* Whether ctx can run on e's engine; the reason when not. */
+static int check_ctx(engine *e, const char *what, const eng_ctx *ctx) {
+  if (!ctx) FAIL(ERR_FAIL, "%s: NULL context", what);
+  if (ctx->sm_reserve < 0)
+    FAIL(ERR_FAIL, "%s: sm_reserve = %d (allowed: >= 0)", what,
+         ctx->sm_reserve);
+  if (ctx->adamw_blocks < 0)
+    FAIL(ERR_FAIL, "%s: adamw_blocks = %d (allowed: >= 0)", what,
+         ctx->adamw_blocks);
+  if (e->ops->check_ctx) {
+    TRY(e->ops->check_ctx(e, ctx));
+    return 0;
+  }
+  if (ctx->stream)
+    FAIL(ERR_FAIL, "%s: the %s engine runs on no stream (allowed: NULL, or "
+         "the cuda engine)", what, e->ops->name);
+  if (ctx->sm_reserve > 0)
+    FAIL(ERR_FAIL, "%s: the %s engine has no SMs to reserve (allowed: 0, or "
+         "the cuda engine)", what, e->ops->name);
   return 0;
+}
+
+int eng_view(engine *base, const eng_ctx *ctx, engine **out) {
+  *out = NULL;
+  base = base_of(base);
+  TRY(check_ctx(base, "eng_view", ctx));
+  engine *v = calloc(1, sizeof *v);
+  CHECK_ALLOC(v, sizeof *v);
+  v->ops = base->ops;
+  v->impl = base->impl;
+  v->base = base;
+  v->ctx = *ctx;
+  *out = v;
+  return 0;
+}
+
+/* The modal setters: e's own context with one field replaced, checked as
+ * eng_view checks it. Each caller's set ... reset pair becomes one view. */
+static int set_ctx(engine *e, const char *what, eng_ctx ctx) {
+  TRY(check_ctx(e, what, &ctx));
+  e->ctx = ctx;
+  return 0;
+}
+
+int eng_set_stream(engine *e, void *stream) {
+  eng_ctx c = e->ctx;
+  c.stream = stream;
+  return set_ctx(e, "eng_set_stream", c);
 }
 
 int eng_reserve_sms(engine *e, int n) {
-  if (n < 0) FAIL(ERR_FAIL, "eng_reserve_sms: n = %d (allowed: >= 0)", n);
-  if (e->ops->reserve_sms) return e->ops->reserve_sms(e, n);
-  if (n > 0)
-    FAIL(ERR_FAIL, "the %s engine has no SMs to reserve (allowed: 0, or "
-         "the cuda engine)", e->ops->name);
-  return 0;
+  eng_ctx c = e->ctx;
+  c.sm_reserve = n;
+  return set_ctx(e, "eng_reserve_sms", c);
 }
 
 int eng_cap_adamw_blocks(engine *e, int n) {
-  if (n < 0) FAIL(ERR_FAIL, "eng_cap_adamw_blocks: n = %d (allowed: >= 0)", n);
-  if (e->ops->cap_adamw_blocks) return e->ops->cap_adamw_blocks(e, n);
-  return 0;
+  eng_ctx c = e->ctx;
+  c.adamw_blocks = n;
+  return set_ctx(e, "eng_cap_adamw_blocks", c);
 }
 
 int eng_f32_products(engine *e, f32_products p) {
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_f32_products on a view (allowed: the base engine, "
+         "whose setting its views share)");
   if (p != F32_EXACT && p != F32_TF32 && p != F32_3XTF32)
     FAIL(ERR_FAIL, "eng_f32_products: %d is not a way to run fp32 products "
          "(allowed: F32_EXACT, F32_TF32, F32_3XTF32)", (int)p);
@@ -119,6 +175,7 @@ static void log_event(engine *e, int tag, long long delta) {
 }
 
 void eng_memlog(engine *e, int on) {
+  e = base_of(e);
   if (on) {
     e->nlog = 0;
     e->log_lost = 0;
@@ -128,12 +185,14 @@ void eng_memlog(engine *e, int on) {
 }
 
 int eng_memlog_events(const engine *e, int *lost) {
+  e = cbase_of(e);
   if (lost) *lost = e->log_lost;
   return e->nlog;
 }
 
 void eng_memlog_event(const engine *e, int i, double *t_s, const char **tag,
                       long long *delta, size_t *in_use) {
+  e = cbase_of(e);
   ASSERT(i >= 0 && i < e->nlog);
   const struct eng_memevent *v = &e->log[i];
   if (t_s) *t_s = v->t_s;
@@ -162,7 +221,7 @@ static int tag_index(engine *e, const char *name) {
 /* What cannot be recorded into a graph fails while recording. */
 #define NOT_RECORDING(e, what)                                               \
   do {                                                                       \
-    if ((e)->recording)                                                      \
+    if (base_of(e)->recording)                                               \
       FAIL(ERR_FAIL, "%s while recording a CUDA graph (a recording holds "   \
            "stream work only: run the work once before recording it, so "   \
            "every buffer it grows has its size)", what);                     \
@@ -172,6 +231,7 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
   *p = NULL;
   if (!tag) tag = "(untagged)";
   NOT_RECORDING(e, "eng_alloc");
+  e = base_of(e);   /* the accounting is the base's; alloc has no stream */
   /* Room in the tables first, so a recorded allocation cannot fail. */
   int ti = tag_index(e, tag);
   if (ti < 0)
@@ -203,17 +263,19 @@ int eng_alloc(engine *e, size_t bytes, const char *tag, void **p) {
 
 void eng_free(engine *e, void *p) {
   if (!p) return;
-  int i = e->nblocks - 1;   /* newest first: frees often mirror allocs */
-  while (i >= 0 && e->blocks[i].p != p) i--;
+  /* The accounting is the base's; the waits below are e's stream's. */
+  engine *b = base_of(e);
+  int i = b->nblocks - 1;   /* newest first: frees often mirror allocs */
+  while (i >= 0 && b->blocks[i].p != p) i--;
   ASSERT(i >= 0 && "eng_free of a pointer eng_alloc did not return");
   /* The backends give back memory only outside recordings (they check);
    * freeing memory a recording is reading would break it silently. */
-  ASSERT(!e->recording && "eng_free while recording a CUDA graph");
-  e->in_use -= e->blocks[i].bytes;
-  e->tags[e->blocks[i].tag].in_use -= e->blocks[i].bytes;
-  log_event(e, e->blocks[i].tag, -(long long)e->blocks[i].bytes);
-  eng_allocator a = e->blocks[i].a;
-  e->blocks[i] = e->blocks[--e->nblocks];
+  ASSERT(!b->recording && "eng_free while recording a CUDA graph");
+  b->in_use -= b->blocks[i].bytes;
+  b->tags[b->blocks[i].tag].in_use -= b->blocks[i].bytes;
+  log_event(b, b->blocks[i].tag, -(long long)b->blocks[i].bytes);
+  eng_allocator a = b->blocks[i].a;
+  b->blocks[i] = b->blocks[--b->nblocks];
   if (a.alloc) {
     /* the stream may still use the block: wait, as the backends do */
     if (eng_sync(e) < 0) err_trace(__FILE__, __LINE__);
@@ -225,6 +287,7 @@ void eng_free(engine *e, void *p) {
 
 int eng_set_tag_allocator(engine *e, const char *tag, const eng_allocator *a) {
   if (!tag) FAIL(ERR_FAIL, "eng_set_tag_allocator: NULL tag");
+  e = base_of(e);
   if (a && (!a->alloc || !a->free))
     FAIL(ERR_FAIL, "eng_set_tag_allocator: tag %s needs both alloc and free",
          tag);
@@ -278,13 +341,16 @@ int eng_sync(engine *e) {
 int eng_graphs_supported(const engine *e) {
   return e->ops->graph_begin != NULL;
 }
-int eng_recording(const engine *e) { return e->recording; }
-int eng_profiling(const engine *e) { return e->prof_on; }
+int eng_recording(const engine *e) { return cbase_of(e)->recording; }
+int eng_profiling(const engine *e) { return cbase_of(e)->prof_on; }
 
 int eng_graph_begin(engine *e) {
   if (!e->ops->graph_begin)
     FAIL(ERR_FAIL, "the %s engine cannot record CUDA graphs (allowed: the "
          "cuda engine)", e->ops->name);
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_graph_begin on a view (allowed: the base engine; a "
+         "view may launch a recording)");
   if (e->recording) FAIL(ERR_FAIL, "eng_graph_begin: already recording");
   if (e->prof_on)
     FAIL(ERR_FAIL, "eng_graph_begin while eng_profile collects (its "
@@ -296,6 +362,8 @@ int eng_graph_begin(engine *e) {
 
 int eng_graph_end(engine *e, eng_graph **g) {
   *g = NULL;
+  if (e->base)
+    FAIL(ERR_FAIL, "eng_graph_end on a view (allowed: the base engine)");
   if (!e->recording) FAIL(ERR_FAIL, "eng_graph_end: not recording");
   e->recording = 0;
   void *h = NULL;
@@ -315,15 +383,17 @@ void eng_graph_destroy(engine *e, eng_graph *g) {
   if (g) e->ops->graph_destroy(e, g);
 }
 
-size_t eng_bytes_in_use(const engine *e) { return e->in_use; }
-size_t eng_peak_bytes(const engine *e) { return e->peak; }
+size_t eng_bytes_in_use(const engine *e) { return cbase_of(e)->in_use; }
+size_t eng_peak_bytes(const engine *e) { return cbase_of(e)->peak; }
 
 void eng_reset_peak(engine *e) {
+  e = base_of(e);
   e->peak = e->in_use;
   for (int i = 0; i < e->ntags; i++) e->tags[i].peak = e->tags[i].in_use;
 }
 
 int eng_tag_bytes(const engine *e, const char *tag, size_t *in_use, size_t *peak) {
+  e = cbase_of(e);
   for (int i = 0; i < e->ntags; i++)
     if (strcmp(e->tags[i].name, tag) == 0) {
       if (in_use) *in_use = e->tags[i].in_use;
@@ -337,6 +407,7 @@ void eng_tags(const engine *e,
               void (*fn)(const char *tag, size_t in_use, size_t peak,
                          void *arg),
               void *arg) {
+  e = cbase_of(e);
   for (int i = 0; i < e->ntags; i++)
     fn(e->tags[i].name, e->tags[i].in_use, e->tags[i].peak, arg);
 }
@@ -352,25 +423,13 @@ void eng_tags(const engine *e,
 #define NEED_SIZE(op, x) NEED((x) >= 0, op ": " #x "=%lld must be >= 0", \
                               (long long)(x))
 #define NEED_BUF(op, p) NEED((p) != NULL, op ": " #p " is NULL")
-/* Call a backend op, bracketed for eng_profile when it is on. */
-static int prof_start(engine *e, const char *op);
-static void prof_stop(engine *e, int rec);
-#define DISPATCH(e, name, call)                                              \
-  do {                                                                       \
-    int rec_ = prof_start(e, name);                                          \
-    int rc_ = (call);                                                        \
-    prof_stop(e, rec_);                                                      \
-    TRY(rc_);                                                                \
-  } while (0)
-/* The backend's op of the same name, profiled under that name. */
-#define DISPATCH_OP(e, op, ...) DISPATCH(e, #op, e->ops->op(e, __VA_ARGS__))
 
 /* ---- matrix products ---------------------------------------------------------- */
 
 /* Shapes and strides of one product, shared by the plain and batched calls:
  * A is stored [m,k] (ta=0) or [k,m] (ta=1), B [k,n] or [n,k], C [m,n]. */
-static int check_matmul(const char *op, int ta, int tb, int m, int n, int k,
-                        int lda, int ldb, int ldc, dtype compute) {
+static int check_product(const char *op, int ta, int tb, int m, int n, int k,
+                         int lda, int ldb, int ldc, dtype compute) {
   if (m < 0 || n < 0 || k < 0)
     FAIL(ERR_FAIL, "%s: m=%d n=%d k=%d: sizes must be >= 0", op, m, n, k);
   if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
@@ -389,26 +448,26 @@ static int check_matmul(const char *op, int ta, int tb, int m, int n, int k,
   return 0;
 }
 
-int k_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
-             float alpha, const float *A, int lda, const float *B, int ldb,
-             float beta, float *C, int ldc, dtype compute) {
-  TRY(check_matmul("k_matmul", trans_a, trans_b, m, n, k, lda, ldb, ldc,
-                   compute));
-  if (m == 0 || n == 0) return 0;
+static int check_matmul(engine *e, int trans_a, int trans_b, int m, int n,
+                        int k, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc,
+                        dtype compute) {
+  TRY(check_product("k_matmul", trans_a, trans_b, m, n, k, lda, ldb, ldc,
+                    compute));
+  if (m == 0 || n == 0) return 1;
   NEED_BUF("k_matmul", C);
   if (k > 0) { NEED_BUF("k_matmul", A); NEED_BUF("k_matmul", B); }
-  DISPATCH_OP(e, matmul, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb,
-                         beta, C, ldc, compute);
   return 0;
 }
 
-int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                     float alpha, const float *A, int lda, long long stride_a,
-                     const float *B, int ldb, long long stride_b, float beta,
-                     float *C, int ldc, long long stride_c, int batch,
-                     dtype compute) {
-  TRY(check_matmul("k_matmul_batched", trans_a, trans_b, m, n, k, lda, ldb,
-                   ldc, compute));
+static int check_matmul_batched(engine *e, int trans_a, int trans_b, int m,
+                                int n, int k, float alpha, const float *A,
+                                int lda, long long stride_a, const float *B,
+                                int ldb, long long stride_b, float beta,
+                                float *C, int ldc, long long stride_c,
+                                int batch, dtype compute) {
+  TRY(check_product("k_matmul_batched", trans_a, trans_b, m, n, k, lda, ldb,
+                    ldc, compute));
   NEED_SIZE("k_matmul_batched", batch);
   NEED(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
        "k_matmul_batched: strides %lld %lld %lld must be >= 0", stride_a,
@@ -417,65 +476,62 @@ int k_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n, int k,
   NEED(batch <= 1 || stride_c >= (long long)(m - 1) * ldc + n,
        "k_matmul_batched: stride_c=%lld makes outputs overlap (need >= %lld)",
        stride_c, (long long)(m - 1) * ldc + n);
-  if (m == 0 || n == 0 || batch == 0) return 0;
+  if (m == 0 || n == 0 || batch == 0) return 1;
   NEED_BUF("k_matmul_batched", C);
   if (k > 0) { NEED_BUF("k_matmul_batched", A); NEED_BUF("k_matmul_batched", B); }
-  DISPATCH_OP(e, matmul_batched, trans_a, trans_b, m, n, k, alpha, A, lda,
-                                 stride_a, B, ldb, stride_b, beta, C, ldc,
-                                 stride_c, batch, compute);
   return 0;
 }
 
 /* ---- embedding -------------------------------------------------------------- */
 
-int k_embedding_fwd(engine *e, const int32_t *ids, const float *table,
-                    float *out, int n, int d, int vocab) {
+static int check_embedding_fwd(engine *e, const int32_t *ids,
+                               const float *table, float *out, int n, int d,
+                               int vocab) {
   NEED_SIZE("k_embedding_fwd", n);
   NEED_SIZE("k_embedding_fwd", d);
   NEED(vocab > 0, "k_embedding_fwd: vocab=%d must be > 0", vocab);
-  if (n == 0 || d == 0) return 0;
+  if (n == 0 || d == 0) return 1;
   NEED_BUF("k_embedding_fwd", ids);
   NEED_BUF("k_embedding_fwd", table);
   NEED_BUF("k_embedding_fwd", out);
-  DISPATCH_OP(e, embedding_fwd, ids, table, out, n, d, vocab);
   return 0;
 }
 
-int k_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
-                    float *dtable, int n, int d, int vocab) {
+static int check_embedding_bwd(engine *e, const int32_t *ids,
+                               const float *dout, float *dtable, int n, int d,
+                               int vocab) {
   NEED_SIZE("k_embedding_bwd", n);
   NEED_SIZE("k_embedding_bwd", d);
   NEED(vocab > 0, "k_embedding_bwd: vocab=%d must be > 0", vocab);
-  if (n == 0 || d == 0) return 0;
+  if (n == 0 || d == 0) return 1;
   NEED_BUF("k_embedding_bwd", ids);
   NEED_BUF("k_embedding_bwd", dout);
   NEED_BUF("k_embedding_bwd", dtable);
-  DISPATCH_OP(e, embedding_bwd, ids, dout, dtable, n, d, vocab);
   return 0;
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------ */
 
-int k_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
-                  float *rstd, int n, int d, float eps) {
+static int check_rmsnorm_fwd(engine *e, const float *x, const float *g,
+                             float *y, float *rstd, int n, int d, float eps) {
   NEED_SIZE("k_rmsnorm_fwd", n);
   NEED(d > 0, "k_rmsnorm_fwd: d=%d must be > 0", d);
   NEED(eps >= 0, "k_rmsnorm_fwd: eps=%g must be >= 0", (double)eps);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_rmsnorm_fwd", x);
   NEED_BUF("k_rmsnorm_fwd", g);
   NEED_BUF("k_rmsnorm_fwd", y);
   NEED_BUF("k_rmsnorm_fwd", rstd);
   NEED(y != x, "k_rmsnorm_fwd: y may not alias x");
-  DISPATCH_OP(e, rmsnorm_fwd, x, g, y, rstd, n, d, eps);
   return 0;
 }
 
-int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
-                  const float *rstd, float *dx, float *dg, int n, int d) {
+static int check_rmsnorm_bwd(engine *e, const float *dy, const float *x,
+                             const float *g, const float *rstd, float *dx,
+                             float *dg, int n, int d) {
   NEED_SIZE("k_rmsnorm_bwd", n);
   NEED(d > 0, "k_rmsnorm_bwd: d=%d must be > 0", d);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_rmsnorm_bwd", dy);
   NEED_BUF("k_rmsnorm_bwd", x);
   NEED_BUF("k_rmsnorm_bwd", g);
@@ -483,14 +539,13 @@ int k_rmsnorm_bwd(engine *e, const float *dy, const float *x, const float *g,
   NEED_BUF("k_rmsnorm_bwd", dx);
   NEED_BUF("k_rmsnorm_bwd", dg);
   NEED(dx != x, "k_rmsnorm_bwd: dx may not alias x");
-  DISPATCH_OP(e, rmsnorm_bwd, dy, x, g, rstd, dx, dg, n, d);
   return 0;
 }
 
 /* ---- RoPE and head layout ------------------------------------------------------ */
 
-int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
-           float theta, int inverse) {
+static int check_rope(engine *e, float *x, int batch, int heads, int seq,
+                      int dh, float theta, int inverse) {
   NEED_SIZE("k_rope", batch);
   NEED_SIZE("k_rope", heads);
   NEED_SIZE("k_rope", seq);
@@ -498,129 +553,118 @@ int k_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
   NEED(theta > 0, "k_rope: theta=%g must be > 0", (double)theta);
   NEED(inverse == 0 || inverse == 1, "k_rope: inverse=%d must be 0 or 1",
        inverse);
-  if (batch == 0 || heads == 0 || seq == 0) return 0;
+  if (batch == 0 || heads == 0 || seq == 0) return 1;
   NEED_BUF("k_rope", x);
-  DISPATCH_OP(e, rope, x, batch, heads, seq, dh, theta, inverse);
   return 0;
 }
 
+/* What split and merge share; 1: no work. */
 static int check_heads(const char *op, const float *x, const float *y,
                        int batch, int seq, int heads, int dh) {
   if (batch < 0 || seq < 0 || heads < 0 || dh < 0)
     FAIL(ERR_FAIL, "%s: batch=%d seq=%d heads=%d dh=%d must be >= 0", op,
          batch, seq, heads, dh);
-  if ((long long)batch * seq * heads * dh == 0) return 0;
+  if ((long long)batch * seq * heads * dh == 0) return 1;
   if (!x || !y) FAIL(ERR_FAIL, "%s: NULL buffer", op);
   if (x == y) FAIL(ERR_FAIL, "%s: y may not alias x", op);
   return 0;
 }
 
-int k_split_heads(engine *e, const float *x, float *y, int batch, int seq,
-                  int heads, int dh) {
-  TRY(check_heads("k_split_heads", x, y, batch, seq, heads, dh));
-  if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH_OP(e, split_heads, x, y, batch, seq, heads, dh);
-  return 0;
+static int check_split_heads(engine *e, const float *x, float *y, int batch,
+                             int seq, int heads, int dh) {
+  return check_heads("k_split_heads", x, y, batch, seq, heads, dh);
 }
 
-int k_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
-                  int heads, int dh) {
-  TRY(check_heads("k_merge_heads", x, y, batch, seq, heads, dh));
-  if ((long long)batch * seq * heads * dh == 0) return 0;
-  DISPATCH_OP(e, merge_heads, x, y, batch, seq, heads, dh);
-  return 0;
+static int check_merge_heads(engine *e, const float *x, float *y, int batch,
+                             int seq, int heads, int dh) {
+  return check_heads("k_merge_heads", x, y, batch, seq, heads, dh);
 }
 
 /* ---- causal softmax ------------------------------------------------------------- */
 
-int k_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
-                         int seq, float scale) {
+static int check_softmax_causal_fwd(engine *e, const float *S, float *P,
+                                    int mats, int seq, float scale) {
   NEED_SIZE("k_softmax_causal_fwd", mats);
   NEED_SIZE("k_softmax_causal_fwd", seq);
-  if (mats == 0 || seq == 0) return 0;
+  if (mats == 0 || seq == 0) return 1;
   NEED_BUF("k_softmax_causal_fwd", S);
   NEED_BUF("k_softmax_causal_fwd", P);
-  DISPATCH_OP(e, softmax_causal_fwd, S, P, mats, seq, scale);
   return 0;
 }
 
-int k_softmax_causal_bwd(engine *e, const float *P, const float *dP,
-                         float *dS, int mats, int seq, float scale) {
+static int check_softmax_causal_bwd(engine *e, const float *P, const float *dP,
+                                    float *dS, int mats, int seq,
+                                    float scale) {
   NEED_SIZE("k_softmax_causal_bwd", mats);
   NEED_SIZE("k_softmax_causal_bwd", seq);
-  if (mats == 0 || seq == 0) return 0;
+  if (mats == 0 || seq == 0) return 1;
   NEED_BUF("k_softmax_causal_bwd", P);
   NEED_BUF("k_softmax_causal_bwd", dP);
   NEED_BUF("k_softmax_causal_bwd", dS);
-  DISPATCH_OP(e, softmax_causal_bwd, P, dP, dS, mats, seq, scale);
   return 0;
 }
 
 /* ---- SwiGLU ------------------------------------------------------------------------ */
 
-int k_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
-                 size_t n) {
-  if (n == 0) return 0;
+static int check_swiglu_fwd(engine *e, const float *a, const float *b,
+                            float *h, size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_swiglu_fwd", a);
   NEED_BUF("k_swiglu_fwd", b);
   NEED_BUF("k_swiglu_fwd", h);
-  DISPATCH_OP(e, swiglu_fwd, a, b, h, n);
   return 0;
 }
 
-int k_swiglu_bwd(engine *e, const float *dh, const float *a, const float *b,
-                 float *da, float *db, size_t n) {
-  if (n == 0) return 0;
+static int check_swiglu_bwd(engine *e, const float *dh, const float *a,
+                            const float *b, float *da, float *db, size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_swiglu_bwd", dh);
   NEED_BUF("k_swiglu_bwd", a);
   NEED_BUF("k_swiglu_bwd", b);
   NEED_BUF("k_swiglu_bwd", da);
   NEED_BUF("k_swiglu_bwd", db);
   NEED(da != db, "k_swiglu_bwd: da and db may not alias");
-  DISPATCH_OP(e, swiglu_bwd, dh, a, b, da, db, n);
   return 0;
 }
 
 /* ---- cross-entropy ---------------------------------------------------------------- */
 
-int k_cross_entropy_fwd(engine *e, const float *logits,
-                        const int32_t *targets, float *losses, float *lse,
-                        int n, int vocab) {
+static int check_cross_entropy_fwd(engine *e, const float *logits,
+                                   const int32_t *targets, float *losses,
+                                   float *lse, int n, int vocab) {
   NEED_SIZE("k_cross_entropy_fwd", n);
   NEED(vocab > 0, "k_cross_entropy_fwd: vocab=%d must be > 0", vocab);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_cross_entropy_fwd", logits);
   NEED_BUF("k_cross_entropy_fwd", targets);
   NEED_BUF("k_cross_entropy_fwd", losses);
   NEED_BUF("k_cross_entropy_fwd", lse);
-  DISPATCH_OP(e, cross_entropy_fwd, logits, targets, losses, lse, n, vocab);
   return 0;
 }
 
-int k_cross_entropy_bwd(engine *e, const float *logits,
-                        const int32_t *targets, const float *lse,
-                        float *dlogits, int n, int vocab, float scale) {
+static int check_cross_entropy_bwd(engine *e, const float *logits,
+                                   const int32_t *targets, const float *lse,
+                                   float *dlogits, int n, int vocab,
+                                   float scale) {
   NEED_SIZE("k_cross_entropy_bwd", n);
   NEED(vocab > 0, "k_cross_entropy_bwd: vocab=%d must be > 0", vocab);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_cross_entropy_bwd", logits);
   NEED_BUF("k_cross_entropy_bwd", targets);
   NEED_BUF("k_cross_entropy_bwd", lse);
   NEED_BUF("k_cross_entropy_bwd", dlogits);
-  DISPATCH_OP(e, cross_entropy_bwd, logits, targets, lse, dlogits, n, vocab,
-                                    scale);
   return 0;
 }
 
 /* ---- LayerNorm and ReLU ------------------------------------------------------------ */
 
-int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
-                    float *y, float *mean, float *rstd, int n, int d,
-                    float eps) {
+static int check_layernorm_fwd(engine *e, const float *x, const float *w,
+                               const float *b, float *y, float *mean,
+                               float *rstd, int n, int d, float eps) {
   NEED_SIZE("k_layernorm_fwd", n);
   NEED(d > 0, "k_layernorm_fwd: d=%d must be > 0", d);
   NEED(eps >= 0, "k_layernorm_fwd: eps=%g must be >= 0", (double)eps);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_layernorm_fwd", x);
   NEED_BUF("k_layernorm_fwd", w);
   NEED_BUF("k_layernorm_fwd", b);
@@ -628,16 +672,16 @@ int k_layernorm_fwd(engine *e, const float *x, const float *w, const float *b,
   NEED_BUF("k_layernorm_fwd", mean);
   NEED_BUF("k_layernorm_fwd", rstd);
   NEED(y != x, "k_layernorm_fwd: y may not alias x");
-  DISPATCH_OP(e, layernorm_fwd, x, w, b, y, mean, rstd, n, d, eps);
   return 0;
 }
 
-int k_layernorm_bwd(engine *e, const float *dy, const float *x,
-                    const float *w, const float *mean, const float *rstd,
-                    float *dx, float *dw, float *db, int n, int d) {
+static int check_layernorm_bwd(engine *e, const float *dy, const float *x,
+                               const float *w, const float *mean,
+                               const float *rstd, float *dx, float *dw,
+                               float *db, int n, int d) {
   NEED_SIZE("k_layernorm_bwd", n);
   NEED(d > 0, "k_layernorm_bwd: d=%d must be > 0", d);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_layernorm_bwd", dy);
   NEED_BUF("k_layernorm_bwd", x);
   NEED_BUF("k_layernorm_bwd", w);
@@ -648,49 +692,44 @@ int k_layernorm_bwd(engine *e, const float *dy, const float *x,
   NEED_BUF("k_layernorm_bwd", db);
   NEED(dx != x, "k_layernorm_bwd: dx may not alias x");
   NEED(dw != db, "k_layernorm_bwd: dw and db may not alias");
-  DISPATCH_OP(e, layernorm_bwd, dy, x, w, mean, rstd, dx, dw, db, n, d);
   return 0;
 }
 
-int k_relu_fwd(engine *e, const float *x, float *y, size_t n) {
-  if (n == 0) return 0;
+static int check_relu_fwd(engine *e, const float *x, float *y, size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_relu_fwd", x);
   NEED_BUF("k_relu_fwd", y);
-  DISPATCH_OP(e, relu_fwd, x, y, n);
   return 0;
 }
 
-int k_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
-               size_t n) {
-  if (n == 0) return 0;
+static int check_relu_bwd(engine *e, const float *dy, const float *x,
+                          float *dx, size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_relu_bwd", dy);
   NEED_BUF("k_relu_bwd", x);
   NEED_BUF("k_relu_bwd", dx);
-  DISPATCH_OP(e, relu_bwd, dy, x, dx, n);
   return 0;
 }
 
 /* ---- optimizer ------------------------------------------------------------------------ */
 
-int k_adamw(engine *e, float *p, const float *g, float *m, float *v,
-            size_t n, float lr, float b1, float b2, float eps, float wd,
-            long long t) {
+static int check_adamw(engine *e, float *p, const float *g, float *m, float *v,
+                       size_t n, float lr, float b1, float b2, float eps,
+                       float wd, long long t) {
   NEED(t >= 1, "k_adamw: step t=%lld must be >= 1", t);
   NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
        "k_adamw: betas (%g, %g) must be in [0, 1)", (double)b1, (double)b2);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_adamw", p);
   NEED_BUF("k_adamw", g);
   NEED_BUF("k_adamw", m);
   NEED_BUF("k_adamw", v);
-  const float *gs[1] = {g};
-  DISPATCH_OP(e, adamw, p, gs, 1, m, v, n, lr, b1, b2, eps, wd, t);
   return 0;
 }
 
-int k_adamw_mean(engine *e, float *p, const float *const *g, int ng,
-                 float *m, float *v, size_t n, float lr, float b1, float b2,
-                 float eps, float wd, long long t) {
+static int check_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                            float *m, float *v, size_t n, float lr, float b1,
+                            float b2, float eps, float wd, long long t) {
   NEED(t >= 1, "k_adamw_mean: step t=%lld must be >= 1", t);
   NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
        "k_adamw_mean: betas (%g, %g) must be in [0, 1)", (double)b1,
@@ -698,44 +737,41 @@ int k_adamw_mean(engine *e, float *p, const float *const *g, int ng,
   NEED(g != NULL && ng >= 1 && ng <= K_ADAMW_MAX_GRADS,
        "k_adamw_mean: %d gradient arrays (allowed: 1 to %d)", ng,
        (int)K_ADAMW_MAX_GRADS);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_adamw_mean", p);
   for (int k = 0; k < ng; k++) NEED_BUF("k_adamw_mean", g[k]);
   NEED_BUF("k_adamw_mean", m);
   NEED_BUF("k_adamw_mean", v);
-  DISPATCH_OP(e, adamw, p, g, ng, m, v, n, lr, b1, b2, eps, wd, t);
   return 0;
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */
 
-int k_add(engine *e, const float *a, const float *b, float *out, size_t n) {
-  if (n == 0) return 0;
+static int check_add(engine *e, const float *a, const float *b, float *out,
+                     size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_add", a);
   NEED_BUF("k_add", b);
   NEED_BUF("k_add", out);
-  DISPATCH_OP(e, add, a, b, out, n);
   return 0;
 }
 
-int k_scale(engine *e, float *x, float s, size_t n) {
-  if (n == 0) return 0;
+static int check_scale(engine *e, float *x, float s, size_t n) {
+  if (n == 0) return 1;
   NEED_BUF("k_scale", x);
-  DISPATCH_OP(e, scale, x, s, n);
   return 0;
 }
 
-int k_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
-           size_t n) {
+static int check_cast(engine *e, const void *src, dtype st, void *dst,
+                      dtype dt, size_t n) {
   NEED(dtype_known(st) && dtype_known(dt), "k_cast: unknown dtype (%d -> %d)",
        (int)st, (int)dt);
-  if (n == 0) return 0;
+  if (n == 0) return 1;
   NEED_BUF("k_cast", src);
   NEED_BUF("k_cast", dst);
   NEED(src != dst || st == dt,
        "k_cast: %s -> %s may not be in place (src == dst)", dtype_name(st),
        dtype_name(dt));
-  DISPATCH_OP(e, cast, src, st, dst, dt, n);
   return 0;
 }
 
@@ -771,34 +807,34 @@ static int check_attention(const char *op, attn_impl impl, const void *P,
   return 0;
 }
 
-int k_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
-                    const void *v, void *o, float *lse, void *P, int bh,
-                    int tq, int tk, int dh, int causal, float scale,
-                    dtype dt) {
+static int check_attention_fwd(engine *e, attn_impl impl, const void *q,
+                               const void *k, const void *v, void *o,
+                               float *lse, void *P, int bh, int tq, int tk,
+                               int dh, int causal, float scale, dtype dt) {
   int rc = check_attention("k_attention_fwd", impl, P, bh, tq, tk, dh, scale,
                            dt);
-  if (rc != 0) return rc < 0 ? rc : 0;
+  if (rc != 0) return rc;
   NEED_BUF("k_attention_fwd", q);
   NEED_BUF("k_attention_fwd", k);
   NEED_BUF("k_attention_fwd", v);
   NEED_BUF("k_attention_fwd", o);
   NEED_BUF("k_attention_fwd", lse);
   NEED(o != q && o != k && o != v, "k_attention_fwd: o may not alias q, k, v");
-  DISPATCH_OP(e, attention_fwd, impl, q, k, v, o, lse, P, bh, tq, tk, dh,
-                                causal != 0, scale, dt);
   return 0;
 }
 
-int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
-                    const void *v, const void *o, const void *dout,
-                    const float *lse, const void *P, void *dq, void *dk,
-                    void *dv, int bh, int tq, int tk, int dh, int causal,
-                    float scale, dtype dt) {
+static int check_attention_bwd(engine *e, attn_impl impl, const void *q,
+                               const void *k, const void *v, const void *o,
+                               const void *dout, const float *lse,
+                               const void *P, void *dq, void *dk, void *dv,
+                               int bh, int tq, int tk, int dh, int causal,
+                               float scale, dtype dt) {
   int rc = check_attention("k_attention_bwd", impl, P, bh, tq, tk, dh, scale,
                            dt);
   if (rc < 0) return rc;
   if (rc > 0) {
-    /* No queries: the loss does not depend on k and v. */
+    /* No queries: the loss does not depend on k and v, whose gradients
+     * are zeroed here; nothing is left for the backend. */
     if (bh > 0 && tk > 0) {
       size_t bytes = (size_t)bh * tk * dh * dtype_size(dt);
       NEED_BUF("k_attention_bwd", dk);
@@ -806,7 +842,7 @@ int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
       TRY(eng_memset0(e, dk, bytes));
       TRY(eng_memset0(e, dv, bytes));
     }
-    return 0;
+    return 1;
   }
   NEED_BUF("k_attention_bwd", q);
   NEED_BUF("k_attention_bwd", k);
@@ -819,76 +855,73 @@ int k_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
   NEED_BUF("k_attention_bwd", dv);
   NEED(dq != dk && dq != dv && dk != dv,
        "k_attention_bwd: dq, dk, dv must be separate buffers");
-  DISPATCH_OP(e, attention_bwd, impl, q, k, v, o, dout, lse, P, dq, dk, dv,
-                                bh, tq, tk, dh, causal != 0, scale, dt);
   return 0;
+}
+
+/* ---- the entry points ------------------------------------------------------ */
+
+/* k_NAME for every K_OP and K_OP_AS row of ops.def: check_NAME above, then
+ * the backend (engine_internal.h, ENG_ENTRY). */
+#define K_OP(name, family, params, args)                                     \
+  ENG_ENTRY(name, family, params, args, e->ops, "ops table", name, args)
+#define K_OP_AS(name, family, params, args, op, op_args)                     \
+  ENG_ENTRY(name, family, params, args, e->ops, "ops table", op, op_args)
+#include "kernels/ops.def"
+
+int eng_lacks_(engine *e, const char *op, const char *what) {
+  FAIL(ERR_FAIL, "%s: the %s engine has no %s", op, e->ops->name, what);
 }
 
 /* ---- profiling ----------------------------------------------------------------- */
 
 
-/* Open a record for `op`: its start mark. Returns the record's index + 1,
- * or 0 when not profiling (or out of memory: the op just goes unrecorded). */
-static int prof_start(engine *e, const char *op) {
-  if (!e->prof_on) return 0;
-  if (e->nprof == e->cap_prof) {
-    int cap = e->cap_prof ? 2 * e->cap_prof : 1024;
-    eng_prof_rec *r = realloc(e->prof, (size_t)cap * sizeof *r);
+/* Open a record under `family`: its start mark. Returns the record's
+ * index + 1, or 0 when not profiling (or out of memory: the op just goes
+ * unrecorded). */
+int eng_prof_start_(engine *e, const char *family) {
+  /* The records are the base's; the marks go on e's stream. */
+  engine *b = base_of(e);
+  if (!b->prof_on) return 0;
+  if (b->nprof == b->cap_prof) {
+    int cap = b->cap_prof ? 2 * b->cap_prof : 1024;
+    eng_prof_rec *r = realloc(b->prof, (size_t)cap * sizeof *r);
     if (!r) return 0;
-    e->prof = r;
-    e->cap_prof = cap;
+    b->prof = r;
+    b->cap_prof = cap;
   }
-  eng_prof_rec *r = &e->prof[e->nprof];
-  r->op = op;
+  eng_prof_rec *r = &b->prof[b->nprof];
+  r->family = family;
   r->ev[0] = r->ev[1] = NULL;
   if (e->ops->prof_record) r->ev[0] = e->ops->prof_record(e);
   else r->host[0] = clock_now_s();
-  return ++e->nprof;
+  return ++b->nprof;
 }
 
-static void prof_stop(engine *e, int rec) {
+void eng_prof_stop_(engine *e, int rec) {
+  engine *b = base_of(e);
   if (rec == 0) return;
-  eng_prof_rec *r = &e->prof[rec - 1];
+  eng_prof_rec *r = &b->prof[rec - 1];
   if (e->ops->prof_record) r->ev[1] = e->ops->prof_record(e);
   else r->host[1] = clock_now_s();
 }
 
-/* An operation's family: its name without _fwd/_bwd/_ex/_batched, with
- * the head-layout ops and RoPE together and the loss-scale pass counted
- * as elementwise. */
-static void family(const char *op, char *out, size_t n) {
-  static const struct { const char *prefix, *fam; } map[] = {
-      {"matmul", "matmul"},          {"attention", "attention"},
-      {"softmax", "softmax"},        {"rmsnorm", "rmsnorm"},
-      {"add_rmsnorm", "rmsnorm"},    {"rope", "rope+heads"},
-      {"qkv_", "rope+heads"},        {"split_heads", "rope+heads"},
-      {"merge_heads", "rope+heads"}, {"swiglu", "swiglu"},
-      {"cross_entropy", "cross_entropy"}, {"adamw", "adamw"},
-      {"embedding", "embedding"},    {"layernorm", "layernorm"},
-      {"relu", "relu"}};
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strncmp(op, map[i].prefix, strlen(map[i].prefix)) == 0) {
-      snprintf(out, n, "%s", map[i].fam);
-      return;
-    }
-  snprintf(out, n, "elementwise");
-}
-
 int eng_profile(engine *e, int on) {
   if (on) NOT_RECORDING(e, "eng_profile");
+  e = base_of(e);
   if (on && !e->prof_on) e->nprof = 0;
   e->prof_on = on != 0;
   return 0;
 }
 
 int eng_profile_report(engine *e, char *buf, size_t n) {
-  TRY(eng_sync(e));
+  TRY(eng_sync(e));   /* e's stream; the records are the base's */
+  engine *b = base_of(e);
   enum { MAXF = 32 };
   char names[MAXF][32];
   double ms[MAXF];
   int nf = 0;
-  for (int i = 0; i < e->nprof; i++) {
-    eng_prof_rec *r = &e->prof[i];
+  for (int i = 0; i < b->nprof; i++) {
+    eng_prof_rec *r = &b->prof[i];
     double t = 0;
     if (e->ops->prof_record) {
       if (r->ev[0] && r->ev[1]) t = e->ops->prof_elapsed_ms(e, r->ev[0], r->ev[1]);
@@ -897,18 +930,16 @@ int eng_profile_report(engine *e, char *buf, size_t n) {
     } else {
       t = (r->host[1] - r->host[0]) * 1e3;
     }
-    char f[32];
-    family(r->op, f, sizeof f);
     int k = 0;
-    while (k < nf && strcmp(names[k], f) != 0) k++;
+    while (k < nf && strcmp(names[k], r->family) != 0) k++;
     if (k == nf && nf < MAXF) {
-      snprintf(names[nf], sizeof names[nf], "%s", f);
+      snprintf(names[nf], sizeof names[nf], "%s", r->family);
       ms[nf++] = 0;
     }
     if (k < nf) ms[k] += t;
   }
-  e->nprof = 0;
-  e->prof_on = 0;
+  b->nprof = 0;
+  b->prof_on = 0;
   size_t len = 0;
   if (n) buf[0] = 0;
   for (int done = 0; done < nf; done++) {   /* largest first */
@@ -922,7 +953,3 @@ int eng_profile_report(engine *e, char *buf, size_t n) {
   }
   return 0;
 }
-
-/* For engine_fused.c's DISPATCH. */
-int eng_prof_start_(engine *e, const char *op) { return prof_start(e, op); }
-void eng_prof_stop_(engine *e, int rec) { prof_stop(e, rec); }

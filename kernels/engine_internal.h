@@ -8,52 +8,22 @@
  * also keeps the memory accounting: a backend's alloc/free only get and give
  * back memory.
  *
- * Each op has the signature of the k_* function of the same name
- * (kernels.h). A backend creates an engine with calloc, sets ops (first) and
- * impl; ops->destroy frees impl, never the engine itself. */
+ * The op members are generated from kernels/ops.def, each with the
+ * signature of the k_* function of the same name. A backend creates an
+ * engine with calloc, sets ops (first) and impl; ops->destroy frees impl,
+ * never the engine itself. */
 #ifndef TL_ENGINE_INTERNAL_H
 #define TL_ENGINE_INTERNAL_H
 
 #include "kernels/kernels.h"
+#include "common/check.h"   /* ENG_ENTRY's TRY */
 
-/* The fused path's operations (kernels.h, "the fused path"), each with the
- * signature of its k_* function; kernels/engine_fused.c checks and
+/* The fused path's operations: one per K_FUSED row of ops.def, each with
+ * the signature of its k_* function; kernels/engine_fused.c checks and
  * dispatches them. */
 typedef struct fused_ops {
-  int (*matmul_ex)(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                   float alpha, const void *A, int lda, const void *B,
-                   int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, f32_products f32);
-  int (*add_rmsnorm_fwd)(engine *e, const float *a, const float *b,
-                         float *sum, const float *g, void *y, dtype yt,
-                         float *rstd, int n, int d, float eps);
-  int (*rmsnorm_bwd_ex)(engine *e, const void *dy, const float *x,
-                        const float *g, const float *rstd, const float *dres,
-                        float *dx, void *dx_low, dtype lt, float *dg, int n,
-                        int d);
-  int (*qkv_split_rope)(engine *e, const void *qkv, void *q, void *k,
-                        void *v, dtype lt, int batch, int seq, int heads,
-                        int dh, float theta);
-  int (*qkv_merge_rope_bwd)(engine *e, const void *dq, const void *dk,
-                            const void *dv, void *dqkv, dtype lt, int batch,
-                            int seq, int heads, int dh, float theta);
-  int (*split_heads_ex)(engine *e, const void *x, dtype xt, void *y,
-                        dtype yt, int batch, int seq, int heads, int dh);
-  int (*merge_heads_ex)(engine *e, const void *x, dtype xt, void *y,
-                        dtype yt, int batch, int seq, int heads, int dh);
-  int (*swiglu_fwd_ex)(engine *e, const void *a, const void *b, void *h,
-                       dtype lt, size_t n);
-  int (*swiglu_bwd_ex)(engine *e, const void *dh, const void *a,
-                       const void *b, void *da, void *db, void *h, dtype lt, size_t n);
-  int (*cross_entropy_bwd_ex)(engine *e, const float *logits,
-                              const int32_t *targets, const float *lse,
-                              void *dlogits, dtype dt, int n, int vocab,
-                              float scale);
-  int (*adamw_ex)(engine *e, float *p, void *p_low, dtype lt, const float *g,
-                  float *m, float *v, size_t n, float lr, float b1, float b2,
-                  float eps, float wd, long long t);
-  int (*grad_unscale)(engine *e, float *g, size_t n, float inv_scale,
-                      int *finite);
+#define K_FUSED(name, family, params, args) int (*name) params;
+#include "kernels/ops.def"
 } fused_ops;
 
 typedef struct engine_ops {
@@ -69,10 +39,11 @@ typedef struct engine_ops {
   int (*copy)(engine *e, void *dst, const void *src, size_t bytes);
   int (*sync)(engine *e);
   void *(*stream)(engine *e);               /* NULL: host engine */
-  int (*set_stream)(engine *e, void *stream);   /* NULL: host engine */
+  /* Whether a context can run on this engine (eng_view, the setters);
+   * engine.c has checked its fields are >= 0. NULL: a host engine, which
+   * takes no stream and no reserved SMs and ignores adamw_blocks. */
+  int (*check_ctx)(engine *e, const eng_ctx *ctx);
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
-  int (*reserve_sms)(engine *e, int n);     /* NULL: no SMs to reserve */
-  int (*cap_adamw_blocks)(engine *e, int n);   /* NULL: no blocks */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */
   void *(*prof_record)(engine *e);
@@ -85,71 +56,12 @@ typedef struct engine_ops {
   int (*graph_launch)(engine *e, void *g);
   void (*graph_destroy)(engine *e, void *g);
 
-  /* Operations, one per k_* function. */
-  int (*matmul)(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                float alpha, const float *A, int lda, const float *B, int ldb,
-                float beta, float *C, int ldc, dtype compute);
-  int (*matmul_batched)(engine *e, int trans_a, int trans_b, int m, int n,
-                        int k, float alpha, const float *A, int lda,
-                        long long stride_a, const float *B, int ldb,
-                        long long stride_b, float beta, float *C, int ldc,
-                        long long stride_c, int batch, dtype compute);
-  int (*embedding_fwd)(engine *e, const int32_t *ids, const float *table,
-                       float *out, int n, int d, int vocab);
-  int (*embedding_bwd)(engine *e, const int32_t *ids, const float *dout,
-                       float *dtable, int n, int d, int vocab);
-  int (*rmsnorm_fwd)(engine *e, const float *x, const float *g, float *y,
-                     float *rstd, int n, int d, float eps);
-  int (*rmsnorm_bwd)(engine *e, const float *dy, const float *x,
-                     const float *g, const float *rstd, float *dx, float *dg,
-                     int n, int d);
-  int (*rope)(engine *e, float *x, int batch, int heads, int seq, int dh,
-              float theta, int inverse);
-  int (*split_heads)(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-  int (*merge_heads)(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-  int (*softmax_causal_fwd)(engine *e, const float *S, float *P, int mats,
-                            int seq, float scale);
-  int (*softmax_causal_bwd)(engine *e, const float *P, const float *dP,
-                            float *dS, int mats, int seq, float scale);
-  int (*swiglu_fwd)(engine *e, const float *a, const float *b, float *h,
-                    size_t n);
-  int (*swiglu_bwd)(engine *e, const float *dh, const float *a,
-                    const float *b, float *da, float *db, size_t n);
-  int (*cross_entropy_fwd)(engine *e, const float *logits,
-                           const int32_t *targets, float *losses, float *lse,
-                           int n, int vocab);
-  int (*cross_entropy_bwd)(engine *e, const float *logits,
-                           const int32_t *targets, const float *lse,
-                           float *dlogits, int n, int vocab, float scale);
-  int (*layernorm_fwd)(engine *e, const float *x, const float *w,
-                       const float *b, float *y, float *mean, float *rstd,
-                       int n, int d, float eps);
-  int (*layernorm_bwd)(engine *e, const float *dy, const float *x,
-                       const float *w, const float *mean, const float *rstd,
-                       float *dx, float *dw, float *db, int n, int d);
-  int (*relu_fwd)(engine *e, const float *x, float *y, size_t n);
-  int (*relu_bwd)(engine *e, const float *dy, const float *x, float *dx,
-                  size_t n);
-  /* the gradient is the mean of g[0..ng-1] (k_adamw_mean; k_adamw: ng 1) */
-  int (*adamw)(engine *e, float *p, const float *const *g, int ng, float *m,
-               float *v, size_t n, float lr, float b1, float b2, float eps,
-               float wd, long long t);
-  int (*add)(engine *e, const float *a, const float *b, float *out, size_t n);
-  int (*scale)(engine *e, float *x, float s, size_t n);
-  int (*cast)(engine *e, const void *src, dtype st, void *dst, dtype dt,
-              size_t n);
-  const fused_ops *fused;                   /* the fused path */
-  int (*attention_fwd)(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, void *o, float *lse,
-                       void *P, int bh, int tq, int tk, int dh, int causal,
-                       float scale, dtype dt);
-  int (*attention_bwd)(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, const void *o,
-                       const void *dout, const float *lse, const void *P,
-                       void *dq, void *dk, void *dv, int bh, int tq, int tk,
-                       int dh, int causal, float scale, dtype dt);
+  /* Operations: one per K_OP row of ops.def, each with the signature of
+   * its k_* function (K_OP_AS rows reuse another row's entry). NULL: the
+   * engine lacks it, and the k_* call fails saying so. */
+#define K_OP(name, family, params, args) int (*name) params;
+#include "kernels/ops.def"
+  const fused_ops *fused;                   /* the fused path; NULL: none */
 } engine_ops;
 
 /* Memory accounting, kept by engine.c. One record per live allocation
@@ -168,22 +80,54 @@ typedef struct eng_tag {
   eng_allocator a;      /* a.alloc: this tag's memory comes from it */
 } eng_tag;
 
-/* engine.c's profiling brackets, for the k_* entry points outside it:
- * start returns a record handle (0 when not profiling). */
+/* engine.c's profiling brackets, for the k_* entry points: start returns
+ * a record handle (0 when not profiling); the time is summed under
+ * `family` (ops.def's FAMILY). */
 struct engine;
-int eng_prof_start_(struct engine *e, const char *op);
+int eng_prof_start_(struct engine *e, const char *family);
 void eng_prof_stop_(struct engine *e, int rec);
+/* The failure of a k_* call whose backend lacks the op: "op: the cpu
+ * engine has no what". */
+int eng_lacks_(struct engine *e, const char *op, const char *what);
+
+/* The body of every k_* entry point, from its ops.def row (engine.c expands
+ * K_OP and K_OP_AS rows, engine_fused.c K_FUSED rows): check_NAME ARGS,
+ * the op's hand-written argument check (< 0: the error; 1: nothing for the
+ * backend to do, the call succeeds; 0: go on), then `table`'s entry OP
+ * with OP_ARGS, bracketed for eng_profile under FAMILY. A NULL table or
+ * entry fails naming what is missing. */
+#define ENG_ENTRY(name, family, params, args, table, what, op, op_args)     \
+  int k_##name params {                                                      \
+    int rc_ = check_##name args;                                             \
+    if (rc_ != 0) return rc_ < 0 ? rc_ : 0;                                  \
+    if (!(table)) return eng_lacks_(e, "k_" #name, what);                    \
+    if (!(table)->op) return eng_lacks_(e, "k_" #name, #op);                 \
+    int rec_ = eng_prof_start_(e, family);                                   \
+    rc_ = (table)->op op_args;                                               \
+    eng_prof_stop_(e, rec_);                                                 \
+    TRY(rc_);                                                                \
+    return 0;                                                                \
+  }
 
 /* One bracketed operation while profiling (engine.c). */
 typedef struct eng_prof_rec {
-  const char *op;       /* the op's name (a string literal) */
+  const char *family;   /* ops.def's FAMILY (a string literal) */
   void *ev[2];          /* device events, or NULL ... */
   double host[2];       /* ... and host clock times (synchronous engines) */
 } eng_prof_rec;
 
+/* A base engine (engine_*_create) owns everything: the backend's state,
+ * the memory accounting, profiling records, the recording flag. A view
+ * (eng_view) is a second handle on a base: the same ops and impl, base set,
+ * and its own ctx; engine.c keeps all shared state in the base (base_of),
+ * and a view's own fields past ctx are unused. Backends read the context
+ * only from the handle a call was made with (e->ctx), never from impl, so
+ * a call on one handle cannot change what a call on another runs with. */
 struct engine {
   const engine_ops *ops;
-  void *impl;           /* the backend's own state */
+  void *impl;           /* the backend's own state, shared by views */
+  struct engine *base;  /* a view's base; NULL for a base engine */
+  eng_ctx ctx;          /* what this handle's calls run with */
   int prof_on;
   int recording;        /* between eng_graph_begin and eng_graph_end */
   eng_prof_rec *prof;

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "tests/testlib.h"
 #include "kernels/kernels.h"
+#include "kernels/engine_internal.h"   /* a table with a missing op */
 
 #include "common/check.h"
 
@@ -1216,6 +1217,108 @@ static void test_dtypes(void) {
         "dtype names f32/bf16/f16, sizes 4/2/2");
 }
 
+/* ======================================================================= */
+/* views (eng_view): one engine, calls with their own context               */
+/* ======================================================================= */
+
+static void test_view(void) {
+  engine *v = NULL, *vv = NULL;
+  eng_ctx ctx = {NULL, 0, 4};   /* adamw_blocks: a GPU hint, ignored here */
+  RUN(eng_view(E, &ctx, &v));
+  check(strcmp(engine_name(v), "cpu") == 0 && eng_stream(v) == NULL,
+        "a view of the CPU engine is a cpu engine with no stream");
+
+  /* Memory through a view is the base's: one accounting. */
+  eng_reset_peak(E);
+  size_t before = eng_bytes_in_use(E);
+  void *p;
+  RUN(eng_alloc(v, 4096, "test.view", &p));
+  size_t u = 0, pk = 0;
+  int known = eng_tag_bytes(E, "test.view", &u, &pk) == 0;
+  check(eng_bytes_in_use(E) == before + 4096 &&
+        eng_bytes_in_use(v) == eng_bytes_in_use(E) && known && u == 4096,
+        "eng_alloc through a view counts in the base (in use %zu, was %zu; "
+        "tag test.view %zu)", eng_bytes_in_use(E), before, u);
+  RUN(eng_view(v, &ctx, &vv));   /* a view of a view: of the base */
+  eng_free(vv, p);
+  check(eng_bytes_in_use(E) == before &&
+        eng_peak_bytes(E) == before + 4096,
+        "eng_free through a view of the view gives it back in the base "
+        "(in use %zu, want %zu; peak %zu, want %zu)", eng_bytes_in_use(E),
+        before, eng_peak_bytes(E), before + 4096);
+  engine_destroy(vv);
+
+  /* The same numbers through the view as through the base. */
+  enum { M = 7, K = 5, N = 9, NA = 37 };
+  float *ha = host_rand(M * K, 1), *hb = host_rand(K * N, 1);
+  float *a = devf(ha, M * K), *b = devf(hb, K * N);
+  float *c0 = devf(NULL, M * N), *c1 = devf(NULL, M * N);
+  RUN(k_matmul(E, 0, 0, M, N, K, 1, a, K, b, N, 0, c0, N, DT_F32));
+  RUN(k_matmul(v, 0, 0, M, N, K, 1, a, K, b, N, 0, c1, N, DT_F32));
+  float *h0 = hostf(c0, M * N), *h1 = hostf(c1, M * N);
+  same_bits("k_matmul through a view == through the base", h0, h1, M * N);
+  free(h0); free(h1);
+  float *hp = host_rand(NA, 1), *hg = host_rand(NA, 0.1f);
+  float zero[NA] = {0};
+  float *p0 = devf(hp, NA), *m0 = devf(zero, NA), *v0 = devf(zero, NA);
+  float *p1 = devf(hp, NA), *m1 = devf(zero, NA), *v1 = devf(zero, NA);
+  float *g = devf(hg, NA);
+  RUN(k_adamw(E, p0, g, m0, v0, NA, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+  RUN(k_adamw(v, p1, g, m1, v1, NA, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+  h0 = hostf(p0, NA);
+  h1 = hostf(p1, NA);
+  same_bits("k_adamw through a view with adamw_blocks 4 == through the base",
+            h0, h1, NA);
+  free(h0); free(h1);
+
+  /* Profiling is the base's: a view's call is reported by the base. */
+  char rep[256];
+  RUN(eng_profile(E, 1));
+  RUN(k_matmul(v, 0, 0, M, N, K, 1, a, K, b, N, 0, c1, N, DT_F32));
+  RUN(eng_profile_report(E, rep, sizeof rep));
+  check(strncmp(rep, "matmul ", 7) == 0,
+        "a product through a view is profiled by the base (\"%s\")", rep);
+
+  /* Invalid contexts and what a view may not change. */
+  engine *out = v;   /* a refused view sets it to NULL */
+  eng_ctx s = {(void *)&rep, 0, 0}, r = {NULL, 1, 0};
+  eng_ctx nr = {NULL, -1, 0}, nb = {NULL, 0, -2};
+  expect_fail("a view of the CPU engine with a stream",
+              eng_view(E, &s, &out), "eng_view: the cpu engine runs on no "
+              "stream (allowed: NULL");
+  check(out == NULL, "a refused view leaves *out NULL");
+  expect_fail("a view of the CPU engine reserving SMs",
+              eng_view(E, &r, &out), "has no SMs to reserve (allowed: 0");
+  expect_fail("a view reserving -1 SMs", eng_view(E, &nr, &out),
+              "sm_reserve = -1 (allowed: >= 0)");
+  expect_fail("a view capping AdamW at -2 blocks", eng_view(E, &nb, &out),
+              "adamw_blocks = -2 (allowed: >= 0)");
+  expect_fail("a view with no context", eng_view(E, NULL, &out),
+              "NULL context");
+  expect_fail("eng_f32_products on a view",
+              eng_f32_products(v, F32_EXACT), "on a view");
+  expect_fail("eng_reserve_sms(-1) on the CPU engine",
+              eng_reserve_sms(E, -1), "eng_reserve_sms: sm_reserve = -1");
+
+  /* A backend without an op (a NULL entry) fails naming it. */
+  engine_ops lacking = *v->ops;
+  lacking.scale = NULL;
+  lacking.fused = NULL;
+  v->ops = &lacking;
+  expect_fail("k_scale on an engine lacking it", k_scale(v, c1, 2, 3),
+              "k_scale: the cpu engine has no scale");
+  expect_fail("k_swiglu_fwd_ex on an engine with no fused path",
+              k_swiglu_fwd_ex(v, a, b, c1, DT_F32, 3),
+              "k_swiglu_fwd_ex: the cpu engine has no fused path");
+  engine_destroy(v);
+  check(eng_bytes_in_use(E) > 0 && k_scale(E, c1, 2, 3) == 0,
+        "the base works on after its view is destroyed");
+  eng_free(E, a); eng_free(E, b); eng_free(E, c0); eng_free(E, c1);
+  eng_free(E, p0); eng_free(E, m0); eng_free(E, v0);
+  eng_free(E, p1); eng_free(E, m1); eng_free(E, v1); eng_free(E, g);
+  free(ha); free(hb); free(hp); free(hg);
+}
+
 int main(void) {
   tl_seed(0x9e3779b97f4a7c15ull);
   if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
@@ -1235,6 +1338,7 @@ int main(void) {
   test_add_scale();
   test_cast();
   test_threads();
+  test_view();
   size_t left = eng_bytes_in_use(E);
   check(left == 0, "the tests freed all engine memory (%zu bytes left)", left);
   engine_destroy(E);

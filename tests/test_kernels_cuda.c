@@ -896,9 +896,13 @@ static const char *adamw_form = "";
 
 static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   int o = misalign;
-  if (eng_cap_adamw_blocks(GPU, cap) < 0 || eng_cap_adamw_blocks(CPU, cap) < 0) {
-    check(0, "eng_cap_adamw_blocks(%d): %s", cap, err1());
+  /* The cap is a context: views of both engines with adamw_blocks = cap. */
+  eng_ctx ctx = {NULL, 0, cap};
+  engine *view[2] = {NULL, NULL};
+  if (eng_view(CPU, &ctx, &view[0]) < 0 || eng_view(GPU, &ctx, &view[1]) < 0) {
+    check(0, "eng_view (adamw_blocks %d): %s", cap, err1());
     err_clear();
+    engine_destroy(view[0]);
     return;
   }
   float *v0 = host_rand(n + o, 1);
@@ -912,7 +916,14 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
       pair_set(g[k], gh);
       free(gh);
     }
-    BOTH(adamw_mean_both(e, w, p, g, ng, m, v, o, n, t));
+    for (int w = 0; w < 2; w++)
+      if (adamw_mean_both(view[w], w, p, g, ng, m, v, o, n, t) < 0) {
+        check(0, "k_adamw_mean on a view of the %s engine: %s",
+              engine_name(view[w]), err1());
+        err_clear();
+        t = 3;
+        break;
+      }
   }
   char line[160];
   char capped[64] = "";
@@ -927,8 +938,8 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   pair_free(p); pair_free(m); pair_free(v);
   for (int k = 0; k < ng; k++) pair_free(g[k]);
   free(v0);
-  eng_cap_adamw_blocks(GPU, 0);
-  eng_cap_adamw_blocks(CPU, 0);
+  engine_destroy(view[0]);
+  engine_destroy(view[1]);
 }
 
 static void add_scale_case(size_t n, int misalign) {
@@ -992,6 +1003,121 @@ static void test_side_stream(void) {
   same("k_scale on a side stream (eng_set_stream)", a);
   cmp("k_matmul f32 on a side stream (cuBLAS rebound)", C, 1e-5);
   pair_free(a); pair_free(A); pair_free(B); pair_free(C);
+  if (cudaStreamDestroy(side) != cudaSuccess) hard_error("cudaStreamDestroy");
+}
+#endif
+
+#ifdef HAVE_CUDA
+/* Two GPU buffers bit for bit (the base's and a view's results). */
+static void same_gpu(const char *what, const void *x, const void *y,
+                     size_t bytes) {
+  unsigned char *a = down(GPU, x, bytes), *b = down(GPU, y, bytes);
+  check(memcmp(a, b, bytes) == 0, "%s: bit for bit", what);
+  free(a);
+  free(b);
+}
+
+/* eng_view: a view with its own stream, 2 SMs reserved and AdamW capped at
+ * 8 blocks gives the base's numbers (bit for bit where the base is exact
+ * or the same kernel runs: scale, AdamW; products within fp32's tolerance
+ * of the CPU engine, as the SM target may pick another algorithm), its
+ * memory counts in the base, and using it changes nothing the base runs
+ * with: its context, its stream, and the shared cuBLAS handle's stream and
+ * SM target once the base calls cuBLAS again. */
+static void test_view(void) {
+  const int m = 37, n = 29, k = 53;
+  const size_t na = 4099;
+  cudaStream_t side;
+  if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess)
+    hard_error("cudaStreamCreate");
+  void *own = eng_stream(GPU);
+  engine *v = NULL;
+  eng_ctx ctx = {(void *)side, 2, 8};
+  if (eng_sync(GPU) < 0 || eng_view(GPU, &ctx, &v) < 0) hard_error("eng_view");
+  check(eng_stream(v) == (void *)side && eng_stream(GPU) == own,
+        "a view runs on its context's stream; the base on its own");
+  size_t before = eng_bytes_in_use(GPU);
+  void *blk;
+  if (eng_alloc(v, 1 << 20, "test", &blk) < 0) hard_error("eng_alloc (view)");
+  check(eng_bytes_in_use(GPU) == before + (1 << 20),
+        "eng_alloc through a view counts in the base");
+  eng_free(v, blk);
+
+  float *ha = host_rand(na, 1), *hg = host_rand(na, 0.1f);
+  pair a0 = pair_f(ha, na), a1 = pair_f(ha, na);          /* scale */
+  pair p0 = pair_f(ha, na), p1 = pair_f(ha, na);          /* AdamW */
+  pair m0 = pair_f(hg, na), m1 = pair_f(hg, na), g = pair_f(hg, na);
+  pair v0 = pair_f(NULL, na), v1 = pair_f(NULL, na);
+  for (size_t i = 0; i < na; i++) hg[i] *= hg[i];         /* v >= 0 */
+  pair_set(v0, hg);
+  pair_set(v1, hg);
+  pair A = pair_rand((size_t)m * k, 1), B = pair_rand((size_t)k * n, 1);
+  pair C = pair_f(NULL, (size_t)m * n), Cx = pair_f(NULL, (size_t)m * n);
+  const float *gg = g.g;
+  int rc = k_scale(GPU, a0.g, -1.5f, na);
+  if (rc == 0) rc = k_scale(v, a1.g, -1.5f, na);
+  if (rc == 0)
+    rc = k_adamw_mean(GPU, p0.g, &gg, 1, m0.g, v0.g, na, 1e-2f, 0.9f, 0.999f,
+                      1e-8f, 0.01f, 1);
+  if (rc == 0)
+    rc = k_adamw_mean(v, p1.g, &gg, 1, m1.g, v1.g, na, 1e-2f, 0.9f, 0.999f,
+                      1e-8f, 0.01f, 1);
+  if (rc == 0)
+    rc = k_matmul(v, 0, 0, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n,
+                  DT_F32);
+  if (rc == 0)
+    rc = k_matmul_ex(v, 0, 0, m, n, k, 1.0f, A.g, k, B.g, n, DT_F32, 0.0f,
+                     Cx.g, n, DT_F32, F32_EXACT);
+  if (rc == 0) rc = eng_sync(v);
+  check(rc == 0, "a scale, AdamW capped at 8 blocks, a cuBLAS and a cuBLASLt "
+        "product on the view (%s)", rc ? err1() : "ok");
+  err_clear();
+  if (k_matmul(CPU, 0, 0, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, C.c, n,
+               DT_F32) < 0 ||
+      k_matmul(CPU, 0, 0, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, Cx.c, n,
+               DT_F32) < 0)
+    hard_error("cpu reference");
+  same_gpu("k_scale on a view == on the base", a0.g, a1.g, na * 4);
+  same_gpu("capped k_adamw_mean on a view == uncapped on the base: p", p0.g,
+           p1.g, na * 4);
+  same_gpu("capped k_adamw_mean on a view == uncapped on the base: v", v0.g,
+           v1.g, na * 4);
+  cmp("k_matmul f32 on a view (cuBLAS on its stream, 2 SMs reserved)", C,
+      1e-5);
+  cmp("k_matmul_ex f32 on a view (cuBLASLt, 2 SMs reserved)", Cx, 1e-5);
+
+  /* The base after the view: its context untouched, and its next product
+   * binds the shared handle back to its stream and every SM. */
+  check(GPU->ctx.stream == NULL && GPU->ctx.sm_reserve == 0 &&
+        GPU->ctx.adamw_blocks == 0 && eng_stream(GPU) == own,
+        "the base's context is unchanged by its view's calls");
+  rc = k_matmul(GPU, 0, 0, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n,
+                DT_F32);
+  cudaStream_t bound = NULL;
+  int target = -1;
+  cublasHandle_t h = cuda_impl(GPU)->blas;
+  check(rc == 0 && cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS &&
+        bound == (cudaStream_t)own && target == 0,
+        "a product on the base after the view runs on the base's stream "
+        "with every SM (cuBLAS SM target %d)", target);
+  cmp("k_matmul f32 on the base after the view", C, 1e-5);
+
+  eng_ctx all = {NULL, cuda_impl(GPU)->sms, 0};
+  engine *out = v;
+  rc = eng_view(GPU, &all, &out);
+  check(rc == ERR_FAIL && out == NULL && strstr(err1(), "cannot reserve"),
+        "a view reserving every SM is refused (%s)", err1());
+  err_clear();
+  rc = eng_graph_begin(v);
+  check(rc == ERR_FAIL && strstr(err1(), "on a view"),
+        "a view cannot record a CUDA graph (%s)", err1());
+  err_clear();
+  engine_destroy(v);
+  pair_free(a0); pair_free(a1); pair_free(p0); pair_free(p1);
+  pair_free(m0); pair_free(m1); pair_free(g); pair_free(v0); pair_free(v1);
+  pair_free(A); pair_free(B); pair_free(C); pair_free(Cx);
+  free(ha); free(hg);
   if (cudaStreamDestroy(side) != cudaSuccess) hard_error("cudaStreamDestroy");
 }
 #endif
@@ -1451,6 +1577,7 @@ int main(int argc, char **argv) {
   test_adamw_elementwise();
 #ifdef HAVE_CUDA
   test_side_stream();
+  test_view();
 #endif
   test_copy();
   test_graphs();

@@ -14,10 +14,11 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <string.h>
 
-int cpu_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
-              float *v, size_t n, float lr, float b1, float b2, float eps,
-              float wd, long long t) {
+int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                   float *m, float *v, size_t n, float lr, float b1, float b2,
+                   float eps, float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   double decay = 1.0 - (double)lr * wd;
@@ -34,5 +35,14 @@ int cpu_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     v[i] = (float)vi;
     p[i] = (float)(p[i] * decay - step * mi / (sqrt(vi) + eps));
   }
+  return 0;
+}
+
+int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                 float *m, float *v, size_t n, float lr, float b1, float b2,
+                 float eps, float wd, long long t) {
+  TRY(cpu_f32_only("k_adamw_ex", lt));
+  TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+  if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
   return 0;
 }

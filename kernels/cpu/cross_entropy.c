@@ -61,3 +61,12 @@ int cpu_cross_entropy_bwd(engine *e, const float *logits,
   }
   return 0;
 }
+
+int cpu_cross_entropy_bwd_ex(engine *e, const float *logits,
+                             const int32_t *targets, const float *lse,
+                             void *dlogits, dtype dt, int n, int vocab,
+                             float scale) {
+  TRY(cpu_f32_only("k_cross_entropy_bwd_ex", dt));
+  return cpu_cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
+                               scale);
+}

@@ -114,3 +114,15 @@ int cpu_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
   for (size_t i = 0; i < n; i++) store(dst, dt, i, load(src, st, i));
   return 0;
 }
+
+int cpu_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                     int *finite) {
+  int ok = 1;
+#pragma omp parallel for num_threads(cpu_threads(e)) reduction(&& : ok)
+  for (size_t i = 0; i < n; i++) {
+    g[i] *= inv_scale;
+    ok = ok && isfinite(g[i]);
+  }
+  *finite = ok;
+  return 0;
+}

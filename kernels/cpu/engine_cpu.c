@@ -22,6 +22,13 @@ int cpu_threads(const engine *e) {
   return ((const cpu_engine *)e->impl)->threads;
 }
 
+int cpu_f32_only(const char *op, dtype t) {
+  if (t != DT_F32)
+    FAIL(ERR_FAIL, "%s: the cpu engine computes in f32 only (asked for %s; "
+         "allowed: f32)", op, dtype_name(t));
+  return 0;
+}
+
 static void cpu_destroy(engine *e) { free(e->impl); }
 
 static int cpu_alloc(engine *e, size_t bytes, const char *tag, void **p) {
@@ -51,6 +58,12 @@ static int cpu_memset0(engine *e, void *p, size_t bytes) {
 
 static int cpu_sync(engine *e) { return 0; }
 
+/* Every op of kernels/ops.def (cpu.h). */
+static const fused_ops cpu_fused_ops = {
+#define K_FUSED(name, family, params, args) .name = cpu_##name,
+#include "kernels/ops.def"
+};
+
 static const engine_ops cpu_ops = {
   .name = "cpu",
   .destroy = cpu_destroy,
@@ -61,32 +74,9 @@ static const engine_ops cpu_ops = {
   .memset0 = cpu_memset0,
   .copy = cpu_copy,
   .sync = cpu_sync,
-  .matmul = cpu_matmul,
-  .matmul_batched = cpu_matmul_batched,
-  .embedding_fwd = cpu_embedding_fwd,
-  .embedding_bwd = cpu_embedding_bwd,
-  .rmsnorm_fwd = cpu_rmsnorm_fwd,
-  .rmsnorm_bwd = cpu_rmsnorm_bwd,
-  .rope = cpu_rope,
-  .split_heads = cpu_split_heads,
-  .merge_heads = cpu_merge_heads,
-  .softmax_causal_fwd = cpu_softmax_causal_fwd,
-  .softmax_causal_bwd = cpu_softmax_causal_bwd,
-  .swiglu_fwd = cpu_swiglu_fwd,
-  .swiglu_bwd = cpu_swiglu_bwd,
-  .cross_entropy_fwd = cpu_cross_entropy_fwd,
-  .cross_entropy_bwd = cpu_cross_entropy_bwd,
-  .layernorm_fwd = cpu_layernorm_fwd,
-  .layernorm_bwd = cpu_layernorm_bwd,
-  .relu_fwd = cpu_relu_fwd,
-  .relu_bwd = cpu_relu_bwd,
-  .adamw = cpu_adamw,
-  .add = cpu_add,
-  .scale = cpu_scale,
-  .cast = cpu_cast,
+#define K_OP(name, family, params, args) .name = cpu_##name,
+#include "kernels/ops.def"
   .fused = &cpu_fused_ops,
-  .attention_fwd = cpu_attention_fwd,
-  .attention_bwd = cpu_attention_bwd,
 };
 
 int engine_cpu_create(engine **out, int threads) {

@@ -38,3 +38,17 @@ int cpu_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
   permute(e, x, y, batch, seq, heads, dh, 0);
   return 0;
 }
+
+int cpu_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                       int batch, int seq, int heads, int dh) {
+  TRY(cpu_f32_only("k_split_heads_ex", xt));
+  TRY(cpu_f32_only("k_split_heads_ex", yt));
+  return cpu_split_heads(e, x, y, batch, seq, heads, dh);
+}
+
+int cpu_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                       int batch, int seq, int heads, int dh) {
+  TRY(cpu_f32_only("k_merge_heads_ex", xt));
+  TRY(cpu_f32_only("k_merge_heads_ex", yt));
+  return cpu_merge_heads(e, x, y, batch, seq, heads, dh);
+}

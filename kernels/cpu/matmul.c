@@ -135,3 +135,15 @@ int cpu_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
   free(panel);
   return 0;
 }
+
+int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k, float alpha,
+                  const void *A, int lda, const void *B, int ldb, dtype in_t,
+                  float beta, void *C, int ldc, dtype ct, f32_products f32) {
+  TRY(cpu_f32_only("k_matmul_ex", in_t));
+  if (f32 != F32_EXACT)
+    FAIL(ERR_FAIL, "k_matmul_ex: the cpu engine has no TF32 tensor cores for "
+         "%s products (allowed: fp32)", f32_products_name(f32));
+  TRY(cpu_f32_only("k_matmul_ex", ct));
+  return cpu_matmul(e, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+                    DT_F32);
+}

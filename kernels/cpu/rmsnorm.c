@@ -15,6 +15,8 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <string.h>
+#include <stdlib.h>
 
 enum { COLS = 64 };   /* columns per parallel block of dg */
 
@@ -59,4 +61,36 @@ int cpu_rmsnorm_bwd(engine *e, const float *dy, const float *x,
       dxi[j] = (float)(r * g[j] * dyi[j] - xi[j] * c);
   }
   return 0;
+}
+
+int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
+                        const float *g, void *y, dtype yt, float *rstd, int n,
+                        int d, float eps) {
+  TRY(cpu_f32_only("k_add_rmsnorm_fwd", yt));
+  const float *x = a;
+  if (b) {
+    TRY(cpu_add(e, a, b, sum, (size_t)n * d));
+    x = sum;
+  } else if (sum && sum != a) {
+    memcpy(sum, a, (size_t)n * d * sizeof(float));
+  }
+  return cpu_rmsnorm_fwd(e, x, g, y, rstd, n, d, eps);
+}
+
+int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
+                       const float *g, const float *rstd, const float *dres,
+                       float *dx, void *dx_low, dtype lt, float *dg, int n,
+                       int d) {
+  TRY(cpu_f32_only("k_rmsnorm_bwd_ex", lt));
+  const float *dy = dy_in;
+  size_t nd = (size_t)n * d;
+  float *t = malloc(nd * sizeof *t);
+  CHECK_ALLOC(t, nd * sizeof *t);
+  int rc = cpu_rmsnorm_bwd(e, dy, x, g, rstd, t, dg, n, d);
+  if (rc == 0) {
+    for (size_t i = 0; i < nd; i++) dx[i] = (dres ? dres[i] : 0.0f) + t[i];
+    if (dx_low && dx_low != dx) memcpy(dx_low, dx, nd * sizeof(float));
+  }
+  free(t);
+  return rc;
 }

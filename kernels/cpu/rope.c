@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cpu_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
              float theta, int inverse) {
@@ -44,4 +45,52 @@ int cpu_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
   }
   free(cs);
   return 0;
+}
+
+/* Row r = (b, t) of qkv [B*T, 3D]; part p (0 q, 1 k, 2 v), head h: its Dh
+ * values are qkv[r, p*D + h*Dh ...], and land at [b, h, t, :]. */
+int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
+                       void *v, dtype lt, int batch, int seq, int heads,
+                       int dh, float theta) {
+  TRY(cpu_f32_only("k_qkv_split_rope", lt));
+  const float *qkv = qkv_in;
+  const int D = heads * dh;
+  float *out[3] = {q, k, v};
+  for (int p = 0; p < 3; p++)
+    for (int b = 0; b < batch; b++)
+      for (int t = 0; t < seq; t++)
+        for (int h = 0; h < heads; h++)
+          memcpy(out[p] + (((size_t)b * heads + h) * seq + t) * dh,
+                 qkv + ((size_t)b * seq + t) * 3 * D + (size_t)p * D +
+                     (size_t)h * dh,
+                 dh * sizeof(float));
+  TRY(cpu_rope(e, q, batch, heads, seq, dh, theta, 0));
+  TRY(cpu_rope(e, k, batch, heads, seq, dh, theta, 0));
+  return 0;
+}
+
+int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                           const void *dv, void *dqkv, dtype lt, int batch,
+                           int seq, int heads, int dh, float theta) {
+  TRY(cpu_f32_only("k_qkv_merge_rope_bwd", lt));
+  const int D = heads * dh;
+  size_t per = (size_t)batch * heads * seq * dh;
+  float *rot = malloc(2 * per * sizeof *rot);
+  CHECK_ALLOC(rot, 2 * per * sizeof *rot);
+  memcpy(rot, dq, per * sizeof(float));
+  memcpy(rot + per, dk, per * sizeof(float));
+  int rc = cpu_rope(e, rot, batch, heads, seq, dh, theta, 1);
+  if (rc == 0) rc = cpu_rope(e, rot + per, batch, heads, seq, dh, theta, 1);
+  const float *in[3] = {rot, rot + per, dv};
+  float *o = dqkv;
+  for (int p = 0; rc == 0 && p < 3; p++)
+    for (int b = 0; b < batch; b++)
+      for (int t = 0; t < seq; t++)
+        for (int h = 0; h < heads; h++)
+          memcpy(o + ((size_t)b * seq + t) * 3 * D + (size_t)p * D +
+                     (size_t)h * dh,
+                 in[p] + (((size_t)b * heads + h) * seq + t) * dh,
+                 dh * sizeof(float));
+  free(rot);
+  return rc;
 }

@@ -33,3 +33,16 @@ int cpu_swiglu_bwd(engine *e, const float *dh, const float *a,
   }
   return 0;
 }
+
+int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
+                      dtype lt, size_t n) {
+  TRY(cpu_f32_only("k_swiglu_fwd_ex", lt));
+  return cpu_swiglu_fwd(e, a, b, h, n);
+}
+
+int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
+                      void *da, void *db, void *h, dtype lt, size_t n) {
+  TRY(cpu_f32_only("k_swiglu_bwd_ex", lt));
+  if (h) TRY(cpu_swiglu_fwd(e, a, b, h, n));
+  return cpu_swiglu_bwd(e, dh, a, b, da, db, n);
+}

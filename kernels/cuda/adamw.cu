@@ -14,7 +14,7 @@
  *
  * k_adamw_mean: g is the mean of ng arrays (the ranks' gathered gradients),
  * summed in fp32 in index order and times 1/ng: 4 more bytes read per
- * element and array, no pass of its own. Capped (eng_cap_adamw_blocks):
+ * element and array, no pass of its own. Capped (eng_ctx.adamw_blocks):
  * the same arithmetic in the same order, so the same bits. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -112,7 +112,7 @@ __global__ void adamw_k(float *p, float *m, float *v, size_t n,
   adamw_scalar<NG>(p, m, v, nv * 4 + i0, n, stride, a);
 }
 
-/* The capped form (eng_cap_adamw_blocks) on GPUs before Hopper: few
+/* The capped form (eng_ctx.adamw_blocks) on GPUs before Hopper: few
  * blocks, each thread taking U float4 groups a trip with all their loads
  * issued before the first update, so U times the bytes are in flight per
  * thread: few blocks with one group in flight each would wait on memory
@@ -242,9 +242,9 @@ static int launch_bulk(float *p, float *m, float *v, size_t n,
   return 0;
 }
 
-int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
-               float *v, size_t n, float lr, float b1, float b2, float eps,
-               float wd, long long t) {
+int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                    float *m, float *v, size_t n, float lr, float b1, float b2,
+                    float eps, float wd, long long t) {
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
   adamw_args a = {b1, b2, (float)(1.0 - (double)b1), (float)(1.0 - (double)b2),
@@ -256,7 +256,7 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     vec = vec && aligned16(g[k]);
   }
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
-  int cap = cuda_impl(e)->adamw_blocks;
+  int cap = e->ctx.adamw_blocks;   /* the call's context (eng_ctx) */
   bool capped = vec && cap > 0 && grid > (unsigned)cap;
   if (capped) grid = (unsigned)cap;
   /* Hopper: the bulk-copy form over the first n - n % 4 elements, the
@@ -283,10 +283,69 @@ int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m,
     ADAMW_NG(1) ADAMW_NG(2) ADAMW_NG(3) ADAMW_NG(4)
     ADAMW_NG(5) ADAMW_NG(6) ADAMW_NG(7) ADAMW_NG(8)
   default:
-    FAIL(ERR_FAIL, "cuda_adamw: %d gradient arrays (allowed: 1 to %d)", ng,
+    FAIL(ERR_FAIL, "cuda_adamw_mean: %d gradient arrays (allowed: 1 to %d)", ng,
          (int)K_ADAMW_MAX_GRADS);
   }
 #undef ADAMW_NG
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* ---- AdamW with the low-precision copy -------------------------------------- */
+
+template <typename T>
+__global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
+                           float *v, size_t n, float b1, float b2,
+                           float one_b1, float one_b2, float eps, float step,
+                           float decay) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t nv = n / 4;
+  for (size_t i = i0; i < nv; i += stride) {
+    float4 pp = ((float4 *)p)[i], gg = ((const float4 *)g)[i],
+           mm = ((float4 *)m)[i], vv = ((float4 *)v)[i];
+    float *P = &pp.x, *G = &gg.x, *M = &mm.x, *V = &vv.x;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      M[c] = b1 * M[c] + one_b1 * G[c];
+      V[c] = b2 * V[c] + one_b2 * (G[c] * G[c]);
+      P[c] = P[c] * decay - step * M[c] / (sqrtf(V[c]) + eps);
+    }
+    st4(pl, 4 * i, P);   /* one 8-byte store of the four 16-bit copies */
+    ((float4 *)p)[i] = pp;
+    ((float4 *)m)[i] = mm;
+    ((float4 *)v)[i] = vv;
+  }
+  for (size_t i = nv * 4 + i0; i < n; i += stride) {
+    float mi = b1 * m[i] + one_b1 * g[i];
+    float vi = b2 * v[i] + one_b2 * (g[i] * g[i]);
+    float pi = p[i] * decay - step * mi / (sqrtf(vi) + eps);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    st(pl, i, pi);
+  }
+}
+
+int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
+                  float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, long long t) {
+  if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
+      !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
+        aligned16(p_low))) {
+    TRY(cuda_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+    if (p_low && p_low != (void *)p)
+      TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
+    return 0;
+  }
+  /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
+  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
+                (1.0 - pow(b1, (double)t));
+  unsigned grid = cuda_grid(e, (n + 3) / 4, THREADS);
+  WITH_T(lt, (adamw_ex_k<T><<<grid, THREADS, 0, cuda_stream(e)>>>(
+                 p, (T *)p_low, g, m, v, n, b1, b2, (float)(1.0 - (double)b1),
+                 (float)(1.0 - (double)b2), eps, (float)step,
+                 (float)(1.0 - (double)lr * wd))));
   CHECK_LAUNCH();
   return 0;
 }

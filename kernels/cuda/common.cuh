@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <initializer_list>
 #include <stdint.h>
 
 #define FULL_MASK 0xffffffffu
@@ -31,7 +32,7 @@ static inline int row_threads(long long units) {
   return t < 32 ? 32 : t > 256 ? 256 : (int)t;
 }
 
-/* One element of p as fp32, whatever its dtype (fused.cu, rmsnorm.cu). */
+/* One element of p as fp32, whatever its dtype (the fused path's kernels). */
 __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) {
   return __bfloat162float(p[i]);
@@ -41,6 +42,79 @@ __device__ __forceinline__ float ld(const __half *p, size_t i) {
 }
 
 /* ---- reductions ---------------------------------------------------------- */
+
+/* ---- typed loads and stores (the fused path's kernels) ----------------------- */
+/* The fused path's kernels (ops.def's K_FUSED rows, each in its family's
+ * file) do in one pass over memory what a chain of the plain operations
+ * does, and read / write activations in the products' input dtype T
+ * (float, bf16 or f16; math always in fp32). Rounding to bf16 / f16 is to
+ * nearest even (cvt.rn), the CPU engine's rounding. Each kernel with
+ * T = float gives the plain op's results. */
+
+__device__ __forceinline__ void st(float *p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(__nv_bfloat16 *p, size_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void st(__half *p, size_t i, float v) {
+  p[i] = __float2half_rn(v);
+}
+
+/* Run BODY with T bound to the C++ type of dtype `t`. */
+#define WITH_T(t, BODY)                                                      \
+  do {                                                                       \
+    if ((t) == DT_F32) { typedef float T; BODY; }                            \
+    else if ((t) == DT_BF16) { typedef __nv_bfloat16 T; BODY; }              \
+    else { typedef __half T; BODY; }                                         \
+  } while (0)
+
+/* Four consecutive elements at p + i (i a multiple of 4, the address 4 *
+ * sizeof(T) aligned): one 16-byte (float) or 8-byte (16-bit) access. The
+ * 16-bit pairs round with __floats2*2_rn: nearest even, as st(). */
+__device__ __forceinline__ void ld4(const float *p, size_t i, float v[4]) {
+  float4 q = *(const float4 *)(p + i);
+  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+__device__ __forceinline__ void ld4(const __nv_bfloat16 *p, size_t i,
+                                    float v[4]) {
+  uint2 q = *(const uint2 *)(p + i);
+  float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&q.x);
+  float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&q.y);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void ld4(const __half *p, size_t i, float v[4]) {
+  uint2 q = *(const uint2 *)(p + i);
+  float2 a = __half22float2(*(const __half2 *)&q.x);
+  float2 b = __half22float2(*(const __half2 *)&q.y);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void st4(float *p, size_t i, const float v[4]) {
+  *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void st4(__nv_bfloat16 *p, size_t i,
+                                    const float v[4]) {
+  __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]);
+  __nv_bfloat162 b = __floats2bfloat162_rn(v[2], v[3]);
+  uint2 q;
+  q.x = *(const unsigned *)&a;
+  q.y = *(const unsigned *)&b;
+  *(uint2 *)(p + i) = q;
+}
+__device__ __forceinline__ void st4(__half *p, size_t i, const float v[4]) {
+  __half2 a = __floats2half2_rn(v[0], v[1]);
+  __half2 b = __floats2half2_rn(v[2], v[3]);
+  uint2 q;
+  q.x = *(const unsigned *)&a;
+  q.y = *(const unsigned *)&b;
+  *(uint2 *)(p + i) = q;
+}
+
+/* Every pointer can take 4-element accesses (16 bytes for float, 8 for
+ * 16-bit: aligned to 16 covers both). */
+static bool vec4_ok(std::initializer_list<const void *> ps) {
+  for (const void *p : ps)
+    if (p && ((uintptr_t)p & 15u) != 0) return false;
+  return true;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -90,9 +90,9 @@ int cuda_cross_entropy_fwd(engine *e, const float *logits,
   cuda_engine *c = cuda_impl(e);
   bool vec = vocab % 4 == 0 && aligned16(logits);
   if (vec)
-    ce_fwd_k<true><<<n, THREADS, 0, c->stream>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
+    ce_fwd_k<true><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
   else
-    ce_fwd_k<false><<<n, THREADS, 0, c->stream>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
+    ce_fwd_k<false><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, losses, lse, vocab, c->status, c->bad_flag_dev);
   CHECK_LAUNCH();
   return 0;
 }
@@ -103,9 +103,38 @@ int cuda_cross_entropy_bwd(engine *e, const float *logits,
   cuda_engine *c = cuda_impl(e);
   bool vec = vocab % 4 == 0 && aligned16(logits) && aligned16(dlogits);
   if (vec)
-    ce_bwd_k<true><<<n, THREADS, 0, c->stream>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
+    ce_bwd_k<true><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
   else
-    ce_bwd_k<false><<<n, THREADS, 0, c->stream>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
+    ce_bwd_k<false><<<n, THREADS, 0, cuda_stream(e)>>>(logits, targets, lse, dlogits, vocab, scale, c->status, c->bad_flag_dev);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* ---- cross-entropy gradient, typed ------------------------------------------ */
+
+template <typename T>
+__global__ void ce_bwd_ex_k(const float *logits, const int32_t *targets,
+                            const float *lse, T *dl, int vocab, float scale) {
+  size_t row = blockIdx.x, o = row * (size_t)vocab;
+  float l = lse[row];
+  int tg = targets[row];
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+    float p = expf(logits[o + j] - l);
+    st(dl, o + j, scale * (p - (j == tg ? 1.0f : 0.0f)));
+  }
+}
+
+int cuda_cross_entropy_bwd_ex(engine *e, const float *logits,
+                              const int32_t *targets, const float *lse,
+                              void *dlogits, dtype dt, int n, int vocab,
+                              float scale) {
+  if (dt == DT_F32)
+    return cuda_cross_entropy_bwd(e, logits, targets, lse, (float *)dlogits,
+                                  n, vocab, scale);
+  /* Targets were checked by the forward (k_cross_entropy_fwd) that made
+   * lse; a row whose target is out of range was not computed there. */
+  WITH_T(dt, (ce_bwd_ex_k<T><<<n, THREADS, 0, cuda_stream(e)>>>(
+                 logits, targets, lse, (T *)dlogits, vocab, scale)));
   CHECK_LAUNCH();
   return 0;
 }

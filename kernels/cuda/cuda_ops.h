@@ -4,7 +4,7 @@
  * matmul.c) and by the .cu files.
  *
  * Each cuda_* operation has the signature of the k_* function of the same
- * name (kernels.h) and is called only through engine.c, which has already
+ * name (kernels/ops.def) and is called only through engine.c, which has already
  * checked the arguments. Every operation runs on the engine's stream and
  * returns once its work is queued; eng_sync waits. Launches are checked at
  * once (CHECK_LAUNCH); faults inside a kernel surface at the next sync.
@@ -45,10 +45,12 @@ typedef struct cuda_status {
 typedef struct cuda_engine {
   int device;
   int sms;                              /* multiprocessors, for grid sizes */
-  cudaStream_t stream;                  /* non-blocking; everything runs here */
-  cudaStream_t own_stream;              /* the engine's; stream differs from it
-                                           while eng_set_stream says so */
-  cublasHandle_t blas;
+  cudaStream_t own_stream;              /* the engine's, non-blocking: a call
+                                           runs here unless its handle's
+                                           context names another (cuda_stream) */
+  cublasHandle_t blas;                  /* bound per call (cuda_blas) ... */
+  cudaStream_t blas_stream;             /* ... to this stream ... */
+  int blas_sm_target;                   /* ... and SM count target */
   void *blas_ws;                        /* cuBLAS workspace, "workspace.cublas" */
   size_t blas_ws_bytes;
   void *ws;                             /* scratch of the ops, "workspace" */
@@ -59,12 +61,9 @@ typedef struct cuda_engine {
   int *bad_flag_dev;                    /* ... through this device address */
   cublasLtHandle_t lt;                  /* the fused path's products */
   struct lt_plan *lt_plans;             /* their per-shape plans, matmul_lt.c */
-  int sm_target;                        /* eng_reserve_sms: SMs the products
-                                           aim at; 0 = all */
   f32_products f32;                     /* how k_matmul runs fp32 products */
-  int adamw_blocks;                     /* eng_cap_adamw_blocks; 0 = no cap */
   void *rope_cs;                        /* RoPE's (cos, sin) table, "rope_table"
-                                           (fused.cu): rows t < rope_seq ... */
+                                           (rope.cu): rows t < rope_seq ... */
   int rope_seq, rope_dh;                /* ... for this head dim ... */
   float rope_theta;                     /* ... and theta */
   int graphs;                           /* live CUDA graph recordings */
@@ -79,9 +78,21 @@ typedef struct cuda_engine {
 static inline cuda_engine *cuda_impl(const engine *e) {
   return (cuda_engine *)e->impl;
 }
+/* The context of a call is its handle's (e->ctx: the base engine's or a
+ * view's, kernels.h eng_view), never state in cuda_engine, so calls on
+ * different handles do not change each other's stream or SM target. */
 static inline cudaStream_t cuda_stream(const engine *e) {
-  return cuda_impl(e)->stream;
+  return e->ctx.stream ? (cudaStream_t)e->ctx.stream
+                       : cuda_impl(e)->own_stream;
 }
+/* SMs the matrix products aim at (cuBLAS's SM count target); 0 = all. */
+static inline int cuda_sm_target(const engine *e) {
+  return e->ctx.sm_reserve ? cuda_impl(e)->sms - e->ctx.sm_reserve : 0;
+}
+/* The cuBLAS handle, bound to e's stream (with its workspace) and SM
+ * target: the handle is shared by the base and its views, so each use
+ * binds it first; a call on the same context as the last binds nothing. */
+int cuda_blas(engine *e, cublasHandle_t *h);
 
 /* At least `bytes` of scratch device memory for the current operation,
  * valid until the next call (all use is stream-ordered, so one buffer
@@ -112,82 +123,21 @@ int cuda_matmul_lt(engine *e, int trans_a, int trans_b, int m, int n, int k,
 void cuda_lt_plans_free(cuda_engine *c);
 
 /* ---- operations ---------------------------------------------------------- */
-int cuda_matmul(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                float alpha, const float *A, int lda, const float *B, int ldb,
-                float beta, float *C, int ldc, dtype compute);
-int cuda_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
-                        int k, float alpha, const float *A, int lda,
-                        long long stride_a, const float *B, int ldb,
-                        long long stride_b, float beta, float *C, int ldc,
-                        long long stride_c, int batch, dtype compute);
-int cuda_embedding_fwd(engine *e, const int32_t *ids, const float *table,
-                       float *out, int n, int d, int vocab);
-int cuda_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
-                       float *dtable, int n, int d, int vocab);
-int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
-                     float *rstd, int n, int d, float eps);
-int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
-                     const float *g, const float *rstd, float *dx, float *dg,
-                     int n, int d);
-int cuda_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
-              float theta, int inverse);
-int cuda_split_heads(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-int cuda_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
-                     int heads, int dh);
-int cuda_softmax_causal_fwd(engine *e, const float *S, float *P, int mats,
-                            int seq, float scale);
-int cuda_softmax_causal_bwd(engine *e, const float *P, const float *dP,
-                            float *dS, int mats, int seq, float scale);
-int cuda_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
-                    size_t n);
-int cuda_swiglu_bwd(engine *e, const float *dh, const float *a,
-                    const float *b, float *da, float *db, size_t n);
-int cuda_cross_entropy_fwd(engine *e, const float *logits,
-                           const int32_t *targets, float *losses, float *lse,
-                           int n, int vocab);
-int cuda_cross_entropy_bwd(engine *e, const float *logits,
-                           const int32_t *targets, const float *lse,
-                           float *dlogits, int n, int vocab, float scale);
-int cuda_layernorm_fwd(engine *e, const float *x, const float *w,
-                       const float *b, float *y, float *mean, float *rstd,
-                       int n, int d, float eps);
-int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
-                       const float *w, const float *mean, const float *rstd,
-                       float *dx, float *dw, float *db, int n, int d);
-int cuda_relu_fwd(engine *e, const float *x, float *y, size_t n);
-int cuda_relu_bwd(engine *e, const float *dy, const float *x, float *dx,
-                  size_t n);
-int cuda_adamw(engine *e, float *p, const float *const *g, int ng, float *m, float *v,
-               size_t n, float lr, float b1, float b2, float eps, float wd,
-               long long t);
-int cuda_add(engine *e, const float *a, const float *b, float *out, size_t n);
-int cuda_scale(engine *e, float *x, float s, size_t n);
-int cuda_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
-              size_t n);
+/* cuda_NAME for every K_OP and K_FUSED row of kernels/ops.def, with
+ * k_NAME's signature; engine_cuda.c's tables list them all. Each lives in
+ * its family's file, the fused path's typed forms included (rmsnorm.cu has
+ * cuda_add_rmsnorm_fwd, matmul.c cuda_matmul_ex, ...); attention
+ * dispatches in attention_materialized.cu. */
+#define K_OP(name, family, params, args) int cuda_##name params;
+#define K_FUSED(name, family, params, args) int cuda_##name params;
+#include "kernels/ops.def"
 
 /* dg += sum_i dy[i,:] * x[i,:] * rstd[i], deterministic (rmsnorm.cu); dy
  * in dtype dt. */
 int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
                       const float *rstd, float *dg, int n, int d);
-/* The fused path (fused.cu; matmul_ex in matmul.c). */
-extern const fused_ops cuda_fused_ops;
-int cuda_matmul_ex(engine *e, int trans_a, int trans_b, int m, int n, int k,
-                   float alpha, const void *A, int lda, const void *B,
-                   int ldb, dtype in_t, float beta, void *C, int ldc,
-                   dtype ct, f32_products f32);
-
-/* Attention (attention_materialized.cu dispatches; flash_fwd.cu, flash_bwd.cu and their
- * Hopper versions flash_fwd_wgmma.cu, flash_bwd_wgmma.cu). */
-int cuda_attention_fwd(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, void *o, float *lse,
-                       void *P, int bh, int tq, int tk, int dh, int causal,
-                       float scale, dtype dt);
-int cuda_attention_bwd(engine *e, attn_impl impl, const void *q,
-                       const void *k, const void *v, const void *o,
-                       const void *dout, const float *lse, const void *P,
-                       void *dq, void *dk, void *dv, int bh, int tq, int tk,
-                       int dh, int causal, float scale, dtype dt);
+/* FlashAttention-2 (flash_fwd.cu, flash_bwd.cu and their Hopper versions
+ * flash_fwd_wgmma.cu, flash_bwd_wgmma.cu), under cuda_attention_fwd/bwd. */
 int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
                    void *o, float *lse, int bh, int tq, int tk, int dh,
                    int causal, float scale, dtype dt);

@@ -237,3 +237,35 @@ int cuda_scale_matrix(engine *e, float *C, int m, int n, int ldc,
   CHECK_LAUNCH();
   return 0;
 }
+
+/* ---- loss-scale unscaling ------------------------------------------------------ */
+
+/* g *= s; any non-finite result clears *ok (a plain store: every writer
+ * writes the same 0, so no atomic is needed). */
+__global__ void unscale_k(float *g, size_t n, float s, int *ok) {
+  bool bad = false;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    float v = g[i] * s;
+    g[i] = v;
+    bad |= !isfinite(v);
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *ok = 0;
+}
+
+int cuda_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
+                      int *finite) {
+  int *flag;
+  TRY(cuda_workspace(e, sizeof(int), (void **)&flag));
+  cudaStream_t s = cuda_stream(e);
+  int one = 1;
+  CHECK_CUDA(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice,
+                             s));
+  unscale_k<<<cuda_grid(e, n, THREADS), THREADS, 0, s>>>(g, n, inv_scale,
+                                                          flag);
+  CHECK_LAUNCH();
+  CHECK_CUDA(cudaMemcpyAsync(finite, flag, sizeof *finite,
+                             cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return 0;
+}

@@ -48,9 +48,9 @@ int cuda_embedding_fwd(engine *e, const int32_t *ids, const float *table,
   bool vec = d % 4 == 0 && aligned16(table) && aligned16(out);
   int threads = row_threads(vec ? d / 4 : d);
   if (vec)
-    embedding_fwd_k<true><<<n, threads, 0, c->stream>>>(ids, table, out, d, vocab, c->status, c->bad_flag_dev);
+    embedding_fwd_k<true><<<n, threads, 0, cuda_stream(e)>>>(ids, table, out, d, vocab, c->status, c->bad_flag_dev);
   else
-    embedding_fwd_k<false><<<n, threads, 0, c->stream>>>(ids, table, out, d, vocab, c->status, c->bad_flag_dev);
+    embedding_fwd_k<false><<<n, threads, 0, cuda_stream(e)>>>(ids, table, out, d, vocab, c->status, c->bad_flag_dev);
   CHECK_LAUNCH();
   return 0;
 }
@@ -116,7 +116,7 @@ int cuda_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
   size_t temp_bytes = 0;
   CHECK_CUDA(cub::DeviceRadixSort::SortPairs(
       (void *)NULL, temp_bytes, (const unsigned *)NULL, (unsigned *)NULL,
-      (const int *)NULL, (int *)NULL, n, 0, bits, c->stream));
+      (const int *)NULL, (int *)NULL, n, 0, bits, cuda_stream(e)));
   size_t arr = align256((size_t)n * 4);
   void *ws;
   TRY(cuda_workspace(e, 4 * arr + temp_bytes, &ws));
@@ -125,20 +125,20 @@ int cuda_embedding_bwd(engine *e, const int32_t *ids, const float *dout,
   int *vals = (int *)(w + 2 * arr), *vals_sorted = (int *)(w + 3 * arr);
   void *temp = w + 4 * arr;
 
-  embedding_keys_k<<<(n + 255) / 256, 256, 0, c->stream>>>(
+  embedding_keys_k<<<(n + 255) / 256, 256, 0, cuda_stream(e)>>>(
       ids, n, vocab, keys, vals, c->status, c->bad_flag_dev);
   CHECK_LAUNCH();
   CHECK_CUDA(cub::DeviceRadixSort::SortPairs(temp, temp_bytes,
                                              (const unsigned *)keys,
                                              keys_sorted, (const int *)vals,
                                              vals_sorted, n, 0, bits,
-                                             c->stream));
+                                             cuda_stream(e)));
   bool vec = d % 4 == 0 && aligned16(dout) && aligned16(dtable);
   int threads = row_threads(vec ? d / 4 : d);
   if (vec)
-    embedding_acc_k<true><<<n, threads, 0, c->stream>>>(keys_sorted, vals_sorted, n, dout, dtable, d, vocab);
+    embedding_acc_k<true><<<n, threads, 0, cuda_stream(e)>>>(keys_sorted, vals_sorted, n, dout, dtable, d, vocab);
   else
-    embedding_acc_k<false><<<n, threads, 0, c->stream>>>(keys_sorted, vals_sorted, n, dout, dtable, d, vocab);
+    embedding_acc_k<false><<<n, threads, 0, cuda_stream(e)>>>(keys_sorted, vals_sorted, n, dout, dtable, d, vocab);
   CHECK_LAUNCH();
   return 0;
 }

@@ -53,11 +53,11 @@ int cuda_workspace(engine *e, size_t bytes, void **p) {
 
 int cuda_release(engine *e, void *p) {
   cuda_engine *c = cuda_impl(e);
-  if (e->recording)
+  if (eng_recording(e))
     FAIL(ERR_FAIL, "an operation outgrew its scratch while recording a "
          "CUDA graph (run the work once before recording it)");
   if (c->graphs == 0) {
-    CHECK_CUDA(cudaStreamSynchronize(c->stream));
+    CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
     eng_free(e, p);
     return 0;
   }
@@ -82,9 +82,11 @@ unsigned cuda_grid(const engine *e, size_t work, int threads) {
 
 /* ---- device-side checks --------------------------------------------------- */
 
-static int status_reset(cuda_engine *c) {
-  CHECK_CUDA(cudaMemsetAsync(c->status, 0xff, sizeof *c->status, c->stream));
-  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+static int status_reset(engine *e) {
+  cuda_engine *c = cuda_impl(e);
+  CHECK_CUDA(cudaMemsetAsync(c->status, 0xff, sizeof *c->status,
+                             cuda_stream(e)));
+  CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
   *(volatile int *)c->bad_flag = 0;
   return 0;
 }
@@ -95,9 +97,9 @@ static int status_report(engine *e) {
   if (!*(volatile int *)c->bad_flag) return 0;
   cuda_status st;
   CHECK_CUDA(cudaMemcpyAsync(&st, c->status, sizeof st, cudaMemcpyDeviceToHost,
-                             c->stream));
-  CHECK_CUDA(cudaStreamSynchronize(c->stream));
-  TRY(status_reset(c));
+                             cuda_stream(e)));
+  CHECK_CUDA(cudaStreamSynchronize(cuda_stream(e)));
+  TRY(status_reset(e));
   static const char *const op[CUDA_CHK_OPS] = {
     "k_embedding_fwd", "k_embedding_bwd", "k_cross_entropy_fwd",
     "k_cross_entropy_bwd"};
@@ -176,14 +178,31 @@ static int cu_copy(engine *e, void *dst, const void *src, size_t bytes) {
 
 static void *cu_stream(engine *e) { return (void *)cuda_stream(e); }
 
-/* cuBLAS follows; SetStream resets its workspace, so it is set again. */
-static int cu_set_stream(engine *e, void *stream) {
+int cuda_blas(engine *e, cublasHandle_t *h) {
   cuda_engine *c = cuda_impl(e);
-  cudaStream_t s = stream ? (cudaStream_t)stream : c->own_stream;
-  if (s == c->stream) return 0;
-  c->stream = s;
-  CHECK_CUBLAS(cublasSetStream(c->blas, s));
-  CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+  cudaStream_t s = cuda_stream(e);
+  if (s != c->blas_stream) {
+    /* SetStream resets the workspace to cuBLAS's own pool: set it again */
+    CHECK_CUBLAS(cublasSetStream(c->blas, s));
+    CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+    c->blas_stream = s;
+  }
+  int target = cuda_sm_target(e);
+  if (target != c->blas_sm_target) {
+    CHECK_CUBLAS(cublasSetSmCountTarget(c->blas, target));
+    c->blas_sm_target = target;
+  }
+  *h = c->blas;
+  return 0;
+}
+
+/* A context's stream belongs to the caller (any stream of this device);
+ * reserving every SM would leave the products none. */
+static int cu_check_ctx(engine *e, const eng_ctx *ctx) {
+  cuda_engine *c = cuda_impl(e);
+  if (ctx->sm_reserve >= c->sms)
+    FAIL(ERR_FAIL, "cannot reserve %d of the GPU's %d SMs (allowed: 0 .. %d)",
+         ctx->sm_reserve, c->sms, c->sms - 1);
   return 0;
 }
 
@@ -220,21 +239,6 @@ static int cu_f32_products(engine *e, f32_products p) {
   return 0;
 }
 
-static int cu_cap_adamw_blocks(engine *e, int n) {
-  cuda_impl(e)->adamw_blocks = n;
-  return 0;
-}
-
-static int cu_reserve_sms(engine *e, int n) {
-  cuda_engine *c = cuda_impl(e);
-  if (n >= c->sms)
-    FAIL(ERR_FAIL, "cannot reserve %d of the GPU's %d SMs (allowed: 0 .. %d)",
-         n, c->sms, c->sms - 1);
-  CHECK_CUBLAS(cublasSetSmCountTarget(c->blas, n ? c->sms - n : 0));
-  c->sm_target = n ? c->sms - n : 0;   /* matmul_lt.c's plans key on it */
-  return 0;
-}
-
 /* ---- CUDA graphs ---------------------------------------------------------------- */
 
 /* Thread-local capture: only this thread's unsafe calls (a sync, cudaMalloc)
@@ -266,7 +270,7 @@ static int cu_graph_launch(engine *e, void *g) {
 static void cu_graph_destroy(engine *e, void *g) {
   cuda_engine *c = cuda_impl(e);
   /* destroying cannot report; a failure shows at the next checked call */
-  (void)cudaStreamSynchronize(c->stream);
+  (void)cudaStreamSynchronize(cuda_stream(e));
   (void)cudaGraphExecDestroy((cudaGraphExec_t)g);
   if (--c->graphs == 0) {
     for (int i = 0; i < c->nretired; i++) eng_free(e, c->retired[i]);
@@ -288,18 +292,23 @@ static int cu_sync(engine *e) {
 static void cu_destroy(engine *e) {
   cuda_engine *c = cuda_impl(e);
   if (!c) return;
-  if (c->own_stream) c->stream = c->own_stream;   /* eng_set_stream's */
-  if (c->stream) (void)cudaStreamSynchronize(c->stream);
+  if (c->own_stream) (void)cudaStreamSynchronize(c->own_stream);
   free(c->retired);   /* the blocks themselves: engine_destroy freed them */
   if (c->blas) (void)cublasDestroy(c->blas);
   cuda_lt_plans_free(c);
   if (c->lt) (void)cublasLtDestroy(c->lt);
   if (c->status) (void)cudaFree(c->status);
   if (c->bad_flag) (void)cudaFreeHost(c->bad_flag);
-  if (c->stream) (void)cudaStreamDestroy(c->stream);
+  if (c->own_stream) (void)cudaStreamDestroy(c->own_stream);
   free(c);
   e->impl = NULL;
 }
+
+/* Every op of kernels/ops.def (cuda_ops.h). */
+static const fused_ops cuda_fused_ops = {
+#define K_FUSED(name, family, params, args) .name = cuda_##name,
+#include "kernels/ops.def"
+};
 
 static const engine_ops cuda_ops = {
   .name = "cuda",
@@ -312,10 +321,8 @@ static const engine_ops cuda_ops = {
   .copy = cu_copy,
   .sync = cu_sync,
   .stream = cu_stream,
-  .set_stream = cu_set_stream,
+  .check_ctx = cu_check_ctx,
   .f32_products = cu_f32_products,
-  .reserve_sms = cu_reserve_sms,
-  .cap_adamw_blocks = cu_cap_adamw_blocks,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
   .prof_release = cu_prof_release,
@@ -323,31 +330,8 @@ static const engine_ops cuda_ops = {
   .graph_end = cu_graph_end,
   .graph_launch = cu_graph_launch,
   .graph_destroy = cu_graph_destroy,
-  .matmul = cuda_matmul,
-  .matmul_batched = cuda_matmul_batched,
-  .embedding_fwd = cuda_embedding_fwd,
-  .embedding_bwd = cuda_embedding_bwd,
-  .rmsnorm_fwd = cuda_rmsnorm_fwd,
-  .rmsnorm_bwd = cuda_rmsnorm_bwd,
-  .rope = cuda_rope,
-  .split_heads = cuda_split_heads,
-  .merge_heads = cuda_merge_heads,
-  .softmax_causal_fwd = cuda_softmax_causal_fwd,
-  .softmax_causal_bwd = cuda_softmax_causal_bwd,
-  .swiglu_fwd = cuda_swiglu_fwd,
-  .swiglu_bwd = cuda_swiglu_bwd,
-  .cross_entropy_fwd = cuda_cross_entropy_fwd,
-  .cross_entropy_bwd = cuda_cross_entropy_bwd,
-  .layernorm_fwd = cuda_layernorm_fwd,
-  .layernorm_bwd = cuda_layernorm_bwd,
-  .relu_fwd = cuda_relu_fwd,
-  .relu_bwd = cuda_relu_bwd,
-  .adamw = cuda_adamw,
-  .add = cuda_add,
-  .scale = cuda_scale,
-  .cast = cuda_cast,
-  .attention_fwd = cuda_attention_fwd,
-  .attention_bwd = cuda_attention_bwd,
+#define K_OP(name, family, params, args) .name = cuda_##name,
+#include "kernels/ops.def"
   .fused = &cuda_fused_ops,
 };
 
@@ -372,13 +356,14 @@ static int cuda_init(engine *e, int device) {
    * step (reports/data/ddp_diag.csv, runs k0 and k1). */
   int least, greatest;
   CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  CHECK_CUDA(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking,
+  CHECK_CUDA(cudaStreamCreateWithPriority(&c->own_stream,
+                                          cudaStreamNonBlocking,
                                           greatest < least ? least - 1
                                                            : least));
-  c->own_stream = c->stream;
   CHECK_CUBLAS(cublasCreate(&c->blas));
   /* SetStream resets the workspace to cuBLAS's own pool: stream first. */
-  CHECK_CUBLAS(cublasSetStream(c->blas, c->stream));
+  CHECK_CUBLAS(cublasSetStream(c->blas, c->own_stream));
+  c->blas_stream = c->own_stream;
   CHECK_CUBLAS(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
   TRY(eng_alloc(e, BLAS_WORKSPACE, "workspace.cublas", &c->blas_ws));
   c->blas_ws_bytes = BLAS_WORKSPACE;
@@ -389,7 +374,7 @@ static int cuda_init(engine *e, int device) {
                            cudaHostAllocMapped));
   CHECK_CUDA(cudaHostGetDevicePointer((void **)&c->bad_flag_dev, c->bad_flag,
                                       0));
-  TRY(status_reset(c));
+  TRY(status_reset(e));
   return 0;
 }
 

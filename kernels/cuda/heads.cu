@@ -61,3 +61,59 @@ int cuda_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
   TRY(permute(e, x, y, batch, seq, heads, dh, false));
   return 0;
 }
+
+/* ---- head layout, typed --------------------------------------------------- */
+
+/* SPLIT: x [B, T, H*Dh] -> y [B, H, T, Dh]; else the reverse. One block
+ * per row r = b*T + t of the [B, T, H*Dh] side, its threads walking the
+ * row W = 4 (VEC: dh % 4 == 0, aligned) or 1 elements at a time, with
+ * 32-bit index math (see qkv_rope_k). */
+template <typename Tx, typename Ty, bool SPLIT, bool VEC>
+__global__ void heads_ex_k(const Tx *x, Ty *y, int seq, int heads, int dh) {
+  const int W = VEC ? 4 : 1, D = heads * dh;
+  const unsigned r = blockIdx.x, t = r % (unsigned)seq, b = r / (unsigned)seq;
+  for (int j = threadIdx.x * W; j < D; j += blockDim.x * W) {
+    int h = j / dh, c = j - h * dh;
+    size_t flat = (size_t)r * D + j;
+    size_t e = (((size_t)b * heads + h) * seq + t) * dh + c;
+    size_t src = SPLIT ? flat : e, dst = SPLIT ? e : flat;
+    if (VEC) {
+      float v[4];
+      ld4(x, src, v);
+      st4(y, dst, v);
+    } else {
+      st(y, dst, ld(x, src));
+    }
+  }
+}
+
+template <bool SPLIT>
+static int heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                    int batch, int seq, int heads, int dh) {
+  if ((long long)batch * seq * heads * dh == 0) return 0;
+  bool vec = dh % 4 == 0 && vec4_ok({x, y});
+  unsigned rows = (unsigned)batch * (unsigned)seq;
+  int threads = row_threads((long long)heads * dh / (vec ? 4 : 1));
+  cudaStream_t s = cuda_stream(e);
+  WITH_T(xt, {
+    typedef T TX;
+    if (vec)
+      WITH_T(yt, (heads_ex_k<TX, T, SPLIT, true><<<rows, threads, 0, s>>>(
+                     (const TX *)x, (T *)y, seq, heads, dh)));
+    else
+      WITH_T(yt, (heads_ex_k<TX, T, SPLIT, false><<<rows, threads, 0, s>>>(
+                     (const TX *)x, (T *)y, seq, heads, dh)));
+  });
+  CHECK_LAUNCH();
+  return 0;
+}
+
+int cuda_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                        int batch, int seq, int heads, int dh) {
+  return heads_ex<true>(e, x, xt, y, yt, batch, seq, heads, dh);
+}
+
+int cuda_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                        int batch, int seq, int heads, int dh) {
+  return heads_ex<false>(e, x, xt, y, yt, batch, seq, heads, dh);
+}

@@ -125,8 +125,10 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
     sb = sb == 0 ? 0 : (long long)brows * pb;
   }
   size_t esz = compute == DT_F32 ? 4 : 2;
+  cublasHandle_t blas;
+  TRY(cuda_blas(e, &blas));
   if (batch == 1) {
-    CHECK_CUBLAS(cublasGemmEx(c->blas, opA, opB, n, m, k, &alpha, b, type, ldb,
+    CHECK_CUBLAS(cublasGemmEx(blas, opA, opB, n, m, k, &alpha, b, type, ldb,
                               a, type, lda, &beta, C, CUDA_R_32F, ldc, comp,
                               CUBLAS_GEMM_DEFAULT));
     return 0;
@@ -137,7 +139,7 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
     const char *bi = (const char *)b + (size_t)i0 * sb * esz;
     float *ci = C + (size_t)i0 * sc;
     CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-        c->blas, opA, opB, n, m, k, &alpha, bi, type, ldb, sb, ai, type, lda,
+        blas, opA, opB, n, m, k, &alpha, bi, type, ldb, sb, ai, type, lda,
         sa, &beta, ci, CUDA_R_32F, ldc, sc, nbat, comp, CUBLAS_GEMM_DEFAULT));
   }
   return 0;

@@ -154,17 +154,20 @@ done:
   return 0;
 }
 
-static cublasStatus_t run(cuda_engine *c, struct lt_plan *p, int i,
-                          const float *alpha, const void *A, const void *B,
-                          const float *beta, void *C) {
+/* On stream s: the call's (cuda_stream), so a view's products run on its
+ * stream. */
+static cublasStatus_t run(cuda_engine *c, cudaStream_t s, struct lt_plan *p,
+                          int i, const float *alpha, const void *A,
+                          const void *B, const float *beta, void *C) {
   return cublasLtMatmul(c->lt, p->op, alpha, B, p->a, A, p->b, beta, C, p->c,
-                        C, p->c, &p->algo[i], c->blas_ws, p->ws[i], c->stream);
+                        C, p->c, &p->algo[i], c->blas_ws, p->ws[i], s);
 }
 
 /* Time every candidate on these operands (beta = 0) and keep the fastest.
  * A candidate the library refuses at run time is skipped. */
-static int tune(cuda_engine *c, struct lt_plan *p, const float *alpha,
-                const void *A, const void *B, const float *beta, void *C) {
+static int tune(cuda_engine *c, cudaStream_t s, struct lt_plan *p,
+                const float *alpha, const void *A, const void *B,
+                const float *beta, void *C) {
   cudaEvent_t ev[2] = {NULL, NULL};
   float best_ms = -1;
   int rc = -1;
@@ -175,12 +178,12 @@ static int tune(cuda_engine *c, struct lt_plan *p, const float *alpha,
       goto done;
     }
   for (int i = 0; i < p->nalgo; i++) {
-    if (run(c, p, i, alpha, A, B, beta, C) != CUBLAS_STATUS_SUCCESS) continue;
-    cudaError_t ce = cudaEventRecord(ev[0], c->stream);
+    if (run(c, s, p, i, alpha, A, B, beta, C) != CUBLAS_STATUS_SUCCESS) continue;
+    cudaError_t ce = cudaEventRecord(ev[0], s);
     for (int r = 0; r < TIMED_RUNS && ce == cudaSuccess; r++)
-      if (run(c, p, i, alpha, A, B, beta, C) != CUBLAS_STATUS_SUCCESS)
+      if (run(c, s, p, i, alpha, A, B, beta, C) != CUBLAS_STATUS_SUCCESS)
         ce = cudaErrorUnknown;
-    if (ce == cudaSuccess) ce = cudaEventRecord(ev[1], c->stream);
+    if (ce == cudaSuccess) ce = cudaEventRecord(ev[1], s);
     if (ce == cudaSuccess) ce = cudaEventSynchronize(ev[1]);
     float ms = 0;
     if (ce == cudaSuccess) ce = cudaEventElapsedTime(&ms, ev[0], ev[1]);
@@ -231,14 +234,15 @@ int cuda_matmul_lt(engine *e, int trans_a, int trans_b, int m, int n, int k,
   key.in_t = (int)in_t;
   key.ct = (int)ct;
   key.tf32 = in_t == DT_F32 && tf32;
-  key.sm_target = c->sm_target;
+  key.sm_target = cuda_sm_target(e);
   int al = align_of(A), bl = align_of(B), cl = align_of(C);
   key.align = al < bl ? al : bl;
   if (cl < key.align) key.align = cl;
   struct lt_plan *p = c->lt_plans;
   while (p && memcmp(&p->key, &key, sizeof key) != 0) p = p->next;
   if (!p) TRY(plan_make(c, &key, &p));
-  if (!p->tuned && beta == 0.0f) TRY(tune(c, p, &alpha, A, B, &beta, C));
-  CHECK_CUBLAS(run(c, p, p->best, &alpha, A, B, &beta, C));
+  cudaStream_t s = cuda_stream(e);
+  if (!p->tuned && beta == 0.0f) TRY(tune(c, s, p, &alpha, A, B, &beta, C));
+  CHECK_CUBLAS(run(c, s, p, p->best, &alpha, A, B, &beta, C));
   return 0;
 }

@@ -187,3 +187,132 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
   CHECK_LAUNCH();
   return 0;
 }
+
+/* ---- residual add + RMSNorm ------------------------------------------------- */
+
+/* VEC: d % 4 == 0 and every row 16-byte aligned, 4 columns per access. */
+template <typename T, bool VEC>
+__global__ void add_rmsnorm_k(const float *a, const float *b, float *sum,
+                              const float *g, T *y, float *rstd, int d,
+                              float eps) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x, o = row * d;
+  float ss = 0.0f;
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float x[4], z[4] = {0, 0, 0, 0};
+      ld4(a, o + j, x);
+      if (b) ld4(b, o + j, z);
+      for (int c = 0; c < 4; c++) { x[c] += z[c]; ss += x[c] * x[c]; }
+      if (sum) st4(sum, o + j, x);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float x = a[o + j] + (b ? b[o + j] : 0.0f);
+      if (sum) sum[o + j] = x;
+      ss += x * x;
+    }
+  }
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float x[4], z[4] = {0, 0, 0, 0}, w[4];
+      ld4(a, o + j, x);
+      if (b) ld4(b, o + j, z);
+      ld4(g, j, w);
+      for (int c = 0; c < 4; c++) x[c] = (x[c] + z[c]) * r * w[c];
+      st4(y, o + j, x);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float x = a[o + j] + (b ? b[o + j] : 0.0f);
+      st(y, o + j, x * r * g[j]);
+    }
+  }
+}
+
+int cuda_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
+                         const float *g, void *y, dtype yt, float *rstd, int n,
+                         int d, float eps) {
+  if (sum == a) sum = NULL;
+  bool vec = d % 4 == 0 && vec4_ok({a, b, sum, g, y});
+  int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(yt, (add_rmsnorm_k<T, true><<<n, threads, 0, s>>>(
+                   a, b, sum, g, (T *)y, rstd, d, eps)));
+  else
+    WITH_T(yt, (add_rmsnorm_k<T, false><<<n, threads, 0, s>>>(
+                   a, b, sum, g, (T *)y, rstd, d, eps)));
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* ---- RMSNorm backward with the residual gradient ---------------------------- */
+
+template <typename T, bool VEC>
+__global__ void rmsnorm_dx_ex_k(const T *dy, const float *x,
+                                const float *g, const float *rstd,
+                                const float *dres, float *dx, T *dx_low,
+                                int d) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x, o = row * d;
+  float dot = 0.0f;
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float gg[4], yy[4], xx[4];
+      ld4(g, j, gg);
+      ld4(dy, o + j, yy);
+      ld4(x, o + j, xx);
+      for (int c = 0; c < 4; c++) dot += gg[c] * yy[c] * xx[c];
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      dot += g[j] * ld(dy, o + j) * x[o + j];
+  }
+  dot = block_sum(dot, sh);
+  float r = rstd[row];
+  float c = r * r * r * (dot / (float)d);
+  if (VEC) {
+    for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
+      float gg[4], yy[4], xx[4], rr[4] = {0, 0, 0, 0}, v[4];
+      ld4(g, j, gg);
+      ld4(dy, o + j, yy);
+      ld4(x, o + j, xx);
+      if (dres) ld4(dres, o + j, rr);
+      for (int k = 0; k < 4; k++) v[k] = r * gg[k] * yy[k] - xx[k] * c + rr[k];
+      st4(dx, o + j, v);
+      if (dx_low) st4(dx_low, o + j, v);
+    }
+  } else {
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float v = r * g[j] * ld(dy, o + j) - x[o + j] * c;
+      if (dres) v += dres[o + j];
+      dx[o + j] = v;
+      if (dx_low) st(dx_low, o + j, v);
+    }
+  }
+}
+
+int cuda_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
+                        const float *g, const float *rstd, const float *dres,
+                        float *dx, void *dx_low, dtype lt, float *dg, int n,
+                        int d) {
+  /* dg reads dy before dx may overwrite dres (dx == dres is allowed; dy is
+   * never dx, engine_fused.c refuses it). */
+  TRY(cuda_rmsnorm_dg_t(e, dy, lt, x, rstd, dg, n, d));
+  if (dx_low == (void *)dx) dx_low = NULL;
+  bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
+  int threads = row_threads(vec ? d / 4 : d);
+  cudaStream_t s = cuda_stream(e);
+  if (vec)
+    WITH_T(lt, (rmsnorm_dx_ex_k<T, true><<<n, threads, 0, s>>>(
+                   (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+  else
+    WITH_T(lt, (rmsnorm_dx_ex_k<T, false><<<n, threads, 0, s>>>(
+                   (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
+  CHECK_LAUNCH();
+  return 0;
+}
