@@ -208,6 +208,8 @@ typedef struct bench {
   comm *c, *pc;            /* gradient / parameter collectives (pc: nccl
                               with a sharded optimizer, else c) */
   engine *e;
+  engine *be;              /* backward's: e, or a view of it whose products
+                              leave gemm_sm_reserve SMs to the collectives */
   model *m;
   ddp *d;
   int rank, world, B, b, T, vocab;
@@ -233,13 +235,11 @@ static int step(bench *x, int k) {
   TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
   TRY(ddp_mark_backward(x->d));
   /* Only backward overlaps gradient collectives: forward keeps every SM. */
-  if (x->sm_reserve) TRY(eng_reserve_sms(x->e, x->sm_reserve));
   double th = clock_now_s();
-  TRY(model_backward(x->m));
+  TRY(model_backward_on(x->m, x->be));
   /* the host's time to queue backward (and its collectives): when it is
    * as long as backward on the GPU, the GPU waits for launches */
   double bwd_host = (clock_now_s() - th) * 1e3;
-  if (x->sm_reserve) TRY(eng_reserve_sms(x->e, 0));
   TRY(ddp_finish_gradient_synchronization(x->d));
   if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
   TRY(ddp_optimizer_step(x->d));
@@ -460,6 +460,9 @@ static int run(const void *settings, result *r) {
   else
     rc = engine_cpu_create(&x.e, s->loop.threads);
   if (rc < 0) goto fail;
+  x.be = x.e;
+  eng_ctx bc = {NULL, x.sm_reserve, 0};
+  if (x.sm_reserve && (rc = eng_view(x.e, &bc, &x.be)) < 0) goto fail;
   if ((rc = model_create(&x.m, x.e, &c, x.b, x.T,
                          dtype_of_precision(s->precision))) < 0)
     goto fail;
@@ -480,6 +483,7 @@ fail:
 done:
   if (x.d) ddp_destroy(x.d);
   if (x.m) model_destroy(x.m);
+  if (x.be != x.e) engine_destroy(x.be);
   if (x.e) engine_destroy(x.e);
   comm_close(x.pc);
   comm_close(x.c);

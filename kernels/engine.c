@@ -29,6 +29,7 @@ static int dtype_known(dtype t) {
 
 /* The engine that holds e's shared state: e itself, or a view's base. */
 static engine *base_of(engine *e) { return e->base ? e->base : e; }
+engine *eng_base(engine *e) { return base_of(e); }
 static const engine *cbase_of(const engine *e) {
   return e->base ? e->base : e;
 }
@@ -96,32 +97,6 @@ int eng_view(engine *base, const eng_ctx *ctx, engine **out) {
   v->ctx = *ctx;
   *out = v;
   return 0;
-}
-
-/* The modal setters: e's own context with one field replaced, checked as
- * eng_view checks it. Each caller's set ... reset pair becomes one view. */
-static int set_ctx(engine *e, const char *what, eng_ctx ctx) {
-  TRY(check_ctx(e, what, &ctx));
-  e->ctx = ctx;
-  return 0;
-}
-
-int eng_set_stream(engine *e, void *stream) {
-  eng_ctx c = e->ctx;
-  c.stream = stream;
-  return set_ctx(e, "eng_set_stream", c);
-}
-
-int eng_reserve_sms(engine *e, int n) {
-  eng_ctx c = e->ctx;
-  c.sm_reserve = n;
-  return set_ctx(e, "eng_reserve_sms", c);
-}
-
-int eng_cap_adamw_blocks(engine *e, int n) {
-  eng_ctx c = e->ctx;
-  c.adamw_blocks = n;
-  return set_ctx(e, "eng_cap_adamw_blocks", c);
 }
 
 int eng_f32_products(engine *e, f32_products p) {

@@ -124,11 +124,8 @@ typedef struct eng_ctx {
  * before their base, and use none after. Invalid contexts fail with the
  * reason (a stream or reserved SMs on the CPU engine, n < 0, all the SMs). */
 int eng_view(engine *base, const eng_ctx *ctx, engine **out);
-/* The modal forms of the context, kept while callers move to views: each
- * sets one field of e's own context until set again (e may be a view).
- * eng_set_stream(e, s) ... eng_set_stream(e, NULL) is a view with
- * {.stream = s} made once; likewise sm_reserve and adamw_blocks. */
-int eng_set_stream(engine *e, void *stream);
+/* The engine a view is of; an engine that is no view: itself. */
+engine *eng_base(engine *e);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the
  * engine's stream; the host clock on the CPU engine, whose operations are
@@ -154,9 +151,6 @@ const char *f32_products_name(f32_products p);
 /* "tf32": F32_TF32, "3xtf32": F32_3XTF32, anything else F32_EXACT. */
 f32_products f32_products_of_precision(const char *precision);
 int eng_f32_products(engine *e, f32_products p);
-/* eng_ctx.sm_reserve and .adamw_blocks, modally (eng_set_stream above). */
-int eng_reserve_sms(engine *e, int n);
-int eng_cap_adamw_blocks(engine *e, int n);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
 void eng_reset_peak(engine *e);

@@ -27,14 +27,14 @@
 /* dW[dout, din] += dy[N, dout]^T x[N, din] */
 static int linear_dw(model *m, const float *dy, const float *x, float *dW,
                      int n, int din, int dout) {
-  return k_matmul(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, 1.0f, dW,
+  return k_matmul(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, 1.0f, dW,
                   din, m->compute);
 }
 
 /* dx[N, din] = dy[N, dout] W (beta 0), or += with beta 1. */
 static int linear_dx(model *m, const float *dy, const float *W, float *dx,
                      int n, int din, int dout, float beta) {
-  return k_matmul(m->e, 0, 0, n, din, dout, 1.0f, dy, dout, W, din, beta, dx,
+  return k_matmul(m->be, 0, 0, n, din, dout, 1.0f, dy, dout, W, din, beta, dx,
                   din, m->compute);
 }
 
@@ -58,7 +58,7 @@ static void swap(float **x, float **y) {
 
 /* In: r->dres = d loss / d l->out. Out: r->dres = d loss / d l->resid. */
 static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
-  engine *e = m->e;
+  engine *e = m->be;
   const layer_ptrs *p = &m->p.layer[i];
   const layer_ptrs *g = &m->g.layer[i];
   const layer_acts *l = &m->a.layer[i];
@@ -91,7 +91,7 @@ static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
  * layer's input. */
 static int attention_bwd(model *m, int i, const float *x, int b, int t,
                          grad_bufs *r) {
-  engine *e = m->e;
+  engine *e = m->be;
   const layer_ptrs *p = &m->p.layer[i];
   const layer_ptrs *g = &m->g.layer[i];
   const layer_acts *l = &m->a.layer[i];
@@ -147,7 +147,7 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
 
 /* Backward's engine work: what model_options.graphs records. */
 static int backward_work(model *m) {
-  engine *e = m->e;
+  engine *e = m->be;
   model_acts *a = &m->a;
   if (m->opt.fused) return model_backward_fused(m);
   const int b = m->fwd_b, t = m->fwd_t, N = b * t;
@@ -178,14 +178,23 @@ static int backward_work(model *m) {
   return 0;
 }
 
-int model_backward(model *m) {
+int model_backward(model *m) { return model_backward_on(m, m->e); }
+
+int model_backward_on(model *m, engine *e) {
+  if (eng_base(e) != m->e)
+    FAIL(ERR_FAIL, "model_backward_on: the engine is neither the model's "
+         "nor a view of it (allowed: the model's engine or eng_view of it)");
+  m->be = e;
   if (!m->fwd_loss)
     FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
          "backward (backward overwrites the logits with their gradient)");
   m->fwd_loss = 0;
   TRY(model_params_low_current(m));
   const int key[3] = {m->fwd_b, m->fwd_t, m->grads_deferred_zero};
-  TRY(model_run_graphed(m, &m->gbwd, key, m->loss_scale, backward_work));
+  if (e == m->e)
+    TRY(model_run_graphed(m, &m->gbwd, key, m->loss_scale, backward_work));
+  else
+    TRY(backward_work(m));   /* a view records no graphs */
   /* the fused path wrote, not added, every gradient (model_zero_grad) */
   m->grads_deferred_zero = 0;
   return 0;

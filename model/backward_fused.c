@@ -25,7 +25,7 @@ static const void *wl(const model *m, const float *W) {
  * model_zero_grad deferred the zeroing (beta 0: nothing to add to). */
 static int linear_dw(model *m, const void *dy, const void *x, float *dW,
                      int n, int din, int dout) {
-  return k_matmul_ex(m->e, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
+  return k_matmul_ex(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
                      m->grads_deferred_zero ? 0.0f : 1.0f, dW, din, DT_F32,
                      m->opt.f32);
 }
@@ -35,11 +35,11 @@ static int linear_dw(model *m, const void *dy, const void *x, float *dW,
  * cleared; every other view is a product's output, written with beta 0. */
 static int clear_accumulated(model *m) {
   const size_t D = (size_t)m->c.d_model * sizeof(float);
-  TRY(eng_memset0(m->e, m->g.emb, (size_t)m->c.vocab * D));
-  TRY(eng_memset0(m->e, m->g.lnf, D));
+  TRY(eng_memset0(m->be, m->g.emb, (size_t)m->c.vocab * D));
+  TRY(eng_memset0(m->be, m->g.lnf, D));
   for (int i = 0; i < m->c.layers; i++) {
-    TRY(eng_memset0(m->e, m->g.layer[i].ln1, D));
-    TRY(eng_memset0(m->e, m->g.layer[i].ln2, D));
+    TRY(eng_memset0(m->be, m->g.layer[i].ln1, D));
+    TRY(eng_memset0(m->be, m->g.layer[i].ln2, D));
   }
   return 0;
 }
@@ -47,7 +47,7 @@ static int clear_accumulated(model *m) {
 /* dx[n, din] (xt) = dy[n, dout] W (+ beta dx). */
 static int linear_dx(model *m, const void *dy, const float *W, void *dx,
                      dtype xt, int n, int din, int dout, float beta) {
-  return k_matmul_ex(m->e, 0, 0, n, din, dout, 1.0f, dy, dout, wl(m, W), din,
+  return k_matmul_ex(m->be, 0, 0, n, din, dout, 1.0f, dy, dout, wl(m, W), din,
                      m->lt, beta, dx, din, xt, m->opt.f32);
 }
 
@@ -57,7 +57,7 @@ static int grad_ready(model *m, int view) {
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
 
 int model_backward_fused(model *m) {
-  engine *e = m->e;
+  engine *e = m->be;
   fused_acts *a = &m->f;
   const int b = m->fwd_b, t = m->fwd_t, N = b * t;
   const int D = m->c.d_model, F = m->c.d_ff, V = m->c.vocab;

@@ -346,6 +346,7 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
   model *m = calloc(1, sizeof *m);
   CHECK_ALLOC(m, sizeof *m);
   m->e = e;
+  m->be = e;
   m->c = *c;
   m->B = batch;
   m->T = seq;

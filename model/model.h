@@ -156,6 +156,11 @@ int model_zero_grad(model *m);
 /* Backward of the last forward's mean loss: ACCUMULATES into the gradients.
  * Needs a forward with targets since the last backward. */
 int model_backward(model *m);
+/* model_backward with backward's calls on e, the model's engine or a view
+ * of it (eng_view: e.g. products shaped for fewer SMs while collectives
+ * run beside backward). CUDA graphs record on the model's engine only:
+ * with a view, backward runs op by op (as it does with a grad hook). */
+int model_backward_on(model *m, engine *e);
 /* One AdamW step over all parameters (step counter kept by the model). The
  * moments ("adam_m", "adam_v") are allocated at the first call. */
 int model_adamw_step(model *m, const adamw_config *o);

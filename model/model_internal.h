@@ -129,6 +129,8 @@ int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
 
 struct model {
   engine *e;
+  engine *be;   /* backward's calls: e or a view of it, set by every
+                   model_backward_on before any call */
   model_config c;
   int B, T;           /* the largest batch and sequence forward accepts */
   dtype compute;

@@ -100,7 +100,7 @@ static int run_op(ddp *d, int i, int k) {
   switch (t->op[k]) {
   case DP_OP_ADAMW:
     if (t->on[k] == DP_OPTIM) TRY(ddp_optim_bucket(d, i));
-    else TRY(d->optim->bucket(d, i));
+    else TRY(d->optim->bucket(d, d->e, i));
     if (k + 1 < t->nops)
       TRY(dp_event_record(&d->ps.ready[i],
                           t->on[k] == DP_OPTIM ? d->ostream : d->kstream));
@@ -241,6 +241,9 @@ static int setup(ddp *d, ddp_strategy strategy, double bucket_mib,
   if (d->sched.compute_waits_optim) {   /* stages on the optimizer stream */
     TRY(dp_stream_create(&d->ostream));
     TRY(dp_event_init(&d->ev_odone, 1));
+    eng_ctx o = {d->ostream, 0, 0};
+    TRY(eng_view(d->e, &o, &d->oe));
+    TRY(ddp_set_adamw_sms(d, d->adamw_sms));
   }
   TRY(d->optim->setup(d));
   m->set_grad_hook(m->impl, hook, d);
@@ -338,6 +341,8 @@ void ddp_destroy(ddp *d) {
   if (drain(d->c, &d->gs) < 0) err_trace(__FILE__, __LINE__);
   if (drain(d->pc, &d->ps) < 0) err_trace(__FILE__, __LINE__);
   d->m.set_grad_hook(d->m.impl, NULL, NULL);
+  engine_destroy(d->oe_capped);
+  engine_destroy(d->oe);
   dp_stream_destroy(d->ostream);
   dp_event_destroy(&d->ev_odone);
   ddp_optim_free(d);
@@ -393,7 +398,11 @@ int ddp_begin_step(ddp *d) {
 int ddp_set_adamw_sms(ddp *d, int n) {
   if (n < 0) FAIL(ERR_FAIL, "ddp_set_adamw_sms: n = %d (allowed: >= 0)", n);
   d->adamw_sms = n;
-  return 0;
+  if (!d->oe) return 0;   /* no optimizer stream: nothing runs capped */
+  engine_destroy(d->oe_capped);
+  d->oe_capped = NULL;
+  eng_ctx c = {d->ostream, 0, n};
+  return eng_view(d->e, &c, &d->oe_capped);
 }
 
 int ddp_mark_backward(ddp *d) {

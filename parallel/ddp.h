@@ -137,14 +137,14 @@ int ddp_mark_backward(ddp *d);
 int ddp_finish_gradient_synchronization(ddp *d);
 int ddp_optimizer_step(ddp *d);
 /* grad_sync allgather on GPUs: each bucket's AdamW, which runs beside
- * backward, holds at most n SMs (eng_cap_adamw_blocks: one block per SM,
- * fed by bulk copies on Hopper); buckets whose AdamW is issued once
+ * backward, holds at most n SMs (a view with eng_ctx.adamw_blocks: one
+ * block per SM, fed by bulk copies on Hopper); buckets whose AdamW is issued once
  * backward has ended take the whole GPU. 0 (the default): every AdamW as
  * wide as its work. Measured on 2 x H200 (xl bf16, context 128, 2
  * sequences per GPU, 250 MiB buckets): uncapped, AdamW's blocks beside
  * backward's products slow backward by about as much as AdamW takes alone;
  * capped at 32 with the products shaped for the other SMs
- * (eng_reserve_sms) and the whole GPU after backward, the step went from
+ * (eng_ctx.sm_reserve) and the whole GPU after backward, the step went from
  * about 58 to about 56.5 ms. Other forms: ignored. */
 int ddp_set_adamw_sms(ddp *d, int n);
 /* The step's schedule (stages.h) as text: per bucket when it is issued and

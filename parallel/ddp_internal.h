@@ -47,6 +47,10 @@ struct ddp {
   float *sym_params;       /* alltoall: the model's weights, placed in a
                               buffer that joins a window of pc */
   int param_window;        /* alltoall on NCCL: sym_params registered */
+  /* The optimizer stream's engines: views of the model's engine on
+   * ostream, the second with AdamW held to adamw_sms blocks (NULL without
+   * ostream; the capped one also with adamw_sms 0). */
+  engine *oe, *oe_capped;
   void *ostream;           /* the optimizer stream (DP_OPTIM; lowest
                               priority): created when a stage runs on it */
   dp_event ev_odone;       /* ostream: every bucket's update queued */
@@ -102,14 +106,16 @@ int ddp_join(ddp *d, dp_event *done, void *stream);
 /* ddp_optim.c: what the optimizer forms share */
 int ddp_optim_state_alloc(ddp *d);       /* state_elems of m and v */
 void ddp_optim_free(ddp *d);
-/* k_adamw over [lo, lo + n), gradient in place / the mean of W copies */
-int ddp_adamw(ddp *d, size_t lo, size_t n, size_t state_at);
-int ddp_adamw_mean(ddp *d, size_t lo, const float *const *g, size_t n,
-                   size_t state_at);
+/* k_adamw over [lo, lo + n) on e, gradient in place / the mean of W
+ * copies */
+int ddp_adamw(ddp *d, engine *e, size_t lo, size_t n, size_t state_at);
+int ddp_adamw_mean(ddp *d, engine *e, size_t lo, const float *const *g,
+                   size_t n, size_t state_at);
 /* AdamW on the elements of [lo, hi) (inside bucket i) of views with
  * gradients, state from state_at for element lo, the gradient read as the
  * bucket's collective left it. */
-int ddp_adamw_range(ddp *d, int i, size_t lo, size_t hi, size_t state_at);
+int ddp_adamw_range(ddp *d, engine *e, int i, size_t lo, size_t hi,
+                    size_t state_at);
 /* The op DP_OP_ADAMW of bucket i on the optimizer stream, after its
  * collective. */
 int ddp_optim_bucket(ddp *d, int i);

@@ -31,17 +31,17 @@ void ddp_optim_free(ddp *d) {
   free(d->own_hi);
 }
 
-int ddp_adamw(ddp *d, size_t lo, size_t n, size_t state_at) {
+int ddp_adamw(ddp *d, engine *e, size_t lo, size_t n, size_t state_at) {
   const adamw_config *o = &d->hp;
-  return k_adamw(d->e, d->m.params + lo, d->m.grads + lo, d->m_state + state_at,
+  return k_adamw(e, d->m.params + lo, d->m.grads + lo, d->m_state + state_at,
                  d->v_state + state_at, n, o->lr, o->beta1, o->beta2, o->eps,
                  o->weight_decay, d->step + 1);
 }
 
-int ddp_adamw_mean(ddp *d, size_t lo, const float *const *g, size_t n,
-                   size_t state_at) {
+int ddp_adamw_mean(ddp *d, engine *e, size_t lo, const float *const *g,
+                   size_t n, size_t state_at) {
   const adamw_config *o = &d->hp;
-  return k_adamw_mean(d->e, d->m.params + lo, g, d->world,
+  return k_adamw_mean(e, d->m.params + lo, g, d->world,
                       d->m_state + state_at, d->v_state + state_at, n, o->lr,
                       o->beta1, o->beta2, o->eps, o->weight_decay,
                       d->step + 1);
@@ -49,41 +49,32 @@ int ddp_adamw_mean(ddp *d, size_t lo, const float *const *g, size_t n,
 
 /* Each run of [lo, hi) that belongs to views with gradients (adjacent views
  * one run), through the bucket's collective's reader. */
-int ddp_adamw_range(ddp *d, int i, size_t lo, size_t hi, size_t state_at) {
+int ddp_adamw_range(ddp *d, engine *e, int i, size_t lo, size_t hi,
+                    size_t state_at) {
   const dp_bucket *b = &d->plan.b[i];
   const dp_grad_coll *gc = dp_grad_colls[d->sched.st[i].op[0]];
   size_t run_lo = 0, run_hi = 0;
   for (int v = 0; v <= d->m.nviews; v++) {
-    size_t s = hi, e = hi;   /* past the last view: flush */
+    size_t s = hi, t = hi;   /* past the last view: flush */
     if (v < d->m.nviews) {
       if (!d->has_grad[v]) continue;
       s = d->m.views[v].offset;
-      e = s + d->m.views[v].numel;
+      t = s + d->m.views[v].numel;
       if (s < lo) s = lo;
-      if (e > hi) e = hi;
-      if (s >= e) continue;
+      if (t > hi) t = hi;
+      if (s >= t) continue;
       if (run_hi > run_lo && s == run_hi) {
-        run_hi = e;
+        run_hi = t;
         continue;
       }
     }
     if (run_hi > run_lo)
-      TRY(gc->adamw(d, b, run_lo, run_hi - run_lo, state_at + (run_lo - lo)));
+      TRY(gc->adamw(d, e, b, run_lo, run_hi - run_lo,
+                    state_at + (run_lo - lo)));
     run_lo = s;
-    run_hi = e;
+    run_hi = t;
   }
   return 0;
-}
-
-/* The engine bound to the optimizer stream, its AdamW held to `cap`
- * blocks (0: none), for the calls of bucket i's update. */
-static int on_optim_stream(ddp *d, int i, int cap) {
-  TRY(eng_set_stream(d->e, d->ostream));
-  if (cap) TRY(eng_cap_adamw_blocks(d->e, cap));
-  int rc = d->optim->bucket(d, i);
-  if (cap) TRY(eng_cap_adamw_blocks(d->e, 0));
-  TRY(eng_set_stream(d->e, NULL));
-  return rc;
 }
 
 /* Queued from backward's hooks or finish: runs while backward goes on, on
@@ -94,8 +85,8 @@ static int on_optim_stream(ddp *d, int i, int cap) {
 int ddp_optim_bucket(ddp *d, int i) {
   /* gated: gs.end already complete, so the wait is never pending */
   TRY(dp_stream_wait(d->ostream, &d->gs.end[i]));
-  int cap = d->sched.st[i].capped && !d->bwd_ended ? d->adamw_sms : 0;
-  TRY(on_optim_stream(d, i, cap));
+  int capped = d->sched.st[i].capped && !d->bwd_ended && d->adamw_sms;
+  TRY(d->optim->bucket(d, capped ? d->oe_capped : d->oe, i));
   return 0;
 }
 

@@ -15,9 +15,9 @@ static int setup(ddp *d) {
   return ddp_optim_state_alloc(d);
 }
 
-static int bucket(ddp *d, int i) {
+static int bucket(ddp *d, engine *e, int i) {
   const dp_bucket *b = &d->plan.b[i];
-  return ddp_adamw_range(d, i, b->start, b->start + b->count, b->start);
+  return ddp_adamw_range(d, e, i, b->start, b->start + b->count, b->start);
 }
 
 const dp_optim_form dp_optim_adamw = {.model_step = 1, .setup = setup,

@@ -42,7 +42,7 @@ static int step(ddp *d) {
   size_t at = 0;
   for (int v = 0; v < m->nviews; v++) {
     if (d->owner[v] != d->rank || !d->has_grad[v]) continue;
-    TRY(ddp_adamw(d, m->views[v].offset, m->views[v].numel, at));
+    TRY(ddp_adamw(d, d->e, m->views[v].offset, m->views[v].numel, at));
     at += m->views[v].numel;
   }
   for (int r = 0; r < d->world; r++) {

@@ -15,13 +15,13 @@ static int setup(ddp *d) {
   return ddp_optim_state_alloc(d);
 }
 
-static int bucket(ddp *d, int i) {
+static int bucket(ddp *d, engine *e, int i) {
   const dp_bucket *b = &d->plan.b[i];
   if (b->tail)
-    return ddp_adamw_range(d, i, b->start, b->start + b->count, b->state_off);
+    return ddp_adamw_range(d, e, i, b->start, b->start + b->count, b->state_off);
   size_t chunk = b->count / (size_t)d->world;
   size_t lo = b->start + (size_t)d->rank * chunk;
-  return ddp_adamw_range(d, i, lo, lo + chunk, b->state_off);
+  return ddp_adamw_range(d, e, i, lo, lo + chunk, b->state_off);
 }
 
 const dp_optim_form dp_optim_zero1 = {.chunked = 1, .per_bucket = 1,

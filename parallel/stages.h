@@ -110,7 +110,7 @@ typedef struct dp_grad_coll {
   int (*issue)(ddp *d, const dp_bucket *b, comm_req **req);
   /* AdamW over elements [lo, lo + n) of bucket b, whose gradient this
    * collective left, state from state_at. */
-  int (*adamw)(ddp *d, const dp_bucket *b, size_t lo, size_t n,
+  int (*adamw)(ddp *d, engine *e, const dp_bucket *b, size_t lo, size_t n,
                size_t state_at);
 } dp_grad_coll;
 /* [op] for the gradient collectives, NULL for the rest */
@@ -138,7 +138,8 @@ typedef struct dp_optim_form {
                             averaged in place */
   int param_ops;         /* parameter collectives follow its updates */
   int (*setup)(ddp *d);  /* its state (after the schedule) */
-  int (*bucket)(ddp *d, int i);   /* bucket i's update; NULL: none */
+  int (*bucket)(ddp *d, engine *e, int i);   /* bucket i's update, its
+                                               calls on e; NULL: none */
   int (*step)(ddp *d);   /* in the step after the buckets'; NULL: none */
 } dp_optim_form;
 extern const dp_optim_form *const dp_optim_forms[]; /* [ddp_optimizer] */

@@ -76,13 +76,13 @@ static int allgather(ddp *d, const dp_bucket *b, comm_req **req) {
 }
 
 /* The gradient of [lo, lo + n) is the mean of bucket b's W copies. */
-static int adamw_gathered(ddp *d, const dp_bucket *b, size_t lo, size_t n,
-                          size_t state_at) {
+static int adamw_gathered(ddp *d, engine *e, const dp_bucket *b, size_t lo,
+                          size_t n, size_t state_at) {
   const float *g[K_ADAMW_MAX_GRADS];
   size_t W = (size_t)d->world;
   for (size_t r = 0; r < W; r++)
     g[r] = d->gathered + W * b->start + r * b->count + (lo - b->start);
-  return ddp_adamw_mean(d, lo, g, n, state_at);
+  return ddp_adamw_mean(d, e, lo, g, n, state_at);
 }
 
 const dp_grad_coll dp_coll_allgather = {allgather, adamw_gathered};

@@ -24,10 +24,10 @@ static int reduce_scatter(ddp *d, const dp_bucket *b, comm_req **req) {
   return 0;
 }
 
-static int adamw_in_place(ddp *d, const dp_bucket *b, size_t lo, size_t n,
-                          size_t state_at) {
+static int adamw_in_place(ddp *d, engine *e, const dp_bucket *b, size_t lo,
+                          size_t n, size_t state_at) {
   (void)b;
-  return ddp_adamw(d, lo, n, state_at);
+  return ddp_adamw(d, e, lo, n, state_at);
 }
 
 const dp_grad_coll dp_coll_allreduce = {allreduce, adamw_in_place};

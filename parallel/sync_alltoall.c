@@ -79,13 +79,13 @@ static int alltoall(ddp *d, const dp_bucket *b, comm_req **req) {
 
 /* The gradient of [lo, lo + n), inside this rank's chunk of bucket b, is
  * the mean of the W received copies. */
-static int adamw_received(ddp *d, const dp_bucket *b, size_t lo, size_t n,
-                          size_t state_at) {
+static int adamw_received(ddp *d, engine *e, const dp_bucket *b, size_t lo,
+                          size_t n, size_t state_at) {
   size_t W = (size_t)d->world, chunk = b->count / W;
   size_t at = lo - (b->start + (size_t)d->rank * chunk);
   const float *g[K_ADAMW_MAX_GRADS];
   for (size_t r = 0; r < W; r++) g[r] = d->received + b->start + r * chunk + at;
-  return ddp_adamw_mean(d, lo, g, n, state_at);
+  return ddp_adamw_mean(d, e, lo, g, n, state_at);
 }
 
 const dp_grad_coll dp_coll_alltoall = {alltoall, adamw_received};

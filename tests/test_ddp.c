@@ -148,9 +148,11 @@ static void net_fwd_bwd(ctx *x, net *n, int k, ddp *d) {
   if (d) hard(ddp_mark_backward(d), "mark_backward");
   /* As the ddp job's gemm_sm_reserve does: products shaped for fewer SMs
    * while the collectives run must give the same training. */
-  if (d && x->backend == COMM_NCCL) hard(eng_reserve_sms(n->e, 2), "reserve");
-  hard(model_backward(n->m), "backward");
-  if (d && x->backend == COMM_NCCL) hard(eng_reserve_sms(n->e, 0), "reserve");
+  engine *be = n->e;
+  eng_ctx two = {NULL, 2, 0};
+  if (d && x->backend == COMM_NCCL) hard(eng_view(n->e, &two, &be), "view");
+  hard(model_backward_on(n->m, be), "backward");
+  if (be != n->e) engine_destroy(be);
 }
 
 /* Where the weights are now (a ddp may have placed them: n->dm.params is

@@ -810,9 +810,6 @@ static void test_adamw(void) {
   expect_fail("k_adamw_mean of 0 arrays",
               k_adamw_mean(E, q1, gs, 0, m1, v1, N, lr, b1, b2, eps, wd, 1),
               "allowed: 1 to");
-  expect_fail("the CPU engine refuses a stream",
-              eng_set_stream(E, (void *)&h1), "no stream");
-  RUN(eng_set_stream(E, NULL));
   expect_fail("k_adamw_mean of 9 arrays",
               k_adamw_mean(E, q1, gs, 9, m1, v1, N, lr, b1, b2, eps, wd, 1),
               "allowed: 1 to");
@@ -1297,8 +1294,6 @@ static void test_view(void) {
               "NULL context");
   expect_fail("eng_f32_products on a view",
               eng_f32_products(v, F32_EXACT), "on a view");
-  expect_fail("eng_reserve_sms(-1) on the CPU engine",
-              eng_reserve_sms(E, -1), "eng_reserve_sms: sm_reserve = -1");
 
   /* A backend without an op (a NULL entry) fails naming it. */
   engine_ops lacking = *v->ops;

@@ -971,41 +971,6 @@ static void cast_case(const char *what, const void *src, dtype st, dtype dt,
   pair_free(s); pair_free(d);
 }
 
-#ifdef HAVE_CUDA
-/* eng_set_stream: operations queued on another stream (a scale and a
- * product through cuBLAS, rebound to it) give the CPU engine's numbers;
- * eng_stream names the stream while set and the engine's own after. It
- * makes the stream itself, so it needs the CUDA runtime's declarations:
- * a build without CUDA compiles it out (and never reaches the tests). */
-static void test_side_stream(void) {
-  const int m = 37, n = 29, k = 53;
-  cudaStream_t side;
-  if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess)
-    hard_error("cudaStreamCreate");
-  void *own = eng_stream(GPU);
-  pair a = pair_rand(4099, 1), A = pair_rand((size_t)m * k, 1),
-       B = pair_rand((size_t)k * n, 1), C = pair_f(NULL, (size_t)m * n);
-  if (eng_sync(GPU) < 0 || eng_set_stream(GPU, side) < 0)
-    hard_error("eng_set_stream");
-  check(eng_stream(GPU) == (void *)side, "eng_stream is the stream set");
-  int rc = k_scale(GPU, a.g, -1.5f, 4099);
-  if (rc == 0)
-    rc = k_matmul(GPU, 0, 0, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n,
-                  DT_F32);
-  if (eng_set_stream(GPU, NULL) < 0) hard_error("eng_set_stream(NULL)");
-  check(rc == 0 && eng_stream(GPU) == own,
-        "work queued on the side stream; eng_stream back to the engine's");
-  if (cudaStreamSynchronize(side) != cudaSuccess) hard_error("side stream");
-  if (k_scale(CPU, a.c, -1.5f, 4099) < 0 ||
-      k_matmul(CPU, 0, 0, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, C.c, n,
-               DT_F32) < 0)
-    hard_error("cpu reference");
-  same("k_scale on a side stream (eng_set_stream)", a);
-  cmp("k_matmul f32 on a side stream (cuBLAS rebound)", C, 1e-5);
-  pair_free(a); pair_free(A); pair_free(B); pair_free(C);
-  if (cudaStreamDestroy(side) != cudaSuccess) hard_error("cudaStreamDestroy");
-}
-#endif
 
 #ifdef HAVE_CUDA
 /* Two GPU buffers bit for bit (the base's and a view's results). */
@@ -1576,7 +1541,6 @@ int main(int argc, char **argv) {
   test_cross_entropy();
   test_adamw_elementwise();
 #ifdef HAVE_CUDA
-  test_side_stream();
   test_view();
 #endif
   test_copy();
