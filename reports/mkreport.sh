@@ -1,25 +1,31 @@
 #!/bin/sh
 # Builds the writeup: OUT/writeup.md and its figures (OUT/*.svg) from the
-# result CSVs, one section script per experiment (reports/sections/NAME.sh,
-# reading DATA/NAME.csv).
+# result CSVs, one section per line of the problem list
+# (reports/problems.def: NUM NAME PARTS SCRIPTS TESTS).
 #
 #   mkreport.sh --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY \
-#               --sections "allreduce ..."
+#               --problems FILE [--only NAME=EXPERIMENT]
 #
-# A section is NAME (reads DATA/NAME.csv) or NAME:EXPERIMENT (reads
-# DATA/EXPERIMENT.csv with NAME's script: how CI renders its small run).
+# For each problem it writes "## NUM NAME", then the output of each of its
+# section scripts (reports/sections/SCRIPT.sh, run with PROBLEM=NAME and
+# CSV=DATA/EXPERIMENT.csv), then the tests that establish the problem's
+# claims, each with what its own header comment says it checks. Before the
+# sections: a title, the data files read, a summary (sections/summary.sh)
+# and a table of contents. --only renders that one problem alone, reading
+# EXPERIMENT's CSV (how `make demo` renders its small run).
 #
 # Paths come in as arguments so that out-of-tree builds work; the scripts it
-# runs are found next to this file. A section whose CSV is missing says
-# "not yet measured"; a malformed CSV or a failing section fails the whole
-# report and leaves any earlier writeup.md as it was. The output carries no
-# date, so the same CSVs give the same bytes.
+# runs are found next to this file, the tests in ../tests. A section whose
+# CSV is missing says "not yet measured"; a malformed CSV or a failing
+# section fails the whole report and leaves any earlier writeup.md as it
+# was. The output carries no date, so the same CSVs give the same bytes.
 set -eu
 LC_ALL=C
 export LC_ALL
 
 me=mkreport.sh
 here=$(cd "$(dirname "$0")" && pwd)
+tests=$(cd "$here/../tests" 2> /dev/null && pwd) || tests=''
 
 die() {
   echo "$me: $*" >&2
@@ -27,11 +33,11 @@ die() {
 }
 usage() {
   echo "$me: $*" >&2
-  echo "usage: $me --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY --sections \"NAME ...\"" >&2
+  echo "usage: $me --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY --problems FILE [--only NAME=EXPERIMENT]" >&2
   exit 2
 }
 
-data='' out='' csvtool='' gnuplot='' sections='' gnuplot_given=''
+data='' out='' csvtool='' gnuplot='' problems='' only='' gnuplot_given=''
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage "$1 needs a value"
   case $1 in
@@ -39,7 +45,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2 ;;
     --csvtool) csvtool=$2 ;;
     --gnuplot) gnuplot=$2; gnuplot_given=1 ;;
-    --sections) sections=$2 ;;
+    --problems) problems=$2 ;;
+    --only) only=$2 ;;
     *) usage "unknown argument \"$1\"" ;;
   esac
   shift 2
@@ -48,7 +55,12 @@ done
 [ -n "$out" ] || usage "--out is required"
 [ -n "$csvtool" ] || usage "--csvtool is required"
 [ -n "$gnuplot_given" ] || usage "--gnuplot is required (pass \"\" for no figures)"
-[ -n "$sections" ] || usage "--sections is required"
+[ -n "$problems" ] || usage "--problems is required"
+[ -f "$problems" ] || die "no problem list $problems"
+case $only in
+  '' | *=*) ;;
+  *) usage "--only takes NAME=EXPERIMENT, not \"$only\"" ;;
+esac
 
 # Section scripts run with their own working directory in mind: hand them
 # absolute paths.
@@ -70,19 +82,39 @@ data=$(absolute "$data")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
+# The problem list without comments: "NUM NAME PARTS SCRIPTS TESTS" lines,
+# checked whole before anything runs. With --only, that problem alone.
+list=$(awk -v only="${only%%=*}" '
+  /^[ \t]*(#|$)/ { next }
+  NF != 5 { printf "%s:%d: %d fields (allowed: NUM NAME PARTS SCRIPTS TESTS)\n", FILENAME, FNR, NF > "/dev/stderr"; bad = 1; next }
+  only == "" || $2 == only { print $1, $2, $3, $4, $5; n++ }
+  END { if (bad) exit 1; if (only != "" && n == 0) { printf "no problem %s in %s\n", only, FILENAME > "/dev/stderr"; exit 1 } }
+' "$problems") || die "bad problem list $problems (above)"
+
+# SCRIPT[:EXPERIMENT] -> script; -> experiment (--only's, else its own).
+script_of() { printf '%s' "${1%%:*}"; }
+experiment_of() {
+  if [ -n "$only" ]; then printf '%s' "${only#*=}"; return; fi
+  case $1 in *:*) printf '%s' "${1#*:}" ;; *) printf '%s' "$1" ;; esac
+}
+# SCRIPTS joined by "+", one a line.
+each() { printf '%s\n' "$1" | tr '+' '\n'; }
+
 # Check every input before writing anything: a malformed CSV is a broken
 # report, not a section to skip.
 names=' ' scripts=' '
-for entry in $sections; do
-  s=${entry%%:*}
-  [ -f "$here/sections/$s.sh" ] || die "no section script $here/sections/$s.sh (--sections \"$sections\")"
+for entry in $(printf '%s\n' "$list" | awk '{ print $4 }' | tr '+' ' '); do
+  s=$(script_of "$entry")
+  [ -f "$here/sections/$s.sh" ] || die "no section script $here/sections/$s.sh ($problems)"
   case $scripts in *" $s "*) ;; *) scripts="$scripts$s " ;; esac
-  names="$names${entry#*:} "
-  csv="$data/${entry#*:}.csv"
-  if [ -f "$csv" ]; then
-    "$csvtool" check "$csv" >/dev/null || die "$csv is malformed (above); no report written"
+  e=$(experiment_of "$entry")
+  case $names in *" $e "*) continue ;; esac
+  names="$names$e "
+  if [ -f "$data/$e.csv" ]; then
+    "$csvtool" check "$data/$e.csv" > /dev/null || die "$data/$e.csv is malformed (above); no report written"
   fi
 done
+scripts="${scripts}summary "
 
 # The other CSVs of the data folder that these sections read: those a
 # section script names as "$DATA/NAME.csv", in name order (LC_ALL=C), each
@@ -100,13 +132,14 @@ for csv in "$data"/*.csv; do
     fi
   done
   [ -n "$readers" ] || continue
-  "$csvtool" check "$csv" >/dev/null || die "$csv is malformed (above); no report written"
+  "$csvtool" check "$csv" > /dev/null || die "$csv is malformed (above); no report written"
   others="$others$n|$readers
 "
 done
 
 tmp="$out/.writeup.md.tmp"
-trap 'rm -f "$tmp"' EXIT
+body="$out/.writeup.body.tmp"
+trap 'rm -f "$tmp" "$body"' EXIT
 trap 'exit 1' HUP INT TERM
 
 # The data folder as the reader knows it: make report's is reports/data/.
@@ -128,36 +161,85 @@ rows_of() { # NAME
   printf '%s %s%s' "$rows" "$unit" "$torn"
 }
 
+# GitHub's anchor of a heading: lower case, punctuation other than - and _
+# dropped, spaces as -.
+anchor() { printf '%s' "$1" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9 _-' | tr ' ' '-'; }
+
+# What a test establishes: its source's first comment block (C) or its
+# leading # lines (shell), as one paragraph.
+test_says() { # NAME
+  case $1 in
+    *.sh) f="$tests/$1"
+          [ -f "$f" ] || return 1
+          awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
+    *) f="$tests/$1.c"
+       [ -f "$f" ] || return 1
+       awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
+              e = sub(/ *\*\/.*$/, "", line); printf "%s ", line; if (e) exit }' "$f" ;;
+  esac
+}
+
+# The sections, into the body first: the contents list needs the headings.
+: > "$body"
+printf '%s\n' "$list" | while read -r num name parts scr tst; do
+  {
+    echo "## $num $name"
+    echo
+  } >> "$body"
+  for entry in $(each "$scr"); do
+    s=$(script_of "$entry")
+    e=$(experiment_of "$entry")
+    DATA=$data CSV="$data/$e.csv" OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
+      REPORT_LIB="$here/section_lib.sh" PROBLEM=$name \
+      sh "$here/sections/$s.sh" >> "$body" || die "section $s ($name) failed (above); no report written"
+  done
+  [ "$tst" != - ] || continue
+  {
+    echo "**Checked by** (\`make check\`; each test's own description):"
+    echo
+    for t in $(printf '%s' "$tst" | tr ',' ' '); do
+      says=$(test_says "$t") || die "$name: no test $t in $tests"
+      # the description without the exit-status sentence tests end with
+      says=$(printf '%s' "$says" | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//')
+      printf -- '- `tests/%s`: %s\n' "$t" "$says"
+    done
+    echo
+  } >> "$body"
+done
+
 {
-  echo "# trainlab: the writeup"
+  echo "# trainlab: CS336's systems assignment, measured"
   echo
   echo "_Generated by \`make report\` (reports/mkreport.sh) from the result CSVs in"
   echo "$where; every table, figure and quoted measurement below comes from"
-  echo "them, or from the reference numbers in reports/anchors/ where a section"
-  echo "says so. Data files, each section's own first:_"
+  echo "them, or from the PyTorch anchors in reports/anchors/ (each written by a"
+  echo "script there) where a section says so. Sections follow the handout's"
+  echo "problems in order (reports/problems.def). Data files:_"
   echo
-  for entry in $sections; do
-    s=${entry#*:}
-    if [ -f "$data/$s.csv" ]; then
-      line=$(rows_of "$s")
-      echo "- \`$s.csv\`: $line"
+  for e in $names; do
+    if [ -f "$data/$e.csv" ]; then
+      echo "- \`$e.csv\`: $(rows_of "$e")"
     else
-      echo "- \`$s.csv\`: not yet measured (run \`./runner experiments/$s.cfg\`)"
+      echo "- \`$e.csv\`: not yet measured (run \`./runner experiments/$e.cfg\`)"
     fi
   done
   printf '%s' "$others" | while IFS='|' read -r n readers; do
-    line=$(rows_of "$n")
-    echo "- \`$n.csv\`: $line (read by $readers)"
+    echo "- \`$n.csv\`: $(rows_of "$n") (read by $readers)"
   done
   echo
+  if [ -z "$only" ]; then
+    DATA=$data OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
+      REPORT_LIB="$here/section_lib.sh" PROBLEM=summary \
+      sh "$here/sections/summary.sh" || die "the summary failed (above); no report written"
+    echo "## Contents"
+    echo
+    grep '^## ' "$body" | while read -r hashes title; do
+      echo "- [$title](#$(anchor "$title"))"
+    done
+    echo
+  fi
+  cat "$body"
 } > "$tmp"
-
-for entry in $sections; do
-  s=${entry%%:*}
-  DATA=$data CSV="$data/${entry#*:}.csv" OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
-    REPORT_LIB="$here/section_lib.sh" \
-    sh "$here/sections/$s.sh" >> "$tmp" || die "section $s failed (above); no report written"
-done
 
 mv "$tmp" "$out/writeup.md"
 echo "$me: wrote $out/writeup.md"

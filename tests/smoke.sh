@@ -15,7 +15,7 @@ check "all ok" [ "$(column "$csv" status | sort -u)" = "ok" ]
 check "bandwidth measured" [ -n "$(column "$csv" busbw_gbps | tail -n 1)" ]
 
 ${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
-  REPORT_OUT="$scratch/report" REPORT_EXPERIMENTS=allreduce:smoke_allreduce \
+  REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
   > "$scratch/report.out" 2>&1
 status=$?
 cat "$scratch/report.out"
@@ -28,7 +28,7 @@ check "writeup has a row per measured job" [ "$(grep -c '^| mpi |' "$md")" -eq 4
 cp "$md" "$scratch/good.md"
 echo "1,2,3,too,many,fields$(printf ',x%.0s' $(seq 40))" >> "$csv"
 ${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
-  REPORT_OUT="$scratch/report" REPORT_EXPERIMENTS=allreduce:smoke_allreduce \
+  REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
   > "$scratch/bad.out" 2>&1
 check "a malformed CSV fails make report" [ $? -ne 0 ]
 check "and says where" grep -q "smoke_allreduce.csv:6:" "$scratch/bad.out"

@@ -9,8 +9,6 @@ LC_ALL=C
 export LC_ALL
 
 . "$REPORT_LIB"
-echo "## 2.4 communication_accounting"
-echo
 if [ ! -f "$CSV" ] || [ "$(tool count "$CSV" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/communication_accounting.cfg\` (no GPU needed)._"
   echo
@@ -34,7 +32,9 @@ out). Computed by the \`comm_accounting\` kind (\`model/accounting.h\` gives
 the formulas; \`tests/test_accounting\` checks them against values worked
 out by hand). GB = 10^9 bytes.
 
-**(a)** Parameters: 2 x $d_model x $d_ff x $blocks = $params.
+### (a) Memory on one device
+
+Parameters: 2 x $d_model x $d_ff x $blocks = $params.
 
 | fp32 item | bytes a parameter | GB |
 |---|--:|--:|
@@ -52,7 +52,9 @@ The fp32 state alone takes $state GB, the memory of $h100 H100s of 80 GB
 TEXT
 tok=$(v tokens)
 cat <<TEXT
-**(b)** With the state and half of the activations A sharded over N_FSDP
+### (b) Sharding over N_FSDP devices
+
+With the state and half of the activations A sharded over N_FSDP
 devices (the other half, every second layer, whole on each), a device holds
 (16 P + A / 2) / N_FSDP + A / 2 bytes, with A = $apt bytes x tokens.
 
@@ -68,7 +70,9 @@ bmin=$(v batch_min_tokens); pdev=$(v per_device_batch_min); ymax=$(v y_max)
 x=$(v x); y=$(v y); mx=$(v m_x); my=$(v m_y); w=$(v w_ici); c=$(v flops)
 tm=$(v t_math_ms); tf=$(v t_fsdp_ms); tt=$(v t_tp_ms)
 cat <<TEXT
-**(c)** Forward only, X = $x-way FSDP by Y = $y-way tensor parallelism, M_X =
+### (c) When the mesh is compute bound
+
+Forward only, X = $x-way FSDP by Y = $y-way tensor parallelism, M_X =
 $mx, M_Y = $my, W_ici = $w B/s, C = $c FLOP/s. For one block with B tokens
 in all (D = d_model, F = d_ff, N = X Y):
 T_math = 4 B D F / (N C), T_FSDP = 4 D F / (Y W_ici M_X) (gathering the bf16
@@ -81,7 +85,9 @@ The model is compute bound from $(calc '%.0f' "$pdev") tokens a device
 (at that batch a block takes $(calc '%.3f' "$tm") ms of math, $(calc '%.3f' "$tf") ms of weight gathering and $(calc '%.3f' "$tt") ms of
 tensor-parallel traffic).
 
-**(d)** To train at a smaller overall batch without becoming communication
+### (d) Smaller batches at full throughput
+
+To train at a smaller overall batch without becoming communication
 bound: overlap the FSDP weight gathers with the previous layer's compute
 (prefetching), so the bound is the larger of the two times rather than
 their sum; gather the weights in a lower precision (fp8 halves T_FSDP,

@@ -1,0 +1,57 @@
+#!/bin/sh
+# The writeup answers the whole assignment: renders it from the committed
+# CSVs (reports/data, the anchors) with mkreport.sh and checks it against
+# reports/problems.def: every problem has its "## NUM NAME" section, once
+# and in the list's order, and no other section heading stands between
+# them; every sub-part the handout asks for has its "### (x)" heading in
+# its problem's section, in order, followed by some text; every figure the
+# writeup shows was drawn (where gnuplot is present); no section says a
+# committed experiment was not yet measured.
+. "${top_srcdir:-.}/tests/lib.sh"
+csvtool="$top_builddir/csvtool"
+[ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
+list="$top_srcdir/reports/problems.def"
+out="$scratch/report"
+sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" \
+  --out "$out" --csvtool "$csvtool" --gnuplot "${GNUPLOT:-}" \
+  --problems "$list" > "$scratch/mk.out" 2>&1
+rc=$?
+check "the writeup renders from the committed CSVs (exit $rc)" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || { cat "$scratch/mk.out"; finish; }
+md="$out/writeup.md"
+
+# The sections in order: Summary, Contents, then the list's problems.
+awk '!/^[ \t]*(#|$)/ { print "## " $1 " " $2 }' "$list" > "$scratch/want"
+grep '^## ' "$md" | sed '/^## Summary$/d; /^## Contents$/d' > "$scratch/got"
+check "one section per problem, in the list's order, and no other" \
+  cmp -s "$scratch/want" "$scratch/got"
+cmp -s "$scratch/want" "$scratch/got" || diff "$scratch/want" "$scratch/got" | head -n 20
+
+# Each problem's sub-parts, in order, each with text under it.
+awk '!/^[ \t]*(#|$)/ { print $1, $2, $3 }' "$list" > "$scratch/parts"
+while read -r num name parts; do
+  section=$(awk -v h="## $num $name" '$0 == h { on = 1; next } on && /^## / { exit } on' "$md")
+  got=$(printf '%s\n' "$section" | sed -n 's/^### (\([a-z]\)).*/\1/p' | tr '\n' ',' | sed 's/,$//')
+  [ "$parts" = - ] && parts=''
+  check "$num $name: sub-parts ${parts:-none} (found: ${got:-none})" [ "$got" = "$parts" ]
+  body=$(printf '%s\n' "$section" | grep -v '^###' | grep -c '[[:alnum:]]')
+  check "$num $name: has text" [ "$body" -gt 0 ]
+  for p in $(printf '%s' "$parts" | tr ',' ' '); do
+    n=$(printf '%s\n' "$section" | awk -v h="### ($p)" 'index($0, h) == 1 { on = 1; next } on && /^#/ { exit } on && /[[:alnum:]]/ { n++ } END { print n + 0 }')
+    check "$num $name ($p): answered" [ "$n" -gt 0 ]
+  done
+  if printf '%s\n' "$section" | grep -q 'Not yet measured'; then
+    check "$num $name: measured (its CSV is committed)" false
+  fi
+done < "$scratch/parts"
+
+# Figures: each one the writeup shows exists (drawn only with gnuplot).
+figs=$(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$md" | sort -u)
+if [ -n "${GNUPLOT:-}" ]; then
+  for f in $figs; do
+    check "figure $f drawn" grep -q '<svg' "$out/$f"
+  done
+else
+  echo "note: no gnuplot, figures not checked"
+fi
+finish
