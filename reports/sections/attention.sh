@@ -48,7 +48,6 @@ if [ ! -f "$csv" ]; then
   echo "_Not yet measured: run \`./runner experiments/$exp.cfg\`._"
   exit 0
 fi
-fb="$DATA/flash_benchmarking.csv"
 lb="$DATA/flash_leaderboard.csv"
 
 # ---- helpers ------------------------------------------------------------------
@@ -406,6 +405,7 @@ EOF
                 split(x, p, ","); if (p[2] == sm) { if (!lo || r < lo) lo = r; if (r > hi) hi = r } }
               printf "%d %d %.1f %.1f %d", n, w, lo, hi, sm }'
   }
+  # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd bf16)
   bn=$1 bw=$2 blo=$3 bhi=$4 bsm=$5
   text="In bf16 our FlashAttention-2 is faster than materialised attention at $bw of $bn shapes, and the gain grows with the sequence length, to $blo-$bhi times at seq $bsm (by head dim): materialised attention moves T^2 values of S and P through memory, the tiled kernel keeps them on chip."
@@ -420,6 +420,7 @@ EOF
     ls=${lost#*|}
     text="$text Materialised attention is faster at d_head/seq ${lost%|*}, all at seq $ls or less, where S is at most $(calc %.0f "$ls * $ls * 4 / 1048576") MiB and materialising it costs little next to our kernels' fixed costs."
   fi
+  # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd fp32)
   if [ "$1" -gt 0 ]; then
     text="$text In fp32 we lose: our FlashAttention-2 runs on CUDA cores and beats materialised attention (true-fp32 cuBLAS) at only $2 of $1 shapes; at seq $5 it needs $(calc %.1f "1 / $4") to $(calc %.1f "1 / $3") times materialised attention's time, by head dim."
