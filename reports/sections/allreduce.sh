@@ -1,37 +1,47 @@
 #!/bin/sh
-# Writeup section 3.1 (distributed_communication_single_node): prints the
-# Markdown section on stdout and draws OUT/allreduce.svg.
+# distributed_communication_single_node (handout 2.1.1): all-reduce of fp32
+# buffers of 1 MiB to 1 GiB over 2, 4, 6 (and 8) processes, MPI between CPU
+# processes and NCCL between GPUs. Prints the problem's body (mkreport.sh
+# prints its heading) and draws OUT/distributed_communication_single_node.svg.
 #
 # Environment (mkreport.sh sets it):
-#   DATA     folder of the result CSVs (reads DATA/allreduce.csv)
-#   CSV      the CSV to read instead (a smoke run's smoke_allreduce.csv)
+#   PROBLEM  must be distributed_communication_single_node
+#   CSV      the experiment's CSV (DATA/allreduce.csv; a smoke run's
+#            smoke_allreduce.csv works too)
+#   DATA     folder of the result CSVs
 #   OUT      folder of the report (figures go here)
 #   CSVTOOL  the csvtool program: every number below comes through it
 #   GNUPLOT  gnuplot 5.4+, or empty: then no figure, and the text says why
+#   REPORT_LIB  reports/section_lib.sh
 #
-# No number in the text is typed here: measurements come from the CSV, the
-# PyTorch figures and goal thresholds from reports/anchors/allreduce_pytorch.csv;
-# only the goals' tolerance (5%) is part of the goal's wording.
+# No number in the text is typed here: measurements come from the CSV,
+# PyTorch's from reports/anchors/allreduce_torch.csv (torch_allreduce.py,
+# run on the machine our NCCL rows come from: the strongest anchor) and
+# allreduce_pytorch.csv (an earlier 2 x H200 NV18 machine), nccl-tests'
+# published figure from allreduce_published.csv.
 set -eu
 LC_ALL=C
 export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
+if [ "${PROBLEM:-}" != distributed_communication_single_node ]; then
+  echo "allreduce.sh: unknown PROBLEM \"${PROBLEM:-}\" (distributed_communication_single_node)" >&2
+  exit 1
+fi
 csv="${CSV:-$DATA/allreduce.csv}"
-anchor="$reports/anchors/allreduce_pytorch.csv"
+torch_csv="$reports/anchors/allreduce_torch.csv"
+old_anchor="$reports/anchors/allreduce_pytorch.csv"
+pub="$reports/anchors/allreduce_published.csv"
 gp="$reports/allreduce.gp"
+fig=distributed_communication_single_node
 GNUPLOT=${GNUPLOT:-}
 
-echo "## 3.1 distributed_communication_single_node: all-reduce"
-echo
-
 if [ ! -f "$csv" ]; then
-  echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\` (it writes"
-  echo "reports/data/allreduce.csv), then \`make report\`._"
+  echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
   exit 0
 fi
-for f in "$anchor" "$gp"; do
+for f in "$torch_csv" "$old_anchor" "$pub" "$gp"; do
   if [ ! -f "$f" ]; then
     echo "allreduce.sh: $f is missing" >&2
     exit 1
@@ -45,7 +55,6 @@ done
 count() { tool count "$csv" "$@"; }
 # The latest row wins where a configuration was measured more than once.
 latest() { tool value "$csv" --sort -utc --agg first --default "" "$@"; }
-anchor_value() { tool value "$anchor" --agg first "$@"; }
 
 pretty_backend() {
   case $1 in
@@ -96,8 +105,7 @@ most_ranks_machine() {
 nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
 if [ $((nok + nbad)) -eq 0 ]; then
-  echo "_Not yet measured: reports/data/allreduce.csv has no rows yet; run"
-  echo "\`./runner experiments/allreduce.cfg\`, then \`make report\`._"
+  echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
   exit 0
 fi
 
@@ -132,331 +140,84 @@ if [ "$nok" -gt 0 ]; then
   done
 fi
 
+mpilib=$(join_lines "$(tool distinct "$csv" --cols mpi_library --where backend=mpi)")
+ncclv=$(join_lines "$(tool distinct "$csv" --cols nccl_version --where backend=nccl)")
+m_mpi=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=mpi --where status=ok --sort machine)")
+m_nccl=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=nccl --where status=ok --sort machine)")
 cat <<EOF
 Each job starts \`world_size\` ranks under mpirun and all-reduces (sum) an fp32
-buffer of \`size_mib\` MiB per rank: \`mpi\` reduces host buffers with MPI
-between CPU processes (the handout's Gloo + CPU), \`nccl\` reduces device
-buffers with NCCL, one GPU per rank (NCCL + GPU). A job runs $timing;
-an iteration's time is the slowest rank's (the max over ranks, as a collective
-is done only when every rank is), and the tables give the median, mean and
-standard deviation over the timed iterations. Algorithm bandwidth is
-algbw = S / t and bus bandwidth busbw = S / t * 2(n-1)/n, with S the bytes per
-rank, t $basis and n the ranks; GB = 10^9 bytes. busbw counts the traffic
-each rank's link carries in a ring all-reduce, so it is comparable across rank
-counts and with the links' own bandwidth.
-
-Measured on (from the CSV's provenance columns):
+buffer of \`size_mib\` MiB (2^20 bytes) per rank: **MPI+CPU** reduces host
+buffers with MPI between CPU processes (the handout's Gloo + CPU${mpilib:+; $mpilib}),
+**NCCL+GPU** reduces device buffers with NCCL${ncclv:+ $ncclv}, one GPU per rank.
+A job runs $timing; an iteration's time is the slowest rank's, and we report
+the median. Bus bandwidth busbw = S / t x 2(n-1)/n (S bytes per rank, t
+$basis, n ranks, GB = 10^9 bytes) is the traffic each rank's link carries in
+a ring all-reduce, comparable across rank counts. MPI+CPU ran on
+${m_mpi:-no machine yet}, NCCL+GPU on ${m_nccl:-no machine yet}.
 
 EOF
 
-machines=$(tool distinct "$csv" --cols machine --sort machine)
-printf '%s\n' "$machines" | while IFS= read -r m; do
-  [ -n "$m" ] || continue
-  ran=$(tool distinct "$csv" --cols backend,world_size --where machine="$m" \
-        --where status=ok --sort backend,world_size)
-  hosts=$(tool distinct "$csv" --cols host --where machine="$m" --sort host)
-  first=$(tool value "$csv" --col utc --where machine="$m" --agg min)
-  last=$(tool value "$csv" --col utc --where machine="$m" --agg max)
-  commits=$(tool distinct "$csv" --cols git_commit --where machine="$m")
-  dirty=$(count --where machine="$m" --where git_dirty!=0 --where git_dirty!=false --where git_dirty!=)
-  nccl=$(tool distinct "$csv" --cols nccl_version --where machine="$m" --where backend=nccl)
-  cuda=$(tool distinct "$csv" --cols cuda_runtime_version --where machine="$m" --where backend=nccl)
-  driver=$(tool distinct "$csv" --cols driver_version --where machine="$m" --where backend=nccl)
-  mpilib=$(tool distinct "$csv" --cols mpi_library --where machine="$m")
-
-  line="- **$m** (host $(join_lines "$hosts"))"
-  if [ -n "$ran" ]; then
-    line="$line: $(series_label "$ran")"
-  else
-    line="$line: no successful job"
-  fi
-  [ -z "$(join_lines "$nccl")" ] || line="$line; NCCL $(join_lines "$nccl")"
-  [ -z "$(join_lines "$cuda")" ] || line="$line, CUDA runtime $(join_lines "$cuda")"
-  [ -z "$(join_lines "$driver")" ] || line="$line, driver $(join_lines "$driver")"
-  [ -z "$(join_lines "$mpilib")" ] || line="$line; MPI: $(join_lines "$mpilib")"
-  line="$line; measured $first to $last, trainlab commit $(join_lines "$commits")"
-  [ "$dirty" -eq 0 ] || line="$line (with uncommitted changes)"
-  printf '%s.\n' "$line"
-done
-echo
-
-# ---- figure ---------------------------------------------------------------
+# ---- figure -----------------------------------------------------------------
 
 series=$(tool distinct "$csv" --cols backend,world_size --where status=ok \
          --sort backend,world_size)
-a_source=$(anchor_value --col source)
-a_machine=$(anchor_value --col machine)
-a_ranks=$(anchor_value --col world_size)
-
 if [ "$nok" -eq 0 ]; then
   echo "_No job has succeeded yet, so there is nothing to draw._"
 elif [ -z "$GNUPLOT" ]; then
-  echo "_The figure needs gnuplot 5.4 or later, which configure did not find:"
-  echo "install it, re-run configure, then \`make report\`._"
+  echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
 else
-  tmp="$OUT/allreduce.tmp.csv"
-  # Sorted so that each backend x ranks series is one run of rows.
+  tmp="$OUT/$fig.tmp.csv"
+  atmp="$OUT/$fig.anchor.tmp.csv"
   tool select "$csv" --cols backend,world_size,size_mib,time_ms_median,busbw_gbps \
     --where status=ok --sort backend,world_size,size_mib > "$tmp"
-  "$GNUPLOT" -c "$gp" "$tmp" "$OUT/allreduce.svg" \
-    "$(printf '%s\n' "$series" | tr '\n' ' ')" "$anchor" \
-    "PyTorch, $a_ranks ranks (anchor)"
-  rm -f "$tmp"
-  echo "![All-reduce median time and bus bandwidth against message size](allreduce.svg)"
+  # PyTorch's latest row per rank count and size: one series per count.
+  tool select "$torch_csv" --cols world_size,size_mib,time_ms_median,busbw_gbps,utc \
+      --sort world_size,size_mib,-utc |
+    awk -F, 'NR == 1 { print "world_size,size_mib,time_ms_median,busbw_gbps"; next }
+             !seen[$1 "," $2]++ { print $1 "," $2 "," $3 "," $4 }' > "$atmp"
+  tranks=$(tool distinct "$atmp" --cols world_size --sort world_size | tr '\n' ' ')
+  "$GNUPLOT" -c "$gp" "$tmp" "$OUT/$fig.svg" \
+    "$(printf '%s\n' "$series" | tr '\n' ' ')" "$atmp" "$tranks"
+  rm -f "$tmp" "$atmp"
+  echo "![All-reduce of fp32 data on one node: median time and bus bandwidth against message size, MPI between CPU processes and NCCL between GPUs, with PyTorch's NCCL all-reduce on the same machine](${fig}.svg)"
   echo
   echo "_Median time (left) and bus bandwidth (right) of one all-reduce against"
-  echo "the message size per rank, log scales; dashed: $a_source on $a_machine._"
+  echo "the message size per rank, log scales. Dashed: PyTorch's torch.distributed"
+  echo "all-reduce (NCCL) on the machine of our NCCL rows (reports/anchors/allreduce_torch.csv)._"
 fi
 echo
 
-# ---- tables ---------------------------------------------------------------
+# ---- table ------------------------------------------------------------------
 
+sizes=$(tool distinct "$csv" --cols size_mib --where status=ok --sort size_mib)
 if [ "$nok" -gt 0 ]; then
-  echo "Successful jobs ($nok):"
+  hdr="| backend | ranks |" sep="|---|--:|"
+  for sz in $sizes; do hdr="$hdr $(size_label "$sz") |"; sep="$sep--:|"; done
+  echo "Median time per all-reduce in ms, bus bandwidth in GB/s in brackets (the"
+  echo "latest row where a configuration was measured more than once):"
   echo
-  tab=$(tool table "$csv" \
-    --cols backend,world_size,size_mib,time_ms_median,time_ms_mean,time_ms_std,algbw_gbps,busbw_gbps,machine \
-    --head "backend,ranks,size (MiB),median (ms),mean (ms),std (ms),algbw (GB/s),busbw (GB/s),machine" \
-    --where status=ok --sort backend,world_size,size_mib \
-    --fmt time_ms_median=%.3f --fmt time_ms_mean=%.3f --fmt time_ms_std=%.3f \
-    --fmt algbw_gbps=%.1f --fmt busbw_gbps=%.1f)
-  printf '%s\n\n' "$tab"
-fi
-if [ "$nbad" -gt 0 ]; then
-  echo "Jobs without a measurement ($nbad):"
-  echo
-  tab=$(tool table "$csv" \
-    --cols backend,world_size,size_mib,status,message,machine \
-    --head "backend,ranks,size (MiB),status,message,machine" \
-    --where status!=ok --sort backend,world_size,size_mib)
-  printf '%s\n\n' "$tab"
-fi
-
-# ---- next to PyTorch --------------------------------------------------------
-
-echo "### Next to PyTorch"
-echo
-a_sizes=$(tool distinct "$anchor" --cols size_mib --sort size_mib)
-goal_bw_size=$(tool value "$anchor" --col size_mib --agg max)
-goal_t_size=$(tool value "$anchor" --col size_mib --agg min)
-goal_bw=$(anchor_value --col busbw_gbps --where size_mib="$goal_bw_size")
-goal_t=$(anchor_value --col time_ms_median --where size_mib="$goal_t_size")
-num "the anchor's busbw goal" "$goal_bw"
-num "the anchor's time goal" "$goal_t"
-goal_bw_text="$(size_label "$goal_bw_size") busbw within 5% of $goal_bw GB/s"
-goal_t_text="$(size_label "$goal_t_size") time no worse than $goal_t ms"
-
-echo "The anchor is $a_source on $a_machine with $a_ranks ranks, fp32, median"
-echo "times (reports/anchors/allreduce_pytorch.csv, from shared/anchors/README.md)."
-echo "Our NCCL+GPU rows with the same number of ranks are set next to it."
-echo
-
-vs_machines=$(tool distinct "$csv" --cols machine --where status=ok \
-              --where backend=nccl --where world_size="$a_ranks" --sort machine)
-if [ -z "$vs_machines" ]; then
-  echo "_No successful NCCL+GPU job with $a_ranks ranks yet (rows with"
-  echo "backend=nccl, world_size=$a_ranks, status=ok), so there is nothing to"
-  echo "compare: the goals \"$goal_bw_text\" and \"$goal_t_text\""
-  echo "are not measured yet._"
-  echo
-else
-  printf '%s\n' "$vs_machines" | while IFS= read -r m; do
-    [ -n "$m" ] || continue
-    echo "On $m:"
-    echo
-    echo "| size | PyTorch median (ms) | ours median (ms) | ours / PyTorch time | PyTorch busbw (GB/s) | ours busbw (GB/s) | busbw % of PyTorch |"
-    echo "|---|--:|--:|--:|--:|--:|--:|"
-    # Our latest NCCL row with the anchor's rank count on this machine.
-    ours() {
-      latest --where status=ok --where backend=nccl \
-        --where world_size="$a_ranks" --where machine="$m" "$@"
-    }
-    for s in $a_sizes; do
-      at=$(anchor_value --col time_ms_median --fmt %.3f --where size_mib="$s")
-      ab=$(anchor_value --col busbw_gbps --fmt %.1f --where size_mib="$s")
-      num "the anchor's time at $s MiB" "$at"
-      num "the anchor's busbw at $s MiB" "$ab"
-      ot=$(ours --col time_ms_median --fmt %.3f --where size_mib="$s")
-      ob=$(ours --col busbw_gbps --fmt %.1f --where size_mib="$s")
-      if [ -z "$ot" ]; then
-        echo "| $(size_label "$s") | $at | not measured | | $ab | not measured | |"
-      else
-        num "NCCL's median time at $s MiB" "$ot"
-        num "NCCL's busbw at $s MiB" "$ob"
-        tr=$(calc "%.2f" "$ot / $at")
-        bp=$(calc "%.0f%%" "100 * $ob / $ab")
-        echo "| $(size_label "$s") | $at | $ot | $tr | $ab | $ob | $bp |"
-      fi
-    done
-    echo
-
-    ob=$(ours --col busbw_gbps --fmt %.1f --where size_mib="$goal_bw_size")
-    if [ -z "$ob" ]; then
-      verdict="not measured yet"
-    else
-      num "NCCL's busbw at $goal_bw_size MiB" "$ob"
-      pct=$(calc "%.1f" "100 * $ob / $goal_bw")
-      need=$(calc "%.1f" "0.95 * $goal_bw")
-      if is_true "$ob >= 0.95 * $goal_bw"; then
-        verdict="**met**: $ob GB/s is $pct% of it"
-      else
-        verdict="**not met**: $ob GB/s is $pct% of it (needs $need)"
-      fi
-    fi
-    echo "- Goal \"$goal_bw_text\": $verdict."
-    ot=$(ours --col time_ms_median --fmt %.3f --where size_mib="$goal_t_size")
-    if [ -z "$ot" ]; then
-      verdict="not measured yet"
-    else
-      num "NCCL's median time at $goal_t_size MiB" "$ot"
-      times=$(calc "%.2f" "$ot / $goal_t")
-      if is_true "$ot <= $goal_t"; then
-        verdict="**met**: $ot ms, $times times PyTorch's"
-      else
-        verdict="**not met**: $ot ms, $times times PyTorch's"
-      fi
-    fi
-    echo "- Goal \"$goal_t_text\": $verdict."
-    echo
-  done
-fi
-
-# ---- PyTorch measured beside our rows ---------------------------------------
-
-# reports/anchors/torch_allreduce.py, run under torchrun on the machines our
-# NCCL rows come from, appends reports/anchors/allreduce_torch.csv (the
-# anchor file's columns plus utc): PyTorch's numbers, not the runner's, so
-# they live with the anchors. Only the main experiment is set beside them.
-torch_csv="$reports/anchors/allreduce_torch.csv"
-if [ -f "$torch_csv" ] && [ "$csv" = "$DATA/allreduce.csv" ]; then
-  "$CSVTOOL" check "$torch_csv" > /dev/null
-  echo "PyTorch measured on the same machines, in the same sessions as our rows"
-  echo "(reports/anchors/torch_allreduce.py under torchrun; 5 warm-ups, then 20"
-  echo "iterations of barrier, all_reduce, synchronize; slowest rank; median;"
-  echo "rows in reports/anchors/allreduce_torch.csv):"
-  echo
-  echo "| machine | ranks | size | PyTorch median (ms) | ours median (ms) | PyTorch busbw (GB/s) | ours busbw (GB/s) | ours / PyTorch busbw |"
-  echo "|---|--:|---|--:|--:|--:|--:|--:|"
-  tool distinct "$torch_csv" --cols machine,world_size,size_mib \
-      --sort machine,world_size,size_mib |
-  while IFS=: read -r m n s; do
-    [ -n "$m" ] || continue
-    tv() { tool value "$torch_csv" --sort -utc --agg first --where machine="$m" \
-             --where world_size="$n" --where size_mib="$s" "$@"; }
-    pt=$(tv --col time_ms_median --fmt %.3f)
-    pb=$(tv --col busbw_gbps --fmt %.1f)
-    num "PyTorch's measured time" "$pt"
-    num "PyTorch's measured busbw" "$pb"
-    ot=$(latest --col time_ms_median --fmt %.3f --where status=ok --where backend=nccl \
-           --where world_size="$n" --where size_mib="$s" --where machine="$m")
-    ob=$(latest --col busbw_gbps --fmt %.1f --where status=ok --where backend=nccl \
-           --where world_size="$n" --where size_mib="$s" --where machine="$m")
-    if [ -z "$ot" ]; then
-      echo "| $m | $n | $(size_label "$s") | $pt | not measured | $pb | not measured | |"
-    else
-      num "NCCL's median time" "$ot"
-      num "NCCL's busbw" "$ob"
-      echo "| $m | $n | $(size_label "$s") | $pt | $ot | $pb | $ob | $(calc "%.2f" "$ob / $pb") |"
-    fi
-  done
+  echo "$hdr"
+  echo "$sep"
+  tool select "$csv" --cols backend,world_size,size_mib,time_ms_median,busbw_gbps,utc \
+      --where status=ok --sort backend,world_size,size_mib,-utc |
+    awk -F, -v sizes="$(printf '%s' "$sizes" | tr '\n' ' ')" '
+      BEGIN { ns = split(sizes, S, " ") }
+      NR > 1 { k = $1 "," $2; if (!(k in seen)) { seen[k] = 1; o[n++] = k }
+               if (!((k, $3) in c)) c[k, $3] = sprintf("%.3f (%.1f)", $4, $5) }
+      END { for (i = 0; i < n; i++) { split(o[i], p, ",")
+              b = (p[1] == "mpi") ? "MPI+CPU" : (p[1] == "nccl") ? "NCCL+GPU" : p[1]
+              line = sprintf("| %s | %s |", b, p[2])
+              for (j = 1; j <= ns; j++)
+                line = line " " (((o[i], S[j]) in c) ? c[o[i], S[j]] : "-") " |"
+              print line } }'
   echo
 fi
+failed_jobs "$csv" backend,world_size,size_mib,status,message,machine \
+  "backend,ranks,size (MiB),status,message,machine"
 
-# ---- NCCL from 2 to 8 GPUs --------------------------------------------------
-
-pub="$reports/anchors/allreduce_published.csv"
-pick=$(most_ranks_machine nccl)
-sn=${pick%%:*} sm=${pick#*:}
-if [ -n "$pick" ] && [ "$sn" -ge 3 ] && [ -f "$pub" ]; then
-  on_sm() { latest --where status=ok --where backend=nccl --where machine="$sm" "$@"; }
-  wss=$(tool distinct "$csv" --cols world_size --where status=ok --where backend=nccl \
-        --where machine="$sm" --sort world_size)
-  wlo=$(printf '%s\n' "$wss" | head -n 1)
-  whi=$(printf '%s\n' "$wss" | tail -n 1)
-  big=$(tool value "$csv" --col size_mib --where status=ok --where backend=nccl \
-        --where machine="$sm" --agg max)
-  small=$(tool value "$csv" --col size_mib --where status=ok --where backend=nccl \
-          --where machine="$sm" --agg min)
-  echo "### NCCL from $wlo to $whi GPUs"
-  echo
-  echo "All NCCL+GPU rows on $sm, one GPU per rank, NVLink multicast (NVLS) off"
-  echo "(NCCL_NVLS_ENABLE=0 on our machines), at the smallest and largest size:"
-  echo
-  echo "| ranks | $(size_label "$small") median (ms) | $(size_label "$small") busbw (GB/s) | $(size_label "$big") median (ms) | $(size_label "$big") algbw (GB/s) | $(size_label "$big") busbw (GB/s) | busbw / $wlo ranks' |"
-  echo "|--:|--:|--:|--:|--:|--:|--:|"
-  b_lo=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$wlo" --where size_mib="$big")
-  num "NCCL's busbw with $wlo ranks" "$b_lo"
-  for n in $wss; do
-    ts=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$n" --where size_mib="$small")
-    bs=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$small")
-    tb=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$n" --where size_mib="$big")
-    ab=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$big")
-    bb=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$n" --where size_mib="$big")
-    if [ -z "$bb" ]; then
-      echo "| $n | ${ts:-not measured} | $bs | not measured | | | |"
-    else
-      num "NCCL's busbw with $n ranks" "$bb"
-      echo "| $n | ${ts:-not measured} | $bs | $tb | $ab | $bb | $(calc %.2f "$bb / $b_lo") |"
-    fi
-  done
-  echo
-  b_hi=$(on_sm --col busbw_gbps --fmt %.1f --where world_size="$whi" --where size_mib="$big")
-  a_hi=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$whi" --where size_mib="$big")
-  a_lo=$(on_sm --col algbw_gbps --fmt %.1f --where world_size="$wlo" --where size_mib="$big")
-  t_slo=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$wlo" --where size_mib="$small")
-  t_shi=$(on_sm --col time_ms_median --fmt %.3f --where world_size="$whi" --where size_mib="$small")
-  for v in "$b_hi" "$a_hi" "$a_lo" "$t_slo" "$t_shi"; do num "an NCCL measurement on $sm" "$v"; done
-  # The same 10% band as "What the numbers say" below calls level.
-  if is_true "$b_hi >= $b_lo"; then
-    change="rises by $(calc %.0f "100 * ($b_hi / $b_lo - 1)")%"
-  else
-    change="falls by $(calc %.0f "100 * (1 - $b_hi / $b_lo)")%"
-  fi
-  if is_true "$b_hi > 1.1 * $b_lo || $b_hi < 0.9 * $b_lo"; then
-    trend=$change
-  else
-    trend="stays nearly level (it $change)"
-  fi
-  cat <<EOF
-At $(size_label "$big") the bus bandwidth $trend from $wlo to $whi GPUs ($b_lo to
-$b_hi GB/s), while the algorithm bandwidth (what a caller sees: bytes per rank
-over time) goes from $a_lo to $a_hi GB/s: each rank sends and receives
-2(n-1)/n of its buffer, which approaches twice the buffer as n grows, so a
-level busbw means a time that grows only by that factor, the per-GPU NVLink
-bandwidth setting the pace at every rank count. Small messages pay for the
-rank count instead: a ring all-reduce passes data through 2(n-1) steps, each
-with its own latency, so $(size_label "$small") goes from $t_slo ms with $wlo ranks to $t_shi ms
-with $whi.
-EOF
-  pub_off=$(tool value "$pub" --col busbw_gbps --agg first --default "" \
-            --where nvls=off --where world_size="$whi")
-  if [ -n "$pub_off" ]; then
-    pub_on=$(tool value "$pub" --col busbw_gbps --agg first --default "" \
-             --where nvls=on --where world_size="$whi")
-    pub_src=$(tool value "$pub" --col source --agg first --where nvls=off --where world_size="$whi")
-    pub_m=$(tool value "$pub" --col machine --agg first --where nvls=off --where world_size="$whi")
-    num "the published busbw" "$pub_off"
-    echo
-    printf '%s' "With $whi ranks, $b_hi GB/s is $(calc %.0f "100 * $b_hi / $pub_off")% of the ~$pub_off GB/s that $pub_src
-reaches on $pub_m with NVLink SHARP (NVLS) off, the same setting as ours;
-the H200 has the H100's NVLink generation and link count, so the figures
-compare (reports/anchors/allreduce_published.csv, from
-shared/anchors/README.md)"
-    if [ -n "$pub_on" ]; then
-      num "the published busbw with NVLS on" "$pub_on"
-      printf '%s' "; with NVLS on, the switch reduces the data itself and the published
-figure is ~$pub_on GB/s, which our shared machines do not allow us to try"
-    fi
-    echo "."
-  fi
-  echo
-fi
-
-# ---- commentary -----------------------------------------------------------
+# ---- commentary -------------------------------------------------------------
 
 [ "$nok" -gt 0 ] || exit 0
-echo "### What the numbers say"
-echo
 text=""
 
 # 1. Backend: NCCL against MPI at the largest size both measured with the
@@ -545,8 +306,100 @@ whatever the rank count, a falling one that the ranks share a bottleneck
 fi
 
 if [ -n "$text" ]; then
-  printf '%s\n' "$text"
+  printf '**Commentary.** %s\n\n' "$text"
 else
   echo "_Too few successful jobs yet for a comparison across backends, sizes or ranks._"
+  echo
 fi
+
+# ---- next to PyTorch --------------------------------------------------------
+
+"$CSVTOOL" check "$torch_csv" > /dev/null
+tmach=$(tool value "$torch_csv" --col machine --sort -utc --agg first)
+tsrc=$(tool value "$torch_csv" --col source --sort -utc --agg first)
+tsizes=$(tool distinct "$torch_csv" --cols size_mib --where machine="$tmach" --sort size_mib)
+tranks=$(tool distinct "$torch_csv" --cols world_size --where machine="$tmach" --sort world_size)
+# PyTorch's latest median, and ours, on that machine.
+pt_at() { tool value "$torch_csv" --sort -utc --agg first --default "" --where machine="$tmach" "$@"; }
+ours_at() { latest --where status=ok --where backend=nccl --where machine="$tmach" "$@"; }
+echo "**Next to PyTorch.** $tsrc on $tmach, the machine of our NCCL rows"
+echo "(reports/anchors/torch_allreduce.py under torchrun: 5 warm-ups, then 20"
+echo "iterations of barrier, all_reduce, synchronize; slowest rank; median). Cells:"
+echo "our median / PyTorch's, in ms."
 echo
+hdr="| ranks |" sep="|--:|"
+for sz in $tsizes; do hdr="$hdr $(size_label "$sz") |"; sep="$sep--:|"; done
+echo "$hdr"
+echo "$sep"
+nslow=0 ncmp=0
+for n in $tranks; do
+  line="| $n |"
+  for sz in $tsizes; do
+    pt=$(pt_at --col time_ms_median --where world_size="$n" --where size_mib="$sz")
+    ot=$(ours_at --col time_ms_median --where world_size="$n" --where size_mib="$sz")
+    if [ -z "$pt" ] || [ -z "$ot" ]; then
+      line="$line - |"
+      continue
+    fi
+    num "PyTorch's median" "$pt"
+    num "our NCCL median" "$ot"
+    line="$line $(calc %.3f "$ot") / $(calc %.3f "$pt") |"
+    ncmp=$((ncmp + 1))
+    ! is_true "$ot > $pt" || nslow=$((nslow + 1))
+  done
+  echo "$line"
+done
+echo
+big=$(printf '%s\n' "$tsizes" | tail -n 1)
+small=$(printf '%s\n' "$tsizes" | head -n 1)
+# Our busbw over PyTorch's at the largest size, one line per rank count.
+ratios=$(for n in $tranks; do
+  pb=$(pt_at --col busbw_gbps --where world_size="$n" --where size_mib="$big")
+  ob=$(ours_at --col busbw_gbps --where world_size="$n" --where size_mib="$big")
+  [ -z "$pb" ] || [ -z "$ob" ] || awk -v o="$ob" -v p="$pb" 'BEGIN { printf "%.4f\n", o / p }'
+done | sort -n)
+# Ours against PyTorch at the smallest size, the fewest ranks.
+n0=$(printf '%s\n' "$tranks" | head -n 1)
+ps=$(pt_at --col time_ms_median --where world_size="$n0" --where size_mib="$small")
+os=$(ours_at --col time_ms_median --where world_size="$n0" --where size_mib="$small")
+if [ "$ncmp" -gt 0 ]; then
+  text="Our all-reduce is slower than PyTorch's at $nslow of the $ncmp rank-count and size pairs"
+  if [ -n "$ratios" ]; then
+    rlo=$(printf '%s\n' "$ratios" | head -n 1)
+    rhi=$(printf '%s\n' "$ratios" | tail -n 1)
+    text="$text; at $(size_label "$big"), where both run at the links' speed, our bus bandwidth is $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times PyTorch's: both hand the work to NCCL, so the links set the pace"
+  fi
+  if [ -n "$ps" ] && [ -n "$os" ]; then
+    num "PyTorch's smallest" "$ps"
+    num "our smallest" "$os"
+    text="$text. At $(size_label "$small") with $n0 ranks, PyTorch's $(calc %.3f "$ps") ms against our $(calc %.3f "$os") ms is mostly fixed per-call cost (its timed region holds a Python call and a host-side synchronisation), which so small a message cannot hide"
+  fi
+  text="$text."
+  # The earlier, weaker anchor (another machine).
+  ow2=$(tool value "$old_anchor" --col world_size --where size_mib="$big" --agg first --default "")
+  if [ -n "$ow2" ]; then
+    ob2=$(tool value "$old_anchor" --col busbw_gbps --where size_mib="$big" --agg first)
+    om2=$(tool value "$old_anchor" --col machine --where size_mib="$big" --agg first)
+    our2=$(ours_at --col busbw_gbps --where world_size="$ow2" --where size_mib="$big")
+    if [ -n "$our2" ]; then
+      num "the earlier anchor's busbw" "$ob2"
+      num "our busbw" "$our2"
+      text="$text The earlier PyTorch reference (allreduce_pytorch.csv, on $om2) reached $(calc %.0f "$ob2") GB/s at $(size_label "$big") with $ow2 ranks, against our $(calc %.0f "$our2") GB/s."
+    fi
+  fi
+  # nccl-tests' published figure at its rank count, NVLS off as ours.
+  pw=$(tool value "$pub" --col world_size --where nvls=off --agg first --default "")
+  if [ -n "$pw" ]; then
+    pb=$(tool value "$pub" --col busbw_gbps --where nvls=off --where world_size="$pw" --agg first)
+    pbon=$(tool value "$pub" --col busbw_gbps --where nvls=on --where world_size="$pw" --agg first --default "")
+    psrc=$(tool value "$pub" --col source --where nvls=off --agg first)
+    pm=$(tool value "$pub" --col machine --where nvls=off --agg first)
+    ours_pw=$(ours_at --col busbw_gbps --where world_size="$pw" --where size_mib="$big")
+    if [ -n "$ours_pw" ]; then
+      num "the published busbw" "$pb"
+      num "our busbw with $pw ranks" "$ours_pw"
+      text="$text With $pw ranks our $(calc %.0f "$ours_pw") GB/s is $(calc %.0f "100 * $ours_pw / $pb")% of the ~$pb GB/s that $psrc reaches on $pm with NVLink SHARP (NVLS) off, as on our machines${pbon:+; with NVLS on, which our shared machines do not let us enable, it is ~$pbon GB/s}."
+    fi
+  fi
+  printf '%s\n\n' "$text"
+fi
