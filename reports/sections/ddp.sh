@@ -218,16 +218,16 @@ flat_section() {
     fixed=""
     if [ -n "$ar_o" ]; then
       nn=$(two "$naive" fp32 grad_collectives)
-      fixed=" ($nn calls at the all-reduce benchmark's fixed cost of $(calc %.3f "$ar_o") ms each come
-to $(f1 "$nn * $ar_o") ms)"
+      fixed=" (at the all-reduce benchmark's fixed cost of $(calc %.3f "$ar_o") ms a call, $nn calls
+come to $(f1 "$nn * $ar_o") ms)"
     fi
     cat <<EOF
 With one all-reduce of the flat $(calc %.0f "$(two "$flat" fp32 grad_comm_mib)") MiB gradient buffer the 2-GPU step takes
 $(f1 "$(two "$flat" fp32 step_ms_mean)") ms in fp32 ($(f1 "$(two "$flat" fp32 grad_comm_ms_mean)") ms communicating gradients) and $(f1 "$(two "$flat" bf16 step_ms_mean)") ms in bf16
 ($(f1 "$(two "$flat" bf16 grad_comm_ms_mean)") ms), against $(f1 "$(two "$naive" fp32 step_ms_mean)") and $(f1 "$(two "$naive" bf16 step_ms_mean)") ms for $(two "$naive" fp32 grad_collectives) per-tensor calls: batching
-saves the fixed cost of every call$fixed, $(f1 "$(two "$naive" fp32 grad_comm_ms_mean) - $(two "$flat" fp32 grad_comm_ms_mean)") ms of communication
-per step. The buffer still goes out only after backward, so all of it
-stays exposed.
+saves $(f1 "$(two "$naive" fp32 grad_comm_ms_mean) - $(two "$flat" fp32 grad_comm_ms_mean)") ms of communication per step (fp32), the fixed cost of the calls$fixed.
+The buffer still goes out only after backward, so all of it stays
+exposed.
 
 EOF
   fi
@@ -439,8 +439,8 @@ EOF
       w1="$w1 and we are $(calc %.2f "$th1 / $oh1") x faster in bf16 ($(f1 "$oh1") against $th1 ms)"
     fi
     cat <<EOF
-Against the strongest PyTorch, $pt_name on the same
-model, context and per-GPU batch ($pt_src), which takes $tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs, the best
+The strongest PyTorch on the same model, context and per-GPU batch,
+$pt_name ($pt_src), takes $tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best
 bucketed step is $(calc %.2f "$tf2 / $kf") x and $(calc %.2f "$th2 / $kh") x faster; most of that is scaling, since on
 one GPU $w1.
 
@@ -556,7 +556,8 @@ from the runner's CSV named beside it.
 #### The strategies against PyTorch
 
 Each form at its fastest bucket size; ratio = 2-GPU step / 1-GPU step at
-the same per-GPU batch (1.05 is the project's goal). PyTorch: $pt_name ($pt_src); eager PyTorch DDP (reports/anchors/ddp_pytorch.csv) for reference.
+the same per-GPU batch (1.05 is the project's goal). The PyTorch rows:
+$pt_name ($pt_src), and eager PyTorch DDP (reports/anchors/ddp_pytorch.csv) for reference.
 
 | strategy | fp32 2-GPU step (ms) | fp32 ratio | bf16 2-GPU step (ms) | bf16 ratio |
 |---|--:|--:|--:|--:|
