@@ -21,7 +21,7 @@ xmin = real(ARG5)
 xmax = real(ARG6)
 
 # Fixed size and font: the SVG must be byte-identical from run to run.
-set terminal svg size 1100,620 font "DejaVu Sans,12" noenhanced background "white"
+set terminal svg size 1100,680 font "DejaVu Sans,12" noenhanced background "white"
 set output ARG2
 set datafile separator comma
 set datafile columnheaders
@@ -51,14 +51,14 @@ set rmargin at screen 0.98
 do for [p=1:2] {
   if (p == 1) {
     set tmargin at screen 0.94
-    set bmargin at screen 0.60
+    set bmargin at screen 0.62
     set title ARG3
     unset xlabel
   } else {
-    set tmargin at screen 0.49
-    set bmargin at screen 0.15
+    set tmargin at screen 0.52
+    set bmargin at screen 0.20
     set title ARG4
-    set xlabel "ms from the step's start (forward runs first, then backward)"
+    set xlabel "time from the step's start (ms; forward runs first, then backward)"
   }
   plot in using (mid(p, "bwd")):"lane":(half(p, "bwd")):(0.22) \
          with boxxyerror lc rgb "#9ecae1", \
@@ -71,7 +71,7 @@ do for [p=1:2] {
 }
 
 # The legend: a plot of nothing (NaN) in the same styles over the full width.
-set tmargin at screen 0.05
+set tmargin at screen 0.09
 set bmargin at screen 0.0
 unset border
 unset tics
