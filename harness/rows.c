@@ -141,17 +141,19 @@ static long job_index_find(const job_index *x, const char *key) {
 }
 
 /* Where each of r's columns is in the file t: from[c] is its index there,
- * or -1 for the column of a parameter with a default that the file
- * predates (written before the setting existed: its rows read as having
- * the default). Any other difference is a mismatch, said in why. The
- * file's columns must otherwise be r's, in r's order. */
+ * or -1 for a column the file predates: a parameter with a default (its
+ * rows read as having the default) or a metric (its rows did not measure
+ * it: empty). Any other difference is a mismatch, said in why. The file's
+ * columns must otherwise be r's, in r's order. */
 static int map_header(const rows *r, const experiment *e, const csv_table *t,
                       int *from, char *why, size_t n) {
-  int f = 0;
+  int f = 0, np = e->kind->nparams, nm = 0;
+  while (e->kind->metrics[nm]) nm++;
   for (int c = 0; c < r->ncols; c++) {
     if (f < t->ncols && strcmp(t->header[f], r->cols[c]) == 0) {
       from[c] = f++;
-    } else if (c < e->kind->nparams && e->kind->params[c].def) {
+    } else if ((c < np && e->kind->params[c].def) ||
+               (c >= np && c < np + nm)) {
       from[c] = -1;
     } else {
       snprintf(why, n, "column %d is \"%s\", this experiment writes \"%s\"",
@@ -226,12 +228,13 @@ static int is_unfinished_start(const rows *r, const char *path,
 }
 
 /* Rewrite path as t without its dropped rows, in r's columns (a column
- * the file predates filled with the default's text), so that appended rows
- * line up. Safe: the caller holds the output's lock, so no other runner
- * appends to this file. */
+ * the file predates filled with the default's text, or left empty for a
+ * metric), so that appended rows line up. Safe: the caller holds the
+ * output's lock, so no other runner appends to this file. dtext has one
+ * entry per parameter (nparams). */
 static int rewrite(const char *path, const rows *r, const csv_table *t,
                    const char *drop, size_t kept, const int *from,
-                   char *const *dtext) {
+                   char *const *dtext, int nparams) {
   /* A view: the cells stay t's and dtext's. */
   csv_table keep = {.ncols = r->ncols, .header = r->cols};
   char **cells = calloc((kept ? kept : 1) * (size_t)r->ncols, sizeof *cells);
@@ -244,7 +247,8 @@ static int rewrite(const char *path, const rows *r, const csv_table *t,
       if (drop[row]) continue;
       char **out = cells + keep.nrows * (size_t)r->ncols;
       for (int c = 0; c < r->ncols; c++)
-        out[c] = from[c] >= 0 ? t->rows[row][from[c]] : dtext[c];
+        out[c] = from[c] >= 0 ? t->rows[row][from[c]]
+                 : c < nparams ? dtext[c] : "";
       keep.rows[keep.nrows++] = out;
     }
     rc = csv_write_file(path, &keep);
@@ -319,7 +323,7 @@ int rows_open(rows *r, const char *path, const experiment *e,
       kept += !drop[row];
     }
     if (rc == 0 && !dry_run && (kept < t.nrows || t.torn || predates))
-      rc = rewrite(path, r, &t, drop, kept, from, dtext);
+      rc = rewrite(path, r, &t, drop, kept, from, dtext, nparams);
     job_index_free(&x, njobs);
     free(drop);
     free(job_of);

@@ -81,6 +81,15 @@ check "a dry run over the old CSV finds both jobs measured" \
 check "resuming the old CSV exits 0" [ $? -eq 0 ]
 check "and reruns nothing" grep -q "2 jobs, 2 already measured, 0 to run" "$scratch/predates2.err"
 check "and writes the column back with the default" cmp -s "$pcsv" "$scratch/predates_full.csv"
+# A CSV written before a metric existed: its rows did not measure it.
+awk -F, 'BEGIN { OFS = "," } NR == 1 { for (i = 1; i <= NF; i++) if ($i == "echoed") s = i }
+         { out = ""; for (i = 1; i <= NF; i++) if (i != s) out = out (out == "" ? "" : ",") $i; print out }' \
+  "$scratch/predates_full.csv" > "$pcsv"
+"$RUNNER" --launcher "" --out-dir "$out" "$scratch/predates.cfg" 2> "$scratch/predates3.err"
+check "a CSV without a metric's column resumes, rerunning nothing" \
+  grep -q "2 jobs, 2 already measured, 0 to run" "$scratch/predates3.err"
+check "and gets the column back, empty in the old rows" \
+  [ "$(column "$pcsv" echoed | sort -u)" = "" ] && head -n 1 "$pcsv" | grep -q ',echoed,'
 
 # SIGTERM: the job in flight is killed, rows kept, exit 130.
 rm -f "$csv"
