@@ -46,6 +46,7 @@ typedef struct lm_settings {
   const char *fusion;
   const char *attention;
   bool cuda_graphs;
+  bool kernel_profile;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -75,6 +76,11 @@ static const param_def params[] = {
      NULL, "false",
      "true: forward's and backward's kernels are recorded once as CUDA "
      "graphs and replayed each step (saves launch time; cuda only)"},
+    {"run", "kernel_profile", BOOL_FIELD(lm_settings, kernel_profile), 0, 0,
+     NULL, NULL, "false",
+     "true: after timing, one forward and one training step are profiled "
+     "kernel by kernel (CUPTI, as Nsight Systems): every kernel's name, "
+     "calls and time by range, in NAME.samples.jsonl (cuda only)"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -86,7 +92,11 @@ static const char *const metrics[] = {
     "bwd_ms_mean",  "bwd_ms_std",      "opt_ms_mean",  "opt_ms_std",
     "step_ms_mean", "step_ms_std",     "tokens_per_s", "loss_first",
     "loss_last",    "engine_peak_mib", "peak_rss_mib", "loss_scale",
-    "skipped_steps", "graph_replays", NULL,
+    "skipped_steps", "graph_replays",
+    /* kernel_profile: GPU time in kernels of one forward / training step,
+     * the products' share of it, and attention's parts in forward */
+    "kp_fwd_ms", "kp_fwd_gemm_share", "kp_step_ms", "kp_step_gemm_share",
+    "kp_softmax_ms", "kp_attn_matmul_ms", NULL,
 };
 
 static int validate(const void *settings, char *err, size_t n) {
@@ -100,6 +110,11 @@ static int validate(const void *settings, char *err, size_t n) {
     snprintf(err, n, "attention = \"flash\" runs on the fused path "
              "(allowed with fusion \"opbyop\": materialized)");
     return BLAME(lm_settings, attention);
+  }
+  if (s->kernel_profile && strcmp(s->backend, "cuda") != 0) {
+    snprintf(err, n, "kernel_profile = true needs the cuda backend (allowed "
+             "with backend %s: false)", s->backend);
+    return BLAME(lm_settings, kernel_profile);
   }
   if (s->cuda_graphs && strcmp(s->backend, "cuda") != 0) {
     snprintf(err, n, "cuda_graphs = true needs the cuda backend (allowed "
@@ -175,6 +190,62 @@ static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
     tm->step[k] = (t3 - t0) * 1e3;
     tm->loss[k] = loss;
   }
+  return 0;
+}
+
+/* ---- the kernel-level profile (the writeup's nsys_profile) ----------------- */
+
+/* A matrix product's kernel: cuBLAS's (nvjet, gemm, cutlass, xmma). */
+static int is_gemm(const char *name) {
+  static const char *const marks[] = {"gemm", "nvjet", "cutlass", "xmma",
+                                      "Gemm"};
+  for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+    if (strstr(name, marks[i])) return 1;
+  return 0;
+}
+
+/* One step of `mode` with every kernel recorded: samples
+ * "kernel.PASS.RANGE.NAME" = [calls, total ms], the total GPU time and the
+ * products' share of it in *ms and *gemm, the top kernel in top. */
+static int profile_step(model *m, engine *e, const char *mode,
+                        const char *pass, int32_t *ids, int32_t *tgt, int b,
+                        int t, int vocab, rng *r, result *res, double *ms,
+                        double *gemm, double *softmax, double *attn_mm,
+                        char *top, size_t ntop) {
+  eng_kernel_stat *k = NULL;
+  int n = 0;
+  TRY(eng_kprof_begin(e));
+  int rc = one_step(m, e, mode, ids, tgt, b, t, vocab, r, NULL, -1, NULL);
+  int re = eng_kprof_end(e, &k, &n);
+  if (rc < 0 || re < 0) {
+    free(k);
+    return rc < 0 ? rc : re;
+  }
+  *ms = *gemm = 0;
+  if (softmax) *softmax = *attn_mm = 0;
+  const eng_kernel_stat *best = NULL;
+  for (int i = 0; i < n; i++) {
+    *ms += k[i].total_ms;
+    if (is_gemm(k[i].name)) *gemm += k[i].total_ms;
+    if (softmax && strcmp(k[i].range, "attention.softmax") == 0)
+      *softmax += k[i].total_ms;
+    if (softmax && (strcmp(k[i].range, "attention.scores") == 0 ||
+                    strcmp(k[i].range, "attention.values") == 0))
+      *attn_mm += k[i].total_ms;
+    if (!best || k[i].total_ms > best->total_ms) best = &k[i];
+    /* '=' ends a sample's name in the result file */
+    char key[256];
+    snprintf(key, sizeof key, "kernel.%s.%s.%s", pass,
+             k[i].range[0] ? k[i].range : "-", k[i].name);
+    for (char *c = key; *c; c++)
+      if (*c == '=' || *c == '\n') *c = '~';
+    double v[2] = {(double)k[i].calls, k[i].total_ms};
+    result_samples(res, key, v, 2);
+  }
+  *gemm = *ms > 0 ? *gemm / *ms : 0;
+  snprintf(top, ntop, "%s (%ld calls, %.3f ms)", best ? best->name : "none",
+           best ? best->calls : 0L, best ? best->total_ms : 0.0);
+  free(k);
   return 0;
 }
 
@@ -333,6 +404,26 @@ static int run(const void *settings, result *r) {
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
   snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
            fam);
+  if (s->kernel_profile) {
+    double fms, fg, sm, amm, sms, sg;
+    char ftop[256], stop[256];
+    if ((rc = profile_step(m, e, "forward", "forward", ids, tgt, b, t,
+                           c.vocab, &batches, r, &fms, &fg, &sm, &amm, ftop,
+                           sizeof ftop)) < 0 ||
+        (rc = profile_step(m, e, "train_step", "train_step", ids, tgt, b, t,
+                           c.vocab, &batches, r, &sms, &sg, NULL, NULL, stop,
+                           sizeof stop)) < 0)
+      goto fail;
+    result_set(r, "kp_fwd_ms", fms);
+    result_set(r, "kp_fwd_gemm_share", fg);
+    result_set(r, "kp_step_ms", sms);
+    result_set(r, "kp_step_gemm_share", sg);
+    result_set(r, "kp_softmax_ms", sm);
+    result_set(r, "kp_attn_matmul_ms", amm);
+    size_t len = strlen(r->message);
+    snprintf(r->message + len, sizeof r->message - len,
+             "; top kernel, forward: %s; training step: %s", ftop, stop);
+  }
 
   result_set(r, "params", (double)model_nparams(m));
   result_set(r, "tokens_per_step", (double)b * t);

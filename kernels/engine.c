@@ -317,7 +317,38 @@ int eng_graphs_supported(const engine *e) {
   return e->ops->graph_begin != NULL;
 }
 int eng_recording(const engine *e) { return cbase_of(e)->recording; }
-int eng_profiling(const engine *e) { return cbase_of(e)->prof_on; }
+int eng_profiling(const engine *e) {
+  const engine *b = cbase_of(e);
+  return b->prof_on || b->kprof_on;
+}
+
+int eng_kprof_begin(engine *e) {
+  e = base_of(e);
+  if (!e->ops->kprof_begin)
+    FAIL(ERR_FAIL, "eng_kprof_begin: the %s engine has no kernel-level "
+         "profile (allowed: the cuda engine)", e->ops->name);
+  if (e->recording) FAIL(ERR_FAIL, "eng_kprof_begin while recording a graph");
+  TRY(e->ops->kprof_begin(e));
+  e->kprof_on = 1;
+  return 0;
+}
+
+int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n) {
+  e = base_of(e);
+  *out = NULL;
+  *n = 0;
+  if (!e->kprof_on) FAIL(ERR_FAIL, "eng_kprof_end: no eng_kprof_begin");
+  e->kprof_on = 0;
+  return e->ops->kprof_end(e, out, n);
+}
+
+int eng_range_push(engine *e, const char *name) {
+  return e->ops->range_push ? e->ops->range_push(e, name) : 0;
+}
+
+int eng_range_pop(engine *e) {
+  return e->ops->range_pop ? e->ops->range_pop(e) : 0;
+}
 
 int eng_graph_begin(engine *e) {
   if (!e->ops->graph_begin)

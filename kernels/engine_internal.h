@@ -49,6 +49,12 @@ typedef struct engine_ops {
   void *(*prof_record)(engine *e);
   double (*prof_elapsed_ms)(engine *e, void *a, void *b);
   void (*prof_release)(engine *e, void *ev);
+  /* Kernel-level profile and named ranges (kernels.h eng_kprof_begin;
+   * NULL: none, and ranges are no-ops). kprof_end waits for the device. */
+  int (*kprof_begin)(engine *e);
+  int (*kprof_end)(engine *e, eng_kernel_stat **out, int *n);
+  int (*range_push)(engine *e, const char *name);
+  int (*range_pop)(engine *e);
   /* CUDA graphs (NULL: none). graph_end ends the recording whatever
    * happens and instantiates it; *g stays NULL on failure. */
   int (*graph_begin)(engine *e);
@@ -129,6 +135,7 @@ struct engine {
   struct engine *base;  /* a view's base; NULL for a base engine */
   eng_ctx ctx;          /* what this handle's calls run with */
   int prof_on;
+  int kprof_on;         /* between eng_kprof_begin and eng_kprof_end */
   int recording;        /* between eng_graph_begin and eng_graph_end */
   eng_prof_rec *prof;
   int nprof, cap_prof;

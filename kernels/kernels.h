@@ -184,9 +184,32 @@ int eng_graph_begin(engine *e);
 int eng_graph_end(engine *e, eng_graph **g);
 int eng_graph_launch(engine *e, eng_graph *g);
 void eng_graph_destroy(engine *e, eng_graph *g);
-/* 1 while recording; 1 while eng_profile collects. */
+/* 1 while recording; 1 while eng_profile or eng_kprof collects. */
 int eng_recording(const engine *e);
 int eng_profiling(const engine *e);
+
+/* Kernel-level profile (the nsys_profile problem): between eng_kprof_begin
+ * and eng_kprof_end every GPU kernel that runs is recorded by CUPTI's
+ * activity API (the source Nsight Systems reads), with its real name
+ * (cuBLAS's too; ours demangled, without parameter lists) and its time on
+ * the GPU's clock; eng_kprof_end waits for the device and returns one
+ * entry per (innermost range, kernel name), sorted by range then name, in
+ * a malloc'd array the caller frees. Ranges: eng_range_push / _pop mark a
+ * span of calls with a name (an NVTX range, so Nsight Systems shows the
+ * same spans) that the profile attributes kernels to; "" outside any.
+ * CUDA engine built with CUPTI only: elsewhere eng_kprof_begin fails
+ * saying why; ranges cost nothing on the CPU engine. One profile at a time
+ * in a process (CUPTI's state is global). */
+typedef struct eng_kernel_stat {
+  char range[48];
+  char name[160];
+  long calls;
+  double total_ms;
+} eng_kernel_stat;
+int eng_kprof_begin(engine *e);
+int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n);
+int eng_range_push(engine *e, const char *name);
+int eng_range_pop(engine *e);
 
 /* The memory timeline (memory_profiling): with eng_memlog(e, 1) every
  * eng_alloc and eng_free is recorded, with the host clock (seconds since

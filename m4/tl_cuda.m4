@@ -50,6 +50,32 @@ AS_IF([test "x$with_cuda" != xno], [
   AS_IF([test $tl_have_cuda = no && test "x$with_cuda" != xcheck],
     [AC_MSG_ERROR([--with-cuda given but no usable CUDA toolkit (nvcc, cudart, cuBLAS) found])])
 ])
+dnl CUPTI (the kernel-level profile): in the toolkit's lib folder or under
+dnl extras/CUPTI; the activity record of CUDA 13 (CUpti_ActivityKernel10).
+tl_have_cupti=no
+AS_IF([test $tl_have_cuda = yes], [
+  for tl_cupti in "$tl_cuda_dir" "$tl_cuda_dir/extras/CUPTI"; do
+    tl_cupti_lib="$tl_cupti/lib64"
+    AS_IF([test -d "$tl_cupti_lib"], [], [tl_cupti_lib="$tl_cupti/lib"])
+    tl_save_CPPFLAGS=$CPPFLAGS
+    tl_save_LIBS=$LIBS
+    CPPFLAGS="$CPPFLAGS $CUDA_CFLAGS -I$tl_cupti/include"
+    LIBS="-L$tl_cupti_lib -lcupti $CUDA_LIBS $LIBS"
+    AC_MSG_CHECKING([for CUPTI in $tl_cupti])
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cupti.h>]],
+                      [[CUpti_ActivityKernel10 k; (void)k;
+                        cuptiActivityFlushAll(1);]])],
+      [tl_have_cupti=yes], [])
+    AC_MSG_RESULT([$tl_have_cupti])
+    CPPFLAGS=$tl_save_CPPFLAGS
+    LIBS=$tl_save_LIBS
+    AS_IF([test $tl_have_cupti = yes], [
+      CUDA_CFLAGS="$CUDA_CFLAGS -I$tl_cupti/include"
+      CUDA_LIBS="-L$tl_cupti_lib -Wl,-rpath,$tl_cupti_lib -lcupti $CUDA_LIBS"
+      AC_DEFINE([HAVE_CUPTI], [1], [Define to 1 when CUPTI is there: the kernel-level profile.])
+      break])
+  done
+])
 AS_IF([test $tl_have_cuda = yes], [
   AC_DEFINE([HAVE_CUDA], [1], [Define to 1 to build the CUDA engine.])
   tl_cuda_summary="($NVCC; $tl_cuda_arch)"

@@ -180,7 +180,16 @@ static int backward_work(model *m) {
 
 int model_backward(model *m) { return model_backward_on(m, m->e); }
 
+static int backward_on(model *m, engine *e);
+
 int model_backward_on(model *m, engine *e) {
+  TRY(eng_range_push(m->e, "backward"));
+  int rc = backward_on(m, e);
+  int rp = eng_range_pop(m->e);
+  return rc < 0 ? rc : rp;
+}
+
+static int backward_on(model *m, engine *e) {
   if (eng_base(e) != m->e)
     FAIL(ERR_FAIL, "model_backward_on: the engine is neither the model's "
          "nor a view of it (allowed: the model's engine or eng_view of it)");

@@ -44,13 +44,18 @@ static int attention_fwd(model *m, int i, const float *x, int b, int t) {
   TRY(k_rope(e, l->k, b, H, t, Dh, m->c.rope_theta, 0));
   TRY(linear(m, l->ln1_out, p->wv, l->o, N, D, D));
   TRY(k_split_heads(e, l->o, l->v, b, t, H, Dh));
-  /* S = Q K^T per head; P = causal softmax(S / sqrt(Dh)), in place. */
-  TRY(k_matmul_batched(e, 0, 1, t, t, Dh, 1.0f, l->q, Dh, sh, l->k, Dh, sh,
-                       0.0f, l->scores, t, ss, b * H, m->compute));
-  TRY(k_softmax_causal_fwd(e, l->scores, l->scores, b * H, t, scale));
+  /* S = Q K^T per head; P = causal softmax(S / sqrt(Dh)), in place. Each
+   * a range: the profile sets the softmax against the two products. */
+  IN_RANGE(e, "attention.scores",
+           k_matmul_batched(e, 0, 1, t, t, Dh, 1.0f, l->q, Dh, sh, l->k, Dh,
+                            sh, 0.0f, l->scores, t, ss, b * H, m->compute));
+  IN_RANGE(e, "attention.softmax",
+           k_softmax_causal_fwd(e, l->scores, l->scores, b * H, t, scale));
   /* P V per head into scratch.heads, heads merged into l->o [N, D]. */
-  TRY(k_matmul_batched(e, 0, 0, t, Dh, t, 1.0f, l->scores, t, ss, l->v, Dh,
-                       sh, 0.0f, m->a.g_heads, Dh, sh, b * H, m->compute));
+  IN_RANGE(e, "attention.values",
+           k_matmul_batched(e, 0, 0, t, Dh, t, 1.0f, l->scores, t, ss, l->v,
+                            Dh, sh, 0.0f, m->a.g_heads, Dh, sh, b * H,
+                            m->compute));
   TRY(k_merge_heads(e, m->a.g_heads, l->o, b, t, H, Dh));
   /* Output projection into scratch.tmp, then the residual. */
   TRY(linear(m, l->o, p->wo, m->a.g_tmp, N, D, D));
@@ -105,8 +110,21 @@ static int forward_work(model *m) {
   return 0;
 }
 
+static int forward(model *m, const int32_t *ids, const int32_t *targets,
+                   int b, int t, float *loss);
+
+/* Each pass is a named range (eng_range_push): Nsight Systems shows it,
+ * and the kernel-level profile attributes the pass's kernels to it. */
 int model_forward(model *m, const int32_t *ids, const int32_t *targets,
                   int b, int t, float *loss) {
+  TRY(eng_range_push(m->e, "forward"));
+  int rc = forward(m, ids, targets, b, t, loss);
+  int rp = eng_range_pop(m->e);
+  return rc < 0 ? rc : rp;
+}
+
+static int forward(model *m, const int32_t *ids, const int32_t *targets,
+                   int b, int t, float *loss) {
   engine *e = m->e;
   const int N = b * t, V = m->c.vocab;
   if (b < 1 || b > m->B || t < 1 || t > m->T)

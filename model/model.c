@@ -646,7 +646,16 @@ int model_unscale_grads(model *m, int *finite) {
   return 0;
 }
 
+static int adamw_step(model *m, const adamw_config *o);
+
 int model_adamw_step(model *m, const adamw_config *o) {
+  TRY(eng_range_push(m->e, "optimizer"));
+  int rc = adamw_step(m, o);
+  int rp = eng_range_pop(m->e);
+  return rc < 0 ? rc : rp;
+}
+
+static int adamw_step(model *m, const adamw_config *o) {
   int finite;
   TRY(not_placed(m, "model_adamw_step"));
   TRY(model_unscale_grads(m, &finite));

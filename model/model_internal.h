@@ -127,6 +127,15 @@ typedef struct graph_slot {
 int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
                       int (*work)(model *m));
 
+/* call inside a named range (eng_range_push), closed whatever it returns. */
+#define IN_RANGE(e, name, call)                                              \
+  do {                                                                       \
+    TRY(eng_range_push((e), (name)));                                        \
+    int rc_ = (call);                                                        \
+    TRY(eng_range_pop(e));                                                   \
+    TRY(rc_);                                                                \
+  } while (0)
+
 struct model {
   engine *e;
   engine *be;   /* backward's calls: e or a view of it, set by every

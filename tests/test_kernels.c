@@ -1334,6 +1334,11 @@ int main(void) {
   test_cast();
   test_threads();
   test_view();
+  /* The kernel-level profile is the CUDA engine's; ranges cost nothing. */
+  expect_fail("eng_kprof_begin on the CPU engine", eng_kprof_begin(E),
+              "no kernel-level profile (allowed: the cuda engine)");
+  check(eng_range_push(E, "r") == 0 && eng_range_pop(E) == 0,
+        "ranges on the CPU engine are no-ops");
   size_t left = eng_bytes_in_use(E);
   check(left == 0, "the tests freed all engine memory (%zu bytes left)", left);
   engine_destroy(E);

@@ -982,6 +982,49 @@ static void same_gpu(const char *what, const void *x, const void *y,
   free(b);
 }
 
+/* eng_kprof (the kernel-level profile, CUPTI): three scales inside a named
+ * range and one product outside it come back as one entry per (range,
+ * kernel), with the calls counted and a positive GPU time; the scale's
+ * name is demangled to its function. Skipped (with a note) in a build
+ * without CUPTI, where eng_kprof_begin must fail saying so. */
+static void test_kprof(void) {
+  pair a = pair_rand(4099, 1);
+  eng_kernel_stat *st = NULL;
+  int n = 0;
+  int rc = eng_kprof_begin(GPU);
+#ifndef HAVE_CUPTI
+  check(rc < 0 && strstr(err_msg(), "without CUPTI"),
+        "eng_kprof_begin fails without CUPTI, saying so");
+  pair_free(a);
+  return;
+#endif
+  if (rc < 0) hard_error("eng_kprof_begin");
+  if (eng_range_push(GPU, "three.scales") < 0) hard_error("eng_range_push");
+  for (int i = 0; i < 3; i++)
+    if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
+  if (eng_range_pop(GPU) < 0) hard_error("eng_range_pop");
+  if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
+  check(eng_profiling(GPU), "eng_profiling is 1 during a kernel profile");
+  if (eng_kprof_end(GPU, &st, &n) < 0) hard_error("eng_kprof_end");
+  int in = -1, out = -1;
+  for (int i = 0; i < n; i++) {
+    if (strstr(st[i].name, "scale_k") && strcmp(st[i].range, "three.scales") == 0) in = i;
+    if (strstr(st[i].name, "scale_k") && st[i].range[0] == '\0') out = i;
+  }
+  check(in >= 0 && st[in].calls == 3 && st[in].total_ms > 0,
+        "three scales in their range: %ld calls, %.4f ms", in >= 0 ? st[in].calls : 0L,
+        in >= 0 ? st[in].total_ms : 0.0);
+  check(out >= 0 && st[out].calls == 1, "one scale outside any range");
+  check(in < 0 || strchr(st[in].name, '(') == NULL,
+        "kernel names without parameter lists (%s)", in >= 0 ? st[in].name : "-");
+  check(!eng_profiling(GPU), "eng_profiling is 0 after it");
+  free(st);
+  st = NULL;
+  check(eng_kprof_end(GPU, &st, &n) < 0 && st == NULL && n == 0,
+        "an end without a begin fails");
+  pair_free(a);
+}
+
 /* eng_view: a view with its own stream, 2 SMs reserved and AdamW capped at
  * 8 blocks gives the base's numbers (bit for bit where the base is exact
  * or the same kernel runs: scale, AdamW; products within fp32's tolerance
@@ -1542,6 +1585,7 @@ int main(int argc, char **argv) {
   test_adamw_elementwise();
 #ifdef HAVE_CUDA
   test_view();
+  test_kprof();
 #endif
   test_copy();
   test_graphs();

@@ -24,6 +24,7 @@
  * found outside [0, V) (cuda_ops.h). */
 #include "config.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/kprof.h"
 #include "common/check.h"
 #include "common/check_cuda.h"
 
@@ -229,6 +230,24 @@ static void cu_prof_release(engine *e, void *ev) {
   (void)cudaEventDestroy((cudaEvent_t)ev);
 }
 
+/* The kernel-level profile (kprof.cu): every kernel queued before its end
+ * has finished once the device is idle. */
+static int cu_kprof_begin(engine *e) {
+  CHECK_CUDA(cudaDeviceSynchronize());   /* earlier work stays out of it */
+  return kprof_begin();
+}
+
+static int cu_kprof_end(engine *e, eng_kernel_stat **out, int *n) {
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return kprof_end(out, n);
+}
+
+static int cu_range_push(engine *e, const char *name) {
+  return kprof_range_push(name);
+}
+
+static int cu_range_pop(engine *e) { return kprof_range_pop(); }
+
 /* TF32 through cuBLAS's math mode; 3xTF32 is matmul.c's own form. */
 static int cu_f32_products(engine *e, f32_products p) {
   cuda_engine *c = cuda_impl(e);
@@ -326,6 +345,10 @@ static const engine_ops cuda_ops = {
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
   .prof_release = cu_prof_release,
+  .kprof_begin = cu_kprof_begin,
+  .kprof_end = cu_kprof_end,
+  .range_push = cu_range_push,
+  .range_pop = cu_range_pop,
   .graph_begin = cu_graph_begin,
   .graph_end = cu_graph_end,
   .graph_launch = cu_graph_launch,

@@ -1,0 +1,218 @@
+/* Kernel-level profile over CUPTI's activity API: every kernel the device
+ * runs between kprof_begin and kprof_end arrives as an activity record
+ * (name, start and end on the GPU's clock) in buffers CUPTI asks for and
+ * hands back; kprof_end flushes them and sums the records by (range,
+ * name). Ranges attribute kernels: each push also pushes a CUPTI external
+ * correlation id (the range's index), so CUPTI pairs every launch inside
+ * it with that id (EXTERNAL_CORRELATION records, by correlation id); the
+ * innermost range wins. Names are demangled and shortened to the function
+ * (no return type, no parameter list).
+ *
+ * CUPTI's activity state is the process's, not an engine's: one profile at
+ * a time, in one thread. Built only with CUPTI (HAVE_CUPTI); without it
+ * kprof_begin fails saying so, and ranges are NVTX only. */
+#include "config.h"
+#include "kernels/cuda/kprof.h"
+
+#include "common/check.h"
+
+#include <cxxabi.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#ifdef HAVE_CUPTI
+#include <cupti.h>
+#endif
+
+namespace {
+
+enum { MAX_RANGES = 64, MAX_DEPTH = 16 };
+
+struct kernel_rec {
+  uint32_t correlation;
+  std::string name;
+  double ms;
+};
+
+struct state {
+  bool active = false;
+  std::vector<kernel_rec> kernels;
+  std::map<uint32_t, uint64_t> range_of;   /* correlation id -> range id */
+  std::vector<std::string> ranges;         /* id - 1 -> name */
+  int depth = 0;
+  bool pushed[MAX_DEPTH] = {};             /* range d told CUPTI: pop it */
+};
+state S;
+
+int range_id(const char *name) {
+  for (size_t i = 0; i < S.ranges.size(); i++)
+    if (S.ranges[i] == name) return (int)i + 1;
+  if (S.ranges.size() >= MAX_RANGES) return 0;
+  S.ranges.push_back(name);
+  return (int)S.ranges.size();
+}
+
+/* "void (anonymous namespace)::k<128>(float*, int)" -> "(anonymous
+ * namespace)::k<128>"; cuBLAS's unmangled names stay as they are. */
+std::string short_name(const char *mangled) {
+  int st = 0;
+  char *d = abi::__cxa_demangle(mangled, nullptr, nullptr, &st);
+  std::string s = st == 0 && d ? d : mangled;
+  free(d);
+  int angle = 0;
+  size_t end = s.size();
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '<') angle++;
+    else if (s[i] == '>') angle--;
+    else if (s[i] == '(' && angle == 0 && i > 0 &&
+             s.compare(0, 1, "(") != 0) {
+      end = i;
+      break;
+    }
+  }
+  s = s.substr(0, end);
+  if (s.compare(0, 5, "void ") == 0) s = s.substr(5);
+  return s;
+}
+
+#ifdef HAVE_CUPTI
+const char *cupti_msg(CUptiResult r) {
+  const char *m = "unknown CUPTI error";
+  cuptiGetResultString(r, &m);
+  return m;
+}
+#define CUPTI(call)                                                          \
+  do {                                                                       \
+    CUptiResult r_ = (call);                                                 \
+    if (r_ != CUPTI_SUCCESS)                                                 \
+      FAIL(ERR_FAIL, "%s: %s", #call, cupti_msg(r_));                        \
+  } while (0)
+
+enum { BUF_BYTES = 8 << 20, ALIGN = 8 };
+
+void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max) {
+  *buf = (uint8_t *)aligned_alloc(ALIGN, BUF_BYTES);
+  *size = *buf ? BUF_BYTES : 0;
+  *max = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buf, size_t,
+                               size_t valid) {
+  CUpti_Activity *rec = nullptr;
+  while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+        rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+      S.kernels.push_back({k->correlationId, short_name(k->name),
+                           (double)(k->end - k->start) * 1e-6});
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+      const CUpti_ActivityExternalCorrelation *x =
+          (const CUpti_ActivityExternalCorrelation *)rec;
+      if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+        S.range_of[x->correlationId] = x->externalId;
+    }
+  }
+  free(buf);
+}
+#endif
+
+}  // namespace
+
+extern "C" {
+
+int kprof_active(void) { return S.active; }
+
+int kprof_begin(void) {
+#ifdef HAVE_CUPTI
+  if (S.active) FAIL(ERR_FAIL, "eng_kprof_begin: a profile is being taken");
+  S.kernels.clear();
+  S.range_of.clear();
+  CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  S.active = true;
+  return 0;
+#else
+  FAIL(ERR_FAIL, "eng_kprof_begin: built without CUPTI (configure found no "
+       "libcupti in the CUDA toolkit)");
+#endif
+}
+
+int kprof_end(eng_kernel_stat **out, int *n) {
+  *out = NULL;
+  *n = 0;
+#ifdef HAVE_CUPTI
+  if (!S.active) FAIL(ERR_FAIL, "eng_kprof_end: no profile is being taken");
+  S.active = false;
+  CUptiResult r = cuptiActivityFlushAll(1);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if (r != CUPTI_SUCCESS)
+    FAIL(ERR_FAIL, "cuptiActivityFlushAll: %s", cupti_msg(r));
+  std::map<std::pair<std::string, std::string>, std::pair<long, double>> sum;
+  for (const kernel_rec &k : S.kernels) {
+    auto it = S.range_of.find(k.correlation);
+    std::string range = it != S.range_of.end() && it->second >= 1 &&
+                                it->second <= S.ranges.size()
+                            ? S.ranges[it->second - 1]
+                            : "";
+    auto &v = sum[{range, k.name}];
+    v.first++;
+    v.second += k.ms;
+  }
+  eng_kernel_stat *t =
+      (eng_kernel_stat *)calloc(sum.size() ? sum.size() : 1, sizeof *t);
+  CHECK_ALLOC(t, sum.size() * sizeof *t);
+  int i = 0;
+  for (const auto &kv : sum) {
+    snprintf(t[i].range, sizeof t[i].range, "%s", kv.first.first.c_str());
+    snprintf(t[i].name, sizeof t[i].name, "%s", kv.first.second.c_str());
+    t[i].calls = kv.second.first;
+    t[i].total_ms = kv.second.second;
+    i++;
+  }
+  S.kernels.clear();
+  S.range_of.clear();
+  *out = t;
+  *n = i;
+  return 0;
+#else
+  FAIL(ERR_FAIL, "eng_kprof_end: built without CUPTI");
+#endif
+}
+
+int kprof_range_push(const char *name) {
+  nvtxRangePushA(name);
+#ifdef HAVE_CUPTI
+  if (S.depth >= MAX_DEPTH) FAIL(ERR_FAIL, "eng_range_push: ranges nested "
+                                 "deeper than %d", (int)MAX_DEPTH);
+  S.pushed[S.depth] = S.active;
+  S.depth++;
+  if (S.active)
+    CUPTI(cuptiActivityPushExternalCorrelationId(
+        CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, (uint64_t)range_id(name)));
+#endif
+  return 0;
+}
+
+int kprof_range_pop(void) {
+  nvtxRangePop();
+#ifdef HAVE_CUPTI
+  if (S.depth <= 0) FAIL(ERR_FAIL, "eng_range_pop: no range is open");
+  S.depth--;
+  uint64_t id;
+  if (S.pushed[S.depth])
+    CUPTI(cuptiActivityPopExternalCorrelationId(
+        CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id));
+#endif
+  return 0;
+}
+
+}  // extern "C"
