@@ -23,7 +23,7 @@ check "make report exits 0" [ $status -eq 0 ]
 md="$scratch/report/writeup.md"
 check "writeup.md written" [ -s "$md" ]
 check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
-check "writeup has a row per measured job" [ "$(grep -c '^| mpi |' "$md")" -eq 4 ]
+check "writeup has a row per rank count measured" [ "$(grep -c '^| MPI+CPU |' "$md")" -eq 2 ]
 # A malformed CSV fails the report and leaves the last good writeup alone.
 cp "$md" "$scratch/good.md"
 echo "1,2,3,too,many,fields$(printf ',x%.0s' $(seq 40))" >> "$csv"
@@ -34,7 +34,7 @@ check "a malformed CSV fails make report" [ $? -ne 0 ]
 check "and says where" grep -q "smoke_allreduce.csv:6:" "$scratch/bad.out"
 check "and keeps the last writeup" cmp -s "$md" "$scratch/good.md"
 if [ -n "${GNUPLOT:-}" ]; then
-  check "figure drawn" grep -q "<svg" "$scratch/report/allreduce.svg"
+  check "figure drawn" grep -q "<svg" "$scratch/report/distributed_communication_single_node.svg"
 else
   echo "note: no gnuplot, figure not checked"
 fi
