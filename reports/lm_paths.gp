@@ -1,29 +1,45 @@
-# Training step time against model size, one line per precision and path.
+# Training step time against model size, one series per precision and path.
 #
-#   gnuplot -c lm_paths.gp IN.csv OUT.svg
+#   gnuplot -c lm_paths.gp IN.csv OUT.svg TITLE
 #
 # IN.csv: columns series, params, step_ms, with one contiguous run of rows
-# per series (sorted by series, then params); `series` is a label such as
-# "bf16 fused+flash" or "bf16 PyTorch eager". Series whose label contains
-# "PyTorch" are drawn dashed. gnuplot 5.4 has no `plot ... if`: rows of
-# other series become NaN in the using expressions and are skipped.
-if (ARGC < 2) {
-  print "usage: gnuplot -c lm_paths.gp IN.csv OUT.svg"
+# per series (sorted by series, then params); `series` is a label in words,
+# "PRECISION: WHAT" (no commas), such as "bf16: ours, fused + flash
+# attention" or "bf16: PyTorch eager". The colour follows WHAT, the point
+# follows the precision (fp32 open, bf16 filled); series whose label
+# contains "PyTorch eager" are drawn dashed, those containing
+# "torch.compile" as points only (measured at a few sizes). gnuplot 5.4 has
+# no `plot ... if`: rows of other series become NaN in the using
+# expressions and are skipped.
+if (ARGC < 3) {
+  print "usage: gnuplot -c lm_paths.gp IN.csv OUT.svg TITLE"
   exit status 2
 }
-set terminal svg size 900,560 font "DejaVu Sans,12" noenhanced background "white"
+set terminal svg size 900,680 font "DejaVu Sans,12" noenhanced background "white"
 set output ARG2
 set datafile separator comma
 set datafile columnheaders
-set key outside right top
+set title ARG3
+set key below maxcols 2 title "precision: path" font ",11"
 set logscale xy
 set grid
-set xlabel "parameters"
-set ylabel "training step (ms), batch 4 x 512 tokens"
+set xrange [8e7:5e9]
+set yrange [4:2000]
+set xlabel "model parameters (log scale)"
+set ylabel "training step time (ms, log scale)"
 set format x "%.0s%c"
 names = system(sprintf("tail -n +2 '%s' | cut -d, -f1 | uniq | tr ' ' '_' | tr '\\n' ' '", ARG1))
 label(i) = system(sprintf("echo '%s' | tr '_' ' '", word(names, i)))
-dashed(i) = strstrt(word(names, i), "PyTorch") > 0 ? 2 : 1
+has(i, s) = strstrt(word(names, i), s) > 0
+dashed(i) = has(i, "PyTorch_eager") ? 2 : 1
+colour(i) = has(i, "op_by_op") ? 0x7570b3 : has(i, "materialised") ? 0x1b9e77 : \
+            has(i, "flash") ? 0xd95f02 : has(i, "eager") ? 0x666666 : 0xe7298a
+point(i) = (has(i, "torch.compile") ? 4 : 6) + (has(i, "bf16") ? 1 : 0)
+line(i) = !has(i, "torch.compile")
 plot for [i=1:words(names)] ARG1 \
-  using ((strcol(1) eq label(i)) ? column(2) : NaN):((strcol(1) eq label(i)) ? column(3) : NaN) \
-  with linespoints dt dashed(i) lw 2 pt 7 title label(i)
+  using ((line(i) && strcol(1) eq label(i)) ? column(2) : NaN):((strcol(1) eq label(i)) ? column(3) : NaN) \
+  with linespoints lw 2 ps 0.8 dt dashed(i) lc rgb colour(i) pt point(i) \
+  title (line(i) ? label(i) : ""), \
+  for [i=1:words(names)] ARG1 \
+  using ((!line(i) && strcol(1) eq label(i)) ? column(2) : NaN):((strcol(1) eq label(i)) ? column(3) : NaN) \
+  with points ps 1.6 lc rgb colour(i) pt point(i) title (line(i) ? "" : label(i))

@@ -2,7 +2,10 @@
 # Writeup section benchmarking_mixed_precision (c): per model size, the
 # forward, forward+backward and full training step times in fp32, bf16 and
 # fp16, the speed-up over fp32, next to PyTorch's eager anchors
-# (reports/anchors/lm_pytorch_h100.csv). Reads DATA/benchmarking_mixed_precision.csv
+# (reports/anchors/lm_pytorch_h100.csv) and the strongest PyTorch's
+# (reports/anchors/torch_lm_h100.csv, torch.compile). mkreport.sh prints the
+# problem's heading; toy_dtypes.sh parts (a) and (b), this part (c).
+# Reads DATA/benchmarking_mixed_precision.csv
 # (rows of kind lm; columns are selected by name, never by position).
 # Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL.
 set -eu
@@ -12,16 +15,21 @@ export LC_ALL
 here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
+strong="$(dirname "$here")/anchors/torch_lm_h100.csv"
 . "$REPORT_LIB"
 
-echo "## 1.4 benchmarking_mixed_precision (c): fp32, bf16 and fp16 step times"
-echo
+case ${PROBLEM:-benchmarking_mixed_precision} in
+  benchmarking_mixed_precision) ;;
+  *) echo "benchmarking_mixed_precision.sh: no problem \"$PROBLEM\" here (it renders benchmarking_mixed_precision)" >&2; exit 1 ;;
+esac
 if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_mixed_precision.cfg\`"
   echo "on a GPU (it writes reports/data/benchmarking_mixed_precision.csv)._"
   echo
   exit 0
 fi
+echo "### (c) Full against mixed precision: step times"
+echo
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 cat <<TEXT
 Each time is the mean over the timed steps of an \`lm\` job (batch and
@@ -178,5 +186,39 @@ SIZES
     echo "The optimizer phase accounts for at least half of fp16's extra step time"
     echo "at $nhalf of these $nopt sizes."
   fi
+  echo
+fi
+
+# ---- against the strongest PyTorch ----------------------------------------------
+# torch.compile + SDPA + fused AdamW, measured side by side
+# (torch_lm_h100.csv): its own fp32 -> bf16 gain, and ours, per size.
+sc() { # SIZE PREC: torch.compile's train step (ms) at context 512, or ""
+  [ -f "$strong" ] || return 0
+  tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+    --where context=512 --where precision="$2" --where config=compiled --col step_ms_mean
+}
+lines=""
+for sz in small 2.7B; do
+  c32=$(sc "$sz" fp32); c16=$(sc "$sz" bf16)
+  o32=$(time_of "$sz" 512 fp32 train_step step_ms_mean); o16=$(time_of "$sz" 512 bf16 train_step step_ms_mean)
+  [ -n "$c32" ] && [ -n "$c16" ] && [ -n "$o32" ] && [ -n "$o16" ] || continue
+  extra=""
+  # small bf16 in torch_lm.py is launch-bound; shared/anchors/README.md
+  # ("Strongest PyTorch, measured side by side with us") records the
+  # stronger 16.5 ms for torch.compile + fused AdamW.
+  if [ "$sz" = small ] && is_true "16.5 < $c16"; then
+    extra=" (shared/anchors/README.md records a stronger 16.5 ms for small bf16 under torch.compile + fused AdamW, measured side by side with us: our bf16 step is $(calc %.2f "$o16 / 16.5") x that)"
+  fi
+  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")); ours op by op $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")), our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
+"
+done
+if [ -n "$lines" ]; then
+  echo "Against the strongest PyTorch (reports/anchors/torch_lm_h100.csv:"
+  echo "torch.compile + SDPA + fused AdamW, train step, context 512), fp32 -> bf16:"
+  echo
+  printf '%s' "$lines"
+  echo
+  echo "This experiment runs our op-by-op path, PyTorch eager's analogue; the"
+  echo "fused path's bf16 steps against torch.compile are in torch_compile (b)."
   echo
 fi

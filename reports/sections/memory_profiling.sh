@@ -1,12 +1,15 @@
 #!/bin/sh
-# Writeup section 1.5 (memory_profiling): the 2.7B model's memory at
-# context 128 / 256 / 512, a forward pass and a training step, fp32 and
-# bf16: the allocation timeline the engine records (figures), the peaks,
-# the residual stream's size and the largest activations. The timeline and
+# Writeup problem memory_profiling: the 2.7B model's memory at context
+# 128 / 256 / 512, a forward pass and a training step, fp32 and bf16: (a)
+# the allocation timeline the engine records, against time, with the
+# step's phases marked (figures); (b) the peaks, forward against train
+# step; (c) bf16 against fp32 (here, on the fused path of
+# DATA/torch_compile.csv, and PyTorch's, reports/anchors/); (d) the
+# residual stream's size; (e) the largest allocations. The timeline and
 # the activations come from the rows' samples (NAME.samples.jsonl: mem_*,
 # act_mib.*, written by every lm job; jobs/lm.c says what each holds).
 # Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL,
-# GNUPLOT.
+# GNUPLOT. mkreport.sh prints the problem's heading; this prints its parts.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -16,9 +19,14 @@ reports=$(dirname "$here")
 csv="${CSV:-$DATA/memory_profiling.csv}"
 jsonl="${csv%.csv}.samples.jsonl"
 anchor="$reports/anchors/lm_pytorch_h100.csv"
+strong="$reports/anchors/torch_lm_h100.csv"
+fused="$DATA/torch_compile.csv"
+GNUPLOT=${GNUPLOT:-}
 
-echo "## 1.5 memory_profiling: where the memory goes"
-echo
+case ${PROBLEM:-memory_profiling} in
+  memory_profiling) ;;
+  *) echo "memory_profiling.sh: no problem \"$PROBLEM\" here (it renders memory_profiling)" >&2; exit 1 ;;
+esac
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/memory_profiling.cfg\` on a GPU._"
   echo
@@ -29,10 +37,12 @@ size=$(tool value "$csv" --agg first --where status=ok --col size)
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 fusion=$(tool value "$csv" --agg first --where status=ok --col fusion)
 batch=$(tool value "$csv" --agg first --where status=ok --col batch)
-# d_model by model.md's sizes (jobs/lm.c takes the same names)
+nparams=$(tool value "$csv" --agg first --where status=ok --col params)
+# model.md's sizes (jobs/lm.c takes the same names): d_model and heads
 case $size in
-  small) dmodel=768 ;; medium) dmodel=1024 ;; large) dmodel=1280 ;;
-  xl) dmodel=1600 ;; 2.7B) dmodel=2560 ;; 10B) dmodel=4608 ;; *) dmodel="" ;;
+  small) dmodel=768 heads=12 ;; medium) dmodel=1024 heads=16 ;;
+  large) dmodel=1280 heads=20 ;; xl) dmodel=1600 heads=25 ;;
+  2.7B) dmodel=2560 heads=32 ;; *) dmodel="" heads="" ;;
 esac
 
 # The job's latest samples line, and one sample list from it.
@@ -49,126 +59,303 @@ arr() {
     r = substr($0, i + length(key)); r = substr(r, 1, index(r, "]") - 1)
     n = split(r, a, ", "); for (k = 1; k <= n; k++) print a[k] }'
 }
+# peak PREC CTX MODE: the engine's peak of the latest ok row (MiB), or "".
+peak() {
+  tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where precision="$1" \
+    --where context="$2" --where mode="$3" --col engine_peak_mib
+}
+gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
+contexts=$(tool distinct "$csv" --cols context --where status=ok --sort context)
+cmax=$(printf '%s\n' $contexts | tail -n 1)
 
 cat <<TEXT
-The $size model (batch $batch, ${fusion} path) on ${gpus}. Every \`lm\` job records
-the engine's allocations and frees from model creation to the end of its
-first step (\`eng_memlog\`: the engine's own allocator, so the numbers are
-exact, not sampled). Unlike PyTorch's caching allocator, whose memory grows
-through forward as activations are saved and drains through backward, our
-model allocates its parameters, gradients and every activation (one
-allocation, laid out by the activation table) when it is created; a step
-allocates nothing except, once, the AdamW moments (at the first optimizer
-step, as PyTorch's AdamW does) and a larger shared workspace when a product
-first needs one. A forward-only job never allocates optimizer state.
+The $size model (batch $batch, ${fusion} path as the reference runs it) on
+${gpus}. Every \`lm\` job records the engine's allocations and frees
+from model creation to the end of its first step (\`eng_memlog\`: the
+engine's own allocator, so the numbers are exact, not sampled). Unlike
+PyTorch's caching allocator, whose memory grows through forward as
+activations are saved and drains through backward, our model allocates its
+parameters, gradients and every activation (one allocation, laid out by the
+activation table) when it is created; a step allocates nothing except,
+once, the AdamW moments (at the first optimizer step, as PyTorch's AdamW
+does) and a larger shared workspace when a product first needs one.
 
 TEXT
 
 # ---- (a) the timelines ----------------------------------------------------------
 echo "### (a) Memory timelines"
 echo
+# timeline PREC CTX MODE: writes OUT/memory_PREC_CTX_MODE.svg and its
+# markdown; sets tl_phase_words for the caption. Rows: t_ms since forward
+# began, cumulative GiB per group (memory_timeline.gp's input).
+nfig=0
+figs=""
+timeline() {
+  l=$(sline "$1" "$2" "$3")
+  [ -n "$l" ] || return 0
+  tmp="$OUT/memory_$1_$2_$3.tmp.csv"
+  for g in t params grads optimizer activations workspace other; do
+    if [ $g = t ]; then arr "$l" mem_t_ms > "$tmp.$g"; else arr "$l" "mem_${g}_mib" > "$tmp.$g"; fi
+  done
+  ph=$(arr "$l" mem_phase_ms | tr '\n' ' ')
+  # the window: the step from forward's start to its end, 6% either side
+  read -r f0 f1 b1 o1 <<PH
+$(printf '%s\n' "$ph" | awk '{ print $2, $3, $4, $5 }')
+PH
+  num "$1 $2 $3 forward start (ms)" "$f0"; num "$1 $2 $3 step end (ms)" "$o1"
+  {
+    echo "t_ms,params,grads,optimizer,activations,workspace,other"
+    paste -d, "$tmp.t" "$tmp.params" "$tmp.grads" "$tmp.optimizer" "$tmp.activations" \
+              "$tmp.workspace" "$tmp.other" |
+      awk -F, -v f0="$f0" -v o1="$o1" '
+        function row(x,   s, i, out) {
+          s = 0; out = sprintf("%.4f", x)
+          for (i = 1; i <= 6; i++) { s += g[i] / 1024; out = out sprintf(",%.4f", s) }
+          print out
+        }
+        BEGIN { w = 0.06 * (o1 - f0); lo = -w; hi = o1 - f0 + w; started = 0 }
+        { x = $1 - f0
+          if (x > lo && !started) { row(lo); started = 1 }
+          for (i = 1; i <= 6; i++) g[i] = $(i + 1)
+          if (x > lo && x <= hi) row(x) }
+        END { if (!started) row(lo); row(hi) }'
+  } > "$tmp"
+  if [ "$3" = forward ]; then
+    phases="0:$(calc %.3f "$f1 - $f0"):forward"
+  else
+    phases="0:$(calc %.3f "$f1 - $f0"):forward $(calc %.3f "$f1 - $f0"):$(calc %.3f "$b1 - $f0"):backward"
+    [ "$3" = train_step ] && phases="$phases $(calc %.3f "$b1 - $f0"):$(calc %.3f "$o1 - $f0"):optimizer"
+  fi
+  rm -f "$tmp.t" "$tmp.params" "$tmp.grads" "$tmp.optimizer" "$tmp.activations" "$tmp.workspace" "$tmp.other"
+  svg="memory_$1_$2_$3.svg"
+  case $3 in forward) what="forward pass" ;; train_step) what="training step" ;; *) what=$3 ;; esac
+  "$GNUPLOT" -c "$reports/memory_timeline.gp" "$tmp" "$OUT/$svg" \
+    "$size, $1, batch $batch x context $2: memory in use during the first $what" "$phases"
+  rm -f "$tmp"
+  figs="$figs![Memory in use against time, $size $1 context $2, first $what]($svg)
+
+"
+  nfig=$((nfig + 1))
+}
+# delta L FROM TO: the largest change of total memory (MiB, absolute) over
+# the events from clock FROM to TO (ms since the log began), and the net
+# change; "0 0" when none.
+delta() {
+  arr "$1" mem_t_ms > "$OUT/.mp.t"
+  for g in params grads optimizer activations workspace other; do arr "$1" "mem_${g}_mib" > "$OUT/.mp.$g"; done
+  paste -d, "$OUT/.mp.t" "$OUT/.mp.params" "$OUT/.mp.grads" "$OUT/.mp.optimizer" \
+      "$OUT/.mp.activations" "$OUT/.mp.workspace" "$OUT/.mp.other" |
+    awk -F, -v a="$2" -v b="$3" '
+      { s = 0; for (i = 2; i <= 7; i++) s += $i
+        if ($1 <= a) base = s
+        else if ($1 <= b) { d = s - prev; if (d < 0) d = -d; if (d > mx) mx = d; last = s; seen = 1 }
+        prev = s }
+      END { printf "%.1f %.1f\n", mx + 0, seen ? last - base : 0 }'
+  rm -f "$OUT/.mp.t" "$OUT/.mp.params" "$OUT/.mp.grads" "$OUT/.mp.optimizer" \
+        "$OUT/.mp.activations" "$OUT/.mp.workspace" "$OUT/.mp.other"
+}
 if [ -z "$GNUPLOT" ]; then
   echo "_The figures need gnuplot 5.4 or later, which configure did not find._"
   echo
 else
-  nfig=0
-  for spec in "fp32 512 forward" "fp32 512 train_step" "bf16 512 train_step"; do
-    set -- $spec
-    l=$(sline "$1" "$2" "$3")
-    [ -n "$l" ] || continue
-    tmp="$OUT/memory_$1_$2_$3.tmp.csv"
-    {
-      echo "event,params,grads,optimizer,activations,workspace,other"
-      for g in t params grads optimizer activations workspace other; do
-        if [ $g = t ]; then arr "$l" mem_t_ms > "$tmp.$g"; else arr "$l" "mem_${g}_mib" > "$tmp.$g"; fi
-      done
-      paste -d, "$tmp.params" "$tmp.grads" "$tmp.optimizer" "$tmp.activations" \
-                "$tmp.workspace" "$tmp.other" |
-        awk -F, '{ s = 0; printf "%d", NR - 1
-                   for (i = 1; i <= NF; i++) { s += $i / 1024; printf ",%.4f", s }
-                   print ""; last = $0; n = NR }
-                 END { split(last, a, ","); s = 0; printf "%d", n
-                       for (i = 1; i <= 6; i++) { s += a[i] / 1024; printf ",%.4f", s }
-                       print "" }'
-    } > "$tmp"
-    ph=$(arr "$l" mem_phase_ms | tr '\n' ' ')
-    # A phase's line sits between the last event before its clock time and
-    # the first after it (row i of the list is event i - 1).
-    phases=$(awk -v ph="$ph" -v mode="$3" '
-      { t[NR] = $1 }
-      END {
-        split(ph, p, " ")
-        out = "0:create"
-        split("2:forward 3:backward 4:optimizer", s, " ")
-        for (k = 1; k <= 3; k++) {
-          if (mode == "forward" && k > 1) break
-          split(s[k], q, ":")
-          e = NR - 0.5
-          for (i = 1; i <= NR; i++) if (t[i] > p[q[1]]) { e = i - 1.5; break }
-          out = out " " e ":" q[2]
-        }
-        print out
-      }' "$tmp.t")
-    rm -f "$tmp.t" "$tmp.params" "$tmp.grads" "$tmp.optimizer" "$tmp.activations" "$tmp.workspace" "$tmp.other"
-    svg="memory_$1_$2_$3.svg"
-    "$GNUPLOT" -c "$reports/memory_timeline.gp" "$tmp" "$OUT/$svg" \
-      "$size, $1, context $2, $3: bytes in use by what they hold" "$phases"
-    rm -f "$tmp"
-    echo "![Memory timeline, $size $1 context $2 $3]($svg)"
-    echo
-    nfig=$((nfig + 1))
-  done
+  timeline fp32 "$cmax" forward
+  timeline fp32 "$cmax" train_step
+  timeline bf16 "$cmax" train_step
   if [ $nfig -eq 0 ]; then
     echo "_No timeline in the samples yet (rows from before the engine logged allocations)._"
     echo
   else
-    echo "_Each step of the stack is one allocation or free, in order; dashed lines"
-    echo "mark where model creation, forward, backward and the optimizer step begin._"
+    printf '%s' "$figs"
+    l=$(sline fp32 "$cmax" train_step)
+    ph=$(arr "$l" mem_phase_ms | tr '\n' ' ')
+    read -r c0 f0 f1 b1 o1 <<PH
+$ph
+PH
+    echo "_Memory in use against time, stacked by what it holds, from 6% of the"
+    echo "step before its forward pass began to 6% after it ended; dashed lines mark"
+    echo "where forward, backward and the optimizer step begin and where the step"
+    echo "ends. Before the left edge, the model's creation allocated the parameters,"
+    cend=$(arr "$l" mem_t_ms | awk -v c="$c0" '$1 < c { t = $1 } END { printf "%.0f", t }')
+    echo "gradients and activations in its first $cend ms, and initialising the"
+    echo "weights took the rest of the $(calc %.1f "$c0 / 1000") s before the step (not drawn)._"
     echo
   fi
 fi
+# The answer, from the fp32 training step's log.
+l=$(sline fp32 "$cmax" train_step)
+if [ -n "$l" ]; then
+  ph=$(arr "$l" mem_phase_ms | tr '\n' ' ')
+  read -r c0 f0 f1 b1 o1 <<PH
+$ph
+PH
+  read -r fmx _ <<D
+$(delta "$l" "$f0" "$f1")
+D
+  read -r bmx _ <<D
+$(delta "$l" "$f1" "$b1")
+D
+  read -r _ onet <<D
+$(delta "$l" "$b1" "$o1")
+D
+  pk=$(peak fp32 "$cmax" train_step)
+  num "fp32 train step peak" "$pk"
+  if is_true "$fmx < 0.01 * $pk && $bmx < 0.01 * $pk"; then
+    flat="flat through forward and backward: the largest single change in either is $(calc %.0f "($fmx > $bmx ? $fmx : $bmx)") MiB (the products' workspace), under 1% of the $(gib "$pk") GiB peak"
+    verdict="No, not from forward to backward"
+  else
+    flat="changing during forward or backward, by up to $(calc %.0f "$fmx") MiB in forward and $(calc %.0f "$bmx") MiB in backward"
+    verdict="Partly"
+  fi
+  cat <<TEXT
+**Can you tell which stage is running from the peaks?** $verdict. The
+timeline is $flat, because every activation backward needs was allocated
+when the model was created, not by the forward pass. The one stage that
+shows is the first optimizer step, which allocates AdamW's two moments:
+$(calc %.1f "$onet / 1024") GiB in two steps right after backward ends, the jump to the peak. A
+PyTorch timeline of the same step climbs through forward as activations are
+saved and falls through backward as they are freed; ours has no such shape,
+so the phases are marked from the step's clock instead.
 
-# ---- (b), (c) peaks -------------------------------------------------------------
-echo "### (b), (c) Peak memory: forward pass against training step"
+TEXT
+fi
+
+# ---- (b) peaks --------------------------------------------------------------------
+echo "### (b) Peak memory, forward pass and training step"
 echo
-echo "The engine's peak (GiB) per job; PyTorch's is shared/anchors' eager train"
-echo "step at context 512 (it gives no forward peaks)."
+echo "The engine's peak per job (GiB = 2^30 bytes), fp32, op by op:"
 echo
-echo "| precision | context | forward (GiB) | train step (GiB) | train - forward (GiB) | PyTorch train step (GiB) |"
-echo "|---|--:|--:|--:|--:|--:|"
-for p in fp32 bf16; do
-  for c in $(tool distinct "$csv" --cols context --where status=ok --sort context); do
-    f=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where precision=$p \
-          --where context="$c" --where mode=forward --col engine_peak_mib)
-    t=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where precision=$p \
-          --where context="$c" --where mode=train_step --col engine_peak_mib)
-    [ -n "$f$t" ] || continue
-    pt=$(tool value "$anchor" --agg first --default "" --where size="$size" --where context="$c" \
-           --where precision=$p --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
-    fg=$( [ -n "$f" ] && awk "BEGIN { printf \"%.1f\", $f / 1024 }" || echo -)
-    tg=$( [ -n "$t" ] && awk "BEGIN { printf \"%.1f\", $t / 1024 }" || echo -)
-    dg=-
-    [ -n "$f" ] && [ -n "$t" ] && dg=$(awk "BEGIN { printf \"%.1f\", ($t - $f) / 1024 }")
-    echo "| $p | $c | $fg | $tg | $dg | ${pt:--} |"
-  done
+echo "| context | forward (GiB) | training step (GiB) | training step - forward (GiB) |"
+echo "|--:|--:|--:|--:|"
+for c in $contexts; do
+  f=$(peak fp32 "$c" forward); t=$(peak fp32 "$c" train_step)
+  [ -n "$f$t" ] || continue
+  dg=-
+  [ -n "$f" ] && [ -n "$t" ] && dg=$(calc %.1f "($t - $f) / 1024")
+  echo "| $c | $(gib "$f") | $(gib "$t") | $dg |"
 done
 echo
 failed_jobs "$csv" precision,context,mode,status,message \
   "precision,context,mode,status,message"
+lf=$(sline fp32 "$cmax" forward)
+if [ -n "$lf" ]; then
+  pm=$(arr "$lf" mem_params_mib | tail -n 1); gm=$(arr "$lf" mem_grads_mib | tail -n 1)
+  am=$(arr "$lf" mem_activations_mib | tail -n 1); om=$(arr "$lf" mem_optimizer_mib | tail -n 1)
+  num "forward params MiB" "$pm"; num "forward grads MiB" "$gm"; num "forward activations MiB" "$am"
+  ft=$(peak fp32 "$cmax" forward); tt=$(peak fp32 "$cmax" train_step)
+  a1=$(sline fp32 "$(printf '%s\n' $contexts | head -n 1)" forward)
+  amin=$(arr "$a1" mem_activations_mib | tail -n 1)
+  cat <<TEXT
+At context $cmax the forward pass peaks at $(gib "$ft") GiB: parameters
+$(gib "$pm") GiB, the gradient buffers $(gib "$gm") GiB (allocated with the model, so
+even a forward-only job holds them) and activations $(gib "$am") GiB. The training step
+adds AdamW's two moments ($(calc %.1f "2 * $pm / 1024") GiB, twice the parameters) for $(gib "$tt") GiB.
+Only the activations grow with the context, from $(gib "$amin") GiB at context
+$(printf '%s\n' $contexts | head -n 1) to $(gib "$am") GiB at $cmax (the attention scores are quadratic in it, the rest
+linear), so the step-minus-forward column is the same at every context.
+
+TEXT
+fi
+
+# ---- (c) mixed precision ------------------------------------------------------------
+echo "### (c) Mixed precision and memory"
+echo
+echo "The same jobs in bf16 (GiB; bf16 - fp32 in brackets):"
+echo
+echo "| context | forward fp32 | forward bf16 | training step fp32 | training step bf16 |"
+echo "|--:|--:|--:|--:|--:|"
+dmax=0
+for c in $contexts; do
+  f32=$(peak fp32 "$c" forward); f16=$(peak bf16 "$c" forward)
+  t32=$(peak fp32 "$c" train_step); t16=$(peak bf16 "$c" train_step)
+  [ -n "$f16$t16" ] || continue
+  df=""; dt=""
+  if [ -n "$f32" ] && [ -n "$f16" ]; then
+    df=" ($(calc %+.2f "($f16 - $f32) / 1024"))"
+    is_true "($f16 - $f32) > $dmax" && dmax=$(calc %.1f "$f16 - $f32")
+  fi
+  if [ -n "$t32" ] && [ -n "$t16" ]; then
+    dt=" ($(calc %+.2f "($t16 - $t32) / 1024"))"
+    is_true "($t16 - $t32) > $dmax" && dmax=$(calc %.1f "$t16 - $t32")
+  fi
+  echo "| $c | $(gib "$f32") | $(gib "$f16")$df | $(gib "$t32") | $(gib "$t16")$dt |"
+done
+echo
+# the fused path (torch_compile.csv): bf16 keeps 16-bit activations and a
+# 16-bit copy of the weights
+fv() { # PREC MODE ATTENTION: the fused row's peak (MiB) at context 512, or ""
+  [ -f "$fused" ] || return 0
+  tool value "$fused" --sort -utc --agg first --default "" --where status=ok --where size="$size" \
+    --where context=512 --where precision="$1" --where mode="$2" --where fusion=fused \
+    --where attention="$3" --col engine_peak_mib
+}
+ff32=$(fv fp32 forward flash); ff16=$(fv bf16 forward flash)
+ft32=$(fv fp32 train_step flash); ft16=$(fv bf16 train_step flash)
+sp() { # PREC CONFIG: PyTorch's peak (GiB) at context 512, torch_lm_h100.csv, or ""
+  [ -f "$strong" ] || return 0
+  tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$size" \
+    --where context=512 --where precision="$1" --where config="$2" --col peak_gib
+}
+pe32=$(tool value "$anchor" --agg first --default "" --where size="$size" --where context=512 \
+         --where precision=fp32 --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
+pe16=$(tool value "$anchor" --agg first --default "" --where size="$size" --where context=512 \
+         --where precision=bf16 --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
+pc32=$(sp fp32 compiled); pc16=$(sp bf16 compiled)
+echo "**Does mixed precision significantly affect memory?** No. Our bf16 keeps"
+echo "fp32 weights, gradients, AdamW state and (op by op) fp32 activations, and"
+echo "rounds only the products' inputs, in a workspace that grows to hold them:"
+echo "bf16 peaks at most $(calc %.0f "$dmax") MiB above fp32 in every job above."
+if [ -n "$ff32$ff16$ft32$ft16" ] && [ -n "$ff32" ] && [ -n "$ff16" ] && [ -n "$ft32" ] && [ -n "$ft16" ]; then
+  echo "On the fused path (torch_compile.csv, flash attention, context 512), which"
+  echo "stores activations in bf16 but also keeps a bf16 copy of the weights"
+  echo "($(calc %.1f "$nparams * 2 / 2^30") GiB), bf16 peaks at $(gib "$ff16") against $(gib "$ff32") GiB in forward and"
+  echo "$(gib "$ft16") against $(gib "$ft32") GiB in the training step: the halved activations do"
+  echo "not pay for the weight copy."
+fi
+if [ -n "$pe32$pe16$pc32$pc16" ]; then
+  line="PyTorch (reports/anchors/, context 512) agrees that autocast saves little:"
+  [ -n "$pe32" ] && [ -n "$pe16" ] && line="$line eager $pe16 GiB in bf16 against $pe32 in fp32"
+  [ -n "$pe32" ] && [ -n "$pe16" ] && [ -n "$pc32" ] && [ -n "$pc16" ] && line="$line,"
+  [ -n "$pc32" ] && [ -n "$pc16" ] && line="$line torch.compile $(calc %.1f "$pc16") GiB against $(calc %.1f "$pc32")"
+  echo "$line."
+  # we lose on memory: our lowest training-step peak at context 512 against
+  # PyTorch compiled
+  ours=$(peak fp32 512 train_step); [ -n "$ft32" ] && is_true "$ft32 < ${ours:-1e30}" && ours=$ft32
+  ours16=$(peak bf16 512 train_step); [ -n "$ft16" ] && is_true "$ft16 < ${ours16:-1e30}" && ours16=$ft16
+  if [ -n "$pc32" ] && [ -n "$pc16" ] && [ -n "$ours" ] && [ -n "$ours16" ]; then
+    if is_true "$ours / 1024 > $pc32 && $ours16 / 1024 > $pc16"; then
+      echo "In absolute terms we lose on memory: our lowest training-step peak at"
+      echo "context 512 is $(gib "$ours") GiB in fp32 and $(gib "$ours16") GiB in bf16, against"
+      echo "torch.compile's $(calc %.1f "$pc32") and $(calc %.1f "$pc16") GiB. Both hold the same"
+      echo "$(calc %.1f "4 * $nparams * 4 / 2^30") GiB of fp32 parameters, gradients and AdamW moments;"
+      echo "PyTorch frees each saved activation as backward consumes it, so at its"
+      echo "peak (the optimizer step) few are left, while our activations (and, in"
+      echo "bf16, the weight copy) stay allocated through the optimizer step."
+    else
+      echo "Our lowest training-step peaks at context 512 are $(gib "$ours") GiB (fp32) and"
+      echo "$(gib "$ours16") GiB (bf16), against torch.compile's $(calc %.1f "$pc32") and $(calc %.1f "$pc16") GiB."
+    fi
+  fi
+fi
+echo
 
 # ---- (d) the residual stream ----------------------------------------------------
-l=$(sline fp32 512 train_step)
-nparams=$(tool value "$csv" --agg first --where status=ok --col params)
 echo "### (d) One residual-stream activation"
 echo
 if [ -n "$dmodel" ]; then
-  echo "A residual-stream tensor holds batch x context x d_model values, fp32"
-  echo "(the residual stream stays fp32 under our mixed-precision policy too):"
-  echo "$batch x T x $dmodel x 4 bytes, one such tensor saved per layer input."
-  echo
-  echo "| context | values | MiB |"
+  n512=$((batch * cmax * dmodel))
+  cat <<TEXT
+A residual-stream tensor holds batch x context x d_model values, each 4
+bytes in single precision (our residual stream stays fp32 under the
+mixed-precision policy too). For the $size model (d_model $dmodel) at batch
+$batch and context $cmax: $batch x $cmax x $dmodel = $n512 values x 4 bytes =
+$((n512 * 4)) bytes = **$(calc %.1f "$n512 * 4 / 1048576") MB** (MiB, bytes / 1024^2). The
+model keeps one per layer input and one per attention-sublayer output for
+backward. Per context:
+
+TEXT
+  echo "| context | values | MB (bytes / 1024^2) |"
   echo "|--:|--:|--:|"
-  for c in $(tool distinct "$csv" --cols context --where status=ok --sort context); do
+  for c in $contexts; do
     awk -v b="$batch" -v c="$c" -v d="$dmodel" \
       'BEGIN { n = b * c * d; printf "| %d | %d | %.1f |\n", c, n, n * 4 / 1048576 }'
   done
@@ -180,29 +367,51 @@ echo
 # ---- (e) the largest allocations ------------------------------------------------
 echo "### (e) The largest allocations"
 echo
-if [ -n "$l" ]; then
-  last() { arr "$l" "$1" | tail -n 1; }
-  echo "At the end of the first training step (fp32, context 512): parameters"
-  echo "$(awk "BEGIN { printf \"%.1f\", $(last mem_params_mib) / 1024 }") GiB ($nparams fp32 values), gradients"
-  echo "$(awk "BEGIN { printf \"%.1f\", $(last mem_grads_mib) / 1024 }") GiB, AdamW's two moments"
-  echo "$(awk "BEGIN { printf \"%.1f\", $(last mem_optimizer_mib) / 1024 }") GiB, activations"
-  echo "$(awk "BEGIN { printf \"%.1f\", $(last mem_activations_mib) / 1024 }") GiB, workspace"
-  echo "$(awk "BEGIN { printf \"%.2f\", $(last mem_workspace_mib) / 1024 }") GiB. The largest tensors of the activation table, each"
-  echo "name summed over the layers that have one (\`scratch.*\` is one tensor"
-  echo "shared by all layers):"
+lf=$(sline fp32 "$cmax" forward)
+[ -n "$lf" ] || lf=$(sline fp32 "$cmax" train_step)
+if [ -n "$lf" ]; then
+  last() { arr "$lf" "$1" | tail -n 1; }
+  top=$(printf '%s\n' "$lf" | grep -o '"act_mib\.[^"]*": \[[^]]*\]' |
+    sed 's/^"act_mib\.//; s/": \[/,/; s/\]$//; s/, /,/' |
+    awk -F, '{ printf "%s,%.1f,%d\n", $1, $2 / $3, $3 }' | sort -t, -k2,2gr | head -n 1)
+  tn=$(printf '%s' "$top" | cut -d, -f1); te=$(printf '%s' "$top" | cut -d, -f2)
+  tl=$(printf '%s' "$top" | cut -d, -f3)
+  cat <<TEXT
+Our allocator makes a handful of large allocations rather than one per
+tensor: in the fp32 forward pass at context $cmax, the parameters
+($(calc %.1f "$(last mem_params_mib) / 1024") GiB, $nparams fp32 values), the gradients ($(calc %.1f "$(last mem_grads_mib) / 1024") GiB),
+the activation table ($(calc %.1f "$(last mem_activations_mib) / 1024") GiB, one allocation) and the workspace
+($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB); a training step adds AdamW's two moments, one parameter-sized
+allocation each. Inside the activation table, the tensors that a per-tensor
+allocator such as PyTorch's would show as its largest allocations are
+below, each name summed over the layers that have one.
+TEXT
+  if [ "$tn" = attn.scores ]; then
+    cat <<TEXT
+**The largest are the attention scores: $te MiB per layer** ($tl layers),
+batch x heads x context x context fp32 values$([ -n "$heads" ] && printf ' = %s x %s x %s x %s x 4 bytes' "$batch" "$heads" "$cmax" "$cmax"),
+written by attention's Q K^T product (model/forward.c, attention_fwd) and
+kept, after the softmax overwrites them in place, for backward.
+TEXT
+  else
+    echo "**The largest is \`$tn\`: $te MiB per layer** ($tl layers)."
+  fi
   echo
   echo "| activation | layers | MiB each | MiB in all | what it is |"
   echo "|---|--:|--:|--:|---|"
-  printf '%s\n' "$l" | grep -o '"act_mib\.[^"]*": \[[^]]*\]' |
+  printf '%s\n' "$lf" | grep -o '"act_mib\.[^"]*": \[[^]]*\]' |
     sed 's/^"act_mib\.//; s/": \[/,/; s/\]$//; s/, /,/' |
     while IFS=, read -r name total count; do
       what=""
       case $name in
-        attn.scores) what="attention scores, batch x heads x T x T" ;;
+        attn.scores) what="attention scores, then probabilities (softmax in place), batch x heads x T x T" ;;
         attn.probs) what="softmax probabilities, batch x heads x T x T" ;;
         scratch.grad_scores) what="gradient of the scores (backward scratch)" ;;
         lm_head.logits) what="logits, batch x T x vocab" ;;
         scratch.grad_logits) what="gradient of the logits" ;;
+        ffn.a) what="SwiGLU's w1 product, batch x T x d_ff" ;;
+        ffn.b) what="SwiGLU's w3 product, batch x T x d_ff" ;;
+        ffn.h) what="SwiGLU's output, silu(a) * b, batch x T x d_ff" ;;
         ffn.*) what="SwiGLU's d_ff-wide activations, batch x T x d_ff" ;;
         ln*.out|ln_final.out) what="RMSNorm output, batch x T x d_model" ;;
         attn.q|attn.k|attn.v) what="a head-split projection, batch x heads x T x d_head" ;;
@@ -213,6 +422,6 @@ if [ -n "$l" ]; then
     done
   echo
 else
-  echo "_No samples for the fp32 context-512 training step yet._"
+  echo "_No samples for the fp32 context-$cmax forward pass yet._"
   echo
 fi

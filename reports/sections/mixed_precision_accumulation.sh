@@ -3,6 +3,7 @@
 # 0.01 (plus bf16), per backend, with why each comes out as it does.
 # Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL.
 # Every number comes from the CSV; the text explains the rounding.
+# mkreport.sh prints the problem's heading; this prints its body.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -10,8 +11,10 @@ export LC_ALL
 csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
 . "$REPORT_LIB"
 
-echo "## 1.2 mixed_precision_accumulation: summing 0.01 in low precision"
-echo
+case ${PROBLEM:-mixed_precision_accumulation} in
+  mixed_precision_accumulation) ;;
+  *) echo "mixed_precision_accumulation.sh: no problem \"$PROBLEM\" here (it renders mixed_precision_accumulation)" >&2; exit 1 ;;
+esac
 if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/mixed_precision_accumulation.cfg\`._"
   echo

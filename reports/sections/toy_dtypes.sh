@@ -6,6 +6,8 @@
 # Reads every toy_dtypes CSV there is: CSV (what mkreport.sh passes: the
 # CPU row's toy_dtypes_cpu.csv under make report), DATA/toy_dtypes.csv (the
 # GPU rows) and DATA/toy_dtypes_cpu.csv. Environment as for every section.
+# It renders parts (a) and (b) of benchmarking_mixed_precision; mkreport.sh
+# prints the problem's heading, benchmarking_mixed_precision.sh part (c).
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -18,8 +20,10 @@ for f in "${CSV:-}" "$DATA/toy_dtypes.csv" "$DATA/toy_dtypes_cpu.csv"; do
   files="$files $f"
 done
 
-echo "## 1.3 benchmarking_mixed_precision (a): the toy model's dtypes"
-echo
+case ${PROBLEM:-benchmarking_mixed_precision} in
+  benchmarking_mixed_precision) ;;
+  *) echo "toy_dtypes.sh: no problem \"$PROBLEM\" here (it renders benchmarking_mixed_precision)" >&2; exit 1 ;;
+esac
 nok=0
 for f in $files; do nok=$((nok + $(tool count "$f" --where status=ok))); done
 if [ "$nok" -eq 0 ]; then
@@ -28,6 +32,8 @@ if [ "$nok" -eq 0 ]; then
   echo
   exit 0
 fi
+echo "### (a) The toy model's data types under mixed precision"
+echo
 
 cat <<'TEXT'
 The handout's ToyModel (fc1 without bias, ReLU, LayerNorm(10), fc2 without
@@ -89,7 +95,13 @@ variance over a row, and the sum of squared errors). Keeping the product
 outputs in fp32 costs memory traffic (4 bytes per activation instead of 2)
 but spares one rounding per activation, and it means no operation downstream
 ever sees a 16-bit value, so LayerNorm needs no special treatment in our
-code. LayerNorm's sensitive parts are the mean and the variance (a sum of
+code.
+
+TEXT
+echo "### (b) Layer normalisation and 16-bit formats"
+echo
+cat <<'TEXT'
+LayerNorm's sensitive parts are the mean and the variance (a sum of
 squares that can overflow fp16's 65504 or lose small terms) and the division
 by sqrt(var + eps) (eps = 1e-5 is below fp16's smallest normal, 6.1e-5).
 With bf16 the range problem goes away (fp32's exponent range), but its 8

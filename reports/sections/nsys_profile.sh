@@ -1,0 +1,312 @@
+#!/bin/sh
+# Writeup problem nsys_profile (a)-(e): what a kernel-level profile of the
+# forward pass, backward pass and optimizer step would answer, answered
+# from what the lm rows carry. We have no nsys or CUPTI profile yet; every
+# lm job runs one extra, untimed step with each operation bracketed by CUDA
+# events (eng_profile, kernels/kernels.h) and writes the milliseconds per
+# kernel family (matmul, softmax, rmsnorm, ...; kernels/ops.def names each
+# operation's family) into its row's message. Reads
+# $DATA/benchmarking_script.csv: op-by-op forward and forward_backward rows
+# at every size and context 128..1024, fp32 and bf16, and train_step rows
+# with the family breakdown at context 512. Environment as for every
+# section (mkreport.sh): DATA, CSV (unused: this problem has no experiment
+# of its own), OUT, CSVTOOL. mkreport.sh prints the problem's heading; this
+# prints its parts.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+case ${PROBLEM:-nsys_profile} in
+  nsys_profile) ;;
+  *) echo "nsys_profile.sh: no problem \"$PROBLEM\" here (it renders nsys_profile)" >&2; exit 1 ;;
+esac
+src="$DATA/benchmarking_script.csv"
+if [ ! -f "$src" ] || [ "$("$CSVTOOL" count "$src" --where status=ok)" -eq 0 ]; then
+  echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
+  echo
+  exit 0
+fi
+. "$REPORT_LIB"
+
+# model.md's shapes: SIZE -> "d_model d_ff layers heads"
+shape() {
+  case $1 in
+    small) echo "768 3072 12 12" ;; medium) echo "1024 4096 24 16" ;;
+    large) echo "1280 5120 36 20" ;; xl) echo "1600 6400 48 25" ;;
+    2.7B) echo "2560 10240 32 32" ;; *) echo "" ;;
+  esac
+}
+# v SIZE CTX PREC MODE COL: the latest ok row's value, or "".
+v() {
+  tool value "$src" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+    --where context="$2" --where precision="$3" --where mode="$4" --col "$5"
+}
+# fam MESSAGE NAME: the ms of family NAME in a row's message ("" if absent).
+fam() {
+  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' |
+    awk -v n="$2" '$1 == n { print $2; exit }'
+}
+# fsum MESSAGE: the sum of the families' ms.
+fsum() {
+  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk 'NF == 2 { s += $2 } END { printf "%.4f", s }'
+}
+# ftop MESSAGE: the family with the most ms.
+ftop() {
+  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' |
+    awk 'NF == 2 && (!n || $2 > m) { m = $2; t = $1; n = 1 } END { print t }'
+}
+pct() { calc %.0f "100 * $1 / $2"; }
+sizes=$(tool distinct "$src" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
+ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forward --sort context)
+vocab=$(tool value "$src" --agg first --where status=ok --col vocab)
+batch=$(tool value "$src" --agg first --where status=ok --col batch)
+gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+
+cat <<TEXT
+We have no Nsight Systems or CUPTI profile of our engine yet. What every
+\`lm\` row carries instead: one extra, untimed step, run after the timed
+ones with every operation bracketed by CUDA events on the engine's stream,
+summed per kernel family (kernels/ops.def assigns each operation's family:
+\`matmul\` is every cuBLAS product, the attention score and value products
+included; \`softmax\` the causal softmax; \`elementwise\` the residual adds
+and casts). The rows are benchmarking_script's (op by op, batch $batch,
+vocabulary $vocab, $gpus), at every size and context in
+{$(echo $ctxs | tr ' ' ',')}. **Missing:** per-kernel names, launch counts and
+NVTX-range filtering need the CUPTI profile, which is not built yet.
+
+TEXT
+
+# ---- (a) ---------------------------------------------------------------------
+echo "### (a) Total forward time against the wall clock"
+echo
+echo "Forward pass, ms: the timed steps' wall clock (host clock, device"
+echo "synchronised, mean of the timed steps) and the profiled step's families"
+echo "summed (CUDA events)."
+echo
+echo "| size | context | fp32 wall clock | fp32 sum of families | bf16 wall clock | bf16 sum of families |"
+echo "|---|--:|--:|--:|--:|--:|"
+diffs=""
+for s in $sizes; do
+  for c in $ctxs; do
+    line="| $s | $c"
+    any=""
+    for p in fp32 bf16; do
+      w=$(v "$s" "$c" $p forward fwd_ms_mean); m=$(v "$s" "$c" $p forward message)
+      case $m in
+        'ms per step by kernel family: '*) su=$(fsum "$m") ;;
+        *) su="" ;;
+      esac
+      if [ -n "$w" ] && [ -n "$su" ]; then
+        num "$s $c $p forward" "$w"
+        diffs="$diffs$p $(calc %.2f "100 * ($su - $w) / $w") $s $c $(calc %.2f "$w")
+"
+        line="$line | $(calc %.2f "$w") | $(calc %.2f "$su")"
+        any=1
+      else
+        line="$line | $(d "$w") | -"
+      fi
+    done
+    [ -n "$any" ] && echo "$line |"
+  done
+done
+echo
+failed_jobs "$src" size,context,precision,mode,status,message "size,context,precision,mode,status,message"
+rng() { # PREC: "lo hi median n" of the sum-vs-wall differences (%)
+  printf '%s' "$diffs" | awk -v p="$1" '$1 == p { print $2 }' | sort -g |
+    awk '{ a[NR] = $1 } END { if (NR) printf "%.1f %.1f %.1f %d\n", a[1], a[NR],
+      (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), NR }'
+}
+r32=$(rng fp32); r16=$(rng bf16)
+if [ -n "$r32" ] && [ -n "$r16" ]; then
+  set -- $r32; lo32=$1 hi32=$2 md32=$3 n32=$4
+  set -- $r16; lo16=$1 hi16=$2 md16=$3 n16=$4
+  set -- $(printf '%s' "$diffs" | sort -k2,2gr | head -n 1)
+  xw="$3 $1 at context $4, a $5 ms pass"
+  cat <<TEXT
+**Answer.** A forward pass takes from $(calc %.1f "$(v small "$(echo $ctxs | cut -d' ' -f1)" bf16 forward fwd_ms_mean)") ms (small, bf16, context
+$(echo $ctxs | cut -d' ' -f1)) to $(calc %.0f "$(v 2.7B "$(echo $ctxs | tr ' ' '\n' | tail -n 1)" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $(echo $ctxs | tr ' ' '\n' | tail -n 1)), and the GPU time of
+its operations matches the wall clock: the families' sum differs from it by
+$lo32% to $hi32% in fp32 (median $md32%, $n32 rows) and $lo16% to $hi16% in bf16
+(median $md16%); the largest difference, $(calc %.1f "$2")%, is on $xw, where the
+events recorded between operations weigh most against the pass's own work.
+
+TEXT
+fi
+
+# ---- (b) ---------------------------------------------------------------------
+echo "### (b) The kernel with the most GPU time"
+echo
+# top family per mode over every row that has the breakdown
+topcount() { # MODE: "n_rows n_matmul_top lo_share hi_share" (share of matmul, %)
+  for s in $sizes; do for c in $ctxs; do for p in fp32 bf16; do
+    m=$(v "$s" "$c" $p "$1" message)
+    case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+    printf '%s %s\n' "$(ftop "$m")" "$(calc %.2f "100 * $(fam "$m" matmul) / $(fsum "$m")")"
+  done; done; done | awk '{ n++; if ($1 == "matmul") t++; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2 }
+    END { printf "%d %d %.0f %.0f\n", n, t, lo, hi }'
+}
+set -- $(topcount forward); fn=$1 ft=$2 flo=$3 fhi=$4
+set -- $(topcount forward_backward); bn=$1 bt=$2 blo=$3 bhi=$4
+set -- $(topcount train_step); tn=$1 tt=$2 tlo=$3 thi=$4
+calls=""
+for s in $sizes; do
+  sh=$(shape "$s"); [ -n "$sh" ] || continue
+  set -- $sh
+  calls="$calls${calls:+, }$s $((9 * $3 + 1))"
+done
+cat <<TEXT
+The matrix products (\`matmul\`, cuBLAS) take the most GPU time in $ft of
+the $fn forward rows ($flo% to $fhi% of the forward's time), in $bt of
+$bn forward + backward rows ($blo% to $bhi%) and in $tt of $tn
+training-step rows ($tlo% to $thi%): the same family leads with and without
+backward. The op-by-op forward (model/forward.c) calls it 9 times per layer
+(q, k, v and output projections, the score and value products, w1, w3,
+w2) plus once for the output head: $calls calls per forward pass.
+**Missing:** which cuBLAS kernels those calls launch, and how many, needs
+the per-kernel (CUPTI) profile.
+
+TEXT
+
+# ---- (c) ---------------------------------------------------------------------
+cm=512
+case " $(echo $ctxs) " in *" 512 "*) ;; *) cm=$(echo $ctxs | tr ' ' '\n' | tail -n 1) ;; esac
+echo "### (c) Other kernels in the forward pass"
+echo
+echo "Forward pass at context $cm: the families after the products, ms, largest first."
+echo
+echo "| size | precision | forward (ms) | matmul share | the other families (ms) |"
+echo "|---|---|--:|--:|---|"
+nm32="" nm16=""
+for p in fp32 bf16; do
+  for s in $sizes; do
+    m=$(v "$s" "$cm" $p forward message)
+    case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+    su=$(fsum "$m"); mm=$(fam "$m" matmul)
+    rest=$(printf '%s\n' "$m" | sed 's/^[^:]*: //' | tr ';' '\n' | sed 's/^ //' |
+             awk '$1 != "matmul" && NF == 2' | sort -k2,2gr | awk '{ printf "%s%s %s", (NR > 1 ? "; " : ""), $1, $2 }')
+    share=$(pct "$mm" "$su")
+    if [ $p = fp32 ]; then nm32="$nm32 $((100 - share))"; else nm16="$nm16 $((100 - share))"; fi
+    echo "| $s | $p | $(calc %.1f "$su") | $share% | $rest |"
+  done
+done
+echo
+lohi() { printf '%s\n' $1 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s%% to %s%%", lo, hi }'; }
+# the non-matmul families ranked by their summed ms over those rows
+rank=$(for p in fp32 bf16; do for s in $sizes; do
+         m=$(v "$s" "$cm" $p forward message)
+         case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+         su=$(fsum "$m")
+         printf '%s\n' "$m" | sed 's/^[^:]*: //' | tr ';' '\n' | awk -v su="$su" '$1 != "matmul" && NF == 2 { print $1, $2 / su }'
+       done; done | awk '{ t[$1] += $2 } END { for (k in t) print t[k], k }' | sort -gr | awk 'NR <= 4 { printf "%s%s", (NR > 1 ? ", " : ""), $2 }')
+if [ -n "$nm32$nm16" ]; then
+  cat <<TEXT
+Besides the products, the families that take measurable time are, by
+their share summed over these rows, $rank (\`rope+heads\`: RoPE
+and the head split and merge; \`elementwise\`: the residual adds and casts). Together the non-product families
+take $(lohi "$nm32") of the fp32 forward and $(lohi "$nm16") of the bf16
+one: with 16-bit products the products shrink and these, all fp32 and
+memory-bound, do not.
+
+TEXT
+fi
+
+# ---- (d) ---------------------------------------------------------------------
+echo "### (d) Matrix products in a training step against inference"
+echo
+echo "Context $cm, share of the profiled step's GPU time (families summed):"
+echo
+echo "| size | precision | forward: matmul | train step: matmul | train step: adamw | train step: everything else |"
+echo "|---|---|--:|--:|--:|--:|"
+dd=""
+for p in fp32 bf16; do
+  for s in $sizes; do
+    mf=$(v "$s" "$cm" $p forward message); mt=$(v "$s" "$cm" $p train_step message)
+    case $mf in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+    case $mt in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+    sf=$(fsum "$mf"); st=$(fsum "$mt")
+    a=$(pct "$(fam "$mf" matmul)" "$sf"); b=$(pct "$(fam "$mt" matmul)" "$st")
+    aw=$(fam "$mt" adamw); aw=${aw:-0}
+    c=$(pct "$aw" "$st")
+    echo "| $s | $p | $a% | $b% | $c% | $((100 - b - c))% |"
+    dd="$dd$p $s $a $b $c
+"
+  done
+done
+echo
+if [ -n "$dd" ]; then
+  # fp32 and bf16: the change of the matmul share, and AdamW's share, over the sizes
+  for p in fp32 bf16; do
+    printf '%s' "$dd" | awk -v p="$p" '$1 == p { n++; d = $4 - $3; if (n == 1 || d < dl) dl = d; if (n == 1 || d > dh) dh = d
+      if (n == 1 || $5 < al) { al = $5; as = $2 } if (n == 1 || $5 > ah) { ah = $5; hs = $2 } }
+      END { if (n) printf "%s %d %d %d %s %d %s\n", p, dl, dh, al, as, ah, hs }'
+  done > "$OUT/.nsys_d"
+  read -r _ dl32 dh32 al32 as32 ah32 hs32 < "$OUT/.nsys_d" || true
+  read -r _ dl16 dh16 al16 as16 ah16 hs16 <<X
+$(sed -n 2p "$OUT/.nsys_d")
+X
+  rm -f "$OUT/.nsys_d"
+  rg() { if [ "$1" = "$3" ]; then printf '%s%%' "$1"; else printf '%s%% (%s) to %s%% (%s)' "$1" "$2" "$3" "$4"; fi; }
+  cat <<TEXT
+**Answer.** A training step adds backward, again mostly products, and
+AdamW, so the products' share moves $dl32 to $dh32 points against
+forward-only in fp32 and $dl16 to $dh16 points in bf16, where the products
+are fast and the fp32 optimizer is not: AdamW, one memory-bound
+elementwise pass over parameters, gradients and both moments, takes
+$(rg "$al32" "$as32" "$ah32" "$hs32") of the fp32 step and $(rg "$al16" "$as16" "$ah16" "$hs16") of the bf16 one.
+The other families lose share to it.
+
+TEXT
+fi
+
+# ---- (e) ---------------------------------------------------------------------
+echo "### (e) Softmax against the matrix products"
+echo
+cat <<TEXT
+Forward pass, fp32, context $cm. FLOPs counted from model.md's shapes
+(batch $batch): all the products 2 x rows x (weights' inputs x outputs) for
+every linear layer plus the attention products, 2 x 2 x batch x context^2 x
+d_model per layer (score and value products); softmax about 5 per score
+(max, subtract, exp, sum, divide), batch x heads x context^2 per layer.
+
+TEXT
+echo "| size | softmax (ms) | matmul (ms) | time matmul / softmax | FLOPs all products / softmax | FLOPs attention products / softmax |"
+echo "|---|--:|--:|--:|--:|--:|"
+er=""
+for s in $sizes; do
+  sh=$(shape "$s"); [ -n "$sh" ] || continue
+  m=$(v "$s" "$cm" fp32 forward message)
+  case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
+  sm=$(fam "$m" softmax); mm=$(fam "$m" matmul)
+  [ -n "$sm" ] && [ -n "$mm" ] || continue
+  set -- $sh
+  D=$1 F=$2 L=$3 H=$4
+  params=$(v "$s" "$cm" fp32 forward params)
+  # the shapes must give the row's parameter count, else the FLOPs are wrong
+  pc=$(calc %.0f "2 * $vocab * $D + $L * (4 * $D * $D + 3 * $D * $F + 2 * $D) + $D")
+  [ "$pc" = "$(calc %.0f "$params")" ] || continue
+  N=$((batch * cm))
+  fl_lin=$(calc %.6e "2 * $N * ($L * (4 * $D * $D + 3 * $D * $F) + $D * $vocab)")
+  fl_att=$(calc %.6e "4 * $batch * $cm * $cm * $D * $L")
+  fl_sm=$(calc %.6e "5 * $batch * $H * $cm * $cm * $L")
+  tr=$(calc %.0f "$mm / $sm"); fa=$(calc %.0f "($fl_lin + $fl_att) / $fl_sm"); fat=$(calc %.0f "$fl_att / $fl_sm")
+  echo "| $s | $(calc %.2f "$sm") | $(calc %.1f "$mm") | $tr | $fa | $fat |"
+  er="$er$s $tr $fa $fat
+"
+done
+echo
+if [ -n "$er" ]; then
+  set -- $(printf '%s' "$er" | awk '{ n++; if (n == 1 || $2 < tl) tl = $2; if (n == 1 || $2 > th) th = $2
+    if (n == 1 || $3 < fl) fl = $3; if (n == 1 || $3 > fh) fh = $3; if (n == 1 || $4 < al) al = $4; if (n == 1 || $4 > ah) ah = $4 }
+    END { print tl, th, fl, fh, al, ah }')
+  cat <<TEXT
+**Answer.** The products take $1 to $2 times softmax's time while doing $3
+to $4 times its FLOPs; attention's two products alone do $5 to $6 times
+softmax's FLOPs. Softmax's time is far out of proportion to its FLOPs:
+it reads and writes every score (memory-bound, a few FLOPs per 8 bytes
+moved), where the products reuse each loaded value many times on the
+GPU's far larger arithmetic rate. **Missing:** the time of attention's own
+two products, which the \`matmul\` family sums with every other product;
+separating them needs the per-kernel profile.
+
+TEXT
+fi
