@@ -79,6 +79,7 @@ case $gnuplot in
   */*) gnuplot=$(absolute "$gnuplot") ;;
 esac
 data=$(absolute "$data")
+problems=$(absolute "$problems")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -165,19 +166,9 @@ rows_of() { # NAME
 # dropped, spaces as -.
 anchor() { printf '%s' "$1" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9 _-' | tr ' ' '-'; }
 
-# What a test establishes: its source's first comment block (C) or its
-# leading # lines (shell), as one paragraph.
-test_says() { # NAME
-  case $1 in
-    *.sh) f="$tests/$1"
-          [ -f "$f" ] || return 1
-          awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
-    *) f="$tests/$1.c"
-       [ -f "$f" ] || return 1
-       awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
-              e = sub(/ *\*\/.*$/, "", line); printf "%s ", line; if (e) exit }' "$f" ;;
-  esac
-}
+# test_says, first_sentence (and what the sections use).
+CSVTOOL=$csvtool TESTS_DIR=$tests
+. "$here/section_lib.sh"
 
 # The sections, into the body first: the contents list needs the headings.
 : > "$body"
@@ -190,21 +181,17 @@ printf '%s\n' "$list" | while read -r num name parts scr tst; do
     s=$(script_of "$entry")
     e=$(experiment_of "$entry")
     DATA=$data CSV="$data/$e.csv" OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
-      REPORT_LIB="$here/section_lib.sh" PROBLEM=$name \
+      REPORT_LIB="$here/section_lib.sh" PROBLEM=$name PROBLEMS=$problems \
+      TESTS_DIR=$tests \
       sh "$here/sections/$s.sh" >> "$body" || die "section $s ($name) failed (above); no report written"
   done
   [ "$tst" != - ] || continue
-  {
-    echo "**Checked by** (\`make check\`; each test's own description):"
-    echo
-    for t in $(printf '%s' "$tst" | tr ',' ' '); do
-      says=$(test_says "$t") || die "$name: no test $t in $tests"
-      # the description without the exit-status sentence tests end with
-      says=$(printf '%s' "$says" | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//')
-      printf -- '- `tests/%s`: %s\n' "$t" "$says"
-    done
-    echo
-  } >> "$body"
+  line="**Checked by** (\`make check\`; appendix C quotes each test):"
+  for t in $(printf '%s' "$tst" | tr ',' ' '); do
+    says=$(test_says "$t") || die "$name: no test $t in $tests"
+    line="$line \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
+  done
+  printf '%s\n\n' "$line" >> "$body"
 done
 
 {

@@ -32,3 +32,21 @@ failed_jobs() {
   tool table "$1" --cols "$2" --head "$3" --where status!=ok
   echo
 }
+
+# What a test establishes, as one paragraph: its source's first comment
+# block (tests/NAME.c) or its leading # lines (tests/NAME.sh), without the
+# exit-status sentence tests end with. TESTS_DIR: the tests' folder.
+test_says() { # NAME
+  case $1 in
+    *.sh) f="$TESTS_DIR/$1"
+          [ -f "$f" ] || return 1
+          awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
+    *) f="$TESTS_DIR/$1.c"
+       [ -f "$f" ] || return 1
+       awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
+              e = sub(/ *\*\/.*$/, "", line); printf "%s ", line; if (e) exit }' "$f" ;;
+  esac | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//'
+}
+
+# The first sentence of a paragraph (up to the first ". ").
+first_sentence() { sed 's/\([.:]\) .*/\1/'; }
