@@ -205,8 +205,10 @@ static int is_gemm(const char *name) {
 }
 
 /* One step of `mode` with every kernel recorded: samples
- * "kernel.PASS.RANGE.NAME" = [calls, total ms], the total GPU time and the
- * products' share of it in *ms and *gemm, the top kernel in top. */
+ * "kernel|PASS|RANGE|NAME" ("-": outside any range) = [calls, total ms];
+ * the total GPU time and the products' share of it in *ms and *gemm,
+ * attention's softmax and products (forward) in *softmax and *attn_mm,
+ * the top kernel in top. */
 static int profile_step(model *m, engine *e, const char *mode,
                         const char *pass, int32_t *ids, int32_t *tgt, int b,
                         int t, int vocab, rng *r, result *res, double *ms,
@@ -223,7 +225,24 @@ static int profile_step(model *m, engine *e, const char *mode,
   }
   *ms = *gemm = 0;
   if (softmax) *softmax = *attn_mm = 0;
-  const eng_kernel_stat *best = NULL;
+  /* the top kernel by name, over every range it ran in */
+  int best = -1;
+  double best_ms = -1;
+  long best_calls = 0;
+  for (int i = 0; i < n; i++) {
+    double t_ms = 0;
+    long calls = 0;
+    for (int j = 0; j < n; j++)
+      if (strcmp(k[j].name, k[i].name) == 0) {
+        t_ms += k[j].total_ms;
+        calls += k[j].calls;
+      }
+    if (t_ms > best_ms) {
+      best = i;
+      best_ms = t_ms;
+      best_calls = calls;
+    }
+  }
   for (int i = 0; i < n; i++) {
     *ms += k[i].total_ms;
     if (is_gemm(k[i].name)) *gemm += k[i].total_ms;
@@ -232,19 +251,22 @@ static int profile_step(model *m, engine *e, const char *mode,
     if (softmax && (strcmp(k[i].range, "attention.scores") == 0 ||
                     strcmp(k[i].range, "attention.values") == 0))
       *attn_mm += k[i].total_ms;
-    if (!best || k[i].total_ms > best->total_ms) best = &k[i];
-    /* '=' ends a sample's name in the result file */
+    /* '=' ends a sample's name in the result file; '|' separates its
+     * parts, so neither may stand in a kernel's name */
+    char name[sizeof k[i].name];
+    snprintf(name, sizeof name, "%s", k[i].name);
+    for (char *c = name; *c; c++)
+      if (*c == '=' || *c == '|' || *c == '\n') *c = '~';
     char key[256];
-    snprintf(key, sizeof key, "kernel.%s.%s.%s", pass,
-             k[i].range[0] ? k[i].range : "-", k[i].name);
-    for (char *c = key; *c; c++)
-      if (*c == '=' || *c == '\n') *c = '~';
+    snprintf(key, sizeof key, "kernel|%s|%s|%s", pass,
+             k[i].range[0] ? k[i].range : "-", name);
     double v[2] = {(double)k[i].calls, k[i].total_ms};
     result_samples(res, key, v, 2);
   }
   *gemm = *ms > 0 ? *gemm / *ms : 0;
-  snprintf(top, ntop, "%s (%ld calls, %.3f ms)", best ? best->name : "none",
-           best ? best->calls : 0L, best ? best->total_ms : 0.0);
+  snprintf(top, ntop, "%s (%ld calls, %.3f ms)",
+           best >= 0 ? k[best].name : "none", best_calls,
+           best >= 0 ? best_ms : 0.0);
   free(k);
   return 0;
 }
