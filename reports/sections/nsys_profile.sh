@@ -1,7 +1,8 @@
 #!/bin/sh
 # Writeup problem nsys_profile (a)-(e): what a kernel-level profile of the
 # forward pass, backward pass and optimizer step would answer, answered
-# from what the lm rows carry. We have no nsys or CUPTI profile yet; every
+# from what the lm rows carry, and from the kernel-level profile
+# ($CSV: experiments/nsys_profile.cfg, kernel_profile) where measured; every
 # lm job runs one extra, untimed step with each operation bracketed by CUDA
 # events (eng_profile, kernels/kernels.h) and writes the milliseconds per
 # kernel family (matmul, softmax, rmsnorm, ...; kernels/ops.def names each
@@ -63,18 +64,51 @@ batch=$(tool value "$src" --agg first --where status=ok --col batch)
 gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 
 cat <<TEXT
-We have no Nsight Systems or CUPTI profile of our engine yet. What every
-\`lm\` row carries instead: one extra, untimed step, run after the timed
+What every \`lm\` row carries: one extra, untimed step, run after the timed
 ones with every operation bracketed by CUDA events on the engine's stream,
 summed per kernel family (kernels/ops.def assigns each operation's family:
 \`matmul\` is every cuBLAS product, the attention score and value products
 included; \`softmax\` the causal softmax; \`elementwise\` the residual adds
 and casts). The rows are benchmarking_script's (op by op, batch $batch,
 vocabulary $vocab, $gpus), at every size and context in
-{$(echo $ctxs | tr ' ' ',')}. **Missing:** per-kernel names, launch counts and
-NVTX-range filtering need the CUPTI profile, which is not built yet.
+{$(echo $ctxs | tr ' ' ',')}.
 
 TEXT
+
+# ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
+kp="${CSV:-$DATA/nsys_profile.csv}"
+if [ -f "$kp" ] && [ "$(tool count "$kp" --where status=ok)" -gt 0 ]; then
+  cat <<'TEXT'
+#### The kernel-level profile
+
+experiments/nsys_profile.cfg (kernel_profile = true: CUPTI's activity
+records, the source Nsight Systems reads; forward, backward, optimizer and
+attention's scores / softmax / values are NVTX ranges, so nsys shows the
+same spans): one forward and one training step per row, every kernel by
+its real name (cuBLAS's included), calls and GPU time, each kernel listed
+in nsys_profile.samples.jsonl. Per row, in ms of GPU time:
+
+TEXT
+  tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
+    --head "size,context,precision,forward (wall ms),forward kernels (ms),GEMM share forward,training step kernels (ms),GEMM share step,softmax (ms),attention products (ms)" \
+    --where status=ok --fmt fwd_ms_mean=%.2f --fmt kp_fwd_ms=%.2f --fmt kp_fwd_gemm_share=%.2f \
+    --fmt kp_step_ms=%.2f --fmt kp_step_gemm_share=%.2f --fmt kp_softmax_ms=%.3f --fmt kp_attn_matmul_ms=%.3f
+  echo
+  echo "Top kernels by cumulative GPU time (each row's message):"
+  echo
+  tool select "$kp" --cols size,context --where status=ok | tail -n +2 |
+  while IFS=, read -r size ctx; do
+    msg=$(tool value "$kp" --col message --where status=ok --where size="$size" \
+            --where context="$ctx" --agg first)
+    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel, /top kernel, /')."
+  done
+  echo
+else
+  echo "**Missing:** per-kernel names, launch counts and NVTX-range filtering"
+  echo "come from \`./runner experiments/nsys_profile.cfg\` (the lm kind's CUPTI"
+  echo "profile), not yet run on a GPU."
+  echo
+fi
 
 # ---- (a) ---------------------------------------------------------------------
 echo "### (a) Total forward time against the wall clock"
@@ -162,8 +196,8 @@ training-step rows ($tlo% to $thi%): the same family leads with and without
 backward. The op-by-op forward (model/forward.c) calls it 9 times per layer
 (q, k, v and output projections, the score and value products, w1, w3,
 w2) plus once for the output head: $calls calls per forward pass.
-**Missing:** which cuBLAS kernels those calls launch, and how many, needs
-the per-kernel (CUPTI) profile.
+Which cuBLAS kernels those calls launch, and how many, is the kernel-level
+profile's (above, where measured).
 
 TEXT
 
@@ -304,9 +338,10 @@ to $4 times its FLOPs; attention's two products alone do $5 to $6 times
 softmax's FLOPs. Softmax's time is far out of proportion to its FLOPs:
 it reads and writes every score (memory-bound, a few FLOPs per 8 bytes
 moved), where the products reuse each loaded value many times on the
-GPU's far larger arithmetic rate. **Missing:** the time of attention's own
-two products, which the \`matmul\` family sums with every other product;
-separating them needs the per-kernel profile.
+GPU's far larger arithmetic rate. The time of attention's own two products,
+which the \`matmul\` family sums with every other product, is the
+kernel-level profile's attention.scores and attention.values ranges
+(above, where measured).
 
 TEXT
 fi
