@@ -26,14 +26,14 @@ torch, utc. TFLOP/s counts the matrix products only: 4 B H T^2 D forward
 when causal (FlashAttention's convention).
 """
 import argparse
-import datetime
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from anchor_csv import AnchorCSV
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 BACKEND = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -92,11 +92,10 @@ def main():
     torch._functorch.config.donated_buffer = False
     gpu = torch.cuda.get_device_name(0)
     causal = bool(a.causal)
-    new = not os.path.exists(a.out) or os.path.getsize(a.out) == 0
-    with open(a.out, "a", encoding="ascii") as f:
-        if new:
-            f.write("source,gpu,impl,batch,heads,seq,d_head,precision,causal,status,"
-                    "fwd_ms,bwd_ms,fwd_bwd_ms,fwd_bwd_tflops,torch,utc\n")
+    columns = ["source", "gpu", "impl", "batch", "heads", "seq", "d_head",
+               "precision", "causal", "status", "fwd_ms", "bwd_ms",
+               "fwd_bwd_ms", "fwd_bwd_tflops"]
+    with AnchorCSV(a.out, columns) as out:
         for shape in a.shapes.split(";"):
             b, h, t, d = map(int, shape.split(","))
             for prec in a.precisions.split(","):
@@ -114,15 +113,8 @@ def main():
                                   else "error")
                         print(f"# {impl} {shape} {prec}: {str(e).splitlines()[0]}")
                     torch.cuda.empty_cache()
-                    utc = datetime.datetime.now(datetime.timezone.utc).strftime(
-                        "%Y-%m-%dT%H:%M:%SZ")
-                    row = (f"reports/anchors/torch_attention.py,{gpu},{impl},{b},{h},{t},{d},"
-                           f"{prec},{str(causal).lower()},{status},{','.join(cols)},"
-                           f"{torch.__version__},{utc}")
-                    print(row, flush=True)
-                    f.write(row + "\n")
-                    f.flush()
-
+                    out.row("reports/anchors/torch_attention.py", gpu, impl, b, h,
+                            t, d, prec, str(causal).lower(), status, *cols)
 
 if __name__ == "__main__":
     main()

@@ -27,15 +27,14 @@ written if new; columns: source, gpu, size, context, batch, precision,
 config, status, step_ms_median, step_ms_mean, peak_gib, torch, utc.
 """
 import argparse
-import datetime
-import math
-import os
 import statistics
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from anchor_csv import AnchorCSV
 
 VOCAB, THETA, EPS = 10000, 10000.0, 1e-5
 SIZES = {  # d_model, d_ff, layers, heads (model.md)
@@ -176,11 +175,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
     torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(0)
-    new = not os.path.exists(a.out) or os.path.getsize(a.out) == 0
-    with open(a.out, "a", encoding="ascii") as f:
-        if new:
-            f.write("source,gpu,size,context,batch,precision,config,status,"
-                    "step_ms_median,step_ms_mean,peak_gib,torch,utc\n")
+    columns = ["source", "gpu", "size", "context", "batch", "precision",
+               "config", "status", "step_ms_median", "step_ms_mean",
+               "peak_gib"]
+    with AnchorCSV(a.out, columns) as out:
         for size in a.sizes.split(","):
             for ctx in map(int, a.contexts.split(",")):
                 for prec in a.precisions.split(","):
@@ -195,15 +193,8 @@ def main():
                             status = "oom"
                         torch._dynamo.reset()
                         torch.cuda.empty_cache()
-                        utc = datetime.datetime.now(datetime.timezone.utc).strftime(
-                            "%Y-%m-%dT%H:%M:%SZ")
-                        row = (f"reports/anchors/torch_lm.py,{gpu},{size},{ctx},{a.batch},"
-                               f"{prec},{config},{status},{med},{mean},{peak},"
-                               f"{torch.__version__},{utc}")
-                        print(row, flush=True)
-                        f.write(row + "\n")
-                        f.flush()
-
+                        out.row("reports/anchors/torch_lm.py", gpu, size, ctx,
+                                a.batch, prec, config, status, med, mean, peak)
 
 if __name__ == "__main__":
     main()
