@@ -206,6 +206,8 @@ done
   for e in $names; do
     if [ -f "$data/$e.csv" ]; then
       echo "- \`$e.csv\`: $(rows_of "$e")"
+    elif [ ! -f "$here/../experiments/$e.cfg" ]; then
+      continue   # a section of prose (code, correctness): no experiment
     else
       echo "- \`$e.csv\`: not yet measured (run \`./runner experiments/$e.cfg\`)"
     fi
