@@ -37,6 +37,8 @@ static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
                                          "fp16", NULL};
 static const char *const fusions[] = {"opbyop", "fused", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
+static const char *const optimizers[] = {"after_backward", "in_backward",
+                                         NULL};
 
 typedef struct lm_settings {
   run_settings run;
@@ -47,6 +49,7 @@ typedef struct lm_settings {
   const char *attention;
   bool cuda_graphs;
   bool kernel_profile;
+  const char *optimizer;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -81,6 +84,12 @@ static const param_def params[] = {
      "true: after timing, one forward and one training step are profiled "
      "kernel by kernel (CUPTI, as Nsight Systems): every kernel's name, "
      "calls and time by range, in NAME.samples.jsonl (cuda only)"},
+    {"run", "optimizer", STRING_FIELD(lm_settings, optimizer), 0, 0,
+     optimizers, NULL, "after_backward",
+     "train_step's AdamW: after_backward (one pass over every parameter "
+     "once backward is done) or in_backward (each tensor's update the "
+     "moment its gradient is final; the same weights; backward's time "
+     "then includes it; not with fp16's loss scaling)"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -110,6 +119,20 @@ static int validate(const void *settings, char *err, size_t n) {
     snprintf(err, n, "attention = \"flash\" runs on the fused path "
              "(allowed with fusion \"opbyop\": materialized)");
     return BLAME(lm_settings, attention);
+  }
+  if (strcmp(s->optimizer, "in_backward") == 0) {
+    if (strcmp(s->mode, "train_step") != 0) {
+      snprintf(err, n, "optimizer = \"in_backward\" needs mode "
+               "\"train_step\" (allowed with mode %s: after_backward)",
+               s->mode);
+      return BLAME(lm_settings, optimizer);
+    }
+    if (strcmp(s->precision, "fp16") == 0) {
+      snprintf(err, n, "optimizer = \"in_backward\" with fp16: its loss "
+               "scaling skips a step when any gradient is not finite, known "
+               "only after backward (allowed with fp16: after_backward)");
+      return BLAME(lm_settings, optimizer);
+    }
   }
   if (s->kernel_profile && strcmp(s->backend, "cuda") != 0) {
     snprintf(err, n, "kernel_profile = true needs the cuda backend (allowed "
@@ -155,8 +178,11 @@ typedef struct timings {
 } timings;
 
 /* One step; its phases' clock times go to marks[0..3] (forward's start,
- * then the ends of forward, backward, optimizer) when marks is not NULL. */
-static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
+ * then the ends of forward, backward, optimizer) when marks is not NULL.
+ * in_bwd: train_step's AdamW runs inside backward (model_backward_adamw),
+ * whose phase then includes it; the optimizer's own phase is empty. */
+static int one_step(model *m, engine *e, const char *mode, int in_bwd,
+                    int32_t *ids,
                     int32_t *tgt, int b, int t, int vocab, rng *r,
                     timings *tm, int k, double *marks) {
   random_tokens(r, ids, tgt, (size_t)b * t, vocab);
@@ -165,14 +191,18 @@ static int one_step(model *m, engine *e, const char *mode, int32_t *ids,
   TRY(model_forward(m, ids, tgt, b, t, &loss));
   TRY(eng_sync(e));
   double t1 = clock_now_s(), t2 = t1, t3 = t1;
+  int train = strcmp(mode, "train_step") == 0;
+  adamw_config o = adamw_defaults();
   if (strcmp(mode, "forward") != 0) {
     TRY(model_zero_grad(m));
-    TRY(model_backward(m));
+    if (train && in_bwd)
+      TRY(model_backward_adamw(m, &o));
+    else
+      TRY(model_backward(m));
     TRY(eng_sync(e));
     t2 = t3 = clock_now_s();
   }
-  if (strcmp(mode, "train_step") == 0) {
-    adamw_config o = adamw_defaults();
+  if (train && !in_bwd) {
     TRY(model_adamw_step(m, &o));
     TRY(eng_sync(e));
     t3 = clock_now_s();
@@ -209,7 +239,7 @@ static int is_gemm(const char *name) {
  * the total GPU time and the products' share of it in *ms and *gemm,
  * attention's softmax and products (forward) in *softmax and *attn_mm,
  * the top kernel in top. */
-static int profile_step(model *m, engine *e, const char *mode,
+static int profile_step(model *m, engine *e, const char *mode, int in_bwd,
                         const char *pass, int32_t *ids, int32_t *tgt, int b,
                         int t, int vocab, rng *r, result *res, double *ms,
                         double *gemm, double *softmax, double *attn_mm,
@@ -217,7 +247,8 @@ static int profile_step(model *m, engine *e, const char *mode,
   eng_kernel_stat *k = NULL;
   int n = 0;
   TRY(eng_kprof_begin(e));
-  int rc = one_step(m, e, mode, ids, tgt, b, t, vocab, r, NULL, -1, NULL);
+  int rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, vocab, r, NULL, -1,
+                    NULL);
   int re = eng_kprof_end(e, &k, &n);
   if (rc < 0 || re < 0) {
     free(k);
@@ -386,6 +417,7 @@ static int run(const void *settings, result *r) {
   int b = s->batch, t = s->model.context;
   int warmup = s->loop.warmup, steps = s->loop.steps;
   const char *mode = s->mode;
+  int in_bwd = strcmp(s->optimizer, "in_backward") == 0;
   rng batches = batch_rng(s->loop.seed);  /* the model's generator */
 
   engine *e = NULL;
@@ -411,7 +443,7 @@ static int run(const void *settings, result *r) {
   created = clock_now_s();
   for (int k = 0; k < warmup + steps; k++) {
     int timed = k >= warmup;
-    if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batches,
+    if ((rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, c.vocab, &batches,
                        timed ? &tm : NULL, timed ? k - warmup : -1,
                        k == 0 ? marks : NULL)) < 0)
       goto fail;
@@ -422,19 +454,21 @@ static int run(const void *settings, result *r) {
    * goes, by kernel family, in the row's message. */
   char fam[700];
   if ((rc = eng_profile(e, 1)) < 0) goto fail;
-  if ((rc = one_step(m, e, mode, ids, tgt, b, t, c.vocab, &batches, NULL, -1, NULL)) < 0) goto fail;
+  if ((rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, c.vocab, &batches,
+                     NULL, -1, NULL)) < 0)
+    goto fail;
   if ((rc = eng_profile_report(e, fam, sizeof fam)) < 0) goto fail;
   snprintf(r->message, sizeof r->message, "ms per step by kernel family: %s",
            fam);
   if (s->kernel_profile) {
     double fms, fg, sm, amm, sms, sg;
     char ftop[256], stop[256];
-    if ((rc = profile_step(m, e, "forward", "forward", ids, tgt, b, t,
+    if ((rc = profile_step(m, e, "forward", 0, "forward", ids, tgt, b, t,
                            c.vocab, &batches, r, &fms, &fg, &sm, &amm, ftop,
                            sizeof ftop)) < 0 ||
-        (rc = profile_step(m, e, "train_step", "train_step", ids, tgt, b, t,
-                           c.vocab, &batches, r, &sms, &sg, NULL, NULL, stop,
-                           sizeof stop)) < 0)
+        (rc = profile_step(m, e, "train_step", in_bwd, "train_step", ids, tgt,
+                           b, t, c.vocab, &batches, r, &sms, &sg, NULL, NULL,
+                           stop, sizeof stop)) < 0)
       goto fail;
     result_set(r, "kp_fwd_ms", fms);
     result_set(r, "kp_fwd_gemm_share", fg);

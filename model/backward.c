@@ -41,7 +41,8 @@ static int linear_dx(model *m, const float *dy, const float *W, float *dx,
 /* Backward is done with parameter table entry `view`: its gradient is final
  * and nothing after reads the parameter (so the hook's caller may update
  * it while backward goes on). */
-static int grad_ready(model *m, int view) {
+int model_grad_ready(model *m, int view) {
+  if (m->adamw_in_bwd) TRY(model_adamw_view(m, view));
   return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
 }
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
@@ -68,20 +69,20 @@ static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
   /* out = resid + h W2^T */
   TRY(linear_dw(m, r->dres, l->h, g->w2, N, F, D));
   TRY(linear_dx(m, r->dres, p->w2, a->g_h, N, F, D, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
   /* h = silu(a) * b */
   TRY(k_swiglu_bwd(e, a->g_h, l->a, l->b, a->g_a, a->g_b, (size_t)N * F));
   /* a = ln2_out W1^T, b = ln2_out W3^T */
   TRY(linear_dw(m, a->g_a, l->ln2_out, g->w1, N, D, F));
   TRY(linear_dw(m, a->g_b, l->ln2_out, g->w3, N, D, F));
   TRY(linear_dx(m, a->g_a, p->w1, r->dnorm, N, D, F, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
   TRY(linear_dx(m, a->g_b, p->w3, r->dnorm, N, D, F, 1.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
   /* ln2_out = RMSNorm(resid); d resid = dres + dx(norm) */
   TRY(k_rmsnorm_bwd(e, r->dnorm, l->resid, p->ln2, l->ln2_rstd, r->dtmp,
                     g->ln2, N, D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_LN2)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN2)));
   TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
   swap(&r->dres, &r->dnorm);
   return 0;
@@ -103,7 +104,7 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
   /* resid = x + o Wo^T */
   TRY(linear_dw(m, r->dres, l->o, g->wo, N, D, D));
   TRY(linear_dx(m, r->dres, p->wo, r->dtmp, N, D, D, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_WO)));
   /* o = merge(Y): dY = split(do) */
   TRY(k_split_heads(e, r->dtmp, a->g_heads, b, t, H, Dh));
   /* Y = P V: dP = dY V^T, dV = P^T dY */
@@ -127,19 +128,19 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
   TRY(k_merge_heads(e, a->g_q, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wq, N, D, D));
   TRY(linear_dx(m, r->dtmp, p->wq, r->dnorm, N, D, D, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_WQ)));
   TRY(k_merge_heads(e, a->g_k, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wk, N, D, D));
   TRY(linear_dx(m, r->dtmp, p->wk, r->dnorm, N, D, D, 1.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_WK)));
   TRY(k_merge_heads(e, a->g_v, r->dtmp, b, t, H, Dh));
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wv, N, D, D));
   TRY(linear_dx(m, r->dtmp, p->wv, r->dnorm, N, D, D, 1.0f));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));
   /* ln1_out = RMSNorm(x); d x = dres + dx(norm) */
   TRY(k_rmsnorm_bwd(e, r->dnorm, x, p->ln1, l->ln1_rstd, r->dtmp, g->ln1, N,
                     D));
-  TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
+  TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN1)));
   TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
   swap(&r->dres, &r->dnorm);
   return 0;
@@ -161,12 +162,12 @@ static int backward_work(model *m) {
   /* logits = lnf_out lm_head^T */
   TRY(linear_dw(m, a->logits, a->lnf_out, m->g.lm, N, D, V));
   TRY(linear_dx(m, a->logits, m->p.lm, r.dnorm, N, D, V, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
+  TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
   /* lnf_out = RMSNorm(h_L) */
   const float *hL = a->layer[L - 1].out;
   TRY(k_rmsnorm_bwd(e, r.dnorm, hL, m->p.lnf, a->lnf_rstd, r.dres, m->g.lnf,
                     N, D));
-  TRY(grad_ready(m, LAYER_VIEW(L, 0)));
+  TRY(model_grad_ready(m, LAYER_VIEW(L, 0)));
   for (int i = L - 1; i >= 0; i--) {
     const float *x = i == 0 ? a->embed_out : a->layer[i - 1].out;
     TRY(ffn_bwd(m, i, b, t, &r));
@@ -174,7 +175,7 @@ static int backward_work(model *m) {
   }
   /* h0 = token_embeddings[ids] */
   TRY(k_embedding_bwd(e, m->ids, r.dres, m->g.emb, N, D, V));
-  TRY(grad_ready(m, 0));
+  TRY(model_grad_ready(m, 0));
   return 0;
 }
 

@@ -51,9 +51,6 @@ static int linear_dx(model *m, const void *dy, const float *W, void *dx,
                      m->lt, beta, dx, din, xt, m->opt.f32);
 }
 
-static int grad_ready(model *m, int view) {
-  return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
-}
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
 
 int model_backward_fused(model *m) {
@@ -72,10 +69,10 @@ int model_backward_fused(model *m) {
                              lt, N, V, m->loss_scale / (float)N));
   TRY(linear_dw(m, a->dlogits, a->lnf, m->g.lm, N, D, V));
   TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, lt, N, D, V, 0.0f));
-  TRY(grad_ready(m, LAYER_VIEW(L, 1)));
+  TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
-  TRY(grad_ready(m, LAYER_VIEW(L, 0)));
+  TRY(model_grad_ready(m, LAYER_VIEW(L, 0)));
 
   for (int i = L - 1; i >= 0; i--) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
@@ -87,7 +84,7 @@ int model_backward_fused(model *m) {
     TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, a->da, a->db, a->h, lt,
                         (size_t)N * F));
     TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_W2)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
     const void *n2 = l->n2;
     if (!n2) {
       TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
@@ -97,18 +94,18 @@ int model_backward_fused(model *m) {
     TRY(linear_dw(m, a->da, n2, g->w1, N, D, F));
     TRY(linear_dw(m, a->db, n2, g->w3, N, D, F));
     TRY(linear_dx(m, a->da, p->w1, a->dn, lt, N, D, F, 0.0f));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_W1)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dx(m, a->db, p->w3, a->dn, lt, N, D, F, 1.0f));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_W3)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_LN2)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN2)));
 
     /* attention: resid = x + merge(o) Wo^T */
     TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
     TRY(linear_dw(m, a->dres_low, a->om, g->wo, N, D, D));
     TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_WO)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_WO)));
     TRY(k_split_heads_ex(e, a->dom, lt, a->dO, lt, b, t, H, Dh));
     TRY(k_attention_bwd(e, m->opt.attention, l->q, l->k, l->v, l->o, a->dO,
                         l->lse, l->P, a->dq, a->dk, a->dv, b * H, t, t, Dh, 1,
@@ -124,14 +121,14 @@ int model_backward_fused(model *m) {
     }
     TRY(linear_dw(m, a->dqkv, n1, g->wq, N, D, 3 * D));
     TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_WQ)));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_WK)));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_WV)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_WQ)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_WK)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, l->x, p->ln1, l->rstd1, a->dres, a->dres,
                          dres_low, lt, g->ln1, N, D));
-    TRY(grad_ready(m, LAYER_VIEW(i, P_LN1)));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN1)));
   }
   TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
-  TRY(grad_ready(m, 0));   /* model_backward then clears grads_deferred_zero */
+  TRY(model_grad_ready(m, 0));   /* model_backward then clears grads_deferred_zero */
   return 0;
 }

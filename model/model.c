@@ -494,7 +494,10 @@ long long model_graph_replays(const model *m) { return m->graph_replays; }
 int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
                       int (*work)(model *m)) {
   engine *e = m->e;
-  if (!m->opt.graphs || m->grad_hook || eng_profiling(e)) return work(m);
+  /* A hook or an update in backward acts per call (its own arguments, the
+   * step count): run op by op, as a recording would replay stale ones. */
+  if (!m->opt.graphs || m->grad_hook || m->adamw_in_bwd || eng_profiling(e))
+    return work(m);
   if (!s->seen || memcmp(s->key, key, sizeof s->key) != 0 ||
       s->scale != scale) {
     eng_graph_destroy(e, s->g);
@@ -655,17 +658,22 @@ int model_adamw_step(model *m, const adamw_config *o) {
   return rc < 0 ? rc : rp;
 }
 
+/* The AdamW moments, zero, at the first step. */
+static int adamw_state(model *m) {
+  if (m->adam_m) return 0;
+  TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
+  TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
+  TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
+  TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
+  return 0;
+}
+
 static int adamw_step(model *m, const adamw_config *o) {
   int finite;
   TRY(not_placed(m, "model_adamw_step"));
   TRY(model_unscale_grads(m, &finite));
   if (!finite) return 0;   /* skipped: the next zero_grad clears them */
-  if (m->adam_m == NULL) {
-    TRY(alloc_f32(m->e, &m->adam_m, m->nparams, "adam_m"));
-    TRY(alloc_f32(m->e, &m->adam_v, m->nparams, "adam_v"));
-    TRY(eng_memset0(m->e, m->adam_m, m->nparams * sizeof(float)));
-    TRY(eng_memset0(m->e, m->adam_v, m->nparams * sizeof(float)));
-  }
+  TRY(adamw_state(m));
   int low = m->params_low != (const void *)m->params;
   float *p = params_write(m);
   if (m->opt.fused) {
@@ -716,6 +724,52 @@ static void init_tensor(const tensor_view *v, int index, uint64_t seed,
  * tensor). Drawing a 2.7B model one tensor at a time took about a minute:
  * a group's time is bounded by its largest tensor, so groups hold many. */
 #define INIT_GROUP ((size_t)256 << 20)
+
+/* One view's update: its weights, gradient and moments at its offset; on
+ * the fused path its 16-bit copy too. The weights' generation was
+ * advanced once by model_backward_adamw (params_write) before backward. */
+int model_adamw_view(model *m, int v) {
+  const adamw_config *o = m->adamw_in_bwd;
+  size_t at = m->views[v].offset, n = m->views[v].numel;
+  float *p = (float *)m->params + at;
+  if (m->opt.fused) {
+    int low = m->params_low != (const void *)m->params;
+    void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
+    return k_adamw_ex(m->be, p, pl, m->lt, m->grads + at, m->adam_m + at,
+                      m->adam_v + at, n, o->lr, o->beta1, o->beta2, o->eps,
+                      o->weight_decay, m->step + 1);
+  }
+  return k_adamw(m->be, p, m->grads + at, m->adam_m + at, m->adam_v + at, n,
+                 o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+                 m->step + 1);
+}
+
+int model_backward_adamw(model *m, const adamw_config *o) {
+  if (m->grad_hook)
+    FAIL(ERR_FAIL, "model_backward_adamw with a grad hook: data parallelism "
+         "averages the gradients first (allowed: model_backward, then the "
+         "optimizer)");
+  if (m->loss_scale != 1.0f)
+    FAIL(ERR_FAIL, "model_backward_adamw with fp16's loss scaling: a step "
+         "is skipped when any gradient is not finite, known only after "
+         "backward (allowed: fp32, tf32, 3xtf32, bf16)");
+  if (m->gbase || m->params_placed)
+    FAIL(ERR_FAIL, "model_backward_adamw with placed weights or gradients "
+         "(allowed: the model's own buffers)");
+  TRY(model_params_low_current(m));   /* backward reads the current copy */
+  TRY(adamw_state(m));
+  /* Views a forward does not reach (none in this model) keep a zero
+   * gradient and are still updated, as by model_adamw_step. */
+  int low = m->opt.fused && m->params_low != (const void *)m->params;
+  params_write(m);                    /* the weights change from here on */
+  if (low) m->low_gen = m->params_gen;   /* ...and each view's copy with them */
+  m->adamw_in_bwd = o;
+  int rc = model_backward(m);
+  m->adamw_in_bwd = NULL;
+  if (rc < 0) return rc;
+  m->step++;
+  return 0;
+}
 
 int model_init(model *m, uint64_t seed) {
   size_t cap = INIT_GROUP;

@@ -164,6 +164,17 @@ int model_backward_on(model *m, engine *e);
 /* One AdamW step over all parameters (step counter kept by the model). The
  * moments ("adam_m", "adam_v") are allocated at the first call. */
 int model_adamw_step(model *m, const adamw_config *o);
+/* The optimizer in backward: model_backward, with each parameter tensor's
+ * AdamW update (model_adamw_step's, on that tensor alone; on the fused
+ * path it writes the 16-bit copy too) applied the moment its gradient is
+ * final and backward reads the tensor no more, so the update's memory
+ * traffic can overlap the rest of backward. The same weights as
+ * model_backward then model_adamw_step (AdamW is elementwise). Refused
+ * where the update needs every gradient first: fp16's loss scaling (the
+ * step is skipped when any gradient is not finite), a grad hook (data
+ * parallelism averages gradients across ranks first), placed gradients or
+ * weights. */
+int model_backward_adamw(model *m, const adamw_config *o);
 /* fp16 mixed precision scales the loss (so the gradients) by a dynamic
  * factor S, as torch.cuda.amp.GradScaler does: S starts at 2^16; a step
  * whose unscaled gradients are not all finite is skipped and S halves;

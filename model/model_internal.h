@@ -123,6 +123,14 @@ typedef struct graph_slot {
   int seen;            /* the key ran once unrecorded since it was set */
 } graph_slot;
 
+/* backward.c: backward is done with view v (its gradient final, the
+ * parameter read no more): model_backward_adamw's update of it, then the
+ * grad hook. Both paths' backwards call it for every view. */
+int model_grad_ready(model *m, int view);
+
+/* model.c: AdamW on view v alone (model_backward_adamw's per-tensor step). */
+int model_adamw_view(model *m, int v);
+
 /* model.c: work(m) directly, or through slot s's recording for this key. */
 int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
                       int (*work)(model *m));
@@ -140,6 +148,9 @@ struct model {
   engine *e;
   engine *be;   /* backward's calls: e or a view of it, set by every
                    model_backward_on before any call */
+  /* model_backward_adamw's update, set for that call only: each view's
+   * AdamW runs as its gradient is final (grad_ready). NULL otherwise. */
+  const adamw_config *adamw_in_bwd;
   model_config c;
   int B, T;           /* the largest batch and sequence forward accepts */
   dtype compute;

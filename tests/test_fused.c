@@ -119,6 +119,58 @@ static void train_step(model *m, int B, int T) {
   hard(model_adamw_step(m, &a), "adamw");
 }
 
+/* ---- the optimizer in backward --------------------------------------------- */
+
+/* Three training steps on fresh batches, from weights w, each with AdamW
+ * after backward (model_adamw_step) or in it (model_backward_adamw): the
+ * losses and the weights after every step must be the same bit for bit
+ * (the same per-element arithmetic in another order of tensors). */
+static void test_adamw_in_backward(engine *e, const model_config *c,
+                                   const float *w, size_t np, int B, int T,
+                                   const model_options *o, const char *what) {
+  model *m[2];
+  for (int k = 0; k < 2; k++) {
+    hard(model_create_ex(&m[k], e, c, B, T, o), "model_create_ex");
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+  }
+  adamw_config a = adamw_defaults();
+  int same = 1, loss_same = 1;
+  for (int s = 0; s < 3; s++) {
+    int32_t ids[B * T], tg[B * T];
+    batch(ids, tg, B * T, c->vocab);
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+      hard(model_zero_grad(m[k]), "zero_grad");
+      hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
+      if (k == 0) {
+        hard(model_backward(m[k]), "backward");
+        hard(model_adamw_step(m[k], &a), "adamw");
+      } else {
+        hard(model_backward_adamw(m[k], &a), "backward_adamw");
+      }
+    }
+    loss_same &= memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
+    float *p0 = download(e, model_params(m[0]), np);
+    float *p1 = download(e, model_params(m[1]), np);
+    same &= memcmp(p0, p1, np * sizeof *p0) == 0;
+    free(p0);
+    free(p1);
+  }
+  check(same && loss_same, "%s: AdamW in backward gives the weights and "
+        "losses of AdamW after it, bit for bit, over 3 steps", what);
+  /* What needs every gradient first is refused, saying why. */
+  int calls = 0;
+  model_set_grad_hook(m[1], count_hook, &calls);
+  int32_t ids[B * T], tg[B * T];
+  batch(ids, tg, B * T, c->vocab);
+  float loss;
+  hard(model_forward(m[1], ids, tg, B, T, &loss), "forward");
+  check(model_backward_adamw(m[1], &a) == ERR_FAIL &&
+            strstr(err_msg(), "grad hook") != NULL,
+        "%s: AdamW in backward with a grad hook is refused", what);
+  for (int k = 0; k < 2; k++) model_destroy(m[k]);
+}
+
 /* Random weights for m: gains (1-d views) near 1, the rest small, of both
  * signs: never zero. */
 static float *random_weights(const model *m) {
@@ -323,6 +375,13 @@ int main(void) {
   }
 
   model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
+  test_adamw_in_backward(e, &c, w, np, B, T, &ob, "op by op");
+  {
+    model_options of = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0};
+    test_adamw_in_backward(e, &c, w, np, B, T, &of, "fused");
+    model_options off = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
+    test_adamw_in_backward(e, &c, w, np, B, T, &off, "fused, flash");
+  }
   run_out ref;
   run(e, &c, w, np, ids, tg, B, T, &ob, &ref);
   check(ref.hook_calls == 2 * nv, "op-by-op: %d gradient announcements "

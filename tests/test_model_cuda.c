@@ -179,6 +179,55 @@ static void fwd_bwd(model *m, const int32_t *ids, const int32_t *tg, int B,
   for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
 }
 
+/* The optimizer in backward on the GPU: three steps with AdamW in
+ * backward (model_backward_adamw) against AdamW after it, from the same
+ * weights on the same batches, op by op in fp32 and fused in bf16 (whose
+ * AdamW also writes each tensor's 16-bit copy, which the next forward
+ * reads): weights and losses equal bit for bit, as the updates are the
+ * same per-element arithmetic on the same inputs (materialised attention:
+ * Hopper's flash backward sums dq with atomics, in any order; both models
+ * share the engine, so cuBLASLt's per-shape choices too). */
+static void test_adamw_in_backward(engine *gpu, const model_config *c,
+                                   const float *w, size_t np, int B, int T) {
+  static const struct { dtype t; int fused; attn_impl a; const char *n; }
+      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, "fp32 op by op"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, "bf16 fused"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, F32_EXACT, 0};
+    model *m[2];
+    for (int k = 0; k < 2; k++) {
+      hard(model_create_ex(&m[k], gpu, c, B, T, &opt), "model_create_ex");
+      hard(model_set_params(m[k], 0, w, np), "model_set_params");
+    }
+    adamw_config a = adamw_defaults();
+    int same = 1;
+    for (int s = 0; s < 3; s++) {
+      int32_t ids[B * T], tg[B * T];
+      fresh_batch(ids, tg, B * T, c->vocab);
+      float loss[2];
+      for (int k = 0; k < 2; k++) {
+        hard(model_zero_grad(m[k]), "zero_grad");
+        hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
+        if (k == 0) {
+          hard(model_backward(m[k]), "backward");
+          hard(model_adamw_step(m[k], &a), "adamw");
+        } else {
+          hard(model_backward_adamw(m[k], &a), "backward_adamw");
+        }
+      }
+      float *p0 = download(gpu, model_params(m[0]), np);
+      float *p1 = download(gpu, model_params(m[1]), np);
+      same &= memcmp(p0, p1, np * sizeof *p0) == 0 &&
+              memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
+      free(p0);
+      free(p1);
+    }
+    check(same, "%s: AdamW in backward gives the weights and losses of AdamW "
+          "after it, bit for bit, over 3 steps", cases[i].n);
+    for (int k = 0; k < 2; k++) model_destroy(m[k]);
+  }
+}
+
 /* A checkpoint of another model (another seed, gains away from 1) loaded
  * into a fused 16-bit model that has trained, so its 16-bit weight copy
  * exists, was read by forward and backward and rewritten by AdamW: on a
@@ -417,6 +466,7 @@ int main(void) {
   free_out(&gref);
   test_graphs(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
+  test_adamw_in_backward(gpu, &c, w, np, B, T);
 
   free_out(&ref);
   model_destroy(init);
