@@ -36,7 +36,8 @@ static const engine *cbase_of(const engine *e) {
 
 void engine_destroy(engine *e) {
   if (!e) return;
-  if (e->base) {   /* a view owns nothing but itself */
+  if (e->base) {   /* a view owns nothing but itself and a side stream */
+    if (e->own_stream) e->ops->stream_destroy(e, e->own_stream);
     free(e);
     return;
   }
@@ -97,6 +98,28 @@ int eng_view(engine *base, const eng_ctx *ctx, engine **out) {
   v->ctx = *ctx;
   *out = v;
   return 0;
+}
+
+int eng_side_view(engine *base, int adamw_blocks, engine **out) {
+  *out = NULL;
+  base = base_of(base);
+  void *s = NULL;
+  if (base->ops->stream_create) TRY(base->ops->stream_create(base, &s));
+  eng_ctx ctx = {s, 0, adamw_blocks};
+  int rc = eng_view(base, &ctx, out);
+  if (rc < 0) {
+    if (s) base->ops->stream_destroy(base, s);
+    return rc;
+  }
+  (*out)->own_stream = s;
+  return 0;
+}
+
+int eng_wait_for(engine *waiter, engine *signaler) {
+  if (base_of(waiter) != base_of(signaler))
+    FAIL(ERR_FAIL, "eng_wait_for: handles of two engines (allowed: an "
+         "engine and its views)");
+  return waiter->ops->wait_for ? waiter->ops->wait_for(waiter, signaler) : 0;
 }
 
 int eng_f32_products(engine *e, f32_products p) {

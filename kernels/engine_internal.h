@@ -43,6 +43,12 @@ typedef struct engine_ops {
    * engine.c has checked its fields are >= 0. NULL: a host engine, which
    * takes no stream and no reserved SMs and ignores adamw_blocks. */
   int (*check_ctx)(engine *e, const eng_ctx *ctx);
+  /* eng_side_view's stream, made and released (NULL: a host engine, no
+   * streams); eng_wait_for between two handles' streams (NULL: nothing to
+   * order). */
+  int (*stream_create)(engine *e, void **stream);
+  void (*stream_destroy)(engine *e, void *stream);
+  int (*wait_for)(engine *waiter, engine *signaler);
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */
@@ -134,6 +140,7 @@ struct engine {
   void *impl;           /* the backend's own state, shared by views */
   struct engine *base;  /* a view's base; NULL for a base engine */
   eng_ctx ctx;          /* what this handle's calls run with */
+  void *own_stream;     /* eng_side_view's: released with the view */
   int prof_on;
   int kprof_on;         /* between eng_kprof_begin and eng_kprof_end */
   int recording;        /* between eng_graph_begin and eng_graph_end */

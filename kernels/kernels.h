@@ -126,6 +126,18 @@ typedef struct eng_ctx {
 int eng_view(engine *base, const eng_ctx *ctx, engine **out);
 /* The engine a view is of; an engine that is no view: itself. */
 engine *eng_base(engine *e);
+/* A view on a stream of its own, of the lowest priority, so work queued on
+ * it runs beside the base's stream on what that leaves of the GPU (the
+ * optimizer beside backward); AdamW through it holds at most adamw_blocks
+ * blocks (0: no cap). The stream is the view's: engine_destroy(view)
+ * releases it. On the CPU engine a view with no stream (its calls are done
+ * when they return). Order it against other handles with eng_wait_for. */
+int eng_side_view(engine *base, int adamw_blocks, engine **out);
+/* Work queued through waiter from now on starts after everything queued
+ * through signaler so far (an event between their streams; nothing to do
+ * where both are one stream or on the CPU engine). Both handles of one
+ * engine. */
+int eng_wait_for(engine *waiter, engine *signaler);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the
  * engine's stream; the host clock on the CPU engine, whose operations are

@@ -386,6 +386,7 @@ void model_destroy(model *m) {
   if (m == NULL) return;
   eng_graph_destroy(m->e, m->gfwd.g);
   eng_graph_destroy(m->e, m->gbwd.g);
+  engine_destroy(m->side);   /* its work: joined by every backward */
   float *bufs[] = {m->params_placed ? NULL : (float *)m->params, m->grads,
                    m->adam_m, m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -732,15 +733,17 @@ int model_adamw_view(model *m, int v) {
   const adamw_config *o = m->adamw_in_bwd;
   size_t at = m->views[v].offset, n = m->views[v].numel;
   float *p = (float *)m->params + at;
+  /* after the tensor's gradient, on the side stream */
+  TRY(eng_wait_for(m->side, m->be));
   if (m->opt.fused) {
     int low = m->params_low != (const void *)m->params;
     void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
-    return k_adamw_ex(m->be, p, pl, m->lt, m->grads + at, m->adam_m + at,
+    return k_adamw_ex(m->side, p, pl, m->lt, m->grads + at, m->adam_m + at,
                       m->adam_v + at, n, o->lr, o->beta1, o->beta2, o->eps,
                       o->weight_decay, m->step + 1);
   }
-  return k_adamw(m->be, p, m->grads + at, m->adam_m + at, m->adam_v + at, n,
-                 o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+  return k_adamw(m->side, p, m->grads + at, m->adam_m + at, m->adam_v + at,
+                 n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
                  m->step + 1);
 }
 
@@ -758,6 +761,7 @@ int model_backward_adamw(model *m, const adamw_config *o) {
          "(allowed: the model's own buffers)");
   TRY(model_params_low_current(m));   /* backward reads the current copy */
   TRY(adamw_state(m));
+  if (!m->side) TRY(eng_side_view(m->e, 0, &m->side));
   /* Views a forward does not reach (none in this model) keep a zero
    * gradient and are still updated, as by model_adamw_step. */
   int low = m->opt.fused && m->params_low != (const void *)m->params;
@@ -766,7 +770,10 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   m->adamw_in_bwd = o;
   int rc = model_backward(m);
   m->adamw_in_bwd = NULL;
+  /* the next pass reads the weights the side stream wrote */
+  int rw = eng_wait_for(m->e, m->side);
   if (rc < 0) return rc;
+  TRY(rw);
   m->step++;
   return 0;
 }

@@ -151,6 +151,11 @@ struct model {
   /* model_backward_adamw's update, set for that call only: each view's
    * AdamW runs as its gradient is final (grad_ready). NULL otherwise. */
   const adamw_config *adamw_in_bwd;
+  /* Where those updates run: a view of e on a low-priority stream of its
+   * own (eng_side_view), made at the first such backward, ordered after
+   * each tensor's last backward kernel and joined before backward
+   * returns. */
+  engine *side;
   model_config c;
   int B, T;           /* the largest batch and sequence forward accepts */
   dtype compute;

@@ -1334,6 +1334,20 @@ int main(void) {
   test_cast();
   test_threads();
   test_view();
+  /* A side view of the CPU engine has no stream; ordering is a no-op. */
+  {
+    engine *side = NULL;
+    if (eng_side_view(E, 0, &side) < 0) hard_error("eng_side_view");
+    check(eng_stream(side) == NULL && eng_wait_for(side, E) == 0 &&
+              eng_wait_for(E, side) == 0,
+          "a side view of the CPU engine: no stream, nothing to order");
+    engine *other = NULL;
+    if (engine_cpu_create(&other, 1) < 0) hard_error("engine_cpu_create");
+    expect_fail("eng_wait_for across two engines", eng_wait_for(side, other),
+                "handles of two engines");
+    engine_destroy(other);
+    engine_destroy(side);
+  }
   /* The kernel-level profile is the CUDA engine's; ranges cost nothing. */
   expect_fail("eng_kprof_begin on the CPU engine", eng_kprof_begin(E),
               "no kernel-level profile (allowed: the cuda engine)");

@@ -982,6 +982,31 @@ static void same_gpu(const char *what, const void *x, const void *y,
   free(b);
 }
 
+/* eng_side_view and eng_wait_for: a side view runs on a stream of its own;
+ * x *= 2 on the base, then (ordered after it) x += ones on the side view,
+ * then (ordered after that) x *= 3 on the base give 3 (2 x + 1), as the
+ * CPU engine computes it in that order, on 16M elements so an unordered
+ * kernel would overlap. */
+static void test_side_view(void) {
+  const size_t n = (size_t)1 << 24;
+  pair x = pair_rand(n, 1), one = pair_rand(n, 1);
+  engine *side = NULL;
+  if (eng_side_view(GPU, 0, &side) < 0) hard_error("eng_side_view");
+  check(eng_stream(side) != NULL && eng_stream(side) != eng_stream(GPU),
+        "a side view has a stream of its own");
+  if (k_scale(GPU, x.g, 2.0f, n) < 0 || eng_wait_for(side, GPU) < 0 ||
+      k_add(side, x.g, one.g, x.g, n) < 0 || eng_wait_for(GPU, side) < 0 ||
+      k_scale(GPU, x.g, 3.0f, n) < 0 || eng_sync(GPU) < 0)
+    hard_error("ordered work on two streams");
+  if (k_scale(CPU, x.c, 2.0f, n) < 0 || k_add(CPU, x.c, one.c, x.c, n) < 0 ||
+      k_scale(CPU, x.c, 3.0f, n) < 0)
+    hard_error("cpu reference");
+  same("x *= 2; x += 1 (side stream, after it); x *= 3 (after that)", x);
+  engine_destroy(side);
+  pair_free(x);
+  pair_free(one);
+}
+
 /* eng_kprof (the kernel-level profile, CUPTI): three scales inside a named
  * range and one product outside it come back as one entry per (range,
  * kernel), with the calls counted and a positive GPU time; the scale's
@@ -1586,6 +1611,7 @@ int main(int argc, char **argv) {
 #ifdef HAVE_CUDA
   test_view();
   test_kprof();
+  test_side_view();
 #endif
   test_copy();
   test_graphs();

@@ -207,6 +207,36 @@ static int cu_check_ctx(engine *e, const eng_ctx *ctx) {
   return 0;
 }
 
+/* eng_side_view's stream: the device's lowest priority, so the compute
+ * stream's kernels are scheduled first where both wait. */
+static int cu_stream_create(engine *e, void **stream) {
+  int least, greatest;
+  CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+  *stream = (void *)s;
+  return 0;
+}
+
+static void cu_stream_destroy(engine *e, void *stream) {
+  (void)cudaStreamDestroy((cudaStream_t)stream);
+}
+
+/* An event recorded on the signaler's stream, waited for by the waiter's,
+ * then released (CUDA keeps it until the wait is done). */
+static int cu_wait_for(engine *waiter, engine *signaler) {
+  cudaStream_t w = cuda_stream(waiter), s = cuda_stream(signaler);
+  if (w == s) return 0;
+  cudaEvent_t ev;
+  CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t r = cudaEventRecord(ev, s);
+  if (r == cudaSuccess) r = cudaStreamWaitEvent(w, ev, 0);
+  cudaError_t d = cudaEventDestroy(ev);
+  CHECK_CUDA(r);
+  CHECK_CUDA(d);
+  return 0;
+}
+
 /* Profiling events: created and recorded on demand (only while
  * eng_profile is on), destroyed when the report has read them. */
 static void *cu_prof_record(engine *e) {
@@ -341,6 +371,9 @@ static const engine_ops cuda_ops = {
   .sync = cu_sync,
   .stream = cu_stream,
   .check_ctx = cu_check_ctx,
+  .stream_create = cu_stream_create,
+  .stream_destroy = cu_stream_destroy,
+  .wait_for = cu_wait_for,
   .f32_products = cu_f32_products,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
