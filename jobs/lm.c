@@ -158,6 +158,9 @@ static model_options options(const lm_settings *s) {
   o.attention = strcmp(s->attention, "flash") == 0 ? ATTN_FLASH
                                                    : ATTN_MATERIALIZED;
   o.graphs = s->cuda_graphs;
+  /* AdamW in backward on the fused path: each layer's gradients live only
+   * until its update (two layer-sized slots, not every gradient) */
+  o.grad_slots = o.fused && strcmp(s->optimizer, "in_backward") == 0;
   return o;
 }
 

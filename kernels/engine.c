@@ -115,11 +115,52 @@ int eng_side_view(engine *base, int adamw_blocks, engine **out) {
   return 0;
 }
 
+struct eng_event {
+  engine *base;   /* whose handles may wait for it */
+  void *ev;       /* the backend's; NULL on a host engine */
+};
+
+int eng_event_record(engine *e, eng_event **ev) {
+  *ev = NULL;
+  eng_event *x = calloc(1, sizeof *x);
+  CHECK_ALLOC(x, sizeof *x);
+  x->base = base_of(e);
+  if (e->ops->event_record) {
+    int rc = e->ops->event_record(e, &x->ev);
+    if (rc < 0) {
+      free(x);
+      return rc;
+    }
+  }
+  *ev = x;
+  return 0;
+}
+
+int eng_event_wait(engine *e, eng_event *ev) {
+  if (!ev) FAIL(ERR_FAIL, "eng_event_wait: no event");
+  if (ev->base != base_of(e)) {
+    eng_event_free(e, ev);
+    FAIL(ERR_FAIL, "eng_event_wait: an event of another engine (allowed: "
+         "one recorded through this engine or its views)");
+  }
+  int rc = ev->ev ? e->ops->event_wait(e, ev->ev) : 0;
+  free(ev);
+  return rc;
+}
+
+void eng_event_free(engine *e, eng_event *ev) {
+  if (!ev) return;
+  if (ev->ev) e->ops->event_free(e, ev->ev);
+  free(ev);
+}
+
 int eng_wait_for(engine *waiter, engine *signaler) {
   if (base_of(waiter) != base_of(signaler))
     FAIL(ERR_FAIL, "eng_wait_for: handles of two engines (allowed: an "
          "engine and its views)");
-  return waiter->ops->wait_for ? waiter->ops->wait_for(waiter, signaler) : 0;
+  eng_event *ev;
+  TRY(eng_event_record(signaler, &ev));
+  return eng_event_wait(waiter, ev);
 }
 
 int eng_f32_products(engine *e, f32_products p) {

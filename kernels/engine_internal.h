@@ -43,12 +43,15 @@ typedef struct engine_ops {
    * engine.c has checked its fields are >= 0. NULL: a host engine, which
    * takes no stream and no reserved SMs and ignores adamw_blocks. */
   int (*check_ctx)(engine *e, const eng_ctx *ctx);
-  /* eng_side_view's stream, made and released (NULL: a host engine, no
-   * streams); eng_wait_for between two handles' streams (NULL: nothing to
-   * order). */
+  /* eng_side_view's stream, made and released; events on a handle's
+   * stream: recorded now, waited for by another handle's stream and then
+   * released, or released unwaited (NULL: a host engine, no streams, no
+   * events). */
   int (*stream_create)(engine *e, void **stream);
   void (*stream_destroy)(engine *e, void *stream);
-  int (*wait_for)(engine *waiter, engine *signaler);
+  int (*event_record)(engine *e, void **ev);
+  int (*event_wait)(engine *e, void *ev);
+  void (*event_free)(engine *e, void *ev);
   int (*f32_products)(engine *e, f32_products p);   /* NULL: F32_EXACT only */
   /* Profiling (NULL on a synchronous engine: the host clock is used). An
    * event recorded on the stream now; ms between two; give one back. */

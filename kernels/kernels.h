@@ -133,10 +133,18 @@ engine *eng_base(engine *e);
  * releases it. On the CPU engine a view with no stream (its calls are done
  * when they return). Order it against other handles with eng_wait_for. */
 int eng_side_view(engine *base, int adamw_blocks, engine **out);
+/* A point in a handle's stream: everything queued through it so far.
+ * eng_event_wait makes work queued through e from then on start after it,
+ * and releases it; eng_event_free releases one never waited for (NULL is
+ * fine). On the CPU engine, whose calls are done when they return, both
+ * are no-ops on a token. */
+typedef struct eng_event eng_event;
+int eng_event_record(engine *e, eng_event **ev);
+int eng_event_wait(engine *e, eng_event *ev);
+void eng_event_free(engine *e, eng_event *ev);
 /* Work queued through waiter from now on starts after everything queued
- * through signaler so far (an event between their streams; nothing to do
- * where both are one stream or on the CPU engine). Both handles of one
- * engine. */
+ * through signaler so far (an event recorded and waited for at once). Both
+ * handles of one engine. */
 int eng_wait_for(engine *waiter, engine *signaler);
 /* Time per kernel family ("matmul", "attention", "rmsnorm", ...): with
  * eng_profile(e, 1) every operation is bracketed (CUDA events on the

@@ -191,6 +191,10 @@ int model_backward_on(model *m, engine *e) {
 }
 
 static int backward_on(model *m, engine *e) {
+  if (m->gmap && !m->adamw_in_bwd)
+    FAIL(ERR_FAIL, "model_backward: the model keeps its gradients in slots "
+         "(model_options.grad_slots), each layer's only until its update "
+         "(allowed: model_backward_adamw)");
   if (eng_base(e) != m->e)
     FAIL(ERR_FAIL, "model_backward_on: the engine is neither the model's "
          "nor a view of it (allowed: the model's engine or eng_view of it)");

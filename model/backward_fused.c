@@ -53,6 +53,21 @@ static int linear_dx(model *m, const void *dy, const float *W, void *dx,
 
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
 
+/* Gradient slots (model_options.grad_slots): layer i writes into slot
+ * i % 2 once the side stream has updated the layer that used it before
+ * (i + 2, whose update of its first norm's gain marked the slot free);
+ * its norms' gains, which backward adds into, start from zero. Every
+ * product writes its gradient (model_backward_adamw defers the zeroing). */
+static int slot_take(model *m, int i) {
+  eng_event *ev = m->slot_ev[i % 2];
+  m->slot_ev[i % 2] = NULL;
+  if (ev) TRY(eng_event_wait(m->be, ev));
+  const size_t D = (size_t)m->c.d_model * sizeof(float);
+  TRY(eng_memset0(m->be, m->g.layer[i].ln1, D));
+  TRY(eng_memset0(m->be, m->g.layer[i].ln2, D));
+  return 0;
+}
+
 int model_backward_fused(model *m) {
   engine *e = m->be;
   fused_acts *a = &m->f;
@@ -77,6 +92,7 @@ int model_backward_fused(model *m) {
   for (int i = L - 1; i >= 0; i--) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
     fused_layer *l = &a->layer[i];
+    if (m->gmap) TRY(slot_take(m, i));
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
     /* dh first, so h is recomputed by the pass that reads a and b for
      * da and db anyway. */

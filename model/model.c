@@ -217,7 +217,7 @@ static void set_ptrs(const model *m, const float *base, const size_t *off,
 
 /* Every gradient to zero, wherever it lives. */
 static int zero_grads(model *m) {
-  if (!m->goff) return eng_memset0(m->e, m->grads, m->nparams * sizeof(float));
+  if (!m->goff) return eng_memset0(m->e, m->grads, m->ngrads * sizeof(float));
   for (int k = 0; k < m->nzrun; k++)
     TRY(eng_memset0(m->e, m->gbase + m->zrun[2 * k],
                     m->zrun[2 * k + 1] * sizeof(float)));
@@ -257,7 +257,18 @@ static int zero_runs(model *m) {
   return 0;
 }
 
+static int not_placed_slots(const model *m, const char *what) {
+  if (m->gmap)
+    FAIL(ERR_FAIL, "%s: the model keeps its gradients in slots "
+         "(model_options.grad_slots), whose places are its own", what);
+  return 0;
+}
+
 static int not_placed(const model *m, const char *what) {
+  if (m->gmap)
+    FAIL(ERR_FAIL, "%s: the model keeps its gradients in slots "
+         "(model_options.grad_slots): it trains with model_backward_adamw "
+         "only", what);
   if (m->goff)
     FAIL(ERR_FAIL, "%s: the gradients are placed outside the model "
          "(model_place_grads); whoever placed them steps the optimizer",
@@ -272,6 +283,36 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
   TRY(eng_alloc(e, n * sizeof(float), tag, &q));
   *p = q;
   return eng_memset0(e, q, n * sizeof(float));
+}
+
+/* Where each view's gradient lives (model_internal.h: ngrads, gmap): at
+ * its own offset, or with grad_slots the embedding's first, layer i's in
+ * slot i % 2, the final norm's and head's last. A layer's views are one
+ * run of the table (model_layout), checked here. */
+static int grad_layout(model *m) {
+  m->ngrads = m->nparams;
+  if (!m->opt.grad_slots) return 0;
+  const int L = m->c.layers, nv = m->nviews;
+  size_t emb = m->views[0].numel, lay0 = m->views[1].offset;
+  size_t per = m->views[nv - 2].offset - lay0, tail = m->views[nv - 2].offset;
+  if (L < 1 || per % (size_t)L != 0 || m->views[1].offset != emb)
+    FAIL(ERR_FAIL, "gradient slots: layers not laid out end to end");
+  per /= (size_t)L;
+  m->gmap = malloc((size_t)nv * sizeof *m->gmap);
+  CHECK_ALLOC(m->gmap, (size_t)nv * sizeof *m->gmap);
+  m->gmap[0] = 0;
+  for (int i = 0; i < L; i++)
+    for (int t = 0; t < PER_LAYER_TENSORS; t++) {
+      int v = 1 + i * PER_LAYER_TENSORS + t;
+      size_t in = m->views[v].offset - (lay0 + (size_t)i * per);
+      if (in + m->views[v].numel > per)
+        FAIL(ERR_FAIL, "gradient slots: layer %d's views outside its run", i);
+      m->gmap[v] = emb + (size_t)(i % 2) * per + in;
+    }
+  for (int v = nv - 2; v < nv; v++)
+    m->gmap[v] = emb + 2 * per + (m->views[v].offset - tail);
+  m->ngrads = emb + 2 * per + (m->nparams - tail);
+  return 0;
 }
 
 static int create(model *m) {
@@ -290,9 +331,10 @@ static int create(model *m) {
   float *params;
   TRY(alloc_f32(e, &params, m->nparams, "params"));
   m->params = params;
-  TRY(alloc_f32(e, &m->grads, m->nparams, "grads"));
   set_ptrs(m, m->params, NULL, &m->p);
-  set_ptrs(m, m->grads, NULL, &m->g);
+  TRY(grad_layout(m));
+  TRY(alloc_f32(e, &m->grads, m->ngrads, "grads"));
+  set_ptrs(m, m->grads, m->gmap, &m->g);
   m->params_low = (void *)m->params;
   if (m->opt.fused && m->lt != DT_F32) {
     size_t bytes = m->nparams * dtype_size(m->lt);
@@ -330,7 +372,7 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
-  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
+  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
   return model_create_ex(out, e, c, batch, seq, &o);
 }
 
@@ -359,6 +401,12 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
          "(allowed with flash attention: the fused path)");
   }
+  if (o->grad_slots && !o->fused) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: gradient slots need the fused path, whose "
+         "products write each gradient once (allowed op by op: the whole "
+         "gradient buffer)");
+  }
   if (o->graphs && !eng_graphs_supported(e)) {
     free(m);
     FAIL(ERR_FAIL, "model_create: the %s engine cannot record CUDA graphs "
@@ -386,7 +434,9 @@ void model_destroy(model *m) {
   if (m == NULL) return;
   eng_graph_destroy(m->e, m->gfwd.g);
   eng_graph_destroy(m->e, m->gbwd.g);
+  for (int s = 0; s < 2; s++) eng_event_free(m->e, m->slot_ev[s]);
   engine_destroy(m->side);   /* its work: joined by every backward */
+  free(m->gmap);
   float *bufs[] = {m->params_placed ? NULL : (float *)m->params, m->grads,
                    m->adam_m, m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -411,6 +461,7 @@ void model_destroy(model *m) {
 const model_config *model_get_config(const model *m) { return &m->c; }
 const float *model_params(const model *m) { return m->params; }
 float *model_grads(model *m) {
+  if (m->gmap) return NULL;   /* slots: no buffer of every gradient */
   /* A caller may read them now; a failed memset shows at its next sync. */
   if (model_grads_materialize(m) < 0) err_trace(__FILE__, __LINE__);
   return m->grads;
@@ -557,6 +608,7 @@ int model_grads_materialize(model *m) {
 }
 
 int model_place_grads(model *m, float *base, const size_t *off) {
+  TRY(not_placed_slots(m, "model_place_grads"));
   if (base) {
     size_t *copy = malloc((size_t)m->nviews * sizeof *copy);
     CHECK_ALLOC(copy, (size_t)m->nviews * sizeof *copy);
@@ -733,18 +785,28 @@ int model_adamw_view(model *m, int v) {
   const adamw_config *o = m->adamw_in_bwd;
   size_t at = m->views[v].offset, n = m->views[v].numel;
   float *p = (float *)m->params + at;
+  const float *g = m->grads + (m->gmap ? m->gmap[v] : at);
   /* after the tensor's gradient, on the side stream */
   TRY(eng_wait_for(m->side, m->be));
   if (m->opt.fused) {
     int low = m->params_low != (const void *)m->params;
     void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
-    return k_adamw_ex(m->side, p, pl, m->lt, m->grads + at, m->adam_m + at,
-                      m->adam_v + at, n, o->lr, o->beta1, o->beta2, o->eps,
-                      o->weight_decay, m->step + 1);
+    TRY(k_adamw_ex(m->side, p, pl, m->lt, g, m->adam_m + at, m->adam_v + at,
+                   n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+                   m->step + 1));
+  } else {
+    TRY(k_adamw(m->side, p, g, m->adam_m + at, m->adam_v + at, n, o->lr,
+                o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
   }
-  return k_adamw(m->side, p, m->grads + at, m->adam_m + at, m->adam_v + at,
-                 n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
-                 m->step + 1);
+  /* A layer's last view (its first norm's gain, backward's last for the
+   * layer): its slot is free once this update is done. */
+  int layer = (v - 1) / PER_LAYER_TENSORS;
+  if (m->gmap && v >= 1 && layer < m->c.layers &&
+      (v - 1) % PER_LAYER_TENSORS == P_LN1) {
+    eng_event_free(m->side, m->slot_ev[layer % 2]);
+    TRY(eng_event_record(m->side, &m->slot_ev[layer % 2]));
+  }
+  return 0;
 }
 
 int model_backward_adamw(model *m, const adamw_config *o) {
@@ -759,6 +821,8 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   if (m->gbase || m->params_placed)
     FAIL(ERR_FAIL, "model_backward_adamw with placed weights or gradients "
          "(allowed: the model's own buffers)");
+  /* slots hold other layers' gradients: every product writes, not adds */
+  if (m->gmap) m->grads_deferred_zero = 1;
   TRY(model_params_low_current(m));   /* backward reads the current copy */
   TRY(adamw_state(m));
   if (!m->side) TRY(eng_side_view(m->e, 0, &m->side));

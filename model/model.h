@@ -75,6 +75,11 @@ typedef struct model_options {
   int graphs;          /* 1: forward's and backward's engine work is
                         * recorded as a CUDA graph (the cuda engine only)
                         * and replayed, see model_graph_replays */
+  int grad_slots;      /* 1 (fused path): trained with model_backward_adamw
+                        * only; the layers' gradients live in two slots of
+                        * one layer's size, each layer's only until its
+                        * update, not in a buffer of every gradient
+                        * (model_grads is then NULL) */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

@@ -156,6 +156,15 @@ struct model {
    * each tensor's last backward kernel and joined before backward
    * returns. */
   engine *side;
+  /* model_options.grad_slots: grads holds ngrads elements (nparams
+   * without slots): the embedding's gradient, two slots of one layer's,
+   * then the final norm's and the head's; gmap[v] is view v's offset in
+   * it, layer i's views in slot i % 2. slot_ev[s]: slot s's last update
+   * queued on the side stream, waited for before the next layer in slot s
+   * writes its gradients (NULL: nothing pending). */
+  size_t ngrads;
+  size_t *gmap;
+  eng_event *slot_ev[2];
   model_config c;
   int B, T;           /* the largest batch and sequence forward accepts */
   dtype compute;

@@ -129,9 +129,21 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
                                    const float *w, size_t np, int B, int T,
                                    const model_options *o, const char *what) {
   model *m[2];
+  /* the second model: with gradient slots where the path has them */
+  model_options os = *o;
+  os.grad_slots = o->fused;
+  size_t gb[2];
   for (int k = 0; k < 2; k++) {
-    hard(model_create_ex(&m[k], e, c, B, T, o), "model_create_ex");
+    hard(model_create_ex(&m[k], e, c, B, T, k ? &os : o), "model_create_ex");
     hard(model_set_params(m[k], 0, w, np), "model_set_params");
+    size_t in_use;
+    hard(eng_tag_bytes(e, "grads", &in_use, NULL) < 0, "grads tag");
+    gb[k] = in_use - (k ? gb[0] : 0);
+  }
+  if (os.grad_slots) {
+    check(gb[1] < gb[0] && model_grads(m[1]) == NULL,
+          "%s: gradient slots hold %zu of the %zu gradient bytes", what,
+          gb[1], gb[0]);
   }
   adamw_config a = adamw_defaults();
   int same = 1, loss_same = 1;
@@ -156,8 +168,21 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     free(p0);
     free(p1);
   }
-  check(same && loss_same, "%s: AdamW in backward gives the weights and "
-        "losses of AdamW after it, bit for bit, over 3 steps", what);
+  check(same && loss_same, "%s: AdamW in backward%s gives the weights and "
+        "losses of AdamW after it, bit for bit, over 3 steps", what,
+        os.grad_slots ? " (gradient slots)" : "");
+  if (os.grad_slots) {
+    int32_t i2[B * T], t2[B * T];
+    batch(i2, t2, B * T, c->vocab);
+    float l2;
+    hard(model_forward(m[1], i2, t2, B, T, &l2), "forward");
+    check(model_backward(m[1]) == ERR_FAIL &&
+              strstr(err_msg(), "slots") != NULL,
+          "%s: with gradient slots model_backward is refused", what);
+    check(model_adamw_step(m[1], &a) == ERR_FAIL &&
+              strstr(err_msg(), "slots") != NULL,
+          "%s: with gradient slots model_adamw_step is refused", what);
+  }
   /* What needs every gradient first is refused, saying why. */
   int calls = 0;
   model_set_grad_hook(m[1], count_hook, &calls);
@@ -264,7 +289,7 @@ static void test_writes_after_training(engine *e, const model_config *c,
   model_destroy(src);
   free(w);
 
-  model_options fo = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
+  model_options fo = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0};
   model *f, *o;
   hard(model_create_ex(&f, e, c, B, T, &fo), "model_create_ex");
   v = model_views(f, &nv);
@@ -303,7 +328,7 @@ static void test_writes_after_training(engine *e, const model_config *c,
   model_destroy(f);
   model_destroy(o);
 
-  model_options bo = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0};
+  model_options bo = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0, 0};
   model *m;
   hard(model_create_ex(&m, e, c, B, T, &bo), "model_create_ex");
   hard(model_init(m, 7), "model_init");
@@ -374,13 +399,23 @@ int main(void) {
     tg[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
   }
 
-  model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0};
+  model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
   test_adamw_in_backward(e, &c, w, np, B, T, &ob, "op by op");
   {
-    model_options of = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0};
+    model_options of = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
     test_adamw_in_backward(e, &c, w, np, B, T, &of, "fused");
-    model_options off = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
+    model_options off = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0};
     test_adamw_in_backward(e, &c, w, np, B, T, &off, "fused, flash");
+    /* 5 layers: slot 0 serves layers 4, 2 and 0, slot 1 layers 3 and 1 */
+    model_config c5 = c;
+    c5.layers = 5;
+    model *t5;
+    hard(model_create(&t5, e, &c5, B, T, DT_F32), "model_create");
+    float *w5 = random_weights(t5);
+    size_t np5 = model_nparams(t5);
+    model_destroy(t5);
+    test_adamw_in_backward(e, &c5, w5, np5, B, T, &off, "fused, 5 layers");
+    free(w5);
   }
   run_out ref;
   run(e, &c, w, np, ids, tg, B, T, &ob, &ref);
@@ -389,7 +424,7 @@ int main(void) {
 
   const attn_impl impls[] = {ATTN_MATERIALIZED, ATTN_FLASH};
   for (int k = 0; k < 2; k++) {
-    model_options of = {DT_F32, 1, impls[k], F32_EXACT, 0};
+    model_options of = {DT_F32, 1, impls[k], F32_EXACT, 0, 0};
     run_out o;
     run(e, &c, w, np, ids, tg, B, T, &of, &o);
     const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
@@ -440,7 +475,7 @@ int main(void) {
   /* Profiling: every operation of a training step lands in its family,
    * with a time, and the report stops collecting. */
   {
-    model_options of = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0};
+    model_options of = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0};
     model *pm;
     hard(model_create_ex(&pm, e, &c, B, T, &of), "model_create_ex");
     hard(model_init(pm, 5), "model_init");
@@ -472,7 +507,7 @@ int main(void) {
 
   /* What the CPU engine cannot do, it refuses by name. */
   model *m;
-  model_options bad = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0};
+  model_options bad = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0, 0};
   int rc = model_create_ex(&m, e, &c, B, T, &bad);
   if (rc == 0) {
     float loss;
@@ -481,18 +516,18 @@ int main(void) {
   }
   check(rc == ERR_FAIL && strstr(err_msg(), "f32 only") != NULL,
         "bf16 on the cpu engine fails clearly: %s", err_msg());
-  model_options opflash = {DT_F32, 0, ATTN_FLASH, F32_EXACT, 0};
+  model_options opflash = {DT_F32, 0, ATTN_FLASH, F32_EXACT, 0, 0};
   check(model_create_ex(&m, e, &c, B, T, &opflash) == ERR_FAIL &&
             strstr(err_msg(), "op-by-op") != NULL,
         "op-by-op with flash attention is refused: %s", err_msg());
   for (int p = F32_TF32; p <= F32_3XTF32; p++) {
-    model_options tf = {DT_F32, 1, ATTN_FLASH, (f32_products)p, 0};
+    model_options tf = {DT_F32, 1, ATTN_FLASH, (f32_products)p, 0, 0};
     check(model_create_ex(&m, e, &c, B, T, &tf) == ERR_FAIL &&
               strstr(err_msg(), "TF32") != NULL,
           "%s on the cpu engine is refused: %s", f32_products_name(tf.f32),
           err_msg());
   }
-  model_options graphs = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 1};
+  model_options graphs = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 1, 0};
   check(model_create_ex(&m, e, &c, B, T, &graphs) == ERR_FAIL &&
             strstr(err_msg(), "cannot record CUDA graphs") != NULL,
         "CUDA graphs on the cpu engine are refused: %s", err_msg());

@@ -222,19 +222,29 @@ static void cu_stream_destroy(engine *e, void *stream) {
   (void)cudaStreamDestroy((cudaStream_t)stream);
 }
 
-/* An event recorded on the signaler's stream, waited for by the waiter's,
- * then released (CUDA keeps it until the wait is done). */
-static int cu_wait_for(engine *waiter, engine *signaler) {
-  cudaStream_t w = cuda_stream(waiter), s = cuda_stream(signaler);
-  if (w == s) return 0;
-  cudaEvent_t ev;
-  CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  cudaError_t r = cudaEventRecord(ev, s);
-  if (r == cudaSuccess) r = cudaStreamWaitEvent(w, ev, 0);
-  cudaError_t d = cudaEventDestroy(ev);
+/* Ordering events: recorded on one handle's stream, waited for by
+ * another's, then released (CUDA keeps an event until the waits queued on
+ * it are done). */
+static int cu_event_record(engine *e, void **ev) {
+  cudaEvent_t x;
+  CHECK_CUDA(cudaEventCreateWithFlags(&x, cudaEventDisableTiming));
+  cudaError_t r = cudaEventRecord(x, cuda_stream(e));
+  if (r != cudaSuccess) (void)cudaEventDestroy(x);
+  CHECK_CUDA(r);
+  *ev = (void *)x;
+  return 0;
+}
+
+static int cu_event_wait(engine *e, void *ev) {
+  cudaError_t r = cudaStreamWaitEvent(cuda_stream(e), (cudaEvent_t)ev, 0);
+  cudaError_t d = cudaEventDestroy((cudaEvent_t)ev);
   CHECK_CUDA(r);
   CHECK_CUDA(d);
   return 0;
+}
+
+static void cu_event_free(engine *e, void *ev) {
+  (void)cudaEventDestroy((cudaEvent_t)ev);
 }
 
 /* Profiling events: created and recorded on demand (only while
@@ -373,7 +383,9 @@ static const engine_ops cuda_ops = {
   .check_ctx = cu_check_ctx,
   .stream_create = cu_stream_create,
   .stream_destroy = cu_stream_destroy,
-  .wait_for = cu_wait_for,
+  .event_record = cu_event_record,
+  .event_wait = cu_event_wait,
+  .event_free = cu_event_free,
   .f32_products = cu_f32_products,
   .prof_record = cu_prof_record,
   .prof_elapsed_ms = cu_prof_elapsed_ms,
