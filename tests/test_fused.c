@@ -14,6 +14,7 @@
  * (eng_profile), which the fused path's timings rely on. */
 #include "config.h"
 #include "tests/testlib.h"
+#include "tests/adamw_forms.h"
 #include "model/model.h"
 #include "model/model_internal.h"
 #include "model/rng.h"
@@ -146,29 +147,8 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
           gb[1], gb[0]);
   }
   adamw_config a = adamw_defaults();
-  int same = 1, loss_same = 1;
-  for (int s = 0; s < 3; s++) {
-    int32_t ids[B * T], tg[B * T];
-    batch(ids, tg, B * T, c->vocab);
-    float loss[2];
-    for (int k = 0; k < 2; k++) {
-      hard(model_zero_grad(m[k]), "zero_grad");
-      hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
-      if (k == 0) {
-        hard(model_backward(m[k]), "backward");
-        hard(model_adamw_step(m[k], &a), "adamw");
-      } else {
-        hard(model_backward_adamw(m[k], &a), "backward_adamw");
-      }
-    }
-    loss_same &= memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
-    float *p0 = download(e, model_params(m[0]), np);
-    float *p1 = download(e, model_params(m[1]), np);
-    same &= memcmp(p0, p1, np * sizeof *p0) == 0;
-    free(p0);
-    free(p1);
-  }
-  check(same && loss_same, "%s: AdamW in backward%s gives the weights and "
+  int same = adamw_forms_agree(m[0], m[1], B, T, 3);
+  check(same, "%s: AdamW in backward%s gives the weights and "
         "losses of AdamW after it, bit for bit, over 3 steps", what,
         os.grad_slots ? " (gradient slots)" : "");
   if (os.grad_slots) {

@@ -13,6 +13,7 @@
  * that has trained (test_load_after_training). */
 #include "config.h"
 #include "tests/testlib.h"
+#include "tests/adamw_forms.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -208,30 +209,7 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
            "model_create_ex");
       hard(model_init(m[k], 7), "model_init");
     }
-    size_t np = model_nparams(m[0]);
-    adamw_config a = adamw_defaults();
-    int same = 1;
-    for (int s = 0; s < 3; s++) {
-      int32_t ids[B * T], tg[B * T];
-      fresh_batch(ids, tg, B * T, c->vocab);
-      float loss[2];
-      for (int k = 0; k < 2; k++) {
-        hard(model_zero_grad(m[k]), "zero_grad");
-        hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
-        if (k == 0) {
-          hard(model_backward(m[k]), "backward");
-          hard(model_adamw_step(m[k], &a), "adamw");
-        } else {
-          hard(model_backward_adamw(m[k], &a), "backward_adamw");
-        }
-      }
-      float *p0 = download(gpu, model_params(m[0]), np);
-      float *p1 = download(gpu, model_params(m[1]), np);
-      same &= memcmp(p0, p1, np * sizeof *p0) == 0 &&
-              memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
-      free(p0);
-      free(p1);
-    }
+    int same = adamw_forms_agree(m[0], m[1], B, T, 3);
     check(same, "%s: AdamW in backward gives the weights and losses of AdamW "
           "after it, bit for bit, over 3 steps", cases[i].n);
     for (int k = 0; k < 2; k++) model_destroy(m[k]);
