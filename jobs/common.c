@@ -68,4 +68,38 @@ sample_stats stats_of(const double *v, int n) {
   return s;
 }
 
+/* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
+ * the host, in chunks through an fp32 staging buffer, cast by the engine. */
+int random_tensor(engine *e, void *dst, size_t n, dtype dt,
+                         rng *r) {
+  const size_t chunk = (size_t)1 << 22;
+  float *h = malloc(sizeof(float) * (n < chunk ? n : chunk));
+  CHECK_ALLOC(h, sizeof(float) * (n < chunk ? n : chunk));
+  void *stage = NULL;
+  int rc = 0;
+  if (dt != DT_F32 &&
+      (rc = eng_alloc(e, sizeof(float) * (n < chunk ? n : chunk), "staging",
+                      &stage)) < 0) {
+    free(h);
+    TRY(rc);
+  }
+  for (size_t i0 = 0; i0 < n && rc == 0; i0 += chunk) {
+    size_t m = n - i0 < chunk ? n - i0 : chunk;
+    for (size_t i = 0; i < m; i++) {
+      double u = 0.1 + 0.9 * (double)(rng_next(r) >> 11) * 0x1.0p-53;
+      h[i] = (float)(rng_next(r) & 1 ? u : -u);
+    }
+    if (dt == DT_F32) {
+      rc = eng_upload(e, (float *)dst + i0, h, m * sizeof(float));
+    } else if ((rc = eng_upload(e, stage, h, m * sizeof(float))) == 0) {
+      rc = k_cast(e, stage, DT_F32, (char *)dst + i0 * dtype_size(dt), dt, m);
+      if (rc == 0) rc = eng_sync(e);   /* the stage is refilled next */
+    }
+  }
+  eng_free(e, stage);
+  free(h);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  return rc;
+}
+
 #endif /* KIND_DECLARATION_ONLY */

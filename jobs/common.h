@@ -74,6 +74,10 @@ rng batch_rng(int seed);
 /* n token ids and n next-token targets in [0, vocab), drawn in turn. */
 void random_tokens(rng *r, int32_t *ids, int32_t *tgt, size_t n, int vocab);
 
+/* n random values of dtype dt at dst (engine memory): +-[0.1, 1), never
+ * zero, drawn in fp32 from r on the host, cast by the engine. */
+int random_tensor(engine *e, void *dst, size_t n, dtype dt, rng *r);
+
 /* The engine of a one-rank job: backend "cuda" is GPU 0, any other the
  * CPU engine with `threads` threads (0: OpenMP's default). */
 int engine_open(const char *backend, int threads, engine **e);

@@ -14,7 +14,8 @@
   X(accumulation) \
   X(ddp)         \
   X(attention)   \
-  X(comm_accounting)
+  X(comm_accounting) \
+  X(norm)
 
 #define DECLARE(name) extern const kind_def kind_##name;
 KINDS(DECLARE)
