@@ -50,6 +50,7 @@ typedef struct lm_settings {
   bool cuda_graphs;
   bool kernel_profile;
   const char *optimizer;
+  int adamw_blocks;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -90,6 +91,10 @@ static const param_def params[] = {
      "once backward is done) or in_backward (each tensor's update the "
      "moment its gradient is final; the same weights; backward's time "
      "then includes it; not with fp16's loss scaling)"},
+    {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
+     NULL, NULL, "0",
+     "optimizer in_backward: thread blocks its updates may hold beside "
+     "backward's kernels (one per SM on Hopper); 0: as many as they need"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -134,6 +139,11 @@ static int validate(const void *settings, char *err, size_t n) {
       return BLAME(lm_settings, optimizer);
     }
   }
+  if (s->adamw_blocks && strcmp(s->optimizer, "in_backward") != 0) {
+    snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
+             "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
+    return BLAME(lm_settings, adamw_blocks);
+  }
   if (s->kernel_profile && strcmp(s->backend, "cuda") != 0) {
     snprintf(err, n, "kernel_profile = true needs the cuda backend (allowed "
              "with backend %s: false)", s->backend);
@@ -161,6 +171,7 @@ static model_options options(const lm_settings *s) {
   /* AdamW in backward on the fused path: each layer's gradients live only
    * until its update (two layer-sized slots, not every gradient) */
   o.grad_slots = o.fused && strcmp(s->optimizer, "in_backward") == 0;
+  o.adamw_blocks = s->adamw_blocks;
   return o;
 }
 

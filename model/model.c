@@ -372,7 +372,7 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
-  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
+  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
   return model_create_ex(out, e, c, batch, seq, &o);
 }
 
@@ -400,6 +400,11 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     free(m);
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
          "(allowed with flash attention: the fused path)");
+  }
+  if (o->adamw_blocks < 0) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: adamw_blocks = %d (allowed: >= 0)",
+         o->adamw_blocks);
   }
   if (o->grad_slots && !o->fused) {
     free(m);
@@ -825,7 +830,7 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   if (m->gmap) m->grads_deferred_zero = 1;
   TRY(model_params_low_current(m));   /* backward reads the current copy */
   TRY(adamw_state(m));
-  if (!m->side) TRY(eng_side_view(m->e, 0, &m->side));
+  if (!m->side) TRY(eng_side_view(m->e, m->opt.adamw_blocks, &m->side));
   /* Views a forward does not reach (none in this model) keep a zero
    * gradient and are still updated, as by model_adamw_step. */
   int low = m->opt.fused && m->params_low != (const void *)m->params;

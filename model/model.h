@@ -80,6 +80,10 @@ typedef struct model_options {
                         * one layer's size, each layer's only until its
                         * update, not in a buffer of every gradient
                         * (model_grads is then NULL) */
+  int adamw_blocks;    /* model_backward_adamw's updates, beside backward,
+                        * hold at most this many thread blocks (one per SM
+                        * on Hopper: eng_side_view); 0: as many as they
+                        * need */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

@@ -76,7 +76,7 @@ static void run_ex(engine *e, const model_config *c, const float *w,
 static void run(engine *e, const model_config *c, const float *w, size_t np,
                 const int32_t *ids, const int32_t *tg, int B, int T,
                 dtype compute, run_out *o) {
-  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
+  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
   run_ex(e, c, w, np, ids, tg, B, T, &opt, o);
 }
 
@@ -129,7 +129,7 @@ static void test_graphs(engine *gpu, const model_config *c, const float *w,
       {DT_F16, 1, ATTN_FLASH, F32_EXACT},
       {DT_F32, 1, ATTN_FLASH, F32_3XTF32}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, cases[i].f32, 0, 0};
+    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, cases[i].f32, 0, 0, 0};
     float l0[GRAPH_STEPS], l1[GRAPH_STEPS];
     long long r0, r1;
     float *p0 = train(gpu, c, w, np, B, T, &opt, l0, &r0);
@@ -200,7 +200,7 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
       cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, "fp32 op by op"},
                  {DT_BF16, 1, ATTN_MATERIALIZED, "bf16 fused"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, F32_EXACT, 0, 0};
+    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, F32_EXACT, 0, 0, 0};
     model *m[2];
     model_options os = opt;   /* the fused path: with gradient slots */
     os.grad_slots = opt.fused;
@@ -274,7 +274,7 @@ static void test_load_after_training(engine *cpu, engine *gpu,
       {DT_F16, ATTN_FLASH, 0, LOAD, 1e-2}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     fb_out op, o;
-    model_options oo = {cases[k].t, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0};
+    model_options oo = {cases[k].t, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
     model *m;
     hard(model_create_ex(&m, gpu, c, B, T, &oo), "model_create_ex");
     hard(st_load_model(m, path), "st_load_model");
@@ -282,7 +282,7 @@ static void test_load_after_training(engine *cpu, engine *gpu,
     model_destroy(m);
 
     model_options fo = {cases[k].t, 1, cases[k].a, F32_EXACT,
-                        cases[k].graphs, 0};
+                        cases[k].graphs, 0, 0};
     hard(model_create_ex(&m, gpu, c, B, T, &fo), "model_create_ex");
     hard(model_set_params(m, 0, w0, np), "model_set_params");
     /* with graphs: steps 2 and 3 replay, so forward after the load does */
@@ -385,7 +385,7 @@ int main(void) {
   for (int p = 0; p < 4; p++) {
     run_out o;
     model_options opt = {precisions[p].t, 0, ATTN_MATERIALIZED,
-                         precisions[p].f32, 0, 0};
+                         precisions[p].f32, 0, 0, 0};
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
     const char *pn = precisions[p].f32 == F32_3XTF32
                          ? "f32 (3xtf32)"
@@ -422,7 +422,7 @@ int main(void) {
       {DT_F32, ATTN_MATERIALIZED, F32_3XTF32, 1e-4},
       {DT_F32, ATTN_FLASH, F32_3XTF32, 1e-4}};
   for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++) {
-    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32, 0, 0};
+    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32, 0, 0, 0};
     int exact = fused[f].t == DT_F32 && fused[f].f32 != F32_TF32;
     run_out o;
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
