@@ -1345,6 +1345,14 @@ int main(void) {
     if (engine_cpu_create(&other, 1) < 0) hard_error("engine_cpu_create");
     expect_fail("eng_wait_for across two engines", eng_wait_for(side, other),
                 "handles of two engines");
+    eng_event *ev = NULL;
+    if (eng_event_record(side, &ev) < 0) hard_error("eng_event_record");
+    check(ev != NULL, "an event recorded through a side view");
+    expect_fail("waiting for another engine's event", eng_event_wait(other, ev),
+                "an event of another engine");
+    if (eng_event_record(E, &ev) < 0) hard_error("eng_event_record");
+    check(eng_event_wait(side, ev) == 0, "a view waits for its base's event");
+    expect_fail("waiting for no event", eng_event_wait(E, NULL), "no event");
     engine_destroy(other);
     engine_destroy(side);
   }
