@@ -149,8 +149,9 @@ int eng_event_wait(engine *e, eng_event *ev) {
 }
 
 void eng_event_free(engine *e, eng_event *ev) {
+  (void)e;   /* released by the engine it was recorded on, whichever e is */
   if (!ev) return;
-  if (ev->ev) e->ops->event_free(e, ev->ev);
+  if (ev->ev) ev->base->ops->event_free(ev->base, ev->ev);
   free(ev);
 }
 
