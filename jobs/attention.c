@@ -144,7 +144,8 @@ static int bwd(engine *e, const shape *s, bufs *b) {
   return 0;
 }
 
-static int measure(engine *e, const attention_settings *a, result *r) {
+static int measure(engine *e, const void *settings, result *r) {
+  const attention_settings *a = settings;
   shape s;
   if (attn_impl_parse(a->impl, &s.impl) < 0)
     FAIL(ERR_FAIL, "attention: unknown impl \"%s\"", a->impl);
@@ -215,13 +216,8 @@ static int measure(engine *e, const attention_settings *a, result *r) {
 }
 
 static int run(const void *settings, result *r) {
-  const attention_settings *s = settings;
-  engine *e = NULL;
-  TRY(engine_open(s->backend, 0, &e));
-  int rc = measure(e, s, r);
-  if (rc < 0) err_trace(__FILE__, __LINE__);
-  engine_destroy(e);   /* frees every buffer measure() left */
-  return rc;
+  return run_on_engine(((const attention_settings *)settings)->backend, measure, settings,
+                       r);
 }
 
 #endif /* KIND_DECLARATION_ONLY */

@@ -102,4 +102,15 @@ int random_tensor(engine *e, void *dst, size_t n, dtype dt,
   return rc;
 }
 
+int run_on_engine(const char *backend,
+                  int (*measure)(engine *e, const void *settings, result *r),
+                  const void *settings, result *r) {
+  engine *e = NULL;
+  TRY(engine_open(backend, 0, &e));
+  int rc = measure(e, settings, r);
+  if (rc < 0) err_trace(__FILE__, __LINE__);
+  engine_destroy(e);
+  return rc;
+}
+
 #endif /* KIND_DECLARATION_ONLY */

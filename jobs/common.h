@@ -78,6 +78,13 @@ void random_tokens(rng *r, int32_t *ids, int32_t *tgt, size_t n, int vocab);
  * zero, drawn in fp32 from r on the host, cast by the engine. */
 int random_tensor(engine *e, void *dst, size_t n, dtype dt, rng *r);
 
+/* A one-rank job's run: measure(e, settings, r) on a fresh engine of
+ * `backend` (engine_open, default threads), which is destroyed after,
+ * with every buffer measure left on it. */
+int run_on_engine(const char *backend,
+                  int (*measure)(engine *e, const void *settings, result *r),
+                  const void *settings, result *r);
+
 /* The engine of a one-rank job: backend "cuda" is GPU 0, any other the
  * CPU engine with `threads` threads (0: OpenMP's default). */
 int engine_open(const char *backend, int threads, engine **e);

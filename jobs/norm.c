@@ -85,7 +85,8 @@ static int bwd(engine *e, int layer, const bufs *u, int n, int d) {
   return k_rmsnorm_bwd(e, u->dy, u->x, u->w, u->rstd, u->dx, u->dw, n, d);
 }
 
-static int measure(engine *e, const norm_settings *s, result *r) {
+static int measure(engine *e, const void *settings, result *r) {
+  const norm_settings *s = settings;
   int layer = strcmp(s->impl, "layernorm") == 0, n = s->rows, d = s->cols;
   size_t nd = (size_t)n * d;
   bufs u = {0};
@@ -129,13 +130,8 @@ static int measure(engine *e, const norm_settings *s, result *r) {
 }
 
 static int run(const void *settings, result *r) {
-  const norm_settings *s = settings;
-  engine *e = NULL;
-  TRY(engine_open(s->backend, 0, &e));
-  int rc = measure(e, s, r);
-  if (rc < 0) err_trace(__FILE__, __LINE__);
-  engine_destroy(e);   /* frees every buffer measure() left */
-  return rc;
+  return run_on_engine(((const norm_settings *)settings)->backend, measure, settings,
+                       r);
 }
 
 #endif /* KIND_DECLARATION_ONLY */
