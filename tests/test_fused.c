@@ -14,7 +14,7 @@
  * (eng_profile), which the fused path's timings rely on. */
 #include "config.h"
 #include "tests/testlib.h"
-#include "tests/adamw_forms.h"
+#include "tests/model_helpers.h"
 #include "model/model.h"
 #include "model/model_internal.h"
 #include "model/rng.h"
@@ -245,34 +245,16 @@ static void check_low_copy(engine *e, model *m, const char *after) {
 static void test_writes_after_training(engine *e, const model_config *c,
                                        int B, int T) {
   char dir[512], path[600];
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/test_fused.XXXXXX",
-           tmp && tmp[0] ? tmp : "/tmp");
-  if (mkdtemp(dir) == NULL) {
-    fprintf(stderr, "test_fused: mkdtemp %s: %s\n", dir, strerror(errno));
-    exit(99);
-  }
-  snprintf(path, sizeof path, "%s/other.safetensors", dir);
-  model *src;
-  hard(model_create(&src, e, c, B, T, DT_F32), "model_create");
-  hard(model_init(src, 4242), "model_init");
-  size_t np = model_nparams(src);
-  float *w = download(e, model_params(src), np);
-  int nv;
-  const tensor_view *v = model_views(src, &nv);
-  for (int i = 0; i < nv; i++)
-    if (v[i].ndim == 1)
-      for (size_t j = 0; j < v[i].numel; j++)
-        w[v[i].offset + j] = 1.0f + frand(0.3f);
-  hard(model_set_params(src, 0, w, np), "model_set_params");
-  hard(st_save_model(src, path), "st_save_model");
-  model_destroy(src);
+  float *w = other_checkpoint(e, c, B, T, "test_fused", dir, sizeof dir, path,
+                              sizeof path);
   free(w);
 
   model_options fo = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
   model *f, *o;
   hard(model_create_ex(&f, e, c, B, T, &fo), "model_create_ex");
-  v = model_views(f, &nv);
+  int nv;
+  const tensor_view *v = model_views(f, &nv);
+  size_t np = model_nparams(f);
   hard(model_init(f, 7), "model_init");
   train_step(f, B, T);
   hard(st_load_model(f, path), "st_load_model");

@@ -13,7 +13,7 @@
  * that has trained (test_load_after_training). */
 #include "config.h"
 #include "tests/testlib.h"
-#include "tests/adamw_forms.h"
+#include "tests/model_helpers.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -233,27 +233,8 @@ static void test_load_after_training(engine *cpu, engine *gpu,
                                      const model_config *c, const float *w0,
                                      size_t np, int B, int T) {
   char dir[512], path[600];
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/test_model_cuda.XXXXXX",
-           tmp && tmp[0] ? tmp : "/tmp");
-  if (mkdtemp(dir) == NULL) {
-    fprintf(stderr, "test_model_cuda: mkdtemp %s: %s\n", dir,
-            strerror(errno));
-    exit(99);
-  }
-  snprintf(path, sizeof path, "%s/other.safetensors", dir);
-  model *src;
-  hard(model_create(&src, cpu, c, B, T, DT_F32), "model_create");
-  hard(model_init(src, 4242), "model_init");
-  float *w = download(cpu, model_params(src), np);
-  int nv;
-  const tensor_view *v = model_views(src, &nv);
-  for (int i = 0; i < nv; i++)
-    if (v[i].ndim == 1)
-      for (size_t j = 0; j < v[i].numel; j++)
-        w[v[i].offset + j] = 1.0f + frand(0.3f);
-  hard(model_set_params(src, 0, w, np), "model_set_params");
-  hard(st_save_model(src, path), "st_save_model");
+  float *w = other_checkpoint(cpu, c, B, T, "test_model_cuda", dir,
+                              sizeof dir, path, sizeof path);
 
   int32_t ids[B * T], tg[B * T];
   fresh_batch(ids, tg, B * T, c->vocab);
@@ -306,6 +287,8 @@ static void test_load_after_training(engine *cpu, engine *gpu,
     }
     long long replays = model_graph_replays(m);
     fwd_bwd(m, ids, tg, B, T, &o);
+    int nv;
+    const tensor_view *v = model_views(m, &nv);
     char pn[128], what[200];
     snprintf(pn, sizeof pn, "fused %s %s%s, trained then %s",
              dtype_name(cases[k].t),
@@ -337,7 +320,6 @@ static void test_load_after_training(engine *cpu, engine *gpu,
   }
   free(ref.logits); free(ref.grads);
   free(w);
-  model_destroy(src);
   if (unlink(path) != 0 || rmdir(dir) != 0)
     fprintf(stderr, "test_model_cuda: note: could not remove %s: %s\n", dir,
             strerror(errno));

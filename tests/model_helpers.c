@@ -1,8 +1,11 @@
-/* adamw_forms.h: the two forms of the optimizer, step by step. */
+/* model_helpers.h: shared model fixtures of the model tests. */
 #include "config.h"
-#include "tests/adamw_forms.h"
+#include "tests/model_helpers.h"
+#include "model/safetensors.h"
 #include "tests/testlib.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,4 +49,30 @@ int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps) {
   }
   free(ids);
   return same;
+}
+
+float *other_checkpoint(engine *e, const model_config *c, int B, int T,
+                        const char *prog, char *dir, size_t ndir, char *path,
+                        size_t npath) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, ndir, "%s/%s.XXXXXX", tmp && tmp[0] ? tmp : "/tmp", prog);
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "%s: mkdtemp %s: %s\n", prog, dir, strerror(errno));
+    exit(99);
+  }
+  snprintf(path, npath, "%s/other.safetensors", dir);
+  model *src;
+  hard(model_create(&src, e, c, B, T, DT_F32), "model_create");
+  hard(model_init(src, 4242), "model_init");
+  float *w = weights(src);
+  int nv;
+  const tensor_view *v = model_views(src, &nv);
+  for (int i = 0; i < nv; i++)
+    if (v[i].ndim == 1)
+      for (size_t j = 0; j < v[i].numel; j++)
+        w[v[i].offset + j] = 1.0f + frand(0.3f);
+  hard(model_set_params(src, 0, w, model_nparams(src)), "model_set_params");
+  hard(st_save_model(src, path), "st_save_model");
+  model_destroy(src);
+  return w;
 }

@@ -1,0 +1,25 @@
+/* What test_fused (CPU engine) and test_model_cuda (GPU) share: another
+ * model's checkpoint on disk, and the optimizer in backward against AdamW
+ * after backward. */
+#ifndef TL_TESTS_MODEL_HELPERS_H
+#define TL_TESTS_MODEL_HELPERS_H
+
+#include "model/model.h"
+
+/* `steps` training steps on fresh random batches (tests/testlib.h's
+ * stream), `after` with model_backward then model_adamw_step, `in_bwd`
+ * with model_backward_adamw, both from whatever weights they hold: 1 when
+ * the losses and the weights after every step are equal bit for bit. */
+int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps);
+
+/* A checkpoint of another model than the tests' own: fp32 weights of
+ * c (batch B, sequence T) from seed 4242 with the gains drawn away from 1,
+ * saved by st_save_model to DIR/other.safetensors in a fresh temporary
+ * folder (TMPDIR, else /tmp) named after prog. dir and path receive the
+ * folder and file (the caller removes both); returns the weights (nparams
+ * floats, malloc'd). Exits 99 where the folder cannot be made. */
+float *other_checkpoint(engine *e, const model_config *c, int B, int T,
+                        const char *prog, char *dir, size_t ndir, char *path,
+                        size_t npath);
+
+#endif
