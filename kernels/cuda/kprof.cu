@@ -5,7 +5,10 @@
  * name). Ranges attribute kernels: each push also pushes a CUPTI external
  * correlation id (the range's index), so CUPTI pairs every launch inside
  * it with that id (EXTERNAL_CORRELATION records, by correlation id); the
- * innermost range wins. Names are demangled and shortened to the function
+ * innermost range wins. CUPTI writes those records only beside the API
+ * records of the launching call, so the runtime's and the driver's API
+ * activity is enabled too (their records are read and dropped): our
+ * kernels launch through the runtime, cuBLAS's through the driver. Names are demangled and shortened to the function
  * (no return type, no parameter list).
  *
  * CUPTI's activity state is the process's, not an engine's: one profile at
@@ -137,6 +140,8 @@ int kprof_begin(void) {
   CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
   S.active = true;
   return 0;
 #else
@@ -154,6 +159,8 @@ int kprof_end(eng_kernel_stat **out, int *n) {
   CUptiResult r = cuptiActivityFlushAll(1);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
   if (r != CUPTI_SUCCESS)
     FAIL(ERR_FAIL, "cuptiActivityFlushAll: %s", cupti_msg(r));
   std::map<std::pair<std::string, std::string>, std::pair<long, double>> sum;
