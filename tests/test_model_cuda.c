@@ -196,14 +196,18 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   model_config c5 = *tiny;
   c5.layers = 5;
   const model_config *c = &c5;
-  static const struct { dtype t; int fused; attn_impl a; const char *n; }
-      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, "fp32 op by op"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, "bf16 fused"}};
+  /* cap: model_options.adamw_blocks, the updates held to 3 blocks (each
+   * loops over its share) */
+  static const struct { dtype t; int fused; attn_impl a; int cap; const char *n; }
+      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, "fp32 op by op"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, "bf16 fused"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, "bf16 fused, updates on 3 blocks"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_options opt = {cases[i].t, cases[i].fused, cases[i].a, F32_EXACT, 0, 0, 0};
     model *m[2];
     model_options os = opt;   /* the fused path: with gradient slots */
     os.grad_slots = opt.fused;
+    os.adamw_blocks = cases[i].cap;
     for (int k = 0; k < 2; k++) {
       hard(model_create_ex(&m[k], gpu, c, B, T, k ? &os : &opt),
            "model_create_ex");

@@ -341,8 +341,14 @@ int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
   /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
-  unsigned grid = cuda_grid(e, (n + 3) / 4, THREADS);
-  WITH_T(lt, (adamw_ex_k<T><<<grid, THREADS, 0, cuda_stream(e)>>>(
+  /* Capped (eng_ctx.adamw_blocks): one block of 1024 threads per SM it
+   * may hold, each looping over its share (grid-stride: the same element
+   * updates, so the same bits). */
+  int threads = e->ctx.adamw_blocks > 0 ? 1024 : THREADS;
+  unsigned grid = cuda_grid(e, (n + 3) / 4, threads);
+  if (e->ctx.adamw_blocks > 0 && grid > (unsigned)e->ctx.adamw_blocks)
+    grid = (unsigned)e->ctx.adamw_blocks;
+  WITH_T(lt, (adamw_ex_k<T><<<grid, threads, 0, cuda_stream(e)>>>(
                  p, (T *)p_low, g, m, v, n, b1, b2, (float)(1.0 - (double)b1),
                  (float)(1.0 - (double)b2), eps, (float)step,
                  (float)(1.0 - (double)lr * wd))));
