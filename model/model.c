@@ -129,7 +129,9 @@ static int act_table(model *m, act_builder *b) {
  * v, o, lse, a, b (P too when attention is materialised); scratch shared by
  * all layers. Norm outputs are kept only in 16 bits: in fp32 they would
  * make the fused path keep more than op-by-op, and recomputing them is
- * 0.2% of an fp32 step. */
+ * 0.2% of an fp32 step. With gradient slots (the memory-lean in-backward
+ * form) they are recomputed in 16 bits too: the same kernel on the same
+ * saved input and gain, so the same bits as forward's. */
 static int fused_act_table(model *m, act_builder *b) {
   const size_t B = (size_t)m->B, T = (size_t)m->T, N = B * T;
   const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
@@ -143,7 +145,8 @@ static int fused_act_table(model *m, act_builder *b) {
 #define ACT(field, suffix, rows, cols, esz)                                     do {                                                                           snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                      TRY(act_add_t(b, &l->field, name, rows, cols, esz));                       } while (0)
     if (i > 0) ACT(x, "input", N, D, fz);
     ACT(rstd1, "ln1.rstd", N, 1, fz);
-    if (m->lt != DT_F32) ACT(n1, "ln1.out", N, D, lz);
+    const int keep_norms = m->lt != DT_F32 && !m->opt.grad_slots;
+    if (keep_norms) ACT(n1, "ln1.out", N, D, lz);
     ACT(q, "attn.q", B * H * T, Dh, lz);
     ACT(k, "attn.k", B * H * T, Dh, lz);
     ACT(v, "attn.v", B * H * T, Dh, lz);
@@ -153,7 +156,7 @@ static int fused_act_table(model *m, act_builder *b) {
       ACT(P, "attn.scores", B * H * T, T, lz);
     ACT(resid, "attn.residual", N, D, fz);
     ACT(rstd2, "ln2.rstd", N, 1, fz);
-    if (m->lt != DT_F32) ACT(n2, "ln2.out", N, D, lz);
+    if (keep_norms) ACT(n2, "ln2.out", N, D, lz);
     ACT(a, "ffn.a", N, F, lz);
     ACT(b, "ffn.b", N, F, lz);
 #undef ACT
@@ -168,7 +171,8 @@ static int fused_act_table(model *m, act_builder *b) {
     TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", N, V, lz));
   TRY(act_add_t(b, &a->qkv, "scratch.qkv", N, 3 * D, lz));
   TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
-  if (m->lt == DT_F32) TRY(act_add_t(b, &a->norm, "scratch.norm", N, D, fz));
+  if (m->lt == DT_F32 || m->opt.grad_slots)
+    TRY(act_add_t(b, &a->norm, "scratch.norm", N, D, lz));
   TRY(act_add_t(b, &a->om, "scratch.attn_merged", N, D, lz));
   TRY(act_add_t(b, &a->h, "scratch.ffn_h", N, F, lz));
   TRY(act_add(b, &a->dres, "scratch.grad_residual", N, D));
