@@ -22,8 +22,10 @@
 #
 # Environment (mkreport.sh sets it): PROBLEM, CSV (the problem's own CSV;
 # the others are read from DATA), DATA, OUT, CSVTOOL, GNUPLOT (empty: no
-# figures), REPORT_LIB. PyTorch: reports/anchors/ddp_pytorch_compiled.csv
-# (DDP + torch.compile + fused AdamW, the strongest anchor) and
+# figures), REPORT_LIB. PyTorch: reports/anchors/torch_ddp_h200.csv
+# (reports/anchors/torch_ddp.py: DDP + torch.compile + fused AdamW, the
+# strongest anchor) where it exists, else the same configuration's numbers
+# copied into reports/anchors/ddp_pytorch_compiled.csv; and
 # reports/anchors/ddp_pytorch.csv (eager, older).
 #
 # Scaling efficiency = 1-GPU step / 2-GPU step at the same per-GPU batch
@@ -95,12 +97,33 @@ best_bucket() {
   tool value "$bb_f" --where status=ok --where precision="$1" --where world_size=2 \
     --sort step_ms_mean --agg first --default "" --col bucket_mb
 }
-# pt PREC WS: PyTorch DDP compiled's step (ms); pe PREC: eager's 2-GPU step.
+# pt PREC WS: PyTorch DDP compiled's step (ms); pe PREC: eager's 2-GPU step;
+# pt_peak min|max: its peak GiB per GPU, the least and the most.
 pt() { tool value "$pt_csv" --agg first --default "" --where precision="$1" --where world_size="$2" --col step_ms; }
 pe() { [ -f "$pe_csv" ] && tool value "$pe_csv" --agg first --default "" --where precision="$1" --col step_ms_median || true; }
+pt_peak() { tool value "$pt_csv" --agg first --default "" --col "peak_gib_$1"; }
 pt_bm=$(tool value "$pt_csv" --agg first --default "?" --col bucket_mb)
 pt_name="PyTorch DDP + torch.compile + fused AdamW ($pt_bm MB buckets)"
 pt_src="reports/anchors/ddp_pytorch_compiled.csv, from shared/anchors/README.md's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
+# The scripted anchor (reports/anchors/torch_ddp.py) replaces those copied
+# numbers once it has rows at our shape: per precision and GPU count its
+# fastest bucket size, mean step, as our step_ms_mean.
+pt_new="$reports/anchors/torch_ddp_h200.csv"
+if [ -f "$pt_new" ]; then
+  pt_w="--where status=ok --where config=compiled"
+  for c in size context rank_batch; do
+    pt_w="$pt_w --where $c=$(tool value "$own" --agg first --where status=ok --col $c)"
+  done
+  pt_n=$(tool count "$pt_new" $pt_w)
+  if [ "$pt_n" -gt 0 ]; then
+    pt_csv=$pt_new
+    pt() { tool value "$pt_csv" --sort step_ms_mean --agg first --default "" $pt_w --where precision="$1" --where world_size="$2" --col step_ms_mean --fmt %.1f; }
+    pt_peak() { tool value "$pt_csv" --agg "$1" --default "" $pt_w --where world_size=2 --col peak_gib --fmt %.1f; }
+    pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+    pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm)"
+    pt_src="reports/anchors/torch_ddp_h200.csv, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
+  fi
+fi
 
 # The table of rows: LEAD is the row's first cells ("| naive |"); FILE,
 # PREC, GPUs, bucket (or empty).
@@ -610,8 +633,8 @@ EOF
       one_gpu="$one_gpu and we are in bf16 ($(f1 "$ch1") against $th1 ms)"
     fi
     pk=$(two "$ce" fp32 engine_peak_mib "$cf"); pk0=$(two "$csv" fp32 engine_peak_mib "$(best_bucket fp32)")
-    pmin=$(tool value "$pt_csv" --agg first --default "" --col peak_gib_min)
-    pmax=$(tool value "$pt_csv" --agg first --default "" --col peak_gib_max)
+    pmin=$(pt_peak min)
+    pmax=$(pt_peak max)
     mem=""
     if [ -n "$pk" ] && [ -n "$pk0" ] && [ -n "$pmin" ] && [ -n "$pmax" ]; then
       if is_true "$pk / 1024 > $pmax"; then mw="more than"; elif is_true "$pk / 1024 >= $pmin"; then mw="about as much as"; else mw="less than"; fi

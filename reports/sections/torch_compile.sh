@@ -1,9 +1,14 @@
 #!/bin/sh
-# Writeup problem torch_compile: (a) attention op by op against PyTorch's
-# eager and compiled attention at pytorch_attention's shapes (our rows:
-# $DATA/pytorch_attention.csv; PyTorch's: reports/anchors/
-# torch_attention_h100.csv); (b) the whole model, our op-by-op path (one
-# kernel per operation, as PyTorch eager) against the fused path, with
+# Writeup problem torch_compile: (a) attention at pytorch_attention's
+# shapes, one row per shape: our materialised attention
+# ($DATA/pytorch_attention.csv) and FlashAttention-2
+# ($DATA/torch_compile_attention.csv, experiments/
+# torch_compile_attention.cfg; read directly, as cuda_graphs.csv is, so
+# `make report` never runs that GPU sweep itself: until its rows exist (a)
+# says what to run) beside PyTorch's eager, compiled and SDPA attention
+# (reports/anchors/torch_attention_h100.csv); (b) the whole model, our
+# op-by-op path (one kernel per operation, as PyTorch eager) against the
+# fused path, with
 # attention materialised or FlashAttention-2, every size, forward,
 # forward+backward and the full step, fp32 and bf16, next to PyTorch eager
 # (reports/anchors/lm_pytorch_h100.csv) and the strongest PyTorch,
@@ -40,78 +45,147 @@ fi
 . "$REPORT_LIB"
 
 # ---- (a) attention ------------------------------------------------------------
-echo "### (a) Attention: eager against compiled"
+# One row per shape of pytorch_attention, one column per implementation:
+# ours materialised (pytorch_attention.csv), ours FlashAttention-2
+# (torch_compile_attention.csv), PyTorch eager, compiled and SDPA
+# (torch_attention_h100.csv), all at the shape of our rows.
+echo "### (a) Attention: eager against compiled, and the fused kernels"
 echo
-if [ ! -f "$acsv" ] || [ "$(tool count "$acsv" --where status=ok --where impl=materialized)" -eq 0 ]; then
-  echo "_Our attention rows are not yet measured: run \`./runner experiments/pytorch_attention.cfg\` on a GPU._"
+fcsv="$DATA/torch_compile_attention.csv"
+frun="\`./runner experiments/torch_compile_attention.cfg\`"
+nm=0 nf=0
+if [ -f "$acsv" ]; then nm=$(tool count "$acsv" --where status=ok --where impl=materialized); fi
+if [ -f "$fcsv" ]; then nf=$(tool count "$fcsv" --where status=ok --where impl=flash); fi
+if [ "$nm" -eq 0 ] && [ "$nf" -eq 0 ]; then
+  echo "_Our attention rows at these shapes are not yet measured: run \`./runner experiments/pytorch_attention.cfg\` and $frun on a GPU._"
   echo
 else
-  ab=$(tool value "$acsv" --agg first --where status=ok --where impl=materialized --col batch)
-  ah=$(tool value "$acsv" --agg first --where status=ok --where impl=materialized --col heads)
-  ap=$(tool value "$acsv" --agg first --where status=ok --where impl=materialized --col precision)
-  ac=$(tool value "$acsv" --agg first --where status=ok --where impl=materialized --col causal)
-  an=$(tool value "$acsv" --agg first --where status=ok --where impl=materialized --col passes)
-  cat <<TEXT
-pytorch_attention's shapes (batch $ab, $ah head, $ap, causal $ac), ms per pass.
-Ours: the materialised attention of pytorch_attention.csv (scores, softmax
-and the value product as separate kernels, mean of $an passes). PyTorch
-(reports/anchors/torch_attention_h100.csv, same GPU model, do_bench
-medians): the handout's attention module run eagerly and under
-torch.compile, and, for the fused kernel, SDPA. "compiled x" is eager's
-forward + backward over compiled's (above 1: compiling helps).
-
-| d_head | seq | ours fwd / bwd | PyTorch eager fwd / bwd | PyTorch compiled fwd / bwd | compiled x (fwd+bwd) | PyTorch SDPA fwd+bwd | ours / compiled (fwd+bwd) |
-|--:|--:|--:|--:|--:|--:|--:|--:|
-TEXT
+  # The shape every value is read at: the materialised rows' (else flash's).
+  if [ "$nm" -gt 0 ]; then sf=$acsv si=materialized; else sf=$fcsv si=flash; fi
+  sv() { tool value "$sf" --agg first --where status=ok --where impl=$si --col "$1"; }
+  ab=$(sv batch); ah=$(sv heads); ap=$(sv precision); ac=$(sv causal)
+  at() { # IMPL: the --where list of that impl's ok rows at that shape
+    echo "--where status=ok --where impl=$1 --where batch=$ab --where heads=$ah --where precision=$ap --where causal=$ac"
+  }
   tv() { # IMPL SEQ D COL: PyTorch's value, or ""
     [ -f "$tatt" ] || return 0
-    tool value "$tatt" --sort -utc --agg first --default "" --where status=ok --where impl="$1" \
-      --where batch="$ab" --where heads="$ah" --where precision="$ap" --where causal="$ac" \
+    tool value "$tatt" $(at "$1") --sort -utc --agg first --default "" \
       --where seq="$2" --where d_head="$3" --col "$4"
   }
-  ov() { # SEQ D COL: ours, or ""
-    tool value "$acsv" --sort -utc --agg first --default "" --where status=ok --where impl=materialized \
-      --where seq="$1" --where d_head="$2" --col "$3"
+  ov() { # FILE IMPL SEQ D COL: ours, or ""
+    [ -f "$1" ] || return 0
+    tool value "$1" $(at "$2") --sort -utc --agg first --default "" \
+      --where seq="$3" --where d_head="$4" --col "$5"
   }
-  f2() { [ -n "$1" ] && calc %.3f "$1" || printf -- '-'; }
+  ourcol() { # COL: the distinct values of COL over our rows at the shape, "a or b"
+    { [ "$nm" -eq 0 ] || tool distinct "$acsv" $(at materialized) --cols "$1"
+      [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } |
+      sort -u | tr '\n' ';' | sed 's/;$//; s/;/ or /g'
+  }
+  an=$(ourcol passes); agpu=$(ourcol gpu_name)
+  f3() { [ -n "$1" ] && calc %.3f "$1" || printf -- '-'; }
+  fb() { printf '%s / %s' "$(f3 "$1")" "$(f3 "$2")"; }
+  r2() { if [ -n "$1" ] && [ -n "$2" ]; then calc %.2f "$1 / $2"; else printf -- '-'; fi; }
+  mcol="ours materialised" fcol="ours flash" fsep="|--:|"
+  [ "$nm" -gt 0 ] || mcol="ours materialised (not measured)"
+  if [ "$nf" -gt 0 ]; then fsep="|--:|--:|"; fi
+  cat <<TEXT
+pytorch_attention's shapes (batch $ab, $ah head, $ap, causal $ac), ms per
+pass, forward / backward. Ours (GPU: $agpu; mean of $an passes per loop):
+the materialised attention of pytorch_attention.csv and FlashAttention-2
+(torch_compile_attention.csv). The attention kind has no third, "fused"
+implementation (\`./runner -k\`): the materialised one already fuses what
+torch.compile fuses in the handout's module (the scale rides in the scores
+product; mask, softmax and logsumexp are one kernel), between two cuBLAS
+products. PyTorch (reports/anchors/torch_attention_h100.csv, same GPU model,
+do_bench medians): that module run eagerly and under torch.compile, and
+SDPA, its fused kernel. "compiled x" is eager's forward + backward over
+compiled's (above 1: compiling helps); the last columns compare forward +
+backward.
+
+TEXT
+  if [ "$nf" -gt 0 ]; then
+    echo "| d_head | seq | $mcol | $fcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised / compiled | ours flash / SDPA |"
+    echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  else
+    echo "| d_head | seq | $mcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised / compiled |"
+    echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
+  fi
+  shapes() { # COL: its distinct values over our rows at the shape, ascending
+    { [ "$nm" -eq 0 ] || tool distinct "$acsv" $(at materialized) --cols "$1"
+      [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } | sort -n -u
+  }
   stats=""
-  for dh in $(tool distinct "$acsv" --cols d_head --where status=ok --where impl=materialized --sort d_head); do
-    for sq in $(tool distinct "$acsv" --cols seq --where status=ok --where impl=materialized --sort seq); do
-      of=$(ov "$sq" "$dh" fwd_ms_per_pass); ob=$(ov "$sq" "$dh" bwd_ms_per_pass)
-      ofb=$(ov "$sq" "$dh" fwd_bwd_ms_per_pass)
-      [ -n "$of$ob" ] || continue
+  for dh in $(shapes d_head); do
+    for sq in $(shapes seq); do
+      mf=$(ov "$acsv" materialized "$sq" "$dh" fwd_ms_per_pass); mb=$(ov "$acsv" materialized "$sq" "$dh" bwd_ms_per_pass)
+      mfb=$(ov "$acsv" materialized "$sq" "$dh" fwd_bwd_ms_per_pass)
+      ff=$(ov "$fcsv" flash "$sq" "$dh" fwd_ms_per_pass); fbw=$(ov "$fcsv" flash "$sq" "$dh" bwd_ms_per_pass)
+      ffb=$(ov "$fcsv" flash "$sq" "$dh" fwd_bwd_ms_per_pass)
+      [ -n "$mf$mb$ff$fbw" ] || continue
       ef=$(tv eager "$sq" "$dh" fwd_ms); eb=$(tv eager "$sq" "$dh" bwd_ms); efb=$(tv eager "$sq" "$dh" fwd_bwd_ms)
       cf=$(tv materialized "$sq" "$dh" fwd_ms); cb=$(tv materialized "$sq" "$dh" bwd_ms)
-      cfb=$(tv materialized "$sq" "$dh" fwd_bwd_ms); sfb=$(tv sdpa "$sq" "$dh" fwd_bwd_ms)
-      cx=-; oc=-
-      if [ -n "$efb" ] && [ -n "$cfb" ]; then cx=$(calc %.2f "$efb / $cfb"); fi
-      if [ -n "$ofb" ] && [ -n "$cfb" ]; then oc=$(calc %.2f "$ofb / $cfb"); fi
-      [ "$cx" != - ] && [ "$oc" != - ] && stats="$stats$dh $sq $cx $oc
-"
-      echo "| $dh | $sq | $(f2 "$of") / $(f2 "$ob") | $(f2 "$ef") / $(f2 "$eb") | $(f2 "$cf") / $(f2 "$cb") | $cx | $(f2 "$sfb") | $oc |"
+      cfb=$(tv materialized "$sq" "$dh" fwd_bwd_ms)
+      sf_=$(tv sdpa "$sq" "$dh" fwd_ms); sb=$(tv sdpa "$sq" "$dh" bwd_ms); sfb=$(tv sdpa "$sq" "$dh" fwd_bwd_ms)
+      cx=$(r2 "$efb" "$cfb"); oc=$(r2 "$mfb" "$cfb"); fs=$(r2 "$ffb" "$sfb"); fmr=$(r2 "$ffb" "$mfb")
+      for kv in "cx $cx" "oc $oc" "fs $fs" "fm $fmr"; do
+        case $kv in *' -') ;; *) stats="$stats$kv $dh $sq
+" ;; esac
+      done
+      if [ "$nf" -gt 0 ]; then
+        echo "| $dh | $sq | $(fb "$mf" "$mb") | $(fb "$ff" "$fbw") | $(fb "$ef" "$eb") | $(fb "$cf" "$cb") | $(fb "$sf_" "$sb") | $cx | $oc | $fs |"
+      else
+        echo "| $dh | $sq | $(fb "$mf" "$mb") | $(fb "$ef" "$eb") | $(fb "$cf" "$cb") | $(fb "$sf_" "$sb") | $cx | $oc |"
+      fi
     done
   done
   echo
-  if [ -n "$stats" ]; then
-    set -- $(printf '%s' "$stats" | awk '{ n++; if ($3 > 1) { w++; if (!fm || $2 < fm) fm = $2 } else if ($2 > sm) sm = $2
-      if (n == 1 || $3 < lo) lo = $3; if (n == 1 || $3 > hi) { hi = $3; hd = $1; hs = $2 }
-      if ($4 < 1) b++; if (n == 1 || $4 < ol) ol = $4; if (n == 1 || $4 > oh) oh = $4 }
-      END { printf "%d %d %s %s %s %s %d %s %s %d %d\n", n, w, lo, hi, hd, hs, b, ol, oh, fm, sm }')
-    n=$1 w=$2 lo=$3 hi=$4 hd=$5 hs=$6 b=$7 ol=$8 oh=$9 fm=${10} sm=${11}
-    where="at $w of the $n shapes"
-    [ "$w" -gt 0 ] && [ "$sm" -lt "$fm" ] && where="at every shape with seq $fm or more ($w of $n)"
-    cat <<TEXT
-**Answer.** Compiling PyTorch's attention makes forward + backward faster
-$where, by up to x $hi (d_head $hd, seq $hs); below that it is slower,
-down to x $lo. torch.compile fuses the scaling and the softmax into one
-kernel, so the scores make fewer round trips through memory, which pays
-once the scores are large; at short sequences a pass is a few tenths of a
-millisecond and the compiled graph's launch costs dominate. Our materialised attention takes x $ol
-to x $oh compiled PyTorch's time (below 1 at $b of the $n shapes). Our
-FlashAttention-2 is not measured at these shapes yet (flash_benchmarking's
-rows are batch 1, causal).
-
-TEXT
+  [ "$nm" -gt 0 ] || { echo "_Our materialised rows are not yet measured: run \`./runner experiments/pytorch_attention.cfg\` on a GPU._"; echo; }
+  [ "$nf" -gt 0 ] || { echo "_Our FlashAttention-2 rows at these shapes are not yet measured: run $frun on a GPU._"; echo; }
+  rng() { # KEY: "N LO HI D_AT_HI SEQ_AT_HI BELOW_1" over the stats of KEY, or nothing
+    printf '%s' "$stats" | awk -v k="$1" '$1 == k { n++; v = $2 + 0
+        if (n == 1 || v < lo) { lo = v; los = $2 }
+        if (n == 1 || v > hi) { hi = v; his = $2; hd = $3; hs = $4 }
+        if (v < 1) b++ }
+      END { if (n) printf "%d %s %s %s %s %d\n", n, los, his, hd, hs, b }'
+  }
+  ans=""
+  set -- $(rng cx)
+  if [ $# -eq 6 ]; then
+    n=$1 lo=$2 hi=$3 hd=$4 hs=$5 w=$(($1 - $6))
+    # the shortest sequence where compiling helps, the longest where it does not
+    set -- $(printf '%s' "$stats" | awk '$1 == "cx" { if ($2 > 1) { if (!fm || $4 < fm) fm = $4 } else if ($4 > sm) sm = $4 }
+      END { printf "%d %d\n", fm, sm }')
+    fm=$1 sm=$2
+    where="at $w of the $n shapes" rest="at the others"
+    if [ "$sm" -lt "$fm" ]; then where="at every shape with seq $fm or more ($w of $n)" rest="at shorter ones"; fi
+    if [ "$w" -eq 0 ]; then
+      ans="Compiling PyTorch's attention makes forward + backward slower at every one of the $n shapes (x $lo to x $hi)."
+    elif [ "$w" -eq "$n" ]; then
+      ans="Compiling PyTorch's attention makes forward + backward faster at every one of the $n shapes, by x $lo to x $hi (the most at d_head $hd, seq $hs): it fuses the scaling and the softmax into one kernel, so the scores make fewer round trips through memory."
+    else
+      ans="Compiling PyTorch's attention makes forward + backward faster $where, by up to x $hi (d_head $hd, seq $hs), and slower $rest, down to x $lo: it fuses the scaling and the softmax into one kernel, which saves round trips of the scores through memory once they are large, while short passes pay the compiled graph's launch costs."
+    fi
+  fi
+  faster() { # N BELOW_1: at how many of the N shapes ours is the faster
+    if [ "$2" -eq 0 ]; then echo "slower at all $1 shapes"
+    elif [ "$2" -eq "$1" ]; then echo "faster at all $1 shapes"
+    else echo "faster at $2 of the $1 shapes"; fi
+  }
+  set -- $(rng oc)
+  if [ $# -eq 6 ]; then
+    ans="$ans Our materialised attention, fused as compiling fuses PyTorch's, takes x $2 to x $3 compiled PyTorch's time ($(faster "$1" "$6"))."
+  fi
+  set -- $(rng fs)
+  if [ $# -eq 6 ]; then
+    f="Our FlashAttention-2 takes x $2 to x $3 the time of SDPA, PyTorch's fused kernel ($(faster "$1" "$6"))"
+    set -- $(rng fm)
+    [ $# -eq 6 ] && f="$f, and x $2 to x $3 that of our materialised attention ($(faster "$1" "$6"))"
+    ans="$ans $f."
+  fi
+  if [ -n "$ans" ]; then
+    printf '**Answer.** %s\n' "${ans# }" | fold -s -w 76 | sed 's/ *$//'
+    echo
   fi
 fi
 

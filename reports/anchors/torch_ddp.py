@@ -1,0 +1,201 @@
+"""The DDP anchors: PyTorch's DistributedDataParallel on the course's model
+at the shapes of our ddp experiments (experiments/
+ddp_bucketed_benchmarking.cfg: xl, context 128, 2 sequences per rank,
+vocabulary 10000), run the strongest way a PyTorch user would, on the GPUs
+our rows come from (our DDP rows: 2 x H200).
+
+Configurations (--configs), each a full training step:
+  compiled   torch.compile(DDP(model)): the model of torch_lm.py (imported,
+             SDPA attention), wrapped in DistributedDataParallel with
+             bucket_cap_mb from --buckets and gradient_as_bucket_view
+             (gradients live in the buckets: no copy in, no copy out),
+             then compiled; TorchDynamo's DDPOptimizer splits the graph at
+             the bucket boundaries so that each bucket's all-reduce
+             overlaps the rest of backward. torch.optim.AdamW(fused=True).
+             torch_lm.py's make_step builds the step, as for its own rows.
+  eager      the same without torch.compile (for reference)
+Precision: fp32 is PyTorch's default (no TF32); bf16 is
+torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
+all-reduce, are fp32 either way, as ours are.
+
+World sizes (--world-sizes, default 1,2): each measured by the first N
+ranks of the launch in a process group of their own while the others wait,
+so that one launch gives both the 2-GPU rows and the 1-GPU rows (DDP on one
+rank) that the writeup divides by (reports/sections/ddp.sh).
+
+Timing (the anchors' method, shared/anchors/README.md): random token ids
+(each rank its own), 5 warm-up steps, then --steps timed steps, each
+between torch.cuda.synchronize() calls on every rank; a step's time is its
+slowest rank's. The row gives the median and the mean over the timed
+steps. Peak: torch.cuda.max_memory_allocated over the timed steps, the
+largest rank's (GiB = 2^30 bytes). A configuration that runs out of memory
+is a row with status oom; another failure, error (its message printed).
+
+On the 2-GPU machine (NCCL_NVLS_ENABLE=0: NVLink multicast stays off):
+
+    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 \\
+        reports/anchors/torch_ddp.py reports/anchors/torch_ddp_h200.csv
+
+with [--sizes xl] [--contexts 128] [--rank-batch 2]
+[--precisions fp32,bf16] [--configs compiled] [--buckets 1,10,25,100,1000]
+[--world-sizes 1,2] [--steps 10]. Every row is appended as it is measured,
+so a sweep can be split over several launches (one --precisions or
+--world-sizes each). A dry run without GPUs (gloo, fp32, a small model
+given as D/F/L/H):
+
+    torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py \\
+        /tmp/ddp.csv --cpu --sizes 64/256/2/4 --precisions fp32 --steps 2
+
+Appends rows to OUT.csv (reports/anchors/anchor_csv.py; header written if
+new): source, gpu, world_size, size, context, rank_batch, precision,
+config, bucket_mb, status, step_ms_median, step_ms_mean, peak_gib, torch,
+utc.
+"""
+import argparse
+import contextlib
+import datetime
+import gc
+import itertools
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from anchor_csv import AnchorCSV
+from torch_lm import LM, SIZES, VOCAB, make_step
+
+SOURCE = "reports/anchors/torch_ddp.py"
+WARMUP = 5
+
+
+def dims(size):
+    """model.md's size name, or D/F/L/H (d_model/d_ff/layers/heads)."""
+    if size in SIZES:
+        return SIZES[size]
+    parts = size.split("/")
+    if len(parts) != 4:
+        raise SystemExit(f"torch_ddp.py: size {size!r}: one of {', '.join(SIZES)} or D/F/L/H")
+    return tuple(int(p) for p in parts)
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
+    """One configuration on the ranks of `group`: (step times in ms, the
+    slowest rank's each; peak GiB, the largest rank's, or None on CPU)."""
+    rank = dist.get_rank()
+    torch.manual_seed(336)
+    model = LM(*dims(size)).to(dev)
+    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+              process_group=group, bucket_cap_mb=bucket_mb,
+              gradient_as_bucket_view=True)
+    step = make_step(ddp, config, precision)
+    g = torch.Generator(device=dev).manual_seed(336 + rank)
+    ids = torch.randint(0, VOCAB, (a.rank_batch, ctx), device=dev, generator=g)
+    tgt = torch.randint(0, VOCAB, (a.rank_batch, ctx), device=dev, generator=g)
+    for _ in range(WARMUP):
+        step(ids, tgt)
+    sync(dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    times = []
+    for _ in range(a.steps):
+        sync(dev)
+        t0 = time.perf_counter()
+        step(ids, tgt)
+        sync(dev)
+        times.append((time.perf_counter() - t0) * 1e3)
+    # the slowest rank's time per step, and the largest rank's peak
+    t = torch.tensor(times, dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    peak = None
+    if dev.type == "cuda":
+        p = torch.tensor([torch.cuda.max_memory_allocated(dev) / 2**30],
+                         dtype=torch.float64, device=dev)
+        dist.all_reduce(p, op=dist.ReduceOp.MAX, group=group)
+        peak = p.item()
+    return t.tolist(), peak
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--sizes", default="xl")
+    ap.add_argument("--contexts", default="128")
+    ap.add_argument("--rank-batch", type=int, default=2)
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--configs", default="compiled")
+    ap.add_argument("--buckets", default="1,10,25,100,1000")
+    ap.add_argument("--world-sizes", default="1,2")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--cpu", action="store_true",
+                    help="gloo on the CPU: a dry run of the script, not an anchor")
+    a = ap.parse_args()
+    for c in a.configs.split(","):
+        if c not in ("compiled", "eager"):
+            raise SystemExit(f"torch_ddp.py: config {c!r}: compiled or eager")
+    for p in a.precisions.split(","):
+        if p not in ("fp32", "bf16") or (a.cpu and p != "fp32"):
+            raise SystemExit(f"torch_ddp.py: precision {p!r}: fp32 or bf16 (--cpu: fp32)")
+
+    if a.cpu:
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=30))
+    else:
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+        torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
+        torch.backends.cudnn.allow_tf32 = False
+        # Ranks outside a smaller world wait in a barrier while it compiles
+        # and measures: longer than NCCL's default 10 minutes may pass.
+        dist.init_process_group("nccl", device_id=dev,
+                                timeout=datetime.timedelta(minutes=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    sizes = [int(w) for w in a.world_sizes.split(",")]
+    for w in sizes:
+        if not 1 <= w <= world:
+            raise SystemExit(f"torch_ddp.py: world size {w}: this launch has {world} ranks")
+    # Every rank creates every group, in the same order (new_group's rule).
+    groups = {w: (dist.group.WORLD if w == world else dist.new_group(list(range(w))))
+              for w in sizes}
+    gpu = "CPU (gloo dry run)" if a.cpu else torch.cuda.get_device_name(dev)
+    columns = ["source", "gpu", "world_size", "size", "context", "rank_batch",
+               "precision", "config", "bucket_mb", "status", "step_ms_median",
+               "step_ms_mean", "peak_gib"]
+    jobs = itertools.product(sizes, a.sizes.split(","), map(int, a.contexts.split(",")),
+                             a.precisions.split(","), a.configs.split(","),
+                             map(float, a.buckets.split(",")))
+    # Rank 0 writes the rows; the others measure with it.
+    with (AnchorCSV(a.out, columns) if rank == 0 else contextlib.nullcontext()) as out:
+        for w, size, ctx, prec, config, bucket in jobs:
+            status, cols = "ok", ["", "", ""]
+            if rank < w:
+                try:
+                    times, peak = measure(a, dev, groups[w], size, ctx, prec, config, bucket)
+                    cols = [f"{statistics.median(times):.2f}", f"{statistics.fmean(times):.2f}",
+                            "" if peak is None else f"{peak:.2f}"]
+                except torch.OutOfMemoryError:
+                    status = "oom"
+                except RuntimeError as e:
+                    status = "error"
+                    print(f"# rank {rank}: {w} ranks, {size}, context {ctx}, {prec}, {config}, "
+                          f"{bucket:g} MB: {(str(e).splitlines() or [''])[0]}", flush=True)
+            torch._dynamo.reset()
+            gc.collect()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            if out is not None:
+                out.row(SOURCE, gpu, w, size, ctx, a.rank_batch, prec, config,
+                        f"{bucket:g}", status, *cols)
+            dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
