@@ -39,6 +39,7 @@ static const char *const fusions[] = {"opbyop", "fused", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 static const char *const optimizers[] = {"after_backward", "in_backward",
                                          NULL};
+static const char *const norms[] = {"rmsnorm", "layernorm", NULL};
 
 typedef struct lm_settings {
   run_settings run;
@@ -54,6 +55,7 @@ typedef struct lm_settings {
   loop_settings loop;
   model_settings model;
   int batch;
+  const char *norm;
 } lm_settings;
 
 static const param_def params[] = {
@@ -99,6 +101,10 @@ static const param_def params[] = {
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
      NULL, "sequences per step"},
+    {"model", "norm", STRING_FIELD(lm_settings, norm), 0, 0, norms, NULL,
+     "rmsnorm",
+     "every norm of the model: rmsnorm (model.md's) or layernorm "
+     "(torch.nn.LayerNorm: a weight and a bias each; op-by-op path only)"},
 };
 
 static const char *const metrics[] = {
@@ -113,11 +119,31 @@ static const char *const metrics[] = {
     "kp_softmax_ms", "kp_attn_matmul_ms", NULL,
 };
 
+/* The model's config: its size, vocabulary and norm; 0, or 1 with a
+ * wrong size, 2 with a wrong norm ("what is wrong (allowed: ...)" in err). */
+static int config_of(const lm_settings *s, model_config *c, char *err,
+                     size_t n) {
+  if (model_settings_parse(&s->model, c, err, n) != 0) return 1;
+  if (model_norm_parse(s->norm, &c->norm) != 0) {
+    snprintf(err, n, "norm = \"%s\" is not a norm (allowed: rmsnorm, "
+             "layernorm)", s->norm);
+    return 2;
+  }
+  return 0;
+}
+
 static int validate(const void *settings, char *err, size_t n) {
   const lm_settings *s = settings;
   model_config c;
-  if (model_settings_parse(&s->model, &c, err, n) != 0)
-    return BLAME(lm_settings, model.size);
+  int bad = config_of(s, &c, err, n);
+  if (bad == 1) return BLAME(lm_settings, model.size);
+  if (bad == 2) return BLAME(lm_settings, norm);
+  if (c.norm == NORM_LAYER && strcmp(s->fusion, "fused") == 0) {
+    snprintf(err, n, "norm = \"layernorm\" runs on the op-by-op path: the "
+             "fused path's kernels fuse RMSNorm (allowed with fusion "
+             "\"fused\": rmsnorm)");
+    return BLAME(lm_settings, norm);
+  }
   if (cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err, n))
     return BLAME(lm_settings, precision);
   if (strcmp(s->attention, "flash") == 0 && strcmp(s->fusion, "fused") != 0) {
@@ -426,8 +452,7 @@ static int run(const void *settings, result *r) {
   const lm_settings *s = settings;
   model_config c;
   char err[512];
-  if (model_settings_parse(&s->model, &c, err, sizeof err) != 0)
-    FAIL(ERR_FAIL, "%s", err);
+  if (config_of(s, &c, err, sizeof err) != 0) FAIL(ERR_FAIL, "%s", err);
   int b = s->batch, t = s->model.context;
   int warmup = s->loop.warmup, steps = s->loop.steps;
   const char *mode = s->mode;

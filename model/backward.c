@@ -15,7 +15,8 @@
  * cross-entropy writes dlogits over the logits, and the softmax backward
  * writes dS over dP.
  *
- * Linear layer y = x W^T, W [dout, din]:  dW += dy^T x;  dx = dy W. */
+ * Linear layer y = x W^T, W [dout, din]:  dW += dy^T x;  dx = dy W.
+ * A norm (RMSNorm, or LayerNorm per model_config.norm): norm_bwd. */
 #include "config.h"
 #include "model/model.h"
 #include "model/model_internal.h"
@@ -45,7 +46,23 @@ int model_grad_ready(model *m, int view) {
   if (m->adamw_in_bwd) TRY(model_adamw_view(m, view));
   return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
 }
-#define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
+#define LAYER_VIEW(i, t) model_layer_view(&m->c, (i), (t))
+
+/* y = norm(x) (forward.c's norm_fwd): dx written from dy; the weight's
+ * (and LayerNorm's bias's) gradient accumulated, then announced: views vw
+ * and vb (vb unused with RMSNorm). */
+static int norm_bwd(model *m, const float *dy, const float *x, const float *w,
+                    const float *mean, const float *rstd, float *dx,
+                    float *dw, float *db, int n, int vw, int vb) {
+  if (m->c.norm == NORM_LAYER) {
+    TRY(k_layernorm_bwd(m->be, dy, x, w, mean, rstd, dx, dw, db, n,
+                        m->c.d_model));
+    TRY(model_grad_ready(m, vw));
+    return model_grad_ready(m, vb);
+  }
+  TRY(k_rmsnorm_bwd(m->be, dy, x, w, rstd, dx, dw, n, m->c.d_model));
+  return model_grad_ready(m, vw);
+}
 
 typedef struct grad_bufs {
   float *dres, *dnorm, *dtmp;
@@ -79,10 +96,10 @@ static int ffn_bwd(model *m, int i, int b, int t, grad_bufs *r) {
   TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
   TRY(linear_dx(m, a->g_b, p->w3, r->dnorm, N, D, F, 1.0f));
   TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
-  /* ln2_out = RMSNorm(resid); d resid = dres + dx(norm) */
-  TRY(k_rmsnorm_bwd(e, r->dnorm, l->resid, p->ln2, l->ln2_rstd, r->dtmp,
-                    g->ln2, N, D));
-  TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN2)));
+  /* ln2_out = norm(resid); d resid = dres + dx(norm) */
+  TRY(norm_bwd(m, r->dnorm, l->resid, p->ln2, l->ln2_mean, l->ln2_rstd,
+               r->dtmp, g->ln2, g->ln2_b, N, LAYER_VIEW(i, P_LN2),
+               LAYER_VIEW(i, P_LN2_B)));
   TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
   swap(&r->dres, &r->dnorm);
   return 0;
@@ -137,10 +154,10 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
   TRY(linear_dw(m, r->dtmp, l->ln1_out, g->wv, N, D, D));
   TRY(linear_dx(m, r->dtmp, p->wv, r->dnorm, N, D, D, 1.0f));
   TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));
-  /* ln1_out = RMSNorm(x); d x = dres + dx(norm) */
-  TRY(k_rmsnorm_bwd(e, r->dnorm, x, p->ln1, l->ln1_rstd, r->dtmp, g->ln1, N,
-                    D));
-  TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN1)));
+  /* ln1_out = norm(x); d x = dres + dx(norm) */
+  TRY(norm_bwd(m, r->dnorm, x, p->ln1, l->ln1_mean, l->ln1_rstd, r->dtmp,
+               g->ln1, g->ln1_b, N, LAYER_VIEW(i, P_LN1),
+               LAYER_VIEW(i, P_LN1_B)));
   TRY(k_add(e, r->dres, r->dtmp, r->dnorm, (size_t)N * D));
   swap(&r->dres, &r->dnorm);
   return 0;
@@ -162,12 +179,12 @@ static int backward_work(model *m) {
   /* logits = lnf_out lm_head^T */
   TRY(linear_dw(m, a->logits, a->lnf_out, m->g.lm, N, D, V));
   TRY(linear_dx(m, a->logits, m->p.lm, r.dnorm, N, D, V, 0.0f));
-  TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
-  /* lnf_out = RMSNorm(h_L) */
+  TRY(model_grad_ready(m, model_head_view(&m->c, 2)));
+  /* lnf_out = norm(h_L) */
   const float *hL = a->layer[L - 1].out;
-  TRY(k_rmsnorm_bwd(e, r.dnorm, hL, m->p.lnf, a->lnf_rstd, r.dres, m->g.lnf,
-                    N, D));
-  TRY(model_grad_ready(m, LAYER_VIEW(L, 0)));
+  TRY(norm_bwd(m, r.dnorm, hL, m->p.lnf, a->lnf_mean, a->lnf_rstd, r.dres,
+               m->g.lnf, m->g.lnf_b, N, model_head_view(&m->c, 0),
+               model_head_view(&m->c, 1)));
   for (int i = L - 1; i >= 0; i--) {
     const float *x = i == 0 ? a->embed_out : a->layer[i - 1].out;
     TRY(ffn_bwd(m, i, b, t, &r));

@@ -11,6 +11,9 @@
  *     layers.i.ffn.w3.weight                [F, D]
  *   ln_final.weight                         [D]
  *   lm_head.weight                          [V, D]
+ * With LayerNorm (model_config.norm) each norm's weight is followed by its
+ * bias: layers.i.ln1.bias, layers.i.ln2.bias, ln_final.bias, each [D], as
+ * torch.nn.LayerNorm's state_dict has them.
  * Linear weights are [d_out, d_in]; every tensor is contiguous and the
  * tensors follow each other with no padding, so the flat buffer is exactly
  * the concatenation of the state_dict's tensors. */
@@ -53,9 +56,21 @@ int model_config_by_name(const char *name, model_config *c) {
     c->heads = sizes[i].heads;
     c->rope_theta = 10000.0f;
     c->norm_eps = 1e-5f;
+    c->norm = NORM_RMS;
     return 0;
   }
   return -1;
+}
+
+const char *model_norm_name(model_norm n) {
+  return n == NORM_LAYER ? "layernorm" : "rmsnorm";
+}
+
+int model_norm_parse(const char *name, model_norm *n) {
+  if (strcmp(name, "rmsnorm") == 0) *n = NORM_RMS;
+  else if (strcmp(name, "layernorm") == 0) *n = NORM_LAYER;
+  else return -1;
+  return 0;
 }
 
 const char *const *model_size_names(void) {
@@ -111,6 +126,8 @@ int model_config_check(const model_config *c, char *err, size_t n) {
     what = buf;
   } else if (!(c->rope_theta > 0.0f)) what = "rope_theta must be positive";
   else if (!(c->norm_eps > 0.0f)) what = "norm_eps must be positive";
+  else if (c->norm != NORM_RMS && c->norm != NORM_LAYER)
+    what = "norm must be NORM_RMS or NORM_LAYER";
   if (what == NULL) {
     if (n > 0) err[0] = '\0';
     return 0;
@@ -131,8 +148,30 @@ static void put(tensor_view *v, int *k, size_t *off, const char *name,
   *off += t->numel;
 }
 
+int model_layer_tensors(const model_config *c) {
+  return c->norm == NORM_LAYER ? PER_LAYER_TENSORS + 2 : PER_LAYER_TENSORS;
+}
+
 int model_nparam_tensors(const model_config *c) {
-  return 1 + PER_LAYER_TENSORS * c->layers + 2;
+  return 1 + model_layer_tensors(c) * c->layers +
+         (c->norm == NORM_LAYER ? 3 : 2);
+}
+
+int model_layer_view(const model_config *c, int i, int t) {
+  /* LayerNorm: where each P_* stands in a layer's run of the table */
+  static const int layer_pos[] = {
+      [P_LN1] = 0, [P_LN1_B] = 1, [P_WQ] = 2, [P_WK] = 3, [P_WV] = 4,
+      [P_WO] = 5,  [P_LN2] = 6,   [P_LN2_B] = 7, [P_W1] = 8, [P_W2] = 9,
+      [P_W3] = 10};
+  int base = 1 + i * model_layer_tensors(c);
+  if (i == c->layers || c->norm != NORM_LAYER) return base + t;
+  return base + layer_pos[t];
+}
+
+int model_head_view(const model_config *c, int which) {
+  int base = model_layer_view(c, c->layers, 0);
+  if (c->norm == NORM_LAYER) return base + which;
+  return which == 0 ? base : which == 2 ? base + 1 : -1;   /* no bias */
 }
 
 int model_layout(const model_config *c, tensor_view **views, int *nviews,
@@ -155,17 +194,20 @@ int model_layout(const model_config *c, tensor_view **views, int *nviews,
     put(v, &k, &off, name, ndim, d0, d1);                                    \
   } while (0)
     LAYER("ln1.weight", 1, D, 0);
+    if (c->norm == NORM_LAYER) LAYER("ln1.bias", 1, D, 0);
     LAYER("attn.q_proj.weight", 2, D, D);
     LAYER("attn.k_proj.weight", 2, D, D);
     LAYER("attn.v_proj.weight", 2, D, D);
     LAYER("attn.output_proj.weight", 2, D, D);
     LAYER("ln2.weight", 1, D, 0);
+    if (c->norm == NORM_LAYER) LAYER("ln2.bias", 1, D, 0);
     LAYER("ffn.w1.weight", 2, F, D);
     LAYER("ffn.w2.weight", 2, D, F);
     LAYER("ffn.w3.weight", 2, F, D);
 #undef LAYER
   }
   put(v, &k, &off, "ln_final.weight", 1, D, 0);
+  if (c->norm == NORM_LAYER) put(v, &k, &off, "ln_final.bias", 1, D, 0);
   put(v, &k, &off, "lm_head.weight", 2, V, D);
   ASSERT(k == n);
   *views = v;

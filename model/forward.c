@@ -1,5 +1,8 @@
 /* Forward: model.md's computation as a straight list of kernel calls.
  *
+ * The norms are RMSNorm, or LayerNorm (weight and bias) when the config
+ * says so (model_config.norm; this path only: the fused one is RMSNorm's).
+ *
  *   h0 = token_embeddings[ids]
  *   per layer:  r = h + output_proj(attn(RoPE, causal, ln1(h)))
  *               h = r + w2(silu(w1 ln2(r)) * w3 ln2(r))
@@ -24,6 +27,17 @@ static int linear(model *m, const float *x, const float *W, float *y, int n,
                   dout, m->compute);
 }
 
+/* y = norm(x) over N rows: RMSNorm with gain w (b, mean unused), or
+ * LayerNorm with weight w and bias b (model_config.norm); the statistics
+ * backward needs (rstd; LayerNorm's mean) are kept. */
+static int norm_fwd(model *m, const float *x, const float *w, const float *b,
+                    float *y, float *mean, float *rstd, int n) {
+  if (m->c.norm == NORM_LAYER)
+    return k_layernorm_fwd(m->e, x, w, b, y, mean, rstd, n, m->c.d_model,
+                           m->c.norm_eps);
+  return k_rmsnorm_fwd(m->e, x, w, y, rstd, n, m->c.d_model, m->c.norm_eps);
+}
+
 /* One attention sublayer: l->resid = x + Wo . attn(ln1(x)). */
 static int attention_fwd(model *m, int i, const float *x, int b, int t) {
   engine *e = m->e;
@@ -33,8 +47,8 @@ static int attention_fwd(model *m, int i, const float *x, int b, int t) {
   const float scale = 1.0f / sqrtf((float)Dh);
   const long long sh = (long long)t * Dh, ss = (long long)t * t;
 
-  TRY(k_rmsnorm_fwd(e, x, p->ln1, l->ln1_out, l->ln1_rstd, N, D,
-                    m->c.norm_eps));
+  TRY(norm_fwd(m, x, p->ln1, p->ln1_b, l->ln1_out, l->ln1_mean, l->ln1_rstd,
+               N));
   /* q, k, v: project into l->o [N, D], split into heads [b, H, t, Dh]. */
   TRY(linear(m, l->ln1_out, p->wq, l->o, N, D, D));
   TRY(k_split_heads(e, l->o, l->q, b, t, H, Dh));
@@ -70,8 +84,8 @@ static int ffn_fwd(model *m, int i, int b, int t) {
   layer_acts *l = &m->a.layer[i];
   const int N = b * t, D = m->c.d_model, F = m->c.d_ff;
 
-  TRY(k_rmsnorm_fwd(e, l->resid, p->ln2, l->ln2_out, l->ln2_rstd, N, D,
-                    m->c.norm_eps));
+  TRY(norm_fwd(m, l->resid, p->ln2, p->ln2_b, l->ln2_out, l->ln2_mean,
+               l->ln2_rstd, N));
   TRY(linear(m, l->ln2_out, p->w1, l->a, N, D, F));
   TRY(linear(m, l->ln2_out, p->w3, l->b, N, D, F));
   TRY(k_swiglu_fwd(e, l->a, l->b, l->h, (size_t)N * F));
@@ -100,8 +114,8 @@ static int forward_work(model *m) {
       TRY(ffn_fwd(m, i, b, t));
       x = a->layer[i].out;
     }
-    TRY(k_rmsnorm_fwd(e, x, m->p.lnf, a->lnf_out, a->lnf_rstd, N, D,
-                      m->c.norm_eps));
+    TRY(norm_fwd(m, x, m->p.lnf, m->p.lnf_b, a->lnf_out, a->lnf_mean,
+                 a->lnf_rstd, N));
     TRY(linear(m, a->lnf_out, m->p.lm, a->logits, N, D, V));
     logits = a->logits, losses = a->losses, lse = a->lse;
   }

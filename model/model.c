@@ -71,7 +71,8 @@ static int act_add_t(act_builder *b, void *slot_, const char *name,
 }
 
 /* Every activation of a (B, T) step. Saved for backward: per layer 14
- * tensors, plus the embeddings, the final norm, logits and loss terms.
+ * tensors (16 with LayerNorm: each norm's mean too), plus the embeddings,
+ * the final norm, logits and loss terms.
  * Scratch shared by all layers: the scratch.* views (model_internal.h says
  * what each holds in forward and in backward). Sizes use B, T, H = heads,
  * Dh = D / H, N = B*T. */
@@ -80,6 +81,7 @@ static int act_table(model *m, act_builder *b) {
   const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
   const size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, Dh = D / H;
   model_acts *a = &m->a;
+  const int ln = m->c.norm == NORM_LAYER;
   char name[64];
   TRY(act_add(b, &a->embed_out, "token_embeddings.out", N, D));
   for (int i = 0; i < m->c.layers; i++) {
@@ -91,6 +93,7 @@ static int act_table(model *m, act_builder *b) {
   } while (0)
     ACT(ln1_out, "ln1.out", N, D);
     ACT(ln1_rstd, "ln1.rstd", N, 1);
+    if (ln) ACT(ln1_mean, "ln1.mean", N, 1);
     ACT(q, "attn.q", B * H * T, Dh);
     ACT(k, "attn.k", B * H * T, Dh);
     ACT(v, "attn.v", B * H * T, Dh);
@@ -99,6 +102,7 @@ static int act_table(model *m, act_builder *b) {
     ACT(resid, "attn.residual", N, D);
     ACT(ln2_out, "ln2.out", N, D);
     ACT(ln2_rstd, "ln2.rstd", N, 1);
+    if (ln) ACT(ln2_mean, "ln2.mean", N, 1);
     ACT(a, "ffn.a", N, F);
     ACT(b, "ffn.b", N, F);
     ACT(h, "ffn.h", N, F);
@@ -107,6 +111,7 @@ static int act_table(model *m, act_builder *b) {
   }
   TRY(act_add(b, &a->lnf_out, "ln_final.out", N, D));
   TRY(act_add(b, &a->lnf_rstd, "ln_final.rstd", N, 1));
+  if (ln) TRY(act_add(b, &a->lnf_mean, "ln_final.mean", N, 1));
   TRY(act_add(b, &a->logits, "lm_head.logits", N, V));
   TRY(act_add(b, &a->losses, "loss.per_token", N, 1));
   TRY(act_add(b, &a->lse, "loss.lse", N, 1));
@@ -200,22 +205,28 @@ static int fused_act_table(model *m, act_builder *b) {
 static void set_ptrs(const model *m, const float *base, const size_t *off,
                      param_ptrs *p) {
 #define AT(i) ((float *)base + (off ? off[i] : m->views[i].offset))
+  const model_config *c = &m->c;
+  int ln = c->norm == NORM_LAYER;
   p->emb = AT(0);
-  for (int i = 0; i < m->c.layers; i++) {
-    int l = 1 + i * PER_LAYER_TENSORS;
+  for (int i = 0; i < c->layers; i++) {
+#define L(t) AT(model_layer_view(c, i, (t)))
     layer_ptrs *q = &p->layer[i];
-    q->ln1 = AT(l + P_LN1);
-    q->wq = AT(l + P_WQ);
-    q->wk = AT(l + P_WK);
-    q->wv = AT(l + P_WV);
-    q->wo = AT(l + P_WO);
-    q->ln2 = AT(l + P_LN2);
-    q->w1 = AT(l + P_W1);
-    q->w2 = AT(l + P_W2);
-    q->w3 = AT(l + P_W3);
+    q->ln1 = L(P_LN1);
+    q->wq = L(P_WQ);
+    q->wk = L(P_WK);
+    q->wv = L(P_WV);
+    q->wo = L(P_WO);
+    q->ln2 = L(P_LN2);
+    q->w1 = L(P_W1);
+    q->w2 = L(P_W2);
+    q->w3 = L(P_W3);
+    q->ln1_b = ln ? L(P_LN1_B) : NULL;
+    q->ln2_b = ln ? L(P_LN2_B) : NULL;
+#undef L
   }
-  p->lnf = AT(m->nviews - 2);
-  p->lm = AT(m->nviews - 1);
+  p->lnf = AT(model_head_view(c, 0));
+  p->lnf_b = ln ? AT(model_head_view(c, 1)) : NULL;
+  p->lm = AT(model_head_view(c, 2));
 #undef AT
 }
 
@@ -409,6 +420,11 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     free(m);
     FAIL(ERR_FAIL, "model_create: adamw_blocks = %d (allowed: >= 0)",
          o->adamw_blocks);
+  }
+  if (o->fused && c->norm == NORM_LAYER) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: the fused path fuses RMSNorm only "
+         "(allowed with LayerNorm: the op-by-op path)");
   }
   if (o->grad_slots && !o->fused) {
     free(m);
@@ -756,7 +772,8 @@ static int adamw_step(model *m, const adamw_config *o) {
 
 /* ---- initialisation ----------------------------------------------------- */
 
-/* model.md's rules: RMSNorm gains are ones; token_embeddings.weight is
+/* model.md's rules: RMSNorm gains are ones (LayerNorm's weights too, its
+ * biases zeros, as torch.nn.LayerNorm's); token_embeddings.weight is
  * trunc_normal(std 1, clip +-3); every linear weight [d_out, d_in] is
  * trunc_normal(std sqrt(2/(d_in+d_out)), clip +-3 std). Tensor i draws from
  * its own stream, rng_stream(seed, i) (model/rng.h), its elements in
@@ -767,7 +784,10 @@ static int adamw_step(model *m, const adamw_config *o) {
 static void init_tensor(const tensor_view *v, int index, uint64_t seed,
                         float *out) {
   if (v->ndim == 1) {
-    for (size_t j = 0; j < v->numel; j++) out[j] = 1.0f;
+    size_t len = strlen(v->name);
+    float fill = len >= 5 && strcmp(v->name + len - 5, ".bias") == 0 ? 0.0f
+                                                                    : 1.0f;
+    for (size_t j = 0; j < v->numel; j++) out[j] = fill;
     return;
   }
   double std = strcmp(v->name, "token_embeddings.weight") == 0

@@ -14,10 +14,20 @@
 
 #include "kernels/kernels.h"
 
+/* The block's normalisation: model.md's RMSNorm (a gain per norm), or,
+ * for the 2024 edition's pytorch_layernorm, torch.nn.LayerNorm (a weight
+ * and a bias per norm: every norm of every block and the final one). It
+ * changes the parameter table, so it is part of the architecture. */
+typedef enum model_norm { NORM_RMS = 0, NORM_LAYER = 1 } model_norm;
+/* "rmsnorm" / "layernorm"; model_norm_parse: 0, or -1 for another name. */
+const char *model_norm_name(model_norm n);
+int model_norm_parse(const char *name, model_norm *n);
+
 typedef struct model_config {
   int vocab, d_model, d_ff, layers, heads;
   float rope_theta;   /* 10000 */
   float norm_eps;     /* 1e-5 */
+  model_norm norm;    /* NORM_RMS (model.md's sizes) */
 } model_config;
 
 /* Named sizes of model.md (small, medium, large, xl, 2.7B, 10B) with vocab
@@ -46,7 +56,9 @@ typedef struct tensor_view {
 
 /* The parameter table, in the reference's state_dict order. Computed from
  * the config alone (no allocation), so the counts of the big sizes can be
- * checked anywhere. *views is malloc'd; the caller frees it. */
+ * checked anywhere. With NORM_LAYER each norm's "weight" is followed by
+ * its "bias" (torch.nn.LayerNorm's state_dict order). *views is malloc'd;
+ * the caller frees it. */
 int model_layout(const model_config *c, tensor_view **views, int *nviews,
                  size_t *nparams);
 
@@ -59,7 +71,9 @@ typedef struct model model;
 
 /* Allocate parameters, gradients, AdamW state and activations for batches of
  * at most `batch` sequences of `seq` tokens on engine e. `compute` is the
- * matrix-product precision (kernels.h). ERR_OOM if memory runs out. */
+ * matrix-product precision (kernels.h). ERR_OOM if memory runs out.
+ * LayerNorm (model_config.norm) runs on the op-by-op path only: the fused
+ * path's kernels fuse RMSNorm, so model_create_ex refuses it there. */
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute);
 /* How the model computes (model_create_ex). */
@@ -102,8 +116,8 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
 void model_destroy(model *m);
 const model_config *model_get_config(const model *m);
 
-/* Seeded initialisation by model.md's rules (truncated normals, ones),
- * from the portable generator of model/rng.h: the same seed gives the same
+/* Seeded initialisation by model.md's rules (truncated normals, ones;
+ * LayerNorm's biases zeros, as PyTorch's), from the portable generator of model/rng.h: the same seed gives the same
  * weights on every machine and engine. Also zeroes the gradients and the
  * AdamW state and resets the step counter. */
 int model_init(model *m, uint64_t seed);
@@ -224,7 +238,8 @@ engine *model_engine(model *m);
  * on eng_stream to wait for it). `view` indexes model_views. Tensors come
  * in reverse order of use: lm_head, final norm, then layers from last to
  * first (within a layer: ffn.w2, ffn.w1, ffn.w3, ln2, attn.output_proj,
- * q, k, v, ln1), token_embeddings last. A non-zero return aborts backward
+ * q, k, v, ln1; a LayerNorm's bias right after its weight),
+ * token_embeddings last. A non-zero return aborts backward
  * with that code. This is where data parallelism starts gradient
  * communication while backward goes on, and may update the parameter
  * there too (parallel/). */

@@ -5,25 +5,41 @@
 
 #include "model/model.h"
 
-/* Tensors of one layer in the parameter table (config.c's order). */
+/* Tensors of one layer in the parameter table (config.c's order) with
+ * RMSNorm; LayerNorm adds the two norms' biases (P_LN1_B, P_LN2_B), each
+ * after its weight in the table, so their places move: model_layer_view
+ * says where each one is. The fused path (RMSNorm only) and its gradient
+ * slots index the RMSNorm table directly. */
 enum {
   P_LN1, P_WQ, P_WK, P_WV, P_WO, P_LN2, P_W1, P_W2, P_W3,
-  PER_LAYER_TENSORS
+  PER_LAYER_TENSORS,
+  P_LN1_B = PER_LAYER_TENSORS, P_LN2_B
 };
 
-/* Entries of the parameter table: 1 + PER_LAYER_TENSORS * layers + 2. */
+/* Tensors per layer: PER_LAYER_TENSORS, 2 more with LayerNorm. */
+int model_layer_tensors(const model_config *c);
+/* Entries of the parameter table: 1 + model_layer_tensors * layers + 2,
+ * one more with LayerNorm (ln_final.bias). */
 int model_nparam_tensors(const model_config *c);
+/* The table index of layer i's tensor t (a P_* above; P_LN1_B and P_LN2_B
+ * with LayerNorm only), i in 0..layers-1. */
+int model_layer_view(const model_config *c, int i, int t);
+/* The table index of ln_final.weight (which 0), ln_final.bias (1,
+ * LayerNorm only; -1 with RMSNorm) and lm_head.weight (2). */
+int model_head_view(const model_config *c, int which);
 
 /* Pointers of one layer into a flat buffer laid out by model_layout
  * (parameters or their gradients, same offsets). */
 typedef struct layer_ptrs {
   float *ln1, *wq, *wk, *wv, *wo, *ln2, *w1, *w2, *w3;
+  float *ln1_b, *ln2_b;   /* LayerNorm's biases [D]; NULL with RMSNorm */
 } layer_ptrs;
 
 typedef struct param_ptrs {
   float *emb;         /* [V, D] */
   layer_ptrs *layer;  /* [layers] */
   float *lnf;         /* [D] */
+  float *lnf_b;       /* [D] LayerNorm's bias; NULL with RMSNorm */
   float *lm;          /* [V, D] */
 } param_ptrs;
 
@@ -32,6 +48,7 @@ typedef struct param_ptrs {
 typedef struct layer_acts {
   float *ln1_out;     /* [N, D]   RMSNorm_ln1(x), input of q/k/v_proj */
   float *ln1_rstd;    /* [N] */
+  float *ln1_mean;    /* [N]      LayerNorm only (else NULL), as ln2_mean */
   float *q, *k;       /* [B*H*T, Dh] after RoPE */
   float *v;           /* [B*H*T, Dh] */
   float *scores;      /* [B*H*T, T] softmax probabilities P (causal) */
@@ -41,6 +58,7 @@ typedef struct layer_acts {
   float *resid;       /* [N, D]   x + attn(ln1(x)), input of ln2 */
   float *ln2_out;     /* [N, D] */
   float *ln2_rstd;    /* [N] */
+  float *ln2_mean;    /* [N] */
   float *a, *b;       /* [N, F]   w1 x, w3 x */
   float *h;           /* [N, F]   silu(a) * b, input of w2 */
   float *out;         /* [N, D]   the layer's output (next layer's input) */
@@ -51,6 +69,7 @@ typedef struct model_acts {
   layer_acts *layer;  /* [layers] */
   float *lnf_out;     /* [N, D] */
   float *lnf_rstd;    /* [N] */
+  float *lnf_mean;    /* [N] LayerNorm only, else NULL */
   float *logits;      /* [N, V]; backward overwrites it with dlogits */
   float *losses;      /* [N] per-position cross-entropy */
   float *lse;         /* [N] logsumexp of each row of logits */

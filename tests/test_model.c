@@ -2,10 +2,13 @@
  * model's gradient against finite differences, the loss at initialisation,
  * overfitting one batch, AdamW against hand-computed values, and the
  * memory: one allocation per buffer, nothing allocated during a step.
- * Runs on the CPU engine. Exit 0 when every check passes, 1 when one fails,
+ * The same for the model with LayerNorm in place of RMSNorm (a weight and
+ * a bias per norm, random and away from 1 and 0 in the gradient checks),
+ * which the fused path refuses. Runs on the CPU engine. Exit 0 when every check passes, 1 when one fails,
  * 99 when the test cannot run (no engine, no memory). */
 #include "config.h"
 #include "tests/testlib.h"
+#include "tests/model_helpers.h"
 #include "model/model.h"
 #include "model/rng.h"
 
@@ -31,16 +34,27 @@ static void *xmalloc(size_t n) {
 
 static engine *E;
 
-static model *make(const char *size, int b, int t, uint64_t seed) {
+static model *make_norm(const char *size, model_norm norm, int b, int t,
+                        uint64_t seed) {
   model_config c;
   model *m;
   if (model_config_by_name(size, &c) != 0) {
     fprintf(stderr, "test_model: no size %s\n", size);
     exit(99);
   }
+  c.norm = norm;
   hard(model_create(&m, E, &c, b, t, DT_F32), "model_create");
   hard(model_init(m, seed), "model_init");
   return m;
+}
+
+static model *make(const char *size, int b, int t, uint64_t seed) {
+  return make_norm(size, NORM_RMS, b, t, seed);
+}
+
+static int is_bias(const char *name) {
+  size_t n = strlen(name);
+  return n >= 5 && strcmp(name + n - 5, ".bias") == 0;
 }
 
 static float *get_params(model *m) {
@@ -72,7 +86,8 @@ static void tokens(int32_t *x, int n, int vocab, uint64_t seed) {
 }
 
 /* Norm gains away from 1 so that a gain used wrongly (or not at all) shows
- * in the gradients. */
+ * in the gradients; LayerNorm's biases away from 0 (+-[0.1, 0.5)) for the
+ * same reason. */
 static void random_gains(model *m, uint64_t seed) {
   float *p = get_params(m);
   int nv;
@@ -81,8 +96,15 @@ static void random_gains(model *m, uint64_t seed) {
   rng_stream(&r, seed, 7);
   for (int i = 0; i < nv; i++)
     if (v[i].ndim == 1)
-      for (size_t j = 0; j < v[i].numel; j++)
-        p[v[i].offset + j] = (float)(1.0 + 0.3 * rng_normal(&r));
+      for (size_t j = 0; j < v[i].numel; j++) {
+        if (!is_bias(v[i].name)) {
+          p[v[i].offset + j] = (float)(1.0 + 0.3 * rng_normal(&r));
+          continue;
+        }
+        double u = rng_uniform(&r);   /* +-[0.1, 0.5) */
+        p[v[i].offset + j] = (float)((u < 0.5 ? -1 : 1) *
+                                     (0.1 + 0.8 * fabs(u - 0.5)));
+      }
   set_params(m, p);
   free(p);
 }
@@ -203,23 +225,136 @@ static void test_layout_names(void) {
   }
 }
 
+/* ---- LayerNorm: sizes, layout, where it runs ----------------------------- */
+
+/* Every norm gains a bias of d_model: 2 per layer and the final one, each
+ * right after its weight (torch.nn.LayerNorm's state_dict order). */
+static void test_layernorm_layout(void) {
+  static const struct {
+    const char *name;
+    size_t params;
+  } want[] = {
+      /* small: 128625408 + (2 * 12 + 1) * 768 */
+      {"small", 128644608},
+      /* 2.7B: 3406809600 + (2 * 32 + 1) * 2560 */
+      {"2.7B", 3406976000ULL},
+      /* tiny: 21664 + (2 * 2 + 1) * 32 */
+      {"tiny", 21824},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    model_config c;
+    model_config_by_name(want[i].name, &c);
+    c.norm = NORM_LAYER;
+    tensor_view *v;
+    int nv;
+    size_t total;
+    if (model_layout(&c, &v, &nv, &total) != 0) {
+      check(0, "%s layernorm: model_layout: %s", want[i].name, err_msg());
+      continue;
+    }
+    size_t off = 0;
+    int contiguous = 1;
+    for (int k = 0; k < nv; k++) {
+      if (v[k].offset != off) contiguous = 0;
+      off += v[k].numel;
+    }
+    check(total == want[i].params && off == total && contiguous &&
+              nv == 4 + 11 * c.layers,
+          "%s layernorm: %d tensors (4 + 11 * %d layers), contiguous, %zu "
+          "parameters (want %zu)", want[i].name, nv, c.layers, total,
+          want[i].params);
+    free(v);
+  }
+
+  model_config c;
+  model_config_by_name("tiny", &c);
+  c.norm = NORM_LAYER;
+  tensor_view *v;
+  int nv;
+  size_t total;
+  if (model_layout(&c, &v, &nv, &total) != 0) {
+    check(0, "tiny layernorm layout: %s", err_msg());
+    return;
+  }
+  static const struct {
+    int index;
+    const char *name;
+    int d0, d1;
+  } names[] = {
+      {1, "layers.0.ln1.weight", 32, 0},
+      {2, "layers.0.ln1.bias", 32, 0},
+      {3, "layers.0.attn.q_proj.weight", 32, 32},
+      {6, "layers.0.attn.output_proj.weight", 32, 32},
+      {7, "layers.0.ln2.weight", 32, 0},
+      {8, "layers.0.ln2.bias", 32, 0},
+      {9, "layers.0.ffn.w1.weight", 48, 32},
+      {11, "layers.0.ffn.w3.weight", 48, 32},
+      {12, "layers.1.ln1.weight", 32, 0},
+      {13, "layers.1.ln1.bias", 32, 0},
+      {22, "layers.1.ffn.w3.weight", 48, 32},
+      {23, "ln_final.weight", 32, 0},
+      {24, "ln_final.bias", 32, 0},
+      {25, "lm_head.weight", 64, 32},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const tensor_view *t = &v[names[i].index];
+    check(strcmp(t->name, names[i].name) == 0 && t->shape[0] == names[i].d0 &&
+              (names[i].d1 == 0 ? t->ndim == 1 : t->shape[1] == names[i].d1),
+          "tiny layernorm tensor %d is %s (have %s)", names[i].index,
+          names[i].name, t->name);
+  }
+  free(v);
+
+  c.norm = (model_norm)7;
+  char err[256];
+  check(model_config_check(&c, err, sizeof err) == -1 &&
+            strstr(err, "norm must be") != NULL,
+        "an unknown norm is rejected: \"%s\"", err);
+  model_norm n;
+  check(model_norm_parse("layernorm", &n) == 0 && n == NORM_LAYER &&
+            model_norm_parse("rmsnorm", &n) == 0 && n == NORM_RMS &&
+            model_norm_parse("batchnorm", &n) == -1 &&
+            strcmp(model_norm_name(NORM_LAYER), "layernorm") == 0,
+        "norm names: rmsnorm, layernorm; others refused");
+
+  /* The fused path fuses RMSNorm: it refuses LayerNorm, naming the path
+   * that takes it. */
+  c.norm = NORM_LAYER;
+  model_options o = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model *m = NULL;
+  err_clear();
+  int rc = model_create_ex(&m, E, &c, 1, 4, &o);
+  check(rc == ERR_FAIL && m == NULL &&
+            strstr(err_msg(), "fused path fuses RMSNorm only (allowed with "
+                              "LayerNorm: the op-by-op path)") != NULL,
+        "the fused path refuses LayerNorm: %s", err_msg());
+  err_clear();
+}
+
 /* ---- initialisation ----------------------------------------------------- */
 
-static void test_init(void) {
-  model *a = make("tiny", 1, 4, 1234), *b = make("tiny", 1, 4, 1234);
-  model *c = make("tiny", 1, 4, 1235);
+/* Weights by model.md's rules; with LayerNorm its weights ones and its
+ * biases zeros, as torch.nn.LayerNorm's. */
+static void test_init(model_norm norm) {
+  model *a = make_norm("tiny", norm, 1, 4, 1234);
+  model *b = make_norm("tiny", norm, 1, 4, 1234);
+  model *c = make_norm("tiny", norm, 1, 4, 1235);
+  const char *nn = model_norm_name(norm);
   float *pa = get_params(a), *pb = get_params(b), *pc = get_params(c);
   size_t n = model_nparams(a);
-  check(memcmp(pa, pb, n * sizeof *pa) == 0, "same seed, same parameters");
-  check(memcmp(pa, pc, n * sizeof *pa) != 0, "another seed, other values");
+  check(memcmp(pa, pb, n * sizeof *pa) == 0, "%s: same seed, same "
+        "parameters", nn);
+  check(memcmp(pa, pc, n * sizeof *pa) != 0, "%s: another seed, other "
+        "values", nn);
   int nv;
   const tensor_view *v = model_views(a, &nv);
   for (int i = 0; i < nv; i++) {
     const float *x = pa + v[i].offset;
     if (v[i].ndim == 1) {
-      int ones = 1;
-      for (size_t j = 0; j < v[i].numel; j++) ones &= x[j] == 1.0f;
-      check(ones, "%s is all ones", v[i].name);
+      float want = is_bias(v[i].name) ? 0.0f : 1.0f;
+      int all = 1;
+      for (size_t j = 0; j < v[i].numel; j++) all &= x[j] == want;
+      check(all, "%s: %s is all %s", nn, v[i].name, want ? "ones" : "zeros");
       continue;
     }
     double std = strcmp(v[i].name, "token_embeddings.weight") == 0
@@ -238,8 +373,8 @@ static void test_init(void) {
      * overwhelming probability (5 sigma of the sampling spread). */
     check(most <= 3.0 * std * (1 + 1e-6) &&
               fabs(sd / (0.9866 * std) - 1) < 0.1 && fabs(mean) < 0.15 * std,
-          "%s: std %.4f (want %.4f), mean %+.4f, max |x| %.3f <= 3 std",
-          v[i].name, sd, 0.9866 * std, mean, most);
+          "%s: %s: std %.4f (want %.4f), mean %+.4f, max |x| %.3f <= 3 "
+          "std", nn, v[i].name, sd, 0.9866 * std, mean, most);
   }
   free(pa);
   free(pb);
@@ -288,9 +423,10 @@ static double fd_loss(model *m, const int32_t *ids, const int32_t *targets,
  * absolute noise as the others. A wrong term in a backward is off by far
  * more than 1%. `every` = 0 checks every element, else `every` random
  * elements of each tensor. */
-static void gradcheck(const char *size, int b, int t, int every,
-                      double tol_rel, double tol_abs) {
-  model *m = make(size, b, t, 42);
+static void gradcheck(const char *size, model_norm norm, int b, int t,
+                      int every, double tol_rel, double tol_abs) {
+  model *m = make_norm(size, norm, b, t, 42);
+  const char *nn = model_norm_name(norm);
   random_gains(m, 43);
   const model_config *c = model_get_config(m);
   int n = b * t;
@@ -303,8 +439,8 @@ static void gradcheck(const char *size, int b, int t, int every,
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, b, t, &loss), "forward");
   double dl = loss_of_logits(m, tg, n, buf);
-  check(fabs(dl - loss) < 1e-5 * fabs(dl), "%s: forward loss %.7f == "
-        "cross-entropy of its logits %.7f", size, loss, dl);
+  check(fabs(dl - loss) < 1e-5 * fabs(dl), "%s %s: forward loss %.7f == "
+        "cross-entropy of its logits %.7f", size, nn, loss, dl);
   hard(model_backward(m), "backward");
   float *g = get_grads(m), *p = get_params(m);
   int nv;
@@ -346,9 +482,9 @@ static void gradcheck(const char *size, int b, int t, int every,
     }
     set_params(m, p);
     check(bad == 0 && gmax > 0,
-          "%s: grad %s: %zu of %zu elements within %.0e * |fd| + %.0e * "
+          "%s %s: grad %s: %zu of %zu elements within %.0e * |fd| + %.0e * "
           "max|g| (max|g| %.3e; worst [%zu] at %.2f of the tolerance: "
-          "analytic %.6e fd %.6e)", size, v[i].name, cnt - bad, cnt, tol_rel,
+          "analytic %.6e fd %.6e)", size, nn, v[i].name, cnt - bad, cnt, tol_rel,
           tol_abs, gmax, worst_j, worst, worst_g, worst_fd);
   }
   free(g);
@@ -417,6 +553,59 @@ static void test_overfit(void) {
   model_destroy(m);
 }
 
+/* LayerNorm trains: AdamW moves its weights and biases with the rest
+ * (one batch overfit as with RMSNorm), and the optimizer in backward
+ * updates the biases too, bit for bit as AdamW after backward. */
+static void test_layernorm_training(void) {
+  const int b = 2, t = 12;
+  model *m = make_norm("tiny", NORM_LAYER, b, t, 3);
+  const model_config *c = model_get_config(m);
+  int32_t ids[2 * 12], tg[2 * 12];
+  tokens(ids, b * t, c->vocab, 21);
+  tokens(tg, b * t, c->vocab, 22);
+  adamw_config o = adamw_defaults();
+  float first = 0, loss = 0;
+  int step, steps = 300;
+  for (step = 0; step < steps; step++) {
+    hard(model_zero_grad(m), "zero_grad");
+    hard(model_forward(m, ids, tg, b, t, &loss), "forward");
+    if (step == 0) first = loss;
+    if (loss < first / 10) break;
+    hard(model_backward(m), "backward");
+    hard(model_adamw_step(m, &o), "adamw");
+  }
+  check(loss < first / 10,
+        "tiny layernorm overfits one batch: loss %.4f -> %.4f after %d AdamW "
+        "steps", first, loss, step);
+  float *p = get_params(m);
+  int nv, moved = 0, nb = 0;
+  const tensor_view *v = model_views(m, &nv);
+  for (int i = 0; i < nv; i++) {
+    if (!is_bias(v[i].name)) continue;
+    nb++;
+    for (size_t j = 0; j < v[i].numel; j++)
+      if (p[v[i].offset + j] != 0.0f) {
+        moved++;
+        break;
+      }
+  }
+  check(nb == 2 * c->layers + 1 && moved == nb,
+        "AdamW moved every one of the %d biases from zero (%d did)", nb,
+        moved);
+  free(p);
+  model_destroy(m);
+
+  model *after = make_norm("tiny", NORM_LAYER, b, t, 17);
+  model *in_bwd = make_norm("tiny", NORM_LAYER, b, t, 17);
+  random_gains(after, 18);
+  random_gains(in_bwd, 18);
+  check(adamw_forms_agree(after, in_bwd, b, t, 3),
+        "tiny layernorm: the optimizer in backward equals AdamW after "
+        "backward, bit for bit, over 3 steps");
+  model_destroy(after);
+  model_destroy(in_bwd);
+}
+
 /* ---- AdamW by hand ------------------------------------------------------ */
 
 static void test_adamw(void) {
@@ -478,18 +667,19 @@ static size_t tag_bytes(const char *tag) {
   return f.found ? f.in_use : (size_t)-1;
 }
 
-static void test_memory(void) {
+static void test_memory(model_norm norm) {
   const int b = 3, t = 10;
   size_t before = eng_bytes_in_use(E);
-  model *m = make("tiny", b, t, 9);
+  model *m = make_norm("tiny", norm, b, t, 9);
+  const char *nn = model_norm_name(norm);
   const model_config *c = model_get_config(m);
   size_t P = model_nparams(m) * sizeof(float);
   const char *tags[] = {"params", "grads"};
   check(tag_bytes("adam_m") == (size_t)-1 || tag_bytes("adam_m") == 0,
-        "no AdamW state before the first optimizer step");
+        "%s: no AdamW state before the first optimizer step", nn);
   for (int i = 0; i < 2; i++)
-    check(tag_bytes(tags[i]) == P, "tag %s holds %zu bytes (%zu parameters)",
-          tags[i], tag_bytes(tags[i]), model_nparams(m));
+    check(tag_bytes(tags[i]) == P, "%s: tag %s holds %zu bytes (%zu "
+          "parameters)", nn, tags[i], tag_bytes(tags[i]), model_nparams(m));
   int na;
   const tensor_view *a = model_activations(m, &na);
   size_t sum = 0, off = 0;
@@ -500,18 +690,26 @@ static void test_memory(void) {
     sum += a[i].numel * sizeof(float);
   }
   check(tiled && sum == tag_bytes("activations"),
-        "%d activation views tile the \"activations\" allocation: %zu == %zu "
-        "bytes", na, sum, tag_bytes("activations"));
+        "%s: %d activation views tile the \"activations\" allocation: %zu == "
+        "%zu bytes", nn, na, sum, tag_bytes("activations"));
   const int H = c->heads;
   int found = 0;
   for (int i = 0; i < na; i++)
     if (strcmp(a[i].name, "layers.1.attn.scores") == 0 &&
         a[i].numel == (size_t)b * H * t * t)
       found = 1;
-  check(found, "layers.1.attn.scores holds B*H*T*T = %d values", b * H * t * t);
+  check(found, "%s: layers.1.attn.scores holds B*H*T*T = %d values", nn,
+        b * H * t * t);
+  /* LayerNorm keeps each norm's mean for backward beside its rstd. */
+  int means = 0;
+  for (int i = 0; i < na; i++)
+    if (strstr(a[i].name, ".mean") && a[i].numel == (size_t)b * t) means++;
+  int want = norm == NORM_LAYER ? 2 * c->layers + 1 : 0;
+  check(means == want, "%s: %d norms' means of B*T = %d values kept (%d)",
+        nn, want, b * t, means);
   size_t all = eng_bytes_in_use(E) - before;
   check(all == 2 * P + sum + 2 * (size_t)b * t * sizeof(int32_t),
-        "the model's memory is its 4 allocations (%zu bytes)", all);
+        "%s: the model's memory is its 4 allocations (%zu bytes)", nn, all);
 
   int32_t ids[3 * 10], tg[3 * 10];
   tokens(ids, b * t, c->vocab, 31);
@@ -523,7 +721,8 @@ static void test_memory(void) {
   hard(model_backward(m), "backward");
   hard(model_adamw_step(m, &o), "adamw");
   check(tag_bytes("adam_m") == P && tag_bytes("adam_v") == P,
-        "the first optimizer step allocates both moments (%zu bytes each)", P);
+        "%s: the first optimizer step allocates both moments (%zu bytes "
+        "each)", nn, P);
   size_t in_use = eng_bytes_in_use(E);
   eng_reset_peak(E);
   for (int s = 0; s < 2; s++) {
@@ -533,10 +732,12 @@ static void test_memory(void) {
     hard(model_adamw_step(m, &o), "adamw");
   }
   check(eng_bytes_in_use(E) == in_use && eng_peak_bytes(E) == in_use,
-        "two more training steps allocate nothing (in use %zu, peak %zu, before "
-        "%zu)", eng_bytes_in_use(E), eng_peak_bytes(E), in_use);
+        "%s: two more training steps allocate nothing (in use %zu, peak "
+        "%zu, before %zu)", nn, eng_bytes_in_use(E), eng_peak_bytes(E),
+        in_use);
   model_destroy(m);
-  check(eng_bytes_in_use(E) == before, "model_destroy frees everything");
+  check(eng_bytes_in_use(E) == before, "%s: model_destroy frees everything",
+        nn);
 }
 
 /* ---- the gradient hook ------------------------------------------------- */
@@ -566,9 +767,9 @@ static int on_grad(int view, void *arg) {
   return 0;
 }
 
-static void test_grad_hook(void) {
+static void test_grad_hook(model_norm norm) {
   const int b = 2, t = 6;
-  model *m = make("tiny", b, t, 21);
+  model *m = make_norm("tiny", norm, b, t, 21);
   const model_config *c = model_get_config(m);
   int nv;
   const tensor_view *v = model_views(m, &nv);
@@ -582,8 +783,9 @@ static void test_grad_hook(void) {
   hard(model_forward(m, ids, tg, b, t, &loss), "forward");
   hard(model_backward(m), "backward");
   check(h.calls == nv && h.order_ok,
-        "backward announces each of the %d gradients once, lm_head first and "
-        "token_embeddings last (%d calls)", nv, h.calls);
+        "%s: backward announces each of the %d gradients once, lm_head first "
+        "and token_embeddings last (%d calls)", model_norm_name(norm), nv,
+        h.calls);
   float *g = malloc(model_nparams(m) * sizeof(float));
   hard(eng_download(E, g, model_grads(m), model_nparams(m) * sizeof(float)),
        "download");
@@ -730,16 +932,23 @@ int main(void) {
   hard(engine_cpu_create(&E, 0), "engine_cpu_create");
   test_sizes();
   test_layout_names();
-  test_init();
+  test_layernorm_layout();
+  test_init(NORM_RMS);
+  test_init(NORM_LAYER);
   test_contract();
-  test_memory();
-  test_grad_hook();
+  test_memory(NORM_RMS);
+  test_memory(NORM_LAYER);
+  test_grad_hook(NORM_RMS);
+  test_grad_hook(NORM_LAYER);
   test_place_params();
   test_adamw();
-  gradcheck("nano", 2, 5, 0, 5e-3, 5e-4);
-  gradcheck("tiny", 2, 6, 6, 5e-3, 5e-4);
+  gradcheck("nano", NORM_RMS, 2, 5, 0, 5e-3, 5e-4);
+  gradcheck("tiny", NORM_RMS, 2, 6, 6, 5e-3, 5e-4);
+  gradcheck("nano", NORM_LAYER, 2, 5, 0, 5e-3, 5e-4);
+  gradcheck("tiny", NORM_LAYER, 2, 6, 6, 5e-3, 5e-4);
   test_init_loss();
   test_overfit();
+  test_layernorm_training();
   engine_destroy(E);
   return tl_finish();
 }

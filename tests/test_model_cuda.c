@@ -10,7 +10,8 @@
  * and the CUDA engine's fp32 forward and backward against the PyTorch
  * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4.
  * Also: the fused 16-bit path after a checkpoint is loaded into a model
- * that has trained (test_load_after_training). */
+ * that has trained (test_load_after_training), and the model with
+ * LayerNorm in place of RMSNorm against the CPU engine (test_layernorm). */
 #include "config.h"
 #include "tests/testlib.h"
 #include "tests/model_helpers.h"
@@ -234,6 +235,98 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   }
 }
 
+/* The model with LayerNorm (model_config.norm; op by op only) on the GPU
+ * against the CPU engine: fresh random weights with the norms' weights
+ * away from 1 (1 +- [0.1, 0.5)) and their biases away from 0 (+-[0.1,
+ * 0.5)), a fresh batch; loss, logits, every gradient (the biases' too) and
+ * the weights after one AdamW step, fp32 and bf16 with the tolerances
+ * above. Then on the GPU: the optimizer in backward against AdamW after
+ * it, bit for bit, and CUDA graphs against the direct run, as for RMSNorm.
+ * The fused path refuses LayerNorm (test_model). */
+static void test_layernorm(engine *cpu, engine *gpu, int B, int T) {
+  model_config c;
+  model_config_by_name("tiny", &c);
+  c.heads = 2;
+  c.norm = NORM_LAYER;
+  model *init;
+  hard(model_create(&init, cpu, &c, B, T, DT_F32), "model_create");
+  hard(model_init(init, 2024), "model_init");
+  size_t np = model_nparams(init);
+  float *w = download(cpu, model_params(init), np);
+  int nv;
+  const tensor_view *v = model_views(init, &nv);
+  for (int i = 0; i < nv; i++) {
+    if (v[i].ndim != 1) continue;
+    size_t len = strlen(v[i].name);
+    int bias = len >= 5 && strcmp(v[i].name + len - 5, ".bias") == 0;
+    for (size_t j = 0; j < v[i].numel; j++) {
+      uint64_t r = next_u64();
+      float mag = 0.1f + 0.4f * (float)((r >> 11) & 0xffff) / 65536.0f;
+      float x = (r & 1) ? mag : -mag;
+      w[v[i].offset + j] = bias ? x : 1.0f + x;
+    }
+  }
+  int32_t ids[B * T], tg[B * T];
+  fresh_batch(ids, tg, B * T, c.vocab);
+
+  run_out ref;
+  run(cpu, &c, w, np, ids, tg, B, T, DT_F32, &ref);
+  const struct { dtype t; double tol; } precisions[] = {{DT_F32, 1e-4},
+                                                        {DT_BF16, 3e-2}};
+  for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
+    run_out o;
+    run(gpu, &c, w, np, ids, tg, B, T, precisions[p].t, &o);
+    const char *pn = dtype_name(precisions[p].t);
+    double tol = precisions[p].tol;
+    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
+          "layernorm %s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
+    char what[200];
+    snprintf(what, sizeof what, "layernorm %s logits", pn);
+    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
+    for (int i = 0; i < nv; i++) {
+      snprintf(what, sizeof what, "layernorm %s grad %s", pn, v[i].name);
+      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
+              v[i].numel, tol);
+    }
+    if (precisions[p].t == DT_F32) {
+      snprintf(what, sizeof what, "layernorm %s params after one AdamW step",
+               pn);
+      compare(what, o.params_after, ref.params_after, np, 1e-5);
+    }
+    free_out(&o);
+  }
+  free_out(&ref);
+
+  model_options opt = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model *m[2];
+  for (int k = 0; k < 2; k++) {
+    hard(model_create_ex(&m[k], gpu, &c, B, T, &opt), "model_create_ex");
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+  }
+  check(adamw_forms_agree(m[0], m[1], B, T, 3),
+        "layernorm fp32 op by op: AdamW in backward gives the weights and "
+        "losses of AdamW after it, bit for bit, over 3 steps");
+  for (int k = 0; k < 2; k++) model_destroy(m[k]);
+
+  float l0[GRAPH_STEPS], l1[GRAPH_STEPS];
+  long long r0, r1;
+  float *p0 = train(gpu, &c, w, np, B, T, &opt, l0, &r0);
+  opt.graphs = 1;
+  float *p1 = train(gpu, &c, w, np, B, T, &opt, l1, &r1);
+  double worst = 0;
+  for (int k = 0; k < GRAPH_STEPS; k++)
+    worst = fmax(worst, fabs((double)l1[k] - l0[k]) / fabs(l0[k]));
+  check(worst <= 1e-6 && r0 == 0 && r1 == 8,
+        "layernorm graphs: %d steps' losses equal the direct run's (worst "
+        "relative difference %.2e <= 1e-6), %lld replays (want 8)",
+        GRAPH_STEPS, worst, r1);
+  compare("layernorm graphs: weights after the steps", p1, p0, np, 1e-5);
+  free(p0);
+  free(p1);
+  free(w);
+  model_destroy(init);
+}
+
 /* A checkpoint of another model (another seed, gains away from 1) loaded
  * into a fused 16-bit model that has trained, so its 16-bit weight copy
  * exists, was read by forward and backward and rewritten by AdamW: on a
@@ -455,6 +548,7 @@ int main(void) {
   test_graphs(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
+  test_layernorm(cpu, gpu, B, T);
 
   free_out(&ref);
   model_destroy(init);

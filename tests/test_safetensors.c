@@ -1,4 +1,5 @@
-/* model/safetensors.c: the model saved and loaded back bit for bit; every
+/* model/safetensors.c: the model saved and loaded back bit for bit (with
+ * RMSNorm and with LayerNorm, whose biases are parameters too); every
  * dtype read and converted; headers the format allows (escapes, odd
  * whitespace, unknown members, scalars, empty tensors, data in another
  * order than the header); and every way a file can be wrong, each rejected
@@ -271,6 +272,70 @@ static void test_load_errors(void) {
         "a missing file fails: %s", msg());
   model_destroy(tiny);
   model_destroy(nano);
+}
+
+/* ---- a LayerNorm model's checkpoint ------------------------------------ */
+
+/* The biases are parameters like the others: saved under torch.nn.
+ * LayerNorm's names, each after its weight, and loaded back bit for bit
+ * (random values, never zero, so a bias left out or swapped shows); a
+ * checkpoint of the other norm is refused, naming the tensor. */
+static void test_layernorm(void) {
+  model_config c;
+  model_config_by_name("tiny", &c);
+  c.norm = NORM_LAYER;
+  model *a, *b, *rms = make(6);
+  hard(model_create(&a, E, &c, 1, 4, DT_F32), "model_create");
+  hard(model_create(&b, E, &c, 1, 4, DT_F32), "model_create");
+  hard(model_init(b, 5), "model_init");
+  size_t np = model_nparams(a);
+  float *w = malloc(np * sizeof *w);
+  hard(w ? 0 : ERR_OOM, "malloc");
+  unsigned s = 2024;
+  for (size_t i = 0; i < np; i++) {
+    s = s * 1103515245u + 12345u;
+    float u = (float)((s >> 8) & 0xffff) / 65536.0f;   /* [0, 1) */
+    w[i] = (s & 1 ? 1.0f : -1.0f) * (0.1f + 0.9f * u);
+  }
+  hard(model_set_params(a, 0, w, np), "model_set_params");
+  const char *p = path_of("tiny_layernorm.safetensors");
+  hard(st_save_model(a, p), "st_save_model");
+  st_file *f;
+  hard(st_open(&f, p), "st_open");
+  int nv;
+  const tensor_view *v = model_views(a, &nv);
+  int same = f->ntensors == nv && nv == 4 + 11 * c.layers;
+  for (int i = 0; same && i < nv; i++)
+    same = strcmp(f->tensors[i].name, v[i].name) == 0 &&
+           f->tensors[i].begin == v[i].offset * 4;
+  check(same && strcmp(f->tensors[2].name, "layers.0.ln1.bias") == 0 &&
+            strcmp(f->tensors[nv - 2].name, "ln_final.bias") == 0,
+        "a LayerNorm model's file holds its %d tensors, each bias after its "
+        "weight, back to back", nv);
+  st_close(f);
+  int rc = st_load_model(b, p);
+  check(rc == 0, "st_load_model reads the LayerNorm checkpoint%s%s",
+        rc ? ": " : "", rc ? msg() : "");
+  float *pb = params_of(b);
+  check(memcmp(w, pb, np * sizeof *w) == 0,
+        "all %zu parameters, biases included, equal bit for bit", np);
+  free(pb);
+  err_clear();
+  rc = st_load_model(rms, p);
+  check(rc == ERR_FAIL && strstr(msg(), "layers.0.ln1.bias: in the file but "
+                                        "not a parameter of this model"),
+        "the LayerNorm checkpoint into an RMSNorm model fails: %s", msg());
+  const char *q = path_of("tiny_rmsnorm.safetensors");
+  hard(st_save_model(rms, q), "st_save_model");
+  err_clear();
+  rc = st_load_model(b, q);
+  check(rc == ERR_FAIL && strstr(msg(), "layers.0.ln1.bias: missing from "
+                                        "the file"),
+        "an RMSNorm checkpoint into a LayerNorm model fails: %s", msg());
+  free(w);
+  model_destroy(a);
+  model_destroy(b);
+  model_destroy(rms);
 }
 
 /* ---- truncation --------------------------------------------------------- */
@@ -613,6 +678,7 @@ int main(void) {
   hard(engine_cpu_create(&E, 1), "engine_cpu_create");
   test_round_trip();
   test_load_errors();
+  test_layernorm();
   test_truncated();
   test_malformed();
   test_accepted();

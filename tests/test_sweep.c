@@ -582,6 +582,7 @@ static void defaults(void) {
   check_text(e, 0, "steps", "10");
   check_text(e, 0, "seed", "336");
   check_text(e, 0, "vocab", "10000");
+  check_text(e, 0, "norm", "rmsnorm");
   experiment_free(e);
 }
 

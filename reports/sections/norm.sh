@@ -1,0 +1,695 @@
+#!/bin/sh
+# The 2024 edition's RMSNorm / LayerNorm problems (shared/spec/
+# handout-extras.md, section 2), one per PROBLEM; a problem whose parts
+# read several experiments is listed with this script once per experiment
+# (reports/problems.def), and the CSV's name says which part this call
+# prints:
+#   pytorch_layernorm           (a) pytorch_layernorm.csv, (b) norm_model.csv
+#   triton_rmsnorm_forward      code: where our kernels are
+#   rmsnorm_forward_benchmarking (a) pytorch_layernorm.csv, (b) norm_model.csv
+#                               (+ DATA/norm_model_fused.csv)
+#   rmsnorm_jvp_g, rmsnorm_jvp_x  the derivations, and where they are coded
+#   triton_rmsnorm_backward     code
+#   rmsnorm_benchmarking        (a) pytorch_layernorm.csv, (b)
+#                               norm_model_fused.csv (+ DATA/norm_model.csv)
+#   torch_compile_2024          (a), (b) pytorch_layernorm.csv; (c) pointers
+# Ours: the norm kind (one layer over 50,000 rows) and the lm kind (the
+# model, op by op with either norm, and the fused path's RMSNorm). PyTorch's
+# numbers: reports/anchors/torch_norm_h100.csv (reports/anchors/
+# torch_norm.py on an H100: eager RMSNorm, compiled RMSNorm, F.rms_norm,
+# F.layer_norm). The handout's Triton kernels are PyTorch code; ours are
+# CUDA kernels, which play their role here. Every number in the prose is
+# read from those CSVs; a part whose CSV is missing (or has no ok row) says
+# so. Environment (mkreport.sh): PROBLEM, CSV, DATA, OUT, CSVTOOL,
+# REPORT_LIB. mkreport.sh prints the problem's heading; this its parts.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+reports=$(dirname "$here")
+anchor="$reports/anchors/torch_norm_h100.csv"
+. "$REPORT_LIB"
+[ -f "$anchor" ] || { echo "norm.sh: $anchor is missing" >&2; exit 1; }
+csv=${CSV:-}
+exp=${csv##*/}
+exp=${exp%.csv}
+
+# ---- helpers -------------------------------------------------------------------
+
+# The CSV has ok rows (else the caller says "not yet measured").
+measured() { [ -f "$1" ] && [ "$(tool count "$1" --where status=ok)" -gt 0 ]; }
+not_measured() { # EXPERIMENT
+  echo "_Not yet measured: run \`./runner experiments/$1.cfg\` on a GPU (it writes"
+  echo "reports/data/$1.csv)._"
+  echo
+}
+# Ours (pytorch_layernorm.csv): IMPL COLS COLUMN, the latest ok row's value.
+ov() {
+  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+    --where impl="$1" --where cols="$2" --col "$3"
+}
+# PyTorch's (the anchor): IMPL COLS COLUMN.
+av() {
+  tool value "$anchor" --sort -utc --agg first --default "" --where status=ok \
+    --where impl="$1" --where cols="$2" --col "$3"
+}
+impl_words() {
+  case $1 in
+    rmsnorm) printf "PyTorch's eager RMSNorm (the handout's module)" ;;
+    rmsnorm_compiled) printf 'the same RMSNorm under torch.compile' ;;
+    rms_norm) printf 'F.rms_norm' ;;
+    layernorm) printf 'F.layer_norm (torch.nn.LayerNorm)' ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+cell() { [ -n "$1" ] && calc %.3f "$1" || printf -- '-'; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && calc %.2f "$1 / $2" || printf -- '-'; }
+# "x% faster" / "x% slower" of time A against time B.
+pct_vs() {
+  awk -v a="$1" -v b="$2" 'BEGIN { r = a / b - 1
+    if (r < 0) printf "%.1f%% faster", -100 * r; else printf "%.1f%% slower", 100 * r }'
+}
+# A list "a, b and c" from its words, one a line on stdin.
+and_list() {
+  awk 'NF { w[n++] = $0 } END { for (i = 0; i < n; i++)
+    printf "%s%s", w[i], (i == n - 1 ? "" : i == n - 2 ? " and " : ", ") }'
+}
+# "LO to HI" of the numbers on stdin (one a line), in FMT.
+range_of() { # FMT
+  awk -v f="$1" 'NF { if (!n++ || $1 < lo) lo = $1; if (!hi || $1 > hi) hi = $1 }
+    END { if (n) printf f " to " f, lo, hi }'
+}
+# The widths measured (ours), in order.
+widths() { tool distinct "$csv" --cols cols --where status=ok --sort cols; }
+
+# The rows, the passes and the GPU of pytorch_layernorm.csv, and how both
+# sides time.
+intro_kernels() {
+  rows=$(tool value "$csv" --col rows --where status=ok --agg first)
+  passes=$(tool value "$csv" --col passes --where status=ok --agg first)
+  warm=$(tool value "$csv" --col warmup --where status=ok --agg first)
+  machine=$(tool value "$csv" --col machine --where status=ok --agg first)
+  agpu=$(tool value "$anchor" --col gpu --where status=ok --agg first)
+  tv=$(tool value "$anchor" --col torch --where status=ok --agg first)
+  fastest=$(tool value "$csv" --col fwd_ms_per_pass --where status=ok --agg min)
+  num "the fastest pass" "$fastest"
+  cat <<TEXT
+One norm layer over $rows rows of random fp32 values, normalising the last
+dimension, forward only and forward+backward, in ms per pass. Ours: the
+\`norm\` kind (jobs/norm.c, experiments/pytorch_layernorm.cfg) on $machine,
+our CUDA kernels (kernels/cuda/rmsnorm.cu, layernorm.cu: one thread block
+per row, each keeping its rstd, LayerNorm its mean too, for backward):
+$warm untimed forward+backward passes, then $passes forwards and $passes
+forward+backward passes, each loop closed by one synchronisation (not one
+per pass as the handout's script does; at $(calc %.2f "$fastest") ms or more a pass the
+launch of the next is hidden either way). PyTorch $tv on an $agpu, the same kind of GPU
+(reports/anchors/torch_norm_h100.csv, \`triton.testing.do_bench\` medians,
+inputs' gradients set to None before each pass): the handout's RMSNorm
+module run eagerly, the same under torch.compile, PyTorch's own F.rms_norm,
+and F.layer_norm with weight and bias, which is what torch.nn.LayerNorm
+runs.
+
+TEXT
+}
+
+# A table of one timing column (fwd / fwd_bwd) at every width: ours, then
+# every PyTorch implementation.
+kernel_table() { # OUR_COL ANCHOR_COL
+  echo "| last dim | ours RMSNorm | ours LayerNorm | PyTorch RMSNorm, eager | RMSNorm, torch.compile | F.rms_norm | F.layer_norm | ours LayerNorm / RMSNorm | PyTorch eager RMSNorm / F.layer_norm |"
+  echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  for d in $(widths); do
+    r=$(ov rmsnorm "$d" "$1"); l=$(ov layernorm "$d" "$1")
+    pe=$(av rmsnorm "$d" "$2"); pc=$(av rmsnorm_compiled "$d" "$2")
+    pf=$(av rms_norm "$d" "$2"); pl=$(av layernorm "$d" "$2")
+    for v in $r $l $pe $pc $pf $pl; do num "a time at width $d" "$v"; done
+    echo "| $d | $(cell "$r") | $(cell "$l") | $(cell "$pe") | $(cell "$pc") | $(cell "$pf") | $(cell "$pl") | $(ratio "$l" "$r") | $(ratio "$pe" "$pl") |"
+  done
+  echo
+}
+
+# Where ours loses to PyTorch's fastest kernel of the same norm, for one
+# timing column: sentences, or nothing when we never lose.
+losses() { # OUR_COL ANCHOR_COL WHAT
+  rl='' ll=''
+  for d in $(widths); do
+    r=$(ov rmsnorm "$d" "$1"); l=$(ov layernorm "$d" "$1")
+    pc=$(av rmsnorm_compiled "$d" "$2"); pf=$(av rms_norm "$d" "$2")
+    pl=$(av layernorm "$d" "$2")
+    best='' bi=''
+    for i in rmsnorm_compiled rms_norm; do
+      v=$(av $i "$d" "$2")
+      [ -n "$v" ] || continue
+      if [ -z "$best" ] || is_true "$v < $best"; then best=$v bi=$i; fi
+    done
+    if [ -n "$r" ] && [ -n "$best" ] && is_true "$r > $best"; then
+      rl="$rl$d ($(calc %.3f "$r") against $(calc %.3f "$best") ms, $(impl_words "$bi"))
+"
+    fi
+    if [ -n "$l" ] && [ -n "$pl" ] && is_true "$l > $pl"; then
+      ll="$ll$d ($(calc %.3f "$l") against $(calc %.3f "$pl") ms)
+"
+    fi
+  done
+  text=''
+  if [ -n "$rl" ]; then
+    text="Our RMSNorm $3 loses to PyTorch's fastest fused RMSNorm at $(printf '%s' "$rl" | and_list)."
+  else
+    text="Our RMSNorm $3 is at least as fast as PyTorch's fused RMSNorms at every width."
+  fi
+  if [ -n "$ll" ]; then
+    text="$text Our LayerNorm $3 loses to F.layer_norm at $(printf '%s' "$ll" | and_list)."
+  else
+    text="$text Our LayerNorm $3 is at least as fast as F.layer_norm at every width."
+  fi
+  printf '%s' "$text"
+}
+
+# "from A at D1 to B at D2" for a per-width ratio, with its extremes when it
+# does not move one way.
+trend() { # "d r" lines on stdin
+  awk 'BEGIN { n = 0 } NF { d[n] = $1; r[n] = $2; n++ }
+    END { if (n == 0) exit
+      up = 1; down = 1
+      for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
+      printf "from %.2fx at %d to %.2fx at %d", r[0], d[0], r[n-1], d[n-1]
+      if (n > 2 && !up && !down) {
+        lo = 0; hi = 0
+        for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
+        printf " (not steadily: lowest %.2fx at %d, highest %.2fx at %d)", r[lo], d[lo], r[hi], d[hi]
+      } else if (n > 2) printf " (%s at every step)", up ? "growing" : "shrinking" }'
+}
+
+# Our forward's traffic (x read, y written: 8 bytes an element) over a
+# time, in TB/s.
+tbps() { calc %.2f "8 * $rows * $1 / ($2 * 1e-3) / 1e12"; }
+
+# ---- the kernels, forward (pytorch_layernorm (a)) --------------------------------
+
+kernels_forward() {
+  echo "### (a) RMSNorm against LayerNorm, ours and PyTorch's: forward"
+  echo
+  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  intro_kernels
+  kernel_table fwd_ms_per_pass fwd_ms
+  failed_jobs "$csv" impl,cols,status,message "impl,cols,status,message"
+  d0=$(widths | head -n 1); d1=$(widths | tail -n 1)
+  nfast=0 n=0
+  for d in $(widths); do
+    r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
+    [ -n "$r" ] && [ -n "$l" ] || continue
+    n=$((n + 1))
+    ! is_true "$r < $l" || nfast=$((nfast + 1))
+  done
+  ours_trend=$(for d in $(widths); do
+      r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
+      [ -n "$r" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$l / $r")"
+    done | trend)
+  pt_trend=$(for d in $(widths); do
+      e=$(av rmsnorm "$d" fwd_ms); l=$(av layernorm "$d" fwd_ms)
+      [ -n "$e" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$e / $l")"
+    done | trend)
+  r0=$(ov rmsnorm "$d0" fwd_ms_per_pass); r1=$(ov rmsnorm "$d1" fwd_ms_per_pass)
+  c0=$(av rmsnorm_compiled "$d0" fwd_ms); c1=$(av rmsnorm_compiled "$d1" fwd_ms)
+  # PyTorch's fused RMSNorms against F.layer_norm: widths where both are
+  # faster than it.
+  nfused=0 nw=0
+  for d in $(widths); do
+    l=$(av layernorm "$d" fwd_ms); c=$(av rmsnorm_compiled "$d" fwd_ms); f=$(av rms_norm "$d" fwd_ms)
+    [ -n "$l" ] && [ -n "$c" ] && [ -n "$f" ] || continue
+    nw=$((nw + 1))
+    ! is_true "$c < $l && $f < $l" || nfused=$((nfused + 1))
+  done
+  if [ "$nfast" -eq "$n" ]; then
+    why="RMSNorm does less:"
+  else
+    why="RMSNorm does less, though not everywhere faster here:"
+  fi
+  cat <<TEXT
+**Which is faster.** Of our two kernels RMSNorm is faster at $nfast of $n
+widths; LayerNorm takes $ours_trend RMSNorm's time. $why one
+reduction per row (the sum of squares) where LayerNorm needs two, the mean
+and then the variance about it, and no subtraction or bias; our RMSNorm
+kernel also loads four floats at a time, our LayerNorm kernel (written for
+the handout's toy model, d = 10) one. In PyTorch the handout's own RMSNorm
+loses instead: run eagerly it is several kernels (the square, the mean,
+rsqrt, two products), each a pass through memory, while F.layer_norm is one
+fused kernel, so eager RMSNorm takes $pt_trend F.layer_norm's time. Fused
+(torch.compile's and F.rms_norm), RMSNorm beats F.layer_norm at $nfused of
+$nw widths.
+
+**How the gap moves with the hidden size.** The two ratios above. A norm
+reads and writes every element once, so once the GPU is busy each time grows
+about linearly with the width, and the gap between two fused kernels is
+what each does per byte. Our RMSNorm forward moves $(tbps "$d0" "$r0") TB/s at
+width $d0 and $(tbps "$d1" "$r1") TB/s at $d1 (compulsory traffic: x read, y written),
+compiled RMSNorm $(tbps "$d0" "$c0") and $(tbps "$d1" "$c1") TB/s.
+
+**Where we lose.** $(losses fwd_ms_per_pass fwd_ms "forward") Our kernels read each row twice (RMSNorm: the sum of squares, then the
+normalisation; LayerNorm three times), one thread block per row; PyTorch's
+fused kernels keep the row on chip and read it once. We have not profiled
+the wide rows to confirm that the repeated read is what costs.
+
+TEXT
+}
+
+# ---- the model with either norm, forward (pytorch_layernorm (b)) -----------------
+
+# The model's rows: SIZE NORM MODE COLUMN, the latest ok row's value.
+mv() {
+  tool value "$1" --sort -utc --agg first --default "" --where status=ok \
+    --where size="$2" --where norm="$3" --where mode="$4" --col "$5"
+}
+# The sizes of a model CSV, by parameter count.
+model_sizes() {
+  tool distinct "$1" --cols params,size --where status=ok --sort params --sep '|' |
+    awk -F'|' 'NF && !seen[$2]++ { print $2 }'
+}
+# The norms' own kernel time in a row's message ("... rmsnorm 1.234; ..."),
+# in ms per step, or "".
+norm_ms() { # FILE SIZE NORM MODE
+  m=$(mv "$1" "$2" "$3" "$4" message)
+  printf '%s' "$m" | sed -n "s/.*[:;] $3 \([0-9][0-9.]*\).*/\1/p"
+}
+intro_model() { # FILE
+  machine=$(tool value "$1" --col machine --where status=ok --agg first)
+  b=$(tool value "$1" --col batch --where status=ok --agg first)
+  t=$(tool value "$1" --col context --where status=ok --agg first)
+  v=$(tool value "$1" --col vocab --where status=ok --agg first)
+  p=$(tool value "$1" --col precision --where status=ok --agg first)
+  st=$(tool value "$1" --col steps --where status=ok --agg first)
+  w=$(tool value "$1" --col warmup --where status=ok --agg first)
+  if [ "$b/$t/$v" = 16/128/10000 ]; then
+    shape="the 2024 defaults (batch $b, context $t, vocabulary $v)"
+  else
+    shape="batch $b, context $t, vocabulary $v (the 2024 defaults are 16, 128 and 10000)"
+  fi
+  [ "$w" = 1 ] && ws=step || ws=steps
+  printf '%s' "$shape, $p, on $machine; means of $st timed steps after $w warm-up $ws (the 2024 script timed 5 after 1)"
+}
+
+model_forward() {
+  echo "### (b) The model with LayerNorm in place of RMSNorm: forward"
+  echo
+  if ! measured "$csv"; then not_measured norm_model; return 0; fi
+  echo "The \`lm\` kind on the op-by-op path (one kernel per operation, as PyTorch"
+  echo "eager runs the reference; experiments/norm_model.cfg) at"
+  echo "$(intro_model "$csv"). \`model.norm = \"layernorm\"\` puts torch.nn.LayerNorm"
+  echo "(a weight and a bias, eps 1e-5) in every norm of the model: both of"
+  echo "each block and the final one. \"norms\" is the norm kernels' own time in"
+  echo "one profiled forward (the row's message)."
+  echo
+  echo "| size | RMSNorm forward (ms) | LayerNorm forward (ms) | LayerNorm / RMSNorm | norms, RMSNorm / LayerNorm (ms) |"
+  echo "|---|--:|--:|--:|--:|"
+  lo='' hi='' los='' his='' share=''
+  for s in $(model_sizes "$csv"); do
+    r=$(mv "$csv" "$s" rmsnorm forward fwd_ms_mean)
+    l=$(mv "$csv" "$s" layernorm forward fwd_ms_mean)
+    nr=$(norm_ms "$csv" "$s" rmsnorm forward); nl=$(norm_ms "$csv" "$s" layernorm forward)
+    for v in $r $l $nr $nl; do num "a forward time of $s" "$v"; done
+    echo "| $s | $(cell "$r") | $(cell "$l") | $(ratio "$l" "$r") | $(cell "$nr") / $(cell "$nl") |"
+    [ -n "$r" ] && [ -n "$l" ] || continue
+    x=$(calc %.4f "100 * ($l / $r - 1)")
+    if [ -z "$lo" ] || is_true "$x < $lo"; then lo=$x los=$s; fi
+    if [ -z "$hi" ] || is_true "$x > $hi"; then hi=$x his=$s; fi
+    if [ -n "$nl" ]; then
+      sh=$(calc %.1f "100 * $nl / $l")
+      share="${share}$s $sh
+"
+    fi
+  done
+  echo
+  failed_jobs "$csv" size,norm,mode,status,message "size,norm,mode,status,message"
+  [ -n "$lo" ] || return 0
+  text="With LayerNorm the forward's time changes by $(calc %+.1f "$lo")% ($los) to $(calc %+.1f "$hi")% ($his) against RMSNorm."
+  if [ -n "$share" ]; then
+    text="$text LayerNorm's kernels are $(printf '%s\n' "$share" | awk 'NF { print $2 }' | range_of %.1f)% of the forward across sizes: a norm costs d_model per token where the matrix products cost d_model^2, so which norm the model uses moves its time by little."
+  fi
+  printf '%s\n\n' "$text"
+}
+
+# ---- code problems ---------------------------------------------------------------
+
+code_line() {
+  echo "The handout asks for PyTorch classes behind its pytest adapters; this"
+  echo "project has no PyTorch, so our CUDA kernels play Triton's role and the"
+  echo "CPU engine plays plain PyTorch's, both reached through one entry point"
+  echo "per operation (kernels/ops.def); the tests listed below establish them."
+  echo
+}
+
+triton_rmsnorm_forward() {
+  code_line
+  cat <<'TEXT'
+### (a) RMSNorm's forward in plain code
+
+`k_rmsnorm_fwd` on the CPU engine (`kernels/cpu/rmsnorm.c`): eq. 5 row by
+row, the sum of squares in double, rstd = 1/sqrt(mean + eps) kept for
+backward. A tensor of any shape whose last dimension is H is n = numel / H
+rows of H, which is how every caller passes it (the model's activations
+are [batch x seq, d_model]).
+
+### (b) The fused GPU kernel
+
+`kernels/cuda/rmsnorm.cu`: one thread block per row, as the handout's one
+program instance per row; each thread sums the squares of its columns
+(four at a time when H % 4 = 0, the handout's mask playing no role then),
+a fixed tree over the warp's shuffles and over the warps, rstd written
+once, then y = x * rstd * g. Reached through the same `k_rmsnorm_fwd`
+(argument checks, then the engine's kernel), so the model and the `norm`
+kind call it unchanged.
+TEXT
+  echo
+}
+
+triton_rmsnorm_backward() {
+  code_line
+  cat <<'TEXT'
+`k_rmsnorm_bwd` in `kernels/cuda/rmsnorm.cu` takes x, g, the upstream
+gradient and the rstd forward kept (one float a row: nothing else is
+stored; x * rstd is recomputed). ∇g as the handout builds it: blocks of 32
+columns times a chunk of rows write partial sums to a [chunks, H] buffer,
+then one thread per column adds the chunks in order (the handout's N x H
+partial buffer and `torch.sum`, with rows summed in chunks first, so the
+result repeats bit for bit); ∇x one block per row from the same inputs,
+after ∇g so that ∇x may overwrite the upstream gradient. The CPU engine's
+`kernels/cpu/rmsnorm.c` is the reference it is tested against.
+TEXT
+  echo
+}
+
+rmsnorm_jvp_g() {
+  cat <<'TEXT'
+### (a) The gradient of the gain
+
+Write x as N rows of H (every leading dimension is a row), dy = ∇_y L for
+y = RMSNorm(x, g), and r_i = ((1/H) Σ_k x_ik² + ε)^(-1/2). Then
+y_ij = x_ij r_i g_j, and r_i does not depend on g, so ∂y_ij/∂g_k =
+x_ij r_i δ_jk and
+
+    (∇_g L)_k = Σ_i Σ_j dy_ij ∂y_ij/∂g_k = Σ_i dy_ik x_ik r_i,
+
+the column sum over all rows of dy ⊙ x ⊙ r (r broadcast along the row):
+x ⊙ r is the normalised input before the gain.
+
+### (b) Where it is computed
+
+The `dg` output of `k_rmsnorm_bwd` (kernels/ops.def), accumulated into the
+model's gradient: on the CPU engine a double sum per column
+(`kernels/cpu/rmsnorm.c`), on the GPU the two-kernel column sum of
+triton_rmsnorm_backward. Its inputs are the handout's three tensors plus
+the rstd forward kept.
+TEXT
+  echo
+}
+
+rmsnorm_jvp_x() {
+  cat <<'TEXT'
+### (a) The gradient of the input
+
+With r_i as above, ∂r_i/∂x_ik = -(1/2) ((1/H) Σ_m x_im² + ε)^(-3/2)
+(2 x_ik / H) = -r_i³ x_ik / H, and rows do not mix, so
+
+    ∂y_ij/∂x_ik = g_j (δ_jk r_i - x_ij r_i³ x_ik / H),
+    (∇_x L)_ik = Σ_j dy_ij ∂y_ij/∂x_ik
+               = r_i g_k dy_ik - x_ik r_i³ (1/H) Σ_j dy_ij g_j x_ij.
+
+Per row: scale the gain-weighted upstream gradient by r_i, and remove its
+component along x_i (the mean of g ⊙ dy ⊙ x times r_i³ x_i).
+
+### (b) Where it is computed
+
+The `dx` output of `k_rmsnorm_bwd`, in exactly this form (kernels/ops.def
+states it; `kernels/cpu/rmsnorm.c`, `kernels/cuda/rmsnorm.cu`).
+
+### (c) The backward of the whole norm
+
+The model's backward (`model/backward.c`, `norm_bwd`) is the
+autograd.Function's backward: forward saved the norm's input x (the
+residual stream, kept anyway), the gain g (a parameter) and rstd (one float
+a row); backward calls `k_rmsnorm_bwd` with the upstream gradient, which
+writes ∇x and adds ∇g to the gain's gradient. The same holds with LayerNorm
+(`k_layernorm_bwd`, which keeps the mean too). The whole model's gradient
+is checked against finite differences.
+TEXT
+  echo
+}
+
+# ---- forward benchmarking (rmsnorm_forward_benchmarking) -------------------------
+
+forward_benchmarking_kernels() {
+  echo "### (a) Our RMSNorm kernel against PyTorch's norms, forward"
+  echo
+  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  echo "The forward times of pytorch_layernorm (a), ours (the CUDA kernel in"
+  echo "Triton's place) against the PyTorch norms the handout compares it with;"
+  echo "\"x\" is PyTorch's time over ours (above 1: ours faster)."
+  echo
+  echo "| last dim | ours RMSNorm (ms) | PyTorch RMSNorm, eager (ms) | x | F.layer_norm (ms) | x | fastest fused PyTorch RMSNorm (ms) | x |"
+  echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
+  be='' bl='' bf=''
+  for d in $(widths); do
+    r=$(ov rmsnorm "$d" fwd_ms_per_pass)
+    e=$(av rmsnorm "$d" fwd_ms); l=$(av layernorm "$d" fwd_ms)
+    f=''
+    for i in rmsnorm_compiled rms_norm; do
+      v=$(av $i "$d" fwd_ms)
+      [ -n "$v" ] || continue
+      if [ -z "$f" ] || is_true "$v < $f"; then f=$v; fi
+    done
+    for v in $r $e $l $f; do num "a forward time at $d" "$v"; done
+    echo "| $d | $(cell "$r") | $(cell "$e") | $(ratio "$e" "$r") | $(cell "$l") | $(ratio "$l" "$r") | $(cell "$f") | $(ratio "$f" "$r") |"
+    [ -n "$r" ] || continue
+    by() { calc %.1f "100 * (1 - $r / $1)"; }   # ours faster by, %
+    [ -z "$e" ] || ! is_true "$r < $e" || be="$be$d (by $(by "$e")%)
+"
+    [ -z "$l" ] || ! is_true "$r < $l" || bl="$bl$d (by $(by "$l")%)
+"
+    [ -z "$f" ] || ! is_true "$r < $f" || bf="$bf$d (by $(by "$f")%)
+"
+  done
+  echo
+  first() { printf '%s' "$1" | awk 'NF { print $1; exit }'; }
+  said() { # LIST THING
+    if [ -z "$1" ]; then printf 'at no width faster than %s' "$2"
+    else printf 'faster than %s at %s (smallest width: %s)' "$2" "$(printf '%s' "$1" | and_list)" "$(first "$1")"; fi
+  }
+  if [ -n "$be$bl$bf" ]; then yes="Yes" ; else yes="No"; fi
+  echo "$yes: our kernel is $(said "$be" "the eager RMSNorm"); $(said "$bl" "F.layer_norm");"
+  echo "and $(said "$bf" "PyTorch's fused RMSNorms (compiled, F.rms_norm)")."
+  echo "Against the eager module the gain is fusion itself: one pass over"
+  echo "memory instead of one per operation."
+  echo
+}
+
+forward_benchmarking_model() {
+  echo "### (b) The model's forward with each norm"
+  echo
+  if ! measured "$csv"; then not_measured norm_model; return 0; fi
+  fused="$DATA/norm_model_fused.csv"
+  echo "Forward latency (ms) at $(intro_model "$csv"): op by op with RMSNorm and"
+  echo "with LayerNorm (pytorch_layernorm (b)), and the fused path, whose RMSNorm"
+  echo "is our fused kernel (the residual add folded in) and which fuses more than"
+  echo "the norm: q, k, v as one product, RoPE with the head split, SwiGLU and"
+  echo "cross-entropy in one pass each (experiments/norm_model_fused.cfg)."
+  echo
+  echo "| size | RMSNorm, op by op | LayerNorm, op by op | fused path (RMSNorm) |"
+  echo "|---|--:|--:|--:|"
+  for s in $(model_sizes "$csv"); do
+    r=$(mv "$csv" "$s" rmsnorm forward fwd_ms_mean)
+    l=$(mv "$csv" "$s" layernorm forward fwd_ms_mean)
+    f=''
+    ! measured "$fused" || f=$(mv "$fused" "$s" rmsnorm forward fwd_ms_mean)
+    for v in $r $l $f; do num "a forward time of $s" "$v"; done
+    echo "| $s | $(cell "$r") | $(cell "$l") | $(cell "$f") |"
+  done
+  echo
+  if ! measured "$fused"; then
+    echo "_Not yet measured: the fused column (run"
+    echo "\`./runner experiments/norm_model_fused.cfg\` on a GPU)._"
+    echo
+  fi
+}
+
+# ---- forward+backward (rmsnorm_benchmarking) -------------------------------------
+
+benchmarking_kernels() {
+  echo "### (a) Forward+backward of every norm"
+  echo
+  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  echo "The same kernels and anchors as pytorch_layernorm (a), timing forward"
+  echo "then backward with a random upstream gradient of the output's shape"
+  echo "(ours: \`result.backward(dy)\`'s work, dx written and the parameters'"
+  echo "gradients accumulated; PyTorch: the inputs' gradients set to None before"
+  echo "each pass), ms per pass."
+  echo
+  kernel_table fwd_bwd_ms_per_pass fwd_bwd_ms
+  best=$(for d in $(widths); do
+      for i in rmsnorm rmsnorm_compiled rms_norm layernorm; do
+        v=$(av $i "$d" fwd_bwd_ms); [ -z "$v" ] || echo "$d $v $i"
+      done
+      for i in rmsnorm layernorm; do
+        v=$(ov $i "$d" fwd_bwd_ms_per_pass); [ -z "$v" ] || echo "$d $v ours_$i"
+      done
+    done | sort -k1,1n -k2,2g | awk '!seen[$1]++ { print $1 ": " $3 }' |
+    sed 's/ours_rmsnorm/our RMSNorm/; s/ours_layernorm/our LayerNorm/; s/rmsnorm_compiled/compiled RMSNorm/; s/rms_norm/F.rms_norm/; s/: layernorm/: F.layer_norm/; s/: rmsnorm$/: eager RMSNorm/' | and_list)
+  # the eager module over the fastest fused RMSNorm; forward+backward over
+  # forward, every implementation and width
+  eg=$(for d in $(widths); do
+      e=$(av rmsnorm "$d" fwd_bwd_ms); c=$(av rmsnorm_compiled "$d" fwd_bwd_ms); f=$(av rms_norm "$d" fwd_bwd_ms)
+      [ -n "$e" ] && [ -n "$c" ] && [ -n "$f" ] && calc '%.4f\n' "$e / ($c < $f ? $c : $f)"
+    done | range_of %.1f)
+  fb=$(for d in $(widths); do
+      for i in rmsnorm rmsnorm_compiled rms_norm layernorm; do
+        a=$(av $i "$d" fwd_ms); b=$(av $i "$d" fwd_bwd_ms)
+        [ -n "$a" ] && [ -n "$b" ] && calc '%.4f\n' "$b / $a"
+      done
+      for i in rmsnorm layernorm; do
+        a=$(ov $i "$d" fwd_ms_per_pass); b=$(ov $i "$d" fwd_bwd_ms_per_pass)
+        [ -n "$a" ] && [ -n "$b" ] && calc '%.4f\n' "$b / $a"
+      done
+    done | range_of %.1f)
+  echo "Fastest at each width: $best. $(losses fwd_bwd_ms_per_pass fwd_bwd_ms "forward+backward")"
+  echo "The eager RMSNorm's backward is autograd's chain of the same elementwise"
+  echo "operations, so eager forward+backward takes $eg times the fastest fused"
+  echo "RMSNorm's. Forward+backward costs $fb forwards across implementations and"
+  echo "widths: backward reads x, the upstream gradient and the gain, writes dx,"
+  echo "and reduces over all rows for the parameters' gradients."
+  echo
+}
+
+benchmarking_model() {
+  echo "### (b) The whole model: our fused RMSNorm against op by op"
+  echo
+  opbyop="$DATA/norm_model.csv"
+  if ! measured "$csv"; then not_measured norm_model_fused; return 0; fi
+  if ! measured "$opbyop"; then not_measured norm_model; return 0; fi
+  echo "Forward and backward (ms, the forward_backward rows' phases) at"
+  echo "$(intro_model "$csv"): the op-by-op path with RMSNorm (norm_model.cfg)"
+  echo "against the fused path (norm_model_fused.cfg), our counterpart of the"
+  echo "handout's Triton RMSNorm module. The fused path fuses more than the norm"
+  echo "(rmsnorm_forward_benchmarking (b) lists what), so its speed-up is more"
+  echo "than a faster norm alone would give; \"norms\" is the RMSNorm kernels' time"
+  echo "in one profiled forward+backward of each (the rows' messages)."
+  echo
+  echo "| size | op by op fwd / bwd | fused fwd / bwd | speed-up fwd | speed-up bwd | norms, op by op / fused |"
+  echo "|---|--:|--:|--:|--:|--:|"
+  sp=''
+  for s in $(model_sizes "$opbyop"); do
+    of=$(mv "$opbyop" "$s" rmsnorm forward_backward fwd_ms_mean)
+    ob=$(mv "$opbyop" "$s" rmsnorm forward_backward bwd_ms_mean)
+    ff=$(mv "$csv" "$s" rmsnorm forward_backward fwd_ms_mean)
+    fb=$(mv "$csv" "$s" rmsnorm forward_backward bwd_ms_mean)
+    no=$(norm_ms "$opbyop" "$s" rmsnorm forward_backward)
+    nf=$(norm_ms "$csv" "$s" rmsnorm forward_backward)
+    for v in $of $ob $ff $fb $no $nf; do num "a time of $s" "$v"; done
+    echo "| $s | $(cell "$of") / $(cell "$ob") | $(cell "$ff") / $(cell "$fb") | $(ratio "$of" "$ff") | $(ratio "$ob" "$fb") | $(cell "$no") / $(cell "$nf") |"
+    [ -n "$of" ] && [ -n "$ff" ] && [ -n "$ob" ] && [ -n "$fb" ] || continue
+    sp="$sp$s $(calc %.4f "$of / $ff") $(calc %.4f "$ob / $fb")
+"
+  done
+  echo
+  failed_jobs "$csv" size,mode,status,message "size,mode,status,message"
+  [ -n "$sp" ] || return 0
+  printf '%s' "$sp" | awk 'NF { if (!n++ || $2 < fl) { fl = $2; fls = $1 } if ($2 > fh) { fh = $2; fhs = $1 }
+      if (n == 1 || $3 < bl) { bl = $3; bls = $1 } if ($3 > bh) { bh = $3; bhs = $1 } }
+    END { printf "Against op by op the fused path'"'"'s forward is %.2f (%s) to %.2f (%s) times as fast, its backward %.2f (%s) to %.2f (%s) times. ", fl, fls, fh, fhs, bl, bls, bh, bhs }'
+  shares=$(for s in $(model_sizes "$opbyop"); do
+      of=$(mv "$opbyop" "$s" rmsnorm forward_backward step_ms_mean)
+      no=$(norm_ms "$opbyop" "$s" rmsnorm forward_backward)
+      [ -n "$of" ] && [ -n "$no" ] && calc '%.4f\n' "100 * $no / $of"
+    done | range_of %.1f)
+  if [ -n "$shares" ]; then
+    echo "The RMSNorm kernels take $shares% of the op-by-op forward+backward, which"
+    echo "bounds what a faster norm alone could save there; the rest of the gain"
+    echo "comes from the other fusions and fewer passes over the activations."
+  fi
+  echo
+}
+
+# ---- torch.compile, 2024 (torch_compile_2024) ------------------------------------
+
+compile_table() { # OUR_COL ANCHOR_COL
+  echo "| last dim | PyTorch RMSNorm, eager (ms) | torch.compile (ms) | compiled x | F.rms_norm (ms) | ours (ms) | ours against compiled |"
+  echo "|--:|--:|--:|--:|--:|--:|---|"
+  for d in $(widths); do
+    e=$(av rmsnorm "$d" "$2"); c=$(av rmsnorm_compiled "$d" "$2")
+    f=$(av rms_norm "$d" "$2"); o=$(ov rmsnorm "$d" "$1")
+    for v in $e $c $f $o; do num "a time at $d" "$v"; done
+    vs=-
+    [ -z "$o" ] || [ -z "$c" ] || vs=$(pct_vs "$o" "$c")
+    echo "| $d | $(cell "$e") | $(cell "$c") | $(ratio "$e" "$c") | $(cell "$f") | $(cell "$o") | $vs |"
+  done
+  echo
+}
+
+torch_compile_2024() {
+  if ! measured "$csv"; then
+    for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; not_measured pytorch_layernorm; done
+  else
+    sp() { # ANCHOR_COL: compiled's speed-up over eager, "lo to hi"
+      for d in $(widths); do
+        e=$(av rmsnorm "$d" "$1"); c=$(av rmsnorm_compiled "$d" "$1")
+        [ -n "$e" ] && [ -n "$c" ] && calc %.4f "$e / $c" && echo
+      done | awk 'NF { if (!n++ || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { printf "%.1f to %.1f", lo, hi }'
+    }
+    echo "### (a) Compiled RMSNorm, forward"
+    echo
+    echo "The handout's RMSNorm module under torch.compile beside the same run"
+    echo "eagerly and F.rms_norm (reports/anchors/torch_norm_h100.csv), and our"
+    echo "CUDA kernel (pytorch_layernorm.csv), ms per pass; \"compiled x\" is"
+    echo "eager over compiled."
+    echo
+    compile_table fwd_ms_per_pass fwd_ms
+    nc=0 nw=0
+    for d in $(widths); do
+      c=$(av rmsnorm_compiled "$d" fwd_ms); f=$(av rms_norm "$d" fwd_ms)
+      [ -n "$c" ] && [ -n "$f" ] || continue
+      nw=$((nw + 1))
+      ! is_true "$c <= $f" || nc=$((nc + 1))
+    done
+    echo "torch.compile fuses the module's operations into generated (Triton)"
+    echo "code, $(sp fwd_ms) times as fast as eager, and at least as fast as"
+    echo "F.rms_norm at $nc of $nw widths; the last column says where ours wins"
+    echo "and loses against it."
+    echo
+    echo "### (b) Compiled RMSNorm, forward+backward"
+    echo
+    compile_table fwd_bwd_ms_per_pass fwd_bwd_ms
+    echo "With backward, compiling gains $(sp fwd_bwd_ms) times over eager: autograd's"
+    echo "backward of the eager module is another chain of elementwise kernels,"
+    echo "which the compiled graph fuses too."
+    echo
+  fi
+  cat <<'TEXT'
+### (c) The whole model compiled
+
+Our counterpart of compiling the model is the fused path against the
+op-by-op one (eager). At the 2024 defaults, forward and backward per size
+are in rmsnorm_benchmarking (b) above; with the training step, against
+PyTorch eager and PyTorch's torch.compile + SDPA + fused AdamW measured on
+the same GPU, every size at the 2025 shapes (batch 4, context 512), fp32
+and bf16, in section 1.3.1 torch_compile (b). We have no compiled PyTorch
+model at the 2024 shapes.
+TEXT
+  echo
+}
+
+# ---- dispatch ---------------------------------------------------------------------
+
+case ${PROBLEM:-}:$exp in
+  pytorch_layernorm:pytorch_layernorm) kernels_forward ;;
+  pytorch_layernorm:norm_model) model_forward ;;
+  triton_rmsnorm_forward:*) triton_rmsnorm_forward ;;
+  rmsnorm_forward_benchmarking:pytorch_layernorm) forward_benchmarking_kernels ;;
+  rmsnorm_forward_benchmarking:norm_model) forward_benchmarking_model ;;
+  rmsnorm_jvp_g:*) rmsnorm_jvp_g ;;
+  rmsnorm_jvp_x:*) rmsnorm_jvp_x ;;
+  triton_rmsnorm_backward:*) triton_rmsnorm_backward ;;
+  rmsnorm_benchmarking:pytorch_layernorm) benchmarking_kernels ;;
+  rmsnorm_benchmarking:norm_model_fused) benchmarking_model ;;
+  torch_compile_2024:pytorch_layernorm) torch_compile_2024 ;;
+  *)
+    echo "norm.sh: no part for problem \"${PROBLEM:-}\" with $exp.csv (reports/problems.def lists which)" >&2
+    exit 1 ;;
+esac
