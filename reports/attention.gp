@@ -8,11 +8,18 @@
 # IN.csv: `csvtool select` of flash_benchmarking's ok rows with the columns
 # precision, impl, d_head, seq, fwd_bwd_tflops, sorted by precision, impl,
 # d_head, seq (each series one run of rows). ANCHOR.csv: d_head, seq,
-# fwd_bwd_tflops of PyTorch (one point per head dim at most), drawn as
-# crosses in the panel of its head dim. OURS16.csv: the same columns for our
-# FlashAttention-2 at the anchor's 16-head shape (flash_leaderboard), drawn
-# as a circle. FLOPs: forward 4 T^2 d, backward 10 T^2 d per head, causal
-# half (jobs/attention.c, the anchor's convention too).
+# fwd_bwd_tflops of PyTorch (one point per head dim at most), drawn as a
+# black ring in the panel of its head dim. OURS16.csv: the same columns for
+# our FlashAttention-2 at the anchor's 16-head shape (flash_leaderboard),
+# drawn as a red disc of the same size (filling the ring where the two
+# agree). FLOPs: forward
+# 4 T^2 d, backward 10 T^2 d per head, causal half (jobs/attention.c, the
+# anchor's convention too). The legend lists only what has rows.
+#
+# The rings and dots are `with circles`, which every SVG renderer draws:
+# gnuplot's point symbols are <use> references that ImageMagick's own SVG
+# renderer (convert) leaves out, so PyTorch's points vanished there while
+# the legend still named them. The lines' point symbols only decorate.
 if (ARGC < 4) {
   print "usage: gnuplot -c attention.gp IN.csv OUT.svg ANCHOR.csv OURS16.csv"
   exit status 2
@@ -43,6 +50,15 @@ colour(s) = (prec(s) eq "bf16") ? ((impl(s) eq "flash") ? "#d62728" : "#ff9896")
                                 : ((impl(s) eq "flash") ? "#1f77b4" : "#aec7e8")
 dashed(s) = (impl(s) eq "flash") ? 1 : 2
 mine(s, d) = (strcol("precision") eq prec(s) && strcol("impl") eq impl(s) && column("d_head") == d)
+# Data rows of a file, or of one series of IN.csv (its first two columns).
+rows(f) = int(system(sprintf("tail -n +2 '%s' | grep -c .", f)))
+series_rows(s) = int(system(sprintf("grep -c '^%s,%s,' '%s'", prec(s), impl(s), in)))
+n_anchor = rows(anchor)
+n_ours16 = rows(ours16)
+# Ring (PyTorch) and disc (ours, 16 heads), one radius in screen units:
+# round on the log-log panels. The disc is drawn first, so the ring shows
+# around it where they meet.
+set style circle radius screen 0.008
 set multiplot title "Causal attention on one H100, batch 1, one head: forward+backward throughput"
 # Four panels and a strip for the one legend below them (screen fractions).
 set key off
@@ -61,10 +77,10 @@ do for [i=1:4] {
          using (mine(word(series, k), d + 0) ? column("seq") : NaN):"fwd_bwd_tflops" \
          with linespoints lw 2 dt dashed(word(series, k)) pt 7 ps 0.6 \
          lc rgb colour(word(series, k)), \
-       anchor using (column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
-         with points pt 2 ps 1.8 lw 2 lc rgb "#000000", \
        ours16 using (column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
-         with points pt 6 ps 1.8 lw 2 lc rgb "#d62728"
+         with circles lc rgb "#d62728" fs solid 1.0 noborder, \
+       anchor using (column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
+         with circles lw 2 lc rgb "#000000" fs empty
 }
 # The legend: an empty plot of the same styles over the full width.
 set lmargin at screen 0.07
@@ -81,11 +97,13 @@ unset logscale
 set xrange [0:1]
 set yrange [0:1]
 set key center center vertical maxrows 3 Left reverse samplen 2.5 width 2 spacing 1.3
+# (An empty title leaves an entry out.)
 plot for [k=1:words(series)] 2 with linespoints lw 2 dt dashed(word(series, k)) pt 7 ps 0.6 \
-       lc rgb colour(word(series, k)) title words_of(word(series, k)), \
-     2 with points pt 2 ps 1.8 lw 2 lc rgb "#000000" \
-       title "PyTorch, fastest SDPA backend, bf16", \
-     2 with points pt 6 ps 1.8 lw 2 lc rgb "#d62728" \
-       title "FlashAttention-2 (ours), bf16, 16 heads"
+       lc rgb colour(word(series, k)) \
+       title (series_rows(word(series, k)) > 0 ? words_of(word(series, k)) : ""), \
+     2 with circles lw 2 lc rgb "#000000" fs empty \
+       title (n_anchor > 0 ? "PyTorch, fastest SDPA backend, bf16" : ""), \
+     2 with circles lc rgb "#d62728" fs solid 1.0 noborder \
+       title (n_ours16 > 0 ? "FlashAttention-2 (ours), bf16, 16 heads" : "")
 unset multiplot
 unset output

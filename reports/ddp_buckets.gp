@@ -9,8 +9,18 @@
 #
 # FP32.csv, BF16.csv: one precision's rows each, sorted by bucket_mb, with
 # columns bucket_mb, n_b, overhead_ms (2-GPU - 1-GPU step), exposed_ms
-# (after backward), model_ms (the model at n_b). One file per precision:
-# no NaN rows, whose gaps the SVG terminal joined to the key's samples.
+# (after backward), model_ms (the model at n_b). One file per precision.
+# A value of zero or less cannot sit on the log axis: that point is left
+# out (ddp.sh says so under the figure).
+#
+# Each series is drawn without a title and its key entry by a plot of
+# nothing (NaN) in the same style: the SVG terminal writes a key sample and
+# its curve as one path ("M sample L sample M curve ..."), which
+# ImageMagick's own SVG renderer (convert) strokes, when dashed, as one
+# line from the sample below the plot to the curve's first point. The
+# model's points are drawn as circles (`with circles`), which every SVG
+# renderer draws; gnuplot's point symbols are <use> references that
+# ImageMagick leaves out.
 if (ARGC < 6) {
   print "usage: gnuplot -c ddp_buckets.gp FP32.csv BF16.csv OUT.svg S_MIB O_MS W_MIB_PER_MS"
   exit status 2
@@ -42,21 +52,35 @@ set grid xtics ytics lc rgb "#dddddd" lw 1 dt 1
 set border 3
 set tics nomirror
 set samples 400
-set key outside below Left reverse samplen 3 maxrows 3 width 2
+set key outside below Left reverse samplen 3 maxrows 3 width 2 height 1.5
 set arrow 1 from bstar, 0.1 to bstar, 1000 nohead dt (4,4) lc rgb "#555555"
 set label 1 sprintf("optimal bucket b* = sqrt(s o w) = %.0f MiB", bstar) at bstar / 1.1, 500 \
   right tc rgb "#555555"
 
-plot ideal(x) with lines lw 1.5 dt (6,4) lc rgb "#555555" \
+# The value if positive, else nothing (a gap).
+pos(v) = (v > 0) ? v : NaN
+set style circle radius screen 0.008
+plot ideal(x) with lines lw 1.5 dt (6,4) lc rgb "#555555" notitle, \
+     f32 using "bucket_mb":(pos(column("model_ms"))) with circles lw 1.5 \
+       lc rgb "#000000" fs empty notitle, \
+     f32 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 \
+       dt (2,3) pt 7 lc rgb "#d62728" notitle, \
+     b16 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 \
+       dt (2,3) pt 5 lc rgb "#1f77b4" notitle, \
+     f32 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 \
+       pt 7 lc rgb "#d62728" notitle, \
+     b16 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 \
+       pt 5 lc rgb "#1f77b4" notitle, \
+     NaN with lines lw 1.5 dt (6,4) lc rgb "#555555" \
        title "model with full buckets (n_b = s / b)", \
-     f32 using "bucket_mb":"model_ms" with points pt 6 ps 1.6 \
-       lc rgb "#000000" title "model at the runs' bucket counts", \
-     f32 using "bucket_mb":"exposed_ms" with linespoints lw 1.5 \
-       dt (2,3) pt 7 lc rgb "#d62728" title "fp32: communication left after backward", \
-     b16 using "bucket_mb":"exposed_ms" with linespoints lw 1.5 \
-       dt (2,3) pt 5 lc rgb "#1f77b4" title "bf16: communication left after backward", \
-     f32 using "bucket_mb":"overhead_ms" with linespoints lw 2 \
-       pt 7 lc rgb "#d62728" title "fp32: 2-GPU step minus 1-GPU step", \
-     b16 using "bucket_mb":"overhead_ms" with linespoints lw 2 \
-       pt 5 lc rgb "#1f77b4" title "bf16: 2-GPU step minus 1-GPU step"
+     NaN with circles lw 1.5 lc rgb "#000000" fs empty \
+       title "model at the runs' bucket counts", \
+     NaN with linespoints lw 1.5 dt (2,3) pt 7 lc rgb "#d62728" \
+       title "fp32: communication left after backward", \
+     NaN with linespoints lw 1.5 dt (2,3) pt 5 lc rgb "#1f77b4" \
+       title "bf16: communication left after backward", \
+     NaN with linespoints lw 2 pt 7 lc rgb "#d62728" \
+       title "fp32: 2-GPU step minus 1-GPU step", \
+     NaN with linespoints lw 2 pt 5 lc rgb "#1f77b4" \
+       title "bf16: 2-GPU step minus 1-GPU step"
 unset output

@@ -344,13 +344,25 @@ EOF
     echo "d_head,seq,fwd_bwd_tflops" > "$otmp"
     [ ! -f "$lb" ] || tool select "$lb" --cols d_head,seq,fwd_bwd_tflops --where impl=flash --where status=ok | sed 1d >> "$otmp"
     "$GNUPLOT" -c "$gp" "$tmp" "$OUT/flash_benchmarking.svg" "$atmp" "$otmp"
+    # The points the figure draws besides the sweep: "d_head D: H heads at
+    # seq T" for each anchor shape, and whether our 16-head row is there.
+    ashapes=$(sed 1d "$atmp" | while IFS=, read -r ad as _; do
+        ah=$(av --col heads --where impl!=materialized --where impl!=eager --where precision=bf16 \
+               --where causal=true --where d_head="$ad" --where seq="$as")
+        case $ah in 1) ah="one head" ;; *) ah="$ah heads" ;; esac
+        printf '%s\n' "d_head $ad: $ah at seq $as"
+      done | awk 'NF { printf "%s%s", (n++ ? "; " : ""), $0 }')
+    nours=$(sed 1d "$otmp" | grep -c . || true)
     rm -f "$tmp" "$atmp" "$otmp"
     echo "![Causal attention forward+backward throughput against sequence length, our FlashAttention-2 and materialised attention in bf16 and fp32, one panel per head dimension, with PyTorch's fastest SDPA backend](flash_benchmarking.svg)"
     echo
     echo "_Forward+backward TFLOP/s (log scale) against sequence length, one panel"
-    echo "per head dimension. Crosses: PyTorch's fastest SDPA backend in bf16 at the"
-    echo "anchor's shapes (d_head 64: 16 heads at seq 16384; d_head 128: one head at"
-    echo "seq 65536); circle: our FlashAttention-2 at that 16-head shape._"
+    printf '%s' "per head dimension"
+    if [ -n "$ashapes" ]; then
+      printf '%s' ". Black rings: PyTorch's fastest SDPA backend in bf16 at the anchor's shapes ($ashapes)"
+      [ "$nours" -eq 0 ] || printf '%s' "; red disc: our FlashAttention-2 at the 16-head shape, inside the ring where the two agree"
+    fi
+    echo "._"
   else
     echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
   fi

@@ -368,8 +368,11 @@ Rank 0: $tl_story. Naive communication starts only once backward is over;
 overlapped communication runs under backward and ends with it.
 
 EOF
-    # Room on the right for the "recording cut here" labels.
-    xmax=$(awk -v m="$xmax" 'BEGIN { printf "%d", (int((m + 18) / 10) + 1) * 10 }')
+    # Room on the right for the "recording cut here" labels, where a lane
+    # has one.
+    room=0
+    ! grep -q '^[0-9]*,[0-9]*,cut,' "$tmp" || room=18
+    xmax=$(awk -v m="$xmax" -v r=$room 'BEGIN { printf "%d", (int((m + r) / 10) + 1) * 10 }')
     xmin=$(awk -v m="$xmin" 'BEGIN { printf "%d", int(m / 10) * 10 }')
     "$GNUPLOT" -c "$reports/ddp_timeline.gp" "$tmp" "$OUT/ddp_timeline.svg" \
       "Naive DDP: $(two "$naive" fp32 grad_collectives) all-reduces after backward (fp32, 2 GPUs, one step)" \
@@ -538,6 +541,18 @@ EOF
     "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
     echo "![DDP overhead per step against the bucket size: the model and the measurements](ddp_buckets.svg)"
     echo
+    # The log axis has no place for zero or less: the figure leaves such
+    # points out, and says which here.
+    unplotted=$(for t in "$tmpf" "$tmph"; do
+        p=fp32; [ "$t" = "$tmpf" ] || p=bf16
+        awk -F, -v p=$p 'NR > 1 {
+            if ($4 <= 0) printf "%s at %g MiB, communication left after backward %.2f ms\n", p, $1, $4
+            if ($3 <= 0) printf "%s at %g MiB, 2-GPU step minus 1-GPU step %.1f ms\n", p, $1, $3 }' "$t"
+      done | awk 'NF { printf "%s%s", (n++ ? "; " : ""), $0 }')
+    if [ -n "$unplotted" ]; then
+      echo "_Left out of the figure, whose log axis cannot show zero or less: ${unplotted}._"
+      echo
+    fi
   else
     echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
     echo

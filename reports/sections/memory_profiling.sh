@@ -174,7 +174,9 @@ PH
     echo "_Memory in use against time, stacked by what it holds, from 6% of the"
     echo "step before its forward pass began to 6% after it ended; dashed lines mark"
     echo "where forward, backward and the optimizer step begin and where the step"
-    echo "ends. Before the left edge, the model's creation allocated the parameters,"
+    echo "ends. The key gives each group's size in the window (least-most where it"
+    echo "changes) and leaves out a group that holds nothing there. Before the left"
+    echo "edge, the model's creation allocated the parameters,"
     cend=$(arr "$l" mem_t_ms | awk -v c="$c0" '$1 < c { t = $1 } END { printf "%.0f", t }')
     echo "gradients and activations in its first $cend ms, and initialising the"
     echo "weights took the rest of the $(calc %.1f "$c0 / 1000") s before the step (not drawn)._"
