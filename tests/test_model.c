@@ -528,37 +528,12 @@ static void test_init_loss(void) {
 
 /* ---- overfitting one batch ---------------------------------------------- */
 
-static void test_overfit(void) {
+/* Trains tiny (with `norm`) on one batch with AdamW's defaults (lr 1e-3:
+ * about 50 steps) until its loss is 10x lower, at most 300 steps; checks
+ * that it got there and returns the trained model. */
+static model *overfit(model_norm norm, const char *what) {
   const int b = 2, t = 12;
-  model *m = make("tiny", b, t, 3);
-  const model_config *c = model_get_config(m);
-  int32_t ids[2 * 12], tg[2 * 12];
-  tokens(ids, b * t, c->vocab, 21);
-  tokens(tg, b * t, c->vocab, 22);
-  adamw_config o = adamw_defaults();   /* lr 1e-3: about 50 steps */
-  float first = 0, loss = 0;
-  int step, steps = 300;
-  for (step = 0; step < steps; step++) {
-    hard(model_zero_grad(m), "zero_grad");
-    hard(model_forward(m, ids, tg, b, t, &loss), "forward");
-    if (step == 0) first = loss;
-    if (loss < first / 10) break;
-    hard(model_backward(m), "backward");
-    hard(model_adamw_step(m, &o), "adamw");
-  }
-  check(loss < first / 10,
-        "tiny overfits one batch: loss %.4f -> %.4f after %d AdamW steps "
-        "(defaults, lr 1e-3; at least 10x lower within %d)", first, loss,
-        step, steps);
-  model_destroy(m);
-}
-
-/* LayerNorm trains: AdamW moves its weights and biases with the rest
- * (one batch overfit as with RMSNorm), and the optimizer in backward
- * updates the biases too, bit for bit as AdamW after backward. */
-static void test_layernorm_training(void) {
-  const int b = 2, t = 12;
-  model *m = make_norm("tiny", NORM_LAYER, b, t, 3);
+  model *m = make_norm("tiny", norm, b, t, 3);
   const model_config *c = model_get_config(m);
   int32_t ids[2 * 12], tg[2 * 12];
   tokens(ids, b * t, c->vocab, 21);
@@ -575,8 +550,21 @@ static void test_layernorm_training(void) {
     hard(model_adamw_step(m, &o), "adamw");
   }
   check(loss < first / 10,
-        "tiny layernorm overfits one batch: loss %.4f -> %.4f after %d AdamW "
-        "steps", first, loss, step);
+        "%s overfits one batch: loss %.4f -> %.4f after %d AdamW steps "
+        "(defaults, lr 1e-3; at least 10x lower within %d)", what, first,
+        loss, step, steps);
+  return m;
+}
+
+static void test_overfit(void) { model_destroy(overfit(NORM_RMS, "tiny")); }
+
+/* LayerNorm trains: AdamW moves its weights and biases with the rest
+ * (one batch overfit as with RMSNorm), and the optimizer in backward
+ * updates the biases too, bit for bit as AdamW after backward. */
+static void test_layernorm_training(void) {
+  const int b = 2, t = 12;
+  model *m = overfit(NORM_LAYER, "tiny layernorm");
+  const model_config *c = model_get_config(m);
   float *p = get_params(m);
   int nv, moved = 0, nb = 0;
   const tensor_view *v = model_views(m, &nv);

@@ -55,6 +55,28 @@ static float *download(engine *e, const float *p, size_t n) {
 
 typedef struct run_out { float loss; float *logits, *grads, *params_after; } run_out;
 
+/* A run against the reference run: loss, logits and every gradient to
+ * tol; unless ptol is 0, the weights after one AdamW step to ptol (fp32:
+ * the same update from nearly the same gradients, 1e-5). pn names it. */
+static void compare_runs(const char *pn, const run_out *o, const run_out *ref,
+                         const tensor_view *v, int nv, size_t nlogits,
+                         size_t np, double tol, double ptol) {
+  check(fabs(o->loss - ref->loss) <= tol * fabs(ref->loss),
+        "%s loss %.6f vs cpu %.6f", pn, o->loss, ref->loss);
+  char what[200];
+  snprintf(what, sizeof what, "%s logits", pn);
+  compare(what, o->logits, ref->logits, nlogits, tol);
+  for (int i = 0; i < nv; i++) {
+    snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
+    compare(what, o->grads + v[i].offset, ref->grads + v[i].offset,
+            v[i].numel, tol);
+  }
+  if (ptol > 0) {
+    snprintf(what, sizeof what, "%s params after one AdamW step", pn);
+    compare(what, o->params_after, ref->params_after, np, ptol);
+  }
+}
+
 /* Forward, backward and one AdamW step from the given weights. */
 static void run_ex(engine *e, const model_config *c, const float *w,
                    size_t np, const int32_t *ids, const int32_t *tg, int B,
@@ -276,23 +298,10 @@ static void test_layernorm(engine *cpu, engine *gpu, int B, int T) {
   for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
     run_out o;
     run(gpu, &c, w, np, ids, tg, B, T, precisions[p].t, &o);
-    const char *pn = dtype_name(precisions[p].t);
-    double tol = precisions[p].tol;
-    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
-          "layernorm %s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
-    char what[200];
-    snprintf(what, sizeof what, "layernorm %s logits", pn);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
-    for (int i = 0; i < nv; i++) {
-      snprintf(what, sizeof what, "layernorm %s grad %s", pn, v[i].name);
-      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
-              v[i].numel, tol);
-    }
-    if (precisions[p].t == DT_F32) {
-      snprintf(what, sizeof what, "layernorm %s params after one AdamW step",
-               pn);
-      compare(what, o.params_after, ref.params_after, np, 1e-5);
-    }
+    char pn[64];
+    snprintf(pn, sizeof pn, "layernorm %s", dtype_name(precisions[p].t));
+    compare_runs(pn, &o, &ref, v, nv, (size_t)B * T * c.vocab, np,
+                 precisions[p].tol, precisions[p].t == DT_F32 ? 1e-5 : 0);
     free_out(&o);
   }
   free_out(&ref);
@@ -483,21 +492,8 @@ int main(void) {
     const char *pn = precisions[p].f32 == F32_3XTF32
                          ? "f32 (3xtf32)"
                          : dtype_name(precisions[p].t);
-    double tol = precisions[p].tol;
-    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
-          "%s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
-    char what[160];
-    snprintf(what, sizeof what, "%s logits", pn);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
-    for (int i = 0; i < nv; i++) {
-      snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
-      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset, v[i].numel, tol);
-    }
-    if (precisions[p].t == DT_F32) {
-      /* AdamW itself: the same update from nearly the same gradients. */
-      snprintf(what, sizeof what, "%s params after one AdamW step", pn);
-      compare(what, o.params_after, ref.params_after, np, 1e-5);
-    }
+    compare_runs(pn, &o, &ref, v, nv, (size_t)B * T * c.vocab, np,
+                 precisions[p].tol, precisions[p].t == DT_F32 ? 1e-5 : 0);
     free_out(&o);
   }
   /* The fused path (attention materialised and flash; TF32 too) against
@@ -525,19 +521,8 @@ int main(void) {
              : fused[f].f32 == F32_3XTF32 ? "+3xtf32"
                                           : "",
              fused[f].a == ATTN_FLASH ? "flash" : "materialized");
-    double tol = fused[f].tol;
-    check(fabs(o.loss - ref.loss) <= tol * fabs(ref.loss),
-          "%s loss %.6f vs cpu %.6f", pn, o.loss, ref.loss);
-    snprintf(what, sizeof what, "%s logits", pn);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
-    for (int i = 0; i < nv; i++) {
-      snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
-      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
-              v[i].numel, tol);
-    }
-    snprintf(what, sizeof what, "%s params after one AdamW step", pn);
-    compare(what, o.params_after, ref.params_after, np,
-            exact ? 1e-5 : 1e-3);
+    compare_runs(pn, &o, &ref, v, nv, (size_t)B * T * c.vocab, np,
+                 fused[f].tol, exact ? 1e-5 : 1e-3);
     if (exact) {
       snprintf(what, sizeof what, "%s grads vs op-by-op fp32 on the GPU", pn);
       compare(what, o.grads, gref.grads, np, 1e-4);
