@@ -115,7 +115,7 @@ runs=$(tool distinct "$csv" --cols warmup,iters --sep ' ' --sort warmup,iters)
 if [ "$(printf '%s\n' "$runs" | wc -l)" -eq 1 ]; then
   # shellcheck disable=SC2086 # split "5 20" into warm-up and timed
   set -- $runs
-  timing="$1 untimed all-reduces as warm-up, then $2 timed ones"
+  timing="$1 warm-up, then $2 timed all-reduces"
 else
   timing="untimed warm-up all-reduces, then timed ones (warm-up / timed: $(
     printf '%s\n' "$runs" | awk 'NF { printf "%s%s/%s", (n++ ? ", " : ""), $1, $2 }'))"
@@ -146,14 +146,12 @@ m_mpi=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=mpi --
 m_nccl=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=nccl --where status=ok --sort machine)")
 cat <<EOF
 Each job starts \`world_size\` ranks under mpirun and all-reduces (sum) an fp32
-buffer of \`size_mib\` MiB (2^20 bytes) per rank: **MPI+CPU** reduces host
-buffers with MPI between CPU processes (the handout's Gloo + CPU${mpilib:+; $mpilib}),
-**NCCL+GPU** reduces device buffers with NCCL${ncclv:+ $ncclv}, one GPU per rank.
-A job runs $timing; an iteration's time is the slowest rank's, and we report
-the median. Bus bandwidth busbw = S / t x 2(n-1)/n (S bytes per rank, t
-$basis, n ranks, GB = 10^9 bytes) is the traffic each rank's link carries in
-a ring all-reduce, comparable across rank counts. MPI+CPU ran on
-${m_mpi:-no machine yet}, NCCL+GPU on ${m_nccl:-no machine yet}.
+buffer of \`size_mib\` MiB per rank: **MPI+CPU** between CPU processes (the
+handout's Gloo + CPU${mpilib:+; $mpilib}), **NCCL+GPU** between GPUs (NCCL${ncclv:+ $ncclv}, one
+per rank). A job runs $timing; an iteration's time is the slowest rank's.
+Bus bandwidth busbw = S / t x 2(n-1)/n (S bytes per rank, t $basis, n
+ranks, GB = 10^9 bytes) is each link's traffic in a ring all-reduce,
+comparable across rank counts. MPI+CPU ran on ${m_mpi:-no machine yet}, NCCL+GPU on ${m_nccl:-no machine yet}.
 
 EOF
 
@@ -237,9 +235,8 @@ if [ -n "$wn" ] && [ -n "$wm" ] && [ "$wn" = "$wm" ]; then
     factor=$(calc "%.0f" "$bn / $bm")
     text="At $(size_label "$L") with $wn ranks, NCCL between GPUs ($mn) reaches
 $bn GB/s bus bandwidth against $bm GB/s for MPI between CPU processes ($mm),
-$factor times more: NCCL reduces in GPU memory over the GPUs'
-own links, while MPI moves every byte through host memory and sums it on CPU
-cores."
+$factor times more: NCCL reduces in GPU memory over the GPUs' links, MPI
+through host memory on CPU cores."
   fi
 fi
 
@@ -264,9 +261,8 @@ if [ -n "$wn" ]; then
       how="$grow times longer, close to proportionally"
     fi
     text="$text${text:+ }For NCCL with $wn ranks, $more times more data ($(size_label "$s0") to
-$(size_label "$s1")) takes $how ($t0 to $t1 ms): a small all-reduce is
-dominated by fixed per-call latency, so its bus bandwidth ($b0 GB/s) is far
-below what large messages reach ($b1 GB/s)."
+$(size_label "$s1")) takes $how ($t0 to $t1 ms): per-call latency
+dominates a small all-reduce (busbw $b0 against $b1 GB/s)."
   fi
 fi
 
@@ -299,10 +295,9 @@ for b in mpi nccl; do
   ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi, both on $mb)"
 done
 if [ -n "$ranks_text" ]; then
-  text="$text${text:+ }With more ranks, $ranks_text; as busbw already divides
-out the ring's 2(n-1)/n traffic, a level busbw means the links set the pace
-whatever the rank count, a falling one that the ranks share a bottleneck
-(memory bandwidth and cores, for CPU processes)."
+  text="$text${text:+ }With more ranks, $ranks_text: a level busbw means the
+links set the pace, a falling one a shared bottleneck (for CPU processes,
+memory bandwidth and cores)."
 fi
 
 if [ -n "$text" ]; then
@@ -323,9 +318,8 @@ tranks=$(tool distinct "$torch_csv" --cols world_size --where machine="$tmach" -
 pt_at() { tool value "$torch_csv" --sort -utc --agg first --default "" --where machine="$tmach" "$@"; }
 ours_at() { latest --where status=ok --where backend=nccl --where machine="$tmach" "$@"; }
 echo "**Next to PyTorch.** $tsrc on $tmach, the machine of our NCCL rows"
-echo "(reports/anchors/torch_allreduce.py under torchrun: 5 warm-ups, then 20"
-echo "iterations of barrier, all_reduce, synchronize; slowest rank; median). Cells:"
-echo "our median / PyTorch's, in ms."
+echo "(reports/anchors/torch_allreduce.py under torchrun: barrier, all_reduce,"
+echo "synchronize per iteration; slowest rank; median). Our median / PyTorch's, ms."
 echo
 hdr="| ranks |" sep="|--:|"
 for sz in $tsizes; do hdr="$hdr $(size_label "$sz") |"; sep="$sep--:|"; done
@@ -363,16 +357,16 @@ n0=$(printf '%s\n' "$tranks" | head -n 1)
 ps=$(pt_at --col time_ms_median --where world_size="$n0" --where size_mib="$small")
 os=$(ours_at --col time_ms_median --where world_size="$n0" --where size_mib="$small")
 if [ "$ncmp" -gt 0 ]; then
-  text="Our all-reduce is slower than PyTorch's at $nslow of the $ncmp rank-count and size pairs"
+  text="Ours is slower than PyTorch's at $nslow of the $ncmp pairs"
   if [ -n "$ratios" ]; then
     rlo=$(printf '%s\n' "$ratios" | head -n 1)
     rhi=$(printf '%s\n' "$ratios" | tail -n 1)
-    text="$text; at $(size_label "$big"), where both run at the links' speed, our bus bandwidth is $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times PyTorch's: both hand the work to NCCL, so the links set the pace"
+    text="$text; at $(size_label "$big") our busbw is $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times PyTorch's: both hand the work to NCCL"
   fi
   if [ -n "$ps" ] && [ -n "$os" ]; then
     num "PyTorch's smallest" "$ps"
     num "our smallest" "$os"
-    text="$text. At $(size_label "$small") with $n0 ranks, PyTorch's $(calc %.3f "$ps") ms against our $(calc %.3f "$os") ms is mostly fixed per-call cost (its timed region holds a Python call and a host-side synchronisation), which so small a message cannot hide"
+    text="$text. At $(size_label "$small") with $n0 ranks, PyTorch's $(calc %.3f "$ps") against our $(calc %.3f "$os") ms is mostly fixed per-call cost (a Python call and a host synchronisation in its timed region)"
   fi
   text="$text."
   # The earlier, weaker anchor (another machine).
@@ -384,7 +378,7 @@ if [ "$ncmp" -gt 0 ]; then
     if [ -n "$our2" ]; then
       num "the earlier anchor's busbw" "$ob2"
       num "our busbw" "$our2"
-      text="$text The earlier PyTorch reference (allreduce_pytorch.csv, on $om2) reached $(calc %.0f "$ob2") GB/s at $(size_label "$big") with $ow2 ranks, against our $(calc %.0f "$our2") GB/s."
+      text="$text An earlier PyTorch reference (allreduce_pytorch.csv, $om2) reached $(calc %.0f "$ob2") GB/s at $(size_label "$big") with $ow2 ranks, ours $(calc %.0f "$our2")."
     fi
   fi
   # nccl-tests' published figure at its rank count, NVLS off as ours.
@@ -398,7 +392,7 @@ if [ "$ncmp" -gt 0 ]; then
     if [ -n "$ours_pw" ]; then
       num "the published busbw" "$pb"
       num "our busbw with $pw ranks" "$ours_pw"
-      text="$text With $pw ranks our $(calc %.0f "$ours_pw") GB/s is $(calc %.0f "100 * $ours_pw / $pb")% of the ~$pb GB/s that $psrc reaches on $pm with NVLink SHARP (NVLS) off, as on our machines${pbon:+; with NVLS on, which our shared machines do not let us enable, it is ~$pbon GB/s}."
+      text="$text With $pw ranks our $(calc %.0f "$ours_pw") GB/s is $(calc %.0f "100 * $ours_pw / $pb")% of the ~$pb GB/s that $psrc reaches on $pm with NVLink SHARP (NVLS) off, as ours${pbon:+ (~$pbon GB/s with NVLS on, which our shared machines do not allow)}."
     fi
   fi
   printf '%s\n\n' "$text"

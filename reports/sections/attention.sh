@@ -83,12 +83,12 @@ pct_vs() {
 }
 intro_timing() { # the passes and warm-up of CSV $1
   if [ "$(tool distinct "$1" --cols passes,warmup | wc -l)" -ne 1 ]; then
-    printf 'untimed warm-up passes, then forwards, backwards (after one more forward) and forward+backward pairs (counts per job in the CSV), each loop closed by a synchronisation; times are per pass'
+    printf 'warm-up passes, then loops of forwards, backwards and forward+backward pairs (counts per job in the CSV), each closed by a synchronisation; times per pass'
     return 0
   fi
   p=$(tool value "$1" --col passes --agg first)
   w=$(tool value "$1" --col warmup --agg first)
-  printf '%s untimed forward+backward passes as warm-up, then %s forwards, %s backwards (after one more forward) and %s forward+backward pairs, each loop closed by a synchronisation; times are per pass (loop time / %s)' "$w" "$p" "$p" "$p" "$p"
+  printf '%s warm-up passes, then loops of %s forwards, backwards and forward+backward pairs, each closed by a synchronisation (per pass: loop time / %s)' "$w" "$p" "$p"
 }
 
 # ---- pytorch_attention ----------------------------------------------------------
@@ -96,16 +96,14 @@ intro_timing() { # the passes and warm-up of CSV $1
 pytorch_attention() {
   machine=$(tool value "$csv" --col machine --agg first --default "")
   cat <<EOF
-Our \`attention\` job (jobs/attention.c) with the materialised implementation,
-as the handout's reference computes it: S = QK^T / sqrt(d) in fp32, P =
-softmax(S) kept for backward, O = PV, the products by cuBLAS in true fp32 (no
-TF32, PyTorch's default). Batch 8, one head, fp32, not causal, on
-$machine: $(intro_timing "$csv"). Memory before backward is the engine's exact
-accounting (every allocation, the 32 MiB cuBLAS workspace included) after
-the forward that precedes the backward loop. PyTorch at the same shapes on an
-H100 (reports/anchors/torch_attention_h100.csv, \`triton.testing.do_bench\`
-medians): eager is the handout's own implementation; the last column is the
-fastest of eager, torch.compile'd materialised and SDPA at that shape.
+Our \`attention\` job (jobs/attention.c), materialised as the handout's
+reference: S = QK^T / sqrt(d) in fp32, P = softmax(S) kept for backward,
+O = PV, cuBLAS in true fp32 (no TF32, PyTorch's default). Batch 8, one
+head, fp32, not causal, on $machine: $(intro_timing "$csv"). Memory
+before backward: the engine's exact accounting (the 32 MiB cuBLAS workspace
+included). PyTorch on an H100 (reports/anchors/torch_attention_h100.csv,
+do_bench medians): eager is the handout's implementation; the last column
+is the fastest of eager, compiled and SDPA.
 
 EOF
   echo "| d_head | seq | forward (ms) | backward (ms) | forward+backward (ms) | memory before backward (MiB) | PyTorch eager fwd+bwd (ms) | fastest PyTorch fwd+bwd (ms) |"
@@ -242,13 +240,11 @@ EOF
     echo "**Out of memory.** None of the $nok configurations runs out of memory on"
     echo "$machine: the largest, seq $smax, d_head $dmax, holds $(calc %.0f "$mbig") MiB before"
     echo "backward. The accounting below matches every measured row to within"
-    echo "$(calc %.2f "$worst") MiB, so it says where the handout's out-of-memory errors would start."
+    echo "$(calc %.2f "$worst") MiB."
     if [ -n "$over" ]; then
       half=$((over / 2))
-      echo "The smallest configuration past the sweep's end that runs out of memory is"
-      echo "seq $over, d_head $dmin: $(account "$dmin" "$over"), against $against"
-      echo "(seq $half needs $(calc %.1f "$(total_mib "$dmax" "$half") / 1024") GiB even at d_head $dmax and fits; the sweep itself"
-      echo "stops at seq $smax, so no row measures this)."
+      echo "By it the smallest configuration that runs out of memory is seq $over, d_head $dmin: $(account "$dmin" "$over"), against $against"
+      echo "(seq $half needs $(calc %.1f "$(total_mib "$dmax" "$half") / 1024") GiB at d_head $dmax and fits; no row measures past seq $smax)."
     else
       echo "By the same accounting the largest needs $(account "$dmax" "$smax")."
     fi
@@ -258,16 +254,15 @@ EOF
   # What backward keeps, and how to be rid of it.
   m1=$(tool value "$csv" --col mem_before_bwd_mib --where status=ok --where d_head="$dmin" --where seq="$smax" --agg first --default "")
   m0=$(tool value "$csv" --col mem_before_bwd_mib --where status=ok --where d_head="$dmin" --where seq="$shalf" --agg first --default "")
-  echo "**Memory saved for backward.** Backward needs P, B x T^2 values (plus Q, K, V"
-  echo "and O, which grow only linearly), so the memory saved for it grows with"
-  printf '%s' "the square of the sequence length"
+  echo "**Memory saved for backward.** Backward needs P, B x T^2 values, so the"
+  printf '%s' "memory saved for it grows with the square of the sequence length"
   if [ -n "$m0" ] && [ -n "$m1" ]; then
     num "the memory at seq $shalf" "$m0"; num "the memory at seq $smax" "$m1"
     printf '%s' ": at d_head $dmin it goes from $(calc %.0f "$m0") MiB at seq $shalf to $(calc %.0f "$m1") MiB at seq $smax, $(calc %.2f "$m1 / $m0") times for twice the length"
   fi
   echo ". To eliminate it, keep"
-  echo "only O and the row-wise logsumexp L (B x T values) and recompute P tile by"
-  printf '%s' "tile in backward from Q, K and L, as FlashAttention-2 does (1.3.2, 1.3.3): the saved memory becomes linear in T"
+  echo "only O and the logsumexp L (B x T) and recompute P tile by tile in"
+  printf '%s' "backward, as FlashAttention-2 does (1.3.2, 1.3.3): the saved memory becomes linear in T"
   if [ -f "$lb" ]; then
     pf=$(tool value "$lb" --col peak_mib --where impl=flash --where status=ok --agg first --default "")
     pm=$(tool value "$lb" --col peak_mib --where impl=materialized --where status=ok --agg first --default "")
@@ -276,8 +271,8 @@ EOF
       printf '%s' ", and at the leaderboard shape (seq 16384, 16 heads, bf16) our FlashAttention-2 peaks at $(calc %.0f "$pf") MiB against $(calc %.0f "$pm") MiB materialised (flash_leaderboard.csv)"
     fi
   fi
-  echo ". Recomputing costs one more QK^T product per tile in backward, which"
-  echo "the tiled kernel hides by never writing S or P to memory."
+  echo ". The cost, one more QK^T product per tile, is hidden by never writing"
+  echo "S or P to memory."
   echo
 }
 
@@ -287,18 +282,15 @@ flash_benchmarking() {
   machine=$(tool value "$csv" --col machine --agg first --default "")
   cat <<EOF
 The \`attention\` job on $machine, batch 1, one head, causal, bf16 and fp32:
-$(intro_timing "$csv"). **materialised** is the pytorch_attention
-computation (S in fp32, P stored in the precision and kept for backward, the
-products by cuBLAS with fp32 accumulation). **FlashAttention-2** is ours
-(kernels/cuda/flash_*.cu): tiled online softmax, only O and the logsumexp L
-stored, backward recomputes P from L; bf16 on tensor cores, fp32 on CUDA
-cores (true fp32, no TF32). On the H100 the bf16 forward at d_head 64 / 80 /
-128 runs on Hopper's wgmma with TMA loads, and the bf16 backward at d_head 64
-in one pass on wgmma (dQ added into an fp32 accumulator by atomic bulk
-reductions); the other head dims' backward runs two passes on mma.sync (dK/dV,
-then dQ; S and dP computed twice). TFLOP/s count forward 4 T^2 d and backward
-10 T^2 d FLOPs, causal half. Times in ms per pass; speed-up = materialised /
-FlashAttention-2 forward+backward.
+$(intro_timing "$csv"). **materialised** is pytorch_attention's computation
+(P stored in the precision; cuBLAS with fp32 accumulation).
+**FlashAttention-2** is ours (kernels/cuda/flash_*.cu; 1.3.2, 1.3.3), bf16
+on tensor cores, fp32 on CUDA cores (no TF32). On the H100 the bf16 forward
+at d_head 64 / 80 / 128 and the bf16 backward at d_head 64 (one pass, dQ by
+atomic adds) run on wgmma; the other backwards run two mma.sync passes (S
+and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
+FLOPs, causal half. ms per pass; speed-up = materialised / FlashAttention-2
+forward+backward.
 
 EOF
   tmp="$OUT/flash_benchmarking.tmp.csv"
@@ -452,11 +444,15 @@ EOF
     a_tf=$(calc %.0f "2 * 65536 * 65536 * 128 / ($af * 1e-3) / 1e12")
     if is_true "$ofb > $afb"; then
       verdict="we lose at d_head 128"
-      why=": the d_head 128 backward runs the two-pass mma.sync kernel (S and dP computed twice), not wgmma"
+      why=": our d_head 128 backward runs the two-pass mma.sync kernel, not wgmma"
     else
       verdict="we win at d_head 128" why=""
     fi
-    text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") than the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") ms against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(calc %.2f "$ofb / $afb") times the $(calc %.2f "$afb") ms of $(impl_words "$afbi")$why."
+    if [ "$afi" = "$abi" ] && [ "$abi" = "$afbi" ]; then
+      text="$text Against the strongest PyTorch, $(impl_words "$afi"), $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") ($(calc %.0f "$of_tf") against $a_tf TFLOP/s), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms, so forward+backward is $(calc %.2f "$ofb / $afb") times its $(calc %.2f "$afb") ms$why."
+    else
+      text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") than the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(calc %.2f "$ofb / $afb") times the $(calc %.2f "$afb") ms of $(impl_words "$afbi")$why."
+    fi
   fi
   a64() { av --where precision=bf16 --where causal=true --where heads=16 --where seq=16384 --where d_head=64 \
             --where impl!=materialized --where impl!=eager "$@"; }

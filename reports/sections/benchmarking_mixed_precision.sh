@@ -32,14 +32,12 @@ echo "### (c) Full against mixed precision: step times"
 echo
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 cat <<TEXT
-Each time is the mean over the timed steps of an \`lm\` job (batch and
-vocabulary as in the rows, random tokens): forward alone (mode forward),
-forward + backward (mode forward_backward, its step time) and the full
-training step with AdamW (mode train_step). bf16 and fp16 round the inputs of
-every matrix product and accumulate in fp32; weights, gradients and optimizer
-state stay fp32. "x fp32" is the fp32 time divided by this one (above 1: faster).
-PyTorch: eager, from shared/anchors, where a number exists for the same
-size, context and precision. GPU: $gpus.
+Means over the timed steps of \`lm\` jobs (op by op, as benchmarking_script):
+forward, forward + backward, and the training step with AdamW. bf16 and
+fp16 round every product's inputs and accumulate in fp32; weights,
+gradients and optimizer state stay fp32. "x fp32": the fp32 time over this
+one (above 1: faster). PyTorch: eager (shared/anchors) where measured.
+GPU: $gpus.
 
 TEXT
 echo "| size | context | precision | forward (ms) | x fp32 | fwd+bwd (ms) | x fp32 | step (ms) | x fp32 | PyTorch fwd / fwd+bwd / step (ms) |"
@@ -126,40 +124,27 @@ growth() { # growth PREC: "first last rising" of fp32 / PREC train step
 }
 gb=$(growth bf16)
 gh=$(growth fp16)
-cat <<'TEXT'
-What to expect: the matrix products dominate the larger models, and with
-16-bit inputs the tensor cores run several times faster than true fp32 (no
-TF32); the small model's step is also bound by the fp32 elementwise work
-(norms, softmax, AdamW) and by launches, which mixed precision does not
-change, so the speed-up should grow with model size.
-TEXT
-while read -r gp gfirst glast gup; do
+gw=$(while read -r gp gfirst glast gup; do
   [ -n "$glast" ] || continue
-  if [ "$gup" -eq 1 ]; then w="grows from each size to the next"; else w="does not grow at every size"; fi
-  echo "Measured, the $gp training step's speed-up over fp32 $w: x $gfirst at the smallest to x $glast at the largest."
+  if [ "$gup" -eq 1 ]; then w="grows with each size"; else w="does not grow at every size"; fi
+  printf ' %s: it %s, x %s to x %s.' "$gp" "$w" "$gfirst" "$glast"
 done <<GROWTH
 bf16 $gb
 fp16 $gh
 GROWTH
+)
+{ echo "**Answer.** With 16-bit inputs the products, which dominate the larger"
+  echo "models, run several times faster than true fp32, while the fp32"
+  echo "elementwise work and launches that also bound the small model do not"
+  echo "change, so the training step's speed-up over fp32 should grow with size.$gw"
+} | fold -s -w 76 | sed 's/ *$//'
 echo
 if [ -n "$fwdw$fbw$stw" ]; then
   echo "fp16 against bf16, from the times above:"
   echo
   printf '%s\n' "$fwdw" "$fbw" "$stw" | awk 'NF { print "- " $0 "." }'
   echo
-  cat <<'TEXT'
-Both feed 16-bit inputs to the same fp32-accumulating products. The extra
-pass only fp16 needs is timed in the optimizer phase: fp16's narrow
-exponent range needs dynamic loss scaling, the loss multiplied by a scale S
-(the rows' loss_scale) and, before AdamW, one pass over every gradient
-that divides it by S and checks it for inf/NaN, with a host read of the
-check (model_unscale_grads; a non-finite step is skipped and S halved).
-bf16 has fp32's exponent range and needs none. The optimizer time
-(opt_ms_mean of the train_step rows), bf16 -> fp16, against the whole
-step's difference:
-TEXT
-  echo
-  nopt=0 nhalf=0
+  nopt=0 nhalf=0 odlo='' odhi='' scales='' skips=0
   while IFS='|' read -r sz cx; do
     [ -n "$sz" ] || continue
     ob=$(time_of "$sz" "$cx" bf16 train_step opt_ms_mean)
@@ -177,14 +162,20 @@ TEXT
     sd=$(calc %.2f "$sh16 - $sb")
     nopt=$((nopt + 1))
     if is_true "$sd > 0 && $od >= $sd / 2"; then nhalf=$((nhalf + 1)); fi
-    echo "- $sz, context $cx: optimizer $ob -> $oh ms ($od ms); step $sb -> $sh16 ms ($sd ms); fp16 loss scale $(d "$ls16"), skipped steps $(d "$sk16")."
+    if [ -z "$odlo" ] || is_true "$od < $odlo"; then odlo=$od; fi
+    if [ -z "$odhi" ] || is_true "$od > $odhi"; then odhi=$od; fi
+    case " $scales " in *" $(d "$ls16") "*) ;; *) scales="${scales:+$scales }$(d "$ls16")" ;; esac
+    case $sk16 in '' | *[!0-9]*) ;; *) skips=$((skips + sk16)) ;; esac
   done <<SIZES
 $(sizes)
 SIZES
   if [ "$nopt" -gt 0 ]; then
-    echo
-    echo "The optimizer phase accounts for at least half of fp16's extra step time"
-    echo "at $nhalf of these $nopt sizes."
+    { echo "fp16's narrow range needs dynamic loss scaling: before AdamW one pass"
+      echo "over every gradient divides it by the scale and checks it for inf/NaN"
+      echo "(model_unscale_grads); bf16 needs none. That pass grows the optimizer"
+      echo "phase by $odlo to $odhi ms, at least half of fp16's extra step time at"
+      echo "$nhalf of $nopt sizes (loss scale $(printf '%s' "$scales" | sed 's/ /, /g'), $skips steps skipped)."
+    } | fold -s -w 76 | sed 's/ *$//'
   fi
   echo
 fi
@@ -207,18 +198,16 @@ for sz in small 2.7B; do
   # ("Strongest PyTorch, measured side by side with us") records the
   # stronger 16.5 ms for torch.compile + fused AdamW.
   if [ "$sz" = small ] && is_true "16.5 < $c16"; then
-    extra=" (shared/anchors/README.md records a stronger 16.5 ms for small bf16 under torch.compile + fused AdamW, measured side by side with us: our bf16 step is $(calc %.2f "$o16 / 16.5") x that)"
+    extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
   fi
-  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")); ours op by op $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")), our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
+  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
 "
 done
 if [ -n "$lines" ]; then
-  echo "Against the strongest PyTorch (reports/anchors/torch_lm_h100.csv:"
-  echo "torch.compile + SDPA + fused AdamW, train step, context 512), fp32 -> bf16:"
+  echo "Against the strongest PyTorch (reports/anchors/torch_lm_h100.csv,"
+  echo "torch.compile + SDPA + fused AdamW), train step, context 512, fp32 -> bf16"
+  echo "(our fused path against it: torch_compile (b)):"
   echo
   printf '%s' "$lines"
-  echo
-  echo "This experiment runs our op-by-op path, PyTorch eager's analogue; the"
-  echo "fused path's bf16 steps against torch.compile are in torch_compile (b)."
   echo
 fi

@@ -38,19 +38,17 @@ if [ "$PROBLEM" = benchmarking_script ]; then
 echo "### (a) The benchmarking script"
 echo
 cat <<TEXT
-Each row is one \`lm\` job: the model of model.md with batch 4 and vocabulary
-10000 on random tokens, ${warmup}warm-up steps, then ${steps}timed steps (mean
-and sample standard deviation over the timed steps). A step is forward with
-the mean cross-entropy, then zero_grad and backward, then one AdamW step, each
-phase ending with a device synchronisation before its clock is read. \`fp32\` is
-true fp32 (no TF32); \`bf16\` rounds every matrix product's inputs to bf16 and
-accumulates in fp32, with fp32 weights, gradients and optimizer state. Peak is
-the engine's own allocation peak. Engine: ${engines}(op by op: one kernel per
-operation, attention scores materialised). GPU: ${gpus}. PyTorch columns are
-shared/anchors' eager numbers on an H100 80GB HBM3 at context 512.
 The script is the runner: \`./runner experiments/benchmarking_script.cfg\`
-sweeps size x context x precision x mode, one job per row, and
-jobs/lm.c times each step.
+sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) per row:
+model.md's model, batch 4, vocabulary 10000, random tokens, ${warmup}warm-up
+then ${steps}timed steps (mean and sample standard deviation). A step is
+forward with the mean cross-entropy, zero_grad and backward, one AdamW
+step, each phase closed by a device synchronisation before its clock is
+read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds every product's inputs
+to bf16 and accumulates in fp32 (weights, gradients, optimizer state fp32).
+Peak: the engine's allocation peak. Engine: ${engines}op by op (one kernel
+per operation, scores materialised). GPU: ${gpus}. PyTorch: shared/anchors'
+eager numbers (H100 80GB HBM3, context 512).
 
 TEXT
 echo "### (b) Forward and backward times"
@@ -112,11 +110,10 @@ if [ -n "$f1" ] && [ -n "$fn" ] && [ -n "$b1" ] && [ -n "$bn" ] && [ -n "$rat" ]
   cat <<TEXT
 **Answer.** At context 512 in fp32, a forward pass takes $(calc %.1f "$f1") ms ($sz1) to
 $(calc %.1f "$fn") ms ($szn) and a backward pass $(calc %.1f "$b1") to $(calc %.1f "$bn") ms; over every
-forward + backward row, backward takes $rlo to $rhi times forward (it computes
-two products per forward product). Variability is small: the step's
-standard deviation is at most 1% of its mean in $vk of the $vn rows (median
-$vmed%); the largest, $vmx% ($vs ms of $vm ms), is $vw, where a few of the
-ten timed steps ran long.
+forward + backward row, backward takes $rlo to $rhi times forward (two
+products per forward product). Variability is small: the step's standard
+deviation is at most 1% of its mean in $vk of $vn rows (median $vmed%); the
+largest, $vmx% ($vs of $vm ms), is $vw, where a few timed steps ran long.
 
 TEXT
 fi
@@ -137,18 +134,16 @@ if [ -f "$strong" ]; then
     [ "$1|$2" = "small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
-    sl="$sl- $1 $2: $(calc %.1f "$ot") ms against $(calc %.1f "$ct") ms ($(calc %.2f "$ot / $ct") x), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
+    sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(calc %.2f "$ot / $ct") x), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
 "
   done
   if [ -n "$sl" ]; then
-    echo "Against the strongest PyTorch rather than eager: this op-by-op train step"
-    echo "(context 512) next to torch.compile + SDPA + fused AdamW measured side by"
-    echo "side (reports/anchors/torch_lm_h100.csv; small bf16: shared/anchors/README.md's"
-    echo "16.5 ms, stronger than that script's launch-bound step):"
+    echo "This op-by-op train step (context 512) against the strongest PyTorch,"
+    echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm_h100.csv;"
+    echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
+    echo "it: torch_compile (b)."
     echo
     printf '%s' "$sl"
-    echo
-    echo "Our fused path against the same anchors: torch_compile (b)."
     echo
   fi
 fi
@@ -403,8 +398,19 @@ if [ ! -f "$wcsv" ] || [ "$(tool count "$wcsv" --where status=ok)" -eq 0 ]; then
   echo
   exit 0
 fi
-echo "Full training steps at context 512, 10 timed steps after 0, 1, 2 or 5"
-echo "untimed ones (reports/data/benchmarking_warmup.csv):"
+# "a, b or c" of a list of words
+orlist() { printf '%s\n' "$@" | awk 'NF { a[++n] = $1 } END { for (i = 1; i <= n; i++) printf "%s%s", a[i], (i == n ? "" : i == n - 1 ? " or " : ", ") }'; }
+# The warm-up and timed step counts as the rows have them.
+wws=$(tool distinct "$wcsv" --cols warmup --where status=ok --sort warmup)
+wss=$(tool distinct "$wcsv" --cols steps --where status=ok --sort steps)
+# shellcheck disable=SC2086 # one value a word
+wall=$(orlist $wws)
+# shellcheck disable=SC2046,SC2086
+wmore=$(orlist $(printf '%s\n' $wws | awk '$1 > 1'))
+# shellcheck disable=SC2086
+wsteps=$(orlist $wss)
+echo "Training steps at context 512, $wsteps timed after $wall untimed"
+echo "(reports/data/benchmarking_warmup.csv):"
 echo
 tool table "$wcsv" --cols size,precision,warmup,step_ms_mean,step_ms_std,fwd_ms_mean,gpu_name \
   --head "size,precision,warm-up steps,step mean (ms),step std (ms),forward mean (ms),GPU" \
@@ -429,31 +435,25 @@ if [ -f "$wj" ]; then
       for (i = 2; i <= n; i++) b[i - 1] = a[i]
       for (i = 1; i < n; i++) for (j = i + 1; j < n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
       m = (n - 1) % 2 ? b[n / 2] : (b[(n - 1) / 2] + b[(n + 1) / 2]) / 2
-      k[sz " " pr] = sprintf("%s %s: first step %.1f ms against %.1f ms for the rest (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
+      k[sz " " pr] = sprintf("%s %s: first step %.1f against %.1f ms for the rest (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
     }
     END { for (x in k) print k[x] }' "$wj" | sort)
 fi
 if [ -n "$first" ]; then
   echo "**Answer.** Without warm-up the mean and the standard deviation both"
-  echo "grow, all from the first timed step, which carries one-time costs:"
+  echo "grow, all from the first timed step:"
   printf '%s\n' "$first" | awk '{ printf "%s%s", (NR > 1 ? "; " : ""), $0 } END { print "." }'
-  echo "The extra time is about the same whatever the model size, so it is not"
-  echo "the model's work but first use: cuBLASLt times each product shape's"
-  echo "candidate algorithms on first use, the AdamW moments and any larger"
-  echo "workspace are allocated, and freshly allocated memory is touched for the"
-  echo "first time. One warm-up step pays all of it; more warm-up changes the"
-  echo "mean by little (below), and a row noisier after 2 or 5 warm-up steps"
-  echo "than after 1 has one slow step among its ten, not a warm-up effect."
+  echo "The extra is about the same at every size, so it is first use, not the"
+  echo "model's work: cuBLASLt timing each product shape's candidates, the AdamW"
+  echo "moments and workspace allocated, fresh memory touched. One warm-up step"
+  echo "pays it all; a row noisier after $wmore than after 1 has one slow step."
   echo
 fi
 [ -n "$first" ] || echo "Without warm-up the first timed step carries one-time costs."
 wstd=1    # a row is steady when its std is at most wstd % of its mean
 wmean=2   # and its mean within wmean % of the one-warm-up row's
-echo "Per configuration (a row is called steady when its standard deviation is"
-echo "at most $wstd% of its mean and its mean within $wmean% of the one-warm-up"
-echo "row's, noisy otherwise):"
-echo
-tool distinct "$wcsv" --cols size,precision --where status=ok --sep '|' |
+# Per configuration: steady (or not) with more warm-up than one step.
+cls=$(tool distinct "$wcsv" --cols size,precision --where status=ok --sep '|' |
 while IFS='|' read -r wsize wprec; do
   [ -n "$wsize" ] || continue
   s0=$(wv "$wsize" "$wprec" 0 step_ms_std %.3f)
@@ -461,28 +461,20 @@ while IFS='|' read -r wsize wprec; do
   m1=$(wv "$wsize" "$wprec" 1 step_ms_mean %.2f)
   if [ -z "$s1" ] || [ -z "$m1" ]; then continue; fi
   num "$wsize $wprec warm-up 1 std" "$s1"; num "$wsize $wprec warm-up 1 mean" "$m1"
-  line="- $wsize $wprec: step std"
+  flags=""
   if [ -n "$s0" ]; then
     num "$wsize $wprec warm-up 0 std" "$s0"
-    if is_true "$s0 > $s1"; then
-      line="$line $s0 ms without warm-up, down to $s1 ms after one step"
-    else
-      line="$line $s0 ms without warm-up, $s1 ms after one step (no lower)"
-    fi
-  else
-    line="$line $s1 ms after one warm-up step"
+    is_true "$s0 > $s1" || flags="${flags}L"
   fi
-  line="$line (mean $m1 ms)"
-  if is_true "$s1 > $wstd / 100 * $m1"; then line="$line, itself noisy"; fi
-  # the rows with more warm-up than one
-  more="" noisy=0 smax=0 dmax=0
+  if is_true "$s1 > $wstd / 100 * $m1"; then flags="${flags}N"; fi
+  noisy=0 smax=0 dmax=0 more=0
   for w in $(tool distinct "$wcsv" --cols warmup --where status=ok --where size="$wsize" \
                --where precision="$wprec" --sort warmup); do
     is_true "$w > 1" || continue
+    more=1
     sw=$(wv "$wsize" "$wprec" "$w" step_ms_std %.3f)
     mw=$(wv "$wsize" "$wprec" "$w" step_ms_mean %.2f)
     num "$wsize $wprec warm-up $w std" "$sw"; num "$wsize $wprec warm-up $w mean" "$mw"
-    more="$more${more:+; }$w: std $sw ms, mean $mw ms"
     sr=$(calc %.1f "100 * $sw / $mw")
     dr=$(calc %.1f "100 * ($mw - $m1) / $m1")
     dr=${dr#-}
@@ -490,12 +482,22 @@ while IFS='|' read -r wsize wprec; do
     if is_true "$sr > $smax"; then smax=$sr; fi
     if is_true "$dr > $dmax"; then dmax=$dr; fi
   done
-  if [ -z "$more" ]; then
-    echo "$line."
-  elif [ "$noisy" -eq 0 ]; then
-    echo "$line; with more warm-up steps ($more) it stays steady: more warm-up changes little."
-  else
-    echo "$line; with more warm-up steps ($more) it is noisy, std up to $smax% of the mean and the mean up to $dmax% off the one-warm-up row's: more warm-up did not make it steadier."
-  fi
-done
+  [ "$more" -eq 1 ] || continue
+  printf '%s %s|%s|%s|%s|%s\n' "$wsize" "$wprec" "$noisy" "$smax" "$dmax" "${flags:--}"
+done)
+if [ -n "$cls" ]; then
+  printf '%s\n' "$cls" | awk -F'|' -v ws="$wstd" -v wm="$wmean" -v wmo="$wmore" '
+    $2 == 0 { st = st (st ? ", " : "") $1 }
+    $2 == 1 { no = no (no ? "; " : "") $1 " (std up to " $3 "% of the mean, mean up to " $4 "% off)" }
+    $5 ~ /L/ { lo = lo (lo ? ", " : "") $1 }
+    $5 ~ /N/ { nn = nn (nn ? ", " : "") $1 }
+    END {
+      printf "With %s warm-up steps (steady: std at most %s%% of the mean, mean\nwithin %s%% of the one-warm-up row\x27s)", wmo, ws, wm
+      if (st) printf ", steady: %s", st
+      if (no) printf "%s noisy: %s", (st ? ";" : ","), no
+      print "."
+      if (lo) print "No lower std after one warm-up step than without: " lo "."
+      if (nn) print "Noisy even after one warm-up step: " nn "."
+    }' | fold -s -w 76 | sed 's/ *$//'
+fi
 echo

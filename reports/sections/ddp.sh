@@ -218,19 +218,15 @@ EOF
     awk -F'|' 'NF { printf "%s%s (%s, NCCL %s)", (n++ ? "; " : ""), $1, $2, $3 }')
   cat <<EOF
 Setup: job kind \`ddp\` (jobs/ddp.c, parallel/ddp.c) trains the $1 model
-(vocabulary $6, context $2) with one GPU per rank, the CUDA engine and NCCL
-on $machines. Each rank runs forward and backward on its $3 sequences, the
-gradients are averaged, then every rank runs AdamW. Gradients travel in
-fp32 in both precisions (the mixed-precision policy keeps master gradients
-fp32), so bf16 changes the compute, not the $(calc %.0f "$(two "$naive" fp32 grad_comm_mib)") MiB sent per step. The
-1-GPU row is one GPU at the same per-GPU batch (nothing communicated), and
-scaling efficiency = 1-GPU step / 2-GPU step. $4 untimed and $5 timed
-steps; columns are means over the timed steps of the maximum over ranks:
-step from its start to its last synchronisation; backward up to the call
-of finish_gradient_synchronization; grad comm the summed durations of the
-gradient collectives (CUDA events on the communication stream); after
-backward the communication left once backward ended; comm share = grad
-comm / step.
+(vocabulary $6, context $2), one GPU per rank, on $machines. Each rank
+runs forward and backward on its $3 sequences, the gradients are averaged,
+then every rank runs AdamW. Gradients travel in fp32 in both precisions,
+so bf16 changes the compute, not the $(calc %.0f "$(two "$naive" fp32 grad_comm_mib)") MiB sent per step. The 1-GPU
+row has the same per-GPU batch; scaling efficiency = 1-GPU step / 2-GPU
+step. $4 untimed and $5 timed steps; columns are means of the maximum over
+ranks: backward up to finish_gradient_synchronization; grad comm the
+summed durations of the gradient collectives (CUDA events); after backward
+the communication left once backward ended; comm share = grad comm / step.
 
 EOF
 }
@@ -360,12 +356,10 @@ overlap_b() {
     echo
   else
     cat <<EOF
-In place of two Nsight screenshots (the project times with its own CUDA
-events instead of Nsight: shared/spec/writeup.md), the ddp job records
-each rank's backward and every gradient collective on its streams; the
-figure draws the last timed fp32 step of each run.
-Rank 0: $tl_story. Naive communication starts only once backward is over;
-overlapped communication runs under backward and ends with it.
+In place of Nsight screenshots (we time with our own CUDA events:
+shared/spec/writeup.md), the ddp job records each rank's backward and
+gradient collectives; the figure draws each run's last timed fp32 step.
+Rank 0: $tl_story.
 
 EOF
     # Room on the right for the "recording cut here" labels, where a lane
@@ -409,9 +403,9 @@ bucketed_a() {
     h1=$(one "$csv" bf16 bwd_ms_mean "$bh")
     for x in "$kf" "$kh" "$lo" "$hi" "$b1" "$b2" "$h1"; do num "a bucketed figure" "$x"; done
     cat <<EOF
-Expected: buckets keep the overlap while paying a call's fixed cost far
-fewer times, so they should beat per-tensor overlap and the flat buffer,
-best at a middle size. That holds in direction: the best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets) against
+**Answer.** Buckets keep the overlap and pay the per-call cost fewer
+times, so they should beat per-tensor overlap and the flat buffer, best at
+a middle size. In direction they do: the best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets) against
 $(f1 "$(two "$overlap" fp32 step_ms_mean)") ms overlapped per tensor and $(f1 "$(two "$flat" fp32 step_ms_mean)") ms flat, and $(f1 "$kh") ms in bf16 ($(calc %g "$bh") MiB)
 against $(f1 "$(two "$overlap" bf16 step_ms_mean)") and $(f1 "$(two "$flat" bf16 step_ms_mean)") ms.
 EOF
@@ -419,23 +413,19 @@ EOF
       arall=$(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib "$bf") / $ar_w")
       if is_true "$b1 > $arall"; then
         cat <<EOF
-It does not hold in size: in fp32 the bucket size moves the step only
-between $(f1 "$lo") and $(f1 "$hi") ms, because one GPU's backward ($(f1 "$b1") ms) outlasts the whole
-all-reduce ($arall ms by the all-reduce benchmark's fit), so even $(calc %g "$blo") MiB buckets'
-per-call costs hide behind compute; what the second GPU costs instead is
-backward slowing from $(f1 "$b1") to $(f1 "$b2") ms while NCCL's kernels share SMs and memory
-bandwidth with it (appendix), at every bucket size. In bf16 backward
-($(f1 "$h1") ms) is $(if is_true "$h1 > $arall"; then printf 'barely longer than'; else printf 'no longer than'; fi) the all-reduce, so small buckets leave
-$(calc %.1f "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed after backward and large ones win, as expected.
+In size they do not in fp32: the step moves only between $(f1 "$lo") and $(f1 "$hi") ms,
+because one GPU's backward ($(f1 "$b1") ms) outlasts the whole all-reduce ($arall ms by
+the fit in (b)), so even $(calc %g "$blo") MiB buckets' per-call costs hide; the second GPU's
+cost is backward slowing from $(f1 "$b1") to $(f1 "$b2") ms beside NCCL's kernels (appendix B).
+In bf16 backward ($(f1 "$h1") ms) is $(if is_true "$h1 > $arall"; then printf 'barely longer than'; else printf 'no longer than'; fi) the all-reduce, so $(calc %g "$blo") MiB buckets
+leave $(calc %.1f "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed after backward and large ones win.
 EOF
       fi
     fi
     cat <<EOF
-A setup where each bucket's transfer takes as long as the compute that
-produces it (a slower link such as PCIe or between nodes, more ranks, or
-less compute per GPU) would show the expected trade-off; making the second
-GPU free needs collectives that take no SMs from backward (copy engines,
-appendix: $(f1 "$(two "$ce" fp32 step_ms_mean "$(best_bucket fp32 "$ce")")") ms fp32, $(f1 "$(two "$ce" bf16 step_ms_mean "$(best_bucket bf16 "$ce")")") ms bf16).
+A slower link, more ranks or less compute per GPU would show the expected
+trade-off; collectives on the copy engines, which take no SMs, make the
+second GPU free (appendix B: $(f1 "$(two "$ce" fp32 step_ms_mean "$(best_bucket fp32 "$ce")")") ms fp32, $(f1 "$(two "$ce" bf16 step_ms_mean "$(best_bucket bf16 "$ce")")") ms bf16).
 
 EOF
   fi
@@ -465,9 +455,9 @@ EOF
       w1="$w1 and we are $(calc %.2f "$th1 / $oh1") x faster in bf16 ($(f1 "$oh1") against $th1 ms)"
     fi
     cat <<EOF
-The strongest PyTorch on the same model, context and per-GPU batch,
-$pt_name ($pt_src), takes $tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best
-bucketed step is $(calc %.2f "$tf2 / $kf") x and $(calc %.2f "$th2 / $kh") x faster; most of that is scaling, since on
+The strongest PyTorch at the same shape, $pt_name
+($pt_src), takes $tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best
+bucketed step is $(calc %.2f "$tf2 / $kf") x and $(calc %.2f "$th2 / $kh") x faster, mostly by scaling: on
 one GPU $w1.
 
 EOF
@@ -491,21 +481,18 @@ bucketed_b() {
   cat <<EOF
     overhead(n_b) = n_b o + s / (n_b w),     b* = sqrt(s o w)
 
-Derivation: split the s bytes of gradients into n_b equal buckets. Each
-all-reduce costs o + s / (n_b w), and (the handout's premise) backward
-produces each bucket in s / (n_b w), the bucket's time on the wire. Bucket
-k's all-reduce starts when its gradients are final, but each call lasts o
-longer than the compute that hides it, so communication falls o further
-behind per bucket; when backward ends, the backlog of n_b o plus the last
-bucket's own transfer s / (n_b w) remains. Setting the derivative
-o - s / (n_b^2 w) to zero gives n_b* = sqrt(s / (o w)), so the optimal
-bucket size is b* = s / n_b* = sqrt(s o w), with overhead 2 sqrt(s o / w).
+**Answer.** Split the s bytes of gradients into n_b equal buckets; each
+all-reduce costs o + s / (n_b w) and, by the handout's premise, backward
+produces a bucket in s / (n_b w). Each call outlasts the compute hiding it
+by o, so communication falls o behind per bucket, and when backward ends
+n_b o plus the last bucket's s / (n_b w) remain. The derivative
+o - s / (n_b^2 w) is zero at n_b* = sqrt(s / (o w)): b* = s / n_b* =
+sqrt(s o w), overhead 2 sqrt(s o / w).
 
-Fitted: a least-squares line time = o + x / w through the $npts NCCL 2-rank
-all-reduce medians of allreduce.csv (sizes $sizes MiB per rank, on
-$ar_machine) gives o = $(calc %.4f "$ar_o") ms per call and w = $(calc %.1f "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s algorithm
-bandwidth). With s = $(calc %.1f "$s_mib") MiB of fp32 gradients: n_b* = $nstar, **b* = $bstar MiB**,
-predicted overhead $ostar ms.
+A least-squares fit of time = o + x / w to the $npts NCCL 2-rank medians of
+allreduce.csv ($sizes MiB per rank, $ar_machine) gives o = $(calc %.4f "$ar_o") ms
+per call and w = $(calc %.1f "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s). With s = $(calc %.1f "$s_mib") MiB of fp32
+gradients: n_b* = $nstar, **b* = $bstar MiB**, overhead $ostar ms.
 
 EOF
   tmpf="$OUT/ddp_buckets.fp32.tmp.csv"
@@ -535,7 +522,7 @@ EOF
     echo "$row |"
   done
   echo
-  echo "n_b is the runs' bucket count (a bucket never splits a tensor, so 1 MiB buckets still give one bucket per tensor)."
+  echo "n_b: the runs' bucket count (a bucket never splits a tensor)."
   echo
   if [ -n "$GNUPLOT" ]; then
     "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
@@ -568,16 +555,15 @@ EOF
     xhi=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$hi")")
     xlo=$(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$lo")")
     b1lo=$(f1 "$(one "$csv" fp32 bwd_ms_mean "$lo")")
-    echo "Against the fp32 communication left after backward, which is what the"
-    echo "model describes: at $(calc %g "$hi") MiB ($nhi buckets) the model gives $mhi ms and the run $xhi ms;"
-    echo "at $(calc %g "$lo") MiB ($nlo buckets) the model's backlog is $mlo ms but the run leaves $xlo ms."
+    echo "Against the fp32 communication left after backward: at $(calc %g "$hi") MiB ($nhi"
+    echo "buckets) the model gives $mhi ms, the run $xhi ms; at $(calc %g "$lo") MiB ($nlo buckets) the"
+    echo "model's backlog is $mlo ms, the run's $xlo ms."
     if is_true "$xlo < 0.5 * $mlo"; then
-      echo "The backlog never builds because the premise fails on this machine: one"
-      echo "GPU's backward ($b1lo ms) outlasts the whole all-reduce ($(f1 "$ar_o + $s_mib / $ar_w") ms by the fit)."
+      echo "The premise fails here: one GPU's backward ($b1lo ms) outlasts the whole"
+      echo "all-reduce ($(f1 "$ar_o + $s_mib / $ar_w") ms by the fit)."
     fi
-    echo "The model also leaves out the cost that shows in the step: overlapped"
-    echo "all-reduces slow backward, so the 2-GPU step stays $(f1 "$(two "$csv" fp32 step_ms_mean "$hi") - $(one "$csv" fp32 step_ms_mean "$hi")") ms above one GPU's"
-    echo "(fp32, $(calc %g "$hi") MiB) where little communication is left after backward."
+    echo "Nor does the model hold the cost that shows: overlapped all-reduces slow"
+    echo "backward, so the 2-GPU step stays $(f1 "$(two "$csv" fp32 step_ms_mean "$hi") - $(one "$csv" fp32 step_ms_mean "$hi")") ms above one GPU's (fp32, $(calc %g "$hi") MiB)."
     echo
   fi
 }

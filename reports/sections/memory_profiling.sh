@@ -69,16 +69,12 @@ contexts=$(tool distinct "$csv" --cols context --where status=ok --sort context)
 cmax=$(printf '%s\n' $contexts | tail -n 1)
 
 cat <<TEXT
-The $size model (batch $batch, ${fusion} path as the reference runs it) on
-${gpus}. Every \`lm\` job records the engine's allocations and frees
-from model creation to the end of its first step (\`eng_memlog\`: the
-engine's own allocator, so the numbers are exact, not sampled). Unlike
-PyTorch's caching allocator, whose memory grows through forward as
-activations are saved and drains through backward, our model allocates its
-parameters, gradients and every activation (one allocation, laid out by the
-activation table) when it is created; a step allocates nothing except,
-once, the AdamW moments (at the first optimizer step, as PyTorch's AdamW
-does) and a larger shared workspace when a product first needs one.
+The $size model (batch $batch, ${fusion} path) on ${gpus}. Every \`lm\` job
+logs the engine's allocations and frees from model creation to the end of
+its first step (\`eng_memlog\`: exact, not sampled). Our model allocates
+its parameters, gradients and every activation (one allocation) when it is
+created; a step allocates only, once, the AdamW moments and a larger
+workspace when a product first needs one.
 
 TEXT
 
@@ -171,15 +167,11 @@ else
     read -r c0 f0 f1 b1 o1 <<PH
 $ph
 PH
-    echo "_Memory in use against time, stacked by what it holds, from 6% of the"
-    echo "step before its forward pass began to 6% after it ended; dashed lines mark"
-    echo "where forward, backward and the optimizer step begin and where the step"
-    echo "ends. The key gives each group's size in the window (least-most where it"
-    echo "changes) and leaves out a group that holds nothing there. Before the left"
-    echo "edge, the model's creation allocated the parameters,"
+    echo "_Memory in use, stacked by what it holds, from 6% of the step before it"
+    echo "to 6% after; dashed lines mark the phases; the key gives each group's size"
     cend=$(arr "$l" mem_t_ms | awk -v c="$c0" '$1 < c { t = $1 } END { printf "%.0f", t }')
-    echo "gradients and activations in its first $cend ms, and initialising the"
-    echo "weights took the rest of the $(calc %.1f "$c0 / 1000") s before the step (not drawn)._"
+    echo "in the window. Model creation allocated everything in its first $cend ms;"
+    echo "initialising the weights took the rest of the $(calc %.1f "$c0 / 1000") s before the step._"
     echo
   fi
 fi
@@ -210,13 +202,10 @@ D
   fi
   cat <<TEXT
 **Can you tell which stage is running from the peaks?** $verdict. The
-timeline is $flat, because every activation backward needs was allocated
-when the model was created, not by the forward pass. The one stage that
-shows is the first optimizer step, which allocates AdamW's two moments:
-$(calc %.1f "$onet / 1024") GiB in two steps right after backward ends, the jump to the peak. A
-PyTorch timeline of the same step climbs through forward as activations are
-saved and falls through backward as they are freed; ours has no such shape,
-so the phases are marked from the step's clock instead.
+timeline is $flat, since every activation was allocated with the model.
+Only the first optimizer step shows: AdamW's two moments, $(calc %.1f "$onet / 1024") GiB
+allocated right after backward, the jump to the peak. PyTorch's timeline
+would climb through forward and fall through backward.
 
 TEXT
 fi
@@ -248,12 +237,10 @@ if [ -n "$lf" ]; then
   amin=$(arr "$a1" mem_activations_mib | tail -n 1)
   cat <<TEXT
 At context $cmax the forward pass peaks at $(gib "$ft") GiB: parameters
-$(gib "$pm") GiB, the gradient buffers $(gib "$gm") GiB (allocated with the model, so
-even a forward-only job holds them) and activations $(gib "$am") GiB. The training step
-adds AdamW's two moments ($(calc %.1f "2 * $pm / 1024") GiB, twice the parameters) for $(gib "$tt") GiB.
-Only the activations grow with the context, from $(gib "$amin") GiB at context
-$(printf '%s\n' $contexts | head -n 1) to $(gib "$am") GiB at $cmax (the attention scores are quadratic in it, the rest
-linear), so the step-minus-forward column is the same at every context.
+$(gib "$pm") GiB, gradients $(gib "$gm") GiB (allocated with the model, so a forward-only
+job holds them too) and activations $(gib "$am") GiB. The training step adds AdamW's two
+moments ($(calc %.1f "2 * $pm / 1024") GiB) for $(gib "$tt") GiB. Only the activations grow with the context,
+from $(gib "$amin") GiB at $(printf '%s\n' $contexts | head -n 1) to $(gib "$am") GiB at $cmax, so the last column is constant.
 
 TEXT
 fi
@@ -303,15 +290,12 @@ pe16=$(tool value "$anchor" --agg first --default "" --where size="$size" --wher
          --where precision=bf16 --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
 pc32=$(sp fp32 compiled); pc16=$(sp bf16 compiled)
 echo "**Does mixed precision significantly affect memory?** No. Our bf16 keeps"
-echo "fp32 weights, gradients, AdamW state and (op by op) fp32 activations, and"
-echo "rounds only the products' inputs, in a workspace that grows to hold them:"
-echo "bf16 peaks at most $(calc %.0f "$dmax") MiB above fp32 in every job above."
+echo "fp32 weights, gradients, AdamW state and (op by op) activations, rounding"
+echo "only the products' inputs: at most $(calc %.0f "$dmax") MiB above fp32 in every job above."
 if [ -n "$ff32$ff16$ft32$ft16" ] && [ -n "$ff32" ] && [ -n "$ff16" ] && [ -n "$ft32" ] && [ -n "$ft16" ]; then
-  echo "On the fused path (torch_compile.csv, flash attention, context 512), which"
-  echo "stores activations in bf16 but also keeps a bf16 copy of the weights"
-  echo "($(calc %.1f "$nparams * 2 / 2^30") GiB), bf16 peaks at $(gib "$ff16") against $(gib "$ff32") GiB in forward and"
-  echo "$(gib "$ft16") against $(gib "$ft32") GiB in the training step: the halved activations do"
-  echo "not pay for the weight copy."
+  echo "On the fused path (torch_compile.csv, flash, context 512) the bf16"
+  echo "activations do not pay for the bf16 weight copy ($(calc %.1f "$nparams * 2 / 2^30") GiB): $(gib "$ff16") against"
+  echo "$(gib "$ff32") GiB in forward, $(gib "$ft16") against $(gib "$ft32") GiB in the training step."
 fi
 if [ -n "$pe32$pe16$pc32$pc16" ]; then
   line="PyTorch (reports/anchors/, context 512) agrees that autocast saves little:"
@@ -325,13 +309,11 @@ if [ -n "$pe32$pe16$pc32$pc16" ]; then
   ours16=$(peak bf16 512 train_step); [ -n "$ft16" ] && is_true "$ft16 < ${ours16:-1e30}" && ours16=$ft16
   if [ -n "$pc32" ] && [ -n "$pc16" ] && [ -n "$ours" ] && [ -n "$ours16" ]; then
     if is_true "$ours / 1024 > $pc32 && $ours16 / 1024 > $pc16"; then
-      echo "In absolute terms we lose on memory: our lowest training-step peak at"
-      echo "context 512 is $(gib "$ours") GiB in fp32 and $(gib "$ours16") GiB in bf16, against"
-      echo "torch.compile's $(calc %.1f "$pc32") and $(calc %.1f "$pc16") GiB. Both hold the same"
-      echo "$(calc %.1f "4 * $nparams * 4 / 2^30") GiB of fp32 parameters, gradients and AdamW moments;"
-      echo "PyTorch frees each saved activation as backward consumes it, so at its"
-      echo "peak (the optimizer step) few are left, while our activations (and, in"
-      echo "bf16, the weight copy) stay allocated through the optimizer step."
+      echo "We lose on memory: our lowest training-step peaks at context 512,"
+      echo "$(gib "$ours") GiB (fp32) and $(gib "$ours16") GiB (bf16), against torch.compile's $(calc %.1f "$pc32") and"
+      echo "$(calc %.1f "$pc16") GiB. Both hold the same $(calc %.1f "4 * $nparams * 4 / 2^30") GiB of fp32 parameters, gradients"
+      echo "and moments, but PyTorch frees each saved activation as backward consumes"
+      echo "it, while ours (and in bf16 the weight copy) stay through the optimizer step."
     else
       echo "Our lowest training-step peaks at context 512 are $(gib "$ours") GiB (fp32) and"
       echo "$(gib "$ours16") GiB (bf16), against torch.compile's $(calc %.1f "$pc32") and $(calc %.1f "$pc16") GiB."
@@ -346,13 +328,10 @@ echo
 if [ -n "$dmodel" ]; then
   n512=$((batch * cmax * dmodel))
   cat <<TEXT
-A residual-stream tensor holds batch x context x d_model values, each 4
-bytes in single precision (our residual stream stays fp32 under the
-mixed-precision policy too). For the $size model (d_model $dmodel) at batch
+A residual-stream tensor holds batch x context x d_model fp32 values (fp32
+under mixed precision too). For the $size model (d_model $dmodel) at batch
 $batch and context $cmax: $batch x $cmax x $dmodel = $n512 values x 4 bytes =
-$((n512 * 4)) bytes = **$(calc %.1f "$n512 * 4 / 1048576") MB** (MiB, bytes / 1024^2). The
-model keeps one per layer input and one per attention-sublayer output for
-backward. Per context:
+$((n512 * 4)) bytes = **$(calc %.1f "$n512 * 4 / 1048576") MB** (MiB, bytes / 1024^2). Per context:
 
 TEXT
   echo "| context | values | MB (bytes / 1024^2) |"
@@ -379,21 +358,19 @@ if [ -n "$lf" ]; then
   tn=$(printf '%s' "$top" | cut -d, -f1); te=$(printf '%s' "$top" | cut -d, -f2)
   tl=$(printf '%s' "$top" | cut -d, -f3)
   cat <<TEXT
-Our allocator makes a handful of large allocations rather than one per
-tensor: in the fp32 forward pass at context $cmax, the parameters
-($(calc %.1f "$(last mem_params_mib) / 1024") GiB, $nparams fp32 values), the gradients ($(calc %.1f "$(last mem_grads_mib) / 1024") GiB),
-the activation table ($(calc %.1f "$(last mem_activations_mib) / 1024") GiB, one allocation) and the workspace
-($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB); a training step adds AdamW's two moments, one parameter-sized
-allocation each. Inside the activation table, the tensors that a per-tensor
-allocator such as PyTorch's would show as its largest allocations are
-below, each name summed over the layers that have one.
+Our allocator makes a few large allocations: in the fp32 forward pass at
+context $cmax, the parameters ($(calc %.1f "$(last mem_params_mib) / 1024") GiB, $nparams fp32 values), the
+gradients ($(calc %.1f "$(last mem_grads_mib) / 1024") GiB), the activation table ($(calc %.1f "$(last mem_activations_mib) / 1024") GiB) and the workspace
+($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB); a training step adds the two moments. Below, the tensors
+inside the activation table, as PyTorch's per-tensor allocator would show
+them, each name summed over its layers.
 TEXT
   if [ "$tn" = attn.scores ]; then
     cat <<TEXT
 **The largest are the attention scores: $te MiB per layer** ($tl layers),
 batch x heads x context x context fp32 values$([ -n "$heads" ] && printf ' = %s x %s x %s x %s x 4 bytes' "$batch" "$heads" "$cmax" "$cmax"),
-written by attention's Q K^T product (model/forward.c, attention_fwd) and
-kept, after the softmax overwrites them in place, for backward.
+written by Q K^T (model/forward.c, attention_fwd) and kept, softmaxed in
+place, for backward.
 TEXT
   else
     echo "**The largest is \`$tn\`: $te MiB per layer** ($tl layers)."

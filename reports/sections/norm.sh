@@ -95,20 +95,14 @@ intro_kernels() {
   fastest=$(tool value "$csv" --col fwd_ms_per_pass --where status=ok --agg min)
   num "the fastest pass" "$fastest"
   cat <<TEXT
-One norm layer over $rows rows of random fp32 values, normalising the last
-dimension, forward only and forward+backward, in ms per pass. Ours: the
-\`norm\` kind (jobs/norm.c, experiments/pytorch_layernorm.cfg) on $machine,
-our CUDA kernels (kernels/cuda/rmsnorm.cu, layernorm.cu: one thread block
-per row, each keeping its rstd, LayerNorm its mean too, for backward):
-$warm untimed forward+backward passes, then $passes forwards and $passes
-forward+backward passes, each loop closed by one synchronisation (not one
-per pass as the handout's script does; at $(calc %.2f "$fastest") ms or more a pass the
-launch of the next is hidden either way). PyTorch $tv on an $agpu, the same kind of GPU
-(reports/anchors/torch_norm_h100.csv, \`triton.testing.do_bench\` medians,
-inputs' gradients set to None before each pass): the handout's RMSNorm
-module run eagerly, the same under torch.compile, PyTorch's own F.rms_norm,
-and F.layer_norm with weight and bias, which is what torch.nn.LayerNorm
-runs.
+One norm layer over $rows rows of random fp32 values, ms per pass. Ours:
+the \`norm\` kind (jobs/norm.c, experiments/pytorch_layernorm.cfg) on
+$machine, kernels/cuda/rmsnorm.cu and layernorm.cu (one thread block per
+row): $warm untimed passes, then $passes forwards and $passes forward+backward
+passes, each loop closed by one synchronisation (at $(calc %.2f "$fastest") ms or more a
+pass, launches hide either way). PyTorch $tv on an $agpu
+(reports/anchors/torch_norm_h100.csv, do_bench medians): the handout's
+RMSNorm eager and compiled, F.rms_norm, and F.layer_norm (torch.nn.LayerNorm).
 
 TEXT
 }
@@ -143,7 +137,7 @@ losses() { # OUR_COL ANCHOR_COL WHAT
       if [ -z "$best" ] || is_true "$v < $best"; then best=$v bi=$i; fi
     done
     if [ -n "$r" ] && [ -n "$best" ] && is_true "$r > $best"; then
-      rl="$rl$d ($(calc %.3f "$r") against $(calc %.3f "$best") ms, $(impl_words "$bi"))
+      rl="$rl$d ($(calc %.3f "$r") against $(calc %.3f "$best") ms)|$bi
 "
     fi
     if [ -n "$l" ] && [ -n "$pl" ] && is_true "$l > $pl"; then
@@ -153,7 +147,12 @@ losses() { # OUR_COL ANCHOR_COL WHAT
   done
   text=''
   if [ -n "$rl" ]; then
-    text="Our RMSNorm $3 loses to PyTorch's fastest fused RMSNorm at $(printf '%s' "$rl" | and_list)."
+    # one implementation for every width: name it once
+    if [ "$(printf '%s' "$rl" | cut -d'|' -f2 | sort -u | wc -l)" -eq 1 ]; then
+      text="Our RMSNorm $3 loses to PyTorch's fastest fused RMSNorm, $(impl_words "$(printf '%s' "$rl" | head -n 1 | cut -d'|' -f2)"), at $(printf '%s' "$rl" | cut -d'|' -f1 | and_list)."
+    else
+      text="Our RMSNorm $3 loses to PyTorch's fastest fused RMSNorm at $(printf '%s' "$rl" | while IFS='|' read -r a b; do echo "${a%)}, $(impl_words "$b"))"; done | and_list)."
+    fi
   else
     text="Our RMSNorm $3 is at least as fast as PyTorch's fused RMSNorms at every width."
   fi
@@ -228,27 +227,20 @@ kernels_forward() {
   cat <<TEXT
 **Which is faster.** Of our two kernels RMSNorm is faster at $nfast of $n
 widths; LayerNorm takes $ours_trend RMSNorm's time. $why one
-reduction per row (the sum of squares) where LayerNorm needs two, the mean
-and then the variance about it, and no subtraction or bias; our RMSNorm
-kernel also loads four floats at a time, our LayerNorm kernel (written for
-the handout's toy model, d = 10) one. In PyTorch the handout's own RMSNorm
-loses instead: run eagerly it is several kernels (the square, the mean,
-rsqrt, two products), each a pass through memory, while F.layer_norm is one
-fused kernel, so eager RMSNorm takes $pt_trend F.layer_norm's time. Fused
-(torch.compile's and F.rms_norm), RMSNorm beats F.layer_norm at $nfused of
-$nw widths.
+reduction per row where LayerNorm needs two, no subtraction or bias, and
+our RMSNorm loads four floats at a time, our LayerNorm (written for the
+toy's d = 10) one. Eager PyTorch RMSNorm is several kernels, each a pass
+through memory, against F.layer_norm's one, so it takes $pt_trend F.layer_norm's time; fused (compiled, F.rms_norm),
+RMSNorm beats F.layer_norm at $nfused of $nw widths.
 
-**How the gap moves with the hidden size.** The two ratios above. A norm
-reads and writes every element once, so once the GPU is busy each time grows
-about linearly with the width, and the gap between two fused kernels is
-what each does per byte. Our RMSNorm forward moves $(tbps "$d0" "$r0") TB/s at
-width $d0 and $(tbps "$d1" "$r1") TB/s at $d1 (compulsory traffic: x read, y written),
-compiled RMSNorm $(tbps "$d0" "$c0") and $(tbps "$d1" "$c1") TB/s.
+**With the hidden size.** A norm reads and writes each element once, so
+each time grows about linearly with the width and the gap is what each
+kernel does per byte: our RMSNorm forward moves $(tbps "$d0" "$r0") TB/s at $d0 and
+$(tbps "$d1" "$r1") at $d1 (x read, y written), compiled RMSNorm $(tbps "$d0" "$c0") and $(tbps "$d1" "$c1").
 
-**Where we lose.** $(losses fwd_ms_per_pass fwd_ms "forward") Our kernels read each row twice (RMSNorm: the sum of squares, then the
-normalisation; LayerNorm three times), one thread block per row; PyTorch's
-fused kernels keep the row on chip and read it once. We have not profiled
-the wide rows to confirm that the repeated read is what costs.
+**Where we lose.** $(losses fwd_ms_per_pass fwd_ms "forward") Our kernels read each row twice
+(LayerNorm three times) where PyTorch's fused kernels read it once; we have
+not profiled whether that is the cost.
 
 TEXT
 }
@@ -285,19 +277,17 @@ intro_model() { # FILE
     shape="batch $b, context $t, vocabulary $v (the 2024 defaults are 16, 128 and 10000)"
   fi
   [ "$w" = 1 ] && ws=step || ws=steps
-  printf '%s' "$shape, $p, on $machine; means of $st timed steps after $w warm-up $ws (the 2024 script timed 5 after 1)"
+  printf '%s' "$shape, $p, on $machine; means of $st timed steps after $w warm-up $ws"
 }
 
 model_forward() {
   echo "### (b) The model with LayerNorm in place of RMSNorm: forward"
   echo
   if ! measured "$csv"; then not_measured norm_model; return 0; fi
-  echo "The \`lm\` kind on the op-by-op path (one kernel per operation, as PyTorch"
-  echo "eager runs the reference; experiments/norm_model.cfg) at"
-  echo "$(intro_model "$csv"). \`model.norm = \"layernorm\"\` puts torch.nn.LayerNorm"
-  echo "(a weight and a bias, eps 1e-5) in every norm of the model: both of"
-  echo "each block and the final one. \"norms\" is the norm kernels' own time in"
-  echo "one profiled forward (the row's message)."
+  echo "The \`lm\` kind op by op (experiments/norm_model.cfg) at"
+  echo "$(intro_model "$csv")."
+  echo "\`model.norm = \"layernorm\"\` puts torch.nn.LayerNorm (weight, bias, eps"
+  echo "1e-5) in every norm; \"norms\": their kernels' time in one profiled forward."
   echo
   echo "| size | RMSNorm forward (ms) | LayerNorm forward (ms) | LayerNorm / RMSNorm | norms, RMSNorm / LayerNorm (ms) |"
   echo "|---|--:|--:|--:|--:|"
@@ -323,7 +313,7 @@ model_forward() {
   [ -n "$lo" ] || return 0
   text="With LayerNorm the forward's time changes by $(calc %+.1f "$lo")% ($los) to $(calc %+.1f "$hi")% ($his) against RMSNorm."
   if [ -n "$share" ]; then
-    text="$text LayerNorm's kernels are $(printf '%s\n' "$share" | awk 'NF { print $2 }' | range_of %.1f)% of the forward across sizes: a norm costs d_model per token where the matrix products cost d_model^2, so which norm the model uses moves its time by little."
+    text="$text LayerNorm's kernels are $(printf '%s\n' "$share" | awk 'NF { print $2 }' | range_of %.1f)% of the forward: a norm costs d_model per token, the products d_model^2."
   fi
   printf '%s\n\n' "$text"
 }
@@ -363,7 +353,9 @@ TEXT
 }
 
 triton_rmsnorm_backward() {
-  code_line
+  echo "As in triton_rmsnorm_forward, our CUDA kernel plays Triton's role and"
+  echo "the CPU engine plain PyTorch's."
+  echo
   cat <<'TEXT'
 `k_rmsnorm_bwd` in `kernels/cuda/rmsnorm.cu` takes x, g, the upstream
 gradient and the rstd forward kept (one float a row: nothing else is
@@ -441,9 +433,8 @@ forward_benchmarking_kernels() {
   echo "### (a) Our RMSNorm kernel against PyTorch's norms, forward"
   echo
   if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
-  echo "The forward times of pytorch_layernorm (a), ours (the CUDA kernel in"
-  echo "Triton's place) against the PyTorch norms the handout compares it with;"
-  echo "\"x\" is PyTorch's time over ours (above 1: ours faster)."
+  echo "pytorch_layernorm (a)'s forward times (pytorch_layernorm.csv, $(tool value "$csv" --col machine --where status=ok --agg first)):"
+  echo "our CUDA kernel in Triton's place; \"x\": PyTorch's time over ours."
   echo
   echo "| last dim | ours RMSNorm (ms) | PyTorch RMSNorm, eager (ms) | x | F.layer_norm (ms) | x | fastest fused PyTorch RMSNorm (ms) | x |"
   echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
@@ -469,16 +460,14 @@ forward_benchmarking_kernels() {
 "
   done
   echo
-  first() { printf '%s' "$1" | awk 'NF { print $1; exit }'; }
   said() { # LIST THING
     if [ -z "$1" ]; then printf 'at no width faster than %s' "$2"
-    else printf 'faster than %s at %s (smallest width: %s)' "$2" "$(printf '%s' "$1" | and_list)" "$(first "$1")"; fi
+    else printf 'faster than %s at %s' "$2" "$(printf '%s' "$1" | and_list)"; fi
   }
   if [ -n "$be$bl$bf" ]; then yes="Yes" ; else yes="No"; fi
-  echo "$yes: our kernel is $(said "$be" "the eager RMSNorm"); $(said "$bl" "F.layer_norm");"
+  echo "**Answer.** $yes: our kernel is $(said "$be" "the eager RMSNorm"); $(said "$bl" "F.layer_norm");"
   echo "and $(said "$bf" "PyTorch's fused RMSNorms (compiled, F.rms_norm)")."
-  echo "Against the eager module the gain is fusion itself: one pass over"
-  echo "memory instead of one per operation."
+  echo "Against the eager module the gain is fusion: one pass over memory."
   echo
 }
 
@@ -487,11 +476,10 @@ forward_benchmarking_model() {
   echo
   if ! measured "$csv"; then not_measured norm_model; return 0; fi
   fused="$DATA/norm_model_fused.csv"
-  echo "Forward latency (ms) at $(intro_model "$csv"): op by op with RMSNorm and"
-  echo "with LayerNorm (pytorch_layernorm (b)), and the fused path, whose RMSNorm"
-  echo "is our fused kernel (the residual add folded in) and which fuses more than"
-  echo "the norm: q, k, v as one product, RoPE with the head split, SwiGLU and"
-  echo "cross-entropy in one pass each (experiments/norm_model_fused.cfg)."
+  echo "Forward (ms), norm_model.csv and norm_model_fused.csv, setup as in"
+  echo "pytorch_layernorm (b), on $(tool value "$csv" --col machine --where status=ok --agg first): op by op with either norm,"
+  echo "and the fused path, whose RMSNorm kernel folds in the residual add and"
+  echo "which fuses more than the norm (torch_compile (b))."
   echo
   echo "| size | RMSNorm, op by op | LayerNorm, op by op | fused path (RMSNorm) |"
   echo "|---|--:|--:|--:|"
@@ -517,11 +505,8 @@ benchmarking_kernels() {
   echo "### (a) Forward+backward of every norm"
   echo
   if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
-  echo "The same kernels and anchors as pytorch_layernorm (a), timing forward"
-  echo "then backward with a random upstream gradient of the output's shape"
-  echo "(ours: \`result.backward(dy)\`'s work, dx written and the parameters'"
-  echo "gradients accumulated; PyTorch: the inputs' gradients set to None before"
-  echo "each pass), ms per pass."
+  echo "As pytorch_layernorm (a) (pytorch_layernorm.csv, $(tool value "$csv" --col machine --where status=ok --agg first)), forward then"
+  echo "backward with a random upstream gradient, ms per pass."
   echo
   kernel_table fwd_bwd_ms_per_pass fwd_bwd_ms
   best=$(for d in $(widths); do
@@ -550,11 +535,10 @@ benchmarking_kernels() {
       done
     done | range_of %.1f)
   echo "Fastest at each width: $best. $(losses fwd_bwd_ms_per_pass fwd_bwd_ms "forward+backward")"
-  echo "The eager RMSNorm's backward is autograd's chain of the same elementwise"
-  echo "operations, so eager forward+backward takes $eg times the fastest fused"
-  echo "RMSNorm's. Forward+backward costs $fb forwards across implementations and"
-  echo "widths: backward reads x, the upstream gradient and the gain, writes dx,"
-  echo "and reduces over all rows for the parameters' gradients."
+  echo "Eager backward is autograd's chain of elementwise kernels, so eager"
+  echo "forward+backward takes $eg times the fastest fused RMSNorm's. Forward+backward"
+  echo "costs $fb forwards: backward reads x, dy and g, writes dx, and reduces"
+  echo "over all rows for dg."
   echo
 }
 
@@ -564,13 +548,10 @@ benchmarking_model() {
   opbyop="$DATA/norm_model.csv"
   if ! measured "$csv"; then not_measured norm_model_fused; return 0; fi
   if ! measured "$opbyop"; then not_measured norm_model; return 0; fi
-  echo "Forward and backward (ms, the forward_backward rows' phases) at"
-  echo "$(intro_model "$csv"): the op-by-op path with RMSNorm (norm_model.cfg)"
-  echo "against the fused path (norm_model_fused.cfg), our counterpart of the"
-  echo "handout's Triton RMSNorm module. The fused path fuses more than the norm"
-  echo "(rmsnorm_forward_benchmarking (b) lists what), so its speed-up is more"
-  echo "than a faster norm alone would give; \"norms\" is the RMSNorm kernels' time"
-  echo "in one profiled forward+backward of each (the rows' messages)."
+  echo "Forward and backward (ms) of the op-by-op path (norm_model.cfg) against"
+  echo "the fused path (norm_model_fused.cfg, our Triton RMSNorm module's"
+  echo "counterpart, fusing more than the norm), setup as in pytorch_layernorm"
+  echo "(b), on $(tool value "$csv" --col machine --where status=ok --agg first); \"norms\": the RMSNorm kernels' time in one profiled pass."
   echo
   echo "| size | op by op fwd / bwd | fused fwd / bwd | speed-up fwd | speed-up bwd | norms, op by op / fused |"
   echo "|---|--:|--:|--:|--:|--:|"
@@ -601,8 +582,7 @@ benchmarking_model() {
     done | range_of %.1f)
   if [ -n "$shares" ]; then
     echo "The RMSNorm kernels take $shares% of the op-by-op forward+backward, which"
-    echo "bounds what a faster norm alone could save there; the rest of the gain"
-    echo "comes from the other fusions and fewer passes over the activations."
+    echo "bounds what a faster norm alone could save; the rest is the other fusions."
   fi
   echo
 }
@@ -635,10 +615,9 @@ torch_compile_2024() {
     }
     echo "### (a) Compiled RMSNorm, forward"
     echo
-    echo "The handout's RMSNorm module under torch.compile beside the same run"
-    echo "eagerly and F.rms_norm (reports/anchors/torch_norm_h100.csv), and our"
-    echo "CUDA kernel (pytorch_layernorm.csv), ms per pass; \"compiled x\" is"
-    echo "eager over compiled."
+    echo "The handout's RMSNorm compiled, eager and F.rms_norm"
+    echo "(reports/anchors/torch_norm_h100.csv), and ours (pytorch_layernorm.csv,"
+    echo "$(tool value "$csv" --col machine --where status=ok --agg first)), ms per pass; \"compiled x\": eager over compiled."
     echo
     compile_table fwd_ms_per_pass fwd_ms
     nc=0 nw=0
@@ -648,29 +627,24 @@ torch_compile_2024() {
       nw=$((nw + 1))
       ! is_true "$c <= $f" || nc=$((nc + 1))
     done
-    echo "torch.compile fuses the module's operations into generated (Triton)"
-    echo "code, $(sp fwd_ms) times as fast as eager, and at least as fast as"
-    echo "F.rms_norm at $nc of $nw widths; the last column says where ours wins"
-    echo "and loses against it."
+    echo "**Answer.** torch.compile fuses the module into generated Triton code,"
+    echo "$(sp fwd_ms) times as fast as eager and at least as fast as F.rms_norm at"
+    echo "$nc of $nw widths; the last column says where ours wins and loses."
     echo
     echo "### (b) Compiled RMSNorm, forward+backward"
     echo
     compile_table fwd_bwd_ms_per_pass fwd_bwd_ms
-    echo "With backward, compiling gains $(sp fwd_bwd_ms) times over eager: autograd's"
-    echo "backward of the eager module is another chain of elementwise kernels,"
-    echo "which the compiled graph fuses too."
+    echo "**Answer.** With backward, compiling gains $(sp fwd_bwd_ms) times over eager:"
+    echo "it fuses autograd's chain of elementwise kernels too."
     echo
   fi
   cat <<'TEXT'
 ### (c) The whole model compiled
 
-Our counterpart of compiling the model is the fused path against the
-op-by-op one (eager). At the 2024 defaults, forward and backward per size
-are in rmsnorm_benchmarking (b) above; with the training step, against
-PyTorch eager and PyTorch's torch.compile + SDPA + fused AdamW measured on
-the same GPU, every size at the 2025 shapes (batch 4, context 512), fp32
-and bf16, in section 1.3.1 torch_compile (b). We have no compiled PyTorch
-model at the 2024 shapes.
+Our counterpart is the fused path against op by op: at the 2024 defaults
+in rmsnorm_benchmarking (b); with the training step, against PyTorch eager
+and torch.compile at the 2025 shapes, in torch_compile (b). We have no
+compiled PyTorch model at the 2024 shapes.
 TEXT
   echo
 }

@@ -64,14 +64,11 @@ batch=$(tool value "$src" --agg first --where status=ok --col batch)
 gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 
 cat <<TEXT
-What every \`lm\` row carries: one extra, untimed step, run after the timed
-ones with every operation bracketed by CUDA events on the engine's stream,
-summed per kernel family (kernels/ops.def assigns each operation's family:
-\`matmul\` is every cuBLAS product, the attention score and value products
-included; \`softmax\` the causal softmax; \`elementwise\` the residual adds
-and casts). The rows are benchmarking_script's (op by op, batch $batch,
-vocabulary $vocab, $gpus), at every size and context in
-{$(echo $ctxs | tr ' ' ',')}.
+Every \`lm\` row carries one extra, untimed step with each operation
+bracketed by CUDA events, summed per kernel family (kernels/ops.def:
+\`matmul\` is every cuBLAS product, attention's included; \`elementwise\`
+the residual adds and casts). Rows: benchmarking_script's (op by op, batch
+$batch, vocabulary $vocab, $gpus), every size, context in {$(echo $ctxs | tr ' ' ',')}.
 
 TEXT
 
@@ -81,12 +78,11 @@ if [ -f "$kp" ] && [ "$(tool count "$kp" --where status=ok)" -gt 0 ]; then
   cat <<'TEXT'
 #### The kernel-level profile
 
-experiments/nsys_profile.cfg (kernel_profile = true: CUPTI's activity
-records, the source Nsight Systems reads; forward, backward, optimizer and
-attention's scores / softmax / values are NVTX ranges, so nsys shows the
-same spans): one forward and one training step per row, every kernel by
-its real name (cuBLAS's included), calls and GPU time, each kernel listed
-in nsys_profile.samples.jsonl. Per row, in ms of GPU time:
+experiments/nsys_profile.cfg (kernel_profile = true): CUPTI's activity
+records, the source Nsight Systems reads, with the phases and attention's
+parts as NVTX ranges; one forward and one training step per row, every
+kernel by name with calls and GPU time (nsys_profile.samples.jsonl). ms of
+GPU time:
 
 TEXT
   tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
@@ -100,7 +96,7 @@ TEXT
   while IFS=, read -r size ctx; do
     msg=$(tool value "$kp" --col message --where status=ok --where size="$size" \
             --where context="$ctx" --agg first)
-    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel, /top kernel, /')."
+    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel[;,] //')."
   done
   echo
 else
@@ -113,9 +109,8 @@ fi
 # ---- (a) ---------------------------------------------------------------------
 echo "### (a) Total forward time against the wall clock"
 echo
-echo "Forward pass, ms: the timed steps' wall clock (host clock, device"
-echo "synchronised, mean of the timed steps) and the profiled step's families"
-echo "summed (CUDA events)."
+echo "Forward pass, ms: wall clock (mean of the timed steps) and the profiled"
+echo "step's families summed."
 echo
 echo "| size | context | fp32 wall clock | fp32 sum of families | bf16 wall clock | bf16 sum of families |"
 echo "|---|--:|--:|--:|--:|--:|"
@@ -155,14 +150,14 @@ if [ -n "$r32" ] && [ -n "$r16" ]; then
   set -- $r32; lo32=$1 hi32=$2 md32=$3 n32=$4
   set -- $r16; lo16=$1 hi16=$2 md16=$3 n16=$4
   set -- $(printf '%s' "$diffs" | sort -k2,2gr | head -n 1)
-  xw="$3 $1 at context $4, a $5 ms pass"
+  xw="$3 $1 at context $4 ($5 ms)"
   cat <<TEXT
 **Answer.** A forward pass takes from $(calc %.1f "$(v small "$(echo $ctxs | cut -d' ' -f1)" bf16 forward fwd_ms_mean)") ms (small, bf16, context
 $(echo $ctxs | cut -d' ' -f1)) to $(calc %.0f "$(v 2.7B "$(echo $ctxs | tr ' ' '\n' | tail -n 1)" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $(echo $ctxs | tr ' ' '\n' | tail -n 1)), and the GPU time of
 its operations matches the wall clock: the families' sum differs from it by
 $lo32% to $hi32% in fp32 (median $md32%, $n32 rows) and $lo16% to $hi16% in bf16
-(median $md16%); the largest difference, $(calc %.1f "$2")%, is on $xw, where the
-events recorded between operations weigh most against the pass's own work.
+(median $md16%); the largest, $(calc %.1f "$2")%, is on $xw, where the events
+between operations weigh most.
 
 TEXT
 fi
@@ -189,15 +184,12 @@ for s in $sizes; do
   calls="$calls${calls:+, }$s $((9 * $3 + 1))"
 done
 cat <<TEXT
-The matrix products (\`matmul\`, cuBLAS) take the most GPU time in $ft of
-the $fn forward rows ($flo% to $fhi% of the forward's time), in $bt of
-$bn forward + backward rows ($blo% to $bhi%) and in $tt of $tn
-training-step rows ($tlo% to $thi%): the same family leads with and without
-backward. The op-by-op forward (model/forward.c) calls it 9 times per layer
-(q, k, v and output projections, the score and value products, w1, w3,
-w2) plus once for the output head: $calls calls per forward pass.
-Which cuBLAS kernels those calls launch, and how many, is the kernel-level
-profile's (above, where measured).
+**Answer.** The matrix products (\`matmul\`, cuBLAS) take the most GPU time
+in $ft of $fn forward rows ($flo% to $fhi%), $bt of $bn forward + backward rows
+($blo% to $bhi%) and $tt of $tn training-step rows ($tlo% to $thi%). The
+op-by-op forward (model/forward.c) calls cuBLAS 9 times per layer (q, k, v,
+output, scores, values, w1, w3, w2) plus the output head: $calls calls;
+the kernel-level profile above names the kernels.
 
 TEXT
 
@@ -234,12 +226,10 @@ rank=$(for p in fp32 bf16; do for s in $sizes; do
        done; done | awk '{ t[$1] += $2 } END { for (k in t) print t[k], k }' | sort -gr | awk 'NR <= 4 { printf "%s%s", (NR > 1 ? ", " : ""), $2 }')
 if [ -n "$nm32$nm16" ]; then
   cat <<TEXT
-Besides the products, the families that take measurable time are, by
-their share summed over these rows, $rank (\`rope+heads\`: RoPE
-and the head split and merge; \`elementwise\`: the residual adds and casts). Together the non-product families
-take $(lohi "$nm32") of the fp32 forward and $(lohi "$nm16") of the bf16
-one: with 16-bit products the products shrink and these, all fp32 and
-memory-bound, do not.
+**Answer.** After the products, by summed share: $rank
+(\`rope+heads\`: RoPE and the head split and merge). Together they take
+$(lohi "$nm32") of the fp32 forward and $(lohi "$nm16") of the bf16 one: 16-bit inputs
+shrink the products, not these fp32, memory-bound passes.
 
 TEXT
 fi
@@ -281,13 +271,11 @@ X
   rm -f "$OUT/.nsys_d"
   rg() { if [ "$1" = "$3" ]; then printf '%s%%' "$1"; else printf '%s%% (%s) to %s%% (%s)' "$1" "$2" "$3" "$4"; fi; }
   cat <<TEXT
-**Answer.** A training step adds backward, again mostly products, and
-AdamW, so the products' share moves $dl32 to $dh32 points against
-forward-only in fp32 and $dl16 to $dh16 points in bf16, where the products
-are fast and the fp32 optimizer is not: AdamW, one memory-bound
-elementwise pass over parameters, gradients and both moments, takes
-$(rg "$al32" "$as32" "$ah32" "$hs32") of the fp32 step and $(rg "$al16" "$as16" "$ah16" "$hs16") of the bf16 one.
-The other families lose share to it.
+**Answer.** A training step adds backward, mostly products, and AdamW, one
+memory-bound pass over parameters, gradients and both moments: the
+products' share moves $dl32 to $dh32 points against forward-only in fp32 and
+$dl16 to $dh16 in bf16, where AdamW takes $(rg "$al16" "$as16" "$ah16" "$hs16") of the step
+(fp32: $(rg "$al32" "$as32" "$ah32" "$hs32")).
 
 TEXT
 fi
@@ -296,11 +284,10 @@ fi
 echo "### (e) Softmax against the matrix products"
 echo
 cat <<TEXT
-Forward pass, fp32, context $cm. FLOPs counted from model.md's shapes
-(batch $batch): all the products 2 x rows x (weights' inputs x outputs) for
-every linear layer plus the attention products, 2 x 2 x batch x context^2 x
-d_model per layer (score and value products); softmax about 5 per score
-(max, subtract, exp, sum, divide), batch x heads x context^2 per layer.
+Forward, fp32, context $cm. FLOPs from model.md's shapes (batch $batch): 2 x
+rows x inputs x outputs per linear layer, plus attention's 2 x 2 x batch x
+context^2 x d_model per layer; softmax about 5 per score (max, subtract,
+exp, sum, divide), batch x heads x context^2 per layer.
 
 TEXT
 echo "| size | softmax (ms) | matmul (ms) | time matmul / softmax | FLOPs all products / softmax | FLOPs attention products / softmax |"
@@ -334,14 +321,10 @@ if [ -n "$er" ]; then
     END { print tl, th, fl, fh, al, ah }')
   cat <<TEXT
 **Answer.** The products take $1 to $2 times softmax's time while doing $3
-to $4 times its FLOPs; attention's two products alone do $5 to $6 times
-softmax's FLOPs. Softmax's time is far out of proportion to its FLOPs:
-it reads and writes every score (memory-bound, a few FLOPs per 8 bytes
-moved), where the products reuse each loaded value many times on the
-GPU's far larger arithmetic rate. The time of attention's own two products,
-which the \`matmul\` family sums with every other product, is the
-kernel-level profile's attention.scores and attention.values ranges
-(above, where measured).
+to $4 times its FLOPs (attention's two alone: $5 to $6 times): softmax reads
+and writes every score, a few FLOPs per 8 bytes, where the products reuse
+each loaded value at a far larger arithmetic rate. Attention's own
+products are the kernel-level profile's attention ranges (above).
 
 TEXT
 fi

@@ -92,16 +92,13 @@ else
   cat <<TEXT
 pytorch_attention's shapes (batch $ab, $ah head, $ap, causal $ac), ms per
 pass, forward / backward. Ours (GPU: $agpu; mean of $an passes per loop):
-the materialised attention of pytorch_attention.csv and FlashAttention-2
-(torch_compile_attention.csv). The attention kind has no third, "fused"
-implementation (\`./runner -k\`): the materialised one already fuses what
-torch.compile fuses in the handout's module (the scale rides in the scores
-product; mask, softmax and logsumexp are one kernel), between two cuBLAS
-products. PyTorch (reports/anchors/torch_attention_h100.csv, same GPU model,
-do_bench medians): that module run eagerly and under torch.compile, and
-SDPA, its fused kernel. "compiled x" is eager's forward + backward over
-compiled's (above 1: compiling helps); the last columns compare forward +
-backward.
+materialised attention (pytorch_attention.csv), which already fuses what
+torch.compile fuses in the handout's module (scale, mask, softmax and
+logsumexp in one kernel between two cuBLAS products), and FlashAttention-2
+(torch_compile_attention.csv). PyTorch (reports/anchors/torch_attention_h100.csv,
+same GPU model, do_bench medians): the module eager and compiled, and SDPA.
+"compiled x" is eager over compiled, forward + backward (above 1: compiling
+helps), as are the last two columns.
 
 TEXT
   if [ "$nf" -gt 0 ]; then
@@ -164,7 +161,7 @@ TEXT
     elif [ "$w" -eq "$n" ]; then
       ans="Compiling PyTorch's attention makes forward + backward faster at every one of the $n shapes, by x $lo to x $hi (the most at d_head $hd, seq $hs): it fuses the scaling and the softmax into one kernel, so the scores make fewer round trips through memory."
     else
-      ans="Compiling PyTorch's attention makes forward + backward faster $where, by up to x $hi (d_head $hd, seq $hs), and slower $rest, down to x $lo: it fuses the scaling and the softmax into one kernel, which saves round trips of the scores through memory once they are large, while short passes pay the compiled graph's launch costs."
+      ans="Compiling PyTorch's attention makes forward + backward faster $where, by up to x $hi (d_head $hd, seq $hs), and slower $rest, down to x $lo: fusing the scaling and the softmax saves round trips of large score matrices, while short passes pay the compiled graph's launch costs."
     fi
   fi
   faster() { # N BELOW_1: at how many of the N shapes ours is the faster
@@ -174,13 +171,13 @@ TEXT
   }
   set -- $(rng oc)
   if [ $# -eq 6 ]; then
-    ans="$ans Our materialised attention, fused as compiling fuses PyTorch's, takes x $2 to x $3 compiled PyTorch's time ($(faster "$1" "$6"))."
+    ans="$ans Our materialised attention takes x $2 to x $3 compiled PyTorch's time ($(faster "$1" "$6"))."
   fi
   set -- $(rng fs)
   if [ $# -eq 6 ]; then
-    f="Our FlashAttention-2 takes x $2 to x $3 the time of SDPA, PyTorch's fused kernel ($(faster "$1" "$6"))"
+    f="Our FlashAttention-2 takes x $2 to x $3 SDPA's time ($(faster "$1" "$6"))"
     set -- $(rng fm)
-    [ $# -eq 6 ] && f="$f, and x $2 to x $3 that of our materialised attention ($(faster "$1" "$6"))"
+    [ $# -eq 6 ] && f="$f and x $2 to x $3 our materialised attention's ($(faster "$1" "$6"))"
     ans="$ans $f."
   fi
   if [ -n "$ans" ]; then
@@ -210,19 +207,17 @@ if [ -f "$ref" ]; then
     runs="$runs; the op-by-op rows: batch $rb, $rw warm-up and $rs timed steps"
 fi
 cat <<TEXT
-We have no compiler to switch on; the comparison that answers the question
-is between our two paths on the same model, $runs. **Op by op** runs one kernel per operation with fp32
-activations and materialised attention, as PyTorch eager runs the
-reference (rows of benchmarking_script). **Fused** folds the residual add
-into the next RMSNorm, runs q, k, v as one product, fuses RoPE with the head
-split, SwiGLU and the cross-entropy gradient in one pass each, writes the
-16-bit weight copy in the AdamW pass, keeps activations in the products'
-input dtype, and recomputes the cheap ones (norm outputs, SwiGLU product) in
-backward instead of keeping them; attention either materialised or
-FlashAttention-2. Times in ms (mean of the timed steps); peak is the
-engine's allocation peak of the run in each table's own mode (forward
-alone, forward+backward, or the full train step). GPU: $gpus. PyTorch: eager and
-torch.compile on an H100 80GB HBM3 (shared/anchors).
+We have no compiler to switch on, so we compare our two paths on the same
+model, $runs. **Op by op** (benchmarking_script's rows) is eager's analogue:
+one kernel per operation, fp32 activations, materialised attention.
+**Fused** folds the residual add into RMSNorm, q, k, v into one product,
+RoPE into the head split and the 16-bit weight copy into AdamW, fuses
+SwiGLU and the cross-entropy gradient, keeps activations in the products'
+input dtype and recomputes cheap ones in backward; attention materialised
+or FlashAttention-2. ms, mean of the timed steps; peak: the engine's
+allocation peak in each table's mode.
+GPU: $gpus. PyTorch: eager and torch.compile on an H100 80GB HBM3
+(shared/anchors).
 
 TEXT
 vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
@@ -296,28 +291,26 @@ for mode in forward forward_backward train_step; do
   done
   echo
 done
-echo "torch.compile: the train step of reports/anchors/torch_lm_h100.csv (torch.compile"
-echo "+ SDPA + fused AdamW, same GPU model)$( [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf ', except small bf16: %s ms from shared/anchors/README.md, the same configuration measured side by side with us, where torch_lm.py gives %s ms' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"); PyTorch eager: reports/anchors/lm_pytorch_h100.csv (materialised"
-echo "attention, unfused AdamW)."
+echo "torch.compile: reports/anchors/torch_lm_h100.csv (+ SDPA + fused AdamW,"
+echo "same GPU model)$( [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (shared/anchors/README.md; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
+echo "reports/anchors/lm_pytorch_h100.csv (materialised attention, unfused AdamW)."
 echo
 rngs() { # MODE PREC: "lo hi" of op by op / best fused
   printf '%s' "$spd" | awk -v m="$1" -v p="$2" '$1 == m && $2 == p { n++; if (n == 1 || $3 < lo) lo = $3; if (n == 1 || $3 > hi) hi = $3 }
     END { if (n) printf "x %.2f to x %.2f", lo, hi; else printf "not measured" }'
 }
-echo "**Answer.** Against our op-by-op path (the analogue of eager), the fused"
-echo "path's better attention choice runs the forward pass $(rngs forward bf16) as"
-echo "fast in bf16 and $(rngs forward fp32) in fp32 across the sizes; forward and"
-echo "backward $(rngs forward_backward bf16) (bf16) and $(rngs forward_backward fp32) (fp32); the full"
-echo "training step with AdamW $(rngs train_step bf16) (bf16) and $(rngs train_step fp32) (fp32)."
-echo "Fusion pays in bf16, where the products are fast and the elementwise"
-echo "passes it removes were a large share; in fp32 the products on CUDA cores"
-echo "dominate and fusion changes little."
+echo "**Answer.** Against op by op, the fused path (its better attention)"
+echo "runs the forward pass $(rngs forward bf16) as fast in bf16 and"
+echo "$(rngs forward fp32) in fp32; forward and backward $(rngs forward_backward bf16) (bf16) and"
+echo "$(rngs forward_backward fp32) (fp32); the training step $(rngs train_step bf16) (bf16) and"
+echo "$(rngs train_step fp32) (fp32). Fusion pays in bf16, where the elementwise passes"
+echo "it removes were a large share; in fp32 the products on CUDA cores dominate."
 # against the strongest PyTorch: our fastest fused train step and lowest peak
 lines="" lost=0 nmem=0
 for sp in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
   set -- $sp
   pt=$(sc_step "$1" "$2"); [ -n "$pt" ] || continue
-  ptt=${pt%% *}; ptw=${pt#* }
+  ptt=${pt%% *}
   ptp=$(sc "$1" "$2" peak_gib)
   # our fastest and lowest-peak rows among op by op and both fused paths
   best="" bestp="" lowp=""
@@ -336,23 +329,22 @@ for sp in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
   if [ -n "$ptp" ]; then
     nmem=$((nmem + 1))
     if is_true "$lowp / 1024 > $ptp"; then
-      lost=$((lost + 1)); mem="; memory: ours at least $(gib "$lowp") GiB against $(calc %.1f "$ptp") GiB, **we lose**"
+      lost=$((lost + 1)); mem="; peak at least $(gib "$lowp") against $(calc %.1f "$ptp") GiB, **we lose**"
     else
-      mem="; memory: ours down to $(gib "$lowp") GiB against $(calc %.1f "$ptp") GiB"
+      mem="; peak down to $(gib "$lowp") against $(calc %.1f "$ptp") GiB"
     fi
   fi
-  lines="$lines- $1 $2: our fastest train step $(calc %.1f "$best") ms against torch.compile's $ptt ms ($ptw), $rw$mem.
+  lines="$lines- $1 $2: ours $(calc %.1f "$best") against $ptt ms, $rw$mem.
 "
 done
 if [ -n "$lines" ]; then
   echo
-  echo "Against the strongest PyTorch (torch.compile + SDPA + fused AdamW,"
-  echo "context 512, train step; these, not eager, are what our speed claims"
-  echo "rest on):"
+  echo "Our fastest train step against torch.compile's, which our speed claims"
+  echo "rest on:"
   echo
   printf '%s' "$lines"
   [ "$nmem" -gt 0 ] && [ "$lost" -eq "$nmem" ] &&
-    { echo; echo "We lose on memory in every one: our activations (and, in bf16, a 16-bit"; echo "copy of the weights) stay allocated through the optimizer step, while"; echo "PyTorch frees each saved activation as backward consumes it (memory_profiling (c))."; }
+    { echo; echo "We lose on memory in every one: our activations (and, in bf16, the"; echo "weight copy) stay allocated through the optimizer step (memory_profiling (c))."; }
 fi
 echo
 
@@ -395,11 +387,9 @@ for p in bf16 fp32; do
     done
   done
 done
-echo "One extra, untimed training step of each job with every operation"
-echo "bracketed by CUDA events (the lm job's message): milliseconds per kernel"
-echo "family, largest first, and their sum. That step is not one of the timed"
-echo "ones, and its brackets add event records between the kernels, so the sum"
-echo "need not match the timed step's mean (column \"sum vs step\")."
+echo "One extra, untimed step per job, each operation bracketed by CUDA events"
+echo "(the row's message): ms per kernel family. The events add time between"
+echo "kernels, so the sum need not match the timed step."
 if [ "$kn" -gt 0 ]; then
   kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
     END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
@@ -410,8 +400,7 @@ if [ "$kn" -gt 0 ]; then
   else
     side="above the timed step in $kab of the $kn rows and below it in $kbe"
   fi
-  echo "Here the sum is $side, differing from it by $klo% to $khi%"
-  echo "(median of the differences, either way: $kmed%)."
+  echo "Here it is $side, by $klo% to $khi% (median $kmed% either way)."
 fi
 echo
 echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"
@@ -443,14 +432,11 @@ else
       [ "$rbad" -eq 0 ] || rule="$rule ($rbad of the rows below show another count)" ;;
   esac
   cat <<TEXT
-The fused $gprec train step ($gatt attention, batch $gb) with its kernels
-launched one by one from the host ("direct") and with forward's and
-backward's kernels recorded once as CUDA graphs and replayed
-(\`cuda_graphs = true\`; the first step runs them directly, the second
-records them and launches the recording, later steps launch it again; AdamW
-is one kernel either way). Rows of experiments/cuda_graphs.cfg, GPU:
-$ggpus; ms, mean of $gs timed steps after $gw warm-up steps; "replays"
-counts the forward and backward calls launched from a recording: $rule.
+The fused $gprec train step ($gatt attention, batch $gb) launched kernel by
+kernel ("direct") or with forward and backward replayed as CUDA graphs
+(\`cuda_graphs = true\`). experiments/cuda_graphs.cfg, GPU: $ggpus; ms, mean of
+$gs timed steps after $gw warm-up; "replays": calls launched from a recording,
+$rule.
 
 | size | context | forward direct / graphs | backward direct / graphs | step direct | step graphs | saved | replays |
 |---|--:|--:|--:|--:|--:|--:|--:|
@@ -475,17 +461,11 @@ TEXT
   echo
   if [ -n "$bp" ]; then
     cat <<TEXT
-A replay saves the host's per-kernel work (argument checks, cuBLASLt's
-plan lookup, the launch itself). In relative terms it pays most where
-kernels are shortest (here the $bs model at context $bc, $bp%); in
-milliseconds the saving runs from $lo ms ($los, context $loc) to $hi ms
-($his, context $hic): wherever a run of short kernels (norms, RoPE, the
-loss, the small models' products) takes the GPU less time than the host
-needs to launch it, the GPU waits, and at the start of each phase it waits
-for the first launches. Graphs need the step's shapes fixed (a new batch
-shape records again) and no host work inside a phase: the data-parallel
-strategies, whose gradient hooks start collectives from the host during
-backward, run directly.
+A replay saves the host's per-kernel launch work, so it pays most where
+kernels are shortest (the $bs model at context $bc, $bp%); the saving runs
+from $lo ms ($los, context $loc) to $hi ms ($his, context $hic). Graphs need
+fixed shapes and no host work inside a phase, so the data-parallel
+strategies, whose hooks start collectives from the host, run directly.
 TEXT
     echo
   fi
@@ -529,7 +509,6 @@ tmp="$OUT/torch_compile.tmp.csv"
 rm -f "$tmp"
 echo "![Training step time against model size, ours and PyTorch's, fp32 and bf16](torch_compile.svg)"
 echo
-echo "_The training-step column of the table above against parameter count, both"
-echo "axes logarithmic: our op-by-op and fused paths (solid), PyTorch eager"
-echo "(dashed) and torch.compile (large points, measured at two sizes); GPU: $gpus._"
+echo "_The training-step table against parameter count, log axes: ours (solid),"
+echo "PyTorch eager (dashed), torch.compile (large points, two sizes); GPU: $gpus._"
 echo

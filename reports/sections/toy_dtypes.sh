@@ -36,14 +36,11 @@ echo "### (a) The toy model's data types under mixed precision"
 echo
 
 cat <<'TEXT'
-The handout's ToyModel (fc1 without bias, ReLU, LayerNorm(10), fc2 without
-bias) with a mean squared error, one training step (zero_grad, forward,
-backward, AdamW). Each dtype below is what the toy recorded while it ran:
-for the weights, the precision the matrix products were called with (the
-form they read them in); for every other tensor, the dtype of the buffer it
-was written to. The PyTorch row is autocast(float16) on a GPU, from its
-documented op lists (linear/matmul run in fp16 and return fp16; layer_norm
-and mse_loss are autocast to fp32), the handout's expected answer.
+The handout's ToyModel (fc1 and fc2 without bias, ReLU, LayerNorm(10)),
+mean squared error, one training step. Each dtype is what the toy recorded
+while it ran: for the weights, the precision the products read them in;
+for the rest, the dtype of the buffer written. The PyTorch row is
+autocast(float16) by its documented op lists, the handout's expected answer.
 
 TEXT
 
@@ -83,29 +80,20 @@ if [ -z "$gpu" ]; then
 fi
 
 cat <<'TEXT'
-Why ours differ from autocast: our mixed-precision policy (README, "Precision
-policy") rounds only the *inputs* of each matrix product to fp16 or bf16; the
-product accumulates in fp32 and is written in fp32 (cuBLAS GemmEx with fp16
-inputs and an fp32 output), so fc1's output and the logits stay fp32, where
-autocast keeps the product's output in fp16. Everything else matches: the
-parameters themselves (master weights), their gradients and the AdamW state
-are fp32 in both, and LayerNorm and the loss compute in fp32 in both (autocast
-lists them as fp32 ops because their reductions are sensitive: the mean and
-variance over a row, and the sum of squared errors). Keeping the product
-outputs in fp32 costs memory traffic (4 bytes per activation instead of 2)
-but spares one rounding per activation, and it means no operation downstream
-ever sees a 16-bit value, so LayerNorm needs no special treatment in our
-code.
+**Answer.** As autocast, except that fc1's output and the logits stay
+fp32: our policy (README, "Precision policy") rounds only the *inputs* of
+each product to 16 bits and writes its fp32 accumulator, where autocast
+returns fp16. Master weights, gradients and AdamW state are fp32, and
+LayerNorm and the loss compute in fp32, in both.
 
 TEXT
 echo "### (b) Layer normalisation and 16-bit formats"
 echo
 cat <<'TEXT'
-LayerNorm's sensitive parts are the mean and the variance (a sum of
-squares that can overflow fp16's 65504 or lose small terms) and the division
-by sqrt(var + eps) (eps = 1e-5 is below fp16's smallest normal, 6.1e-5).
-With bf16 the range problem goes away (fp32's exponent range), but its 8
-significant bits make those sums coarse, so LayerNorm is still best computed
-in fp32, as PyTorch's autocast does for bf16 too.
+**Answer.** The mean and the variance (a sum of squares that can overflow
+fp16's 65504 or lose small terms) and the division by sqrt(var + eps) (eps
+= 1e-5 is below fp16's smallest normal). bf16 has fp32's range, but its 8
+significant bits make those sums coarse, so LayerNorm stays in fp32, as
+autocast keeps it for bf16 too.
 
 TEXT

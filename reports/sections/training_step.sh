@@ -48,21 +48,18 @@ batch=$(tool value "$csv" --agg first --where status=ok --col batch)
 
 cat <<TEXT
 Issue: the training step beats the strongest PyTorch on memory too. One
-training step (forward, backward, AdamW) on the fastest path (fused,
-FlashAttention-2, CUDA graphs for forward), batch $batch, on $gpu, with
-AdamW after backward (one pass over every parameter once backward is done)
-against AdamW in backward (\`optimizer = "in_backward"\`: each tensor's
-update queued on a low-priority side stream the moment its gradient is
-final, and on the fused path each layer's gradients kept in one of two
-layer-sized slots instead of a full gradient buffer). Both forms give the
-same weights bit for bit (tests/test_fused on the CPU, tests/test_model_cuda
-on the GPU). PyTorch beside them (reports/anchors/torch_lm.py, same GPU
-kind): \`compiled\` is torch.compile + SDPA + fused AdamW, \`compiled_inbwd\`
-the same with one fused AdamW per parameter stepped from
-register_post_accumulate_grad_hook. MFU: 6 x parameters x tokens per step
-over the step time, against the dense peak ($bf16_tflops TFLOP/s bf16,
-$fp32_tflops fp32 without tensor cores). Step in ms, peak in GiB (the
-engine's own allocator; PyTorch's max_memory_allocated).
+training step on the fastest path (fused, FlashAttention-2, CUDA graphs
+for forward), batch $batch, on $gpu, with AdamW after backward against AdamW
+in backward (\`optimizer = "in_backward"\`: each tensor's update queued on a
+low-priority stream once its gradient is final, each layer's gradients in
+one of two layer-sized slots instead of a full gradient buffer). Both give
+the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
+PyTorch (reports/anchors/torch_lm.py, same GPU kind): \`compiled\` is
+torch.compile + SDPA + fused AdamW, \`compiled_inbwd\` the same stepped per
+parameter from register_post_accumulate_grad_hook. MFU: 6 x parameters x
+tokens over the step time, against the dense peak ($bf16_tflops TFLOP/s bf16,
+$fp32_tflops fp32). Step in ms, peak in GiB (our allocator; PyTorch's
+max_memory_allocated).
 
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
