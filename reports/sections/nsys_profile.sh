@@ -81,8 +81,10 @@ if [ -f "$kp" ] && [ "$(tool count "$kp" --where status=ok)" -gt 0 ]; then
 experiments/nsys_profile.cfg (kernel_profile = true): CUPTI's activity
 records, the source Nsight Systems reads, with the phases and attention's
 parts as NVTX ranges; one forward and one training step per row, every
-kernel by name with calls and GPU time (nsys_profile.samples.jsonl). ms of
-GPU time:
+kernel by name with calls and GPU time (nsys_profile.samples.jsonl).
+Nsight Systems itself is not installed on our GPU machines (no `nsys`
+there), so its kernel summary could not be set beside ours. ms of GPU
+time:
 
 TEXT
   tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
