@@ -44,6 +44,14 @@ static int clear_accumulated(model *m) {
   return 0;
 }
 
+/* y[n, dout] (yt) = x[n, din] W^T: forward's product (forward_fused.c),
+ * on backward's engine, to rebuild what forward did not keep. */
+static int linear_fwd(model *m, const void *x, const float *W, void *y,
+                      dtype yt, int n, int din, int dout) {
+  return k_matmul_ex(m->be, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
+                     m->lt, 0.0f, y, dout, yt, m->opt.f32);
+}
+
 /* dx[n, din] (xt) = dy[n, dout] W (+ beta dx). */
 static int linear_dx(model *m, const void *dy, const float *W, void *dx,
                      dtype xt, int n, int din, int dout, float beta) {
@@ -102,7 +110,18 @@ int model_backward_fused(model *m) {
     TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
     const void *n2 = l->n2;
-    if (!n2) {
+    const float *resid = l->resid;
+    if (!resid) {
+      /* gradient slots: resid = x + merge(o) Wo^T and n2 = ln2(resid)
+       * again, by forward's kernels on the same inputs (the same bits);
+       * om stays for Wo's gradient below */
+      TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
+      TRY(linear_fwd(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
+      TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, a->resid, p->ln2, a->norm, lt,
+                            l->rstd2, N, D, eps));
+      resid = a->resid;
+      n2 = a->norm;
+    } else if (!n2) {
       TRY(k_add_rmsnorm_fwd(e, l->resid, NULL, NULL, p->ln2, a->norm, lt,
                             l->rstd2, N, D, eps));
       n2 = a->norm;
@@ -113,12 +132,12 @@ int model_backward_fused(model *m) {
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dx(m, a->db, p->w3, a->dn, lt, N, D, F, 1.0f));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
-    TRY(k_rmsnorm_bwd_ex(e, a->dn, l->resid, p->ln2, l->rstd2, a->dres,
+    TRY(k_rmsnorm_bwd_ex(e, a->dn, resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN2)));
 
     /* attention: resid = x + merge(o) Wo^T */
-    TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
+    if (l->resid) TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
     TRY(linear_dw(m, a->dres_low, a->om, g->wo, N, D, D));
     TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WO)));

@@ -37,6 +37,8 @@ static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
 /* Where layer l's norm outputs go: kept per layer, or the fp32 scratch. */
 #define N1(l) ((l)->n1 ? (l)->n1 : a->norm)
 #define N2(l) ((l)->n2 ? (l)->n2 : a->norm)
+/* Where layer l's residual after attention goes: kept, or the scratch. */
+#define RESID(l) ((l)->resid ? (l)->resid : a->resid)
 
 int model_forward_fused(model *m, int b, int t) {
   engine *e = m->e;
@@ -55,7 +57,7 @@ int model_forward_fused(model *m, int b, int t) {
       TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, N1(l), lt,
                             l->rstd1, N, D, eps));
     else
-      TRY(k_add_rmsnorm_fwd(e, a->layer[i - 1].resid, a->tmp, l->x, p->ln1,
+      TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[i - 1]), a->tmp, l->x, p->ln1,
                             N1(l), lt, l->rstd1, N, D, eps));
     TRY(linear(m, N1(l), p->wq, a->qkv, lt, N, D, 3 * D));
     TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
@@ -64,14 +66,14 @@ int model_forward_fused(model *m, int b, int t) {
                         l->P, b * H, t, t, Dh, 1, scale, lt));
     TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
     TRY(linear(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
-    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, l->resid, p->ln2, N2(l), lt,
+    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, RESID(l), p->ln2, N2(l), lt,
                           l->rstd2, N, D, eps));
     TRY(linear(m, N2(l), p->w1, l->a, lt, N, D, F));
     TRY(linear(m, N2(l), p->w3, l->b, lt, N, D, F));
     TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
     TRY(linear(m, a->h, p->w2, a->tmp, DT_F32, N, F, D));
   }
-  TRY(k_add_rmsnorm_fwd(e, a->layer[L - 1].resid, a->tmp, a->xl, m->p.lnf,
+  TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[L - 1]), a->tmp, a->xl, m->p.lnf,
                         a->lnf, lt, a->lnf_rstd, N, D, eps));
   TRY(linear(m, a->lnf, m->p.lm, a->logits, DT_F32, N, D, V));
   return 0;

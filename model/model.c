@@ -135,8 +135,9 @@ static int act_table(model *m, act_builder *b) {
  * all layers. Norm outputs are kept only in 16 bits: in fp32 they would
  * make the fused path keep more than op-by-op, and recomputing them is
  * 0.2% of an fp32 step. With gradient slots (the memory-lean in-backward
- * form) they are recomputed in 16 bits too: the same kernel on the same
- * saved input and gain, so the same bits as forward's. */
+ * form) they are recomputed in 16 bits too, and so is the fp32 residual
+ * after attention (x + merge(o) Wo^T: one product of d_model^2 a token),
+ * each by forward's kernels on the same saved inputs, so the same bits. */
 static int fused_act_table(model *m, act_builder *b) {
   const size_t B = (size_t)m->B, T = (size_t)m->T, N = B * T;
   const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
@@ -159,7 +160,7 @@ static int fused_act_table(model *m, act_builder *b) {
     ACT(lse, "attn.lse", B * H * T, 1, fz);
     if (m->opt.attention == ATTN_MATERIALIZED)
       ACT(P, "attn.scores", B * H * T, T, lz);
-    ACT(resid, "attn.residual", N, D, fz);
+    if (!m->opt.grad_slots) ACT(resid, "attn.residual", N, D, fz);
     ACT(rstd2, "ln2.rstd", N, 1, fz);
     if (keep_norms) ACT(n2, "ln2.out", N, D, lz);
     ACT(a, "ffn.a", N, F, lz);
@@ -176,6 +177,7 @@ static int fused_act_table(model *m, act_builder *b) {
     TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", N, V, lz));
   TRY(act_add_t(b, &a->qkv, "scratch.qkv", N, 3 * D, lz));
   TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
+  if (m->opt.grad_slots) TRY(act_add(b, &a->resid, "scratch.residual", N, D));
   if (m->lt == DT_F32 || m->opt.grad_slots)
     TRY(act_add_t(b, &a->norm, "scratch.norm", N, D, lz));
   TRY(act_add_t(b, &a->om, "scratch.attn_merged", N, D, lz));

@@ -93,10 +93,12 @@ typedef struct model_options {
                         * only; the layers' gradients live in two slots of
                         * one layer's size, each layer's only until its
                         * update, not in a buffer of every gradient
-                        * (model_grads is then NULL); and the norms'
-                        * 16-bit outputs are recomputed in backward, not
-                        * saved (2 x tokens x d_model x 2 bytes a layer,
-                        * for two RMSNorm passes a layer) */
+                        * (model_grads is then NULL); and backward
+                        * rebuilds, rather than forward saves, the norms'
+                        * 16-bit outputs (two RMSNorm passes a layer) and
+                        * the fp32 residual after attention (one product
+                        * of d_model^2 a token): 8 x d_model bytes a
+                        * token a layer with 16-bit products */
   int adamw_blocks;    /* model_backward_adamw's updates, beside backward,
                         * hold at most this many thread blocks (one per SM
                         * on Hopper: eng_side_view); 0: as many as they

@@ -101,7 +101,8 @@ typedef struct fused_layer {
   void *o;             /* [B*H*T, Dh] attention output, heads split */
   float *lse;          /* [B*H*T] the attention's logsumexp */
   void *P;             /* [B*H*T, T] materialised attention only, else NULL */
-  float *resid;        /* [N, D] x + attention: input of ln2 */
+  float *resid;        /* [N, D] x + attention: input of ln2; NULL with
+                          gradient slots (fused_acts.resid, rebuilt) */
   void *a, *b;         /* [N, F] x W1^T, x W3^T */
 } fused_layer;
 
@@ -117,6 +118,9 @@ typedef struct fused_acts {
   /* scratch shared by all layers */
   void *qkv;           /* [N, 3D] lt: x W_qkv^T, as autocast rounds it */
   float *tmp;          /* [N, D] a sublayer's output before its residual */
+  float *resid;        /* [N, D] with gradient slots: the current layer's
+                          x + attention (forward), rebuilt in backward by
+                          forward's kernels; else NULL */
   void *norm;          /* [N, D] lt = f32: ln1 / ln2 output (recomputed in
                           backward); else NULL */
   void *om;            /* [N, D] attention output, heads merged */

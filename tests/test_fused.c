@@ -145,6 +145,17 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     check(gb[1] < gb[0] && model_grads(m[1]) == NULL,
           "%s: gradient slots hold %zu of the %zu gradient bytes", what,
           gb[1], gb[0]);
+    /* ...and the residual after attention is rebuilt, not saved */
+    int kept[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+      int na;
+      const tensor_view *acts = model_activations(m[k], &na);
+      for (int j = 0; j < na; j++)
+        kept[k] += strstr(acts[j].name, "attn.residual") != NULL;
+    }
+    check(kept[0] == c->layers && kept[1] == 0,
+          "%s: residuals after attention saved without slots (%d of %d), "
+          "rebuilt with them (%d saved)", what, kept[0], c->layers, kept[1]);
   }
   adamw_config a = adamw_defaults();
   int same = adamw_forms_agree(m[0], m[1], B, T, 3);

@@ -172,7 +172,7 @@ TEXT
       params) w="fp32 weights (4 bytes a parameter) and their bf16 copy the products read (2)" ;;
       grads) w="fp32 gradients: the whole buffer after backward; in backward two layer-sized slots plus the embedding's and head's" ;;
       optimizer) w="AdamW's two fp32 moments (8 bytes a parameter)" ;;
-      activations) w="what forward saves for backward (per layer: input, residual, q, k, v, o, the FFN's two projections, and after backward the norms' 16-bit outputs) and backward's scratch" ;;
+      activations) w="what forward saves for backward (per layer: the input, q, k, v, o, the FFN's two projections and more) and backward's scratch" ;;
       workspace) w="cuBLAS's workspace" ;;
       *) w="everything else" ;;
     esac
@@ -182,9 +182,7 @@ TEXT
   over=$(printf '%s\n' "$pi" | awk -F, '$2 > 1024 { printf "%s%s (%.1f GiB)", s, $1, $2 / 1024; s = ", " }')
   echo "Above 1 GiB at the in-backward peak: $over. The weights' two copies"
   echo "and the moments are the floor a step with fp32 AdamW state keeps;"
-  echo "the activations are what remains to cut (in backward the norms' outputs"
-  echo "are already recomputed; the fp32 residual after attention could be rebuilt"
-  echo "from the layer's input and attention's output with one product, and the"
-  echo "gradients could use a slot per tensor instead of per layer)."
+  echo "the activations are what remains to cut (which tensors each form saves"
+  echo "and which it rebuilds in backward: model/model.c, fused_act_table)."
   echo
 fi
