@@ -15,7 +15,17 @@ static float *weights(model *m) {
   hard(h ? 0 : -1, "out of host memory");
   hard(eng_download(model_engine(m), h, model_params(m), n * sizeof *h),
        "eng_download");
+  hard(eng_sync(model_engine(m)), "eng_sync");
   return h;
+}
+
+model *initial_model(engine *e, const model_config *c, int B, int T,
+                     uint64_t seed, float **w) {
+  model *m;
+  hard(model_create(&m, e, c, B, T, DT_F32), "model_create");
+  hard(model_init(m, seed), "model_init");
+  *w = weights(m);
+  return m;
 }
 
 int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps) {
@@ -61,10 +71,8 @@ float *other_checkpoint(engine *e, const model_config *c, int B, int T,
     exit(99);
   }
   snprintf(path, npath, "%s/other.safetensors", dir);
-  model *src;
-  hard(model_create(&src, e, c, B, T, DT_F32), "model_create");
-  hard(model_init(src, 4242), "model_init");
-  float *w = weights(src);
+  float *w;
+  model *src = initial_model(e, c, B, T, 4242, &w);
   int nv;
   const tensor_view *v = model_views(src, &nv);
   for (int i = 0; i < nv; i++)

@@ -6,6 +6,12 @@
 
 #include "model/model.h"
 
+/* An fp32 model of c (batch B, sequence T) on e, initialised from seed:
+ * the model, and its weights downloaded into *w (nparams floats,
+ * malloc'd), the fixture each model test starts from. */
+model *initial_model(engine *e, const model_config *c, int B, int T,
+                     uint64_t seed, float **w);
+
 /* `steps` training steps on fresh random batches (tests/testlib.h's
  * stream), `after` with model_backward then model_adamw_step, `in_bwd`
  * with model_backward_adamw, both from whatever weights they hold: 1 when

@@ -355,11 +355,9 @@ int main(void) {
   model_config c;
   model_config_by_name("tiny", &c);
   const int B = 2, T = 13;   /* T not a multiple of any tile */
-  model *init;
-  hard(model_create(&init, e, &c, B, T, DT_F32), "model_create");
-  hard(model_init(init, 77), "model_init");
+  float *w;
+  model *init = initial_model(e, &c, B, T, 77, &w);
   size_t np = model_nparams(init);
-  float *w = download(e, model_params(init), np);
   int nv;
   const tensor_view *v = model_views(init, &nv);
   for (int i = 0; i < nv; i++)     /* gains away from 1 */

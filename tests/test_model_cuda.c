@@ -270,11 +270,9 @@ static void test_layernorm(engine *cpu, engine *gpu, int B, int T) {
   model_config_by_name("tiny", &c);
   c.heads = 2;
   c.norm = NORM_LAYER;
-  model *init;
-  hard(model_create(&init, cpu, &c, B, T, DT_F32), "model_create");
-  hard(model_init(init, 2024), "model_init");
+  float *w;
+  model *init = initial_model(cpu, &c, B, T, 2024, &w);
   size_t np = model_nparams(init);
-  float *w = download(cpu, model_params(init), np);
   int nv;
   const tensor_view *v = model_views(init, &nv);
   for (int i = 0; i < nv; i++) {
@@ -464,11 +462,9 @@ int main(void) {
   model_config_by_name("tiny", &c);
   c.heads = 2;   /* d_head 16: the GPU flash kernels take 16, 32, 64, 80, 128 */
   const int B = 3, T = 17;
-  model *init;
-  hard(model_create(&init, cpu, &c, B, T, DT_F32), "model_create");
-  hard(model_init(init, 336), "model_init");
+  float *w;
+  model *init = initial_model(cpu, &c, B, T, 336, &w);
   size_t np = model_nparams(init);
-  float *w = download(cpu, model_params(init), np);
   int nv;
   const tensor_view *v = model_views(init, &nv);
   int32_t ids[B * T], tg[B * T];
