@@ -105,25 +105,55 @@ pt_peak() { tool value "$pt_csv" --agg first --default "" --col "peak_gib_$1"; }
 pt_bm=$(tool value "$pt_csv" --agg first --default "?" --col bucket_mb)
 pt_name="PyTorch DDP + torch.compile + fused AdamW ($pt_bm MB buckets)"
 pt_src="reports/anchors/ddp_pytorch_compiled.csv, from shared/anchors/README.md's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
-# The scripted anchor (reports/anchors/torch_ddp.py) replaces those copied
-# numbers once it has rows at our shape: per precision and GPU count its
-# fastest bucket size, mean step, as our step_ms_mean.
-pt_new="$reports/anchors/torch_ddp_h200.csv"
+# GPU kinds: a comparison across CSVs is made only where both were measured
+# on the same GPU model. gpu_model FILE COL: the models (H100, H200, ...)
+# named in column COL of FILE's rows, joined by "/"; empty if no file.
+gpu_model() {
+  [ -f "$1" ] || return 0
+  tool distinct "$1" --cols "$2" | sed -n 's/.*\(H[0-9][0-9]*\).*/\1/p' | sort -u | paste -sd/ -
+}
+ours=$(gpu_model "$own" gpu_name)
+# same_kind FILE: FILE's rows come from the GPU model of this section's rows.
+same_kind() { [ "$(gpu_model "$1" gpu_name)" = "$ours" ]; }
+# kind_tag FILE: ", 2 x H200" where FILE's rows come from another GPU model.
+kind_tag() { same_kind "$1" || printf ', 2 x %s' "$(gpu_model "$1" gpu_name)"; }
+
+# The scripted anchor (reports/anchors/torch_ddp.py, one file per GPU model)
+# replaces those copied numbers once it has rows at our shape on our GPU
+# model, both precisions on 1 and 2 GPUs: per precision and GPU count its
+# fastest bucket size, mean step, as our step_ms_mean. pt_ok: the anchor in
+# use was measured on our GPU model (else it is not compared).
+pt_new="$reports/anchors/torch_ddp_$(printf '%s' "$ours" | tr 'A-Z' 'a-z').csv"
+pt_ok=0
 if [ -f "$pt_new" ]; then
   pt_w="--where status=ok --where config=compiled"
   for c in size context rank_batch; do
     pt_w="$pt_w --where $c=$(tool value "$own" --agg first --where status=ok --col $c)"
   done
-  pt_n=$(tool count "$pt_new" $pt_w)
-  if [ "$pt_n" -gt 0 ]; then
+  pt_full=1
+  for p in fp32 bf16; do
+    for w in 1 2; do
+      # shellcheck disable=SC2086 # pt_w is a list of arguments
+      [ "$(tool count "$pt_new" $pt_w --where precision=$p --where world_size=$w)" -gt 0 ] || pt_full=0
+    done
+  done
+  if [ $pt_full -eq 1 ]; then
     pt_csv=$pt_new
     pt() { tool value "$pt_csv" --sort step_ms_mean --agg first --default "" $pt_w --where precision="$1" --where world_size="$2" --col step_ms_mean --fmt %.1f; }
     pt_peak() { tool value "$pt_csv" --agg "$1" --default "" $pt_w --where world_size=2 --col peak_gib --fmt %.1f; }
     pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
     pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm)"
-    pt_src="reports/anchors/torch_ddp_h200.csv, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
+    pt_src="reports/anchors/${pt_new##*/}, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
+    pt_ok=1
   fi
 fi
+pt_kind=""
+if [ $pt_ok -eq 0 ]; then
+  pt_kind=$(gpu_model "$pt_csv" machine)
+  [ "$pt_kind" != "$ours" ] || pt_ok=1
+fi
+# Said wherever the PyTorch comparison would stand when it cannot.
+pt_missing="The strongest PyTorch ($pt_name) has not been measured on 2 x $ours at this shape yet (the copied anchor is from 2 x $pt_kind): run \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/${pt_new##*/} --precisions fp32\` and then \`bf16\` on that machine."
 
 # The table of rows: LEAD is the row's first cells ("| naive |"); FILE,
 # PREC, GPUs, bucket (or empty).
@@ -390,6 +420,22 @@ bucketed_a() {
   [ -z "$bf" ] || kf=$(two "$csv" fp32 step_ms_mean "$bf")
   [ -z "$bh" ] || kh=$(two "$csv" bf16 step_ms_mean "$bh")
   if [ -n "$kf" ] && [ -n "$kh" ] && has_all_rows "$overlap" && has_all_rows "$flat"; then
+    verdict="The"
+    if same_kind "$overlap" && same_kind "$flat"; then
+      if is_true "$kf < $(two "$overlap" fp32 step_ms_mean) && $kf < $(two "$flat" fp32 step_ms_mean)" &&
+         is_true "$kh < $(two "$overlap" bf16 step_ms_mean) && $kh < $(two "$flat" bf16 step_ms_mean)"; then
+        verdict="In direction they do: the"
+      else
+        verdict="Not in every precision here: the"
+      fi
+      vs_f=" against
+$(f1 "$(two "$overlap" fp32 step_ms_mean)") ms overlapped per tensor and $(f1 "$(two "$flat" fp32 step_ms_mean)") ms flat"
+      vs_h="
+against $(f1 "$(two "$overlap" bf16 step_ms_mean)") and $(f1 "$(two "$flat" bf16 step_ms_mean)") ms"
+    else
+      vs_f="" vs_h=" (the per-tensor and flat rows come from 2 x $(gpu_model "$overlap" gpu_name), so they are not
+compared with these 2 x $ours rows)"
+    fi
     # the least and the most fp32 2-GPU step over the bucket sizes (each
     # size's latest row, as the table shows them)
     lo="" hi=""
@@ -405,9 +451,7 @@ bucketed_a() {
     cat <<EOF
 **Answer.** Buckets keep the overlap and pay the per-call cost fewer
 times, so they should beat per-tensor overlap and the flat buffer, best at
-a middle size. In direction they do: the best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets) against
-$(f1 "$(two "$overlap" fp32 step_ms_mean)") ms overlapped per tensor and $(f1 "$(two "$flat" fp32 step_ms_mean)") ms flat, and $(f1 "$kh") ms in bf16 ($(calc %g "$bh") MiB)
-against $(f1 "$(two "$overlap" bf16 step_ms_mean)") and $(f1 "$(two "$flat" bf16 step_ms_mean)") ms.
+a middle size. $verdict best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets)$vs_f, and $(f1 "$kh") ms in bf16 ($(calc %g "$bh") MiB)$vs_h.
 EOF
     if [ -n "$ar_o" ]; then
       arall=$(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib "$bf") / $ar_w")
@@ -440,7 +484,10 @@ EOF
   echo
   failed_jobs "$csv" precision,world_size,bucket_mb,status,message \
     "precision,GPUs,bucket (MiB),status,message"
-  if [ -n "$kf" ] && [ -n "$kh" ]; then
+  if [ -n "$kf" ] && [ -n "$kh" ] && [ $pt_ok -eq 0 ]; then
+    echo "$pt_missing"
+    echo
+  elif [ -n "$kf" ] && [ -n "$kh" ]; then
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$tf2" "$th2" "$tf1" "$th1"; do num "a PyTorch anchor" "$x"; done
     of1=$(one "$csv" fp32 step_ms_mean "$bf"); oh1=$(one "$csv" bf16 step_ms_mean "$bh")
@@ -580,14 +627,25 @@ from the runner's CSV named beside it.
 #### The strategies against PyTorch
 
 Each form at its fastest bucket size; ratio = 2-GPU step / 1-GPU step at
-the same per-GPU batch (1.05 is the project's goal). The PyTorch rows:
+the same per-GPU batch (1.05 is the project's goal); steps compare only
+between rows of the same GPUs, ratios across them. The PyTorch rows:
 $pt_name ($pt_src), and eager PyTorch DDP (reports/anchors/ddp_pytorch.csv) for reference.
 
-| strategy | fp32 2-GPU step (ms) | fp32 ratio | bf16 2-GPU step (ms) | bf16 ratio |
-|---|--:|--:|--:|--:|
+| strategy | GPUs | fp32 2-GPU step (ms) | fp32 ratio | bf16 2-GPU step (ms) | bf16 ratio |
+|---|---|--:|--:|--:|--:|
 EOF
   for s in naive flat overlap bucketed copyengine zero1ce pytorch eager; do
     row="" ok=0
+    case $s in
+      naive) gk=$(gpu_model "$naive" gpu_name) ;;
+      flat) gk=$(gpu_model "$flat" gpu_name) ;;
+      overlap) gk=$(gpu_model "$overlap" gpu_name) ;;
+      bucketed) gk=$(gpu_model "$csv" gpu_name) ;;
+      copyengine) gk=$(gpu_model "$ce" gpu_name) ;;
+      zero1ce) gk=$(gpu_model "$z1ce" gpu_name) ;;
+      pytorch) if [ "$pt_csv" = "$pt_new" ]; then gk=$(gpu_model "$pt_csv" gpu); else gk=$(gpu_model "$pt_csv" machine); fi ;;
+      eager) gk=$(gpu_model "$pe_csv" machine) ;;
+    esac
     for p in fp32 bf16; do
       case $s in
         naive) f=$naive; bm=""; name="naive, per tensor after backward" ;;
@@ -614,11 +672,14 @@ EOF
         row="$row | - | -"
       fi
     done
-    [ $ok -eq 0 ] || echo "| $name$row |"
+    [ $ok -eq 0 ] || echo "| $name | 2 x ${gk:-?}$row |"
   done
   echo
   cf=$(best_bucket fp32 "$ce"); ch=$(best_bucket bf16 "$ce")
-  if [ -n "$cf" ] && [ -n "$ch" ]; then
+  if [ -n "$cf" ] && [ -n "$ch" ] && [ $pt_ok -eq 0 ]; then
+    echo "$pt_missing"
+    echo
+  elif [ -n "$cf" ] && [ -n "$ch" ]; then
     cf2=$(two "$ce" fp32 step_ms_mean "$cf"); ch2=$(two "$ce" bf16 step_ms_mean "$ch")
     cf1=$(one "$ce" fp32 step_ms_mean "$cf"); ch1=$(one "$ce" bf16 step_ms_mean "$ch")
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
@@ -672,7 +733,7 @@ EOF
       c8=$(cq 8 bwd_ms_mean); c0=$(cq 0 bwd_ms_mean)
       if [ -n "$c1" ] && [ -n "$gm" ] && [ -n "$c8" ] && [ -n "$c0" ]; then
         echo "Capping NCCL's thread blocks per collective (ddp_nccl_ctas.csv, fp32,"
-        echo "$(calc %g "$c_bm") MiB) does not give backward its speed back: a block moves about"
+        echo "$(calc %g "$c_bm") MiB$(kind_tag "$ctas")) does not give backward its speed back: a block moves about"
         echo "$(calc %.0f "$gm / 1024 / $c1 * 1000 / $c_n") GiB/s (with $c_n per collective), so a few blocks leave the all-reduce outlasting backward, and with 8 blocks backward"
         echo "takes $(f1 "$c8") ms against $(f1 "$c0") ms with NCCL's default, though it then holds a few SMs, not dozens."
       fi
@@ -682,7 +743,7 @@ EOF
       sr_base=$(tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 \
         --where nccl_max_ctas="$(sr_best nccl_max_ctas)" --where gemm_sm_reserve=0 --agg first --default "" --col step_ms_mean)
       if [ -n "$sr_base" ]; then
-        echo "Shaping backward's cuBLAS products for fewer SMs (ddp_sm_reserve.csv) so that"
+        echo "Shaping backward's cuBLAS products for fewer SMs (ddp_sm_reserve.csv$(kind_tag "$smr")) so that"
         echo "a wave does not spill beside a collective's blocks gains little: $(sr_best gemm_sm_reserve) SMs reserved"
         echo "with $(sr_best nccl_max_ctas) blocks per collective, the best pair and the one the bucketed rows use,"
         echo "takes the fp32 step from $(f1 "$sr_base") to $(f1 "$(sr_best step_ms_mean)") ms."
@@ -701,7 +762,7 @@ EOF
       chi=$(printf '%s\n' "$caps" | awk 'NF { c = $0 } END { print c }')
       m1lo=$(cn_mm "$clo" 1); m2lo=$(cn_mm "$clo" 2); m1hi=$(cn_mm "$chi" 1); m2hi=$(cn_mm "$chi" 2)
       if [ -n "$m1lo" ] && [ -n "$m2lo" ] && [ -n "$m1hi" ] && [ -n "$m2hi" ] && [ "$clo" != "$chi" ]; then
-        echo "Timing every kernel of one step (ddp_contention.csv) shows where: the fp32"
+        echo "Timing every kernel of one step (ddp_contention.csv$(kind_tag "$con")) shows where: the fp32"
         echo "matrix products run $(calc %.1f "100 * ($m2lo / $m1lo - 1)")% slower beside the all-reduces with $clo blocks per"
         echo "collective and $(calc %.1f "100 * ($m2hi / $m1hi - 1)")% with $chi, so not in proportion to the SMs taken; the"
         echo "host queues backward well ahead of the GPU and the clocks did not"
@@ -773,7 +834,7 @@ EOF
       cat <<EOF
 The transfers and the half of AdamW are set by the weights, not by the
 tokens, so what the second GPU adds does not grow with the per-GPU batch
-while the step does (zero1_batch_scaling.csv, $(tool distinct "$zbs" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets):
+while the step does (zero1_batch_scaling.csv$(kind_tag "$zbs"), $(tool distinct "$zbs" --cols bucket_mb --where status=ok | awk 'NF { printf "%s%g", (n++ ? ", " : ""), $1 }') MiB buckets):
 
 | precision | sequences per GPU | 1-GPU step (ms) | 2-GPU step (ms) | ratio |
 |---|--:|--:|--:|--:|
