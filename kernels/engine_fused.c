@@ -156,8 +156,11 @@ static int check_swiglu_bwd_ex(engine *e, const void *dh, const void *a,
   NEED_BUF(op, dh); NEED_BUF(op, a); NEED_BUF(op, b);
   NEED_BUF(op, da); NEED_BUF(op, db);
   NEED(da != db, "%s: da and db must differ", op);
-  NEED(h == NULL || (h != da && h != db && h != a && h != b && h != dh),
-       "%s: h must be its own buffer", op);
+  /* in place, element by element: da over a, db over b, h over dh */
+  NEED(da == a || (da != b && da != dh), "%s: da may alias a only", op);
+  NEED(db == b || (db != a && db != dh), "%s: db may alias b only", op);
+  NEED(h == NULL || h == dh || (h != da && h != db && h != a && h != b),
+       "%s: h may alias dh only", op);
   return 0;
 }
 

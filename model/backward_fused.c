@@ -61,18 +61,21 @@ static int linear_dx(model *m, const void *dy, const float *W, void *dx,
 
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
 
-/* Gradient slots (model_options.grad_slots): layer i writes into slot
- * i % 2 once the side stream has updated the layer that used it before
- * (i + 2, whose update of its first norm's gain marked the slot free);
- * its norms' gains, which backward adds into, start from zero. Every
+/* Gradient slots (model_options.grad_slots): group g (grad_group: the
+ * head L, layer i, the embedding -1) writes into slot grad_slot(g) once
+ * the side stream has updated the group that used it before (g + 2,
+ * whose last update marked the slot free); the gradients backward adds
+ * into (the norms' gains, the embedding's rows) start from zero. Every
  * product writes its gradient (model_backward_adamw defers the zeroing). */
-static int slot_take(model *m, int i) {
-  eng_event *ev = m->slot_ev[i % 2];
-  m->slot_ev[i % 2] = NULL;
+static int slot_take(model *m, int g) {
+  eng_event *ev = m->slot_ev[grad_slot(g)];
+  m->slot_ev[grad_slot(g)] = NULL;
   if (ev) TRY(eng_event_wait(m->be, ev));
   const size_t D = (size_t)m->c.d_model * sizeof(float);
-  TRY(eng_memset0(m->be, m->g.layer[i].ln1, D));
-  TRY(eng_memset0(m->be, m->g.layer[i].ln2, D));
+  if (g < 0) return eng_memset0(m->be, m->g.emb, (size_t)m->c.vocab * D);
+  if (g == m->c.layers) return eng_memset0(m->be, m->g.lnf, D);
+  TRY(eng_memset0(m->be, m->g.layer[g].ln1, D));
+  TRY(eng_memset0(m->be, m->g.layer[g].ln2, D));
   return 0;
 }
 
@@ -85,7 +88,8 @@ int model_backward_fused(model *m) {
   const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
   const dtype lt = m->lt;
   void *dres_low = a->dres_low == (void *)a->dres ? NULL : a->dres_low;
-  if (m->grads_deferred_zero) TRY(clear_accumulated(m));
+  if (m->gmap) TRY(slot_take(m, L));
+  else if (m->grads_deferred_zero) TRY(clear_accumulated(m));
 
   /* loss = mean CE; logits = lnf W_lm^T */
   TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
@@ -103,9 +107,12 @@ int model_backward_fused(model *m) {
     if (m->gmap) TRY(slot_take(m, i));
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
     /* dh first, so h is recomputed by the pass that reads a and b for
-     * da and db anyway. */
+     * da and db anyway; that pass works in place (each element read
+     * before it is written): h over dh, da over a, db over b, which
+     * backward reads no more. */
+    void *da = l->a, *db = l->b;
     TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
-    TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, a->da, a->db, a->h, lt,
+    TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, da, db, a->h, lt,
                         (size_t)N * F));
     TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
@@ -126,11 +133,11 @@ int model_backward_fused(model *m) {
                             l->rstd2, N, D, eps));
       n2 = a->norm;
     }
-    TRY(linear_dw(m, a->da, n2, g->w1, N, D, F));
-    TRY(linear_dw(m, a->db, n2, g->w3, N, D, F));
-    TRY(linear_dx(m, a->da, p->w1, a->dn, lt, N, D, F, 0.0f));
+    TRY(linear_dw(m, da, n2, g->w1, N, D, F));
+    TRY(linear_dw(m, db, n2, g->w3, N, D, F));
+    TRY(linear_dx(m, da, p->w1, a->dn, lt, N, D, F, 0.0f));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
-    TRY(linear_dx(m, a->db, p->w3, a->dn, lt, N, D, F, 1.0f));
+    TRY(linear_dx(m, db, p->w3, a->dn, lt, N, D, F, 1.0f));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
@@ -163,6 +170,7 @@ int model_backward_fused(model *m) {
                          dres_low, lt, g->ln1, N, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_LN1)));
   }
+  if (m->gmap) TRY(slot_take(m, -1));
   TRY(k_embedding_bwd(e, m->ids, a->dres, m->g.emb, N, D, V));
   TRY(model_grad_ready(m, 0));   /* model_backward then clears grads_deferred_zero */
   return 0;

@@ -186,15 +186,10 @@ static int fused_act_table(model *m, act_builder *b) {
   if (m->lt != DT_F32)
     TRY(act_add_t(b, &a->dres_low, "scratch.grad_residual_low", N, D, lz));
   TRY(act_add_t(b, &a->dn, "scratch.grad_norm", N, D, lz));
-  TRY(act_add_t(b, &a->dh, "scratch.grad_ffn_h", N, F, lz));
-  TRY(act_add_t(b, &a->da, "scratch.grad_ffn_a", N, F, lz));
-  TRY(act_add_t(b, &a->db, "scratch.grad_ffn_b", N, F, lz));
   TRY(act_add_t(b, &a->dom, "scratch.grad_attn_merged", N, D, lz));
-  TRY(act_add_t(b, &a->dO, "scratch.grad_attn_o", B * H * T, Dh, lz));
-  TRY(act_add_t(b, &a->dq, "scratch.grad_q", B * H * T, Dh, lz));
   TRY(act_add_t(b, &a->dk, "scratch.grad_k", B * H * T, Dh, lz));
   TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
-  TRY(act_add_t(b, &a->dqkv, "scratch.grad_qkv", N, 3 * D, lz));
+  /* dh, dO, dq, dqkv share buffers (fused_acts): set in create */
   return 0;
 }
 
@@ -303,32 +298,34 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
 }
 
 /* Where each view's gradient lives (model_internal.h: ngrads, gmap): at
- * its own offset, or with grad_slots the embedding's first, layer i's in
- * slot i % 2, the final norm's and head's last. A layer's views are one
- * run of the table (model_layout), checked here. */
+ * its own offset, or with grad_slots in slot grad_slot(grad_group(v)) at
+ * its offset within its group. A group's views are one run of the table
+ * (model_layout: the embedding, the layers end to end, the final norm and
+ * the head), checked here. */
 static int grad_layout(model *m) {
   m->ngrads = m->nparams;
   if (!m->opt.grad_slots) return 0;
   const int L = m->c.layers, nv = m->nviews;
   size_t emb = m->views[0].numel, lay0 = m->views[1].offset;
-  size_t per = m->views[nv - 2].offset - lay0, tail = m->views[nv - 2].offset;
-  if (L < 1 || per % (size_t)L != 0 || m->views[1].offset != emb)
+  size_t tail = m->views[nv - 2].offset, per = tail - lay0;
+  if (L < 1 || per % (size_t)L != 0 || lay0 != emb ||
+      grad_group(nv - 3, nv, L) != L - 1)
     FAIL(ERR_FAIL, "gradient slots: layers not laid out end to end");
   per /= (size_t)L;
+  size_t head = m->nparams - tail, slot = per;
+  if (emb > slot) slot = emb;
+  if (head > slot) slot = head;
   m->gmap = malloc((size_t)nv * sizeof *m->gmap);
   CHECK_ALLOC(m->gmap, (size_t)nv * sizeof *m->gmap);
-  m->gmap[0] = 0;
-  for (int i = 0; i < L; i++)
-    for (int t = 0; t < PER_LAYER_TENSORS; t++) {
-      int v = 1 + i * PER_LAYER_TENSORS + t;
-      size_t in = m->views[v].offset - (lay0 + (size_t)i * per);
-      if (in + m->views[v].numel > per)
-        FAIL(ERR_FAIL, "gradient slots: layer %d's views outside its run", i);
-      m->gmap[v] = emb + (size_t)(i % 2) * per + in;
-    }
-  for (int v = nv - 2; v < nv; v++)
-    m->gmap[v] = emb + 2 * per + (m->views[v].offset - tail);
-  m->ngrads = emb + 2 * per + (m->nparams - tail);
+  for (int v = 0; v < nv; v++) {
+    int g = grad_group(v, nv, L);
+    size_t start = g < 0 ? 0 : g == L ? tail : lay0 + (size_t)g * per;
+    size_t in = m->views[v].offset - start;
+    if (in + m->views[v].numel > slot)
+      FAIL(ERR_FAIL, "gradient slots: view %d outside its group's run", v);
+    m->gmap[v] = (size_t)grad_slot(g) * slot + in;
+  }
+  m->ngrads = 2 * slot;
   return 0;
 }
 
@@ -371,6 +368,10 @@ static int create(model *m) {
     for (int i = 0; i < b.n; i++) *b.slots[i] = m->acts + b.views[i].offset;
   if (rc == 0 && m->opt.fused) {
     m->f.layer[0].x = m->f.embed;
+    m->f.dh = m->f.h;
+    m->f.dO = m->f.om;
+    m->f.dq = m->f.dom;
+    m->f.dqkv = m->f.qkv;
     if (m->f.dlogits == NULL) m->f.dlogits = m->f.logits;
     if (m->f.dres_low == NULL) m->f.dres_low = m->f.dres;
   }
@@ -830,12 +831,14 @@ int model_adamw_view(model *m, int v) {
                 o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
   }
   /* A layer's last view (its first norm's gain, backward's last for the
-   * layer): its slot is free once this update is done. */
-  int layer = (v - 1) / PER_LAYER_TENSORS;
-  if (m->gmap && v >= 1 && layer < m->c.layers &&
-      (v - 1) % PER_LAYER_TENSORS == P_LN1) {
-    eng_event_free(m->side, m->slot_ev[layer % 2]);
-    TRY(eng_event_record(m->side, &m->slot_ev[layer % 2]));
+   * layer), any of the head's two, the embedding: the group's slot is free
+   * once this update (the side stream runs them in order) is done. */
+  int grp = grad_group(v, m->nviews, m->c.layers);
+  if (m->gmap && (grp < 0 || grp == m->c.layers ||
+                  (v - 1) % PER_LAYER_TENSORS == P_LN1)) {
+    int s = grad_slot(grp);
+    eng_event_free(m->side, m->slot_ev[s]);
+    TRY(eng_event_record(m->side, &m->slot_ev[s]));
   }
   return 0;
 }

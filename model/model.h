@@ -90,9 +90,10 @@ typedef struct model_options {
                         * recorded as a CUDA graph (the cuda engine only)
                         * and replayed, see model_graph_replays */
   int grad_slots;      /* 1 (fused path): trained with model_backward_adamw
-                        * only; the layers' gradients live in two slots of
-                        * one layer's size, each layer's only until its
-                        * update, not in a buffer of every gradient
+                        * only; the gradients live in two slots, each the
+                        * size of a layer's (or the head's, or the
+                        * embedding's, if larger), each group's only until
+                        * its update, not in a buffer of every gradient
                         * (model_grads is then NULL); and backward
                         * rebuilds, rather than forward saves, the norms'
                         * 16-bit outputs (two RMSNorm passes a layer) and

@@ -115,7 +115,12 @@ typedef struct fused_acts {
   float *logits;       /* [N, V] fp32 */
   float *losses, *lse; /* [N] */
   void *dlogits;       /* [N, V] lt; the logits buffer itself when lt = f32 */
-  /* scratch shared by all layers */
+  /* Scratch shared by all layers. Backward's gradients reuse what is dead
+   * by the time they are written (each name below the buffer it shares):
+   * dh is h (the SwiGLU backward writes h over dh in place), dO is om
+   * (Wo's gradient has read om), dq is dom (split into dO), dqkv is qkv
+   * (forward's only); the SwiGLU backward writes da and db over the
+   * layer's saved a and b (backward_fused.c). */
   void *qkv;           /* [N, 3D] lt: x W_qkv^T, as autocast rounds it */
   float *tmp;          /* [N, D] a sublayer's output before its residual */
   float *resid;        /* [N, D] with gradient slots: the current layer's
@@ -128,10 +133,10 @@ typedef struct fused_acts {
   float *dres;         /* [N, D] d loss / d residual stream */
   void *dres_low;      /* [N, D] the same in lt (dres itself when f32) */
   void *dn;            /* [N, D] lt: d loss / d a norm's output */
-  void *dh, *da, *db;  /* [N, F] */
+  void *dh;            /* [N, F] = h */
   void *dom;           /* [N, D] d loss / d merged attention output */
-  void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh] */
-  void *dqkv;          /* [N, 3D] */
+  void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh]; dO = om, dq = dom */
+  void *dqkv;          /* [N, 3D] = qkv */
 } fused_acts;
 
 int model_forward_fused(model *m, int b, int t);
@@ -151,6 +156,17 @@ typedef struct graph_slot {
  * grad hook. Both paths' backwards call it for every view. */
 int model_grad_ready(model *m, int view);
 
+/* Gradient slots: the groups of views whose gradients backward finishes
+ * together, in its order: the head (final norm and lm_head) as group
+ * `layers`, layer i as i, the embedding as -1. Group g lives in slot
+ * g & 1 (the embedding in slot 1), so each group writes where the group two
+ * before it was. */
+static inline int grad_group(int v, int nviews, int layers) {
+  if (v == 0) return -1;
+  if (v >= nviews - 2) return layers;
+  return (v - 1) / PER_LAYER_TENSORS;
+}
+static inline int grad_slot(int group) { return group & 1; }
 /* model.c: AdamW on view v alone (model_backward_adamw's per-tensor step). */
 int model_adamw_view(model *m, int v);
 
@@ -180,11 +196,12 @@ struct model {
    * returns. */
   engine *side;
   /* model_options.grad_slots: grads holds ngrads elements (nparams
-   * without slots): the embedding's gradient, two slots of one layer's,
-   * then the final norm's and the head's; gmap[v] is view v's offset in
-   * it, layer i's views in slot i % 2. slot_ev[s]: slot s's last update
-   * queued on the side stream, waited for before the next layer in slot s
-   * writes its gradients (NULL: nothing pending). */
+   * without slots): two slots, each as large as the largest group of
+   * views backward finishes together (grad_group: the head's, a layer's,
+   * the embedding's); gmap[v] is view v's offset in it, group g's views
+   * in slot grad_slot(g). slot_ev[s]: slot s's last group update queued
+   * on the side stream, waited for before the next group in slot s writes
+   * its gradients (NULL: nothing pending). */
   size_t ngrads;
   size_t *gmap;
   eng_event *slot_ev[2];

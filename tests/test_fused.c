@@ -142,9 +142,19 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     gb[k] = in_use - (k ? gb[0] : 0);
   }
   if (os.grad_slots) {
-    check(gb[1] < gb[0] && model_grads(m[1]) == NULL,
-          "%s: gradient slots hold %zu of the %zu gradient bytes", what,
-          gb[1], gb[0]);
+    /* two slots, each the largest group backward finishes together: a
+     * layer, the head (final norm and lm_head), the embedding */
+    int nv;
+    const tensor_view *v = model_views(m[1], &nv);
+    size_t layer = (v[nv - 2].offset - v[1].offset) / (size_t)c->layers;
+    size_t head = v[nv - 2].numel + v[nv - 1].numel, slot = layer;
+    if (v[0].numel > slot) slot = v[0].numel;
+    if (head > slot) slot = head;
+    check(gb[1] == 2 * slot * sizeof(float) && model_grads(m[1]) == NULL,
+          "%s: gradient slots hold %zu of the %zu gradient bytes (two of "
+          "the largest group's %zu floats: a layer %zu, the head %zu, the "
+          "embedding %zu)", what, gb[1], gb[0], slot, layer, head,
+          v[0].numel);
     /* ...and the residual after attention is rebuilt, not saved */
     int kept[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
@@ -377,7 +387,8 @@ int main(void) {
     test_adamw_in_backward(e, &c, w, np, B, T, &of, "fused");
     model_options off = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
     test_adamw_in_backward(e, &c, w, np, B, T, &off, "fused, flash");
-    /* 5 layers: slot 0 serves layers 4, 2 and 0, slot 1 layers 3 and 1 */
+    /* 5 layers: slot 1 serves the head, layers 3 and 1 and the
+     * embedding, slot 0 layers 4, 2 and 0 */
     model_config c5 = c;
     c5.layers = 5;
     model *t5;
@@ -387,6 +398,17 @@ int main(void) {
     model_destroy(t5);
     test_adamw_in_backward(e, &c5, w5, np5, B, T, &off, "fused, 5 layers");
     free(w5);
+    /* a vocabulary large enough that the head and the embedding, not a
+     * layer, set the slots' size */
+    model_config cv = c;
+    cv.vocab = 8 * c.vocab;
+    hard(model_create(&t5, e, &cv, B, T, DT_F32), "model_create");
+    float *wv = random_weights(t5);
+    size_t npv = model_nparams(t5);
+    model_destroy(t5);
+    test_adamw_in_backward(e, &cv, wv, npv, B, T, &off,
+                           "fused, 8x the vocabulary");
+    free(wv);
   }
   run_out ref;
   run(e, &c, w, np, ids, tg, B, T, &ob, &ref);

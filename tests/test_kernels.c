@@ -650,6 +650,25 @@ static void test_swiglu(void) {
   float *ga = hostf(ga_d, N), *gb = hostf(gb_d, N);
   close_rel("k_swiglu_bwd da vs finite differences", ga, fa, N, 1e-4);
   close_rel("k_swiglu_bwd db vs finite differences", gb, fb, N, 1e-4);
+  /* The fused path's form, h recomputed by the same pass, and that pass in
+   * place as backward_fused.c calls it (da over a, db over b, h over dh):
+   * the same bits as k_swiglu_bwd and k_swiglu_fwd. */
+  float *xa = devf(a, N), *xb = devf(b, N), *xg = devf(w, N);
+  RUN(k_swiglu_bwd_ex(E, xg, xa, xb, xa, xb, xg, DT_F32, N));
+  float *ia = hostf(xa, N), *ib = hostf(xb, N), *ih = hostf(xg, N);
+  check(memcmp(ia, ga, sizeof ga[0] * N) == 0 &&
+            memcmp(ib, gb, sizeof gb[0] * N) == 0 &&
+            memcmp(ih, h, sizeof h[0] * N) == 0,
+        "k_swiglu_bwd_ex in place (da = a, db = b, h = dh) gives "
+        "k_swiglu_bwd's da, db and k_swiglu_fwd's h bit for bit");
+  expect_fail("k_swiglu_bwd_ex with da over b",
+              k_swiglu_bwd_ex(E, xg, xa, xb, xb, ga_d, NULL, DT_F32, N),
+              "da may alias a only");
+  expect_fail("k_swiglu_bwd_ex with h over a",
+              k_swiglu_bwd_ex(E, xg, xa, xb, ga_d, gb_d, xa, DT_F32, N),
+              "h may alias dh only");
+  eng_free(E, xa); eng_free(E, xb); eng_free(E, xg);
+  free(ia); free(ib); free(ih);
   eng_free(E, da); eng_free(E, db); eng_free(E, dh); eng_free(E, dw);
   eng_free(E, ga_d); eng_free(E, gb_d);
   free(a); free(b); free(w); free(h); free(ga); free(gb);

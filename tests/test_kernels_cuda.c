@@ -787,7 +787,84 @@ static void swiglu_case(size_t n, int misalign, int alias) {
   if (!alias) { pair_free(da); pair_free(db); }
 }
 
+/* Bit for bit, on each engine that ran it: p and q over n elements of
+ * esz bytes from element off. */
+static void same_pairs(const char *what, pair p, pair q, size_t off, size_t n,
+                       size_t esz, int engines) {
+  for (int w = 2 - engines; w < 2; w++) {
+    engine *e = w ? GPU : CPU;
+    unsigned char *x = down(e, W(p), p.bytes), *y = down(e, W(q), q.bytes);
+    size_t diff = 0;
+    for (size_t i = off; i < off + n; i++)
+      diff += memcmp(x + esz * i, y + esz * i, esz) != 0;
+    check(diff == 0, "%s on the %s engine: %zu of %zu differ", what,
+          engine_name(e), diff, n);
+    free(x);
+    free(y);
+  }
+}
+
+/* The fused backward in place, as backward_fused.c calls it (da over a,
+ * db over b, h over dh), against the same call into fresh buffers: bit
+ * for bit. fp32 on both engines; bf16 on the GPU (the CPU's fused path is
+ * fp32 only). */
+static void swiglu_ex_in_place_case(size_t n, int misalign, dtype lt) {
+  size_t o = (size_t)misalign, z = dtype_size(lt), bytes = (n + o) * z;
+  int engines = lt == DT_F32 ? 2 : 1;
+  unsigned char *hv[3];
+  for (int k = 0; k < 3; k++) {
+    float *f = host_rand(n + o, k ? 1.0f : 4.0f);
+    hv[k] = xmalloc(bytes);
+    for (size_t i = 0; i < n + o; i++) {
+      if (lt == DT_F32) {
+        memcpy(hv[k] + 4 * i, &f[i], 4);
+      } else {   /* bf16: the top half, so every value is exact */
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        uint16_t t = (uint16_t)(u >> 16);
+        memcpy(hv[k] + 2 * i, &t, 2);
+      }
+    }
+    free(f);
+  }
+  pair a = pair_new(hv[0], bytes), b = pair_new(hv[1], bytes),
+       dh = pair_new(hv[2], bytes), da = pair_new(NULL, bytes),
+       db = pair_new(NULL, bytes), h = pair_new(NULL, bytes),
+       a2 = pair_new(hv[0], bytes), b2 = pair_new(hv[1], bytes),
+       dh2 = pair_new(hv[2], bytes);
+  for (int k = 0; k < 3; k++) free(hv[k]);
+#define AT(p) ((char *)W(p) + o * z)
+  for (int w = 2 - engines; w < 2; w++) {
+    engine *e = w ? GPU : CPU;
+    if (k_swiglu_bwd_ex(e, AT(dh), AT(a), AT(b), AT(da), AT(db), AT(h), lt,
+                        n) < 0 ||
+        k_swiglu_bwd_ex(e, AT(dh2), AT(a2), AT(b2), AT(a2), AT(b2), AT(dh2),
+                        lt, n) < 0) {
+      check(0, "k_swiglu_bwd_ex in place on the %s engine: %s",
+            engine_name(e), err1());
+      err_clear();
+      break;
+    }
+  }
+#undef AT
+  char line[160];
+  const char *tn = lt == DT_F32 ? "fp32" : "bf16";
+  snprintf(line, sizeof line, "k_swiglu_bwd_ex in place, %s, n=%zu%s: da", tn,
+           n, o ? " misaligned" : "");
+  same_pairs(line, da, a2, o, n, z, engines);
+  snprintf(line, sizeof line, "k_swiglu_bwd_ex in place, %s, n=%zu: db", tn, n);
+  same_pairs(line, db, b2, o, n, z, engines);
+  snprintf(line, sizeof line, "k_swiglu_bwd_ex in place, %s, n=%zu: h", tn, n);
+  same_pairs(line, h, dh2, o, n, z, engines);
+  pair ps[] = {a, b, dh, da, db, h, a2, b2, dh2};
+  for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) pair_free(ps[k]);
+}
+
 static void test_swiglu(void) {
+  swiglu_ex_in_place_case(1001, 0, DT_F32);
+  swiglu_ex_in_place_case(1003, 1, DT_F32);
+  swiglu_ex_in_place_case(1001, 0, DT_BF16);
+  swiglu_ex_in_place_case(1003, 1, DT_BF16);
   swiglu_case(1001, 0, 0);
   swiglu_case(1001, 1, 1);
   swiglu_case(1001, 1, 0);

@@ -40,9 +40,20 @@ int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
   return cpu_swiglu_fwd(e, a, b, h, n);
 }
 
+/* One pass, each element's dh, a and b read before its da, db and h are
+ * written (in place allowed: ops.def); the same arithmetic as
+ * cpu_swiglu_bwd and cpu_swiglu_fwd. */
 int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
                       void *da, void *db, void *h, dtype lt, size_t n) {
   TRY(cpu_f32_only("k_swiglu_bwd_ex", lt));
-  if (h) TRY(cpu_swiglu_fwd(e, a, b, h, n));
-  return cpu_swiglu_bwd(e, dh, a, b, da, db, n);
+  const float *g_ = dh, *x_ = a, *y_ = b;
+  float *pa = da, *pb = db, *ph = h;
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    double z = x_[i], s = sigmoid(z), g = g_[i], bi = y_[i];
+    pa[i] = (float)(g * bi * s * (1.0 + z * (1.0 - s)));
+    pb[i] = (float)(g * z * s);
+    if (ph) ph[i] = (float)(z * sigmoid(z) * bi);
+  }
+  return 0;
 }

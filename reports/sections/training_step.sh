@@ -51,8 +51,9 @@ Issue: the training step beats the strongest PyTorch on memory too. One
 training step on the fastest path (fused, FlashAttention-2, CUDA graphs
 for forward), batch $batch, on $gpu, with AdamW after backward against AdamW
 in backward (\`optimizer = "in_backward"\`: each tensor's update queued on a
-low-priority stream once its gradient is final, each layer's gradients in
-one of two layer-sized slots instead of a full gradient buffer). Both give
+low-priority stream once its gradient is final, each layer's gradients,
+and the head's and embedding's, in one of two layer-sized slots instead of
+a full gradient buffer). Both give
 the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
 PyTorch (reports/anchors/torch_lm.py, same GPU kind): \`compiled\` is
 torch.compile + SDPA + fused AdamW, \`compiled_inbwd\` the same stepped per
@@ -170,7 +171,7 @@ TEXT
     vi=$(printf '%s\n' "$pi" | awk -F, -v k="$k" '$1 == k { print $2 }')
     case $k in
       params) w="fp32 weights (4 bytes a parameter) and their bf16 copy the products read (2)" ;;
-      grads) w="fp32 gradients: the whole buffer after backward; in backward two layer-sized slots plus the embedding's and head's" ;;
+      grads) w="fp32 gradients: the whole buffer after backward; in backward two slots of a layer's size, which the head and the embedding use too" ;;
       optimizer) w="AdamW's two fp32 moments (8 bytes a parameter)" ;;
       activations) w="what forward saves for backward (per layer: the input, q, k, v, o, the FFN's two projections and more) and backward's scratch" ;;
       workspace) w="cuBLAS's workspace" ;;
