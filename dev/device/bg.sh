@@ -1,0 +1,21 @@
+#!/bin/bash
+# There: run SCRIPT once per machine in a session of its own, so that it
+# outlives this call (a call ends at its time limit, and the machine goes
+# back 30 s after a call returns unless another call comes), then wait up
+# to WAIT seconds (default 480) for it and send /tmp/res back as
+# $OUT/r.tgz ($OUT returns at most 8 files). SCRIPT writes its results
+# under /tmp/res and touches /tmp/res/done when finished. Call again with
+# the same SCRIPT to wait for more: it is not started twice.
+#   WAIT=480 bash .devgit/bg.sh .devgit/batch.sh      (timeout_s >= WAIT + build + 60)
+script=${1:?usage: bg.sh SCRIPT}
+D=/tmp/res
+mkdir -p "$D"
+if [ ! -f "$D/started" ]; then
+  touch "$D/started"
+  setsid nohup bash "$script" > "$D/log" 2>&1 < /dev/null &
+fi
+end=$((SECONDS + ${WAIT:-480}))
+while [ $SECONDS -lt $end ] && [ ! -f "$D/done" ]; do sleep 5; done
+tar czf "$OUT/r.tgz" -C "$D" .
+[ -f "$D/done" ] && echo "== done" || echo "== still running"
+tail -c 6000 "$D/log"

@@ -1,0 +1,18 @@
+#!/bin/sh
+# There, first in each GPU call: make the copy a git checkout of the
+# bundle's main (the working tree as sent stays as it is), print whether
+# it differs from that commit, and build once per machine (the build
+# outputs stay while the machine is warm).
+#   . .devdeps/env.sh && sh .devgit/refresh.sh && ...
+set -e
+[ -d .git ] || git init -q
+printf '/.devdeps/\n/.devgit/\n' > .git/info/exclude
+git fetch -q .devgit/head.bundle main
+git reset -q FETCH_HEAD
+echo "device HEAD $(git rev-parse --short HEAD), dirty: $(git status --porcelain --untracked-files=no | wc -l) files"
+git status --porcelain --untracked-files=no | head
+if [ ! -x runner ]; then
+  (autoreconf -fi && ./configure && make -j"$(nproc)") > /tmp/build.log 2>&1 ||
+    { tail -40 /tmp/build.log; exit 1; }
+fi
+echo "built; dirty after the build: $(git status --porcelain --untracked-files=no | wc -l) files"
