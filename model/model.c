@@ -173,7 +173,9 @@ static int fused_act_table(model *m, act_builder *b) {
   TRY(act_add(b, &a->logits, "lm_head.logits", N, V));
   TRY(act_add(b, &a->losses, "loss.per_token", N, 1));
   TRY(act_add(b, &a->lse, "loss.lse", N, 1));
-  if (m->lt != DT_F32)
+  /* dlogits: the logits in place in fp32; else h's buffer when it fits
+   * (fused_acts) */
+  if (m->lt != DT_F32 && V > F)
     TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", N, V, lz));
   TRY(act_add_t(b, &a->qkv, "scratch.qkv", N, 3 * D, lz));
   TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
@@ -187,9 +189,10 @@ static int fused_act_table(model *m, act_builder *b) {
     TRY(act_add_t(b, &a->dres_low, "scratch.grad_residual_low", N, D, lz));
   TRY(act_add_t(b, &a->dn, "scratch.grad_norm", N, D, lz));
   TRY(act_add_t(b, &a->dom, "scratch.grad_attn_merged", N, D, lz));
-  TRY(act_add_t(b, &a->dk, "scratch.grad_k", B * H * T, Dh, lz));
-  TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
-  /* dh, dO, dq, dqkv share buffers (fused_acts): set in create */
+  if (!m->opt.grad_slots)
+    TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
+  /* dh, dO, dq, dk, dqkv (and dv with slots, dlogits where it fits) share
+   * buffers (fused_acts): set in create */
   return 0;
 }
 
@@ -371,8 +374,11 @@ static int create(model *m) {
     m->f.dh = m->f.h;
     m->f.dO = m->f.om;
     m->f.dq = m->f.dom;
+    m->f.dk = m->f.tmp;
+    if (m->f.dv == NULL) m->f.dv = m->f.resid;
     m->f.dqkv = m->f.qkv;
-    if (m->f.dlogits == NULL) m->f.dlogits = m->f.logits;
+    if (m->f.dlogits == NULL)
+      m->f.dlogits = m->lt == DT_F32 ? (void *)m->f.logits : m->f.h;
     if (m->f.dres_low == NULL) m->f.dres_low = m->f.dres;
   }
   free(b.slots);

@@ -114,12 +114,16 @@ typedef struct fused_acts {
   float *lnf_rstd;     /* [N] */
   float *logits;       /* [N, V] fp32 */
   float *losses, *lse; /* [N] */
-  void *dlogits;       /* [N, V] lt; the logits buffer itself when lt = f32 */
+  void *dlogits;       /* [N, V] lt; the logits buffer itself when lt = f32,
+                          else h's when it fits */
   /* Scratch shared by all layers. Backward's gradients reuse what is dead
    * by the time they are written (each name below the buffer it shares):
-   * dh is h (the SwiGLU backward writes h over dh in place), dO is om
-   * (Wo's gradient has read om), dq is dom (split into dO), dqkv is qkv
-   * (forward's only); the SwiGLU backward writes da and db over the
+   * dlogits is h where it fits (16-bit, vocab <= d_ff: dead once the
+   * head's products have read it), dh is h (the SwiGLU backward writes h
+   * over dh in place), dO is om (Wo's gradient has read om), dq is dom
+   * (split into dO), dk is tmp and, with gradient slots, dv is resid
+   * (both read for the last time before attention's backward), dqkv is
+   * qkv (forward's only); the SwiGLU backward writes da and db over the
    * layer's saved a and b (backward_fused.c). */
   void *qkv;           /* [N, 3D] lt: x W_qkv^T, as autocast rounds it */
   float *tmp;          /* [N, D] a sublayer's output before its residual */
@@ -135,7 +139,8 @@ typedef struct fused_acts {
   void *dn;            /* [N, D] lt: d loss / d a norm's output */
   void *dh;            /* [N, F] = h */
   void *dom;           /* [N, D] d loss / d merged attention output */
-  void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh]; dO = om, dq = dom */
+  void *dO, *dq, *dk, *dv;  /* [B*H*T, Dh]; dO = om, dq = dom, dk = tmp,
+                               dv = resid (slots) */
   void *dqkv;          /* [N, 3D] = qkv */
 } fused_acts;
 
