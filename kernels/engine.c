@@ -14,7 +14,9 @@
 #include "kernels/engine_internal.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "kernels/init_normal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -831,6 +833,40 @@ static int check_scale(engine *e, float *x, float s, size_t n) {
   if (n == 0) return 1;
   NEED_BUF("k_scale", x);
   return 0;
+}
+
+static int check_init_normal(engine *e, float *x, size_t n, uint64_t key,
+                             float fill, float std, const int32_t *table) {
+  NEED(isfinite(fill) && isfinite(std) && std >= 0.0f,
+       "k_init_normal: fill %g and std %g must be finite, std >= 0", fill,
+       std);
+  if (n == 0) return 1;
+  NEED_BUF("k_init_normal", x);
+  NEED_BUF("k_init_normal", table);
+  return 0;
+}
+
+/* Quantiles of the truncated normal by Newton's method on its CDF, each
+ * from the last (they rise smoothly), to double precision, then rounded
+ * to fixed point. */
+void k_init_normal_table(int32_t *t) {
+  const double c = INIT_CLIP, r2 = sqrt(2.0), one = (double)(1u << INIT_FRAC);
+  const double lo = 0.5 * erfc(c / r2), mass = 1.0 - 2.0 * lo;
+  double x = -c;
+  t[0] = (int32_t)llround(-c * one);
+  for (int k = 1; k < INIT_TABLE; k++) {
+    double p = lo + mass * k / INIT_TABLE;
+    for (int it = 0; it < 50; it++) {
+      double cdf = 0.5 * erfc(-x / r2);
+      double step = (cdf - p) / (exp(-0.5 * x * x) / sqrt(2.0 * M_PI));
+      x -= step;
+      if (x < -c) x = -c;
+      if (x > c) x = c;
+      if (fabs(step) < 1e-15) break;
+    }
+    t[k] = (int32_t)llround(x * one);
+  }
+  t[INIT_TABLE] = (int32_t)llround(c * one);
 }
 
 static int check_cast(engine *e, const void *src, dtype st, void *dst,

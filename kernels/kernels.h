@@ -257,6 +257,11 @@ typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
 int attn_impl_parse(const char *s, attn_impl *out);
 /* The most gradient arrays k_adamw_mean averages. */
 enum { K_ADAMW_MAX_GRADS = 8 };
+/* k_init_normal's table (kernels/init_normal.h): the quantiles of the
+ * standard normal truncated to [-3, 3] at k / 65536, k = 0 .. 65536, in
+ * fixed point with 29 fraction bits, into t (65537 values, host memory),
+ * for the caller to put in engine memory. */
+void k_init_normal_table(int32_t *t);
 
 #define K_OP(name, family, params, args) int k_##name params;
 #define K_OP_AS(name, family, params, args, op, op_args) int k_##name params;

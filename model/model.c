@@ -8,7 +8,7 @@
 #include "config.h"
 #include "model/model.h"
 #include "model/model_internal.h"
-#include "model/rng.h"
+#include "kernels/init_normal.h"
 
 #include "common/check.h"
 
@@ -784,37 +784,22 @@ static int adamw_step(model *m, const adamw_config *o) {
 /* model.md's rules: RMSNorm gains are ones (LayerNorm's weights too, its
  * biases zeros, as torch.nn.LayerNorm's); token_embeddings.weight is
  * trunc_normal(std 1, clip +-3); every linear weight [d_out, d_in] is
- * trunc_normal(std sqrt(2/(d_in+d_out)), clip +-3 std). Tensor i draws from
- * its own stream, rng_stream(seed, i) (model/rng.h), its elements in
- * row-major order, so one tensor's values depend on the seed and its place
- * in the table only. Values are made on the host, one tensor at a time, and
- * uploaded. Also zeroes gradients and AdamW state and the step counter. */
-/* One tensor's initial values, from its own stream of the seed. */
-static void init_tensor(const tensor_view *v, int index, uint64_t seed,
-                        float *out) {
+ * trunc_normal(std sqrt(2/(d_in+d_out)), clip +-3 std). Tensor i's values
+ * are k_init_normal's with key init_key(seed, i) (kernels/init_normal.h),
+ * so they depend on the seed and the tensor's place in the table only,
+ * not on the engine: drawn where the weights live, with no upload. */
+static void init_rule(const tensor_view *v, float *fill, float *std) {
   if (v->ndim == 1) {
     size_t len = strlen(v->name);
-    float fill = len >= 5 && strcmp(v->name + len - 5, ".bias") == 0 ? 0.0f
-                                                                    : 1.0f;
-    for (size_t j = 0; j < v->numel; j++) out[j] = fill;
+    *fill = len >= 5 && strcmp(v->name + len - 5, ".bias") == 0 ? 0.0f : 1.0f;
+    *std = 0.0f;
     return;
   }
-  double std = strcmp(v->name, "token_embeddings.weight") == 0
-                   ? 1.0
-                   : sqrt(2.0 / ((double)v->shape[0] + v->shape[1]));
-  rng r;
-  rng_stream(&r, seed, (uint64_t)index);
-  for (size_t j = 0; j < v->numel; j++)
-    out[j] = (float)(std * rng_trunc_normal(&r, 3.0));
+  *fill = 0.0f;
+  *std = strcmp(v->name, "token_embeddings.weight") == 0
+             ? 1.0f
+             : (float)sqrt(2.0 / ((double)v->shape[0] + v->shape[1]));
 }
-
-/* Tensors are drawn on the host in groups of up to INIT_GROUP floats (at
- * least the largest tensor), the tensors of a group in parallel: each has
- * its own stream, so the values do not depend on the thread count. Then the
- * group is uploaded (1 GiB of host memory at most beyond the largest
- * tensor). Drawing a 2.7B model one tensor at a time took about a minute:
- * a group's time is bounded by its largest tensor, so groups hold many. */
-#define INIT_GROUP ((size_t)256 << 20)
 
 /* One view's update: its weights, gradient and moments at its offset; on
  * the fused path its 16-bit copy too. The weights' generation was
@@ -883,27 +868,21 @@ int model_backward_adamw(model *m, const adamw_config *o) {
 }
 
 int model_init(model *m, uint64_t seed) {
-  size_t cap = INIT_GROUP;
-  for (int i = 0; i < m->nviews; i++)
-    if (m->views[i].numel > cap) cap = m->views[i].numel;
-  if (cap > m->nparams) cap = m->nparams;
-  float *host = malloc(cap * sizeof(float));
-  CHECK_ALLOC(host, cap * sizeof(float));
-  int rc = 0;
-  for (int first = 0; first < m->nviews && rc == 0;) {
-    /* The group: consecutive views, contiguous in the flat buffer. */
-    int end = first;
-    size_t total = 0;
-    while (end < m->nviews && total + m->views[end].numel <= cap)
-      total += m->views[end++].numel;
-    size_t base = m->views[first].offset;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = first; i < end; i++)
-      init_tensor(&m->views[i], i, seed, host + (m->views[i].offset - base));
-    rc = model_set_params(m, base, host, total);
-    if (rc == 0) rc = eng_sync(m->e);   /* before `host` is written again */
-    first = end;
+  int32_t *host = malloc((INIT_TABLE + 1) * sizeof *host);
+  CHECK_ALLOC(host, (INIT_TABLE + 1) * sizeof *host);
+  k_init_normal_table(host);
+  void *table = NULL;
+  int rc = eng_alloc(m->e, (INIT_TABLE + 1) * sizeof *host, "init", &table);
+  if (rc == 0) rc = eng_upload(m->e, table, host, (INIT_TABLE + 1) * sizeof *host);
+  float *p = params_write(m);   /* the 16-bit copy is cast again when read */
+  for (int i = 0; i < m->nviews && rc == 0; i++) {
+    float fill, std;
+    init_rule(&m->views[i], &fill, &std);
+    rc = k_init_normal(m->e, p + m->views[i].offset, m->views[i].numel,
+                       init_key(seed, (uint64_t)i), fill, std, table);
   }
+  if (rc == 0) rc = eng_sync(m->e);   /* before the table and host go */
+  eng_free(m->e, table);
   free(host);
   TRY(rc);
   TRY(zero_grads(m));

@@ -1333,6 +1333,99 @@ static void test_view(void) {
   free(ha); free(hb); free(hp); free(hg);
 }
 
+/* ---- initial weights --------------------------------------------------------- */
+
+/* The truncated normal's CDF on [-3, 3]. */
+static double trunc_cdf(double x) {
+  double lo = 0.5 * erfc(3.0 / sqrt(2.0));
+  return (0.5 * erfc(-x / sqrt(2.0)) - lo) / (1.0 - 2.0 * lo);
+}
+
+/* k_init_normal: the table against the exact quantiles; the values'
+ * moments, bounds and tail mass against the truncated normal's (fresh
+ * keys, 2^20 values: each bound 5 sigma of the sampling spread or more);
+ * a function of key and j alone (another n, one thread: the same bits;
+ * another key: others); std scales exactly; std 0 fills. */
+static void test_init_normal(void) {
+  enum { K = 65536 };
+  const double one = (double)(1u << 29);
+  int32_t *t = malloc((K + 1) * sizeof *t);
+  if (!t) hard_error("malloc");
+  k_init_normal_table(t);
+  int rising = 1;
+  double worst = 0;
+  for (int k = 0; k < K; k++) rising &= t[k + 1] >= t[k];
+  for (int k = 1; k < K; k += 97) {
+    double x = t[k] / one, dens = exp(-0.5 * x * x) / sqrt(2 * M_PI) /
+                                  (1.0 - erfc(3.0 / sqrt(2.0)));
+    double err = fabs(trunc_cdf(x) - (double)k / K) / dens;   /* in x */
+    if (err > worst) worst = err;
+  }
+  check(t[0] == -3 * (1 << 29) && t[K] == 3 * (1 << 29) && rising &&
+            worst < 3e-9,
+        "k_init_normal_table: -3 .. 3, rising, each quantile within %.1e "
+        "of the exact (< 3e-9)", worst);
+  int32_t *dt = NULL;
+  RUN(eng_alloc(E, (K + 1) * sizeof *t, "test", (void **)&dt));
+  RUN(eng_upload(E, dt, t, (K + 1) * sizeof *t));
+  const size_t n = (size_t)1 << 20;
+  uint64_t key = next_u64();
+  float *d = devf(NULL, n), *d2 = devf(NULL, n), *d3 = devf(NULL, n);
+  RUN(k_init_normal(E, d, n, key, 0.0f, 1.0f, dt));
+  float *x = hostf(d, n);
+  double s = 0, s2 = 0, most = 0, beyond2 = 0;
+  for (size_t j = 0; j < n; j++) {
+    s += x[j];
+    s2 += (double)x[j] * x[j];
+    if (fabs(x[j]) > most) most = fabs(x[j]);
+    beyond2 += fabs(x[j]) > 2.0;
+  }
+  double mean = s / n, sd = sqrt(s2 / n - mean * mean), tail = beyond2 / n;
+  double want_tail = 1.0 - (trunc_cdf(2.0) - trunc_cdf(-2.0));
+  check(fabs(mean) < 0.005 && fabs(sd - 0.98658) < 0.004 && most <= 3.0 &&
+            fabs(tail - want_tail) < 0.001,
+        "k_init_normal: mean %+.5f, std %.5f (want 0.98658), max |x| %.4f "
+        "<= 3, beyond 2: %.5f (want %.5f)", mean, sd, most, tail, want_tail);
+  engine *e1;
+  if (engine_cpu_create(&e1, 1) < 0) hard_error("engine_cpu_create");
+  int32_t *dt1 = NULL;
+  RUN(eng_alloc(e1, (K + 1) * sizeof *t, "test", (void **)&dt1));
+  RUN(eng_upload(e1, dt1, t, (K + 1) * sizeof *t));
+  float *e1x = NULL;
+  RUN(eng_alloc(e1, 1000 * sizeof(float), "test", (void **)&e1x));
+  RUN(k_init_normal(e1, e1x, 1000, key, 0.0f, 1.0f, dt1));
+  float h1[1000];
+  RUN(eng_download(e1, h1, e1x, sizeof h1));
+  RUN(eng_sync(e1));
+  check(memcmp(h1, x, sizeof h1) == 0,
+        "k_init_normal: the first 1000 of 2^20 values again with n 1000 on "
+        "one thread, bit for bit");
+  eng_free(e1, e1x);
+  eng_free(e1, dt1);
+  engine_destroy(e1);
+  RUN(k_init_normal(E, d2, n, key + 1, 0.0f, 1.0f, dt));
+  RUN(k_init_normal(E, d3, n, key, 0.0f, 0.5f, dt));
+  float *x2 = hostf(d2, n), *x3 = hostf(d3, n);
+  size_t same2 = 0, scaled = 0;
+  for (size_t j = 0; j < n; j++) {
+    same2 += x2[j] == x[j];
+    scaled += x3[j] == 0.5f * x[j];
+  }
+  check(same2 < 64 && scaled == n, "k_init_normal: another key gives other "
+        "values (%zu of %zu equal), std 0.5 halves every value exactly "
+        "(%zu)", same2, n, scaled);
+  RUN(k_init_normal(E, d2, 1001, key, 1.0f, 0.0f, dt));
+  free(x2);
+  x2 = hostf(d2, 1001);
+  int ones = 1;
+  for (int j = 0; j < 1001; j++) ones &= x2[j] == 1.0f;
+  check(ones, "k_init_normal with std 0 fills with `fill` (1)");
+  expect_fail("k_init_normal with std -1", k_init_normal(E, d2, 4, key, 0.0f,
+              -1.0f, dt), "std >= 0");
+  eng_free(E, d); eng_free(E, d2); eng_free(E, d3); eng_free(E, dt);
+  free(t); free(x); free(x2); free(x3);
+}
+
 int main(void) {
   tl_seed(0x9e3779b97f4a7c15ull);
   if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
@@ -1347,6 +1440,7 @@ int main(void) {
   test_heads();
   test_softmax();
   test_swiglu();
+  test_init_normal();
   test_cross_entropy();
   test_adamw();
   test_add_scale();

@@ -873,6 +873,31 @@ static void test_swiglu(void) {
 }
 
 /* ======================================================================= */
+/* initial weights                                                          */
+/* ======================================================================= */
+
+/* The same key, table and n give the same bits on both engines: model_init
+ * draws a model's weights where they live, and a CPU and a GPU run of one
+ * seed start from the same model. */
+static void test_init_normal(void) {
+  int32_t *t = xmalloc(65537 * sizeof *t);
+  k_init_normal_table(t);
+  pair tab = pair_new(t, 65537 * sizeof *t);
+  free(t);
+  size_t n = ((size_t)1 << 22) + 3;
+  uint64_t key = next_u64();
+  pair x = pair_f(NULL, n);
+  BOTH(k_init_normal(e, (float *)W(x), n, key, 0.0f, 0.0198f,
+                     (const int32_t *)W(tab)));
+  same("k_init_normal (2^22 + 3 values, std 0.0198)", x);
+  BOTH(k_init_normal(e, (float *)W(x) + 1, 1001, key, 1.0f, 0.0f,
+                     (const int32_t *)W(tab)));
+  same("k_init_normal filling 1001 values with 1 from the second", x);
+  pair_free(x);
+  pair_free(tab);
+}
+
+/* ======================================================================= */
 /* cross-entropy                                                            */
 /* ======================================================================= */
 
@@ -1683,6 +1708,7 @@ int main(int argc, char **argv) {
   test_rope_heads();
   test_softmax();
   test_swiglu();
+  test_init_normal();
   test_cross_entropy();
   test_adamw_elementwise();
 #ifdef HAVE_CUDA

@@ -12,6 +12,7 @@
  * through f32, which is exact for the first step, so it rounds once. */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/init_normal.h"
 
 #include <math.h>
 #include <string.h>
@@ -25,6 +26,13 @@ int cpu_add(engine *e, const float *a, const float *b, float *out, size_t n) {
 int cpu_scale(engine *e, float *x, float s, size_t n) {
 #pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
   for (size_t i = 0; i < n; i++) x[i] *= s;
+  return 0;
+}
+
+int cpu_init_normal(engine *e, float *x, size_t n, uint64_t key, float fill,
+                    float std, const int32_t *table) {
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (size_t i = 0; i < n; i++) x[i] = init_value(key, i, fill, std, table);
   return 0;
 }
 

@@ -20,6 +20,7 @@
  * Also here, for the matrix products (matmul.c): packing fp32 operands into
  * bf16 / f16, and C = beta*C for k = 0. */
 #include "kernels/cuda/common.cuh"
+#include "kernels/init_normal.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -65,6 +66,24 @@ int cuda_add(engine *e, const float *a, const float *b, float *out,
   unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, THREADS);
   if (vec) add_k<true><<<grid, THREADS, 0, cuda_stream(e)>>>(a, b, out, n);
   else add_k<false><<<grid, THREADS, 0, cuda_stream(e)>>>(a, b, out, n);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* One thread an element; init_value is the CPU engine's arithmetic. */
+__global__ void init_normal_k(float *x, size_t n, uint64_t key, float fill,
+                              float std, const int32_t *t) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    x[i] = init_value(key, i, fill, std, t);
+}
+
+int cuda_init_normal(engine *e, float *x, size_t n, uint64_t key, float fill,
+                     float std, const int32_t *table) {
+  unsigned grid = cuda_grid(e, n, THREADS);
+  init_normal_k<<<grid, THREADS, 0, cuda_stream(e)>>>(x, n, key, fill, std,
+                                                     table);
   CHECK_LAUNCH();
   return 0;
 }
