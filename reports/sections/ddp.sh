@@ -121,7 +121,7 @@ kind_tag() { same_kind "$1" || printf ', 2 x %s' "$(gpu_model "$1" gpu_name)"; }
 # The scripted anchor (reports/anchors/torch_ddp.py, one file per GPU model)
 # replaces those copied numbers once it has rows at our shape on our GPU
 # model, both precisions on 1 and 2 GPUs: per precision and GPU count its
-# fastest bucket size, mean step, as our step_ms_mean. pt_ok: the anchor in
+# fastest bucket size (one GPU: no DDP), mean step, as our step_ms_mean. pt_ok: the anchor in
 # use was measured on our GPU model (else it is not compared).
 pt_new="$reports/anchors/torch_ddp_$(printf '%s' "$ours" | tr 'A-Z' 'a-z').csv"
 pt_ok=0
@@ -141,7 +141,7 @@ if [ -f "$pt_new" ]; then
     pt_csv=$pt_new
     pt() { tool value "$pt_csv" --sort step_ms_mean --agg first --default "" $pt_w --where precision="$1" --where world_size="$2" --col step_ms_mean --fmt %.1f; }
     pt_peak() { tool value "$pt_csv" --agg "$1" --default "" $pt_w --where world_size=2 --col peak_gib --fmt %.1f; }
-    pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+    pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --where world_size=2 --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
     pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm)"
     pt_src="reports/anchors/${pt_new##*/}, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
     pt_ok=1
