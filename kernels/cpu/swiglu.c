@@ -13,25 +13,34 @@
 
 static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
+/* h = silu(z) * b, the one formula both passes use. */
+static float swiglu1(double z, double b) { return (float)(z * sigmoid(z) * b); }
+
 int cpu_swiglu_fwd(engine *e, const float *a, const float *b, float *h,
                    size_t n) {
 #pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (size_t i = 0; i < n; i++) h[i] = swiglu1(a[i], b[i]);
+  return 0;
+}
+
+/* One pass, each element's dh, a and b read before its da, db and h (when
+ * not NULL) are written: in place is allowed (ops.def). */
+static int swiglu_bwd_pass(engine *e, const float *dh, const float *a,
+                           const float *b, float *da, float *db, float *h,
+                           size_t n) {
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
   for (size_t i = 0; i < n; i++) {
-    double z = a[i];
-    h[i] = (float)(z * sigmoid(z) * b[i]);
+    double z = a[i], s = sigmoid(z), g = dh[i], bi = b[i];
+    da[i] = (float)(g * bi * s * (1.0 + z * (1.0 - s)));
+    db[i] = (float)(g * z * s);
+    if (h) h[i] = swiglu1(z, bi);
   }
   return 0;
 }
 
 int cpu_swiglu_bwd(engine *e, const float *dh, const float *a,
                    const float *b, float *da, float *db, size_t n) {
-#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    double z = a[i], s = sigmoid(z), g = dh[i], bi = b[i];
-    da[i] = (float)(g * bi * s * (1.0 + z * (1.0 - s)));
-    db[i] = (float)(g * z * s);
-  }
-  return 0;
+  return swiglu_bwd_pass(e, dh, a, b, da, db, NULL, n);
 }
 
 int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
@@ -40,20 +49,8 @@ int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
   return cpu_swiglu_fwd(e, a, b, h, n);
 }
 
-/* One pass, each element's dh, a and b read before its da, db and h are
- * written (in place allowed: ops.def); the same arithmetic as
- * cpu_swiglu_bwd and cpu_swiglu_fwd. */
 int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
                       void *da, void *db, void *h, dtype lt, size_t n) {
   TRY(cpu_f32_only("k_swiglu_bwd_ex", lt));
-  const float *g_ = dh, *x_ = a, *y_ = b;
-  float *pa = da, *pb = db, *ph = h;
-#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    double z = x_[i], s = sigmoid(z), g = g_[i], bi = y_[i];
-    pa[i] = (float)(g * bi * s * (1.0 + z * (1.0 - s)));
-    pb[i] = (float)(g * z * s);
-    if (ph) ph[i] = (float)(z * sigmoid(z) * bi);
-  }
-  return 0;
+  return swiglu_bwd_pass(e, dh, a, b, da, db, h, n);
 }
