@@ -79,6 +79,7 @@ void comm_close(comm *c) {
 
 int comm_rank(const comm *c) { return c->rank; }
 int comm_size(const comm *c) { return c->size; }
+int comm_local_size(const comm *c) { return c->local_size; }
 comm_backend comm_get_backend(const comm *c) { return c->backend; }
 int comm_device(const comm *c) { return c->device; }
 void *comm_cuda_stream(const comm *c) { return c->stream; }

@@ -54,6 +54,7 @@ int comm_open_ex(comm **out, comm_backend b, const comm_options *o);
 void comm_close(comm *c);
 int comm_rank(const comm *c);
 int comm_size(const comm *c);
+int comm_local_size(const comm *c);   /* ranks on this rank's node */
 comm_backend comm_get_backend(const comm *c);
 int comm_device(const comm *c);       /* CUDA device, -1 for MPI */
 void *comm_cuda_stream(const comm *c); /* cudaStream_t of NCCL ops; NULL MPI */

@@ -50,6 +50,7 @@ struct comm {
   const comm_ops *ops;
   comm_backend backend;
   int rank, size;
+  int local_size;  /* ranks of this communicator on this rank's node */
   int device;      /* CUDA device, -1 for MPI */
   void *stream;    /* cudaStream_t of the NCCL ops, NULL for MPI */
   comm_options opt;
@@ -60,10 +61,17 @@ struct comm_req {
   comm *owner;     /* comm_wait checks the handle is waited on its comm */
 };
 
-/* Backends: fill c (ops first, then rank, size, device, stream, impl). */
+/* Backends: fill c (ops first, then rank, size, local_size, device,
+ * stream, impl). */
 int comm_mpi_open(comm *c);
 #ifdef HAVE_NCCL
 int comm_nccl_open(comm *c);
+#endif
+#ifdef HAVE_MPI
+#include <mpi.h>
+/* This rank's place among the ranks of `world` on its node (the ranks
+ * that share memory with it). */
+int comm_node_place(MPI_Comm world, int *local_rank, int *local_size);
 #endif
 
 #endif

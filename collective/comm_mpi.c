@@ -282,6 +282,18 @@ static const comm_ops mpi_ops = {
     .close = mpi_close,
 };
 
+int comm_node_place(MPI_Comm world, int *local_rank, int *local_size) {
+  MPI_Comm node;
+  CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0,
+                                MPI_INFO_NULL, &node));
+  int rc_rank = MPI_Comm_rank(node, local_rank);
+  int rc_size = MPI_Comm_size(node, local_size);
+  CHECK_MPI(MPI_Comm_free(&node));
+  CHECK_MPI(rc_rank);
+  CHECK_MPI(rc_size);
+  return 0;
+}
+
 int comm_mpi_open(comm *c) {
   c->ops = &mpi_ops;
   int inited = 0;
@@ -296,6 +308,8 @@ int comm_mpi_open(comm *c) {
   CHECK_MPI(MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN));
   CHECK_MPI(MPI_Comm_rank(st->comm, &c->rank));
   CHECK_MPI(MPI_Comm_size(st->comm, &c->size));
+  int local_rank;
+  TRY(comm_node_place(st->comm, &local_rank, &c->local_size));
   return 0;
 }
 
@@ -378,6 +392,7 @@ int comm_mpi_open(comm *c) {
   c->ops = &one_ops;
   c->rank = 0;
   c->size = 1;
+  c->local_size = 1;
   return 0;
 }
 

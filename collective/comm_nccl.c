@@ -338,19 +338,6 @@ static int agree(comm *c, int rc, const char *step) {
        out[1]);
 }
 
-/* This rank's place among the ranks of its node (ranks sharing memory). */
-static int node_place(MPI_Comm world, int *local_rank, int *local_size) {
-  MPI_Comm node;
-  CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0,
-                                MPI_INFO_NULL, &node));
-  int rc_rank = MPI_Comm_rank(node, local_rank);
-  int rc_size = MPI_Comm_size(node, local_size);
-  CHECK_MPI(MPI_Comm_free(&node));
-  CHECK_MPI(rc_rank);
-  CHECK_MPI(rc_size);
-  return 0;
-}
-
 static int device_count(int *n) {
   CHECK_CUDA(cudaGetDeviceCount(n));
   return 0;
@@ -360,7 +347,8 @@ static int pick_device(comm *c) {
   nccl_state *s = state(c);
   int local_rank, local_size, ndev = 0, len;
   char host[MPI_MAX_PROCESSOR_NAME] = "?";
-  TRY(node_place(s->mpi, &local_rank, &local_size));
+  TRY(comm_node_place(s->mpi, &local_rank, &local_size));
+  c->local_size = local_size;
   CHECK_MPI(MPI_Get_processor_name(host, &len));
   int rc = device_count(&ndev);
   if (rc < 0 || ndev == 0) {

@@ -45,6 +45,12 @@ int engine_open(const char *backend, int threads, engine **e) {
   return rc;
 }
 
+int cpu_threads_per_rank(int threads, int local) {
+  if (threads > 0) return threads;
+  int n = engine_cpu_default_threads() / (local > 1 ? local : 1);
+  return n > 0 ? n : 1;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double p = *(const double *)a, q = *(const double *)b;
   return (p > q) - (p < q);

@@ -43,7 +43,7 @@ int model_settings_parse(const model_settings *m, model_config *c, char *err,
 typedef struct loop_settings {
   int warmup;                   /* untimed steps first */
   int steps;                    /* timed steps */
-  int threads;                  /* CPU engine threads per rank; 0: OpenMP's */
+  int threads;                  /* CPU engine threads per rank; 0: auto */
   int seed;                     /* initial weights and batches */
 } loop_settings;
 
@@ -54,7 +54,8 @@ typedef struct loop_settings {
   {"run", "steps", INT_FIELD(st, l.steps), 1, 1000000, NULL, NULL, "10",     \
    "timed steps"},                                                           \
   {"run", "threads", INT_FIELD(st, l.threads), 0, 4096, NULL, NULL, "0",     \
-   "CPU engine threads per rank (0: OpenMP's default)"},                     \
+   "CPU engine threads per rank (0: OpenMP's default divided among "     \
+   "the ranks on the node)"},                     \
   {"run", "seed", INT_FIELD(st, l.seed), 0, 2147483647, NULL, NULL, "336",   \
    "seed of the initial weights (with several ranks, rank 0's, broadcast) "  \
    "and of the random batches"}
@@ -88,6 +89,14 @@ int run_on_engine(const char *backend,
 /* The engine of a one-rank job: backend "cuda" is GPU 0, any other the
  * CPU engine with `threads` threads (0: OpenMP's default). */
 int engine_open(const char *backend, int threads, engine **e);
+
+/* CPU engine threads of one of `local` ranks sharing a node: `threads`
+ * when set (> 0), else OpenMP's default shared evenly among them, at least
+ * one each. Why not OpenMP's default for every rank: its threads spin at
+ * barriers, so processes whose threads outnumber the cores slow each
+ * other far beyond their share (three processes of two threads on two
+ * cores: 35 times slower than one, 4 times with passive waiting). */
+int cpu_threads_per_rank(int threads, int local);
 
 /* Summary of n >= 1 timed samples: the sample standard deviation (n - 1)
  * is NaN for one sample; the median of an even count is the mean of the

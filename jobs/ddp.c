@@ -214,6 +214,7 @@ typedef struct bench {
   ddp *d;
   int rank, world, B, b, T, vocab;
   int sm_reserve;          /* gemm_sm_reserve */
+  int cpu_threads;         /* the CPU engine's threads per rank; 0 on GPUs */
   int32_t *ids, *tgt;
   rng batch_rng;   /* the batches' tokens, the same on every rank */
   double *v[S_N];        /* per timed step, max over ranks */
@@ -394,7 +395,11 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   TRY(eng_profile(x->e, 1));
   TRY(step(x, -1));
   TRY(eng_profile_report(x->e, fam, sizeof fam));
-  if (x->rank == 0)
+  if (x->rank == 0 && x->cpu_threads)
+    snprintf(r->message, sizeof r->message,
+             "rank 0 (CPU threads per rank: %d), ms per step by kernel "
+             "family: %s", x->cpu_threads, fam);
+  else if (x->rank == 0)
     snprintf(r->message, sizeof r->message,
              "rank 0, ms per step by kernel family: %s", fam);
   TRY(timeline(x, r));
@@ -457,8 +462,10 @@ static int run(const void *settings, result *r) {
   x.loss = buf + (size_t)S_N * steps;
   if (cb == COMM_NCCL)
     rc = engine_cuda_create(&x.e, comm_device(x.c));
-  else
-    rc = engine_cpu_create(&x.e, s->loop.threads);
+  else {
+    x.cpu_threads = cpu_threads_per_rank(s->loop.threads, comm_local_size(x.c));
+    rc = engine_cpu_create(&x.e, x.cpu_threads);
+  }
   if (rc < 0) goto fail;
   x.be = x.e;
   eng_ctx bc = {NULL, x.sm_reserve, 0};

@@ -40,6 +40,9 @@ typedef struct engine engine;
 /* ---- engines ------------------------------------------------------------ */
 /* threads <= 0: OpenMP's default. */
 int engine_cpu_create(engine **out, int threads);
+/* OpenMP's default thread count (OMP_NUM_THREADS, else this process's
+ * cores); 1 in a build without OpenMP. */
+int engine_cpu_default_threads(void);
 /* The CUDA engine on GPU `device`: its own non-blocking stream, cuBLAS
  * handle and device memory; ERR_FAIL with a clear message when the build
  * has no CUDA or the device is absent. */

@@ -3,7 +3,9 @@
 # CPU ranks over MPI, 1 and 2 ranks, 3 bucket sizes) gives 6 ok rows; the
 # 2-rank rows communicate (collectives, bytes, an overlap timeline of both
 # ranks in the samples), the 1-rank rows do not; both world sizes start
-# from the same loss (rank 0's weights, broadcast). Skips without MPI.
+# from the same loss (rank 0's weights, broadcast). With threads = 0 the
+# ranks share the node's cores (OpenMP's default divided by the ranks on
+# the node, at least one each). Skips without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
 if [ -z "${MPIRUN:-}" ]; then
   echo "skip: built without MPI (MPIRUN is empty)"
@@ -34,4 +36,13 @@ check "first loss near ln(256) = 5.55 at both world sizes" \
            { if ($c < 5.0 || $c > 6.1) bad = 1 } END { exit bad }' "$csv"
 check "timelines of both ranks kept for the 2-rank rows" \
   [ "$(grep -c '"r1_grad_comm_ms": \[[0-9]' "$out/ddp_bucketed.samples.jsonl")" -eq 3 ]
+out3="$scratch/threads"
+"$RUNNER" --out-dir "$out3" --set threads=0 --only world_size=2 --only bucket_mb=1.0 \
+  "$top_srcdir/experiments/ddp_bucketed.cfg" 2> "$scratch/run3.err"
+status=$?
+cat "$scratch/run3.err"
+cores=${OMP_NUM_THREADS:-$(nproc)}
+want=$((cores / 2)); [ $want -ge 1 ] || want=1
+check "threads = 0 on 2 ranks: $want CPU threads per rank ($cores cores)" \
+  sh -c "[ $status -eq 0 ] && grep -q '(CPU threads per rank: ${want})' '$out3/ddp_bucketed.csv'"
 finish

@@ -397,6 +397,18 @@ static void check_barrier(suite *s) {
   verdict(s, bad, name);
 }
 
+/* comm_local_size counts the ranks sharing this rank's node: under the
+ * tests' mpirun every rank is on this machine, so it is the world's size
+ * (the CPU engine's default threads divide the cores by it). */
+static void check_local_size(suite *s) {
+  const char *name = "comm_local_size: every rank on this node";
+  int got = comm_local_size(s->c), bad = got != s->size;
+  if (bad)
+    fprintf(stderr, "rank %d: FAIL %s: %d of %d ranks\n", s->rank, name, got,
+            s->size);
+  verdict(s, bad, name);
+}
+
 /* ---- errors reported by the layer ----------------------------------------- */
 
 /* Each is refused on every rank before any communication, so a failure
@@ -552,6 +564,7 @@ int main(int argc, char **argv) {
     }
   }
   check_barrier(&s);
+  check_local_size(&s);
   check_refusals(&s, b);
 
   if (s.rank == 0)

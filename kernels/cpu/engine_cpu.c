@@ -79,6 +79,14 @@ static const engine_ops cpu_ops = {
   .fused = &cpu_fused_ops,
 };
 
+int engine_cpu_default_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 int engine_cpu_create(engine **out, int threads) {
   *out = NULL;
   engine *e = calloc(1, sizeof *e);
@@ -90,7 +98,7 @@ int engine_cpu_create(engine **out, int threads) {
     CHECK_ALLOC(c, sizeof *c);
   }
 #ifdef _OPENMP
-  c->threads = threads > 0 ? threads : omp_get_max_threads();
+  c->threads = threads > 0 ? threads : engine_cpu_default_threads();
 #else
   c->threads = 1;   /* built without OpenMP: the pragmas are ignored */
 #endif
