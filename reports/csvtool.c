@@ -2,7 +2,7 @@
  * harness/csv.c, so the scripts never parse CSV themselves).
  *
  *   csvtool check    FILE
- *   csvtool count    FILE [--where ...]
+ *   csvtool count    FILE [--where ...] [--latest a,b]
  *   csvtool table    FILE --cols a,b [--head "A,B"] [--where ...] [--sort ...]
  *                         [--fmt col=FMT ...]
  *   csvtool select   FILE --cols a,b [--where ...] [--sort ...] [--fmt ...]
@@ -10,6 +10,11 @@
  *   csvtool value    FILE --col c [--where ...] [--sort ...]
  *                         [--agg first|min|max] [--fmt FMT] [--default TEXT]
  *
+ * --latest a,b (every subcommand but check): of the rows that agree on
+ * a,b, only the file's last counts, before --where filters: the runner
+ * appends, so a job measured again (a skipped or failed job rerun) leaves
+ * its older rows behind, and --latest with the job's settings sees its
+ * outcome now.
  * --where col=value or col!=value (repeatable; all must hold). Values that
  * both read as numbers compare as numbers, so size_mib=1 matches "1.0".
  * --sort a,-b: stable, numbers before text, numeric when both cells are
@@ -67,7 +72,9 @@ static void usage(const char *fmt, ...) {
           "       csvtool distinct FILE --cols A,B [--where ...] [--sort ...]"
           " [--sep S]\n"
           "       csvtool value FILE --col C [--where ...] [--sort ...]"
-          " [--agg first|min|max] [--fmt FMT] [--default TEXT]\n");
+          " [--agg first|min|max] [--fmt FMT] [--default TEXT]\n"
+          "       (every subcommand but check: [--latest A,B], only the last"
+          " row of each A,B)\n");
   exit(EXIT_USAGE);
 }
 
@@ -127,7 +134,7 @@ typedef struct where { int col, negate; const char *value; } where;
 typedef struct sortkey { int col, desc; } sortkey;
 
 typedef struct opts {
-  const char *cols, *head, *sort, *agg, *sep, *def, *col;
+  const char *cols, *head, *sort, *agg, *sep, *def, *col, *latest;
   const char **fmt;   /* "col=FMT" (or a bare FMT for value) */
   int nfmt;
   const char **where;
@@ -296,15 +303,28 @@ static int cmp_rows(const void *a, const void *b) {
   return (i > j) - (i < j);   /* stable: file order breaks ties */
 }
 
-/* Indices of the rows that pass every --where, in --sort order. */
+/* Whether a later row than i agrees with it on the --latest columns. */
+static int superseded(const csv_table *t, size_t i, const int *lc, int nl) {
+  for (size_t j = i + 1; j < t->nrows; j++) {
+    int same = 1;
+    for (int k = 0; k < nl && same; k++)
+      same = cells_equal(t->rows[i][lc[k]], t->rows[j][lc[k]]);
+    if (same) return 1;
+  }
+  return 0;
+}
+
+/* Indices of the rows that pass --latest and every --where, in --sort
+ * order. */
 static size_t *pick_rows(const csv_table *t, const opts *o, size_t *n) {
   where *w = parse_where(t, o);
-  int nkeys;
+  int nkeys, nl = 0;
   sortkey *keys = parse_sort(t, o->sort, &nkeys);
+  int *lc = o->latest ? columns(t, o->latest, &nl) : NULL;
   size_t *idx = xmalloc(t->nrows * sizeof *idx);
   *n = 0;
   for (size_t i = 0; i < t->nrows; i++) {
-    int ok = 1;
+    int ok = !lc || !superseded(t, i, lc, nl);
     for (int k = 0; k < o->nwhere && ok; k++)
       ok = cells_equal(t->rows[i][w[k].col], w[k].value) != w[k].negate;
     if (ok) idx[(*n)++] = i;
@@ -315,6 +335,7 @@ static size_t *pick_rows(const csv_table *t, const opts *o, size_t *n) {
   if (nkeys) qsort(idx, *n, sizeof *idx, cmp_rows);
   free(w);
   free(keys);
+  free(lc);
   return idx;
 }
 
@@ -503,8 +524,8 @@ int main(int argc, char **argv) {
   static const char *const cmds[] = {"check", "count", "table", "select",
                                      "distinct", "value", NULL};
   /* Which options each subcommand takes (by the letter after "--"). */
-  static const char *const allowed[] = {"", "w", "chwsf", "cwsf", "cwsp",
-                                        "lwsafd"};
+  static const char *const allowed[] = {"", "wk", "chwsfk", "cwsfk",
+                                        "cwspk", "lwsafdk"};
   int which = -1;
   for (int i = 0; cmds[i]; i++)
     if (strcmp(cmd, cmds[i]) == 0) which = i;
@@ -517,7 +538,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; char key; } names[] = {
         {"--cols", 'c'}, {"--head", 'h'}, {"--where", 'w'}, {"--sort", 's'},
         {"--fmt", 'f'},  {"--sep", 'p'},  {"--col", 'l'},   {"--agg", 'a'},
-        {"--default", 'd'}};
+        {"--default", 'd'}, {"--latest", 'k'}};
     char key = 0;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (strcmp(argv[i], names[k].name) == 0) key = names[k].key;
@@ -535,6 +556,7 @@ int main(int argc, char **argv) {
       case 'l': o.col = v; break;
       case 'a': o.agg = v; break;
       case 'd': o.def = v; break;
+      case 'k': o.latest = v; break;
     }
   }
 

@@ -186,12 +186,15 @@ printf '%s\n' "$list" | while read -r num name parts scr tst; do
       sh "$here/sections/$s.sh" >> "$body" || die "section $s ($name) failed (above); no report written"
   done
   [ "$tst" != - ] || continue
-  line="**Checked by** (\`make check\`; appendix C quotes each test):"
-  for t in $(printf '%s' "$tst" | tr ',' ' '); do
-    says=$(test_says "$t") || die "$name: no test $t in $tests"
-    line="$line \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
-  done
-  printf '%s\n\n' "$line" >> "$body"
+  {
+    echo "**Checked by** (\`make check\`; appendix C quotes each test):"
+    echo
+    for t in $(printf '%s' "$tst" | tr ',' ' '); do
+      says=$(test_says "$t") || die "$name: no test $t in $tests"
+      echo "- \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
+    done
+    echo
+  } >> "$body"
 done
 
 {

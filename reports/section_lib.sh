@@ -22,14 +22,31 @@ num() {
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 
-# failed_jobs CSV COLS HEAD: the jobs without a measurement (status other
-# than ok) as a table of COLS headed HEAD; nothing when every job measured.
+# failed_jobs CSV COLS HEAD: the jobs without a measurement, each job by
+# its latest row (a job is COLS less status, message and machine; a job
+# skipped or failed and then measured again counts as measured). Jobs the
+# runner skipped (a machine that could not run them: no GPU, too few) in
+# one sentence with the command that fills them in; failed ones (failed,
+# oom, timeout) as a table of COLS headed HEAD, with their messages.
+# Nothing when every job measured.
 failed_jobs() {
-  nbad=$(tool count "$1" --where status!=ok)
+  key=$(printf '%s' "$2" | tr ',' '\n' | grep -v -x -e status -e message -e machine | paste -sd, -)
+  nbad=$(tool count "$1" --latest "$key" --where status!=ok)
   [ "$nbad" -gt 0 ] || return 0
-  echo "Jobs without a measurement ($nbad):"
+  nskip=$(tool count "$1" --latest "$key" --where status=skipped)
+  if [ "$nskip" -gt 0 ]; then
+    why=$(tool distinct "$1" --latest "$key" --cols message --where status=skipped |
+      awk 'NR > 1 { printf " / " } { printf "%s", $0 }')
+    case $nskip in 1) unit="job is" ;; *) unit="jobs are" ;; esac
+    echo "$nskip more $unit not yet measured: a runner skipped them on a machine"
+    echo "that could not run them ($why); \`./runner experiments/$(basename "$1" .csv).cfg\`"
+    echo "on one that can measures them."
+    echo
+  fi
+  [ "$nbad" -gt "$nskip" ] || return 0
+  echo "Jobs that failed ($((nbad - nskip))):"
   echo
-  tool table "$1" --cols "$2" --head "$3" --where status!=ok
+  tool table "$1" --cols "$2" --head "$3" --latest "$key" --where status!=ok --where status!=skipped
   echo
 }
 
@@ -48,5 +65,18 @@ test_says() { # NAME
   esac | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//'
 }
 
-# The first sentence of a paragraph (up to the first ". ").
-first_sentence() { sed 's/\([.:]\) .*/\1/'; }
+# The first sentence of a paragraph, ending in a full stop: up to the
+# first ". " or ": " outside parentheses (a colon that opens a list ends
+# the sentence; one inside a parenthesis does not).
+first_sentence() {
+  awk '{ s = $0; out = s; d = 0
+    for (i = 1; i <= length(s); i++) {
+      c = substr(s, i, 1)
+      if (c == "(") d++
+      else if (c == ")") d--
+      else if ((c == "." || c == ":") && d <= 0 && substr(s, i + 1, 1) == " ") {
+        out = substr(s, 1, i - 1); break
+      }
+    }
+    sub(/[.:]$/, "", out); print out "." }'
+}

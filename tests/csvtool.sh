@@ -1,0 +1,29 @@
+#!/bin/sh
+# csvtool, the report scripts' only reader of result CSVs: numeric
+# --where (1 matches 1.0), quoted cells with commas, --latest keeping the
+# last row of a job measured again (a skipped job rerun), value's
+# aggregates and default, and its two exit statuses (1 for a data problem
+# such as a missing column, 2 for a usage mistake).
+. "${top_srcdir:-.}/tests/lib.sh"
+ct="$top_builddir/csvtool"
+[ -x "$ct" ] || { echo "missing $ct"; exit 99; }
+f="$scratch/r.csv"
+printf '%s\n' 'size,ms,status,message' '1.0,5,skipped,"needs 1 GPUs, this machine has 0"' \
+  '2,7,failed,oom' '1,4,ok,' '3,9,skipped,no' > "$f"
+check "count with a numeric --where: size=1 matches 1.0" [ "$("$ct" count "$f" --where size=1)" = 2 ]
+check "count of rows not ok: 3" [ "$("$ct" count "$f" --where status!=ok)" = 3 ]
+check "--latest size: the skipped 1.0 row, measured again, no longer counts" \
+  [ "$("$ct" count "$f" --where status!=ok --latest size)" = 2 ]
+check "--latest keeps file order and the later row" \
+  [ "$("$ct" select "$f" --cols size,status --latest size | tr '\n' ' ')" = "size,status 2,failed 1,ok 3,skipped " ]
+check "a quoted cell with a comma stays one cell" \
+  [ "$("$ct" distinct "$f" --cols message --where status=skipped | head -1)" = "needs 1 GPUs, this machine has 0" ]
+check "value --agg min over the ok and failed rows" \
+  [ "$("$ct" value "$f" --col ms --where status!=skipped --agg min)" = 4 ]
+check "value --default when no row matches" \
+  [ "$("$ct" value "$f" --col ms --where size=8 --default none)" = none ]
+"$ct" count "$f" --where nosuch=1 > /dev/null 2> "$scratch/e1"
+check "a missing column: exit 1, naming it" sh -c "[ $? -eq 1 ] && grep -q 'no column \"nosuch\"' '$scratch/e1'"
+"$ct" check "$f" --latest size > /dev/null 2> "$scratch/e2"
+check "an option the subcommand does not take: exit 2" [ $? -eq 2 ]
+finish
