@@ -54,8 +54,8 @@ typedef struct loop_settings {
   {"run", "steps", INT_FIELD(st, l.steps), 1, 1000000, NULL, NULL, "10",     \
    "timed steps"},                                                           \
   {"run", "threads", INT_FIELD(st, l.threads), 0, 4096, NULL, NULL, "0",     \
-   "CPU engine threads per rank (0: OpenMP's default divided among "     \
-   "the ranks on the node)"},                     \
+   "CPU engine threads per rank (0: OpenMP's default divided among the "  \
+   "ranks on the node)"},                                                    \
   {"run", "seed", INT_FIELD(st, l.seed), 0, 2147483647, NULL, NULL, "336",   \
    "seed of the initial weights (with several ranks, rank 0's, broadcast) "  \
    "and of the random batches"}
