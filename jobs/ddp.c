@@ -395,13 +395,13 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   TRY(eng_profile(x->e, 1));
   TRY(step(x, -1));
   TRY(eng_profile_report(x->e, fam, sizeof fam));
-  if (x->rank == 0 && x->cpu_threads)
+  char threads[48] = "";
+  if (x->cpu_threads)
+    snprintf(threads, sizeof threads, " (CPU threads per rank: %d)",
+             x->cpu_threads);
+  if (x->rank == 0)
     snprintf(r->message, sizeof r->message,
-             "rank 0 (CPU threads per rank: %d), ms per step by kernel "
-             "family: %s", x->cpu_threads, fam);
-  else if (x->rank == 0)
-    snprintf(r->message, sizeof r->message,
-             "rank 0, ms per step by kernel family: %s", fam);
+             "rank 0%s, ms per step by kernel family: %s", threads, fam);
   TRY(timeline(x, r));
   return 0;
 }
