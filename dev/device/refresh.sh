@@ -1,13 +1,13 @@
 #!/bin/sh
 # There, first in each GPU call: make the copy a git checkout of the
-# bundle's main (the working tree as sent stays as it is), print whether
+# bundle's commit (the working tree as sent stays as it is), print whether
 # it differs from that commit, and build once per machine (the build
 # outputs stay while the machine is warm).
 #   . .devdeps/env.sh && sh .devgit/refresh.sh && ...
 set -e
 [ -d .git ] || git init -q
 printf '/.devdeps/\n/.devgit/\n' > .git/info/exclude
-git fetch -q .devgit/head.bundle main
+git fetch -q .devgit/head.bundle HEAD
 git reset -q FETCH_HEAD
 echo "device HEAD $(git rev-parse --short HEAD), dirty: $(git status --porcelain --untracked-files=no | wc -l) files"
 git status --porcelain --untracked-files=no | head
