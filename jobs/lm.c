@@ -52,6 +52,7 @@ typedef struct lm_settings {
   bool kernel_profile;
   const char *optimizer;
   int adamw_blocks;
+  int gemm_sm_reserve;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -97,6 +98,11 @@ static const param_def params[] = {
      NULL, NULL, "0",
      "optimizer in_backward: thread blocks its updates may hold beside "
      "backward's kernels (one per SM on Hopper); 0: as many as they need"},
+    {"run", "gemm_sm_reserve", INT_FIELD(lm_settings, gemm_sm_reserve), 0,
+     1024, NULL, "SMs", "0",
+     "optimizer in_backward: backward's matrix products are shaped for the "
+     "GPU's SMs minus this many, left to the updates beside them (cuda "
+     "only); 0: the whole GPU"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -170,6 +176,17 @@ static int validate(const void *settings, char *err, size_t n) {
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
     return BLAME(lm_settings, adamw_blocks);
   }
+  if (s->gemm_sm_reserve && strcmp(s->optimizer, "in_backward") != 0) {
+    snprintf(err, n, "gemm_sm_reserve = %d leaves SMs to the optimizer in "
+             "backward (allowed with optimizer %s: 0)", s->gemm_sm_reserve,
+             s->optimizer);
+    return BLAME(lm_settings, gemm_sm_reserve);
+  }
+  if (s->gemm_sm_reserve && strcmp(s->backend, "cuda") != 0) {
+    snprintf(err, n, "gemm_sm_reserve = %d needs the cuda backend (allowed "
+             "with backend %s: 0)", s->gemm_sm_reserve, s->backend);
+    return BLAME(lm_settings, gemm_sm_reserve);
+  }
   if (s->kernel_profile && strcmp(s->backend, "cuda") != 0) {
     snprintf(err, n, "kernel_profile = true needs the cuda backend (allowed "
              "with backend %s: false)", s->backend);
@@ -198,6 +215,7 @@ static model_options options(const lm_settings *s) {
    * until its update (two layer-sized slots, not every gradient) */
   o.grad_slots = o.fused && strcmp(s->optimizer, "in_backward") == 0;
   o.adamw_blocks = s->adamw_blocks;
+  o.sm_reserve = s->gemm_sm_reserve;
   return o;
 }
 

@@ -396,7 +396,8 @@ static int create(model *m) {
 
 int model_create(model **out, engine *e, const model_config *c, int batch,
                  int seq, dtype compute) {
-  model_options o = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model_options o = {.compute = compute, .attention = ATTN_MATERIALIZED,
+                     .f32 = F32_EXACT};
   return model_create_ex(out, e, c, batch, seq, &o);
 }
 
@@ -425,10 +426,10 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
          "(allowed with flash attention: the fused path)");
   }
-  if (o->adamw_blocks < 0) {
+  if (o->adamw_blocks < 0 || o->sm_reserve < 0) {
     free(m);
-    FAIL(ERR_FAIL, "model_create: adamw_blocks = %d (allowed: >= 0)",
-         o->adamw_blocks);
+    FAIL(ERR_FAIL, "model_create: adamw_blocks = %d, sm_reserve = %d "
+         "(allowed: >= 0)", o->adamw_blocks, o->sm_reserve);
   }
   if (o->fused && c->norm == NORM_LAYER) {
     free(m);
@@ -455,6 +456,10 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     return rc;
   }
   rc = create(m);
+  if (rc == 0 && o->sm_reserve) {   /* refused here by an engine without SMs */
+    eng_ctx bc = {NULL, o->sm_reserve, 0};
+    rc = eng_view(e, &bc, &m->bview);
+  }
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
     model_destroy(m);
@@ -470,6 +475,7 @@ void model_destroy(model *m) {
   eng_graph_destroy(m->e, m->gbwd.g);
   for (int s = 0; s < 2; s++) eng_event_free(m->e, m->slot_ev[s]);
   engine_destroy(m->side);   /* its work: joined by every backward */
+  engine_destroy(m->bview);
   free(m->gmap);
   float *bufs[] = {m->params_placed ? NULL : (float *)m->params, m->grads,
                    m->adam_m, m->adam_v, m->acts};
@@ -857,7 +863,7 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   params_write(m);                    /* the weights change from here on */
   if (low) m->low_gen = m->params_gen;   /* ...and each view's copy with them */
   m->adamw_in_bwd = o;
-  int rc = model_backward(m);
+  int rc = model_backward_on(m, m->bview ? m->bview : m->e);
   m->adamw_in_bwd = NULL;
   /* the next pass reads the weights the side stream wrote */
   int rw = eng_wait_for(m->e, m->side);

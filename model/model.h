@@ -104,6 +104,11 @@ typedef struct model_options {
                         * hold at most this many thread blocks (one per SM
                         * on Hopper: eng_side_view); 0: as many as they
                         * need */
+  int sm_reserve;      /* model_backward_adamw's backward runs with its
+                        * matrix products shaped for the device's SMs
+                        * minus this many (eng_ctx.sm_reserve; the cuda
+                        * engine only), left to the updates beside it;
+                        * 0: the whole device */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

@@ -200,6 +200,10 @@ struct model {
    * each tensor's last backward kernel and joined before backward
    * returns. */
   engine *side;
+  /* model_options.sm_reserve > 0: the view of e (products shaped for
+   * fewer SMs) that model_backward_adamw's backward runs on, made with
+   * side; NULL otherwise. */
+  engine *bview;
   /* model_options.grad_slots: grads holds ngrads elements (nparams
    * without slots): two slots, each as large as the largest group of
    * views backward finishes together (grad_group: the head's, a layer's,

@@ -29,6 +29,11 @@ model *initial_model(engine *e, const model_config *c, int B, int T,
 }
 
 int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps) {
+  return adamw_forms_agree_on(after, NULL, in_bwd, B, T, steps);
+}
+
+int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
+                         int B, int T, int steps) {
   model *m[2] = {after, in_bwd};
   int vocab = model_get_config(after)->vocab, same = 1;
   size_t n = model_nparams(after);
@@ -45,7 +50,9 @@ int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps) {
       hard(model_zero_grad(m[k]), "zero_grad");
       hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
       if (k == 0) {
-        hard(model_backward(m[k]), "backward");
+        hard(after_bwd ? model_backward_on(m[k], after_bwd)
+                       : model_backward(m[k]),
+             "backward");
         hard(model_adamw_step(m[k], &a), "adamw");
       } else {
         hard(model_backward_adamw(m[k], &a), "backward_adamw");

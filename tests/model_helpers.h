@@ -15,8 +15,12 @@ model *initial_model(engine *e, const model_config *c, int B, int T,
 /* `steps` training steps on fresh random batches (tests/testlib.h's
  * stream), `after` with model_backward then model_adamw_step, `in_bwd`
  * with model_backward_adamw, both from whatever weights they hold: 1 when
- * the losses and the weights after every step are equal bit for bit. */
+ * the losses and the weights after every step are equal bit for bit.
+ * adamw_forms_agree_on runs `after`'s backward on after_bwd (its engine or
+ * a view of it: model_backward_on). */
 int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps);
+int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
+                         int B, int T, int steps);
 
 /* A checkpoint of another model than the tests' own: fp32 weights of
  * c (batch B, sequence T) from seed 4242 with the gains drawn away from 1,

@@ -270,7 +270,8 @@ static void test_writes_after_training(engine *e, const model_config *c,
                               sizeof path);
   free(w);
 
-  model_options fo = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+  model_options fo = {.compute = DT_F32, .fused = 1, .attention = ATTN_FLASH,
+                      .f32 = F32_EXACT};
   model *f, *o;
   hard(model_create_ex(&f, e, c, B, T, &fo), "model_create_ex");
   int nv;
@@ -311,7 +312,8 @@ static void test_writes_after_training(engine *e, const model_config *c,
   model_destroy(f);
   model_destroy(o);
 
-  model_options bo = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+  model_options bo = {.compute = DT_BF16, .fused = 1,
+                      .attention = ATTN_FLASH, .f32 = F32_EXACT};
   model *m;
   hard(model_create_ex(&m, e, c, B, T, &bo), "model_create_ex");
   hard(model_init(m, 7), "model_init");
@@ -380,12 +382,15 @@ int main(void) {
     tg[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
   }
 
-  model_options ob = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model_options ob = {.compute = DT_F32, .attention = ATTN_MATERIALIZED,
+                      .f32 = F32_EXACT};
   test_adamw_in_backward(e, &c, w, np, B, T, &ob, "op by op");
   {
-    model_options of = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+    model_options of = {.compute = DT_F32, .fused = 1,
+                        .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT};
     test_adamw_in_backward(e, &c, w, np, B, T, &of, "fused");
-    model_options off = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+    model_options off = {.compute = DT_F32, .fused = 1,
+                         .attention = ATTN_FLASH, .f32 = F32_EXACT};
     test_adamw_in_backward(e, &c, w, np, B, T, &off, "fused, flash");
     /* 5 layers: slot 1 serves the head, layers 3 and 1 and the
      * embedding, slot 0 layers 4, 2 and 0 */
@@ -417,7 +422,8 @@ int main(void) {
 
   const attn_impl impls[] = {ATTN_MATERIALIZED, ATTN_FLASH};
   for (int k = 0; k < 2; k++) {
-    model_options of = {DT_F32, 1, impls[k], F32_EXACT, 0, 0, 0};
+    model_options of = {.compute = DT_F32, .fused = 1, .attention = impls[k],
+                        .f32 = F32_EXACT};
     run_out o;
     run(e, &c, w, np, ids, tg, B, T, &of, &o);
     const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
@@ -468,7 +474,8 @@ int main(void) {
   /* Profiling: every operation of a training step lands in its family,
    * with a time, and the report stops collecting. */
   {
-    model_options of = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+    model_options of = {.compute = DT_F32, .fused = 1,
+                        .attention = ATTN_FLASH, .f32 = F32_EXACT};
     model *pm;
     hard(model_create_ex(&pm, e, &c, B, T, &of), "model_create_ex");
     hard(model_init(pm, 5), "model_init");
@@ -500,7 +507,8 @@ int main(void) {
 
   /* What the CPU engine cannot do, it refuses by name. */
   model *m;
-  model_options bad = {DT_BF16, 1, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+  model_options bad = {.compute = DT_BF16, .fused = 1,
+                       .attention = ATTN_FLASH, .f32 = F32_EXACT};
   int rc = model_create_ex(&m, e, &c, B, T, &bad);
   if (rc == 0) {
     float loss;
@@ -509,18 +517,22 @@ int main(void) {
   }
   check(rc == ERR_FAIL && strstr(err_msg(), "f32 only") != NULL,
         "bf16 on the cpu engine fails clearly: %s", err_msg());
-  model_options opflash = {DT_F32, 0, ATTN_FLASH, F32_EXACT, 0, 0, 0};
+  model_options opflash = {.compute = DT_F32, .attention = ATTN_FLASH,
+                           .f32 = F32_EXACT};
   check(model_create_ex(&m, e, &c, B, T, &opflash) == ERR_FAIL &&
             strstr(err_msg(), "op-by-op") != NULL,
         "op-by-op with flash attention is refused: %s", err_msg());
   for (int p = F32_TF32; p <= F32_3XTF32; p++) {
-    model_options tf = {DT_F32, 1, ATTN_FLASH, (f32_products)p, 0, 0, 0};
+    model_options tf = {.compute = DT_F32, .fused = 1,
+                        .attention = ATTN_FLASH, .f32 = (f32_products)p};
     check(model_create_ex(&m, e, &c, B, T, &tf) == ERR_FAIL &&
               strstr(err_msg(), "TF32") != NULL,
           "%s on the cpu engine is refused: %s", f32_products_name(tf.f32),
           err_msg());
   }
-  model_options graphs = {DT_F32, 1, ATTN_FLASH, F32_EXACT, 1, 0, 0};
+  model_options graphs = {.compute = DT_F32, .fused = 1,
+                          .attention = ATTN_FLASH, .f32 = F32_EXACT,
+                          .graphs = 1};
   check(model_create_ex(&m, e, &c, B, T, &graphs) == ERR_FAIL &&
             strstr(err_msg(), "cannot record CUDA graphs") != NULL,
         "CUDA graphs on the cpu engine are refused: %s", err_msg());

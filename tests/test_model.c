@@ -320,7 +320,8 @@ static void test_layernorm_layout(void) {
   /* The fused path fuses RMSNorm: it refuses LayerNorm, naming the path
    * that takes it. */
   c.norm = NORM_LAYER;
-  model_options o = {DT_F32, 1, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model_options o = {.compute = DT_F32, .fused = 1,
+                     .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT};
   model *m = NULL;
   err_clear();
   int rc = model_create_ex(&m, E, &c, 1, 4, &o);
@@ -328,6 +329,17 @@ static void test_layernorm_layout(void) {
             strstr(err_msg(), "fused path fuses RMSNorm only (allowed with "
                               "LayerNorm: the op-by-op path)") != NULL,
         "the fused path refuses LayerNorm: %s", err_msg());
+  err_clear();
+
+  /* Backward's SM reserve (model_options.sm_reserve) is refused at
+   * creation by an engine without SMs, not at the first backward. */
+  c.norm = NORM_RMS;
+  o.sm_reserve = 8;
+  rc = model_create_ex(&m, E, &c, 1, 4, &o);
+  check(rc == ERR_FAIL && m == NULL &&
+            strstr(err_msg(), "the cpu engine has no SMs to reserve") != NULL,
+        "the CPU engine refuses a model with sm_reserve 8 at creation: %s",
+        err_msg());
   err_clear();
 }
 

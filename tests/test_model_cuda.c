@@ -99,7 +99,8 @@ static void run_ex(engine *e, const model_config *c, const float *w,
 static void run(engine *e, const model_config *c, const float *w, size_t np,
                 const int32_t *ids, const int32_t *tg, int B, int T,
                 dtype compute, run_out *o) {
-  model_options opt = {compute, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model_options opt = {.compute = compute, .attention = ATTN_MATERIALIZED,
+                       .f32 = F32_EXACT};
   run_ex(e, c, w, np, ids, tg, B, T, &opt, o);
 }
 
@@ -152,7 +153,8 @@ static void test_graphs(engine *gpu, const model_config *c, const float *w,
       {DT_F16, 1, ATTN_FLASH, F32_EXACT},
       {DT_F32, 1, ATTN_FLASH, F32_3XTF32}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, cases[i].f32, 0, 0, 0};
+    model_options opt = {.compute = cases[i].t, .fused = cases[i].fused,
+                         .attention = cases[i].a, .f32 = cases[i].f32};
     float l0[GRAPH_STEPS], l1[GRAPH_STEPS];
     long long r0, r1;
     float *p0 = train(gpu, c, w, np, B, T, &opt, l0, &r0);
@@ -220,17 +222,24 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   c5.layers = 5;
   const model_config *c = &c5;
   /* cap: model_options.adamw_blocks, the updates held to 3 blocks (each
-   * loops over its share) */
-  static const struct { dtype t; int fused; attn_impl a; int cap; const char *n; }
-      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, "fp32 op by op"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, "bf16 fused"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, "bf16 fused, updates on 3 blocks"}};
+   * loops over its share); rsv: model_options.sm_reserve, backward's
+   * products shaped for 8 fewer SMs, and so AdamW after backward's
+   * backward too (a view with the same reserve: the same cuBLASLt plans,
+   * which the engine keys on the SM target) */
+  static const struct { dtype t; int fused; attn_impl a; int cap, rsv; const char *n; }
+      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, 0, "fp32 op by op"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, "bf16 fused"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 0, "bf16 fused, updates on 3 blocks"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 8,
+                  "bf16 fused, updates on 3 blocks, products on 8 SMs fewer"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_options opt = {cases[i].t, cases[i].fused, cases[i].a, F32_EXACT, 0, 0, 0};
+    model_options opt = {.compute = cases[i].t, .fused = cases[i].fused,
+                         .attention = cases[i].a, .f32 = F32_EXACT};
     model *m[2];
     model_options os = opt;   /* the fused path: with gradient slots */
     os.grad_slots = opt.fused;
     os.adamw_blocks = cases[i].cap;
+    os.sm_reserve = cases[i].rsv;
     for (int k = 0; k < 2; k++) {
       hard(model_create_ex(&m[k], gpu, c, B, T, k ? &os : &opt),
            "model_create_ex");
@@ -250,9 +259,13 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
             "recomputed with them (%d saved)", cases[i].n, kept[0],
             2 * c->layers, kept[1]);
     }
-    int same = adamw_forms_agree(m[0], m[1], B, T, 3);
+    engine *after_bwd = NULL;
+    eng_ctx bc = {NULL, cases[i].rsv, 0};
+    if (cases[i].rsv) hard(eng_view(gpu, &bc, &after_bwd), "eng_view");
+    int same = adamw_forms_agree_on(m[0], after_bwd, m[1], B, T, 3);
     check(same, "%s: AdamW in backward gives the weights and losses of AdamW "
           "after it, bit for bit, over 3 steps", cases[i].n);
+    if (after_bwd) engine_destroy(after_bwd);
     for (int k = 0; k < 2; k++) model_destroy(m[k]);
   }
 }
@@ -304,7 +317,8 @@ static void test_layernorm(engine *cpu, engine *gpu, int B, int T) {
   }
   free_out(&ref);
 
-  model_options opt = {DT_F32, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+  model_options opt = {.compute = DT_F32, .attention = ATTN_MATERIALIZED,
+                       .f32 = F32_EXACT};
   model *m[2];
   for (int k = 0; k < 2; k++) {
     hard(model_create_ex(&m[k], gpu, &c, B, T, &opt), "model_create_ex");
@@ -373,15 +387,17 @@ static void test_load_after_training(engine *cpu, engine *gpu,
       {DT_F16, ATTN_FLASH, 0, LOAD, 1e-2}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     fb_out op, o;
-    model_options oo = {cases[k].t, 0, ATTN_MATERIALIZED, F32_EXACT, 0, 0, 0};
+    model_options oo = {.compute = cases[k].t,
+                        .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT};
     model *m;
     hard(model_create_ex(&m, gpu, c, B, T, &oo), "model_create_ex");
     hard(st_load_model(m, path), "st_load_model");
     fwd_bwd(m, ids, tg, B, T, &op);
     model_destroy(m);
 
-    model_options fo = {cases[k].t, 1, cases[k].a, F32_EXACT,
-                        cases[k].graphs, 0, 0};
+    model_options fo = {.compute = cases[k].t, .fused = 1,
+                        .attention = cases[k].a, .f32 = F32_EXACT,
+                        .graphs = cases[k].graphs};
     hard(model_create_ex(&m, gpu, c, B, T, &fo), "model_create_ex");
     hard(model_set_params(m, 0, w0, np), "model_set_params");
     /* with graphs: steps 2 and 3 replay, so forward after the load does */
@@ -482,8 +498,9 @@ int main(void) {
       {DT_BF16, F32_EXACT, 3e-2}, {DT_F16, F32_EXACT, 1e-2}};
   for (int p = 0; p < 4; p++) {
     run_out o;
-    model_options opt = {precisions[p].t, 0, ATTN_MATERIALIZED,
-                         precisions[p].f32, 0, 0, 0};
+    model_options opt = {.compute = precisions[p].t,
+                         .attention = ATTN_MATERIALIZED,
+                         .f32 = precisions[p].f32};
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
     const char *pn = precisions[p].f32 == F32_3XTF32
                          ? "f32 (3xtf32)"
@@ -507,7 +524,8 @@ int main(void) {
       {DT_F32, ATTN_MATERIALIZED, F32_3XTF32, 1e-4},
       {DT_F32, ATTN_FLASH, F32_3XTF32, 1e-4}};
   for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++) {
-    model_options opt = {fused[f].t, 1, fused[f].a, fused[f].f32, 0, 0, 0};
+    model_options opt = {.compute = fused[f].t, .fused = 1,
+                         .attention = fused[f].a, .f32 = fused[f].f32};
     int exact = fused[f].t == DT_F32 && fused[f].f32 != F32_TF32;
     run_out o;
     run_ex(gpu, &c, w, np, ids, tg, B, T, &opt, &o);
