@@ -49,11 +49,13 @@ if [ ! -f "$csv" ]; then
   exit 0
 fi
 lb="$DATA/flash_leaderboard.csv"
+mh="$DATA/flash_multihead.csv"
 
 # ---- helpers ------------------------------------------------------------------
 
-# One anchor value (empty when absent).
-av() { tool value "$anchor" --agg first --default "" --where status=ok "$@"; }
+# One anchor value (empty when absent), from its newest row: an anchor
+# re-measured beside our rows replaces the older one.
+av() { tool value "$anchor" --sort -utc --agg first --default "" --where status=ok "$@"; }
 # The anchor's implementations in words.
 impl_words() {
   case $1 in
@@ -278,6 +280,18 @@ EOF
 
 # ---- flash_benchmarking ---------------------------------------------------------
 
+# shape_src H D: the CSV holding our bf16 flash row at H heads and d_head D
+# (one head: flash_benchmarking's; 16: flash_multihead's, else the
+# leaderboard's), or nothing.
+shape_src() {
+  if [ "$1" != 16 ]; then printf '%s' "$csv"; return; fi
+  if [ -f "$mh" ] && [ "$(tool count "$mh" --where status=ok --where d_head="$2")" -gt 0 ]; then
+    printf '%s' "$mh"
+  elif [ "$2" = 64 ] && [ -f "$lb" ]; then
+    printf '%s' "$lb"
+  fi
+}
+
 flash_benchmarking() {
   machine=$(tool value "$csv" --col machine --agg first --default "")
   cat <<EOF
@@ -360,19 +374,20 @@ EOF
   fi
   echo
 
-  # Next to PyTorch at the anchor's two bf16 causal shapes.
-  echo "**Next to PyTorch.** Both bf16, causal, on an H100; PyTorch from"
-  echo "reports/anchors/torch_attention_h100.csv (\`do_bench\` medians), ours per pass."
+  # Next to PyTorch at the FlashAttention issue's bf16 causal shapes.
+  echo "**Next to PyTorch.** All bf16, causal, on an H100; PyTorch from"
+  echo "reports/anchors/torch_attention_h100.csv (\`do_bench\` medians), ours per pass"
+  echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64)."
   echo
   echo "| shape (batch x heads x seq, d_head) | implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s |"
   echo "|---|---|--:|--:|--:|--:|"
-  shapes="1:16:16384:64 1:1:65536:128"
+  shapes="1:16:16384:64 1:16:16384:128 1:1:65536:64 1:1:65536:128"
   for sh in $shapes; do
     IFS=: read -r B H T D <<EOF
 $sh
 EOF
     label="${B}x${H}x${T}, d $D"
-    if [ "$H" = 16 ]; then src="$lb"; else src="$csv"; fi
+    src=$(shape_src "$H" "$D")
     if [ -f "$src" ]; then
       for impl in flash materialized; do
         o() { tool value "$src" --agg first --default "" --where status=ok --where impl=$impl --where precision=bf16 \
@@ -395,6 +410,32 @@ EOF
       fi
       echo "| $label | $(impl_words $impl) | $(a --col fwd_ms --fmt %.3f) | $(a --col bwd_ms --fmt %.3f) | $afb | $(a --col fwd_bwd_tflops --fmt %.0f) |"
     done
+  done
+  echo
+
+  # The FlashAttention issue's goals (FlashAttention-3's published speed on
+  # the H100) at both shapes, against our rows.
+  echo "**Against FlashAttention-3's speed.** The goals: forward at d_head 64"
+  echo ">= 480 TFLOP/s and at 128 >= 620, backward at 128 >= 500, at both shapes:"
+  echo
+  echo "| shape | pass | d_head | ours (TFLOP/s) | goal | met |"
+  echo "|---|---|--:|--:|--:|---|"
+  for g in 1:1:65536:64:fwd:480 1:1:65536:128:fwd:620 1:1:65536:128:bwd:500 \
+           1:16:16384:64:fwd:480 1:16:16384:128:fwd:620 1:16:16384:128:bwd:500; do
+    IFS=: read -r B H T D P G <<EOF
+$g
+EOF
+    src=$(shape_src "$H" "$D")
+    v=""
+    [ -z "$src" ] || v=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
+      --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_tflops")
+    case $P in fwd) pw=forward ;; *) pw=backward ;; esac
+    if [ -z "$v" ]; then
+      echo "| ${B}x${H}x${T} | $pw | $D | not measured | $G | - |"
+    else
+      if is_true "$v >= $G"; then m=yes; else m=no; fi
+      echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m |"
+    fi
   done
   echo
 
@@ -523,10 +564,10 @@ leaderboard() {
     text="$text We are"
   fi
   text="$text and $(calc %.2f "$lb_best_ms / $ours") times faster than the course's 2025 leaderboard best ($lb_best_ms ms, Triton, timed by its own harness, so an indication rather than a like-for-like comparison)."
-  if is_true "$ours <= 4.5"; then
-    text="$text The project's goal, at most 4.5 ms, is met."
+  if is_true "$ours <= 4.0"; then
+    text="$text The goal of FlashAttention-3's speed, at most 4.0 ms, is met."
   else
-    text="$text The project's goal, at most 4.5 ms, is not met."
+    text="$text The goal of FlashAttention-3's speed, at most 4.0 ms, is not met."
   fi
   printf '%s\n\n' "$text"
 }
