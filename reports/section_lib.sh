@@ -19,6 +19,13 @@ num() {
   esac
 }
 
+# has_rows CSV: CSV exists and holds a measured (status ok) row.
+has_rows() {
+  [ -f "$1" ] || return 1
+  _has_rows_n=$(tool count "$1" --where status=ok) || exit 1
+  [ "$_has_rows_n" -gt 0 ]
+}
+
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 

@@ -22,7 +22,7 @@ case ${PROBLEM:-benchmarking_mixed_precision} in
   benchmarking_mixed_precision) ;;
   *) echo "benchmarking_mixed_precision.sh: no problem \"$PROBLEM\" here (it renders benchmarking_mixed_precision)" >&2; exit 1 ;;
 esac
-if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_mixed_precision.cfg\`"
   echo "on a GPU (it writes reports/data/benchmarking_mixed_precision.csv)._"
   echo

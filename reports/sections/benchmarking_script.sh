@@ -348,7 +348,7 @@ fi
 
 # ---- 3xTF32 -------------------------------------------------------------------
 x3="$DATA/benchmarking_3xtf32.csv"
-if [ -f "$x3" ] && [ "$(tool count "$x3" --where status=ok)" -gt 0 ]; then
+if has_rows "$x3"; then
   echo "#### fp32-accurate products on TF32 tensor cores (3xTF32)"
   echo
   cat <<'TEXT'
@@ -393,7 +393,7 @@ fi
 wcsv="$DATA/benchmarking_warmup.csv"
 echo "### (c) Warm-up steps"
 echo
-if [ ! -f "$wcsv" ] || [ "$(tool count "$wcsv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$wcsv"; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_warmup.cfg\` on a GPU._"
   echo
   exit 0

@@ -9,7 +9,7 @@ LC_ALL=C
 export LC_ALL
 
 . "$REPORT_LIB"
-if [ ! -f "$CSV" ] || [ "$(tool count "$CSV" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$CSV"; then
   echo "_Not yet measured: run \`./runner experiments/communication_accounting.cfg\` (no GPU needed)._"
   echo
   exit 0

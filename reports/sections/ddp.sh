@@ -66,7 +66,7 @@ zbs="$DATA/zero1_batch_scaling.csv"
 pt_csv="$reports/anchors/ddp_pytorch_compiled.csv"
 pe_csv="$reports/anchors/ddp_pytorch.csv"
 
-if [ ! -f "$own" ] || [ "$(tool count "$own" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$own"; then
   echo "_Not yet measured: run \`./runner experiments/$exp.cfg\` on 2 GPUs._"
   echo
   exit 0
@@ -725,7 +725,7 @@ backward ($(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$bf")") ms fp32, 
 itself growing from $(f1 "$(one "$csv" fp32 bwd_ms_mean "$bf")") to $(f1 "$(two "$csv" fp32 bwd_ms_mean "$bf")") ms (fp32) and $(f1 "$(one "$csv" bf16 bwd_ms_mean "$bh")") to $(f1 "$(two "$csv" bf16 bwd_ms_mean "$bh")") ms (bf16)
 while NCCL's kernels run beside it.
 EOF
-    if [ -f "$ctas" ] && [ "$(tool count "$ctas" --where status=ok)" -gt 0 ]; then
+    if has_rows "$ctas"; then
       c_n=$(tool value "$ctas" --where status=ok --where precision=fp32 --where nccl_max_ctas!=0 --agg min --default "" --col nccl_max_ctas)
       c_bm=$(tool value "$ctas" --where status=ok --where precision=fp32 --agg max --default "" --col bucket_mb)
       cq() { tool value "$ctas" --where status=ok --where precision=fp32 --where bucket_mb="$c_bm" --where nccl_max_ctas="$1" --agg first --default "" --col "$2"; }
@@ -738,7 +738,7 @@ EOF
         echo "takes $(f1 "$c8") ms against $(f1 "$c0") ms with NCCL's default, though it then holds a few SMs, not dozens."
       fi
     fi
-    if [ -f "$smr" ] && [ "$(tool count "$smr" --where status=ok)" -gt 0 ]; then
+    if has_rows "$smr"; then
       sr_best() { tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 --sort step_ms_mean --agg first --default "" --col "$1"; }
       sr_base=$(tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 \
         --where nccl_max_ctas="$(sr_best nccl_max_ctas)" --where gemm_sm_reserve=0 --agg first --default "" --col step_ms_mean)
@@ -749,7 +749,7 @@ EOF
         echo "takes the fp32 step from $(f1 "$sr_base") to $(f1 "$(sr_best step_ms_mean)") ms."
       fi
     fi
-    if [ -f "$con" ] && [ "$(tool count "$con" --where status=ok)" -gt 0 ]; then
+    if has_rows "$con"; then
       # The matrix-product ms of a contention row (rank 0's extra step with
       # every operation bracketed by events), from its message.
       cn_mm() {
@@ -830,7 +830,7 @@ NVLink as in the all-gather form, but each GPU runs half of AdamW and
 holds half its state ($(calc %.0f "$(two "$z1ce" fp32 optstate_mib "$zf")") MiB against $(calc %.0f "$(one "$z1ce" fp32 optstate_mib "$zf")")). Best: $(f1 "$z2") ms fp32 at $(calc %g "$zf") MiB,
 $(calc %.3f "$z2 / $z1") x one GPU, and $(f1 "$y2") ms bf16 at $(calc %g "$zh") MiB, $(calc %.3f "$y2 / $y1") x.
 EOF
-    if [ -f "$zbs" ] && [ "$(tool count "$zbs" --where status=ok)" -gt 0 ]; then
+    if has_rows "$zbs"; then
       cat <<EOF
 The transfers and the half of AdamW are set by the weights, not by the
 tokens, so what the second GPU adds does not grow with the per-GPU batch

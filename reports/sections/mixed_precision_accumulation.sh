@@ -15,7 +15,7 @@ case ${PROBLEM:-mixed_precision_accumulation} in
   mixed_precision_accumulation) ;;
   *) echo "mixed_precision_accumulation.sh: no problem \"$PROBLEM\" here (it renders mixed_precision_accumulation)" >&2; exit 1 ;;
 esac
-if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/mixed_precision_accumulation.cfg\`._"
   echo
   exit 0

@@ -38,7 +38,7 @@ exp=${exp%.csv}
 # ---- helpers -------------------------------------------------------------------
 
 # The CSV has ok rows (else the caller says "not yet measured").
-measured() { [ -f "$1" ] && [ "$(tool count "$1" --where status=ok)" -gt 0 ]; }
+measured() { has_rows "$1"; }
 not_measured() { # EXPERIMENT
   echo "_Not yet measured: run \`./runner experiments/$1.cfg\` on a GPU (it writes"
   echo "reports/data/$1.csv)._"

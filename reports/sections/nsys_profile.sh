@@ -74,7 +74,7 @@ TEXT
 
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
 kp="${CSV:-$DATA/nsys_profile.csv}"
-if [ -f "$kp" ] && [ "$(tool count "$kp" --where status=ok)" -gt 0 ]; then
+if has_rows "$kp"; then
   cat <<'TEXT'
 #### The kernel-level profile
 

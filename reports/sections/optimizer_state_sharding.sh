@@ -22,7 +22,7 @@ case ${PROBLEM:-} in
 esac
 csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
 . "$REPORT_LIB"
-if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/optimizer_state_sharding_accounting.cfg\` on 2 GPUs._"
   echo
   exit 0

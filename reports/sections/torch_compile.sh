@@ -412,7 +412,7 @@ echo
 gcsv="$DATA/cuda_graphs.csv"
 echo "#### CUDA graphs: where they pay"
 echo
-if [ ! -f "$gcsv" ] || [ "$(tool count "$gcsv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$gcsv"; then
   echo "_Not yet measured: run \`./runner experiments/cuda_graphs.cfg\` on a GPU._"
   echo
 else

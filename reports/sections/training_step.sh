@@ -13,7 +13,7 @@ export LC_ALL
 csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
 anchor="$(dirname "$REPORT_LIB")/anchors/torch_lm_h100.csv"
-if [ ! -f "$csv" ] || [ "$(tool count "$csv" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/optimizer_in_backward.cfg\` on a GPU._"
   echo
   exit 0
@@ -119,7 +119,7 @@ fi
 sms="$DATA/optimizer_in_backward_sms.csv"
 echo "#### Sharing the SMs between backward and the updates"
 echo
-if [ ! -f "$sms" ] || [ "$(tool count "$sms" --where status=ok)" -eq 0 ]; then
+if ! has_rows "$sms"; then
   echo "_No rows yet: run \`./runner experiments/optimizer_in_backward_sms.cfg\` on a GPU._"
   echo
 else
