@@ -13,6 +13,9 @@ mkdir -p "$D"
 if [ ! -f "$D/started" ]; then
   touch "$D/started"
   setsid nohup bash "$script" > "$D/log" 2>&1 < /dev/null &
+  echo "== started $script on $(hostname) (a poll that says this again is on a fresh machine: what the last one had is gone)"
+else
+  echo "== polling $script on $(hostname), started $(date -u -r "$D/started" +%T)"
 fi
 end=$((SECONDS + ${WAIT:-480}))
 while [ $SECONDS -lt $end ] && [ ! -f "$D/done" ]; do sleep 5; done
