@@ -433,6 +433,7 @@ EOF
     if [ -z "$v" ]; then
       echo "| ${B}x${H}x${T} | $pw | $D | not measured | $G | - |"
     else
+      num "our ${pw} TFLOP/s at ${B}x${H}x${T}, d $D" "$v"
       if is_true "$v >= $G"; then m=yes; else m=no; fi
       echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m |"
     fi
