@@ -16,9 +16,10 @@
  * bf16 2e-2: P and dS are rounded to 11 / 8 significant bits before their
  * products and the outputs are stored in the dtype (u = 4.9e-4 / 3.9e-3,
  * a few u after accumulation); the course asks for 1e-2 at its shape.
- * On an sm_90 GPU the bf16 / f16 flash forward at dh 64 and 128 runs on
- * wgmma (flash_fwd_wgmma.cu); every flash case runs with it and again with
- * the mma.sync kernel that other GPUs use.
+ * On an sm_90 GPU the bf16 / f16 flash forward and backward at dh 64, 80
+ * and 128 run on wgmma (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu); every
+ * flash case runs with them and again with the mma.sync kernels that other
+ * GPUs use.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"

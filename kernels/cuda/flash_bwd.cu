@@ -528,7 +528,8 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
            "aligned q, k, v, o, dout, dq, dk, dv");
   if (bh > 65535)
     FAIL(ERR_FAIL, "k_attention_bwd: bh=%d heads (allowed: <= 65535)", bh);
-  if (cuda_impl(e)->wgmma && dt != DT_F32 && dh == 64)
+  if (cuda_impl(e)->wgmma && dt != DT_F32 &&
+      (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_bwd_wgmma(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq,
                                 tk, dh, causal, scale, dt);
   void *ws;

@@ -1,16 +1,15 @@
 /* FlashAttention backward on Hopper's warpgroup products (wgmma), one pass
- * (FlashAttention-3's shape), bf16 / f16 at head dim 64 on sm_90a.
+ * (FlashAttention-3's shape), bf16 / f16 at head dims 64, 80 and 128 on
+ * sm_90a.
  *
  * A block owns BK = 128 keys (64 per warpgroup) and walks the query tiles
- * of BQ = 128 rows that can see them, last tile first:
- *   S^T = K Q^T, dP^T = V dO^T        (m64n128, A and B in shared memory)
+ * of BQ rows that can see them, last tile first:
+ *   S^T = K Q^T, dP^T = V dO^T        (m64nBQ, A and B in shared memory)
  *   P^T = exp2(S^T scale log2e - L log2e), dS^T = P^T (dP^T - D)
  *   dV += P^T dO                      (A = P^T from registers)
  *   dK += dS^T Q                      (A = dS^T, written to shared memory
  *                                      for dQ anyway, read K-major)
- *   dQ_tile = dS K                    (dS^T read MN-major: each
- *                                      warpgroup takes 64 of the queries
- *                                      and needs all 128 keys)
+ *   dQ_part = dS K                    (dS^T read MN-major, m64n64)
  * dK and dV stay in registers until the walk ends. Each tile's dQ (fp32)
  * is added into an fp32 accumulator in global memory by the copy engine
  * (cp.reduce.async.bulk .add.f32: every element's add is atomic, so blocks
@@ -20,55 +19,78 @@
  * in whatever order blocks finish, so dq may differ in the last bits from
  * run to run; dk and dv repeat bit for bit.
  *
- * The accumulator's layout in global memory is the registers' (64-row
- * half tiles of 64 x 64 floats, thread-major), so the shared-memory copy
- * is conflict-free and one bulk operation moves it; dq_convert undoes it.
+ * Tiles per head dim (bwd_tiles): a thread holds dK and dV (2 x DHP / 2
+ * floats), S^T and dP^T (2 x BQ / 2) and 32 of dQ, 224 floats either way.
+ *   Dh 64: BQ = 128; each warpgroup's dQ is 64 of the tile's queries at
+ *     all 64 columns.
+ *   Dh 80, 128: two column blocks of 64 (DHP = 128; Dh 80's second block
+ *     is the loads' zero fill, and S^T, dP^T stop their k-steps at 80),
+ *     BQ = 64 so that S^T and dP^T shrink as dK and dV grow; each
+ *     warpgroup's dQ is the tile's 64 queries at one column block.
+ *
+ * The accumulator's layout in global memory is the registers' (chunks of
+ * 64 rows x 64 columns, thread-major; chunk (row block, column block) at
+ * row block * CB + column block), so the shared-memory copy is
+ * conflict-free and one bulk operation moves it; dq_convert undoes it.
  *
  * Q / dO tiles (with their L and D) come by TMA into two stages guarded by
  * full / empty mbarriers, as in flash_fwd_wgmma.cu; thread 0 issues them.
  * L (log2 units) and D are copied by flash_bwd_prep into arrays padded to
- * whole tiles, so a tile's 128 values are one aligned bulk copy. */
+ * whole tiles, so a tile's BQ values are one aligned bulk copy. */
 #include "kernels/cuda/wgmma.cuh"
 
 namespace {
 
-constexpr int NWG = 2, NT = 128 * NWG, BK = 128, BQ = 128, DH = 64;
+constexpr int NWG = 2, NT = 128 * NWG, BK = 128;
 /* Shared memory (bytes, after the 1024-byte alignment): K, V; two stages
  * of Q, dO, L, D; two dS^T buffers (a tile's dS is read by the other
  * warpgroup's dQ product, so the next tile writes the other one); one dQ
- * staging buffer per warpgroup. */
-constexpr int TILE = BK * 128,          /* 128 rows x 64 16-bit columns */
-    DS_BYTES = BK * BQ * 2,             /* two column blocks of 64 queries */
-    DQ_BYTES = 64 * DH * 4,             /* one warpgroup's fp32 dQ */
-    OFF_K = 0, OFF_V = OFF_K + TILE, OFF_Q = OFF_V + TILE,
-    OFF_DO = OFF_Q + 2 * TILE, OFF_DS = OFF_DO + 2 * TILE,
-    OFF_DQ = OFF_DS + 2 * DS_BYTES, OFF_L = OFF_DQ + NWG * DQ_BYTES,
-    OFF_D = OFF_L + 2 * BQ * 4, SMEM = OFF_D + 2 * BQ * 4 + 1024;
+ * staging chunk per warpgroup. Every tile is CB column blocks of `rows`
+ * 128-byte lines (wgmma.cuh's layout). */
+template <int DH> struct bwd_tiles {
+  static constexpr int CB = (DH + 63) / 64, DHP = 64 * CB,
+                       BQ = CB == 1 ? 128 : 64;
+  static constexpr int KBYTES = BK * CB * 128, QBYTES = BQ * CB * 128,
+                       DS_BYTES = BK * BQ * 2, DQ_BYTES = 64 * 64 * 4,
+                       OFF_K = 0, OFF_V = OFF_K + KBYTES,
+                       OFF_Q = OFF_V + KBYTES, OFF_DO = OFF_Q + 2 * QBYTES,
+                       OFF_DS = OFF_DO + 2 * QBYTES,
+                       OFF_DQ = OFF_DS + 2 * DS_BYTES,
+                       OFF_L = OFF_DQ + NWG * DQ_BYTES,
+                       OFF_D = OFF_L + 2 * BQ * 4,
+                       SMEM = OFF_D + 2 * BQ * 4 + 1024;
+  static_assert(SMEM <= 227 * 1024, "fits an H100's shared memory");
+};
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
  * tqp (tq rounded up to BQ) per head; padding rows get 0. Each warp also
- * zeroes DH floats of the dQ accumulator (as many as there are rows). */
-template <typename T>
+ * zeroes DHP floats of the dQ accumulator (as many as there are rows). */
+template <typename T, int DH>
 __global__ void flash_bwd_prep(const T *__restrict__ o,
                                const T *__restrict__ dout,
                                const float *__restrict__ lse,
                                float *__restrict__ l2, float *__restrict__ D,
                                float *__restrict__ acc, int bh, int tq,
                                int tqp) {
+  constexpr int DHP = bwd_tiles<DH>::DHP;
   long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= (long long)bh * tqp) return;
   int b = (int)(r / tqp), i = (int)(r % tqp), l = threadIdx.x & 31;
-  static_assert(DH == 64, "one float2 per lane");
-  reinterpret_cast<float2 *>(acc + r * DH)[l] = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int c = 2 * l; c < DHP; c += 64)
+    *reinterpret_cast<float2 *>(acc + r * DHP + c) = make_float2(0.f, 0.f);
   float s = 0.f, lv = 0.f;
-  if (i < tq) {   /* two elements a lane, one 4-byte load each */
+  if (i < tq) {   /* two elements a lane at a time, one 4-byte load each */
     size_t row = ((size_t)b * tq + i) * DH;
-    uint32_t ov = reinterpret_cast<const uint32_t *>(o + row)[l],
-             dv = reinterpret_cast<const uint32_t *>(dout + row)[l];
-    const T *o2 = reinterpret_cast<const T *>(&ov),
-            *d2 = reinterpret_cast<const T *>(&dv);
-    s = elt<T>::load(o2[0]) * elt<T>::load(d2[0]) +
-        elt<T>::load(o2[1]) * elt<T>::load(d2[1]);
+#pragma unroll
+    for (int c = 2 * l; c < DH; c += 64) {
+      uint32_t ov = *reinterpret_cast<const uint32_t *>(o + row + c),
+               dv = *reinterpret_cast<const uint32_t *>(dout + row + c);
+      const T *o2 = reinterpret_cast<const T *>(&ov),
+              *d2 = reinterpret_cast<const T *>(&dv);
+      s += elt<T>::load(o2[0]) * elt<T>::load(d2[0]) +
+           elt<T>::load(o2[1]) * elt<T>::load(d2[1]);
+    }
     s = warp_sum(s);
     lv = lse[(size_t)b * tq + i] * FLASH_LOG2E;
   }
@@ -78,22 +100,25 @@ __global__ void flash_bwd_prep(const T *__restrict__ o,
   }
 }
 
-/* dq = scale * acc, from the accumulator's register-major layout: half
- * tile h of head b holds rows 64h .. 64h + 63; float4 n of thread x (warp
- * w = x / 32, g = x % 32 / 4, u = x % 4) is rows 16w + g and 16w + g + 8,
- * columns 8n + 2u and 8n + 2u + 1. A thread here writes 8 columns of one
- * row (one 16-byte store), gathering them from the four threads u. */
-template <typename T>
+/* dq = scale * acc, from the accumulator's register-major layout: block x
+ * of head b is chunk x (rows 64 (x / CB) .., columns 64 (x % CB) ..); in
+ * a chunk, float4 n of thread x' (warp w = x' / 32, g = x' % 32 / 4,
+ * u = x' % 4) is rows 16w + g and 16w + g + 8, columns 8n + 2u and
+ * 8n + 2u + 1. A thread here writes 8 columns of one row (one 16-byte
+ * store), gathering them from the four threads u; columns past Dh (80's
+ * padding) are not written. */
+template <typename T, int DH>
 __global__ void flash_dq_convert(const float *__restrict__ acc,
                                  T *__restrict__ dq, int tq, int tqp,
                                  float scale) {
-  int half = blockIdx.x, b = blockIdx.y;
-  const float *src = acc + ((size_t)b * (tqp / 64) + half) * 64 * DH;
+  constexpr int CB = bwd_tiles<DH>::CB;
+  int ch = blockIdx.x, b = blockIdx.y, rb = ch / CB, cb = ch % CB;
+  const float *src = acc + ((size_t)b * (tqp / 64) * CB + ch) * 64 * 64;
 #pragma unroll
-  for (int it = 0; it < 64 * DH / 8 / 128; it++) {
+  for (int it = 0; it < 64 * 64 / 8 / 128; it++) {
     int p = threadIdx.x + 128 * it, R = p >> 3, n = p & 7;
-    int r = half * 64 + R;
-    if (r >= tq) continue;
+    int r = rb * 64 + R, col = cb * 64 + n * 8;
+    if (r >= tq || col >= DH) continue;
     int x0 = (R >> 4) * 32 + (R & 7) * 4, hh = (R >> 3) & 1;
     uint32_t out[4];
 #pragma unroll
@@ -101,12 +126,12 @@ __global__ void flash_dq_convert(const float *__restrict__ acc,
       float2 v = *reinterpret_cast<const float2 *>(src + (n * 128 + x0 + u) * 4 + 2 * hh);
       out[u] = elt<T>::pack(v.x * scale, v.y * scale);
     }
-    *reinterpret_cast<uint4 *>(dq + ((size_t)b * tq + r) * DH + n * 8) =
+    *reinterpret_cast<uint4 *>(dq + ((size_t)b * tq + r) * DH + col) =
         make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 
-template <typename T>
+template <typename T, int DH>
 __global__ void __launch_bounds__(NT, 1)
     flash_bwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
@@ -117,12 +142,15 @@ __global__ void __launch_bounds__(NT, 1)
                  T *__restrict__ dv, int tq, int tk, int tqp, int causal,
                  float scale, float scale_log2) {
 #if TL_WGMMA
+  using C = bwd_tiles<DH>;
+  /* k-steps of S^T and dP^T: up to Dh, not into the padding */
+  constexpr int CB = C::CB, DHP = C::DHP, BQ = C::BQ, KS = (DH + 15) / 16;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full_kv, full[2], empty[2];
   unsigned char *sm = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  unsigned char *sk = sm + OFF_K, *sv = sm + OFF_V;
-  float *sl = reinterpret_cast<float *>(sm + OFF_L),
-        *sd = reinterpret_cast<float *>(sm + OFF_D);
+  unsigned char *sk = sm + C::OFF_K, *sv = sm + C::OFF_V;
+  float *sl = reinterpret_cast<float *>(sm + C::OFF_L),
+        *sd = reinterpret_cast<float *>(sm + C::OFF_D);
 
   int b = blockIdx.y, k0 = blockIdx.x * BK;
   int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
@@ -135,12 +163,20 @@ __global__ void __launch_bounds__(NT, 1)
   l2 += (size_t)b * tqp;
   Dp += (size_t)b * tqp;
 
+  /* A tile of `rows` rows: one box of 64 columns per column block; rows
+   * and columns past the tensor's end arrive as zeros. */
+  auto load = [&](unsigned char *dst, const CUtensorMap *map, uint64_t *bar,
+                  int row0, int rows) {
+#pragma unroll
+    for (int c = 0; c < CB; c++)
+      tma_load_3d(dst + c * rows * 128, map, bar, c * 64, row0, b);
+  };
   /* Tile s of the walk is query tile nq - 1 - s, in stage s & 1. */
   auto load_tile = [&](int s) {
     int st = s & 1, q0 = (nq - 1 - s) * BQ;
-    mbar_expect_tx(&full[st], 2 * TILE + 2 * BQ * 4);
-    tma_load_3d(sm + OFF_Q + st * TILE, &qmap, &full[st], 0, q0, b);
-    tma_load_3d(sm + OFF_DO + st * TILE, &omap, &full[st], 0, q0, b);
+    mbar_expect_tx(&full[st], 2 * C::QBYTES + 2 * BQ * 4);
+    load(sm + C::OFF_Q + st * C::QBYTES, &qmap, &full[st], q0, BQ);
+    load(sm + C::OFF_DO + st * C::QBYTES, &omap, &full[st], q0, BQ);
     bulk_load(sl + st * BQ, l2 + q0, BQ * 4, &full[st]);
     bulk_load(sd + st * BQ, Dp + q0, BQ * 4, &full[st]);
   };
@@ -154,58 +190,62 @@ __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
   if (issuer) {
-    mbar_expect_tx(&full_kv, 2 * TILE);
-    tma_load_3d(sk, &kmap, &full_kv, 0, k0, b);
-    tma_load_3d(sv, &vmap, &full_kv, 0, k0, b);
+    mbar_expect_tx(&full_kv, 2 * C::KBYTES);
+    load(sk, &kmap, &full_kv, k0, BK);
+    load(sv, &vmap, &full_kv, k0, BK);
     for (int s = 0; s < min(ntiles, 2); s++) load_tile(s);
   }
 
-  float accv[DH / 2], acck[DH / 2], dq[DH / 2];
+  float accv[DHP / 2], acck[DHP / 2], dq[32];
 #pragma unroll
-  for (int i = 0; i < DH / 2; i++) accv[i] = acck[i] = 0.f;
+  for (int i = 0; i < DHP / 2; i++) accv[i] = acck[i] = 0.f;
   mbar_wait(&full_kv, 0);
-  /* The accumulator half tile this warpgroup's dQ goes to. */
-  float *dq_dst = dqacc + (size_t)b * tqp * DH;
-  unsigned char *sdq = sm + OFF_DQ + wg * DQ_BYTES;
-  /* Stage a finished dQ (registers) and send it to global memory. */
+  /* This warpgroup's dQ chunk of a tile: at Dh 64 the tile's query block
+   * wg (all columns), else column block wg (all 64 queries). */
+  const int qb = CB == 1 ? wg : 0, cbk = CB == 1 ? 0 : wg;
+  float *dq_dst = dqacc + (size_t)b * tqp * DHP;
+  unsigned char *sdq = sm + C::OFF_DQ + wg * C::DQ_BYTES;
+  /* Stage a finished dQ chunk (registers) and send it to global memory. */
   auto flush_dq = [&](int s) {
-    int half = (nq - 1 - s) * 2 + wg;
+    int chunk = ((nq - 1 - s) * (BQ / 64) + qb) * CB + cbk;
     if (elected) bulk_wait_read();   /* the previous flush has left sdq */
     named_bar(2 + wg, 128);
 #pragma unroll
-    for (int n = 0; n < DH / 8; n++)
+    for (int n = 0; n < 8; n++)
       reinterpret_cast<float4 *>(sdq)[n * 128 + x] =
           make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
     fence_async_smem();
     named_bar(2 + wg, 128);
     if (elected)
-      bulk_reduce_add_f32(dq_dst + (size_t)half * 64 * DH, sdq, DQ_BYTES);
+      bulk_reduce_add_f32(dq_dst + (size_t)chunk * 64 * 64, sdq, C::DQ_BYTES);
   };
 
-  /* acc (64 x BQ) = this warpgroup's 64 rows of the owned tile a times
-   * the streamed tile b transposed, over Dh; both K-major. */
+  /* acc (64 x BQ) = this warpgroup's 64 rows of the owned tile a (BK
+   * rows) times the streamed tile b (BQ rows) transposed, over Dh; both
+   * K-major. */
   auto product_abt = [&](float *acc, const unsigned char *a,
                          const unsigned char *b) {
     wgmma<T, BQ>::ss0(acc, wg_desc(a + wg * 64 * 128, 16, 1024),
                       wg_desc(b, 16, 1024));
 #pragma unroll
-    for (int kk = 1; kk < DH / 16; kk++)
-      wgmma<T, BQ>::ss(acc, wg_desc(a + wg * 64 * 128 + kk * 32, 16, 1024),
-                       wg_desc(b + kk * 32, 16, 1024), 1);
+    for (int kk = 1; kk < KS; kk++)
+      wgmma<T, BQ>::ss(
+          acc, wg_desc(a + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+          wg_desc(b + (kk >> 2) * BQ * 128 + (kk & 3) * 32, 16, 1024), 1);
   };
 
   for (int s = 0; s < ntiles; s++) {
     int st = s & 1, q0 = (nq - 1 - s) * BQ;
-    const unsigned char *sq = sm + OFF_Q + st * TILE,
-                        *sdo = sm + OFF_DO + st * TILE;
-    unsigned char *sds = sm + OFF_DS + st * DS_BYTES;
+    const unsigned char *sq = sm + C::OFF_Q + st * C::QBYTES,
+                        *sdo = sm + C::OFF_DO + st * C::QBYTES;
+    unsigned char *sds = sm + C::OFF_DS + st * C::DS_BYTES;
     float sacc[BQ / 2], dacc[BQ / 2];
     /* Unconditional: ptxas must see nothing pending when S^T, dP^T are
      * issued, or it serialises every product (C7511). */
     wg_wait<0>();
-    wg_hold<DH / 2>(accv);
-    wg_hold<DH / 2>(acck);
-    wg_hold<DH / 2>(dq);
+    wg_hold<DHP / 2>(accv);
+    wg_hold<DHP / 2>(acck);
+    wg_hold<32>(dq);
     mbar_wait(&full[st], (s >> 1) & 1);
     /* Warpgroup 1 issues its S^T, dP^T after warpgroup 0's, so its softmax
      * runs while the tensor cores work for warpgroup 0 (and warpgroup 0's
@@ -269,37 +309,39 @@ __global__ void __launch_bounds__(NT, 1)
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
+      wgmma<T, DHP>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
     /* dK: A = this warpgroup's dS^T rows read K-major (16 queries a
      * step), B = Q read MN-major. */
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DH>::ss_nt(acck,
-                          wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
-                          wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
+      wgmma<T, DHP>::ss_nt(acck,
+                           wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+                           wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
     wg_commit();
     named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
-    /* dQ rows 64 wg .. 64 wg + 63 of the tile: A = dS (queries x keys) is
-     * the stored dS^T read MN-major, B = K read MN-major. */
-    wgmma<T, DH>::ss_tt0(dq, wg_desc(sds + wg * BK * 128, BK * 128, 1024),
-                         wg_desc(sk, BK * 128, 1024));
+    /* This warpgroup's dQ chunk: A = dS (queries x keys) is the stored
+     * dS^T read MN-major at query block qb, B = K read MN-major at column
+     * block cbk, over all 128 keys. */
+    wgmma<T, 64>::ss_tt0(dq, wg_desc(sds + qb * BK * 128, BK * 128, 1024),
+                         wg_desc(sk + cbk * BK * 128, BK * 128, 1024));
 #pragma unroll
     for (int kk = 1; kk < BK / 16; kk++)
-      wgmma<T, DH>::ss_tt(dq,
-                          wg_desc(sds + wg * BK * 128 + kk * 16 * 128, BK * 128, 1024),
-                          wg_desc(sk + kk * 16 * 128, BK * 128, 1024), 1);
+      wgmma<T, 64>::ss_tt(dq,
+                          wg_desc(sds + qb * BK * 128 + kk * 16 * 128, BK * 128, 1024),
+                          wg_desc(sk + cbk * BK * 128 + kk * 16 * 128, BK * 128, 1024), 1);
     wg_commit();
   }
   wg_wait<0>();
-  wg_hold<DH / 2>(accv);
-  wg_hold<DH / 2>(acck);
-  wg_hold<DH / 2>(dq);
+  wg_hold<DHP / 2>(accv);
+  wg_hold<DHP / 2>(acck);
+  wg_hold<32>(dq);
   if (ntiles > 0) {
     flush_dq(ntiles - 1);
     if (elected) bulk_wait();
   }
 
-  /* acc[4n + 2h + e]: key wk0 + 16w + g + 8h, column 8n + 2t + e. */
+  /* acc[4n + 2h + e]: key wk0 + 16w + g + 8h, column 8n + 2t + e; the
+   * columns of Dh 80's padding are not stored. */
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     int key = wk0 + 16 * w + g + 8 * h;
@@ -319,38 +361,53 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
-template <typename T>
+template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v,
            const void *o, const void *dout, const float *lse, void *dq,
            void *dk, void *dv, int bh, int tq, int tk, int causal,
            float scale, dtype dt) {
+  using C = bwd_tiles<DH>;
   static const char *op = "k_attention_bwd";
-  int tqp = (tq + BQ - 1) / BQ * BQ;
-  size_t nacc = (size_t)bh * tqp * DH, npad = (size_t)bh * tqp;
+  int tqp = (tq + C::BQ - 1) / C::BQ * C::BQ;
+  size_t nacc = (size_t)bh * tqp * C::DHP, npad = (size_t)bh * tqp;
   void *ws;
   TRY(cuda_workspace(e, (nacc + 2 * npad) * sizeof(float), &ws));
   float *acc = (float *)ws, *l2 = acc + nacc, *D = l2 + npad;
   CUtensorMap qm, km, vm, om;
-  TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, op));
+  TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, C::BQ, op));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, op));
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, op));
-  TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, BQ, op));
+  TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, C::BQ, op));
   cudaStream_t st = cuda_stream(e);
-  flash_bwd_prep<T><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
+  flash_bwd_prep<T, DH><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
       (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
-  CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  SMEM));
+                                  C::SMEM));
   dim3 grid((tk + BK - 1) / BK, bh);
-  flash_bwd_wg<T><<<grid, NT, SMEM, st>>>(qm, km, vm, om, l2, D, acc, (T *)dk,
-                                          (T *)dv, tq, tk, tqp, causal, scale,
-                                          scale * FLASH_LOG2E);
+  flash_bwd_wg<T, DH><<<grid, NT, C::SMEM, st>>>(
+      qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, tq, tk, tqp, causal, scale,
+      scale * FLASH_LOG2E);
   CHECK_LAUNCH();
-  flash_dq_convert<T><<<dim3(tqp / 64, bh), 128, 0, st>>>(acc, (T *)dq, tq,
-                                                          tqp, scale);
+  flash_dq_convert<T, DH><<<dim3(tqp / 64 * C::CB, bh), 128, 0, st>>>(
+      acc, (T *)dq, tq, tqp, scale);
   CHECK_LAUNCH();
   return 0;
+}
+
+template <typename T>
+int launch_dh(engine *e, const void *q, const void *k, const void *v,
+              const void *o, const void *dout, const float *lse, void *dq,
+              void *dk, void *dv, int bh, int tq, int tk, int dh, int causal,
+              float scale, dtype dt) {
+  switch (dh) {
+  case 64: return launch<T, 64>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale, dt);
+  case 80: return launch<T, 80>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale, dt);
+  case 128: return launch<T, 128>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale, dt);
+  }
+  FAIL(ERR_FAIL, "k_attention_bwd: the wgmma kernel takes head dims 64, 80 "
+       "and 128 (got dh=%d)", dh);
 }
 
 }  // namespace
@@ -360,12 +417,12 @@ int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
                          const float *lse, void *dq, void *dk, void *dv,
                          int bh, int tq, int tk, int dh, int causal,
                          float scale, dtype dt) {
-  if (dh == DH && dt == DT_BF16)
-    return launch<__nv_bfloat16>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq,
-                                 tk, causal, scale, dt);
-  if (dh == DH && dt == DT_F16)
-    return launch<__half>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk,
-                          causal, scale, dt);
-  FAIL(ERR_FAIL, "k_attention_bwd: the wgmma kernel takes bf16 / f16 at head "
-       "dim %d (got %s, dh=%d)", DH, dtype_name(dt), dh);
+  if (dt == DT_BF16)
+    return launch_dh<__nv_bfloat16>(e, q, k, v, o, dout, lse, dq, dk, dv, bh,
+                                    tq, tk, dh, causal, scale, dt);
+  if (dt == DT_F16)
+    return launch_dh<__half>(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk,
+                             dh, causal, scale, dt);
+  FAIL(ERR_FAIL, "k_attention_bwd: the wgmma kernel takes bf16 / f16 (got "
+       "%s, dh=%d)", dtype_name(dt), dh);
 }

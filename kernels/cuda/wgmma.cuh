@@ -294,6 +294,11 @@ template <typename T, int N> struct wgmma;
                                               uint64_t b, int scale_d) {      \
       if constexpr (TL_WGMMA) WG_SS(64, TY, WG_REGS32, WG_D32, "%32", "%33", "%34");    \
     }                                                                         \
+    static __device__ __forceinline__ void ss0(float *d, uint64_t a,          \
+                                               uint64_t b) {                  \
+      const int scale_d = 0;                                                  \
+      if constexpr (TL_WGMMA) WG_SS(64, TY, WG_REGS32, WG_O32, "%32", "%33", "%34");    \
+    }                                                                         \
     static __device__ __forceinline__ void ss_tt(float *d, uint64_t a,        \
                                                  uint64_t b, int scale_d) {   \
       if constexpr (TL_WGMMA) WG_SS_TT(64, TY, WG_REGS32, WG_D32, "%32", "%33", "%34"); \
@@ -334,6 +339,10 @@ template <typename T, int N> struct wgmma;
                                               uint64_t b) {                   \
       if constexpr (TL_WGMMA)                                                 \
         WG_RS(128, TY, WG_REGS64, WG_D64, "{%64, %65, %66, %67}", "%68");     \
+    }                                                                         \
+    static __device__ __forceinline__ void ss_nt(float *d, uint64_t a,        \
+                                                 uint64_t b) {                \
+      if constexpr (TL_WGMMA) WG_SS_NT(128, TY, WG_REGS64, WG_D64, "%64", "%65"); \
     }                                                                         \
   };
 WG_DEFINE(__nv_bfloat16, "bf16")

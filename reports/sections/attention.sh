@@ -300,9 +300,9 @@ $(intro_timing "$csv"). **materialised** is pytorch_attention's computation
 (P stored in the precision; cuBLAS with fp32 accumulation).
 **FlashAttention-2** is ours (kernels/cuda/flash_*.cu; 1.3.2, 1.3.3), bf16
 on tensor cores, fp32 on CUDA cores (no TF32). On the H100 the bf16 forward
-at d_head 64 / 80 / 128 and the bf16 backward at d_head 64 (one pass, dQ by
-atomic adds) run on wgmma; the other backwards run two mma.sync passes (S
-and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
+and backward at d_head 64 / 80 / 128 run on wgmma (the backward in one
+pass, dQ by atomic adds); the other head dims run mma.sync, the backward
+in two passes (S and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
 FLOPs, causal half. ms per pass; speed-up = materialised / FlashAttention-2
 forward+backward.
 
@@ -486,14 +486,13 @@ EOF
     a_tf=$(calc %.0f "2 * 65536 * 65536 * 128 / ($af * 1e-3) / 1e12")
     if is_true "$ofb > $afb"; then
       verdict="we lose at d_head 128"
-      why=": our d_head 128 backward runs the two-pass mma.sync kernel, not wgmma"
     else
-      verdict="we win at d_head 128" why=""
+      verdict="we win at d_head 128"
     fi
     if [ "$afi" = "$abi" ] && [ "$abi" = "$afbi" ]; then
-      text="$text Against the strongest PyTorch, $(impl_words "$afi"), $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") ($(calc %.0f "$of_tf") against $a_tf TFLOP/s), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms, so forward+backward is $(calc %.2f "$ofb / $afb") times its $(calc %.2f "$afb") ms$why."
+      text="$text Against the strongest PyTorch, $(impl_words "$afi"), $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") ($(calc %.0f "$of_tf") against $a_tf TFLOP/s), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms, so forward+backward is $(calc %.2f "$ofb / $afb") times its $(calc %.2f "$afb") ms."
     else
-      text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") than the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(calc %.2f "$ofb / $afb") times the $(calc %.2f "$afb") ms of $(impl_words "$afbi")$why."
+      text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(pct_vs "$of" "$af") than the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(calc %.2f "$ofb / $afb") times the $(calc %.2f "$afb") ms of $(impl_words "$afbi")."
     fi
   fi
   a64() { av --where precision=bf16 --where causal=true --where heads=16 --where seq=16384 --where d_head=64 \

@@ -41,7 +41,7 @@ The backward recomputes P from the saved L (no scores kept), with D =
 rowsum(dO * O) computed first: `k_attention_bwd(e, ATTN_FLASH, ...)`, CPU in
 `kernels/cpu/attention_flash.c`, GPU in `kernels/cuda/flash_bwd.cu` (two
 passes: dK and dV per key tile, then dQ per query tile, no atomics) and, on
-Hopper at head dim 64, `flash_bwd_wgmma.cu` (one pass, dQ accumulated with
+Hopper at head dims 64, 80 and 128, `flash_bwd_wgmma.cu` (one pass, dQ accumulated with
 atomics, so its last bits may differ between runs).
 TEXT
     ;;
