@@ -19,8 +19,9 @@
  * in whatever order blocks finish, so dq may differ in the last bits from
  * run to run; dk and dv repeat bit for bit.
  *
- * Tiles per head dim (bwd_tiles): a thread holds dK and dV (2 x DHP / 2
- * floats), S^T and dP^T (2 x BQ / 2) and 32 of dQ, 224 floats either way.
+ * Tiles per head dim (bwd_tiles): a thread holds dK and dV (2 x Dh / 2
+ * floats), S^T and dP^T (2 x BQ / 2) and 32 of dQ: 224 floats at Dh 64
+ * and 128, 176 at 80.
  *   Dh 64: BQ = 128; each warpgroup's dQ is 64 of the tile's queries at
  *     all 64 columns.
  *   Dh 80, 128: two column blocks of 64 (DHP = 128; Dh 80's second block
@@ -143,7 +144,8 @@ __global__ void __launch_bounds__(NT, 1)
                  float scale, float scale_log2) {
 #if TL_WGMMA
   using C = bwd_tiles<DH>;
-  /* k-steps of S^T and dP^T: up to Dh, not into the padding */
+  /* k-steps of S^T and dP^T: up to Dh, not into the padding (dV and dK,
+   * m64nDh products, stop at Dh too) */
   constexpr int CB = C::CB, DHP = C::DHP, BQ = C::BQ, KS = (DH + 15) / 16;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full_kv, full[2], empty[2];
@@ -196,9 +198,9 @@ __global__ void __launch_bounds__(NT, 1)
     for (int s = 0; s < min(ntiles, 2); s++) load_tile(s);
   }
 
-  float accv[DHP / 2], acck[DHP / 2], dq[32];
+  float accv[DH / 2], acck[DH / 2], dq[32];
 #pragma unroll
-  for (int i = 0; i < DHP / 2; i++) accv[i] = acck[i] = 0.f;
+  for (int i = 0; i < DH / 2; i++) accv[i] = acck[i] = 0.f;
   mbar_wait(&full_kv, 0);
   /* This warpgroup's dQ chunk of a tile: at Dh 64 the tile's query block
    * wg (all columns), else column block wg (all 64 queries). */
@@ -243,8 +245,8 @@ __global__ void __launch_bounds__(NT, 1)
     /* Unconditional: ptxas must see nothing pending when S^T, dP^T are
      * issued, or it serialises every product (C7511). */
     wg_wait<0>();
-    wg_hold<DHP / 2>(accv);
-    wg_hold<DHP / 2>(acck);
+    wg_hold<DH / 2>(accv);
+    wg_hold<DH / 2>(acck);
     wg_hold<32>(dq);
     mbar_wait(&full[st], (s >> 1) & 1);
     /* Warpgroup 1 issues its S^T, dP^T after warpgroup 0's, so its softmax
@@ -309,12 +311,12 @@ __global__ void __launch_bounds__(NT, 1)
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DHP>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
+      wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
     /* dK: A = this warpgroup's dS^T rows read K-major (16 queries a
      * step), B = Q read MN-major. */
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DHP>::ss_nt(acck,
+      wgmma<T, DH>::ss_nt(acck,
                            wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
                            wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
     wg_commit();
@@ -332,8 +334,8 @@ __global__ void __launch_bounds__(NT, 1)
     wg_commit();
   }
   wg_wait<0>();
-  wg_hold<DHP / 2>(accv);
-  wg_hold<DHP / 2>(acck);
+  wg_hold<DH / 2>(accv);
+  wg_hold<DH / 2>(acck);
   wg_hold<32>(dq);
   if (ntiles > 0) {
     flush_dq(ntiles - 1);

@@ -318,11 +318,16 @@ template <typename T, int N> struct wgmma;
         WG_RS(64, TY, WG_REGS32, WG_D32, "{%32, %33, %34, %35}", "%36");      \
     }                                                                         \
   };                                                                          \
-  template <> struct wgmma<T, 80> {   /* P V at Dh 80 (the 2.7B model) */   \
+  template <> struct wgmma<T, 80> {   /* Dh 80 (the 2.7B model): P V, and  \
+                                         the backward's dV and dK */         \
     static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
                                               uint64_t b) {                   \
       if constexpr (TL_WGMMA)                                                 \
         WG_RS(80, TY, WG_REGS40, WG_D40, "{%40, %41, %42, %43}", "%44");      \
+    }                                                                         \
+    static __device__ __forceinline__ void ss_nt(float *d, uint64_t a,        \
+                                                 uint64_t b) {                \
+      if constexpr (TL_WGMMA) WG_SS_NT(80, TY, WG_REGS40, WG_D40, "%40", "%41"); \
     }                                                                         \
   };                                                                          \
   template <> struct wgmma<T, 128> {                                          \
