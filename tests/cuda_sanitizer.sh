@@ -38,19 +38,47 @@ race_clean() {
     ! grep -q 'Internal Sanitizer Error' "$2"
 }
 
-for t in test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda; do
+# The eight instrumented runs (four tests under two tools) go at once:
+# each is bound by the sanitizer's host-side work on one core; one after
+# another they had not finished after seven minutes on an H200, side by
+# side they take about as long as the slowest. They share the GPU(s) visible; where
+# CUDA_VISIBLE_DEVICES is unset they are dealt round robin over them.
+tests="test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda"
+ngpu=1
+[ -z "${CUDA_VISIBLE_DEVICES+x}" ] && command -v nvidia-smi > /dev/null 2>&1 &&
+  ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') && [ "$ngpu" -ge 1 ] || ngpu=1
+i=0
+for t in $tests; do
   prog="$top_builddir/tests/$t"
-  "$cs" --tool memcheck --report-api-errors no --leak-check full \
-    --error-exitcode 9 "$prog" > "$scratch/$t.memcheck" 2>&1
-  rc=$?
-  check "memcheck $t (exit $rc)" [ $rc -eq 0 ]
+  small=
+  [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
+  for tool in memcheck racecheck; do
+    if [ $tool = memcheck ]; then
+      set -- --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 "$prog"
+    else
+      set -- --tool racecheck "$prog" $small
+    fi
+    (
+      [ "$ngpu" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$((i % ngpu))
+      s0=$(date +%s)
+      "$cs" "$@" > "$scratch/$t.$tool" 2>&1
+      echo "$? $(($(date +%s) - s0))" > "$scratch/$t.$tool.rc"
+    ) &
+    i=$((i + 1))
+  done
+done
+wait
+
+for t in $tests; do
+  read rc secs < "$scratch/$t.memcheck.rc"
+  check "memcheck $t (exit $rc, ${secs} s)" [ $rc -eq 0 ]
   [ $rc -eq 0 ] || grep -m 20 '^=========' "$scratch/$t.memcheck"
   small=
   [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
-  "$cs" --tool racecheck "$prog" $small > "$scratch/$t.racecheck" 2>&1
+  read rc secs < "$scratch/$t.racecheck.rc"
   ours=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -vc ' at nvjet_')
   theirs=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -c ' at nvjet_')
-  check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's)" \
+  check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's; ${secs} s)" \
     race_clean "$ours" "$scratch/$t.racecheck"
   [ "$ours" -eq 0 ] || grep 'Race reported between' "$scratch/$t.racecheck" | grep -v ' at nvjet_' | head -n 10
 done
