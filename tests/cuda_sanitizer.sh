@@ -38,6 +38,14 @@ race_clean() {
     ! grep -q 'Internal Sanitizer Error' "$2"
 }
 
+# Why a run failed: the test's own failed checks, the sanitizer's first
+# reports (hazards in cuBLAS left out) and how the run ended.
+why() {
+  grep -m 10 '^FAIL' "$1"
+  grep '^=========' "$1" | grep -v ' at nvjet_' | head -n 20
+  tail -n 3 "$1"
+}
+
 # The eight instrumented runs (four tests under two tools) go at once:
 # each is bound by the sanitizer's host-side work on one core; one after
 # another they had not finished after seven minutes on an H200, side by
@@ -72,7 +80,7 @@ wait
 for t in $tests; do
   read rc secs < "$scratch/$t.memcheck.rc"
   check "memcheck $t (exit $rc, ${secs} s)" [ $rc -eq 0 ]
-  [ $rc -eq 0 ] || grep -m 20 '^=========' "$scratch/$t.memcheck"
+  [ $rc -eq 0 ] || why "$scratch/$t.memcheck"
   small=
   [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
   read rc secs < "$scratch/$t.racecheck.rc"
@@ -80,6 +88,6 @@ for t in $tests; do
   theirs=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -c ' at nvjet_')
   check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's; ${secs} s)" \
     race_clean "$ours" "$scratch/$t.racecheck"
-  [ "$ours" -eq 0 ] || grep 'Race reported between' "$scratch/$t.racecheck" | grep -v ' at nvjet_' | head -n 10
+  race_clean "$ours" "$scratch/$t.racecheck" || why "$scratch/$t.racecheck"
 done
 finish
