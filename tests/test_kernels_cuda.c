@@ -38,6 +38,8 @@
  * build, 99 when the test itself cannot run.
  *
  * Options: --small runs only the odd sizes (for compute-sanitizer);
+ * --no-kprof leaves out the kernel profile (under compute-sanitizer, which
+ * holds the profiling interface CUPTI's activity API needs);
  * --bench also times the operations at the small model's sizes
  * (B=4, T=512) and prints a table. */
 #include "config.h"
@@ -60,7 +62,7 @@
 #include <string.h>
 
 static engine *CPU, *GPU;
-static int small_only;
+static int small_only, no_kprof;
 
 static void hard_error(const char *what) {
   fprintf(stderr, "test_kernels_cuda: %s: %s\n", what, err_msg());
@@ -1118,6 +1120,11 @@ static void test_kprof(void) {
   pair a = pair_rand(4099, 1);
   eng_kernel_stat *st = NULL;
   int n = 0;
+  if (no_kprof) {
+    printf("kernel profile not tested (--no-kprof)\n");
+    pair_free(a);
+    return;
+  }
   int rc = eng_kprof_begin(GPU);
 #ifndef HAVE_CUPTI
   check(rc < 0 && strstr(err_msg(), "without CUPTI"),
@@ -1125,7 +1132,12 @@ static void test_kprof(void) {
   pair_free(a);
   return;
 #endif
-  if (rc < 0) hard_error("eng_kprof_begin");
+  if (rc < 0) {   /* a failed check, not an exit: the later cases still run */
+    check(0, "eng_kprof_begin: %s", err1());
+    err_clear();
+    pair_free(a);
+    return;
+  }
   if (eng_range_push(GPU, "three.scales") < 0) hard_error("eng_range_push");
   for (int i = 0; i < 3; i++)
     if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
@@ -1688,9 +1700,10 @@ int main(int argc, char **argv) {
   int do_bench = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--small") == 0) small_only = 1;
+    else if (strcmp(argv[i], "--no-kprof") == 0) no_kprof = 1;
     else if (strcmp(argv[i], "--bench") == 0) do_bench = 1;
     else {
-      fprintf(stderr, "usage: %s [--small] [--bench]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--small] [--no-kprof] [--bench]\n", argv[0]);
       return 99;
     }
   }
