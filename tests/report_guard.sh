@@ -6,7 +6,8 @@
 # them; every sub-part the handout asks for has its "### (x)" heading in
 # its problem's section, in order, followed by some text; every figure the
 # writeup shows was drawn (where gnuplot is present); no section says a
-# committed experiment was not yet measured.
+# committed experiment was not yet measured; README.md's results table is
+# the writeup's summary.
 . "${top_srcdir:-.}/tests/lib.sh"
 csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
@@ -44,6 +45,10 @@ while read -r num name parts; do
     check "$num $name: measured (its CSV is committed)" false
   fi
 done < "$scratch/parts"
+
+# README's results table is this summary (make report copies it).
+check "README.md's results are the writeup's summary" \
+  sh "$top_srcdir/reports/readme_summary.sh" "$md" "$top_srcdir/README.md" --check
 
 # Figures: each one the writeup shows exists (drawn only with gnuplot).
 figs=$(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$md" | sort -u)

@@ -2,8 +2,11 @@
 # The writeup's opening summary: each headline result next to the strongest
 # anchor measured on the same GPU kind, both read from CSVs (ours from
 # DATA, PyTorch's from reports/anchors/, each file written by a script
-# there). A line whose rows are missing is left out, never guessed.
-# Environment as for every section (no CSV of its own).
+# there). The GPU column is read from our row; an anchor measured on
+# another kind is not compared with, the line says it is not yet measured
+# on ours. A line whose own rows are missing is left out, never guessed.
+# make report copies this table into README.md (readme_summary.sh), so the
+# two cannot disagree. Environment as for every section (no CSV of its own).
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -13,17 +16,40 @@ anchors="$(dirname "$REPORT_LIB")/anchors"
 lm_anchor="$anchors/torch_lm_h100.csv"
 at_anchor="$anchors/torch_attention_h100.csv"
 ar_anchor="$anchors/allreduce_torch.csv"
+ddp_anchor="$anchors/ddp_pytorch_compiled.csv"
 
-# first value of COL in FILE under the --where filters (rows with a status
-# column: ok ones only), or empty
+# The value of COL in FILE under the --where filters (rows with a status
+# column: ok ones only), or empty; with a --sort, the first row's (without
+# one, rows that disagree are an error).
 val() {
   f=$1 col=$2
   shift 2
   [ -f "$f" ] || return 0
+  case " $* " in *" --sort "*) set -- "$@" --agg first ;; esac
   case $(head -n 1 "$f") in
     *,status,* | status,* | *,status) set -- --where status=ok "$@" ;;
   esac
   tool value "$f" --col "$col" "$@" --default ''
+}
+# The GPU kind in a device or machine name: "NVIDIA H100 80GB HBM3" and
+# "2 x NVIDIA H100 (NVLink)" are H100.
+kind() {
+  printf '%s\n' "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z]+[0-9]+[A-Za-z]*$/ && $i !~ /^[0-9]/) { print $i; exit } }'
+}
+# same_kind OURS THEIRS: both named and the same kind.
+same_kind() { [ -n "$1" ] && [ -n "$2" ] && [ "$(kind "$1")" = "$(kind "$2")" ]; }
+# X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
+# "**we lose, 1.04x its time**".
+verdict() { # OURS_MS THEIRS_MS
+  if is_true "$1 <= $2"; then echo "ours $(calc '%.2f' "$2 / $1")x as fast"
+  else echo "**we lose, $(calc '%.2f' "$1 / $2")x its time**"; fi
+}
+# lost OURS THEIRS WHAT: note WHAT among the losses the closing sentence
+# names when OURS (a time or a size) is the larger.
+losses=''
+lost() {
+  is_true "$1 > $2" || return 0
+  losses="${losses:+$losses|}$3"
 }
 
 echo "## Summary"
@@ -31,49 +57,136 @@ echo
 echo "| result | GPU | ours | strongest PyTorch, same GPU kind |"
 echo "|---|---|--:|---|"
 
-# Our fastest path (fused, flash, CUDA graphs) with AdamW after backward,
-# from the run that measured the in-backward form beside it.
+# Our fastest path (fused, flash, CUDA graphs), AdamW after backward and in
+# backward, from section T's experiment; PyTorch's torch.compile + SDPA +
+# fused AdamW.
 oib=$DATA/optimizer_in_backward.csv
-ms=$(val "$oib" step_ms_mean --sort -utc --where size=2.7B --where context=512 --where precision=bf16 --where optimizer=after_backward --where adamw_blocks=0)
-mib=$(val "$oib" engine_peak_mib --sort -utc --where size=2.7B --where context=512 --where precision=bf16 --where optimizer=after_backward --where adamw_blocks=0)
-pms=$(val "$lm_anchor" step_ms_median --where size=2.7B --where context=512 --where precision=bf16 --where config=compiled)
-pgib=$(val "$lm_anchor" peak_gib --where size=2.7B --where context=512 --where precision=bf16 --where config=compiled)
-if [ -n "$ms" ] && [ -n "$pms" ]; then
-  num ms "$ms"; num pms "$pms"; num mib "$mib"; num pgib "$pgib"
-  echo "| 2.7B training step, bf16, context 512, batch 4 | H100 | $(calc '%.1f' "$ms") ms | torch.compile + SDPA + fused AdamW $(calc '%.1f' "$pms") ms: ours $(calc '%.2f' "$pms / $ms")x as fast |"
-  echo "| peak memory of that step | H100 | $(calc '%.1f' "$mib / 1024") GiB | $(calc '%.1f' "$pgib") GiB: **we use $(calc '%.2f' "$mib / 1024 / $pgib")x the memory** |"
+lm() { # PRECISION OPTIMIZER COL
+  val "$oib" "$3" --sort -utc --where size=2.7B --where context=512 --where precision="$1" --where optimizer="$2" --where adamw_blocks=0
+}
+plm() { # PRECISION COL
+  val "$lm_anchor" "$2" --where size=2.7B --where context=512 --where precision="$1" --where config=compiled
+}
+ms=$(lm bf16 after_backward step_ms_mean)
+mib=$(lm bf16 after_backward engine_peak_mib)
+gpu=$(lm bf16 after_backward gpu_name)
+pms=$(plm bf16 step_ms_median)
+pgib=$(plm bf16 peak_gib)
+pgpu=$(plm bf16 gpu)
+ims=$(lm bf16 in_backward step_ms_mean)
+imib=$(lm bf16 in_backward engine_peak_mib)
+if [ -n "$ms" ]; then
+  num ms "$ms"; num mib "$mib"
+  if same_kind "$gpu" "$pgpu"; then
+    num pms "$pms"; num pgib "$pgib"
+    echo "| 2.7B training step, bf16, context 512, batch 4 | $(kind "$gpu") | $(calc '%.1f' "$ms") ms | torch.compile + SDPA + fused AdamW $(calc '%.1f' "$pms") ms: $(verdict "$ms" "$pms") |"
+    if is_true "$mib / 1024 > $pgib"; then m="**we use $(calc '%.2f' "$mib / 1024 / $pgib")x the memory**"
+    else m="ours $(calc '%.2f' "$mib / 1024 / $pgib")x the memory"; fi
+    echo "| peak memory of that step | $(kind "$gpu") | $(calc '%.1f' "$mib / 1024") GiB | $(calc '%.1f' "$pgib") GiB: $m |"
+    lost "$ms" "$pms" "on the bf16 step's time"
+    lost "$mib / 1024" "$pgib" "on memory with AdamW after backward"
+    if [ -n "$ims" ]; then
+      num ims "$ims"; num imib "$imib"
+      echo "| the same step with AdamW in backward (section T) | $(kind "$gpu") | $(calc '%.1f' "$ims") ms, $(calc '%.1f' "$imib / 1024") GiB | the same $(calc '%.1f' "$pms") ms, $(calc '%.1f' "$pgib") GiB: $(verdict "$ims" "$pms") in $(calc '%.2f' "$imib / 1024 / $pgib")x the memory |"
+      lost "$imib / 1024" "$pgib" "on memory even with AdamW in backward"
+    fi
+  else
+    echo "| 2.7B training step, bf16, context 512, batch 4 | $(kind "$gpu") | $(calc '%.1f' "$ms") ms, $(calc '%.1f' "$mib / 1024") GiB | not yet measured on the $(kind "$gpu") (reports/anchors/torch_lm.py) |"
+  fi
 fi
-ims=$(val "$oib" step_ms_mean --sort -utc --where size=2.7B --where context=512 --where precision=bf16 --where optimizer=in_backward --where adamw_blocks=0)
-imib=$(val "$oib" engine_peak_mib --sort -utc --where size=2.7B --where context=512 --where precision=bf16 --where optimizer=in_backward --where adamw_blocks=0)
-if [ -n "$ims" ] && [ -n "$pms" ]; then
-  num ims "$ims"; num imib "$imib"
-  echo "| the same step with AdamW in backward (section T) | H100 | $(calc '%.1f' "$ims") ms, $(calc '%.1f' "$imib / 1024") GiB | the same $(calc '%.1f' "$pms") ms, $(calc '%.1f' "$pgib") GiB: ours $(calc '%.2f' "$pms / $ims")x as fast in $(calc '%.2f' "$imib / 1024 / $pgib")x the memory |"
+fms=$(lm fp32 after_backward step_ms_mean)
+fgpu=$(lm fp32 after_backward gpu_name)
+pfms=$(plm fp32 step_ms_median)
+pfgpu=$(plm fp32 gpu)
+if [ -n "$fms" ] && [ -n "$pfms" ] && same_kind "$fgpu" "$pfgpu"; then
+  num fms "$fms"; num pfms "$pfms"
+  echo "| the same step in fp32 (no TF32) | $(kind "$fgpu") | $(calc '%.0f' "$fms") ms | torch.compile + SDPA + fused AdamW $(calc '%.0f' "$pfms") ms: $(verdict "$fms" "$pfms") |"
+  lost "$fms" "$pfms" "on the fp32 step"
 fi
-fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --where impl=flash)
-cu=$(val "$at_anchor" fwd_bwd_ms --where impl=sdpa_cudnn --where seq=16384 --where d_head=64 --where heads=16)
-sd=$(val "$at_anchor" fwd_bwd_ms --where impl=sdpa --where seq=16384 --where d_head=64 --where heads=16)
-if [ -n "$fb" ] && [ -n "$cu" ]; then
+
+# Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
+# 128 shape against SDPA's default.
+fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where impl=flash)
+fbgpu=$(val "$DATA/flash_leaderboard.csv" gpu_name --sort -utc --where impl=flash)
+at() { # IMPL SEQ DHEAD HEADS COL
+  val "$at_anchor" "$5" --sort -utc --where impl="$1" --where seq="$2" --where d_head="$3" --where heads="$4"
+}
+cu=$(at sdpa_cudnn 16384 64 16 fwd_bwd_ms)
+sd=$(at sdpa 16384 64 16 fwd_bwd_ms)
+agpu=$(at sdpa 16384 64 16 gpu)
+if [ -n "$fb" ] && [ -n "$cu" ] && same_kind "$fbgpu" "$agpu"; then
   num fb "$fb"; num cu "$cu"; num sd "$sd"
-  verdict=$(awk "BEGIN { print ($fb <= $cu) ? \"ours faster\" : \"**we lose by \" sprintf(\"%.0f\", ($fb / $cu - 1) * 100) \"%**\" }")
-  echo "| attention fwd+bwd, leaderboard shape (1 x 16 x 16384, d 64, bf16, causal) | H100 | $(calc '%.2f' "$fb") ms | SDPA cuDNN $(calc '%.2f' "$cu") ms (default $(calc '%.2f' "$sd")): $verdict |"
+  echo "| attention fwd+bwd, leaderboard shape (1 x 16 x 16384, d 64, bf16, causal) | $(kind "$fbgpu") | $(calc '%.2f' "$fb") ms | SDPA cuDNN $(calc '%.2f' "$cu") ms (default $(calc '%.2f' "$sd")): $(verdict "$fb" "$cu") |"
+  lost "$fb" "$cu" "to cuDNN's attention at the leaderboard shape"
 fi
-f128=$(val "$DATA/flash_benchmarking.csv" fwd_bwd_ms_per_pass --where impl=flash --where precision=bf16 --where seq=65536 --where d_head=128)
-s128=$(val "$at_anchor" fwd_bwd_ms --where impl=sdpa --where seq=65536 --where d_head=128)
-if [ -n "$f128" ] && [ -n "$s128" ]; then
-  num f128 "$f128"; num s128 "$s128"
-  echo "| attention fwd+bwd, 1 x 1 x 65536, d 128, bf16, causal | H100 | $(calc '%.2f' "$f128") ms | SDPA $(calc '%.2f' "$s128") ms: **we lose, $(calc '%.1f' "$f128 / $s128")x its time** |"
+fl() { # COL
+  val "$DATA/flash_benchmarking.csv" "$1" --sort -utc --where impl=flash --where precision=bf16 --where seq=65536 --where d_head=128
+}
+f128=$(fl fwd_bwd_ms_per_pass)
+ff128=$(fl fwd_ms_per_pass)
+ft128=$(fl fwd_tflops)
+fgpu128=$(fl gpu_name)
+s128=$(at sdpa 65536 128 1 fwd_bwd_ms)
+sf128=$(at sdpa 65536 128 1 fwd_ms)
+sgpu128=$(at sdpa 65536 128 1 gpu)
+if [ -n "$f128" ] && [ -n "$s128" ] && same_kind "$fgpu128" "$sgpu128"; then
+  num f128 "$f128"; num ff128 "$ff128"; num ft128 "$ft128"; num s128 "$s128"; num sf128 "$sf128"
+  # SDPA's TFLOP/s from its time, with our FLOP count (ours over our time).
+  st128=$(calc '%.1f' "$ft128 * $ff128 / $sf128")
+  echo "| attention forward, 1 x 1 x 65536, d 128, bf16, causal | $(kind "$fgpu128") | $(calc '%.0f' "$ft128") TFLOP/s | SDPA $(calc '%.0f' "$st128") TFLOP/s ($(calc '%.2f' "$sf128") ms): $(verdict "$ff128" "$sf128") |"
+  echo "| the same shape, fwd+bwd | $(kind "$fgpu128") | $(calc '%.2f' "$f128") ms | SDPA $(calc '%.2f' "$s128") ms: $(verdict "$f128" "$s128") |"
+  lost "$ff128" "$sf128" "on long-sequence attention's forward at head dim 128"
+  lost "$f128" "$s128" "on long-sequence attention's forward+backward at head dim 128"
 fi
-bw=$(val "$DATA/allreduce.csv" busbw_gbps --where backend=nccl --where world_size=8 --where size_mib=1024)
-pbw=$(val "$ar_anchor" busbw_gbps --where world_size=8 --where size_mib=1024)
-mach=$(val "$DATA/allreduce.csv" machine --where backend=nccl --where world_size=8 --where size_mib=1024)
-if [ -n "$bw" ] && [ -n "$pbw" ]; then
+
+# NCCL's all-reduce against torch.distributed's on the same host.
+bw=$(val "$DATA/allreduce.csv" busbw_gbps --sort -utc --where backend=nccl --where world_size=8 --where size_mib=1024)
+pbw=$(val "$ar_anchor" busbw_gbps --sort -utc --where world_size=8 --where size_mib=1024)
+mach=$(val "$DATA/allreduce.csv" machine --sort -utc --where backend=nccl --where world_size=8 --where size_mib=1024)
+pmach=$(val "$ar_anchor" machine --sort -utc --where world_size=8 --where size_mib=1024)
+if [ -n "$bw" ] && [ -n "$pbw" ] && same_kind "$mach" "$pmach"; then
   num bw "$bw"; num pbw "$pbw"
-  echo "| NCCL all-reduce, 1 GiB fp32, 8 GPUs, bus bandwidth | $mach | $(calc '%.1f' "$bw") GB/s | torch.distributed $(calc '%.1f' "$pbw") GB/s, same host |"
+  echo "| NCCL all-reduce, 1 GiB fp32, 8 GPUs, bus bandwidth | 8 x $(kind "$mach") | $(calc '%.1f' "$bw") GB/s | torch.distributed $(calc '%.1f' "$pbw") GB/s, same host |"
+  lost "$pbw" "$bw" "on the all-reduce's bandwidth"
 fi
+
+# Data parallel on two GPUs, xl, context 128, two sequences a GPU: our best
+# bucket size of each form (gradients on the copy engines; ZeRO-1).
+dp() { # CSV PRECISION COL
+  val "$DATA/$1.csv" "$3" --sort step_ms_mean --where world_size=2 --where precision="$2"
+}
+for form in ddp_copy_engine zero1_copy_engine; do
+  d32=$(dp $form fp32 step_ms_mean)
+  d16=$(dp $form bf16 step_ms_mean)
+  dg=$(dp $form bf16 gpu_name)
+  [ -n "$d32" ] && [ -n "$d16" ] || continue
+  num d32 "$d32"; num d16 "$d16"
+  p16=$(val "$ddp_anchor" step_ms --where world_size=2 --where precision=bf16 --where size=xl)
+  pm=$(val "$ddp_anchor" machine --where world_size=2 --where precision=bf16 --where size=xl)
+  case $form in
+    ddp_copy_engine) what="DDP, gradients on the copy engines" ;;
+    *) what="ZeRO-1 (AdamW's state sharded)" ;;
+  esac
+  if [ -n "$p16" ] && same_kind "$dg" "$pm"; then
+    num p16 "$p16"
+    them="PyTorch DDP + torch.compile + fused AdamW, bf16 $(calc '%.1f' "$p16") ms: $(verdict "$d16" "$p16")"
+    lost "$d16" "$p16" "on data parallel ($form)"
+  else
+    them="PyTorch DDP + torch.compile + fused AdamW: not yet measured on 2 x $(kind "$dg") (reports/anchors/torch_ddp.py)"
+  fi
+  echo "| $what, xl, context 128, 2 sequences a GPU, fp32 / bf16 | 2 x $(kind "$dg") | $(calc '%.1f' "$d32") / $(calc '%.1f' "$d16") ms | $them |"
+done
 echo
 echo "Each row's numbers, its machine and the commit it ran are in the"
-echo "sections below and their CSVs. We lose on memory unless AdamW runs in"
-echo "backward, on long-sequence attention at head dim 128, and to cuDNN's"
-echo "attention at the leaderboard shape; the sections say where the time and"
+echo "writeup's sections and their CSVs, which also say where the time and"
 echo "the bytes go."
+if [ -n "$losses" ]; then
+  printf '%s\n' "$losses" | tr '|' '\n' | awk '
+    { w[++n] = $0 }
+    END {
+      s = "We lose " w[1]
+      for (i = 2; i <= n; i++) s = s (i == n ? (n > 2 ? ", and " : " and ") : ", ") w[i]
+      print s "."
+    }' | fold -s -w 72 | sed 's/ *$//'
+fi
 echo
