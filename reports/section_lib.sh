@@ -26,6 +26,17 @@ has_rows() {
   [ "$_has_rows_n" -gt 0 ]
 }
 
+# pt_compiled CSV SIZE CONTEXT PRECISION COL: COL of PyTorch's fastest
+# torch.compile training step in a torch_lm.py CSV (default mode or CUDA
+# graphs, whichever is faster for that shape; the optimizer-in-backward
+# form apart), or "". Its "config" column says which.
+pt_compiled() {
+  [ -f "$1" ] || return 0
+  tool value "$1" --sort step_ms_median --agg first --default "" --where status=ok \
+    --where size="$2" --where context="$3" --where precision="$4" \
+    --where config!=eager --where config!=compiled_inbwd --col "$5"
+}
+
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 

@@ -6,6 +6,11 @@ Configurations (--configs), each a full training step unless noted:
                   with fused=True
   compiled        the same under torch.compile (default mode): the
                   strongest configuration a PyTorch user picks for speed
+                  at large sizes
+  compiled_cudagraphs  torch.compile(mode="reduce-overhead"): forward and
+                  backward replayed as CUDA graphs, what a user picks when
+                  the step is launch-bound (small sizes); the report takes
+                  the faster of the two as "torch.compile"
   compiled_inbwd  compiled, the optimizer in backward: one fused AdamW per
                   parameter stepped from register_post_accumulate_grad_hook,
                   each gradient freed right after its update
@@ -20,7 +25,8 @@ A configuration that runs out of memory is a row with status oom.
 
     python3 reports/anchors/torch_lm.py OUT.csv [--sizes 2.7B,small]
         [--contexts 512] [--batch 4] [--precisions bf16,fp32]
-        [--configs eager,compiled,compiled_inbwd] [--steps 10]
+        [--configs eager,compiled,compiled_cudagraphs,compiled_inbwd]
+        [--steps 10]
 
 Appends one row per (size, context, precision, config) to OUT.csv, header
 written if new; columns: source, gpu, size, context, batch, precision,
@@ -112,7 +118,13 @@ class LM(nn.Module):
 
 def make_step(model, config, precision):
     amp = precision == "bf16"
-    fwd = torch.compile(model) if config.startswith("compiled") else model
+    graphs = config == "compiled_cudagraphs"
+    if graphs:
+        fwd = torch.compile(model, mode="reduce-overhead")
+    elif config.startswith("compiled"):
+        fwd = torch.compile(model)
+    else:
+        fwd = model
 
     def loss_of(ids, tgt):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
@@ -136,6 +148,8 @@ def make_step(model, config, precision):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     def step(ids, tgt):
+        if graphs:   # a new iteration: the graphs' outputs may be reused
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         loss_of(ids, tgt).backward()
         opt.step()
@@ -169,7 +183,8 @@ def main():
     ap.add_argument("--contexts", default="512")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--precisions", default="bf16")
-    ap.add_argument("--configs", default="eager,compiled,compiled_inbwd")
+    ap.add_argument("--configs",
+                    default="eager,compiled,compiled_cudagraphs,compiled_inbwd")
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32

@@ -184,9 +184,7 @@ fi
 # torch.compile + SDPA + fused AdamW, measured side by side
 # (torch_lm_h100.csv): its own fp32 -> bf16 gain, and ours, per size.
 sc() { # SIZE PREC: torch.compile's train step (ms) at context 512, or ""
-  [ -f "$strong" ] || return 0
-  tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-    --where context=512 --where precision="$2" --where config=compiled --col step_ms_mean
+  pt_compiled "$strong" "$1" 512 "$2" step_ms_mean
 }
 lines=""
 for sz in small 2.7B; do

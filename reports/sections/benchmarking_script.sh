@@ -125,10 +125,8 @@ if [ -f "$strong" ]; then
   sl=""
   for g in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
     set -- $g
-    ct=$(tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-           --where context=512 --where precision="$2" --where config=compiled --col step_ms_mean)
-    cp=$(tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-           --where context=512 --where precision="$2" --where config=compiled --col peak_gib)
+    ct=$(pt_compiled "$strong" "$1" 512 "$2" step_ms_mean)
+    cp=$(pt_compiled "$strong" "$1" 512 "$2" peak_gib)
     # small bf16: torch_lm.py's step is launch-bound; shared/anchors/README.md
     # records the stronger 16.5 ms (torch.compile + fused AdamW)
     [ "$1|$2" = "small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5

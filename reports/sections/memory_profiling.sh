@@ -281,6 +281,7 @@ ff32=$(fv fp32 forward flash); ff16=$(fv bf16 forward flash)
 ft32=$(fv fp32 train_step flash); ft16=$(fv bf16 train_step flash)
 sp() { # PREC CONFIG: PyTorch's peak (GiB) at context 512, torch_lm_h100.csv, or ""
   [ -f "$strong" ] || return 0
+  if [ "$2" = compiled ]; then pt_compiled "$strong" "$size" 512 "$1" peak_gib; return; fi
   tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$size" \
     --where context=512 --where precision="$1" --where config="$2" --col peak_gib
 }

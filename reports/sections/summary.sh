@@ -65,7 +65,7 @@ lm() { # PRECISION OPTIMIZER COL
   val "$oib" "$3" --sort -utc --where size=2.7B --where context=512 --where precision="$1" --where optimizer="$2" --where adamw_blocks=0
 }
 plm() { # PRECISION COL
-  val "$lm_anchor" "$2" --where size=2.7B --where context=512 --where precision="$1" --where config=compiled
+  pt_compiled "$lm_anchor" 2.7B 512 "$1" "$2"
 }
 ms=$(lm bf16 after_backward step_ms_mean)
 mib=$(lm bf16 after_backward engine_peak_mib)

@@ -244,9 +244,7 @@ sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params 
 # 16.5 ms for torch.compile + fused AdamW, used below where it is faster.
 pt_small_bf16=16.5
 sc() { # SIZE PREC COL: torch.compile's train step (context 512), or ""
-  [ -f "$strong" ] || return 0
-  tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-    --where context=512 --where precision="$2" --where config=compiled --col "$3"
+  pt_compiled "$strong" "$1" 512 "$2" "$3"
 }
 sc_step() { # SIZE PREC: the strongest PyTorch train step (ms) and where it is from
   t=$(sc "$1" "$2" step_ms_mean); w="torch_lm_h100.csv"

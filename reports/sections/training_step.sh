@@ -31,6 +31,7 @@ ours() {
 # theirs SIZE CTX PREC CONFIG COL: the anchor's value, or "".
 theirs() {
   [ -f "$anchor" ] || return 0
+  if [ "$4" = compiled ]; then pt_compiled "$anchor" "$1" "$2" "$3" "$5"; return; fi
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
@@ -56,7 +57,9 @@ and the head's and embedding's, in one of two layer-sized slots instead of
 a full gradient buffer). Both give
 the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
 PyTorch (reports/anchors/torch_lm.py, same GPU kind): \`compiled\` is
-torch.compile + SDPA + fused AdamW, \`compiled_inbwd\` the same stepped per
+torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
+(\`mode="reduce-overhead"\`), whichever is faster at that shape where both
+were measured; \`compiled_inbwd\` the same in default mode, stepped per
 parameter from register_post_accumulate_grad_hook. MFU: 6 x parameters x
 tokens over the step time, against the dense peak ($bf16_tflops TFLOP/s bf16,
 $fp32_tflops fp32). Step in ms, peak in GiB (our allocator; PyTorch's
