@@ -60,8 +60,8 @@ for t in $tests; do
   prog="$top_builddir/tests/$t"
   small=
   [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
-  # The sanitizer holds the profiling interface that CUPTI's activity API
-  # needs, so the kernel profile is tested by the plain run only.
+  # CUPTI takes one subscriber per process and compute-sanitizer is one, so
+  # the kernel profile is tested by the plain run only.
   opts=
   [ $t = test_kernels_cuda ] && opts=--no-kprof
   for tool in memcheck racecheck; do

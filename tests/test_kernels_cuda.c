@@ -38,8 +38,8 @@
  * build, 99 when the test itself cannot run.
  *
  * Options: --small runs only the odd sizes (for compute-sanitizer);
- * --no-kprof leaves out the kernel profile (under compute-sanitizer, which
- * holds the profiling interface CUPTI's activity API needs);
+ * --no-kprof leaves out the kernel profile (under compute-sanitizer: CUPTI
+ * takes one subscriber per process, and the sanitizer is one);
  * --bench also times the operations at the small model's sizes
  * (B=4, T=512) and prints a table. */
 #include "config.h"

@@ -91,11 +91,22 @@ const char *cupti_msg(CUptiResult r) {
   cuptiGetResultString(r, &m);
   return m;
 }
+/* CUPTI takes one subscriber per process; Nsight Systems, Nsight Compute
+ * and compute-sanitizer are one when they run the program, and CUPTI then
+ * answers MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (or MAX_LIMIT_REACHED). */
+const char *cupti_hint(CUptiResult r) {
+  return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
+                 r == CUPTI_ERROR_MAX_LIMIT_REACHED
+             ? " (another tool holds CUPTI: Nsight Systems, Nsight Compute "
+               "or compute-sanitizer; take the kernel profile without it, "
+               "or that tool's profile without kernel_profile)"
+             : "";
+}
 #define CUPTI(call)                                                          \
   do {                                                                       \
     CUptiResult r_ = (call);                                                 \
     if (r_ != CUPTI_SUCCESS)                                                 \
-      FAIL(ERR_FAIL, "%s: %s", #call, cupti_msg(r_));                        \
+      FAIL(ERR_FAIL, "%s: %s%s", #call, cupti_msg(r_), cupti_hint(r_));      \
   } while (0)
 
 enum { BUF_BYTES = 8 << 20, ALIGN = 8 };
