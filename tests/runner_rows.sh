@@ -29,7 +29,7 @@ check "statuses in sweep order ($statuses)" \
 check "fail row keeps the job's message" grep -q "selftest: failing as asked" "$csv"
 check "crash row names the signal" grep -q "crash,.*error,.*signal 11" "$csv"
 check "oom row keeps the message" grep -q "oom,rank [01]: .*out of memory; as asked" "$csv"
-check "timeout row says so" grep -q "timeout,killed after the 5 s limit" "$csv"
+check "timeout row says so" grep -q "timeout,killed after the 15 s limit" "$csv"
 check "ok rows carry metrics" [ "$(column "$csv" echoed | head -n 1)" = "1.5" ]
 check "rows carry provenance" [ -n "$(column "$csv" host | head -n 1)" ]
 check "sidecar JSON written" grep -q '"experiment"' "$out/selftest.json"
