@@ -49,17 +49,20 @@ why() {
 # The eight instrumented runs (four tests under two tools) go at once:
 # each is bound by the sanitizer's host-side work on one core; one after
 # another they had not finished after seven minutes on an H200, side by
-# side they take about as long as the slowest. They share the GPU(s) visible; where
-# CUDA_VISIBLE_DEVICES is unset they are dealt round robin over them.
+# side they take about as long as the slowest. They share the visible
+# GPUs; where CUDA_VISIBLE_DEVICES is unset they are dealt round robin.
 tests="test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda"
+# racecheck runs the long tests' --small cases (see the top).
+small_of() {
+  case $1 in test_kernels_cuda | test_attention_cuda) echo --small ;; esac
+}
 ngpu=1
 [ -z "${CUDA_VISIBLE_DEVICES+x}" ] && command -v nvidia-smi > /dev/null 2>&1 &&
   ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') && [ "$ngpu" -ge 1 ] || ngpu=1
 i=0
 for t in $tests; do
   prog="$top_builddir/tests/$t"
-  small=
-  [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
+  small=$(small_of $t)
   # CUPTI takes one subscriber per process and compute-sanitizer is one, so
   # the kernel profile is tested by the plain run only.
   opts=
@@ -85,8 +88,7 @@ for t in $tests; do
   read rc secs < "$scratch/$t.memcheck.rc"
   check "memcheck $t (exit $rc, ${secs} s)" [ $rc -eq 0 ]
   [ $rc -eq 0 ] || why "$scratch/$t.memcheck"
-  small=
-  [ $t = test_kernels_cuda ] || [ $t = test_attention_cuda ] && small=--small
+  small=$(small_of $t)
   read rc secs < "$scratch/$t.racecheck.rc"
   ours=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -vc ' at nvjet_')
   theirs=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -c ' at nvjet_')
