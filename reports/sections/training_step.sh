@@ -36,6 +36,11 @@ theirs() {
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
+# fam MESSAGE FAMILY: FAMILY's ms in an lm row's message ("ms per step by
+# kernel family: matmul 58.196; adamw 34.115; ..."), or "".
+fam() {
+  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk -v f="$2" '$1 == f { print $2; exit }'
+}
 f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
@@ -117,6 +122,39 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     else echo "**not met**: $(f1 "$i") ms and $(gib "$im") GiB."; fi
   fi
   echo
+  # Where the time goes: each row's message has its step's time by kernel
+  # family (the main stream's kernels timed by events; in backward they run
+  # beside the updates, so their times include what the updates take from
+  # them).
+  amsg=$(ours 2.7B 512 bf16 after_backward message)
+  imsg=$(ours 2.7B 512 bf16 in_backward message)
+  fams=$(printf '%s\n' "$amsg" | sed 's/^[^:]*: //' | tr ';' '\n' | awk '$1 != "adamw" && $2 + 0 >= 1 { print $1 }')
+  if [ -n "$fams" ]; then
+    echo "Backward's own kernels beside the updates (2.7B, bf16, context 512;"
+    echo "ms per step by kernel family, from each row's message):"
+    echo
+    echo "| kernel family | AdamW after backward | AdamW in backward | more |"
+    echo "|---|--:|--:|--:|"
+    more=0
+    for f in $fams; do
+      x=$(fam "$amsg" "$f"); y=$(fam "$imsg" "$f")
+      [ -n "$x" ] && [ -n "$y" ] || continue
+      num "$f" "$x"; num "$f" "$y"
+      echo "| $f | $(f1 "$x") | $(f1 "$y") | $(calc %+.1f "$y - $x") |"
+      more=$(calc %.3f "$more + $y - $x")
+    done
+    echo
+    mx=$(fam "$amsg" matmul); my=$(fam "$imsg" matmul)
+    echo "Beside the updates these kernels take $(f1 "$more") ms more in all, against"
+    echo "the $(f1 "$ao") ms the updates take after backward: they share the memory"
+    echo "and the SMs with a pass that moves 30 bytes a parameter."
+    if [ -n "$mx" ] && [ -n "$my" ]; then
+      num mx "$mx"; num my "$my"
+      echo "The products slow by $(calc %.0f "($my / $mx - 1) * 100")%; part of rmsnorm's increase is work, not"
+      echo "waiting (in backward, the norms' outputs are rebuilt rather than kept)."
+    fi
+    echo
+  fi
 fi
 # ---- the SMs split between backward and the updates -------------------------
 sms="$DATA/optimizer_in_backward_sms.csv"
