@@ -37,6 +37,12 @@ pt_compiled() {
     --where config!=eager --where config!=compiled_inbwd --col "$5"
 }
 
+# An lm row's message ("ms per step by kernel family: matmul 58.196;
+# adamw 34.115; ..."): families MESSAGE prints "NAME MS" lines; fam
+# MESSAGE NAME the ms of family NAME ("" if absent).
+families() { printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk 'NF == 2 { print $1, $2 }'; }
+fam() { families "$1" | awk -v n="$2" '$1 == n { print $2; exit }'; }
+
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 

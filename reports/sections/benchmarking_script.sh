@@ -202,11 +202,6 @@ echo
 bf16_tflops=790
 fp32_tflops=67
 hbm_tbs=3.0
-# fam MESSAGE NAME: the ms per step of kernel family NAME in a row's message.
-fam() {
-  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' |
-    awk -v n="$2" '$1 == n { print $2; exit }'
-}
 # cmpw A B: A against B in words (a time: larger is slower).
 cmpw() {
   if is_true "$1 > $2"; then printf 'slower than'

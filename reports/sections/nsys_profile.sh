@@ -42,20 +42,10 @@ v() {
   tool value "$src" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where mode="$4" --col "$5"
 }
-# fam MESSAGE NAME: the ms of family NAME in a row's message ("" if absent).
-fam() {
-  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' |
-    awk -v n="$2" '$1 == n { print $2; exit }'
-}
 # fsum MESSAGE: the sum of the families' ms.
-fsum() {
-  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk 'NF == 2 { s += $2 } END { printf "%.4f", s }'
-}
+fsum() { families "$1" | awk '{ s += $2 } END { printf "%.4f", s }'; }
 # ftop MESSAGE: the family with the most ms.
-ftop() {
-  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' |
-    awk 'NF == 2 && (!n || $2 > m) { m = $2; t = $1; n = 1 } END { print t }'
-}
+ftop() { families "$1" | awk '!n || $2 > m { m = $2; t = $1; n = 1 } END { print t }'; }
 pct() { calc %.0f "100 * $1 / $2"; }
 sizes=$(tool distinct "$src" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
 ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forward --sort context)

@@ -36,11 +36,6 @@ theirs() {
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
-# fam MESSAGE FAMILY: FAMILY's ms in an lm row's message ("ms per step by
-# kernel family: matmul 58.196; adamw 34.115; ..."), or "".
-fam() {
-  printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk -v f="$2" '$1 == f { print $2; exit }'
-}
 f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
@@ -128,7 +123,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   # them).
   amsg=$(ours 2.7B 512 bf16 after_backward message)
   imsg=$(ours 2.7B 512 bf16 in_backward message)
-  fams=$(printf '%s\n' "$amsg" | sed 's/^[^:]*: //' | tr ';' '\n' | awk '$1 != "adamw" && $2 + 0 >= 1 { print $1 }')
+  fams=$(families "$amsg" | awk '$1 != "adamw" && $2 >= 1 { print $1 }')
   if [ -n "$fams" ]; then
     echo "Backward's own kernels beside the updates (2.7B, bf16, context 512;"
     echo "ms per step by kernel family, from each row's message):"
