@@ -740,13 +740,22 @@ EOF
     fi
     if has_rows "$smr"; then
       sr_best() { tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 --sort step_ms_mean --agg first --default "" --col "$1"; }
+      sr_n=$(sr_best nccl_max_ctas); sr_r=$(sr_best gemm_sm_reserve); sr_ms=$(sr_best step_ms_mean)
+      sr_blocks="$sr_n blocks per collective"; [ "$sr_n" = 0 ] && sr_blocks="NCCL's default blocks"
+      sr_q() { tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 --where nccl_max_ctas="$sr_n" --where gemm_sm_reserve!=0 --agg "$1" --default "" --col step_ms_mean; }
       sr_base=$(tool value "$smr" --where status=ok --where precision=fp32 --where world_size=2 \
-        --where nccl_max_ctas="$(sr_best nccl_max_ctas)" --where gemm_sm_reserve=0 --agg first --default "" --col step_ms_mean)
-      if [ -n "$sr_base" ]; then
+        --where nccl_max_ctas="$sr_n" --where gemm_sm_reserve=0 --agg first --default "" --col step_ms_mean)
+      if [ -n "$sr_base" ] && [ -n "$sr_ms" ]; then
         echo "Shaping backward's cuBLAS products for fewer SMs (ddp_sm_reserve.csv$(kind_tag "$smr")) so that"
-        echo "a wave does not spill beside a collective's blocks gains little: $(sr_best gemm_sm_reserve) SMs reserved"
-        echo "with $(sr_best nccl_max_ctas) blocks per collective, the best pair and the one the bucketed rows use,"
-        echo "takes the fp32 step from $(f1 "$sr_base") to $(f1 "$(sr_best step_ms_mean)") ms."
+        if [ "$sr_r" = 0 ]; then
+          echo "a wave does not spill beside a collective's blocks gains nothing: the fastest fp32 step,"
+          echo "$(f1 "$sr_ms") ms with $sr_blocks, reserves no SMs, and reserving some takes"
+          echo "$(f1 "$(sr_q min)")-$(f1 "$(sr_q max)") ms with the same blocks."
+        else
+          echo "a wave does not spill beside a collective's blocks gains little: the fastest fp32 step reserves"
+          echo "$sr_r SMs with $sr_blocks and takes $(f1 "$sr_ms") ms against $(f1 "$sr_base") ms"
+          echo "with none reserved ($(calc %.1f "100 * ($sr_base - $sr_ms) / $sr_base")% less)."
+        fi
       fi
     fi
     if has_rows "$con"; then
