@@ -38,7 +38,7 @@ static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
 static const char *const fusions[] = {"opbyop", "fused", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 static const char *const optimizers[] = {"after_backward", "in_backward",
-                                         NULL};
+                                         "in_products", NULL};
 static const char *const norms[] = {"rmsnorm", "layernorm", NULL};
 
 typedef struct lm_settings {
@@ -91,16 +91,21 @@ static const param_def params[] = {
     {"run", "optimizer", STRING_FIELD(lm_settings, optimizer), 0, 0,
      optimizers, NULL, "after_backward",
      "train_step's AdamW: after_backward (one pass over every parameter "
-     "once backward is done) or in_backward (each tensor's update the "
-     "moment its gradient is final; the same weights; backward's time "
-     "then includes it; not with fp16's loss scaling)"},
+     "once backward is done), in_backward (each tensor's update the "
+     "moment its gradient is final, beside backward; the same weights; "
+     "backward's time then includes it; not with fp16's loss scaling) or "
+     "in_products (in_backward, but each weight matrix updated inside the "
+     "product that makes its gradient, which is never stored; fused path; "
+     "cuda: bf16)"},
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
-     "optimizer in_backward: thread blocks its updates may hold beside "
+     "optimizer in_backward or in_products: thread blocks the updates "
+     "beside backward may hold beside "
      "backward's kernels (one per SM on Hopper); 0: as many as they need"},
     {"run", "gemm_sm_reserve", INT_FIELD(lm_settings, gemm_sm_reserve), 0,
      1024, NULL, "SMs", "0",
-     "optimizer in_backward: backward's matrix products are shaped for the "
+     "optimizer in_backward or in_products: backward's matrix products "
+     "are shaped for the "
      "GPU's SMs minus this many, left to the updates beside them (cuda "
      "only); 0: the whole GPU"},
     LOOP_PARAMS(lm_settings, loop),
@@ -124,6 +129,11 @@ static const char *const metrics[] = {
     "kp_fwd_ms", "kp_fwd_gemm_share", "kp_step_ms", "kp_step_gemm_share",
     "kp_softmax_ms", "kp_attn_matmul_ms", NULL,
 };
+
+/* The optimizer steps during backward (in_backward or in_products). */
+static int in_backward(const lm_settings *s) {
+  return strcmp(s->optimizer, "after_backward") != 0;
+}
 
 /* The model's config: its size, vocabulary and norm; 0, or 1 with a
  * wrong size, 2 with a wrong norm ("what is wrong (allowed: ...)" in err). */
@@ -157,26 +167,41 @@ static int validate(const void *settings, char *err, size_t n) {
              "(allowed with fusion \"opbyop\": materialized)");
     return BLAME(lm_settings, attention);
   }
-  if (strcmp(s->optimizer, "in_backward") == 0) {
+  if (in_backward(s)) {
     if (strcmp(s->mode, "train_step") != 0) {
-      snprintf(err, n, "optimizer = \"in_backward\" needs mode "
-               "\"train_step\" (allowed with mode %s: after_backward)",
+      snprintf(err, n, "optimizer = \"%s\" needs mode \"train_step\" "
+               "(allowed with mode %s: after_backward)", s->optimizer,
                s->mode);
       return BLAME(lm_settings, optimizer);
     }
     if (strcmp(s->precision, "fp16") == 0) {
-      snprintf(err, n, "optimizer = \"in_backward\" with fp16: its loss "
-               "scaling skips a step when any gradient is not finite, known "
-               "only after backward (allowed with fp16: after_backward)");
+      snprintf(err, n, "optimizer = \"%s\" with fp16: its loss scaling "
+               "skips a step when any gradient is not finite, known only "
+               "after backward (allowed with fp16: after_backward)",
+               s->optimizer);
       return BLAME(lm_settings, optimizer);
     }
   }
-  if (s->adamw_blocks && strcmp(s->optimizer, "in_backward") != 0) {
+  if (strcmp(s->optimizer, "in_products") == 0) {
+    if (strcmp(s->fusion, "fused") != 0) {
+      snprintf(err, n, "optimizer = \"in_products\" updates inside the "
+               "fused path's products (allowed with fusion %s: "
+               "after_backward, in_backward)", s->fusion);
+      return BLAME(lm_settings, optimizer);
+    }
+    if (strcmp(s->backend, "cuda") == 0 && strcmp(s->precision, "bf16") != 0) {
+      snprintf(err, n, "optimizer = \"in_products\" on cuda runs its "
+               "products on bf16 tensor cores (allowed with precision %s: "
+               "after_backward, in_backward)", s->precision);
+      return BLAME(lm_settings, optimizer);
+    }
+  }
+  if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
     return BLAME(lm_settings, adamw_blocks);
   }
-  if (s->gemm_sm_reserve && strcmp(s->optimizer, "in_backward") != 0) {
+  if (s->gemm_sm_reserve && !in_backward(s)) {
     snprintf(err, n, "gemm_sm_reserve = %d leaves SMs to the optimizer in "
              "backward (allowed with optimizer %s: 0)", s->gemm_sm_reserve,
              s->optimizer);
@@ -213,7 +238,8 @@ static model_options options(const lm_settings *s) {
   o.graphs = s->cuda_graphs;
   /* AdamW in backward on the fused path: each layer's gradients live only
    * until its update (two layer-sized slots, not every gradient) */
-  o.grad_slots = o.fused && strcmp(s->optimizer, "in_backward") == 0;
+  o.grad_slots = o.fused && in_backward(s);
+  o.adamw_in_products = strcmp(s->optimizer, "in_products") == 0;
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
   return o;
@@ -474,7 +500,7 @@ static int run(const void *settings, result *r) {
   int b = s->batch, t = s->model.context;
   int warmup = s->loop.warmup, steps = s->loop.steps;
   const char *mode = s->mode;
-  int in_bwd = strcmp(s->optimizer, "in_backward") == 0;
+  int in_bwd = in_backward(s);
   rng batches = batch_rng(s->loop.seed);  /* the model's generator */
 
   engine *e = NULL;

@@ -195,6 +195,26 @@ static int check_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
   return 0;
 }
 
+static int check_matmul_adamw(engine *e, int rows, int cols, int k,
+                              const void *dy, int ldy, const void *x, int ldx,
+                              dtype in_t, float *p, void *p_low, float *m,
+                              float *v, float lr, float b1, float b2,
+                              float eps, float wd, long long t) {
+  const char *op = "k_matmul_adamw";
+  TRY(need_fused(e, op, in_t));
+  NEED(rows >= 0 && cols >= 0 && k >= 0, "%s: rows=%d cols=%d k=%d must be "
+       ">= 0", op, rows, cols, k);
+  NEED(ldy >= (rows > 1 ? rows : 1), "%s: ldy=%d < rows=%d", op, ldy, rows);
+  NEED(ldx >= (cols > 1 ? cols : 1), "%s: ldx=%d < cols=%d", op, ldx, cols);
+  NEED(t >= 1, "%s: step t=%lld must be >= 1", op, t);
+  NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
+       "%s: betas (%g, %g) must be in [0, 1)", op, (double)b1, (double)b2);
+  if (rows == 0 || cols == 0) return 1;
+  NEED_BUF(op, p); NEED_BUF(op, m); NEED_BUF(op, v);
+  if (k > 0) { NEED_BUF(op, dy); NEED_BUF(op, x); }
+  return 0;
+}
+
 static int check_grad_unscale(engine *e, float *g, size_t n, float inv_scale,
                               int *finite) {
   const char *op = "k_grad_unscale";

@@ -22,9 +22,23 @@ static const void *wl(const model *m, const float *W) {
 }
 
 /* dW[dout, din] += dy[n, dout]^T x[n, din], both lt; dW = ... when
- * model_zero_grad deferred the zeroing (beta 0: nothing to add to). */
-static int linear_dw(model *m, const void *dy, const void *x, float *dW,
-                     int n, int din, int dout) {
+ * model_zero_grad deferred the zeroing (beta 0: nothing to add to). With
+ * the optimizer in the products (model_options.adamw_in_products) the
+ * product updates W (its moments and 16-bit copy) instead, and dW is not
+ * written: so it comes after every read of W's copy in backward (each dx
+ * product, each forward product rebuilt). */
+static int linear_dw(model *m, const void *dy, const void *x, const float *W,
+                     float *dW, int n, int din, int dout) {
+  if (m->adamw_in_bwd && m->opt.adamw_in_products) {
+    const adamw_config *o = m->adamw_in_bwd;
+    size_t at = (size_t)(W - (const float *)m->params);
+    int low = m->params_low != (const void *)m->params;
+    return k_matmul_adamw(m->be, dout, din, n, dy, dout, x, din, m->lt,
+                          (float *)m->params + at,
+                          low ? (void *)wl(m, W) : NULL, m->adam_m + at,
+                          m->adam_v + at, o->lr, o->beta1, o->beta2, o->eps,
+                          o->weight_decay, m->step + 1);
+  }
   return k_matmul_ex(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
                      m->grads_deferred_zero ? 0.0f : 1.0f, dW, din, DT_F32,
                      m->opt.f32);
@@ -94,8 +108,8 @@ int model_backward_fused(model *m) {
   /* loss = mean CE; logits = lnf W_lm^T */
   TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
                              lt, N, V, m->loss_scale / (float)N));
-  TRY(linear_dw(m, a->dlogits, a->lnf, m->g.lm, N, D, V));
   TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, lt, N, D, V, 0.0f));
+  TRY(linear_dw(m, a->dlogits, a->lnf, m->p.lm, m->g.lm, N, D, V));
   TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
@@ -114,7 +128,7 @@ int model_backward_fused(model *m) {
     TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
     TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, da, db, a->h, lt,
                         (size_t)N * F));
-    TRY(linear_dw(m, a->dres_low, a->h, g->w2, N, F, D));
+    TRY(linear_dw(m, a->dres_low, a->h, p->w2, g->w2, N, F, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
     const void *n2 = l->n2;
     const float *resid = l->resid;
@@ -133,11 +147,11 @@ int model_backward_fused(model *m) {
                             l->rstd2, N, D, eps));
       n2 = a->norm;
     }
-    TRY(linear_dw(m, da, n2, g->w1, N, D, F));
-    TRY(linear_dw(m, db, n2, g->w3, N, D, F));
     TRY(linear_dx(m, da, p->w1, a->dn, lt, N, D, F, 0.0f));
-    TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
     TRY(linear_dx(m, db, p->w3, a->dn, lt, N, D, F, 1.0f));
+    TRY(linear_dw(m, da, n2, p->w1, g->w1, N, D, F));
+    TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
+    TRY(linear_dw(m, db, n2, p->w3, g->w3, N, D, F));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
@@ -145,8 +159,8 @@ int model_backward_fused(model *m) {
 
     /* attention: resid = x + merge(o) Wo^T */
     if (l->resid) TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
-    TRY(linear_dw(m, a->dres_low, a->om, g->wo, N, D, D));
     TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
+    TRY(linear_dw(m, a->dres_low, a->om, p->wo, g->wo, N, D, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WO)));
     TRY(k_split_heads_ex(e, a->dom, lt, a->dO, lt, b, t, H, Dh));
     TRY(k_attention_bwd(e, m->opt.attention, l->q, l->k, l->v, l->o, a->dO,
@@ -161,8 +175,8 @@ int model_backward_fused(model *m) {
                             l->rstd1, N, D, eps));
       n1 = a->norm;
     }
-    TRY(linear_dw(m, a->dqkv, n1, g->wq, N, D, 3 * D));
     TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
+    TRY(linear_dw(m, a->dqkv, n1, p->wq, g->wq, N, D, 3 * D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));

@@ -442,6 +442,13 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "products write each gradient once (allowed op by op: the whole "
          "gradient buffer)");
   }
+  if (o->adamw_in_products && !o->grad_slots) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: the optimizer in the products steps "
+         "backward's weights as it goes, so the model trains with "
+         "model_backward_adamw only (allowed: adamw_in_products with "
+         "grad_slots)");
+  }
   if (o->graphs && !eng_graphs_supported(e)) {
     free(m);
     FAIL(ERR_FAIL, "model_create: the %s engine cannot record CUDA graphs "

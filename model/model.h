@@ -109,6 +109,12 @@ typedef struct model_options {
                         * minus this many (eng_ctx.sm_reserve; the cuda
                         * engine only), left to the updates beside it;
                         * 0: the whole device */
+  int adamw_in_products; /* 1 (with grad_slots): model_backward_adamw
+                        * updates each weight matrix inside the product
+                        * that makes its gradient (k_matmul_adamw, on
+                        * backward's stream; the gradient is never
+                        * stored); the norms' gains and the embedding as
+                        * without it, beside backward */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

@@ -184,6 +184,40 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
               strstr(err_msg(), "slots") != NULL,
           "%s: with gradient slots model_adamw_step is refused", what);
   }
+  if (os.grad_slots) {
+    /* the optimizer in the products (k_matmul_adamw): on the CPU engine
+     * its product into a buffer and the same update, so bit for bit too */
+    model_options op = os;
+    op.adamw_in_products = 1;
+    model *mp[2];
+    for (int k = 0; k < 2; k++) {
+      hard(model_create_ex(&mp[k], e, c, B, T, k ? &op : o), "model_create_ex");
+      hard(model_set_params(mp[k], 0, w, np), "model_set_params");
+    }
+    check(adamw_forms_agree(mp[0], mp[1], B, T, 3),
+          "%s: AdamW in the weight-gradient products gives the weights and "
+          "losses of AdamW after backward, bit for bit, over 3 steps", what);
+    /* ...and the products did the updates: one more step, profiled */
+    int32_t pi[B * T], pt[B * T];
+    batch(pi, pt, B * T, c->vocab);
+    float pl;
+    char rep[1024] = "";
+    hard(eng_profile(e, 1), "eng_profile");
+    hard(model_forward(mp[1], pi, pt, B, T, &pl), "forward");
+    hard(model_backward_adamw(mp[1], &a), "backward_adamw");
+    hard(eng_profile_report(e, rep, sizeof rep), "eng_profile_report");
+    check(strstr(rep, "matmul+adamw") != NULL,
+          "%s: with it the weight matrices are updated by k_matmul_adamw "
+          "(%s)", what, rep);
+    for (int k = 0; k < 2; k++) model_destroy(mp[k]);
+    model *bad = NULL;
+    op.grad_slots = 0;
+    check(model_create_ex(&bad, e, c, B, T, &op) == ERR_FAIL && !bad &&
+              strstr(err_msg(), "adamw_in_products with grad_slots"),
+          "%s: the optimizer in the products without gradient slots is "
+          "refused (%s)", what, err_msg());
+    err_clear();
+  }
   /* What needs every gradient first is refused, saying why. */
   int calls = 0;
   model_set_grad_hook(m[1], count_hook, &calls);

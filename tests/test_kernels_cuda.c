@@ -555,15 +555,21 @@ static void rms_ex_case(int n, int d, int with_dres, int in_place) {
 /* dy in bf16 (as the fused path's products leave it) on the GPU against
  * the CPU engine's fp32 dy holding the same values: the sums are fp32 on
  * both, so dx and dg agree as closely as with fp32 dy. */
+/* x[i] rounded to bf16 (nearest even), kept as fp32: the values a bf16
+ * buffer holds, exactly. */
+static void round_bf16(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x[i], &u, 4);
+  }
+}
+
 static void rms_ex_bf16_case(int n, int d) {
   size_t nd = (size_t)n * d;
   float *h = host_rand(nd, 1);
-  for (size_t i = 0; i < nd; i++) {   /* round to bf16, nearest even */
-    uint32_t u;
-    memcpy(&u, &h[i], 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&h[i], &u, 4);
-  }
+  round_bf16(h, nd);
   pair dy = pair_f(h, nd);
   free(h);
   void *dyb = NULL;
@@ -1278,6 +1284,93 @@ static void test_copy(void) {
   pair_free(a); pair_free(b);
 }
 
+/* k_matmul_adamw: dy [k, rows] and x [k, cols] (row strides padded by
+ * `pad`) hold bf16 values, as fp32 on the CPU engine (its product then its
+ * AdamW, the reference) and as bf16 on the GPU; p, m, v random; two steps.
+ * p, m, v within 1e-5 of max |cpu| (g's fp32 sum over k in another order
+ * moves it by ~1e-7 of its magnitude); the GPU's bf16 copy equal to its
+ * own p rounded, bit for bit (refreshed by the same pass). */
+static void matmul_adamw_case(int rows, int cols, int k, int pad) {
+  int ldy = rows + pad, ldx = cols + pad;
+  size_t ny = (size_t)k * ldy, nx = (size_t)k * ldx, n = (size_t)rows * cols;
+  float *hy = host_rand(ny, 1), *hx = host_rand(nx, 1);
+  round_bf16(hy, ny);
+  round_bf16(hx, nx);
+  float *v0 = host_rand(n, 1);
+  for (size_t i = 0; i < n; i++) v0[i] *= v0[i];   /* v >= 0 */
+  pair y = pair_f(hy, ny), x = pair_f(hx, nx), v = pair_f(v0, n);
+  pair p = pair_rand(n, 1), m = pair_rand(n, 1);
+  void *yb = NULL, *xb = NULL, *pl = NULL;
+  if (eng_alloc(GPU, ny * 2, "test", &yb) < 0 ||
+      eng_alloc(GPU, nx * 2, "test", &xb) < 0 ||
+      eng_alloc(GPU, n * 2, "test", &pl) < 0 ||
+      k_cast(GPU, y.g, DT_F32, yb, DT_BF16, ny) < 0 ||
+      k_cast(GPU, x.g, DT_F32, xb, DT_BF16, nx) < 0)
+    hard_error("bf16 operands");
+  char line[200];
+  snprintf(line, sizeof line, "k_matmul_adamw bf16 rows=%d cols=%d k=%d pad=%d%s",
+           rows, cols, k, pad, adamw_form);
+  int rc = 0;
+  for (long long t = 1; t <= 2 && rc == 0; t++) {
+    rc = k_matmul_adamw(CPU, rows, cols, k, y.c, ldy, x.c, ldx, DT_F32, p.c,
+                        NULL, m.c, v.c, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+    if (rc == 0)
+      rc = k_matmul_adamw(GPU, rows, cols, k, yb, ldy, xb, ldx, DT_BF16, p.g,
+                          pl, m.g, v.g, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+  }
+  if (rc < 0) {
+    check(0, "%s: %s", line, err1());
+    err_clear();
+  } else {
+    char what[240];
+    snprintf(what, sizeof what, "%s, 2 steps: p", line);
+    cmp(what, p, 1e-5);
+    snprintf(what, sizeof what, "%s: m", line);
+    cmp(what, m, 1e-5);
+    snprintf(what, sizeof what, "%s: v", line);
+    cmp(what, v, 1e-5);
+    float *pg = down(GPU, p.g, n * 4);
+    uint16_t *lo = down(GPU, pl, n * 2);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+      float r = pg[i];
+      round_bf16(&r, 1);
+      uint32_t u;
+      memcpy(&u, &r, 4);
+      diff += lo[i] != (uint16_t)(u >> 16);
+    }
+    check(diff == 0, "%s: the bf16 copy is p rounded (%zu of %zu differ)",
+          line, diff, n);
+    free(pg);
+    free(lo);
+  }
+  eng_free(GPU, yb); eng_free(GPU, xb); eng_free(GPU, pl);
+  pair_free(y); pair_free(x); pair_free(v); pair_free(p); pair_free(m);
+  free(hy); free(hx); free(v0);
+}
+
+static void test_matmul_adamw(void) {
+  /* edges in every direction (partial tiles of 128 and k slices of 64,
+   * TMA's zero fill), padded strides; cols not a multiple of 4 and k = 0
+   * take the plain kernel */
+  matmul_adamw_case(200, 328, 300, 8);
+  matmul_adamw_case(64, 64, 64, 0);
+  matmul_adamw_case(72, 330, 70, 0);
+  matmul_adamw_case(77, 51, 33, 3);
+  matmul_adamw_case(40, 24, 0, 0);
+  if (!small_only) matmul_adamw_case(768, 3072, 2048, 0);
+#ifdef HAVE_CUDA
+  int hopper = cuda_impl(GPU)->wgmma;
+  if (hopper) {
+    cuda_impl(GPU)->wgmma = 0;
+    adamw_form = " (plain kernel)";
+    matmul_adamw_case(200, 328, 300, 8);
+    cuda_impl(GPU)->wgmma = hopper;
+    adamw_form = "";
+  }
+#endif
+}
+
 static void test_adamw_elementwise(void) {
   adamw_case(1001, 0);
   adamw_case(1003, 1);
@@ -1689,6 +1782,32 @@ static void bench(void) {
   if (eng_alloc(GPU, np * 2, "bench", &half) < 0) hard_error("bench half");
   TIME(ms, 10, k_cast(GPU, pp, DT_F32, half, DT_BF16, np));
   row("cast f32 -> bf16, 128.6M", ms, 6.0 * np, 0);
+
+  /* The 2.7B model's W1 weight gradient (d_ff 10240, d_model 2560, B*T
+   * 2048) and its AdamW update: as a product and an update, and as one
+   * k_matmul_adamw. */
+  enum { K2 = 2048, R2 = 10240, C2 = 2560 };
+  const size_t nw = (size_t)R2 * C2;
+  float *y32 = gbuf((size_t)K2 * R2, 1), *x32 = gbuf((size_t)K2 * C2, 1);
+  void *yb, *xb, *wl;
+  if (eng_alloc(GPU, (size_t)K2 * R2 * 2, "bench", &yb) < 0 ||
+      eng_alloc(GPU, (size_t)K2 * C2 * 2, "bench", &xb) < 0 ||
+      eng_alloc(GPU, nw * 2, "bench", &wl) < 0 ||
+      k_cast(GPU, y32, DT_F32, yb, DT_BF16, (size_t)K2 * R2) < 0 ||
+      k_cast(GPU, x32, DT_F32, xb, DT_BF16, (size_t)K2 * C2) < 0)
+    hard_error("bench bf16 operands");
+  double mm_b = 2.0 * ((size_t)K2 * (R2 + C2)) + 4.0 * nw;
+  TIME(ms, 10, k_matmul_ex(GPU, 1, 0, R2, C2, K2, 1.0f, yb, R2, xb, C2,
+                           DT_BF16, 0.0f, pg, C2, DT_F32, F32_EXACT));
+  row("2.7B W1 grad: matmul_ex bf16 -> f32", ms, mm_b, 2.0 * K2 * nw);
+  TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, pg, pm, pv, nw, 1e-3f, 0.9f,
+                          0.999f, 1e-8f, 0.01f, 1));
+  row("2.7B W1: adamw_ex (+ bf16 copy), 26.2M", ms, 30.0 * nw, 0);
+  TIME(ms, 10, k_matmul_adamw(GPU, R2, C2, K2, yb, R2, xb, C2, DT_BF16, pp,
+                              wl, pm, pv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                              1));
+  row("2.7B W1: matmul_adamw (both, one pass)", ms,
+      2.0 * ((size_t)K2 * (R2 + C2)) + 26.0 * nw, 2.0 * K2 * nw);
   free(ih);
   /* The bench buffers go with the engine. */
 }
@@ -1724,6 +1843,7 @@ int main(int argc, char **argv) {
   test_init_normal();
   test_cross_entropy();
   test_adamw_elementwise();
+  test_matmul_adamw();
 #ifdef HAVE_CUDA
   test_view();
   test_kprof();

@@ -270,6 +270,82 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   }
 }
 
+/* The optimizer in the products (model_options.adamw_in_products,
+ * k_matmul_adamw) on the GPU, bf16 fused, 5 layers: one step from the same
+ * weights on the same batch as AdamW after backward. Forward is the same;
+ * each weight gradient is the same sum in another order (~1e-6 of itself),
+ * and AdamW's first step moves each weight by lr * g / (|g| + eps), so a
+ * weight may differ by up to 2 lr only where g is ~1e-6 of its terms:
+ * allowed for at most 1 in 1000 weights, the rest within 1e-3 lr. The
+ * next forward (which reads the 16-bit copy the products refreshed) gives
+ * the same loss within 1e-4. */
+static void test_adamw_in_products(engine *gpu, const model_config *tiny,
+                                   int B, int T) {
+  model_config c = *tiny;
+  c.layers = 5;
+  model_options opt = {.compute = DT_BF16, .fused = 1,
+                       .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT};
+  model_options op = opt;
+  op.grad_slots = 1;
+  op.adamw_in_products = 1;
+  model *m[2];
+  for (int k = 0; k < 2; k++) {
+    hard(model_create_ex(&m[k], gpu, &c, B, T, k ? &op : &opt),
+         "model_create_ex");
+    hard(model_init(m[k], 7), "model_init");
+  }
+  adamw_config a = adamw_defaults();
+  int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
+  hard(ids ? 0 : -1, "out of host memory");
+  for (int i = 0; i < B * T; i++) {
+    ids[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
+    tg[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
+  }
+  float loss[2][2];
+  for (int k = 0; k < 2; k++) {
+    hard(model_zero_grad(m[k]), "zero_grad");
+    hard(model_forward(m[k], ids, tg, B, T, &loss[k][0]), "forward");
+    if (k == 0) {
+      hard(model_backward(m[k]), "backward");
+      hard(model_adamw_step(m[k], &a), "adamw");
+    } else {
+      hard(model_backward_adamw(m[k], &a), "backward_adamw");
+    }
+    hard(model_forward(m[k], ids, tg, B, T, &loss[k][1]), "forward");
+  }
+  size_t n = model_nparams(m[0]), far = 0, mid = 0;
+  float *w[2];
+  for (int k = 0; k < 2; k++) {
+    w[k] = malloc(n * sizeof *w[k]);
+    hard(w[k] ? 0 : -1, "out of host memory");
+    hard(eng_download(gpu, w[k], model_params(m[k]), n * sizeof *w[k]),
+         "eng_download");
+  }
+  hard(eng_sync(gpu), "eng_sync");
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)w[0][i] - w[1][i]);
+    if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+    far += d > 1e-3 * a.lr;
+    mid += d > 1e-6 * a.lr;
+  }
+  check(loss[0][0] == loss[1][0] && far <= n / 1000 && worst <= 2.01 * a.lr,
+        "bf16 fused: AdamW in the weight-gradient products, one step: the "
+        "same loss (%.6f, %.6f); %zu of %zu weights differ by more than "
+        "1e-3 lr (at most 1 in 1000), %zu by more than 1e-6 lr; worst %.2e "
+        "(at most 2 lr)", loss[0][0], loss[1][0], far, n, mid, worst);
+  double rel = fabs((double)loss[0][1] - loss[1][1]) / fabs(loss[0][1]);
+  check(rel <= 1e-4 && loss[1][1] != loss[1][0],
+        "bf16 fused: after the step, forward reads the refreshed 16-bit "
+        "copy: loss %.6f (after backward's form %.6f, before the step "
+        "%.6f)", loss[1][1], loss[0][1], loss[1][0]);
+  for (int k = 0; k < 2; k++) {
+    free(w[k]);
+    model_destroy(m[k]);
+  }
+  free(ids);
+}
+
 /* The model with LayerNorm (model_config.norm; op by op only) on the GPU
  * against the CPU engine: fresh random weights with the norms' weights
  * away from 1 (1 +- [0.1, 0.5)) and their biases away from 0 (+-[0.1,
@@ -547,6 +623,7 @@ int main(void) {
   test_graphs(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
+  test_adamw_in_products(gpu, &c, B, T);
   test_layernorm(cpu, gpu, B, T);
 
   free_out(&ref);

@@ -13,7 +13,10 @@
 #include "config.h"
 #include "kernels/cpu/cpu.h"
 
+#include "common/check.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
@@ -45,4 +48,22 @@ int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
   TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
   if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
   return 0;
+}
+
+/* The product into a buffer of its own, then k_adamw_ex: the reference the
+ * CUDA engine's one-pass kernel is checked against. */
+int cpu_matmul_adamw(engine *e, int rows, int cols, int k, const void *dy,
+                     int ldy, const void *x, int ldx, dtype in_t, float *p,
+                     void *p_low, float *m, float *v, float lr, float b1,
+                     float b2, float eps, float wd, long long t) {
+  TRY(cpu_f32_only("k_matmul_adamw", in_t));
+  size_t n = (size_t)rows * cols;
+  float *g = malloc(n * sizeof *g);
+  CHECK_ALLOC(g, n * sizeof *g);
+  int rc = cpu_matmul_ex(e, 1, 0, rows, cols, k, 1.0f, dy, ldy, x, ldx, in_t,
+                         0.0f, g, cols, DT_F32, F32_EXACT);
+  if (rc == 0)
+    rc = cpu_adamw_ex(e, p, p_low, in_t, g, m, v, n, lr, b1, b2, eps, wd, t);
+  free(g);
+  return rc;
 }

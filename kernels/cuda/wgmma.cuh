@@ -340,6 +340,10 @@ template <typename T, int N> struct wgmma;
       const int scale_d = 0;                                                  \
       if constexpr (TL_WGMMA) WG_SS(128, TY, WG_REGS64, WG_O64, "%64", "%65", "%66");   \
     }                                                                         \
+    static __device__ __forceinline__ void ss_tt(float *d, uint64_t a,        \
+                                                 uint64_t b, int scale_d) {   \
+      if constexpr (TL_WGMMA) WG_SS_TT(128, TY, WG_REGS64, WG_D64, "%64", "%65", "%66"); \
+    }                                                                         \
     static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
                                               uint64_t b) {                   \
       if constexpr (TL_WGMMA)                                                 \
