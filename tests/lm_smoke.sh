@@ -29,4 +29,18 @@ check "fused and op-by-op give the same first loss" \
   "$top_srcdir/experiments/smoke_lm.cfg" 2> "$scratch/flash.err"
 check "the fused path with flash attention runs" [ $? -eq 0 ]
 check "samples hold 3 timed steps" grep -q '"step_ms": \[[^],]*, [^],]*, [^],]*\]' "$out/smoke_lm.samples.jsonl"
+# The optimizer's three forms on the CPU engine's fused path: after
+# backward, beside it, inside the weight-gradient products. The same
+# arithmetic in another order, so the same losses to the last digit.
+for o in after_backward in_backward in_products; do
+  "$RUNNER" --out-dir "$scratch/opt" --set fusion=fused --set size=tiny \
+    --set mode=train_step --set optimizer=$o \
+    "$top_srcdir/experiments/smoke_lm.cfg" 2>> "$scratch/opt.err" || cat "$scratch/opt.err"
+done
+ocsv="$scratch/opt/smoke_lm.csv"
+check "the three optimizer forms each give an ok row" \
+  [ "$(column "$ocsv" status | tr '\n' ' ')" = "ok ok ok " ]
+check "the three optimizer forms give the same losses" \
+  [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "loss_first") a = i; if ($i == "loss_last") b = i }; next }
+              { print $a, $b }' "$ocsv" | sort -u | wc -l)" -eq 1 ]
 finish

@@ -1358,7 +1358,12 @@ static void test_matmul_adamw(void) {
   matmul_adamw_case(72, 330, 70, 0);
   matmul_adamw_case(77, 51, 33, 3);
   matmul_adamw_case(40, 24, 0, 0);
-  if (!small_only) matmul_adamw_case(768, 3072, 2048, 0);
+  /* several waves of tiles, and a k of one and a half slices */
+  matmul_adamw_case(8200, 1024, 96, 8);
+  if (!small_only) {
+    matmul_adamw_case(768, 3072, 2048, 0);
+    matmul_adamw_case(2560, 2560, 2048, 0);
+  }
 #ifdef HAVE_CUDA
   int hopper = cuda_impl(GPU)->wgmma;
   if (hopper) {
@@ -1808,6 +1813,11 @@ static void bench(void) {
                               1));
   row("2.7B W1: matmul_adamw (both, one pass)", ms,
       2.0 * ((size_t)K2 * (R2 + C2)) + 26.0 * nw, 2.0 * K2 * nw);
+  TIME(ms, 10, k_matmul_adamw(GPU, R2, C2, 64, yb, R2, xb, C2, DT_BF16, pp,
+                              wl, pm, pv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                              1));
+  row("the same with k = 64 (mostly the update)", ms,
+      2.0 * (64.0 * (R2 + C2)) + 26.0 * nw, 2.0 * 64 * nw);
   free(ih);
   /* The bench buffers go with the engine. */
 }
