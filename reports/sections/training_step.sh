@@ -4,7 +4,9 @@
 # strongest PyTorch on the same GPU kind (reports/anchors/torch_lm_h100.csv:
 # torch.compile + SDPA + fused AdamW, and the same with the optimizer in
 # backward), and where the bytes of the peak go (the rows' samples:
-# mem_* at the largest total). Environment as for every section.
+# mem_* at the largest total); and AdamW inside the weight-gradient
+# products ($DATA/optimizer_in_products.csv, when measured). Environment
+# as for every section.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -269,5 +271,56 @@ TEXT
   echo "and the moments are the floor a step with fp32 AdamW state keeps;"
   echo "the activations are what remains to cut (which tensors each form saves"
   echo "and which it rebuilds in backward: model/model.c, fused_act_table)."
+  echo
+fi
+# ---- AdamW inside the products (optimizer_in_products.csv) -------------------
+ip="$DATA/optimizer_in_products.csv"
+echo "#### AdamW inside the weight-gradient products"
+echo
+cat <<TEXT
+\`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg) goes a
+step further: each weight matrix is updated by the product that makes its
+gradient (\`k_matmul_adamw\`), so the gradient never reaches memory: 26
+bytes of traffic a parameter instead of the 38 of a product that writes it
+and an update that reads it back. The norms' gains and the embedding are
+updated beside backward, as in backward. Within rounding of the other
+forms (tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the
+CPU engine (tests/test_fused). Today's kernel computes its tile's product
+and then its tile's update, so the two do not overlap (kernels/cuda/NOTES.md).
+TEXT
+echo
+if has_rows "$ip"; then
+  ipgpu=$(tool value "$ip" --agg first --where status=ok --col gpu_name)
+  # inp SIZE CTX COL: the latest ok in_products row's COL, or "".
+  inp() {
+    tool value "$ip" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+      --where context="$2" --where adamw_blocks=0 --col "$3"
+  }
+  if [ "$ipgpu" = "$gpu" ]; then
+    echo "Step (ms) and engine peak (GiB), bf16, on $gpu:"
+    echo
+    echo "| size | context | after backward | in backward | in the products |"
+    echo "|---|--:|--:|--:|--:|"
+  else
+    echo "Step (ms) and engine peak (GiB), bf16, on $ipgpu (the other forms' rows"
+    echo "are on $gpu: not compared):"
+    echo
+    echo "| size | context | in the products |"
+    echo "|---|--:|--:|"
+  fi
+  tool distinct "$ip" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
+    cell="$(f1 "$(inp "$s" "$c" step_ms_mean)"), $(gib "$(inp "$s" "$c" engine_peak_mib)")"
+    if [ "$ipgpu" = "$gpu" ]; then
+      echo "| $s | $c | $(f1 "$(ours "$s" "$c" bf16 after_backward step_ms_mean)"), $(gib "$(ours "$s" "$c" bf16 after_backward engine_peak_mib)") | $(f1 "$(ours "$s" "$c" bf16 in_backward step_ms_mean)"), $(gib "$(ours "$s" "$c" bf16 in_backward engine_peak_mib)") | $cell |"
+    else
+      echo "| $s | $c | $cell |"
+    fi
+  done
+  echo
+fi
+if [ -f "$ip" ]; then
+  failed_jobs "$ip" size,context,status,message "size,context,status,message"
+else
+  echo "_No rows yet: run \`./runner experiments/optimizer_in_products.cfg\` on a GPU._"
   echo
 fi
