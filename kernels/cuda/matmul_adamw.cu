@@ -197,28 +197,6 @@ __global__ void mm_adamw_plain(const T *dy, int ldy, const T *x, int ldx,
   if (pl) pl[i] = elt<T>::store(pp);
 }
 
-/* dy or x [k][cols] with row stride ld (16-bit): boxes of 64 columns x BK
- * rows, 128-byte swizzle (wgmma.cuh's layout). */
-int tile_map(CUtensorMap *m, const void *ptr, dtype dt, int cols, int k,
-             int ld) {
-  PFN_cuTensorMapEncodeTiled_v12000 enc = wg_encode_fn();
-  if (!enc)
-    FAIL(ERR_FAIL, "k_matmul_adamw: the driver has no cuTensorMapEncodeTiled");
-  cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)k, 1};
-  cuuint64_t strides[2] = {(cuuint64_t)ld * 2, (cuuint64_t)ld * 2 * k};
-  cuuint32_t box[3] = {64, BK, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = enc(m, dt == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                    3, (void *)ptr, dims, strides, box, estr,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (rc != CUDA_SUCCESS)
-    FAIL(ERR_FAIL, "k_matmul_adamw: cuTensorMapEncodeTiled failed (CUresult "
-         "%d) for [%d][%d] with row stride %d", (int)rc, k, cols, ld);
-  return 0;
-}
-
 template <typename T>
 int launch(engine *e, int rows, int cols, int k, const void *dy, int ldy,
            const void *x, int ldx, dtype in_t, float *p, void *p_low,
@@ -231,8 +209,9 @@ int launch(engine *e, int rows, int cols, int k, const void *dy, int ldy,
     if (cuda_impl(e)->wgmma && k > 0 && cols % 4 == 0 && ldy % 8 == 0 &&
         ldx % 8 == 0 && aligned16(dy) && aligned16(x) && al) {
       CUtensorMap ym, xm;
-      TRY(tile_map(&ym, dy, in_t, rows, k, ldy));
-      TRY(tile_map(&xm, x, in_t, cols, k, ldx));
+      /* dy [k][rows] and x [k][cols]: boxes of 64 columns x BK rows */
+      TRY(wg_tensor_map_ld(&ym, dy, in_t, 1, k, rows, ldy, BK, "k_matmul_adamw"));
+      TRY(wg_tensor_map_ld(&xm, x, in_t, 1, k, cols, ldx, BK, "k_matmul_adamw"));
       CHECK_CUDA(cudaFuncSetAttribute(
           mm_adamw_wg<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
       dim3 grid((cols + BN - 1) / BN, (rows + BM - 1) / BM);

@@ -208,15 +208,17 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 wg_encode_fn(void) {
   return fn;
 }
 
-/* [bh][t][dh] 16-bit tensor, boxes of `rows` x 64 columns, 128-byte swizzle. */
-static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
-                                int bh, int t, int dh, int rows,
-                                const char *op) {
+/* [bh][t][dh] 16-bit tensor whose rows are ld elements apart (ld >= dh, a
+ * multiple of 8), boxes of `rows` x 64 columns, 128-byte swizzle; zeros
+ * are read beyond its edges. */
+static inline int wg_tensor_map_ld(CUtensorMap *m, const void *p, dtype dt,
+                                   int bh, int t, int dh, int ld, int rows,
+                                   const char *op) {
   PFN_cuTensorMapEncodeTiled_v12000 enc = wg_encode_fn();
   if (!enc)
     FAIL(ERR_FAIL, "%s: the driver has no cuTensorMapEncodeTiled", op);
   cuuint64_t dims[3] = {(cuuint64_t)dh, (cuuint64_t)t, (cuuint64_t)bh};
-  cuuint64_t strides[2] = {(cuuint64_t)dh * 2, (cuuint64_t)t * dh * 2};
+  cuuint64_t strides[2] = {(cuuint64_t)ld * 2, (cuuint64_t)t * ld * 2};
   cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, estr[3] = {1, 1, 1};
   CUresult rc = enc(m, dt == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -226,8 +228,14 @@ static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (rc != CUDA_SUCCESS)
     FAIL(ERR_FAIL, "%s: cuTensorMapEncodeTiled failed (CUresult %d) for "
-         "[%d][%d][%d]", op, (int)rc, bh, t, dh);
+         "[%d][%d][%d], rows %d apart", op, (int)rc, bh, t, dh, ld);
   return 0;
+}
+/* The same, rows packed (ld = dh). */
+static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
+                                int bh, int t, int dh, int rows,
+                                const char *op) {
+  return wg_tensor_map_ld(m, p, dt, bh, t, dh, dh, rows, op);
 }
 
 #define WG_REGS32                                                             \
