@@ -43,10 +43,9 @@ static int linear_dx(model *m, const float *dy, const float *W, float *dx,
  * and nothing after reads the parameter (so the hook's caller may update
  * it while backward goes on). */
 int model_grad_ready(model *m, int view) {
-  /* with the optimizer in the products, the product that made a weight
-   * matrix's gradient (every 2-D view but the embedding's) updated it */
-  int done = m->opt.adamw_in_products && view > 0 && m->views[view].ndim == 2;
-  if (m->adamw_in_bwd && !done) TRY(model_adamw_view(m, view));
+  /* with the optimizer in the products, that product updated it */
+  if (m->adamw_in_bwd && !view_in_product(m, view))
+    TRY(model_adamw_view(m, view));
   return m->grad_hook ? m->grad_hook(view, m->grad_hook_arg) : 0;
 }
 #define LAYER_VIEW(i, t) model_layer_view(&m->c, (i), (t))

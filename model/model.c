@@ -304,7 +304,10 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
  * its own offset, or with grad_slots in slot grad_slot(grad_group(v)) at
  * its offset within its group. A group's views are one run of the table
  * (model_layout: the embedding, the layers end to end, the final norm and
- * the head), checked here. */
+ * the head), checked here. With the optimizer in the products the weight
+ * matrices' gradients are never stored: a group's other views (the norms'
+ * gains, the embedding) are packed in table order, and a product view's
+ * entry is its slot's start, which nothing writes through it. */
 static int grad_layout(model *m) {
   m->ngrads = m->nparams;
   if (!m->opt.grad_slots) return 0;
@@ -320,11 +323,23 @@ static int grad_layout(model *m) {
   if (head > slot) slot = head;
   m->gmap = malloc((size_t)nv * sizeof *m->gmap);
   CHECK_ALLOC(m->gmap, (size_t)nv * sizeof *m->gmap);
+  if (m->opt.adamw_in_products) {
+    slot = 0;
+    size_t in = 0;
+    for (int v = 0; v < nv; v++) {
+      if (v > 0 && grad_group(v, nv, L) != grad_group(v - 1, nv, L)) in = 0;
+      if (view_in_product(m, v)) continue;
+      m->gmap[v] = in;   /* within the slot, for now */
+      in += m->views[v].numel;
+      if (in > slot) slot = in;
+    }
+  }
   for (int v = 0; v < nv; v++) {
     int g = grad_group(v, nv, L);
     size_t start = g < 0 ? 0 : g == L ? tail : lay0 + (size_t)g * per;
-    size_t in = m->views[v].offset - start;
-    if (in + m->views[v].numel > slot)
+    size_t in = m->opt.adamw_in_products ? view_in_product(m, v) ? 0 : m->gmap[v]
+                                         : m->views[v].offset - start;
+    if (in + (view_in_product(m, v) ? 0 : m->views[v].numel) > slot)
       FAIL(ERR_FAIL, "gradient slots: view %d outside its group's run", v);
     m->gmap[v] = (size_t)grad_slot(g) * slot + in;
   }

@@ -285,6 +285,13 @@ struct model {
   long long graph_replays;
 };
 
+/* With model_options.adamw_in_products: view v is a weight matrix that the
+ * product making its gradient updates (every 2-D view but the embedding's),
+ * so its gradient is never stored. */
+static inline int view_in_product(const model *m, int v) {
+  return m->opt.adamw_in_products && v > 0 && m->views[v].ndim == 2;
+}
+
 /* model.c: if zeroing was deferred, zero the buffer now. */
 int model_grads_materialize(model *m);
 

@@ -190,10 +190,22 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     model_options op = os;
     op.adamw_in_products = 1;
     model *mp[2];
+    size_t gp[2];
     for (int k = 0; k < 2; k++) {
+      hard(eng_tag_bytes(e, "grads", &gp[k], NULL) < 0, "grads tag");
       hard(model_create_ex(&mp[k], e, c, B, T, k ? &op : o), "model_create_ex");
       hard(model_set_params(mp[k], 0, w, np), "model_set_params");
     }
+    size_t now;
+    hard(eng_tag_bytes(e, "grads", &now, NULL) < 0, "grads tag");
+    /* its slots hold no weight matrix's gradient: the largest group left
+     * is the embedding (a layer's norms and the final norm are smaller) */
+    int nvp;
+    const tensor_view *vp = model_views(mp[1], &nvp);
+    check(now - gp[1] == 2 * vp[0].numel * sizeof(float),
+          "%s: with AdamW in the products the slots hold %zu gradient bytes: "
+          "two of the embedding's %zu floats, the largest group without "
+          "weight matrices", what, now - gp[1], vp[0].numel);
     check(adamw_forms_agree(mp[0], mp[1], B, T, 3),
           "%s: AdamW in the weight-gradient products gives the weights and "
           "losses of AdamW after backward, bit for bit, over 3 steps", what);
