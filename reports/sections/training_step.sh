@@ -281,7 +281,7 @@ cat <<TEXT
 \`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg) goes a
 step further: each weight matrix is updated by the product that makes its
 gradient (\`k_matmul_adamw\`), so the gradient never reaches memory: 26
-bytes of traffic a parameter instead of the 38 of a product that writes it
+bytes of traffic a parameter instead of the 34 of a product that writes it
 and an update that reads it back. The norms' gains and the embedding are
 updated beside backward, as in backward. Within rounding of the other
 forms (tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the
