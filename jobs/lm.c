@@ -100,14 +100,13 @@ static const param_def params[] = {
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
      "optimizer in_backward or in_products: thread blocks the updates "
-     "beside backward may hold beside "
-     "backward's kernels (one per SM on Hopper); 0: as many as they need"},
+     "beside backward may hold (one per SM on Hopper); 0: as many as they "
+     "need"},
     {"run", "gemm_sm_reserve", INT_FIELD(lm_settings, gemm_sm_reserve), 0,
      1024, NULL, "SMs", "0",
      "optimizer in_backward or in_products: backward's matrix products "
-     "are shaped for the "
-     "GPU's SMs minus this many, left to the updates beside them (cuda "
-     "only); 0: the whole GPU"},
+     "are shaped for the GPU's SMs minus this many, left to the updates "
+     "beside them (cuda only); 0: the whole GPU"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,

@@ -318,31 +318,24 @@ static int grad_layout(model *m) {
       grad_group(nv - 3, nv, L) != L - 1)
     FAIL(ERR_FAIL, "gradient slots: layers not laid out end to end");
   per /= (size_t)L;
-  size_t head = m->nparams - tail, slot = per;
-  if (emb > slot) slot = emb;
-  if (head > slot) slot = head;
+  size_t head = m->nparams - tail, slot = 0, packed = 0;
   m->gmap = malloc((size_t)nv * sizeof *m->gmap);
   CHECK_ALLOC(m->gmap, (size_t)nv * sizeof *m->gmap);
-  if (m->opt.adamw_in_products) {
-    slot = 0;
-    size_t in = 0;
-    for (int v = 0; v < nv; v++) {
-      if (v > 0 && grad_group(v, nv, L) != grad_group(v - 1, nv, L)) in = 0;
-      if (view_in_product(m, v)) continue;
-      m->gmap[v] = in;   /* within the slot, for now */
-      in += m->views[v].numel;
-      if (in > slot) slot = in;
-    }
-  }
-  for (int v = 0; v < nv; v++) {
+  for (int v = 0; v < nv; v++) {   /* each view's place in its group's run */
     int g = grad_group(v, nv, L);
     size_t start = g < 0 ? 0 : g == L ? tail : lay0 + (size_t)g * per;
-    size_t in = m->opt.adamw_in_products ? view_in_product(m, v) ? 0 : m->gmap[v]
-                                         : m->views[v].offset - start;
-    if (in + (view_in_product(m, v) ? 0 : m->views[v].numel) > slot)
+    size_t run = g < 0 ? emb : g == L ? head : per;
+    size_t stored = view_in_product(m, v) ? 0 : m->views[v].numel;
+    if (v == 0 || g != grad_group(v - 1, nv, L)) packed = 0;
+    size_t in = m->opt.adamw_in_products ? packed : m->views[v].offset - start;
+    if (m->views[v].offset < start || in + stored > run)
       FAIL(ERR_FAIL, "gradient slots: view %d outside its group's run", v);
-    m->gmap[v] = (size_t)grad_slot(g) * slot + in;
+    packed += stored;
+    if (in + stored > slot) slot = in + stored;
+    m->gmap[v] = in;
   }
+  for (int v = 0; v < nv; v++)
+    m->gmap[v] += (size_t)grad_slot(grad_group(v, nv, L)) * slot;
   m->ngrads = 2 * slot;
   return 0;
 }
