@@ -1,25 +1,16 @@
 /* k_matmul_adamw on the CUDA engine: a linear layer's weight gradient
  * g[rows, cols] = dy^T x and the AdamW update of the weights it belongs to,
- * in one kernel; g lives in registers only.
+ * in one kernel; g never reaches global memory.
  *
  * Why: in a bf16 step of the 2.7B model the weight-gradient products and
  * AdamW are bound by memory, not by the tensor cores (k = B*T = 2048 is
  * short). A product that writes g (4 bytes per parameter) and an update
  * that reads it back (4) and reads and writes p, m, v and the 16-bit copy
- * (26) move 34 bytes per parameter; here the update runs on the
- * accumulators, 26 bytes. Two blocks per SM; they run in step, so one's
- * update does not yet overlap the other's product (NOTES.md).
+ * (26) move 34 bytes per parameter; here 26, and the update's traffic runs
+ * while the tensor cores compute the next tile's product.
  *
- * Hopper (cuda_engine.wgmma, 16-bit inputs): a block computes a 128 x 128
- * tile of g with two warpgroups (64 rows each, wgmma m64n128k16, both
- * operands MN-major in shared memory: dy's and x's rows are the k index).
- * The TMA brings k-slices of 64 rows (64-column boxes, 128-byte swizzle,
- * zeros beyond the edges) into 3 stages, issued two slices ahead. Then the
- * tile goes through shared memory so that each warp updates whole rows of
- * it: 512 contiguous bytes of p, m and v per access (the accumulators'
- * own layout, 32 bytes from each of 8 rows, took the 2.7B step's fused
- * products from 45 to 59 ms), streamed past L2's keep set (__ldcs /
- * __stcs: read once, so dy and x keep L2 for the other blocks).
+ * Hopper (cuda_engine.wgmma, 16-bit inputs): mm_adamw_wg below, one
+ * persistent block per SM whose warps specialise (products, update).
  *
  * Elsewhere (other GPUs, fp32 inputs, unaligned operands or cols not a
  * multiple of 4, k = 0): a plain tiled kernel on the CUDA cores, each g
@@ -36,13 +27,15 @@
 
 namespace {
 
-enum { BM = 128, BN = 128, BK = 64, STAGES = 3, NT = 256 };
+enum { BM = 128, BN = 128, BK = 64, STAGES = 4 };
+/* warps 0-7: two warpgroups of products (64 rows of the tile each), whose
+ * thread 0 also issues the TMA loads; 8-19: the update's three warpgroups */
+enum { NT = 20 * 32, UPD = 256, NU = 384 };
 constexpr int BOX = 64 * BK * 2;               /* 64 columns x BK rows, 16-bit */
 constexpr int STAGE = 4 * BOX;                 /* dy's two boxes, then x's two */
-constexpr int SMEM = STAGES * STAGE + 1024;    /* + room to align to 1024 */
-constexpr int LDS = BN + 8;                    /* the tile's row stride in the
-                                                  epilogue (floats) */
-static_assert(BM * LDS * 4 <= STAGES * STAGE, "the tile fits in the stages");
+constexpr int LDS = BN + 8;                    /* g's row stride (floats) */
+constexpr int GBUF = BM * LDS * 4;
+constexpr int SMEM = STAGES * STAGE + GBUF + 1024;
 
 struct adam_s {
   float b1, b2, one_b1, one_b2, eps, step, decay;
@@ -56,8 +49,23 @@ __device__ __forceinline__ void upd(float &p, float g, float &m, float &v,
   p = p * a.decay - a.step * m / (sqrtf(v) + a.eps);
 }
 
+/* One block per SM, persistent over 128 x 128 tiles of g, with the
+ * product of tile i + 1 running while tile i is updated:
+ *  - two warpgroups multiply (wgmma m64n128k16, both operands MN-major: dy's
+ *    and x's rows are the k index) from k-slices that thread 0 brings by
+ *    TMA through STAGES stages, refilling a stage once both warpgroups are
+ *    done with it (so the next tile's first slices load during this
+ *    tile's last products); then they write the tile's g to a buffer in
+ *    shared memory (gfull), once the update has left it (gempty);
+ *  - three warpgroups update: each warp a row at a time (a lane four
+ *    columns, so a warp reads and writes 512 contiguous bytes of p, m and
+ *    v, streamed past L2's keep set), four rows' loads issued before their
+ *    updates, the first ones before g is there.
+ * Why: the products are bound by the tensor cores and the update by memory
+ * and by the latency of its divide and square root, so the update needs
+ * many warps of its own (kernels/cuda/NOTES.md has the forms tried). */
 template <typename T>
-__global__ void __launch_bounds__(NT, 2)
+__global__ void __launch_bounds__(NT, 1)
     mm_adamw_wg(const __grid_constant__ CUtensorMap ymap,
                 const __grid_constant__ CUtensorMap xmap, int rows, int cols,
                 int k, float *p, T *pl, float *mo, float *v, adam_s a) {
@@ -65,16 +73,21 @@ __global__ void __launch_bounds__(NT, 2)
   extern __shared__ unsigned char smem_raw[];
   unsigned char *sm =
       (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-  __shared__ uint64_t full[STAGES];
-  const int tid = threadIdx.x, wg = tid / 128, w = (tid / 32) % 4;
-  const int g = (tid % 32) / 4, t = tid % 4;
-  const int r0 = blockIdx.y * BM, c0 = blockIdx.x * BN;
+  float *gs = (float *)(sm + STAGES * STAGE);
+  __shared__ uint64_t full[STAGES], gfull, gempty;
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int ntc = (cols + BN - 1) / BN;
+  const int ntiles = ntc * ((rows + BM - 1) / BM);
   const int nk = (k + BK - 1) / BK;
 
-  /* k-slice kt into stage s: dy's rows r0.. and r0+64.., x's columns
-   * c0.. and c0+64.. (boxes wholly or partly outside read as zeros and
-   * still count their full bytes) */
-  auto load = [&](int kt, int s) {
+  const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int total = mine * nk;    /* k-slices of this block's tiles */
+  /* k-slice `it` of this block's stream into its stage: dy's rows r0.. and
+   * r0+64.., x's columns c0.. and c0+64.. (boxes wholly or partly outside
+   * read as zeros and still count their full bytes) */
+  auto load = [&](int it) {
+    const int tile = blockIdx.x + it / nk * gridDim.x, kt = it % nk;
+    const int r0 = tile / ntc * BM, c0 = tile % ntc * BN, s = it % STAGES;
     unsigned char *st = sm + s * STAGE;
     mbar_expect_tx(&full[s], STAGE);
     tma_load_3d(st, &ymap, &full[s], r0, kt * BK, 0);
@@ -84,81 +97,106 @@ __global__ void __launch_bounds__(NT, 2)
   };
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1);
+    mbar_init(&gfull, UPD);
+    mbar_init(&gempty, NU);
     mbar_fence_init();
   }
   __syncthreads();
-  if (tid == 0)
-    for (int s = 0; s < STAGES && s < nk; s++) load(s, s);
 
-  float d[64];
+  if (tid < UPD) {
+    const int wg = tid / 128, w = (tid / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+    if (tid == 0)
+      for (int it = 0; it < STAGES && it < total; it++) load(it);
+    /* slice `it` is done in both warpgroups: its stage takes the slice
+     * STAGES on (the next tile's first ones load during this tile's last
+     * products and its hand-over) */
+    auto release = [&](int it) {
+      named_bar(1, UPD);
+      if (tid == 0 && it + STAGES < total) load(it + STAGES);
+    };
+    int it = 0;
+    for (int i = 0; i < mine; i++) {
+      float d[64];
 #pragma unroll
-  for (int i = 0; i < 64; i++) d[i] = 0.0f;
-  for (int kt = 0; kt < nk; kt++) {
-    const int s = kt % STAGES;
-    mbar_wait(&full[s], (kt / STAGES) & 1);
-    const unsigned char *st = sm + s * STAGE;
-    wg_fence();
+      for (int j = 0; j < 64; j++) d[j] = 0.0f;
+      for (int kt = 0; kt < nk; kt++, it++) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        const unsigned char *st = sm + s * STAGE;
+        wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; kk++)
-      wgmma<T, 128>::ss_tt(d, wg_desc(st + wg * BOX + kk * 2048, BK * 128, 1024),
-                           wg_desc(st + 2 * BOX + kk * 2048, BK * 128, 1024), 1);
-    wg_commit();
-    wg_wait<1>();       /* slice kt - 1's products are done ... */
-    __syncthreads();    /* ... in both warpgroups: its stage is free */
-    if (tid == 0 && kt >= 1 && kt - 1 + STAGES < nk)
-      load(kt - 1 + STAGES, (kt - 1) % STAGES);
+        for (int kk = 0; kk < BK / 16; kk++)
+          wgmma<T, 128>::ss_tt(
+              d, wg_desc(st + wg * BOX + kk * 2048, BK * 128, 1024),
+              wg_desc(st + 2 * BOX + kk * 2048, BK * 128, 1024), 1);
+        wg_commit();
+        wg_wait<1>();
+        if (kt > 0) release(it - 1);
+      }
+      wg_wait<0>();
+      wg_hold<64>(d);
+      release(it - 1);
+      /* d[4j + 2h + e] is row 64 wg + 16 w + g + 8 h, column 8 j + 2 t + e */
+      mbar_wait(&gempty, (i & 1) ^ 1);
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+          *(float2 *)&gs[(64 * wg + 16 * w + g + 8 * h) * LDS + 8 * j + 2 * t] =
+              make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      mbar_arrive(&gfull);
+    }
+    return;
   }
-  wg_wait<0>();
-  wg_hold<64>(d);
 
-  /* The tile through shared memory (the stages are free: every slice
-   * loaded was consumed), so that the update reads and writes whole rows:
-   * d[4i + 2h + e] is row 64 wg + 16 w + g + 8 h, column 8 i + 2 t + e. */
-  __syncthreads();
-  float *cs = (float *)sm;
+  /* The update: warp uw of the NU / 32 takes rows uw, uw + NU / 32, ... of
+   * the tile, each lane four columns (cols % 4 == 0). */
+  constexpr int NW = NU / 32;
+  const int uw = (tid - UPD) / 32;
+  for (int i = 0; i < mine; i++) {
+    const int tile = blockIdx.x + i * gridDim.x;
+    const int r0 = tile / ntc * BM, c = tile % ntc * BN + 4 * lane;
+    /* every thread sees this tile's g before it arrives on gempty, so its
+     * arrival counts for this tile */
+    if (c >= cols) mbar_wait(&gfull, i & 1);
+    if (c < cols) {
+      for (int rr = uw; rr < BM; rr += 4 * NW) {
+        float4 P[4], M[4], V[4];
 #pragma unroll
-  for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++) {
+          const int r = r0 + rr + NW * j;
+          if (rr + NW * j < BM && r < rows) {
+            const size_t o = (size_t)r * cols + c;
+            P[j] = __ldcs((const float4 *)(p + o));
+            M[j] = __ldcs((const float4 *)(mo + o));
+            V[j] = __ldcs((const float4 *)(v + o));
+          }
+        }
+        /* p, m, v do not depend on g: the first rows load before it is
+         * there */
+        if (rr == uw) mbar_wait(&gfull, i & 1);
 #pragma unroll
-    for (int i = 0; i < 16; i++)
-      *(float2 *)&cs[(64 * wg + 16 * w + g + 8 * h) * LDS + 8 * i + 2 * t] =
-          make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-  __syncthreads();
-  /* warp q updates rows q, q + 8, ...: each lane four columns, so a warp
-   * reads and writes 512 contiguous bytes of p, m and v; four rows' loads
-   * are issued before their updates. cols % 4 == 0. */
-  const int q = tid / 32, c = c0 + 4 * (tid % 32);
-  if (c >= cols) return;
-#pragma unroll
-  for (int rr = 0; rr < BM / 8; rr += 4) {
-    float4 P[4], M[4], V[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int r = r0 + q + 8 * (rr + j);
-      if (r < rows) {
-        const size_t o = (size_t)r * cols + c;
-        P[j] = __ldcs((const float4 *)(p + o));
-        M[j] = __ldcs((const float4 *)(mo + o));
-        V[j] = __ldcs((const float4 *)(v + o));
+        for (int j = 0; j < 4; j++) {
+          const int r = r0 + rr + NW * j;
+          if (rr + NW * j >= BM || r >= rows) continue;
+          const size_t o = (size_t)r * cols + c;
+          const float4 G = *(const float4 *)&gs[(rr + NW * j) * LDS + 4 * lane];
+          upd(P[j].x, G.x, M[j].x, V[j].x, a);
+          upd(P[j].y, G.y, M[j].y, V[j].y, a);
+          upd(P[j].z, G.z, M[j].z, V[j].z, a);
+          upd(P[j].w, G.w, M[j].w, V[j].w, a);
+          __stcs((float4 *)(p + o), P[j]);
+          __stcs((float4 *)(mo + o), M[j]);
+          __stcs((float4 *)(v + o), V[j]);
+          if (pl) {
+            uint2 lo = {elt<T>::pack(P[j].x, P[j].y), elt<T>::pack(P[j].z, P[j].w)};
+            *reinterpret_cast<uint2 *>(pl + o) = lo;
+          }
+        }
       }
     }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int r = r0 + q + 8 * (rr + j);
-      if (r >= rows) continue;
-      const size_t o = (size_t)r * cols + c;
-      const float4 G = *(const float4 *)&cs[(q + 8 * (rr + j)) * LDS + 4 * (tid % 32)];
-      upd(P[j].x, G.x, M[j].x, V[j].x, a);
-      upd(P[j].y, G.y, M[j].y, V[j].y, a);
-      upd(P[j].z, G.z, M[j].z, V[j].z, a);
-      upd(P[j].w, G.w, M[j].w, V[j].w, a);
-      __stcs((float4 *)(p + o), P[j]);
-      __stcs((float4 *)(mo + o), M[j]);
-      __stcs((float4 *)(v + o), V[j]);
-      if (pl) {
-        uint2 lo = {elt<T>::pack(P[j].x, P[j].y), elt<T>::pack(P[j].z, P[j].w)};
-        *reinterpret_cast<uint2 *>(pl + o) = lo;
-      }
-    }
+    mbar_arrive(&gempty);
   }
 #else
   __trap();
@@ -214,9 +252,10 @@ int launch(engine *e, int rows, int cols, int k, const void *dy, int ldy,
       TRY(wg_tensor_map_ld(&xm, x, in_t, 1, k, cols, ldx, BK, "k_matmul_adamw"));
       CHECK_CUDA(cudaFuncSetAttribute(
           mm_adamw_wg<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-      dim3 grid((cols + BN - 1) / BN, (rows + BM - 1) / BM);
-      mm_adamw_wg<T><<<grid, NT, SMEM, st>>>(ym, xm, rows, cols, k, p, pl, m,
-                                             v, a);
+      const int tiles = ((cols + BN - 1) / BN) * ((rows + BM - 1) / BM);
+      const int sms = cuda_sm_target(e) ? cuda_sm_target(e) : cuda_impl(e)->sms;
+      mm_adamw_wg<T><<<min(tiles, sms), NT, SMEM, st>>>(ym, xm, rows, cols,
+                                                       k, p, pl, m, v, a);
       CHECK_LAUNCH();
       return 0;
     }

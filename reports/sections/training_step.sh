@@ -285,8 +285,9 @@ bytes of traffic a parameter instead of the 34 of a product that writes it
 and an update that reads it back. The norms' gains and the embedding are
 updated beside backward, as in backward. Within rounding of the other
 forms (tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the
-CPU engine (tests/test_fused). Today's kernel computes its tile's product
-and then its tile's update, so the two do not overlap (kernels/cuda/NOTES.md).
+CPU engine (tests/test_fused). On Hopper the kernel's warps specialise:
+two warpgroups compute a tile's product while three update the previous
+tile (kernels/cuda/NOTES.md).
 TEXT
 echo
 if has_rows "$ip"; then
