@@ -29,8 +29,13 @@ namespace {
 
 enum { BM = 128, BN = 128, BK = 64, STAGES = 4 };
 /* warps 0-7: two warpgroups of products (64 rows of the tile each), whose
- * thread 0 also issues the TMA loads; 8-19: the update's three warpgroups */
-enum { NT = 20 * 32, UPD = 256, NU = 384 };
+ * thread 0 also issues the TMA loads; 8-23: the update's four warpgroups.
+ * 768 threads leave 80 registers a thread at entry; the products take 112
+ * (setmaxnreg), the update 64: 2 x 128 x 112 + 4 x 128 x 64 = 768 x 80. */
+enum { NT = 24 * 32, UPD = 256, NU = 512, REG_MM = 112, REG_UPD = 64 };
+/* rows an update warp takes at a time (more spill at 64 registers) */
+enum { UR = 2 };
+static_assert(2 * 128 * REG_MM + 4 * 128 * REG_UPD <= NT * 80, "registers");
 constexpr int BOX = 64 * BK * 2;               /* 64 columns x BK rows, 16-bit */
 constexpr int STAGE = 4 * BOX;                 /* dy's two boxes, then x's two */
 constexpr int LDS = BN + 8;                    /* g's row stride (floats) */
@@ -49,21 +54,77 @@ __device__ __forceinline__ void upd(float &p, float g, float &m, float &v,
   p = p * a.decay - a.step * m / (sqrtf(v) + a.eps);
 }
 
+/* Rows lr .. lr + R - 1 of a tile at (r0, c0) (those below `rows`), the
+ * lane's four columns 4 lane (none when at or past cols): p, m, v load,
+ * then (when `bar`) the wait for g, then the update from g in gs. */
+template <int R, typename T>
+__device__ __forceinline__ void update_rows(const float *gs, int lr, int r0,
+                                            int c0, int rows, int cols,
+                                            float *p, T *pl, float *mo,
+                                            float *v, const adam_s &a,
+                                            uint64_t *bar, int parity) {
+  const int lc = 4 * (threadIdx.x % 32), c = c0 + lc;
+  const bool ok = c < cols;
+  float4 P[R], M[R], V[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const int r = r0 + lr + j;
+    if (ok && lr + j < BM && r < rows) {
+      const size_t o = (size_t)r * cols + c;
+      P[j] = __ldcs((const float4 *)(p + o));
+      M[j] = __ldcs((const float4 *)(mo + o));
+      V[j] = __ldcs((const float4 *)(v + o));
+    }
+  }
+  if (bar) mbar_wait(bar, parity);
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const int r = r0 + lr + j;
+    if (!ok || lr + j >= BM || r >= rows) continue;
+    const size_t o = (size_t)r * cols + c;
+    const float4 G = *(const float4 *)&gs[(lr + j) * LDS + lc];
+    upd(P[j].x, G.x, M[j].x, V[j].x, a);
+    upd(P[j].y, G.y, M[j].y, V[j].y, a);
+    upd(P[j].z, G.z, M[j].z, V[j].z, a);
+    upd(P[j].w, G.w, M[j].w, V[j].w, a);
+    __stcs((float4 *)(p + o), P[j]);
+    __stcs((float4 *)(mo + o), M[j]);
+    __stcs((float4 *)(v + o), V[j]);
+    if (pl) {
+      uint2 lo = {elt<T>::pack(P[j].x, P[j].y), elt<T>::pack(P[j].z, P[j].w)};
+      *reinterpret_cast<uint2 *>(pl + o) = lo;
+    }
+  }
+}
+
+#if TL_WGMMA
+/* The warp's next n rows of a tile from its shared counter (the first row;
+ * BM or more once the tile is taken). */
+__device__ __forceinline__ int claim(int *cnt, int n) {
+  int s = 0;
+  if (threadIdx.x % 32 == 0) s = atomicAdd(cnt, n);
+  return __shfl_sync(0xffffffffu, s, 0);
+}
+#endif
+
 /* One block per SM, persistent over 128 x 128 tiles of g, with the
  * product of tile i + 1 running while tile i is updated:
- *  - two warpgroups multiply (wgmma m64n128k16, both operands MN-major: dy's
- *    and x's rows are the k index) from k-slices that thread 0 brings by
- *    TMA through STAGES stages, refilling a stage once both warpgroups are
+ *  - two warpgroups multiply (wgmma, both operands MN-major: dy's and x's
+ *    rows are the k index) from k-slices that thread 0 brings by TMA
+ *    through STAGES stages, refilling a stage once both warpgroups are
  *    done with it (so the next tile's first slices load during this
- *    tile's last products); then they write the tile's g to a buffer in
- *    shared memory (gfull), once the update has left it (gempty);
- *  - three warpgroups update: each warp a row at a time (a lane four
- *    columns, so a warp reads and writes 512 contiguous bytes of p, m and
- *    v, streamed past L2's keep set), four rows' loads issued before their
- *    updates, the first ones before g is there.
- * Why: the products are bound by the tensor cores and the update by memory
- * and by the latency of its divide and square root, so the update needs
- * many warps of its own (kernels/cuda/NOTES.md has the forms tried). */
+ *    tile's last products); their accumulators done, they take rows of
+ *    the previous tile's update too, then write this tile's g to a buffer
+ *    in shared memory (gfull) once the update has left it (gempty);
+ *  - four warpgroups update, UR rows at a time from the tile's shared
+ *    counter (a lane four columns, so a warp reads and writes 512
+ *    contiguous bytes of p, m and v, streamed past L2's keep set), the
+ *    first rows' loads issued before g is there.
+ * Why: the update is bound by how many loads its warps keep in flight,
+ * so it takes every warp the products' registers leave; the products
+ * themselves run at about half the tensor cores' rate (their operands
+ * come through shared memory twice, for two m64n64 a k-step), which now
+ * sets the pace (kernels/cuda/NOTES.md has the forms tried). */
 template <typename T>
 __global__ void __launch_bounds__(NT, 1)
     mm_adamw_wg(const __grid_constant__ CUtensorMap ymap,
@@ -75,6 +136,7 @@ __global__ void __launch_bounds__(NT, 1)
       (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   float *gs = (float *)(sm + STAGES * STAGE);
   __shared__ uint64_t full[STAGES], gfull, gempty;
+  __shared__ int cnt[2];     /* rows of tile i's update taken: cnt[i % 2] */
   const int tid = threadIdx.x, lane = tid % 32;
   const int ntc = (cols + BN - 1) / BN;
   const int ntiles = ntc * ((rows + BM - 1) / BM);
@@ -98,12 +160,14 @@ __global__ void __launch_bounds__(NT, 1)
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1);
     mbar_init(&gfull, UPD);
-    mbar_init(&gempty, NU);
+    mbar_init(&gempty, NU + UPD);
+    cnt[0] = cnt[1] = 0;
     mbar_fence_init();
   }
   __syncthreads();
 
   if (tid < UPD) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)REG_MM));
     const int wg = tid / 128, w = (tid / 32) % 4;
     const int g = lane / 4, t = lane % 4;
     if (tid == 0)
@@ -126,10 +190,14 @@ __global__ void __launch_bounds__(NT, 1)
         const unsigned char *st = sm + s * STAGE;
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
-          wgmma<T, 128>::ss_tt(
-              d, wg_desc(st + wg * BOX + kk * 2048, BK * 128, 1024),
-              wg_desc(st + 2 * BOX + kk * 2048, BK * 128, 1024), 1);
+        for (int kk = 0; kk < BK / 16; kk++) {
+          /* two m64n64 products, x's two boxes: one m64n128 needs more
+           * registers than the entry count, which ptxas requires of a
+           * single instruction */
+          const uint64_t ad = wg_desc(st + wg * BOX + kk * 2048, BK * 128, 1024);
+          wgmma<T, 64>::ss_tt(d, ad, wg_desc(st + 2 * BOX + kk * 2048, BK * 128, 1024), 1);
+          wgmma<T, 64>::ss_tt(d + 32, ad, wg_desc(st + 3 * BOX + kk * 2048, BK * 128, 1024), 1);
+        }
         wg_commit();
         wg_wait<1>();
         if (kt > 0) release(it - 1);
@@ -137,8 +205,22 @@ __global__ void __launch_bounds__(NT, 1)
       wg_wait<0>();
       wg_hold<64>(d);
       release(it - 1);
-      /* d[4j + 2h + e] is row 64 wg + 16 w + g + 8 h, column 8 j + 2 t + e */
-      mbar_wait(&gempty, (i & 1) ^ 1);
+      if (i > 0) {
+        /* while the accumulators wait, take rows of the previous tile's
+         * update; all of it done, the counter of the tile after this one
+         * (the one before last's) starts again */
+        const int tp = blockIdx.x + (i - 1) * gridDim.x;
+        mbar_wait(&gfull, (i - 1) & 1);
+        for (int lr = claim(&cnt[(i - 1) & 1], 1); lr < BM;
+             lr = claim(&cnt[(i - 1) & 1], 1))
+          update_rows<1>(gs, lr, tp / ntc * BM, tp % ntc * BN, rows, cols, p,
+                         pl, mo, v, a, (uint64_t *)0, 0);
+        mbar_arrive(&gempty);
+        mbar_wait(&gempty, (i - 1) & 1);
+        if (tid == 0) cnt[(i + 1) & 1] = 0;
+      }
+      /* d[4j + 2h + e] is row 64 wg + 16 w + g + 8 h, column 8 j + 2 t + e
+       * (the second product's d[32 + 4j' + ...] is column 64 + 8j' + ...) */
 #pragma unroll
       for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -147,55 +229,30 @@ __global__ void __launch_bounds__(NT, 1)
               make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
       mbar_arrive(&gfull);
     }
+    /* the last tile's update, with the update's warps */
+    const int tp = blockIdx.x + (mine - 1) * gridDim.x;
+    mbar_wait(&gfull, (mine - 1) & 1);
+    for (int lr = claim(&cnt[(mine - 1) & 1], 1); lr < BM;
+         lr = claim(&cnt[(mine - 1) & 1], 1))
+      update_rows<1>(gs, lr, tp / ntc * BM, tp % ntc * BN, rows, cols, p, pl,
+                     mo, v, a, (uint64_t *)0, 0);
     return;
   }
 
-  /* The update: warp uw of the NU / 32 takes rows uw, uw + NU / 32, ... of
-   * the tile, each lane four columns (cols % 4 == 0). */
-  constexpr int NW = NU / 32;
-  const int uw = (tid - UPD) / 32;
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)REG_UPD));
+  /* The update's warps: UR rows at a time from the tile's counter, the
+   * first ones claimed and loaded before g is there. A thread sees the
+   * tile's g (gfull) before it arrives on gempty, so its arrival counts
+   * for this tile. */
   for (int i = 0; i < mine; i++) {
     const int tile = blockIdx.x + i * gridDim.x;
-    const int r0 = tile / ntc * BM, c = tile % ntc * BN + 4 * lane;
-    /* every thread sees this tile's g before it arrives on gempty, so its
-     * arrival counts for this tile */
-    if (c >= cols) mbar_wait(&gfull, i & 1);
-    if (c < cols) {
-      for (int rr = uw; rr < BM; rr += 4 * NW) {
-        float4 P[4], M[4], V[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const int r = r0 + rr + NW * j;
-          if (rr + NW * j < BM && r < rows) {
-            const size_t o = (size_t)r * cols + c;
-            P[j] = __ldcs((const float4 *)(p + o));
-            M[j] = __ldcs((const float4 *)(mo + o));
-            V[j] = __ldcs((const float4 *)(v + o));
-          }
-        }
-        /* p, m, v do not depend on g: the first rows load before it is
-         * there */
-        if (rr == uw) mbar_wait(&gfull, i & 1);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const int r = r0 + rr + NW * j;
-          if (rr + NW * j >= BM || r >= rows) continue;
-          const size_t o = (size_t)r * cols + c;
-          const float4 G = *(const float4 *)&gs[(rr + NW * j) * LDS + 4 * lane];
-          upd(P[j].x, G.x, M[j].x, V[j].x, a);
-          upd(P[j].y, G.y, M[j].y, V[j].y, a);
-          upd(P[j].z, G.z, M[j].z, V[j].z, a);
-          upd(P[j].w, G.w, M[j].w, V[j].w, a);
-          __stcs((float4 *)(p + o), P[j]);
-          __stcs((float4 *)(mo + o), M[j]);
-          __stcs((float4 *)(v + o), V[j]);
-          if (pl) {
-            uint2 lo = {elt<T>::pack(P[j].x, P[j].y), elt<T>::pack(P[j].z, P[j].w)};
-            *reinterpret_cast<uint2 *>(pl + o) = lo;
-          }
-        }
-      }
+    bool seen = false;
+    for (int lr = claim(&cnt[i & 1], UR); lr < BM; lr = claim(&cnt[i & 1], UR)) {
+      update_rows<UR>(gs, lr, tile / ntc * BM, tile % ntc * BN, rows, cols, p,
+                     pl, mo, v, a, seen ? (uint64_t *)0 : &gfull, i & 1);
+      seen = true;
     }
+    if (!seen) mbar_wait(&gfull, i & 1);
     mbar_arrive(&gempty);
   }
 #else

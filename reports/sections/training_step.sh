@@ -286,8 +286,9 @@ and an update that reads it back. The norms' gains and the embedding are
 updated beside backward, as in backward. Within rounding of the other
 forms (tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the
 CPU engine (tests/test_fused). On Hopper the kernel's warps specialise:
-two warpgroups compute a tile's product while three update the previous
-tile (kernels/cuda/NOTES.md).
+two warpgroups compute a tile's product while four update the previous
+tile, and the product's warps join the update once their accumulators
+are done (kernels/cuda/NOTES.md).
 TEXT
 echo
 if has_rows "$ip"; then
