@@ -121,10 +121,9 @@ __device__ __forceinline__ int claim(int *cnt, int n) {
  *    contiguous bytes of p, m and v, streamed past L2's keep set), the
  *    first rows' loads issued before g is there.
  * Why: the update is bound by how many loads its warps keep in flight,
- * so it takes every warp the products' registers leave; the products
- * themselves run at about half the tensor cores' rate (their operands
- * come through shared memory twice, for two m64n64 a k-step), which now
- * sets the pace (kernels/cuda/NOTES.md has the forms tried). */
+ * so it takes every warp the products' registers leave. The products
+ * alone run at 60% of cuBLAS's speed, and now set the pace
+ * (kernels/cuda/NOTES.md has the measurements and the forms tried). */
 template <typename T>
 __global__ void __launch_bounds__(NT, 1)
     mm_adamw_wg(const __grid_constant__ CUtensorMap ymap,
