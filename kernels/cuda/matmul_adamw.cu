@@ -178,6 +178,15 @@ __global__ void __launch_bounds__(NT, 1)
       named_bar(1, UPD);
       if (tid == 0 && it + STAGES < total) load(it + STAGES);
     };
+    /* rows of tile i's update, one at a time from its counter, beside the
+     * update's warps */
+    auto help = [&](int i) {
+      const int tp = blockIdx.x + i * gridDim.x;
+      mbar_wait(&gfull, i & 1);
+      for (int lr = claim(&cnt[i & 1], 1); lr < BM; lr = claim(&cnt[i & 1], 1))
+        update_rows<1>(gs, lr, tp / ntc * BM, tp % ntc * BN, rows, cols, p,
+                       pl, mo, v, a, (uint64_t *)0, 0);
+    };
     int it = 0;
     for (int i = 0; i < mine; i++) {
       float d[64];
@@ -208,12 +217,7 @@ __global__ void __launch_bounds__(NT, 1)
         /* while the accumulators wait, take rows of the previous tile's
          * update; all of it done, the counter of the tile after this one
          * (the one before last's) starts again */
-        const int tp = blockIdx.x + (i - 1) * gridDim.x;
-        mbar_wait(&gfull, (i - 1) & 1);
-        for (int lr = claim(&cnt[(i - 1) & 1], 1); lr < BM;
-             lr = claim(&cnt[(i - 1) & 1], 1))
-          update_rows<1>(gs, lr, tp / ntc * BM, tp % ntc * BN, rows, cols, p,
-                         pl, mo, v, a, (uint64_t *)0, 0);
+        help(i - 1);
         mbar_arrive(&gempty);
         mbar_wait(&gempty, (i - 1) & 1);
         if (tid == 0) cnt[(i + 1) & 1] = 0;
@@ -228,13 +232,7 @@ __global__ void __launch_bounds__(NT, 1)
               make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
       mbar_arrive(&gfull);
     }
-    /* the last tile's update, with the update's warps */
-    const int tp = blockIdx.x + (mine - 1) * gridDim.x;
-    mbar_wait(&gfull, (mine - 1) & 1);
-    for (int lr = claim(&cnt[(mine - 1) & 1], 1); lr < BM;
-         lr = claim(&cnt[(mine - 1) & 1], 1))
-      update_rows<1>(gs, lr, tp / ntc * BM, tp % ntc * BN, rows, cols, p, pl,
-                     mo, v, a, (uint64_t *)0, 0);
+    help(mine - 1);   /* the last tile's update */
     return;
   }
 
