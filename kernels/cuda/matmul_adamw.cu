@@ -28,11 +28,13 @@
 namespace {
 
 enum { BM = 128, BN = 128, BK = 64, STAGES = 4 };
-/* warps 0-7: two warpgroups of products (64 rows of the tile each), whose
- * thread 0 also issues the TMA loads; 8-23: the update's four warpgroups.
+/* warps 0-7: two warpgroups of products (64 rows of the tile each);
+ * 8-23: the update's four warpgroups, whose first warp issues the TMA
+ * loads instead of updating (PW: the update's warps that update).
  * 768 threads leave 80 registers a thread at entry; the products take 112
  * (setmaxnreg), the update 64: 2 x 128 x 112 + 4 x 128 x 64 = 768 x 80. */
-enum { NT = 24 * 32, UPD = 256, NU = 512, REG_MM = 112, REG_UPD = 64 };
+enum { NT = 24 * 32, UPD = 256, NU = 512, PW = NU - 32, REG_MM = 112,
+       REG_UPD = 64 };
 /* rows an update warp takes at a time (more spill at 64 registers) */
 enum { UR = 2 };
 static_assert(2 * 128 * REG_MM + 4 * 128 * REG_UPD <= NT * 80, "registers");
@@ -110,10 +112,11 @@ __device__ __forceinline__ int claim(int *cnt, int n) {
 /* One block per SM, persistent over 128 x 128 tiles of g, with the
  * product of tile i + 1 running while tile i is updated:
  *  - two warpgroups multiply (wgmma, both operands MN-major: dy's and x's
- *    rows are the k index) from k-slices that thread 0 brings by TMA
+ *    rows are the k index) from k-slices that one warp brings by TMA
  *    through STAGES stages, refilling a stage once both warpgroups are
  *    done with it (so the next tile's first slices load during this
- *    tile's last products); their accumulators done, they take rows of
+ *    tile's last products, and the warpgroups never wait for each
+ *    other); their accumulators done, they take rows of
  *    the previous tile's update too, then write this tile's g to a buffer
  *    in shared memory (gfull) once the update has left it (gempty);
  *  - four warpgroups update, UR rows at a time from the tile's shared
@@ -122,8 +125,9 @@ __device__ __forceinline__ int claim(int *cnt, int n) {
  *    first rows' loads issued before g is there.
  * Why: the update is bound by how many loads its warps keep in flight,
  * so it takes every warp the products' registers leave. The products
- * alone run at 60% of cuBLAS's speed, and now set the pace
- * (kernels/cuda/NOTES.md has the measurements and the forms tried). */
+ * alone run at 70% of cuBLAS's speed, and the update and products each
+ * slow the other down (kernels/cuda/NOTES.md has the measurements and the
+ * forms tried). */
 template <typename T>
 __global__ void __launch_bounds__(NT, 1)
     mm_adamw_wg(const __grid_constant__ CUtensorMap ymap,
@@ -134,7 +138,9 @@ __global__ void __launch_bounds__(NT, 1)
   unsigned char *sm =
       (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   float *gs = (float *)(sm + STAGES * STAGE);
-  __shared__ uint64_t full[STAGES], gfull, gempty;
+  /* full[s]: stage s's slice is in (TMA); empty[s]: both product
+   * warpgroups are done reading it (an arrival per warp) */
+  __shared__ uint64_t full[STAGES], empty[STAGES], gfull, gempty;
   __shared__ int cnt[2];     /* rows of tile i's update taken: cnt[i % 2] */
   const int tid = threadIdx.x, lane = tid % 32;
   const int ntc = (cols + BN - 1) / BN;
@@ -157,9 +163,12 @@ __global__ void __launch_bounds__(NT, 1)
     tma_load_3d(st + 3 * BOX, &xmap, &full[s], c0 + 64, kt * BK, 0);
   };
   if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1);
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], UPD / 32);
+    }
     mbar_init(&gfull, UPD);
-    mbar_init(&gempty, NU + UPD);
+    mbar_init(&gempty, PW + UPD);
     cnt[0] = cnt[1] = 0;
     mbar_fence_init();
   }
@@ -169,14 +178,10 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)REG_MM));
     const int wg = tid / 128, w = (tid / 32) % 4;
     const int g = lane / 4, t = lane % 4;
-    if (tid == 0)
-      for (int it = 0; it < STAGES && it < total; it++) load(it);
-    /* slice `it` is done in both warpgroups: its stage takes the slice
-     * STAGES on (the next tile's first ones load during this tile's last
-     * products and its hand-over) */
+    /* this warp is done with slice `it`'s stage (the wgmma wait before
+     * this covers the warpgroup's products that read it) */
     auto release = [&](int it) {
-      named_bar(1, UPD);
-      if (tid == 0 && it + STAGES < total) load(it + STAGES);
+      if (lane == 0) mbar_arrive(&empty[it % STAGES]);
     };
     /* rows of tile i's update, one at a time from its counter, beside the
      * update's warps */
@@ -237,6 +242,17 @@ __global__ void __launch_bounds__(NT, 1)
   }
 
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)REG_UPD));
+  if (tid < UPD + 32) {
+    /* The loads: each stage refilled as soon as both product warpgroups
+     * have left it, so the products never wait for each other and the
+     * next tile's first slices load during this tile's last products. */
+    if (lane == 0)
+      for (int it = 0; it < total; it++) {
+        if (it >= STAGES) mbar_wait(&empty[it % STAGES], (it / STAGES - 1) & 1);
+        load(it);
+      }
+    return;
+  }
   /* The update's warps: UR rows at a time from the tile's counter, the
    * first ones claimed and loaded before g is there. A thread sees the
    * tile's g (gfull) before it arrives on gempty, so its arrival counts
