@@ -1,0 +1,106 @@
+"""The course reference's eager numbers (lm_pytorch.csv): the model of
+shared/spec/model.md as the course's reference runs it, measured on the
+GPU our rows come from, for the benchmarking sections' "ours / PyTorch
+eager" columns.
+
+The reference: eager nn.Module, attention that materialises the T x T
+scores, and torch.optim.AdamW as constructed by default. Modes, each timed
+on its own: forward (logits), forward_backward (zero_grad, forward,
+cross-entropy, backward), train_step (those and the AdamW step); the peak
+(torch.cuda.max_memory_allocated, GiB) is recorded for the train step.
+Precision: fp32 is PyTorch's default (no TF32); bf16 is
+torch.autocast(bfloat16) over fp32 weights. Timing as torch_lm.py's: 5
+warm-up passes, --steps timed ones with torch.cuda.synchronize() around
+each; time_ms is the mean (shared/anchors/README.md reports means for
+these). A mode that runs out of memory is a row with status oom.
+
+    python3 reports/anchors/torch_lm_reference.py OUT.csv
+        [--sizes small,medium,large,xl,2.7B] [--contexts 512] [--batch 4]
+        [--precisions fp32,bf16] [--steps 10]
+
+Appends one row per (size, context, precision, mode) to OUT.csv (header
+written if new): source, gpu, size, context, batch, precision, config
+("reference"; the file's typed H100 rows also hold "compiled_sdpa"),
+mode, status, time_ms, peak_gib, torch, utc.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from anchor_csv import AnchorCSV
+from torch_lm import LM, SIZES, VOCAB, materialized_attention
+
+MODES = ("forward", "forward_backward", "train_step")
+
+
+def measure(size, ctx, batch, precision, mode, steps):
+    torch.manual_seed(336)
+    model = LM(*SIZES[size], attention=materialized_attention).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    amp = precision == "bf16"
+    ids = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+    tgt = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+
+    def run():
+        if mode != "forward":
+            opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            logits = model(ids)
+        if mode == "forward":
+            return
+        F.cross_entropy(logits.float().view(-1, VOCAB), tgt.view(-1)).backward()
+        if mode == "train_step":
+            opt.step()
+
+    for _ in range(5):
+        run()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.fmean(times), torch.cuda.max_memory_allocated() / 2**30
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--sizes", default="small,medium,large,xl,2.7B")
+    ap.add_argument("--contexts", default="512")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
+    torch.backends.cudnn.allow_tf32 = False
+    gpu = torch.cuda.get_device_name(0)
+    columns = ["source", "gpu", "size", "context", "batch", "precision",
+               "config", "mode", "status", "time_ms", "peak_gib"]
+    with AnchorCSV(a.out, columns) as out:
+        for size in a.sizes.split(","):
+            for ctx in map(int, a.contexts.split(",")):
+                for prec in a.precisions.split(","):
+                    for mode in MODES:
+                        status, ms, peak = "ok", "", ""
+                        try:
+                            mean, gib = measure(size, ctx, a.batch, prec, mode, a.steps)
+                            ms = f"{mean:.1f}"
+                            if mode == "train_step":
+                                peak = f"{gib:.1f}"
+                        except torch.OutOfMemoryError:
+                            status = "oom"
+                        torch.cuda.empty_cache()
+                        out.row("reports/anchors/torch_lm_reference.py", gpu,
+                                size, ctx, a.batch, prec, "reference", mode,
+                                status, ms, peak)
+
+
+if __name__ == "__main__":
+    main()
