@@ -16,7 +16,8 @@ these). A mode that runs out of memory is a row with status oom.
 
     python3 reports/anchors/torch_lm_reference.py OUT.csv
         [--sizes small,medium,large,xl,2.7B] [--contexts 512] [--batch 4]
-        [--precisions fp32,bf16] [--steps 10]
+        [--precisions fp32,bf16] [--modes forward,forward_backward,train_step]
+        [--steps 10]
 
 Appends one row per (size, context, precision, mode) to OUT.csv (header
 written if new): source, gpu, size, context, batch, precision, config
@@ -76,8 +77,12 @@ def main():
     ap.add_argument("--contexts", default="512")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
+    for mode in a.modes.split(","):
+        if mode not in MODES:
+            ap.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
     torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(0)
@@ -87,7 +92,7 @@ def main():
         for size in a.sizes.split(","):
             for ctx in map(int, a.contexts.split(",")):
                 for prec in a.precisions.split(","):
-                    for mode in MODES:
+                    for mode in a.modes.split(","):
                         status, ms, peak = "ok", "", ""
                         try:
                             mean, gib = measure(size, ctx, a.batch, prec, mode, a.steps)
