@@ -5,7 +5,7 @@
  *   csvtool count    FILE [--where ...] [--latest a,b]
  *   csvtool table    FILE --cols a,b [--head "A,B"] [--where ...] [--sort ...]
  *                         [--fmt col=FMT ...]
- *   csvtool select   FILE --cols a,b [--where ...] [--sort ...] [--fmt ...]
+ *   csvtool select   FILE [--cols a,b] [--where ...] [--sort ...] [--fmt ...]
  *   csvtool distinct FILE --cols a,b [--where ...] [--sort ...] [--sep S]
  *   csvtool value    FILE --col c [--where ...] [--sort ...]
  *                         [--agg first|min|max] [--fmt FMT] [--default TEXT]
@@ -67,7 +67,7 @@ static void usage(const char *fmt, ...) {
           "       csvtool count FILE [--where C=V|C!=V ...]\n"
           "       csvtool table FILE --cols A,B [--head \"H1,H2\"] [--where ...]"
           " [--sort A,-B] [--fmt C=FMT ...]\n"
-          "       csvtool select FILE --cols A,B [--where ...] [--sort ...]"
+          "       csvtool select FILE [--cols A,B] [--where ...] [--sort ...]"
           " [--fmt ...]\n"
           "       csvtool distinct FILE --cols A,B [--where ...] [--sort ...]"
           " [--sep S]\n"
@@ -409,10 +409,17 @@ static void put_row(const char *const *f, int n) {
   free(line);
 }
 
+/* Without --cols, every column: the rows that match, as a CSV of the
+ * same header (how a section keeps only the anchors of its GPU). */
 static void cmd_select(const csv_table *t, const opts *o) {
-  if (!o->cols) usage("select needs --cols");
-  int n;
-  int *c = columns(t, o->cols, &n);
+  int n = t->ncols;
+  int *c;
+  if (o->cols) {
+    c = columns(t, o->cols, &n);
+  } else {
+    c = xmalloc((size_t)n * sizeof *c);
+    for (int k = 0; k < n; k++) c[k] = k;
+  }
   const char **fmt = parse_fmt(t, o, NULL);
   size_t nr;
   size_t *rows = pick_rows(t, o, &nr);

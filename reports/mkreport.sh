@@ -140,7 +140,10 @@ done
 
 tmp="$out/.writeup.md.tmp"
 body="$out/.writeup.body.tmp"
-trap 'rm -f "$tmp" "$body"' EXIT
+# the sections' scratch files (section_lib.sh's anchor_rows)
+REPORT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mkreport.XXXXXX") || die "cannot make a scratch folder"
+export REPORT_TMP
+trap 'rm -f "$tmp" "$body"; rm -rf "$REPORT_TMP"' EXIT
 trap 'exit 1' HUP INT TERM
 
 # The data folder as the reader knows it: make report's is reports/data/.

@@ -5,6 +5,40 @@
 # `set -e` does not see a failure inside "$(...)" used as an argument.
 tool() { "$CSVTOOL" "$@"; }
 
+# A section's GPU, and the PyTorch anchors measured on that GPU. An anchor
+# file (reports/anchors/NAME.csv) holds the rows of every GPU it was
+# measured on, its "gpu" column as torch.cuda.get_device_name gives it,
+# which is our rows' gpu_name; a section compares its rows with the
+# anchors of that same GPU only, so rows measured on another GPU never
+# meet another GPU's numbers.
+# REPORT_ANCHORS, when set, names another folder of them (tests).
+ANCHORS=${REPORT_ANCHORS:-"$(dirname "${REPORT_LIB:-.}")/anchors"}
+# gpu_kind NAME: the kind in a device or machine name ("NVIDIA H100 80GB
+# HBM3" and "2 x NVIDIA H100 (NVLink)" are H100), or "".
+gpu_kind() {
+  printf '%s\n' "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z]+[0-9]+[A-Za-z]*$/) { print $i; exit } }'
+}
+# on_gpu CSV: GPU, the gpu_name of CSV's latest measured row ("" when it
+# has none), and GPU_KIND, its kind ("the GPU" when none, for prose).
+on_gpu() {
+  GPU=''
+  if [ -f "$1" ]; then
+    GPU=$(tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default '') || exit 1
+  fi
+  GPU_KIND=$(gpu_kind "$GPU")
+  [ -n "$GPU_KIND" ] || GPU_KIND="the GPU"
+}
+# anchor_rows NAME: a file of reports/anchors/NAME.csv's rows measured on $GPU
+# (on_gpu first), under REPORT_TMP; just the header when there are none,
+# so every query on it finds no value and the section says so.
+anchor_rows() {
+  _anchor_out="$REPORT_TMP/$1.$(printf '%s' "$GPU" | tr -c 'A-Za-z0-9' _).csv"
+  tool select "$ANCHORS/$1.csv" --where gpu="$GPU" > "$_anchor_out" || exit 1
+  printf '%s' "$_anchor_out"
+}
+# has_anchor FILE: FILE (from anchor_rows) holds a row.
+has_anchor() { [ "$(tool count "$1")" -gt 0 ]; }
+
 # Arithmetic on numbers already checked by num (awk: sh has integers only).
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 is_true() { awk "BEGIN { exit !($1) }"; }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # csvtool, the report scripts' only reader of result CSVs: numeric
 # --where (1 matches 1.0), quoted cells with commas, --latest keeping the
-# last row of a job measured again (a skipped job rerun), value's
+# last row of a job measured again (a skipped job rerun), select's
+# filtered copy of a whole file, value's
 # aggregates and default, and its two exit statuses (1 for a data problem
 # such as a missing column, 2 for a usage mistake).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -16,6 +17,9 @@ check "--latest size: the skipped 1.0 row, measured again, no longer counts" \
   [ "$("$ct" count "$f" --where status!=ok --latest size)" = 2 ]
 check "--latest keeps file order and the later row" \
   [ "$("$ct" select "$f" --cols size,status --latest size | tr '\n' ' ')" = "size,status 2,failed 1,ok 3,skipped " ]
+"$ct" select "$f" --where status=skipped > "$scratch/sel.csv"
+check "select without --cols: the matching rows as a CSV of the same header" \
+  [ "$("$ct" select "$scratch/sel.csv" --cols size,message | tr '\n' '|')" = 'size,message|1.0,"needs 1 GPUs, this machine has 0"|3,no|' ]
 check "a quoted cell with a comma stays one cell" \
   [ "$("$ct" distinct "$f" --cols message --where status=skipped | head -1)" = "needs 1 GPUs, this machine has 0" ]
 check "value --agg min over the ok and failed rows" \

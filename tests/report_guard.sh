@@ -7,7 +7,9 @@
 # its problem's section, in order, followed by some text; every figure the
 # writeup shows was drawn (where gnuplot is present); no section says a
 # committed experiment was not yet measured; README.md's results table is
-# the writeup's summary.
+# the writeup's summary. Then the same rows relabelled as measured on a GPU
+# that has no PyTorch anchors: the writeup still renders, and its summary
+# compares with nothing measured on another GPU.
 . "${top_srcdir:-.}/tests/lib.sh"
 csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
@@ -49,6 +51,24 @@ done < "$scratch/parts"
 # README's results table is this summary (make report copies it).
 check "README.md's results are the writeup's summary" \
   sh "$top_srcdir/reports/readme_summary.sh" "$md" "$top_srcdir/README.md" --check
+
+# Rows from a GPU without anchors: every section says what is missing,
+# and no summary line holds a verdict against another GPU's PyTorch.
+other="$scratch/other"
+mkdir -p "$other"
+for f in "$top_srcdir"/reports/data/*.csv; do
+  sed 's/,NVIDIA H[0-9][0-9]*[^,]*,/,NVIDIA X900,/g' "$f" > "$other/${f##*/}"
+done
+sh "$top_srcdir/reports/mkreport.sh" --data "$other" --out "$scratch/report_other" \
+  --csvtool "$csvtool" --gnuplot "" --problems "$list" > "$scratch/mk_other.out" 2>&1
+rc=$?
+check "the writeup renders from rows of a GPU without anchors (exit $rc)" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || cat "$scratch/mk_other.out"
+summ=$(awk '/^## Summary$/ { on = 1; next } on && /^## / { exit } on' "$scratch/report_other/writeup.md" 2> /dev/null)
+check "its summary says PyTorch is not yet measured on that GPU" \
+  sh -c 'printf "%s\n" "$1" | grep -q "not yet measured on the X900"' - "$summ"
+check "its summary holds no verdict against another GPU's PyTorch" \
+  sh -c '! printf "%s\n" "$1" | grep -q -e "x as fast" -e "we lose"' - "$summ"
 
 # Figures: each one the writeup shows exists (drawn only with gnuplot).
 figs=$(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$md" | sort -u)

@@ -10,8 +10,9 @@
 # flash_leaderboard.csv), DATA (the other two are read from there), OUT,
 # CSVTOOL, GNUPLOT (empty: no figure), REPORT_LIB.
 #
-# PyTorch's numbers come from reports/anchors/torch_attention_h100.csv
-# (reports/anchors/torch_attention.py on an H100); the memory accounting is
+# PyTorch's numbers come from reports/anchors/torch_attention.csv
+# (reports/anchors/torch_attention.py), its rows from the GPU of the
+# problem's own CSV; the memory accounting is
 # computed here from the shapes (bytes per element x elements); the FLOP
 # convention is jobs/attention.c's and the anchor's (forward 4 T^2 d,
 # backward 10 T^2 d per head, causal half). The one number typed here is
@@ -23,7 +24,6 @@ export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
-anchor="$reports/anchors/torch_attention_h100.csv"
 gp="$reports/attention.gp"
 GNUPLOT=${GNUPLOT:-}
 . "$REPORT_LIB"
@@ -41,12 +41,18 @@ case ${PROBLEM:-} in
     echo "attention.sh: unknown PROBLEM \"${PROBLEM:-}\" (pytorch_attention, flash_benchmarking or leaderboard)" >&2
     exit 1 ;;
 esac
-for f in "$anchor" "$gp"; do
-  [ -f "$f" ] || { echo "attention.sh: $f is missing" >&2; exit 1; }
-done
+[ -f "$gp" ] || { echo "attention.sh: $gp is missing" >&2; exit 1; }
 if [ ! -f "$csv" ]; then
   echo "_Not yet measured: run \`./runner experiments/$exp.cfg\`._"
   exit 0
+fi
+on_gpu "$csv"
+anchor=$(anchor_rows torch_attention)
+# where_pt: the anchor's provenance in a sentence, or that it is missing.
+if has_anchor "$anchor"; then
+  where_pt="PyTorch on the same $GPU_KIND (reports/anchors/torch_attention.csv, \`do_bench\` medians)"
+else
+  where_pt="PyTorch not yet measured on the $GPU_KIND (\`python3 reports/anchors/torch_attention.py reports/anchors/torch_attention.csv --shapes ...\` on one adds it)"
 fi
 lb="$DATA/flash_leaderboard.csv"
 mh="$DATA/flash_multihead.csv"
@@ -103,9 +109,8 @@ reference: S = QK^T / sqrt(d) in fp32, P = softmax(S) kept for backward,
 O = PV, cuBLAS in true fp32 (no TF32, PyTorch's default). Batch 8, one
 head, fp32, not causal, on $machine: $(intro_timing "$csv"). Memory
 before backward: the engine's exact accounting (the 32 MiB cuBLAS workspace
-included). PyTorch on an H100 (reports/anchors/torch_attention_h100.csv,
-do_bench medians): eager is the handout's implementation; the last column
-is the fastest of eager, compiled and SDPA.
+included). $where_pt: eager is the handout's implementation; the last
+column is the fastest of eager, compiled and SDPA.
 
 EOF
   echo "| d_head | seq | forward (ms) | backward (ms) | forward+backward (ms) | memory before backward (MiB) | PyTorch eager fwd+bwd (ms) | fastest PyTorch fwd+bwd (ms) |"
@@ -299,7 +304,7 @@ The \`attention\` job on $machine, batch 1, one head, causal, bf16 and fp32:
 $(intro_timing "$csv"). **materialised** is pytorch_attention's computation
 (P stored in the precision; cuBLAS with fp32 accumulation).
 **FlashAttention-2** is ours (kernels/cuda/flash_*.cu; 1.3.2, 1.3.3), bf16
-on tensor cores, fp32 on CUDA cores (no TF32). On the H100 the bf16 forward
+on tensor cores, fp32 on CUDA cores (no TF32). On Hopper the bf16 forward
 and backward at d_head 64 / 80 / 128 run on wgmma (the backward in one
 pass, dQ by atomic adds); the other head dims run mma.sync, the backward
 in two passes (S and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
@@ -375,8 +380,7 @@ EOF
   echo
 
   # Next to PyTorch at the FlashAttention issue's bf16 causal shapes.
-  echo "**Next to PyTorch.** All bf16, causal, on an H100; PyTorch from"
-  echo "reports/anchors/torch_attention_h100.csv (\`do_bench\` medians), ours per pass"
+  echo "**Next to PyTorch.** All bf16, causal, on the $GPU_KIND; $where_pt; ours per pass"
   echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64)."
   echo
   echo "| shape (batch x heads x seq, d_head) | implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s |"
@@ -510,8 +514,7 @@ EOF
 leaderboard() {
   machine=$(tool value "$csv" --col machine --agg first --default "")
   echo "The 2025 leaderboard shape: batch 1, 16 heads, seq 16384, d_head 64, bf16,"
-  echo "causal, forward+backward; ours on $machine ($(intro_timing "$csv")), PyTorch on an"
-  echo "H100 (reports/anchors/torch_attention_h100.csv, \`do_bench\` medians)."
+  echo "causal, forward+backward; ours on $machine ($(intro_timing "$csv")); $where_pt."
   echo
   echo "| implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s | peak memory (MiB) |"
   echo "|---|--:|--:|--:|--:|--:|"

@@ -2,8 +2,8 @@
 # Writeup section benchmarking_mixed_precision (c): per model size, the
 # forward, forward+backward and full training step times in fp32, bf16 and
 # fp16, the speed-up over fp32, next to PyTorch's eager anchors
-# (reports/anchors/lm_pytorch_h100.csv) and the strongest PyTorch's
-# (reports/anchors/torch_lm_h100.csv, torch.compile). mkreport.sh prints the
+# (reports/anchors/lm_pytorch.csv) and the strongest PyTorch's
+# (reports/anchors/torch_lm.csv, torch.compile), both on our rows' GPU. mkreport.sh prints the
 # problem's heading; toy_dtypes.sh parts (a) and (b), this part (c).
 # Reads DATA/benchmarking_mixed_precision.csv
 # (rows of kind lm; columns are selected by name, never by position).
@@ -14,8 +14,6 @@ export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
-anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
-strong="$(dirname "$here")/anchors/torch_lm_h100.csv"
 . "$REPORT_LIB"
 
 case ${PROBLEM:-benchmarking_mixed_precision} in
@@ -30,13 +28,17 @@ if ! has_rows "$csv"; then
 fi
 echo "### (c) Full against mixed precision: step times"
 echo
+on_gpu "$csv"
+anchor=$(anchor_rows lm_pytorch)
+strong=$(anchor_rows torch_lm)
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 cat <<TEXT
 Means over the timed steps of \`lm\` jobs (op by op, as benchmarking_script):
 forward, forward + backward, and the training step with AdamW. bf16 and
 fp16 round every product's inputs and accumulate in fp32; weights,
 gradients and optimizer state stay fp32. "x fp32": the fp32 time over this
-one (above 1: faster). PyTorch: eager (shared/anchors) where measured.
+one (above 1: faster). PyTorch: the course reference in eager mode on the
+same GPU (reports/anchors/lm_pytorch.csv) where measured.
 GPU: $gpus.
 
 TEXT
@@ -53,7 +55,7 @@ ratio() { # fp32 time / this time
 }
 pt() {
   v=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context="$2" \
-        --where precision="$3" --where mode="$4" --where source="PyTorch 2.11 eager" --col time_ms)
+        --where precision="$3" --where mode="$4" --where config=reference --col time_ms)
   printf '%s' "${v:--}"
 }
 tool distinct "$csv" --cols params,size,context --where status=ok --sort params,context --sep '|' |
@@ -182,7 +184,7 @@ fi
 
 # ---- against the strongest PyTorch ----------------------------------------------
 # torch.compile + SDPA + fused AdamW, measured side by side
-# (torch_lm_h100.csv): its own fp32 -> bf16 gain, and ours, per size.
+# (torch_lm.csv): its own fp32 -> bf16 gain, and ours, per size.
 sc() { # SIZE PREC: torch.compile's train step (ms) at context 512, or ""
   pt_compiled "$strong" "$1" 512 "$2" step_ms_mean
 }
@@ -192,17 +194,18 @@ for sz in small 2.7B; do
   o32=$(time_of "$sz" 512 fp32 train_step step_ms_mean); o16=$(time_of "$sz" 512 bf16 train_step step_ms_mean)
   [ -n "$c32" ] && [ -n "$c16" ] && [ -n "$o32" ] && [ -n "$o16" ] || continue
   extra=""
-  # small bf16 in torch_lm.py is launch-bound; shared/anchors/README.md
-  # ("Strongest PyTorch, measured side by side with us") records the
-  # stronger 16.5 ms for torch.compile + fused AdamW.
-  if [ "$sz" = small ] && is_true "16.5 < $c16"; then
+  # small bf16 in torch_lm.py's H100 rows (no CUDA graphs) is
+  # launch-bound; shared/anchors/README.md ("Strongest PyTorch, measured
+  # side by side with us") records the stronger 16.5 ms for torch.compile +
+  # fused AdamW on that H100.
+  if [ "$GPU_KIND|$sz" = "H100|small" ] && is_true "16.5 < $c16"; then
     extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
   fi
   lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
 "
 done
 if [ -n "$lines" ]; then
-  echo "Against the strongest PyTorch (reports/anchors/torch_lm_h100.csv,"
+  echo "Against the strongest PyTorch (reports/anchors/torch_lm.csv,"
   echo "torch.compile + SDPA + fused AdamW), train step, context 512, fp32 -> bf16"
   echo "(our fused path against it: torch_compile (b)):"
   echo

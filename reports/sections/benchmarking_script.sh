@@ -1,19 +1,18 @@
 #!/bin/sh
 # Writeup section 1.1.1 (benchmarking_script): forward, backward and
 # training step times of the LM per size, context and precision, next to
-# PyTorch eager (reports/anchors/lm_pytorch_h100.csv) and the strongest
-# PyTorch (torch_lm_h100.csv). Environment as for every section
+# PyTorch eager (reports/anchors/lm_pytorch.csv) and the strongest
+# PyTorch (torch_lm.csv), both measured on the GPU of our rows. Environment as for every section
 # (mkreport.sh): DATA, CSV, OUT, CSVTOOL, PROBLEM. benchmarking_script:
 # (a) the script, (b) the timings and their variability, (c) warm-up;
 # benchmarking_appendix: what bounds the best rows (all paths) against the
-# H100's floors, and 3xTF32.
+# floors of shared/anchors (an H100's), and 3xTF32.
 set -eu
 LC_ALL=C
 export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_script.csv}"
-anchor="$(dirname "$here")/anchors/lm_pytorch_h100.csv"
 
 # benchmarking_script: (a)-(c); benchmarking_appendix: what bounds the best
 # rows against the hardware's floors, and 3xTF32.
@@ -28,6 +27,9 @@ if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv")" -eq 0 ]; then
   exit 0
 fi
 . "$REPORT_LIB"
+on_gpu "$csv"
+anchor=$(anchor_rows lm_pytorch)
+strong=$(anchor_rows torch_lm)
 nok=$(tool count "$csv" --where status=ok)
 warmup=$(tool distinct "$csv" --cols warmup --sep / | tr '\n' ' ')
 steps=$(tool distinct "$csv" --cols steps --sep / | tr '\n' ' ')
@@ -47,10 +49,16 @@ step, each phase closed by a device synchronisation before its clock is
 read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds every product's inputs
 to bf16 and accumulates in fp32 (weights, gradients, optimizer state fp32).
 Peak: the engine's allocation peak. Engine: ${engines}op by op (one kernel
-per operation, scores materialised). GPU: ${gpus}. PyTorch: shared/anchors'
-eager numbers (H100 80GB HBM3, context 512).
-
+per operation, scores materialised). GPU: ${gpus}.
 TEXT
+if has_anchor "$anchor"; then
+  echo "PyTorch: the course reference's eager numbers on the same GPU"
+  echo "(reports/anchors/lm_pytorch.csv; context 512)."
+else
+  echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+fi
+echo
 echo "### (b) Forward and backward times"
 echo
 
@@ -74,7 +82,7 @@ while IFS='|' read -r prec _ size ctx mode; do
   peak=$(awk "BEGIN { printf \"%.1f\", $peak / 1024 }")
   pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
          --where context="$ctx" --where precision="$prec" --where mode="$mode" \
-         --where source="PyTorch 2.11 eager" --col time_ms)
+         --where config=reference --col time_ms)
   ratio=""
   [ -n "$pt" ] && ratio=$(awk "BEGIN { printf \"%.2f\", $step / $pt }")
   echo "| $size | $ctx | $prec | $mode | $(pm fwd) | $(pm bwd) | $(pm opt) | $(pm step) | $tps | $peak | ${pt:--} | ${ratio:--} |"
@@ -119,17 +127,17 @@ TEXT
 fi
 # The "ours / PyTorch" column is against eager; the strongest PyTorch
 # (torch.compile + SDPA + fused AdamW, measured side by side:
-# reports/anchors/torch_lm_h100.csv) restated for the op-by-op train step.
-strong="$(dirname "$here")/anchors/torch_lm_h100.csv"
-if [ -f "$strong" ]; then
+# reports/anchors/torch_lm.csv) restated for the op-by-op train step.
+if has_anchor "$strong"; then
   sl=""
   for g in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
     set -- $g
     ct=$(pt_compiled "$strong" "$1" 512 "$2" step_ms_mean)
     cp=$(pt_compiled "$strong" "$1" 512 "$2" peak_gib)
-    # small bf16: torch_lm.py's step is launch-bound; shared/anchors/README.md
-    # records the stronger 16.5 ms (torch.compile + fused AdamW)
-    [ "$1|$2" = "small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
+    # small bf16 on the H100: torch_lm.py's rows there lack CUDA graphs and
+    # are launch-bound; shared/anchors/README.md records the stronger 16.5 ms
+    # (torch.compile + fused AdamW) measured on that H100
+    [ "$GPU_KIND|$1|$2" = "H100|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
     sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(calc %.2f "$ot / $ct") x), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
@@ -137,9 +145,14 @@ if [ -f "$strong" ]; then
   done
   if [ -n "$sl" ]; then
     echo "This op-by-op train step (context 512) against the strongest PyTorch,"
-    echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm_h100.csv;"
-    echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
-    echo "it: torch_compile (b)."
+    if [ "$GPU_KIND" = H100 ]; then
+      echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv;"
+      echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
+      echo "it: torch_compile (b)."
+    else
+      echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv, on the"
+      echo "same GPU); our fused path against it: torch_compile (b)."
+    fi
     echo
     printf '%s' "$sl"
     echo
@@ -172,15 +185,15 @@ best() { rows "$@" | sort -t, -k1,1g | head -n 1; }
 config_of() {
   printf '%s' "$1" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" ($4 == "true" ? ", CUDA graphs" : "") : "op by op") }'
 }
-# pt_step SIZE PREC SOURCE: PyTorch's train step at context 512 (ms), or "-".
+# pt_step SIZE PREC CONFIG: PyTorch's train step at context 512 (ms), or "-".
 pt_step() {
   pts=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
-          --where precision="$2" --where mode=train_step --where source="$3" --col time_ms)
+          --where precision="$2" --where mode=train_step --where config="$3" --col time_ms)
   d "$pts"
 }
-eager="PyTorch 2.11 eager"
+eager=reference
 if [ "$PROBLEM" = benchmarking_appendix ]; then
-echo "Where the best training steps' time goes, against the H100's floors,"
+echo "Where the best training steps' time goes, against an H100's floors,"
 echo "for readers of benchmarking_script and torch_compile who want the why."
 echo
 echo "What bounds the best rows, measured: one extra, untimed step of each job"
@@ -238,6 +251,11 @@ if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb" ]; then
     aw_words="is $(calc %.1f "$aw - $aw_floor") ms ($aw_rel%) above that floor"
   else
     aw_words="is under that floor (${aw_rel#-}% below it), i.e. faster than $hbm_tbs TB/s"
+  fi
+  if [ "$GPU_KIND" != H100 ]; then
+    echo "These rows are from the $GPU_KIND; shared/anchors measured its floors on an"
+    echo "H100 only, so what follows reads them against an H100's."
+    echo
   fi
   cat <<TEXT
 Reading these against the floors of shared/anchors (H100: ~$bf16_tflops TFLOP/s
@@ -368,7 +386,7 @@ TEXT
            --where size="$size" --where fusion=fused --col step_ms_mean --fmt %.1f)
     pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
            --where context=512 --where precision=fp32 --where mode=train_step \
-           --where source="PyTorch 2.11 eager" --col time_ms)
+           --where config=reference --col time_ms)
     [ -n "$ob$fu" ] || continue
     b=$(printf '%s\n%s\n' "$ob" "$fu" | grep . | sort -g | head -n 1)
     r=""

@@ -18,8 +18,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
 csv="${CSV:-$DATA/memory_profiling.csv}"
 jsonl="${csv%.csv}.samples.jsonl"
-anchor="$reports/anchors/lm_pytorch_h100.csv"
-strong="$reports/anchors/torch_lm_h100.csv"
 fused="$DATA/torch_compile.csv"
 GNUPLOT=${GNUPLOT:-}
 
@@ -33,6 +31,9 @@ if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; 
   exit 0
 fi
 . "$REPORT_LIB"
+on_gpu "$csv"
+anchor=$(anchor_rows lm_pytorch)
+strong=$(anchor_rows torch_lm)
 size=$(tool value "$csv" --agg first --where status=ok --col size)
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 fusion=$(tool value "$csv" --agg first --where status=ok --col fusion)
@@ -279,16 +280,15 @@ fv() { # PREC MODE ATTENTION: the fused row's peak (MiB) at context 512, or ""
 }
 ff32=$(fv fp32 forward flash); ff16=$(fv bf16 forward flash)
 ft32=$(fv fp32 train_step flash); ft16=$(fv bf16 train_step flash)
-sp() { # PREC CONFIG: PyTorch's peak (GiB) at context 512, torch_lm_h100.csv, or ""
-  [ -f "$strong" ] || return 0
+sp() { # PREC CONFIG: PyTorch's peak (GiB) at context 512, torch_lm.csv, or ""
   if [ "$2" = compiled ]; then pt_compiled "$strong" "$size" 512 "$1" peak_gib; return; fi
   tool value "$strong" --sort -utc --agg first --default "" --where status=ok --where size="$size" \
     --where context=512 --where precision="$1" --where config="$2" --col peak_gib
 }
 pe32=$(tool value "$anchor" --agg first --default "" --where size="$size" --where context=512 \
-         --where precision=fp32 --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
+         --where precision=fp32 --where mode=train_step --where config=reference --col peak_gib)
 pe16=$(tool value "$anchor" --agg first --default "" --where size="$size" --where context=512 \
-         --where precision=bf16 --where mode=train_step --where source="PyTorch 2.11 eager" --col peak_gib)
+         --where precision=bf16 --where mode=train_step --where config=reference --col peak_gib)
 pc32=$(sp fp32 compiled); pc16=$(sp bf16 compiled)
 echo "**Does mixed precision significantly affect memory?** No. Our bf16 keeps"
 echo "fp32 weights, gradients, AdamW state and (op by op) activations, rounding"
@@ -299,7 +299,7 @@ if [ -n "$ff32$ff16$ft32$ft16" ] && [ -n "$ff32" ] && [ -n "$ff16" ] && [ -n "$f
   echo "$(gib "$ff32") GiB in forward, $(gib "$ft16") against $(gib "$ft32") GiB in the training step."
 fi
 if [ -n "$pe32$pe16$pc32$pc16" ]; then
-  line="PyTorch (reports/anchors/, context 512) agrees that autocast saves little:"
+  line="PyTorch on the same GPU (reports/anchors/, context 512) agrees that autocast saves little:"
   [ -n "$pe32" ] && [ -n "$pe16" ] && line="$line eager $pe16 GiB in bf16 against $pe32 in fp32"
   [ -n "$pe32" ] && [ -n "$pe16" ] && [ -n "$pc32" ] && [ -n "$pc16" ] && line="$line,"
   [ -n "$pc32" ] && [ -n "$pc16" ] && line="$line torch.compile $(calc %.1f "$pc16") GiB against $(calc %.1f "$pc32")"

@@ -15,9 +15,9 @@
 #   torch_compile_2024          (a), (b) pytorch_layernorm.csv; (c) pointers
 # Ours: the norm kind (one layer over 50,000 rows) and the lm kind (the
 # model, op by op with either norm, and the fused path's RMSNorm). PyTorch's
-# numbers: reports/anchors/torch_norm_h100.csv (reports/anchors/
-# torch_norm.py on an H100: eager RMSNorm, compiled RMSNorm, F.rms_norm,
-# F.layer_norm). The handout's Triton kernels are PyTorch code; ours are
+# numbers: reports/anchors/torch_norm.csv's rows from the GPU of
+# pytorch_layernorm.csv (reports/anchors/torch_norm.py: eager RMSNorm,
+# compiled RMSNorm, F.rms_norm, F.layer_norm). The handout's Triton kernels are PyTorch code; ours are
 # CUDA kernels, which play their role here. Every number in the prose is
 # read from those CSVs; a part whose CSV is missing (or has no ok row) says
 # so. Environment (mkreport.sh): PROBLEM, CSV, DATA, OUT, CSVTOOL,
@@ -28,9 +28,9 @@ export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
-anchor="$reports/anchors/torch_norm_h100.csv"
 . "$REPORT_LIB"
-[ -f "$anchor" ] || { echo "norm.sh: $anchor is missing" >&2; exit 1; }
+on_gpu "$DATA/pytorch_layernorm.csv"
+anchor=$(anchor_rows torch_norm)
 csv=${CSV:-}
 exp=${csv##*/}
 exp=${exp%.csv}
@@ -90,8 +90,8 @@ intro_kernels() {
   passes=$(tool value "$csv" --col passes --where status=ok --agg first)
   warm=$(tool value "$csv" --col warmup --where status=ok --agg first)
   machine=$(tool value "$csv" --col machine --where status=ok --agg first)
-  agpu=$(tool value "$anchor" --col gpu --where status=ok --agg first)
-  tv=$(tool value "$anchor" --col torch --where status=ok --agg first)
+  agpu=$(tool value "$anchor" --col gpu --where status=ok --agg first --default "")
+  tv=$(tool value "$anchor" --col torch --where status=ok --agg first --default "")
   fastest=$(tool value "$csv" --col fwd_ms_per_pass --where status=ok --agg min)
   num "the fastest pass" "$fastest"
   cat <<TEXT
@@ -100,11 +100,17 @@ the \`norm\` kind (jobs/norm.c, experiments/pytorch_layernorm.cfg) on
 $machine, kernels/cuda/rmsnorm.cu and layernorm.cu (one thread block per
 row): $warm untimed passes, then $passes forwards and $passes forward+backward
 passes, each loop closed by one synchronisation (at $(calc %.2f "$fastest") ms or more a
-pass, launches hide either way). PyTorch $tv on an $agpu
-(reports/anchors/torch_norm_h100.csv, do_bench medians): the handout's
-RMSNorm eager and compiled, F.rms_norm, and F.layer_norm (torch.nn.LayerNorm).
-
+pass, launches hide either way).
 TEXT
+  if [ -n "$agpu" ]; then
+    echo "PyTorch $tv on an $agpu"
+    echo "(reports/anchors/torch_norm.csv, do_bench medians): the handout's"
+    echo "RMSNorm eager and compiled, F.rms_norm, and F.layer_norm (torch.nn.LayerNorm)."
+  else
+    echo "PyTorch's norms are not yet measured on the $GPU_KIND: \`python3"
+    echo "reports/anchors/torch_norm.py reports/anchors/torch_norm.csv\` on one adds them."
+  fi
+  echo
 }
 
 # A table of one timing column (fwd / fwd_bwd) at every width: ours, then
@@ -181,7 +187,7 @@ trend() { # "d r" lines on stdin
 
 # Our forward's traffic (x read, y written: 8 bytes an element) over a
 # time, in TB/s.
-tbps() { calc %.2f "8 * $rows * $1 / ($2 * 1e-3) / 1e12"; }
+tbps() { [ -n "$2" ] || { printf -- -; return; }; calc %.2f "8 * $rows * $1 / ($2 * 1e-3) / 1e12"; }
 
 # ---- the kernels, forward (pytorch_layernorm (a)) --------------------------------
 
@@ -616,7 +622,7 @@ torch_compile_2024() {
     echo "### (a) Compiled RMSNorm, forward"
     echo
     echo "The handout's RMSNorm compiled, eager and F.rms_norm"
-    echo "(reports/anchors/torch_norm_h100.csv), and ours (pytorch_layernorm.csv,"
+    echo "(reports/anchors/torch_norm.csv), and ours (pytorch_layernorm.csv,"
     echo "$(tool value "$csv" --col machine --where status=ok --agg first)), ms per pass; \"compiled x\": eager over compiled."
     echo
     compile_table fwd_ms_per_pass fwd_ms

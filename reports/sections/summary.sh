@@ -2,9 +2,9 @@
 # The writeup's opening summary: each headline result next to the strongest
 # anchor measured on the same GPU kind, both read from CSVs (ours from
 # DATA, PyTorch's from reports/anchors/, each file written by a script
-# there). The GPU column is read from our row; an anchor measured on
-# another kind is not compared with, the line says it is not yet measured
-# on ours. A line whose own rows are missing is left out, never guessed.
+# there). The GPU is read from our row and the anchors are those measured
+# on that GPU (section_lib.sh's anchor_rows); where there are none, the line
+# says PyTorch is not yet measured on it. A line whose own rows are missing is left out, never guessed.
 # make report copies this table into README.md (readme_summary.sh), so the
 # two cannot disagree. Environment as for every section (no CSV of its own).
 set -eu
@@ -12,11 +12,10 @@ LC_ALL=C
 export LC_ALL
 
 . "$REPORT_LIB"
-anchors="$(dirname "$REPORT_LIB")/anchors"
-lm_anchor="$anchors/torch_lm_h100.csv"
-at_anchor="$anchors/torch_attention_h100.csv"
-ar_anchor="$anchors/allreduce_torch.csv"
-ddp_anchor="$anchors/ddp_pytorch_compiled.csv"
+ar_anchor="$ANCHORS/allreduce_torch.csv"
+ddp_anchor="$ANCHORS/ddp_pytorch_compiled.csv"
+# for_gpu NAME GPU_NAME: anchor NAME's rows measured on GPU_NAME.
+for_gpu() { GPU=$2; anchor_rows "$1"; }
 
 # The value of COL in FILE under the --where filters (rows with a status
 # column: ok ones only), or empty; with a --sort, the first row's (without
@@ -31,11 +30,7 @@ val() {
   esac
   tool value "$f" --col "$col" "$@" --default ''
 }
-# The GPU kind in a device or machine name: "NVIDIA H100 80GB HBM3" and
-# "2 x NVIDIA H100 (NVLink)" are H100.
-kind() {
-  printf '%s\n' "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z]+[0-9]+[A-Za-z]*$/ && $i !~ /^[0-9]/) { print $i; exit } }'
-}
+kind() { gpu_kind "$1"; }
 # same_kind OURS THEIRS: both named and the same kind.
 same_kind() { [ -n "$1" ] && [ -n "$2" ] && [ "$(kind "$1")" = "$(kind "$2")" ]; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
@@ -64,12 +59,13 @@ oib=$DATA/optimizer_in_backward.csv
 lm() { # PRECISION OPTIMIZER COL
   val "$oib" "$3" --sort -utc --where size=2.7B --where context=512 --where precision="$1" --where optimizer="$2" --where adamw_blocks=0
 }
-plm() { # PRECISION COL
+plm() { # PRECISION COL: from lm_anchor
   pt_compiled "$lm_anchor" 2.7B 512 "$1" "$2"
 }
 ms=$(lm bf16 after_backward step_ms_mean)
 mib=$(lm bf16 after_backward engine_peak_mib)
 gpu=$(lm bf16 after_backward gpu_name)
+lm_anchor=$(for_gpu torch_lm "$gpu")
 pms=$(plm bf16 step_ms_median)
 pgib=$(plm bf16 peak_gib)
 pgpu=$(plm bf16 gpu)
@@ -107,6 +103,7 @@ tms=$(tc step_ms_mean)
 if [ -n "$tms" ] && { [ -z "$fms" ] || is_true "$tms < $fms"; }; then
   fms=$tms; fgpu=$(tc gpu_name); fatt=$(tc attention)
 fi
+lm_anchor=$(for_gpu torch_lm "$fgpu")
 pfms=$(plm fp32 step_ms_median)
 pfgpu=$(plm fp32 gpu)
 if [ -n "$fms" ] && [ -n "$pfms" ] && same_kind "$fgpu" "$pfgpu"; then
@@ -114,13 +111,17 @@ if [ -n "$fms" ] && [ -n "$pfms" ] && same_kind "$fgpu" "$pfgpu"; then
   [ "$fatt" = flash ] && fatt="flash attention" || fatt="attention materialised"
   echo "| the same step in fp32 (no TF32; $fatt) | $(kind "$fgpu") | $(calc '%.0f' "$fms") ms | torch.compile + SDPA + fused AdamW $(calc '%.0f' "$pfms") ms: $(verdict "$fms" "$pfms") |"
   lost "$fms" "$pfms" "on the fp32 step"
+elif [ -n "$fms" ]; then
+  num fms "$fms"
+  echo "| the same step in fp32 (no TF32) | $(kind "$fgpu") | $(calc '%.0f' "$fms") ms | not yet measured on the $(kind "$fgpu") (reports/anchors/torch_lm.py) |"
 fi
 
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
 # 128 shape against SDPA's default.
 fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where impl=flash)
 fbgpu=$(val "$DATA/flash_leaderboard.csv" gpu_name --sort -utc --where impl=flash)
-at() { # IMPL SEQ DHEAD HEADS COL
+at_anchor=$(for_gpu torch_attention "$fbgpu")
+at() { # IMPL SEQ DHEAD HEADS COL: from at_anchor
   val "$at_anchor" "$5" --sort -utc --where impl="$1" --where seq="$2" --where d_head="$3" --where heads="$4"
 }
 cu=$(at sdpa_cudnn 16384 64 16 fwd_bwd_ms)
@@ -130,6 +131,9 @@ if [ -n "$fb" ] && [ -n "$cu" ] && same_kind "$fbgpu" "$agpu"; then
   num fb "$fb"; num cu "$cu"; num sd "$sd"
   echo "| attention fwd+bwd, leaderboard shape (1 x 16 x 16384, d 64, bf16, causal) | $(kind "$fbgpu") | $(calc '%.2f' "$fb") ms | SDPA cuDNN $(calc '%.2f' "$cu") ms (default $(calc '%.2f' "$sd")): $(verdict "$fb" "$cu") |"
   lost "$fb" "$cu" "to cuDNN's attention at the leaderboard shape"
+elif [ -n "$fb" ]; then
+  num fb "$fb"
+  echo "| attention fwd+bwd, leaderboard shape (1 x 16 x 16384, d 64, bf16, causal) | $(kind "$fbgpu") | $(calc '%.2f' "$fb") ms | not yet measured on the $(kind "$fbgpu") (reports/anchors/torch_attention.py) |"
 fi
 fl() { # COL
   val "$DATA/flash_benchmarking.csv" "$1" --sort -utc --where impl=flash --where precision=bf16 --where seq=65536 --where d_head=128
@@ -138,6 +142,7 @@ f128=$(fl fwd_bwd_ms_per_pass)
 ff128=$(fl fwd_ms_per_pass)
 ft128=$(fl fwd_tflops)
 fgpu128=$(fl gpu_name)
+at_anchor=$(for_gpu torch_attention "$fgpu128")
 s128=$(at sdpa 65536 128 1 fwd_bwd_ms)
 sf128=$(at sdpa 65536 128 1 fwd_ms)
 sgpu128=$(at sdpa 65536 128 1 gpu)
@@ -149,6 +154,9 @@ if [ -n "$f128" ] && [ -n "$s128" ] && same_kind "$fgpu128" "$sgpu128"; then
   echo "| the same shape, fwd+bwd | $(kind "$fgpu128") | $(calc '%.2f' "$f128") ms | SDPA $(calc '%.2f' "$s128") ms: $(verdict "$f128" "$s128") |"
   lost "$ff128" "$sf128" "on long-sequence attention's forward at head dim 128"
   lost "$f128" "$s128" "on long-sequence attention's forward+backward at head dim 128"
+elif [ -n "$f128" ]; then
+  num f128 "$f128"
+  echo "| attention fwd+bwd, 1 x 1 x 65536, d 128, bf16, causal | $(kind "$fgpu128") | $(calc '%.2f' "$f128") ms | not yet measured on the $(kind "$fgpu128") (reports/anchors/torch_attention.py) |"
 fi
 
 # NCCL's all-reduce against torch.distributed's on the same host.

@@ -6,14 +6,14 @@
 # torch_compile_attention.cfg; read directly, as cuda_graphs.csv is, so
 # `make report` never runs that GPU sweep itself: until its rows exist (a)
 # says what to run) beside PyTorch's eager, compiled and SDPA attention
-# (reports/anchors/torch_attention_h100.csv); (b) the whole model, our
+# (reports/anchors/torch_attention.csv); (b) the whole model, our
 # op-by-op path (one kernel per operation, as PyTorch eager) against the
 # fused path, with
 # attention materialised or FlashAttention-2, every size, forward,
 # forward+backward and the full step, fp32 and bf16, next to PyTorch eager
-# (reports/anchors/lm_pytorch_h100.csv) and the strongest PyTorch,
+# (reports/anchors/lm_pytorch.csv) and the strongest PyTorch,
 # torch.compile + SDPA + fused AdamW measured side by side
-# (reports/anchors/torch_lm_h100.csv); a figure of step time against model
+# (reports/anchors/torch_lm.csv); a figure of step time against model
 # size per precision and path; where the fused path's time goes, by kernel
 # family (each row's message); and CUDA graphs. Reads
 # DATA/torch_compile.csv (fused rows), DATA/benchmarking_script.csv
@@ -29,9 +29,6 @@ reports=$(dirname "$here")
 csv="${CSV:-$DATA/torch_compile.csv}"
 ref="$DATA/benchmarking_script.csv"
 acsv="$DATA/pytorch_attention.csv"
-anchor="$reports/anchors/lm_pytorch_h100.csv"
-strong="$reports/anchors/torch_lm_h100.csv"
-tatt="$reports/anchors/torch_attention_h100.csv"
 GNUPLOT=${GNUPLOT:-}
 case ${PROBLEM:-torch_compile} in
   torch_compile) ;;
@@ -48,7 +45,7 @@ fi
 # One row per shape of pytorch_attention, one column per implementation:
 # ours materialised (pytorch_attention.csv), ours FlashAttention-2
 # (torch_compile_attention.csv), PyTorch eager, compiled and SDPA
-# (torch_attention_h100.csv), all at the shape of our rows.
+# (torch_attention.csv), all at the shape of our rows and on their GPU.
 echo "### (a) Attention: eager against compiled, and the fused kernels"
 echo
 fcsv="$DATA/torch_compile_attention.csv"
@@ -63,12 +60,13 @@ else
   # The shape every value is read at: the materialised rows' (else flash's).
   if [ "$nm" -gt 0 ]; then sf=$acsv si=materialized; else sf=$fcsv si=flash; fi
   sv() { tool value "$sf" --agg first --where status=ok --where impl=$si --col "$1"; }
+  on_gpu "$sf"
+  tatt=$(anchor_rows torch_attention)
   ab=$(sv batch); ah=$(sv heads); ap=$(sv precision); ac=$(sv causal)
   at() { # IMPL: the --where list of that impl's ok rows at that shape
     echo "--where status=ok --where impl=$1 --where batch=$ab --where heads=$ah --where precision=$ap --where causal=$ac"
   }
   tv() { # IMPL SEQ D COL: PyTorch's value, or ""
-    [ -f "$tatt" ] || return 0
     tool value "$tatt" $(at "$1") --sort -utc --agg first --default "" \
       --where seq="$2" --where d_head="$3" --col "$4"
   }
@@ -95,8 +93,8 @@ pass, forward / backward. Ours (GPU: $agpu; mean of $an passes per loop):
 materialised attention (pytorch_attention.csv), which already fuses what
 torch.compile fuses in the handout's module (scale, mask, softmax and
 logsumexp in one kernel between two cuBLAS products), and FlashAttention-2
-(torch_compile_attention.csv). PyTorch (reports/anchors/torch_attention_h100.csv,
-same GPU model, do_bench medians): the module eager and compiled, and SDPA.
+(torch_compile_attention.csv). PyTorch (reports/anchors/torch_attention.csv,
+the GPU of the materialised rows, do_bench medians): the module eager and compiled, and SDPA.
 "compiled x" is eager over compiled, forward + backward (above 1: compiling
 helps), as are the last two columns.
 
@@ -216,10 +214,18 @@ SwiGLU and the cross-entropy gradient, keeps activations in the products'
 input dtype and recomputes cheap ones in backward; attention materialised
 or FlashAttention-2. ms, mean of the timed steps; peak: the engine's
 allocation peak in each table's mode.
-GPU: $gpus. PyTorch: eager and torch.compile on an H100 80GB HBM3
-(shared/anchors).
+GPU: $gpus. PyTorch: eager and torch.compile on the same GPU
+(reports/anchors/).
 
 TEXT
+on_gpu "$csv"
+anchor=$(anchor_rows lm_pytorch)
+strong=$(anchor_rows torch_lm)
+has_anchor "$anchor" || { echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."; echo; }
+has_anchor "$strong" || { echo "PyTorch's torch.compile steps are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32\`"
+  echo "on one adds them."; echo; }
 vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
   fm=$1 f=$2 s=$3 p=$4 m=$5 c=$6; shift 6
   [ -f "$f" ] || { printf ''; return; }
@@ -228,30 +234,32 @@ vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
     "$@" --col "$c" --fmt "$fm"
 }
 v() { vf %.1f "$@"; }
-anc() { # SIZE PREC MODE SOURCE
+anc() { # SIZE PREC MODE CONFIG
   tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
-    --where precision="$2" --where mode="$3" --where source="$4" --col time_ms
+    --where precision="$2" --where mode="$3" --where config="$4" --col time_ms
 }
 x() { # speed-up a/b
   if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
 }
 gib() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f\", $1 / 1024 }" || printf -- '-'; }
 sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
-# The strongest PyTorch, measured side by side (torch_lm_h100.csv): the
+# The strongest PyTorch, measured side by side (torch_lm.csv): the
 # train step of torch.compile + SDPA + fused AdamW. For the small bf16 step
-# that script is launch-bound; shared/anchors/README.md ("Strongest
-# PyTorch, measured side by side with us", 2026-11-24) records the stronger
-# 16.5 ms for torch.compile + fused AdamW, used below where it is faster.
+# that script's H100 rows (no CUDA graphs) are launch-bound;
+# shared/anchors/README.md ("Strongest PyTorch, measured side by side with
+# us", 2026-11-24) records the stronger 16.5 ms for torch.compile + fused
+# AdamW on that H100, used below where it is faster (H100 rows only).
 pt_small_bf16=16.5
+[ "$GPU_KIND" = H100 ] || pt_small_bf16=1e30
 sc() { # SIZE PREC COL: torch.compile's train step (context 512), or ""
   pt_compiled "$strong" "$1" 512 "$2" "$3"
 }
 sc_step() { # SIZE PREC: the strongest PyTorch train step (ms) and where it is from
-  t=$(sc "$1" "$2" step_ms_mean); w="torch_lm_h100.csv"
+  t=$(sc "$1" "$2" step_ms_mean); w="torch_lm.csv"
   if [ "$1|$2" = "small|bf16" ] && { [ -z "$t" ] || is_true "$pt_small_bf16 < $t"; }; then
     t=$pt_small_bf16; w="shared/anchors/README.md"
   fi
-  [ -n "$t" ] && printf '%s %s' "$(calc %.1f "$t")" "$w"
+  [ -z "$t" ] || printf '%s %s' "$(calc %.1f "$t")" "$w"
 }
 modename() { case $1 in forward) echo "Forward pass" ;; forward_backward) echo "Forward and backward" ;; train_step) echo "Training step (forward, backward, AdamW)" ;; esac; }
 spd=""
@@ -270,7 +278,7 @@ for mode in forward forward_backward train_step; do
       fm=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=materialized)
       ff=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=flash)
       [ -n "$o$fm$ff" ] || continue
-      pe=$(anc "$s" $p $mode "PyTorch 2.11 eager")
+      pe=$(anc "$s" $p $mode reference)
       pc="" pcp=""
       if [ $mode = train_step ]; then
         pc=$(sc_step "$s" $p | cut -d' ' -f1)
@@ -289,9 +297,9 @@ for mode in forward forward_backward train_step; do
   done
   echo
 done
-echo "torch.compile: reports/anchors/torch_lm_h100.csv (+ SDPA + fused AdamW,"
+echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW,"
 echo "same GPU model)$( [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (shared/anchors/README.md; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
-echo "reports/anchors/lm_pytorch_h100.csv (materialised attention, unfused AdamW)."
+echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
 echo
 rngs() { # MODE PREC: "lo hi" of op by op / best fused
   printf '%s' "$spd" | awk -v m="$1" -v p="$2" '$1 == m && $2 == p { n++; if (n == 1 || $3 < lo) lo = $3; if (n == 1 || $3 > hi) hi = $3 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writeup section training_step: AdamW after backward against AdamW in
 # backward (experiments/optimizer_in_backward.cfg, kind lm), beside the
-# strongest PyTorch on the same GPU kind (reports/anchors/torch_lm_h100.csv:
+# strongest PyTorch on the same GPU (reports/anchors/torch_lm.csv:
 # torch.compile + SDPA + fused AdamW, and the same with the optimizer in
 # backward), and where the bytes of the peak go (the rows' samples:
 # mem_* at the largest total); and AdamW inside the weight-gradient
@@ -14,16 +14,19 @@ export LC_ALL
 . "$REPORT_LIB"
 csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
-anchor="$(dirname "$REPORT_LIB")/anchors/torch_lm_h100.csv"
 if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/optimizer_in_backward.cfg\` on a GPU._"
   echo
   exit 0
 fi
-# The floor of shared/anchors (H100): dense bf16 tensor-core rate, TFLOP/s;
-# fp32 without tensor cores.
+on_gpu "$csv"
+anchor=$(anchor_rows torch_lm)
+# The floor of shared/anchors (H100 SXM): dense bf16 tensor-core rate,
+# TFLOP/s; fp32 without tensor cores. The H200 has the same SMs and clocks;
+# on another GPU there is no MFU column.
 bf16_tflops=790
 fp32_tflops=67
+case $GPU_KIND in H100 | H200) ;; *) bf16_tflops='' ;; esac
 
 # ours SIZE CTX PREC OPT COL: the latest ok row's COL, or "".
 ours() {
@@ -32,7 +35,6 @@ ours() {
 }
 # theirs SIZE CTX PREC CONFIG COL: the anchor's value, or "".
 theirs() {
-  [ -f "$anchor" ] || return 0
   if [ "$4" = compiled ]; then pt_compiled "$anchor" "$1" "$2" "$3" "$5"; return; fi
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
@@ -42,7 +44,7 @@ f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
 mfu() {
-  [ -n "$1" ] && [ -n "$2" ] || { printf -- '-'; return; }
+  [ -n "$1" ] && [ -n "$2" ] && [ -n "$bf16_tflops" ] || { printf -- '-'; return; }
   pk=$bf16_tflops; [ "$4" = bf16 ] || pk=$fp32_tflops
   calc %.0f "6 * $2 * $3 / ($1 / 1000) / ($pk * 1e12) * 100"
 }
@@ -58,12 +60,12 @@ low-priority stream once its gradient is final, each layer's gradients,
 and the head's and embedding's, in one of two layer-sized slots instead of
 a full gradient buffer). Both give
 the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
-PyTorch (reports/anchors/torch_lm.py, same GPU kind): \`compiled\` is
+PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
 torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
 (\`mode="reduce-overhead"\`), whichever is faster at that shape where both
 were measured; \`compiled_inbwd\` the same in default mode, stepped per
 parameter from register_post_accumulate_grad_hook. MFU: 6 x parameters x
-tokens over the step time, against the dense peak ($bf16_tflops TFLOP/s bf16,
+tokens over the step time, against the dense peak (${bf16_tflops:-unknown} TFLOP/s bf16,
 $fp32_tflops fp32). Step in ms, peak in GiB (our allocator; PyTorch's
 max_memory_allocated).
 
@@ -88,6 +90,11 @@ tool select "$csv" --cols size,context,precision --where status=ok --where adamw
     echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
   done
 echo
+if ! has_anchor "$anchor"; then
+  echo "PyTorch's steps are not yet measured on the $GPU_KIND: \`python3 reports/anchors/torch_lm.py"
+  echo "reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32\` on one adds them."
+  echo
+fi
 failed_jobs "$csv" size,context,precision,optimizer,status,message "size,context,precision,optimizer,status,message"
 
 # The headline: 2.7B, bf16, context 512.
