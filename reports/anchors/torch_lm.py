@@ -170,24 +170,31 @@ def make_step(model, config, precision):
     return step
 
 
-def measure(size, ctx, batch, precision, config, steps):
-    torch.manual_seed(336)
-    model = LM(*SIZES[size]).cuda()
-    step = make_step(model, config, precision)
-    ids = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
-    tgt = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+def timed(run, steps):
+    """5 warm-up calls of run(), then `steps` timed ones, each between two
+    torch.cuda.synchronize(): the times (ms) and the peak over the timed
+    calls (GiB)."""
     for _ in range(5):
-        step(ids, tgt)
+        run()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        step(ids, tgt)
+        run()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     return times, torch.cuda.max_memory_allocated() / 2**30
+
+
+def measure(size, ctx, batch, precision, config, steps):
+    torch.manual_seed(336)
+    model = LM(*SIZES[size]).cuda()
+    step = make_step(model, config, precision)
+    ids = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+    tgt = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
+    return timed(lambda: step(ids, tgt), steps)
 
 
 def main():

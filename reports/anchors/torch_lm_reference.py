@@ -26,13 +26,12 @@ mode, status, time_ms, peak_gib, torch, utc.
 """
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 from anchor_csv import AnchorCSV
-from torch_lm import LM, SIZES, VOCAB, materialized_attention
+from torch_lm import LM, SIZES, VOCAB, materialized_attention, timed
 
 MODES = ("forward", "forward_backward", "train_step")
 
@@ -56,18 +55,8 @@ def measure(size, ctx, batch, precision, mode, steps):
         if mode == "train_step":
             opt.step()
 
-    for _ in range(5):
-        run()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.fmean(times), torch.cuda.max_memory_allocated() / 2**30
+    times, gib = timed(run, steps)
+    return statistics.fmean(times), gib
 
 
 def main():
