@@ -31,17 +31,26 @@ echo
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
+# The device of shared/anchors/README.md's own 16.5 ms small bf16 step: an
+# H100 SXM, as gpu_name names it.
+readme_gpu="NVIDIA H100 80GB HBM3"
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 cat <<TEXT
 Means over the timed steps of \`lm\` jobs (op by op, as benchmarking_script):
 forward, forward + backward, and the training step with AdamW. bf16 and
 fp16 round every product's inputs and accumulate in fp32; weights,
 gradients and optimizer state stay fp32. "x fp32": the fp32 time over this
-one (above 1: faster). PyTorch: the course reference in eager mode on the
-same GPU (reports/anchors/lm_pytorch.csv) where measured.
-GPU: $gpus.
-
 TEXT
+if has_anchor "$anchor"; then
+  echo "one (above 1: faster). PyTorch: the course reference in eager mode on the"
+  echo "same GPU (reports/anchors/lm_pytorch.csv) where measured."
+else
+  echo "one (above 1: faster). PyTorch's eager numbers are not yet measured on the"
+  echo "$GPU_KIND: \`python3 reports/anchors/torch_lm_reference.py"
+  echo "reports/anchors/lm_pytorch.csv\` on one adds them."
+fi
+echo "GPU: $gpus."
+echo
 echo "| size | context | precision | forward (ms) | x fp32 | fwd+bwd (ms) | x fp32 | step (ms) | x fp32 | PyTorch fwd / fwd+bwd / step (ms) |"
 echo "|---|--:|---|--:|--:|--:|--:|--:|--:|---|"
 # time SIZE CONTEXT PRECISION MODE COLUMN: the latest ok row's value, or "".
@@ -54,8 +63,11 @@ ratio() { # fp32 time / this time
   if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
 }
 pt() {
-  v=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context="$2" \
-        --where precision="$3" --where mode="$4" --where config=reference --col time_ms)
+  v=""
+  # an older row of another GPU, left by a partial re-run, meets no anchor
+  [ "$(time_of "$1" "$2" "$3" "$4" gpu_name)" = "$GPU" ] &&
+    v=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context="$2" \
+          --where precision="$3" --where mode="$4" --where config=reference --col time_ms)
   printf '%s' "${v:--}"
 }
 tool distinct "$csv" --cols params,size,context --where status=ok --sort params,context --sep '|' |
@@ -192,13 +204,14 @@ lines=""
 for sz in small 2.7B; do
   c32=$(sc "$sz" fp32); c16=$(sc "$sz" bf16)
   o32=$(time_of "$sz" 512 fp32 train_step step_ms_mean); o16=$(time_of "$sz" 512 bf16 train_step step_ms_mean)
+  [ "$(time_of "$sz" 512 fp32 train_step gpu_name)|$(time_of "$sz" 512 bf16 train_step gpu_name)" = "$GPU|$GPU" ] || o32=""
   [ -n "$c32" ] && [ -n "$c16" ] && [ -n "$o32" ] && [ -n "$o16" ] || continue
   extra=""
   # small bf16 in torch_lm.py's H100 rows (no CUDA graphs) is
   # launch-bound; shared/anchors/README.md ("Strongest PyTorch, measured
   # side by side with us") records the stronger 16.5 ms for torch.compile +
-  # fused AdamW on that H100.
-  if [ "$GPU_KIND|$sz" = "H100|small" ] && is_true "16.5 < $c16"; then
+  # fused AdamW on that H100, no other GPU's.
+  if [ "$GPU|$sz" = "$readme_gpu|small" ] && is_true "16.5 < $c16"; then
     extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
   fi
   lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
@@ -210,5 +223,10 @@ if [ -n "$lines" ]; then
   echo "(our fused path against it: torch_compile (b)):"
   echo
   printf '%s' "$lines"
+  echo
+elif ! has_anchor "$strong"; then
+  echo "PyTorch's torch.compile step is not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B"
+  echo "--precisions bf16,fp32\` on one adds it."
   echo
 fi

@@ -30,6 +30,9 @@ fi
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
+# The device of shared/anchors/README.md's own measurements (the 16.5 ms
+# small bf16 step, the floors): an H100 SXM, as gpu_name names it.
+readme_gpu="NVIDIA H100 80GB HBM3"
 nok=$(tool count "$csv" --where status=ok)
 warmup=$(tool distinct "$csv" --cols warmup --sep / | tr '\n' ' ')
 steps=$(tool distinct "$csv" --cols steps --sep / | tr '\n' ' ')
@@ -54,7 +57,7 @@ TEXT
 if has_anchor "$anchor"; then
   echo "PyTorch: the course reference's eager numbers on the same GPU"
   echo "(reports/anchors/lm_pytorch.csv; context 512)."
-else
+elif [ -n "$GPU" ]; then
   echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
   echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
 fi
@@ -80,9 +83,12 @@ while IFS='|' read -r prec _ size ctx mode; do
   tps=$(v --col tokens_per_s --fmt %.0f)
   peak=$(v --col engine_peak_mib)
   peak=$(awk "BEGIN { printf \"%.1f\", $peak / 1024 }")
-  pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
-         --where context="$ctx" --where precision="$prec" --where mode="$mode" \
-         --where config=reference --col time_ms)
+  pt=""
+  # an older row of another GPU, left by a partial re-run, meets no anchor
+  [ "$(v --col gpu_name)" = "$GPU" ] &&
+    pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
+           --where context="$ctx" --where precision="$prec" --where mode="$mode" \
+           --where config=reference --col time_ms)
   ratio=""
   [ -n "$pt" ] && ratio=$(awk "BEGIN { printf \"%.2f\", $step / $pt }")
   echo "| $size | $ctx | $prec | $mode | $(pm fwd) | $(pm bwd) | $(pm opt) | $(pm step) | $tps | $peak | ${pt:--} | ${ratio:--} |"
@@ -136,16 +142,17 @@ if has_anchor "$strong"; then
     cp=$(pt_compiled "$strong" "$1" 512 "$2" peak_gib)
     # small bf16 on the H100: torch_lm.py's rows there lack CUDA graphs and
     # are launch-bound; shared/anchors/README.md records the stronger 16.5 ms
-    # (torch.compile + fused AdamW) measured on that H100
-    [ "$GPU_KIND|$1|$2" = "H100|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
+    # (torch.compile + fused AdamW) measured on that H100, no other GPU's
+    [ "$GPU|$1|$2" = "$readme_gpu|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
+    [ "$(fv "$1" "$2" train_step gpu_name)" = "$GPU" ] || ot=""
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
     sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(calc %.2f "$ot / $ct") x), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
 "
   done
   if [ -n "$sl" ]; then
     echo "This op-by-op train step (context 512) against the strongest PyTorch,"
-    if [ "$GPU_KIND" = H100 ]; then
+    if [ "$GPU" = "$readme_gpu" ]; then
       echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv;"
       echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
       echo "it: torch_compile (b)."
@@ -157,6 +164,11 @@ if has_anchor "$strong"; then
     printf '%s' "$sl"
     echo
   fi
+elif [ -n "$GPU" ]; then
+  echo "PyTorch's torch.compile step is not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B"
+  echo "--precisions bf16,fp32\` on one adds it."
+  echo
 fi
 
 fi
@@ -233,6 +245,21 @@ tok=$(tool value "$csv" --agg first --default "" --where status=ok --where size=
         --where context=512 --col tokens_per_step)
 rb=$(best 2.7B bf16 512 message)
 rf=$(best 2.7B fp32 512 message)
+# The best rows may come from any lm CSV, so from any GPU: rows from one
+# other than shared/anchors' H100 are read against that H100's floors, and
+# the text says so.
+if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb$rf" ]; then
+  bgpus=$(for g in "2.7B bf16" "2.7B fp32"; do
+            set -- $g; best "$1" "$2" 512 gpu_name | cut -d, -f5
+          done | grep . | sort -u | grep -v -x -F "$readme_gpu" || true)
+  if [ -n "$bgpus" ]; then
+    bkinds=$(printf '%s\n' "$bgpus" | while IFS= read -r g; do k=$(gpu_kind "$g"); printf '%s\n' "${k:-$g}"; done |
+               sort -u | awk '{ printf "%s%s", (NR > 1 ? " and the " : ""), $0 }')
+    echo "These rows are from the $bkinds; shared/anchors has floors for an H100 SXM"
+    echo "(H100 80GB HBM3) only, so what follows reads them against that H100's."
+    echo
+  fi
+fi
 if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb" ]; then
   num "2.7B params" "$p27"; num "2.7B tokens_per_step" "$tok"
   mb=$(printf '%s' "$rb" | cut -d, -f5-)
@@ -251,11 +278,6 @@ if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb" ]; then
     aw_words="is $(calc %.1f "$aw - $aw_floor") ms ($aw_rel%) above that floor"
   else
     aw_words="is under that floor (${aw_rel#-}% below it), i.e. faster than $hbm_tbs TB/s"
-  fi
-  if [ "$GPU_KIND" != H100 ]; then
-    echo "These rows are from the $GPU_KIND; shared/anchors measured its floors on an"
-    echo "H100 only, so what follows reads them against an H100's."
-    echo
   fi
   cat <<TEXT
 Reading these against the floors of shared/anchors (H100: ~$bf16_tflops TFLOP/s
@@ -376,6 +398,9 @@ It is not bit-for-bit PyTorch's fp32: PyTorch has no such mode, and its
 fp32 rows are the true-fp32 ones above. Step times, train step, context 512:
 
 TEXT
+  # this CSV's rows against PyTorch on their own GPU
+  on_gpu "$x3"
+  anchor=$(anchor_rows lm_pytorch)
   echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) | PyTorch fp32 eager (ms) | best 3xtf32 / PyTorch |"
   echo "|---|--:|--:|--:|--:|--:|"
   for size in small medium large xl 2.7B; do
@@ -384,17 +409,28 @@ TEXT
            --where size="$size" --where fusion=opbyop --col step_ms_mean --fmt %.1f)
     fu=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
            --where size="$size" --where fusion=fused --col step_ms_mean --fmt %.1f)
+    og=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
+           --where size="$size" --where fusion=opbyop --col gpu_name)
+    fg=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
+           --where size="$size" --where fusion=fused --col gpu_name)
     pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
            --where context=512 --where precision=fp32 --where mode=train_step \
            --where config=reference --col time_ms)
     [ -n "$ob$fu" ] || continue
-    b=$(printf '%s\n%s\n' "$ob" "$fu" | grep . | sort -g | head -n 1)
+    # the faster of the two, and its row's GPU
+    b=$(printf '%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" | awk 'NF > 1' | sort -g | head -n 1)
+    bg=${b#* }; b=${b%% *}
     r=""
-    [ -n "$pt" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $pt }")
+    [ -n "$pt" ] && [ "$bg" = "$GPU" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $pt }")
     [ -n "$f32" ] && f32=$(awk "BEGIN { printf \"%.1f\", $f32 }")
     echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} | ${pt:--} | ${r:--} |"
   done
   echo
+  if ! has_anchor "$anchor"; then
+    echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
+    echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+    echo
+  fi
 fi
 
 exit 0

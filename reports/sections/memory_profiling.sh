@@ -60,10 +60,11 @@ arr() {
     r = substr($0, i + length(key)); r = substr(r, 1, index(r, "]") - 1)
     n = split(r, a, ", "); for (k = 1; k <= n; k++) print a[k] }'
 }
-# peak PREC CTX MODE: the engine's peak of the latest ok row (MiB), or "".
+# peak PREC CTX MODE [COL]: the engine's peak of the latest ok row (MiB),
+# or that row's COL, or "".
 peak() {
   tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where precision="$1" \
-    --where context="$2" --where mode="$3" --col engine_peak_mib
+    --where context="$2" --where mode="$3" --col "${4:-engine_peak_mib}"
 }
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
 contexts=$(tool distinct "$csv" --cols context --where status=ok --sort context)
@@ -272,11 +273,11 @@ done
 echo
 # the fused path (torch_compile.csv): bf16 keeps 16-bit activations and a
 # 16-bit copy of the weights
-fv() { # PREC MODE ATTENTION: the fused row's peak (MiB) at context 512, or ""
+fv() { # PREC MODE ATTENTION [COL]: the fused row's peak (MiB) at context 512, or its COL, or ""
   [ -f "$fused" ] || return 0
   tool value "$fused" --sort -utc --agg first --default "" --where status=ok --where size="$size" \
     --where context=512 --where precision="$1" --where mode="$2" --where fusion=fused \
-    --where attention="$3" --col engine_peak_mib
+    --where attention="$3" --col "${4:-engine_peak_mib}"
 }
 ff32=$(fv fp32 forward flash); ff16=$(fv bf16 forward flash)
 ft32=$(fv fp32 train_step flash); ft16=$(fv bf16 train_step flash)
@@ -305,9 +306,13 @@ if [ -n "$pe32$pe16$pc32$pc16" ]; then
   [ -n "$pc32" ] && [ -n "$pc16" ] && line="$line torch.compile $(calc %.1f "$pc16") GiB against $(calc %.1f "$pc32")"
   echo "$line."
   # we lose on memory: our lowest training-step peak at context 512 against
-  # PyTorch compiled
-  ours=$(peak fp32 512 train_step); [ -n "$ft32" ] && is_true "$ft32 < ${ours:-1e30}" && ours=$ft32
-  ours16=$(peak bf16 512 train_step); [ -n "$ft16" ] && is_true "$ft16 < ${ours16:-1e30}" && ours16=$ft16
+  # PyTorch compiled, of our rows measured on PyTorch's GPU
+  ours=$(peak fp32 512 train_step); [ "$(peak fp32 512 train_step gpu_name)" = "$GPU" ] || ours=""
+  ours16=$(peak bf16 512 train_step); [ "$(peak bf16 512 train_step gpu_name)" = "$GPU" ] || ours16=""
+  [ -n "$ft32" ] && [ "$(fv fp32 train_step flash gpu_name)" = "$GPU" ] &&
+    is_true "$ft32 < ${ours:-1e30}" && ours=$ft32
+  [ -n "$ft16" ] && [ "$(fv bf16 train_step flash gpu_name)" = "$GPU" ] &&
+    is_true "$ft16 < ${ours16:-1e30}" && ours16=$ft16
   if [ -n "$pc32" ] && [ -n "$pc16" ] && [ -n "$ours" ] && [ -n "$ours16" ]; then
     if is_true "$ours / 1024 > $pc32 && $ours16 / 1024 > $pc16"; then
       echo "We lose on memory: our lowest training-step peaks at context 512,"
@@ -322,6 +327,17 @@ if [ -n "$pe32$pe16$pc32$pc16" ]; then
   fi
 fi
 echo
+if [ -z "$pe32" ] || [ -z "$pe16" ]; then
+  echo "PyTorch's eager peaks are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+  echo
+fi
+if [ -z "$pc32" ] || [ -z "$pc16" ]; then
+  echo "PyTorch's torch.compile peaks are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes $size"
+  echo "--precisions bf16,fp32\` on one adds them."
+  echo
+fi
 
 # ---- (d) the residual stream ----------------------------------------------------
 echo "### (d) One residual-stream activation"

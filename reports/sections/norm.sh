@@ -39,6 +39,14 @@ exp=${exp%.csv}
 
 # The CSV has ok rows (else the caller says "not yet measured").
 measured() { has_rows "$1"; }
+# no_pt: true, having said so in one line, when PyTorch's norms are not
+# measured on our rows' GPU; the parts comparing with them stop there.
+no_pt() {
+  ! has_anchor "$anchor" || return 1
+  echo "PyTorch's norms are not yet measured on the $GPU_KIND: \`python3"
+  echo "reports/anchors/torch_norm.py reports/anchors/torch_norm.csv\` on one adds them."
+  echo
+}
 not_measured() { # EXPERIMENT
   echo "_Not yet measured: run \`./runner experiments/$1.cfg\` on a GPU (it writes"
   echo "reports/data/$1.csv)._"
@@ -106,9 +114,6 @@ TEXT
     echo "PyTorch $tv on an $agpu"
     echo "(reports/anchors/torch_norm.csv, do_bench medians): the handout's"
     echo "RMSNorm eager and compiled, F.rms_norm, and F.layer_norm (torch.nn.LayerNorm)."
-  else
-    echo "PyTorch's norms are not yet measured on the $GPU_KIND: \`python3"
-    echo "reports/anchors/torch_norm.py reports/anchors/torch_norm.csv\` on one adds them."
   fi
   echo
 }
@@ -198,6 +203,7 @@ kernels_forward() {
   intro_kernels
   kernel_table fwd_ms_per_pass fwd_ms
   failed_jobs "$csv" impl,cols,status,message "impl,cols,status,message"
+  if no_pt; then return 0; fi
   d0=$(widths | head -n 1); d1=$(widths | tail -n 1)
   nfast=0 n=0
   for d in $(widths); do
@@ -439,6 +445,7 @@ forward_benchmarking_kernels() {
   echo "### (a) Our RMSNorm kernel against PyTorch's norms, forward"
   echo
   if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  if no_pt; then return 0; fi
   echo "pytorch_layernorm (a)'s forward times (pytorch_layernorm.csv, $(tool value "$csv" --col machine --where status=ok --agg first)):"
   echo "our CUDA kernel in Triton's place; \"x\": PyTorch's time over ours."
   echo
@@ -515,6 +522,7 @@ benchmarking_kernels() {
   echo "backward with a random upstream gradient, ms per pass."
   echo
   kernel_table fwd_bwd_ms_per_pass fwd_bwd_ms
+  if no_pt; then return 0; fi
   best=$(for d in $(widths); do
       for i in rmsnorm rmsnorm_compiled rms_norm layernorm; do
         v=$(av $i "$d" fwd_bwd_ms); [ -z "$v" ] || echo "$d $v $i"
@@ -612,6 +620,8 @@ compile_table() { # OUR_COL ANCHOR_COL
 torch_compile_2024() {
   if ! measured "$csv"; then
     for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; not_measured pytorch_layernorm; done
+  elif ! has_anchor "$anchor"; then
+    for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; no_pt; done
   else
     sp() { # ANCHOR_COL: compiled's speed-up over eager, "lo to hi"
       for d in $(widths); do
