@@ -197,13 +197,6 @@ best() { rows "$@" | sort -t, -k1,1g | head -n 1; }
 config_of() {
   printf '%s' "$1" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" ($4 == "true" ? ", CUDA graphs" : "") : "op by op") }'
 }
-# pt_step SIZE PREC CONFIG: PyTorch's train step at context 512 (ms), or "-".
-pt_step() {
-  pts=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
-          --where precision="$2" --where mode=train_step --where config="$3" --col time_ms)
-  d "$pts"
-}
-eager=reference
 if [ "$PROBLEM" = benchmarking_appendix ]; then
 echo "Where the best training steps' time goes, against an H100's floors,"
 echo "for readers of benchmarking_script and torch_compile who want the why."

@@ -3,8 +3,9 @@
 # anchor measured on the same GPU kind, both read from CSVs (ours from
 # DATA, PyTorch's from reports/anchors/, each file written by a script
 # there). The GPU is read from our row and the anchors are those measured
-# on that GPU (section_lib.sh's anchor_rows); where there are none, the line
-# says PyTorch is not yet measured on it. A line whose own rows are missing is left out, never guessed.
+# on that GPU (section_lib.sh's anchor_rows); where there are none, the
+# line says PyTorch is not yet measured on it. A line whose own rows are
+# missing is left out, never guessed.
 # make report copies this table into README.md (readme_summary.sh), so the
 # two cannot disagree. Environment as for every section (no CSV of its own).
 set -eu
