@@ -499,7 +499,7 @@ tmp="$OUT/torch_compile.tmp.csv"
           opbyop) t=$(v "$ref" "$s" $p train_step step_ms_mean --where fusion=opbyop) ;;
           fused+materialized) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=materialized) ;;
           fused+flash) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=flash) ;;
-          eager) t=$(anc "$s" $p train_step "PyTorch 2.11 eager") ;;
+          eager) t=$(anc "$s" $p train_step reference) ;;
           compiled) t=$(sc_step "$s" $p | cut -d' ' -f1) ;;
         esac
         n=$(tool value "$csv" --agg first --default "" --where size="$s" --col params)
