@@ -383,7 +383,7 @@ fp32 and computes each fp32 product on TF32 tensor cores from a hi + lo
 split of both operands: hi(A) hi(B) + hi(A) lo(B) + lo(A) hi(B), one cuBLAS
 product over a tripled inner dimension with fp32 accumulation, the small
 terms first (kernels/cuda/split_tf32.cu). What it drops is ~2^-22 of each
-product. Measured on the H100 (test_kernels_cuda, error relative to the
+product. Measured on an H100 (test_kernels_cuda, error relative to the
 sum of |a||b|): 5.5e-7 to 8.8e-7 on the model's products where cuBLAS's
 true fp32 errs by 0.5e-7 to 3.3e-7 and TF32 by 7.7e-5; the model's gradients
 agree with the CPU engine to the same 1e-4 as true fp32 (test_model_cuda).
