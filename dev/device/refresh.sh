@@ -6,7 +6,7 @@
 #   . .devdeps/env.sh && sh .devgit/refresh.sh && ...
 set -e
 [ -d .git ] || git init -q
-printf '/.devdeps/\n/.devgit/\n' > .git/info/exclude
+printf '/.devdeps/\n/.devgit/\n/.devres/\n' > .git/info/exclude
 git fetch -q .devgit/head.bundle HEAD
 git reset -q FETCH_HEAD
 echo "device HEAD $(git rev-parse --short HEAD), dirty: $(git status --porcelain --untracked-files=no | wc -l) files"
