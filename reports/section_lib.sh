@@ -38,6 +38,28 @@ anchor_rows() {
 }
 # has_anchor FILE: FILE (from anchor_rows) holds a row.
 has_anchor() { [ "$(tool count "$1")" -gt 0 ]; }
+# floors NAME: the floors a step is read against, from the latest row of
+# reports/anchors/gpu_floors.csv measured on GPU NAME (gpu_floors.py), else
+# on an H100 of shared/anchors: BF16_TFLOPS and FP32_TFLOPS (dense matrix
+# products, bf16 on tensor cores and fp32 without), COPY_TBS (device-to-
+# device copy, read + write, TB/s), FLOORS_GPU (whose they are; a section
+# names it when it is not NAME's) and FLOORS_KIND (its kind).
+floors() {
+  FLOORS_GPU=$1
+  [ "$(tool count "$ANCHORS/gpu_floors.csv" --where gpu="$1" --where status=ok)" -gt 0 ] ||
+    FLOORS_GPU="NVIDIA H100 80GB HBM3"
+  FLOORS_KIND=$(gpu_kind "$FLOORS_GPU")
+  for _f in bf16_tflops fp32_tflops copy_tbs; do
+    _v=$(tool value "$ANCHORS/gpu_floors.csv" --where gpu="$FLOORS_GPU" --where status=ok \
+           --sort -utc --agg first --col "$_f") || exit 1
+    num "gpu_floors.csv $_f" "$_v"
+    case $_f in
+      bf16_tflops) BF16_TFLOPS=$_v ;;
+      fp32_tflops) FP32_TFLOPS=$_v ;;
+      copy_tbs) COPY_TBS=$_v ;;
+    esac
+  done
+}
 
 # Arithmetic on numbers already checked by num (awk: sh has integers only).
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }

@@ -198,7 +198,7 @@ config_of() {
   printf '%s' "$1" | awk -F, '{ print ($2 == "fused" ? "fused path, " $3 " attention" ($4 == "true" ? ", CUDA graphs" : "") : "op by op") }'
 }
 if [ "$PROBLEM" = benchmarking_appendix ]; then
-echo "Where the best training steps' time goes, against an H100's floors,"
+echo "Where the best training steps' time goes, against its GPU's floors,"
 echo "for readers of benchmarking_script and torch_compile who want the why."
 echo
 echo "What bounds the best rows, measured: one extra, untimed step of each job"
@@ -214,12 +214,6 @@ done
 echo
 
 # ---- those rows against the floors --------------------------------------------
-# The floors of shared/anchors (H100): dense bf16 tensor-core rate and fp32
-# rate without tensor cores (TFLOP/s), memory bandwidth (TB/s, the H100's
-# device-to-device copy rate).
-bf16_tflops=790
-fp32_tflops=67
-hbm_tbs=3.0
 # cmpw A B: A against B in words (a time: larger is slower).
 cmpw() {
   if is_true "$1 > $2"; then printf 'slower than'
@@ -238,18 +232,23 @@ tok=$(tool value "$csv" --agg first --default "" --where status=ok --where size=
         --where context=512 --col tokens_per_step)
 rb=$(best 2.7B bf16 512 message)
 rf=$(best 2.7B fp32 512 message)
-# The best rows may come from any lm CSV, so from any GPU: rows from one
-# other than shared/anchors' H100 are read against that H100's floors, and
-# the text says so.
+# The best rows may come from any lm CSV, so from any GPU: they are read
+# against the floors measured on the bf16 best row's GPU (reports/anchors/
+# gpu_floors.csv), else on an H100, and the text says which when they differ.
+bgpu=$(best 2.7B bf16 512 gpu_name | cut -d, -f5)
+[ -n "$bgpu" ] || bgpu=$(best 2.7B fp32 512 gpu_name | cut -d, -f5)
+floors "$bgpu"
+bf16_tflops=$BF16_TFLOPS fp32_tflops=$FP32_TFLOPS hbm_tbs=$COPY_TBS
 if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb$rf" ]; then
   bgpus=$(for g in "2.7B bf16" "2.7B fp32"; do
             set -- $g; best "$1" "$2" 512 gpu_name | cut -d, -f5
-          done | grep . | sort -u | grep -v -x -F "$readme_gpu" || true)
+          done | grep . | sort -u | grep -v -x -F "$FLOORS_GPU" || true)
   if [ -n "$bgpus" ]; then
     bkinds=$(printf '%s\n' "$bgpus" | while IFS= read -r g; do k=$(gpu_kind "$g"); printf '%s\n' "${k:-$g}"; done |
                sort -u | awk '{ printf "%s%s", (NR > 1 ? " and the " : ""), $0 }')
-    echo "These rows are from the $bkinds; shared/anchors has floors for an H100 SXM"
-    echo "(H100 80GB HBM3) only, so what follows reads them against that H100's."
+    echo "These rows are from the $bkinds; no floors were measured there"
+    echo "(reports/anchors/gpu_floors.py), so what follows reads them against an"
+    echo "$FLOORS_KIND's ($FLOORS_GPU)."
     echo
   fi
 fi
@@ -273,8 +272,8 @@ if [ -n "$p27" ] && [ -n "$tok" ] && [ -n "$rb" ]; then
     aw_words="is under that floor (${aw_rel#-}% below it), i.e. faster than $hbm_tbs TB/s"
   fi
   cat <<TEXT
-Reading these against the floors of shared/anchors (H100: ~$bf16_tflops TFLOP/s
-bf16 dense, ~$hbm_tbs TB/s of memory bandwidth; $fp32_tflops TFLOP/s fp32 without
+Reading these against the floors of an $FLOORS_KIND (reports/anchors/gpu_floors.csv:
+~$bf16_tflops TFLOP/s bf16 dense, ~$hbm_tbs TB/s of memory bandwidth; $fp32_tflops TFLOP/s fp32 without
 tensor cores), with a step's matrix products at ~6 x parameters x tokens =
 6 x $p27 x $tok = $(calc %.2e "$flops") FLOP: the 2.7B bf16 best row's products take
 $(calc %.1f "$mm") ms against a $(calc %.1f "$flops / ($bf16_tflops * 1e9)") ms floor ($(calc %.0f "$flops / ($mm * 1e9)") TFLOP/s, $(calc %.0f "100 * $flops / ($mm * 1e9 * $bf16_tflops)")% of the

@@ -21,12 +21,13 @@ if ! has_rows "$csv"; then
 fi
 on_gpu "$csv"
 anchor=$(anchor_rows torch_lm)
-# The floor of shared/anchors (H100 SXM): dense bf16 tensor-core rate,
-# TFLOP/s; fp32 without tensor cores. The H200 has the same SMs and clocks;
-# on another GPU there is no MFU column.
-bf16_tflops=790
-fp32_tflops=67
-case $GPU_KIND in H100 | H200) ;; *) bf16_tflops='' ;; esac
+# MFU's peak: the dense rates measured on this GPU, else an H100's, which
+# also hold for an H200 (the same SMs and clocks); on another GPU without
+# its own floors there is no MFU column.
+floors "$GPU"
+bf16_tflops=$BF16_TFLOPS
+fp32_tflops=$FP32_TFLOPS
+[ "$FLOORS_GPU" = "$GPU" ] || case $GPU_KIND in H200) ;; *) bf16_tflops='' ;; esac
 
 # ours SIZE CTX PREC OPT COL: the latest ok row's COL, or "".
 ours() {
@@ -48,6 +49,14 @@ mfu() {
   pk=$bf16_tflops; [ "$4" = bf16 ] || pk=$fp32_tflops
   calc %.0f "6 * $2 * $3 / ($1 / 1000) / ($pk * 1e12) * 100"
 }
+if [ -n "$bf16_tflops" ]; then
+  mfu_words="MFU: 6 x parameters x tokens over the step time, against an
+$FLOORS_KIND's dense product rates (reports/anchors/gpu_floors.csv: $bf16_tflops TFLOP/s
+bf16, $fp32_tflops fp32)."
+else
+  mfu_words="MFU: not given, no product rates were measured on this GPU
+(\`python3 reports/anchors/gpu_floors.py reports/anchors/gpu_floors.csv\`)."
+fi
 gpu=$(tool value "$csv" --agg first --where status=ok --col gpu_name)
 batch=$(tool value "$csv" --agg first --where status=ok --col batch)
 
@@ -64,9 +73,7 @@ PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
 torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
 (\`mode="reduce-overhead"\`), whichever is faster at that shape where both
 were measured; \`compiled_inbwd\` the same in default mode, stepped per
-parameter from register_post_accumulate_grad_hook. MFU: 6 x parameters x
-tokens over the step time, against the dense peak (${bf16_tflops:-unknown} TFLOP/s bf16,
-$fp32_tflops fp32). Step in ms, peak in GiB (our allocator; PyTorch's
+parameter from register_post_accumulate_grad_hook. $mfu_words Step in ms, peak in GiB (our allocator; PyTorch's
 max_memory_allocated).
 
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
