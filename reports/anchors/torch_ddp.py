@@ -36,7 +36,7 @@ is a row with status oom; another failure, error (its message printed).
 On the 2-GPU machine (NCCL_NVLS_ENABLE=0: NVLink multicast stays off):
 
     NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 \\
-        reports/anchors/torch_ddp.py reports/anchors/torch_ddp_h200.csv
+        reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv
 
 with [--sizes xl] [--contexts 128] [--rank-batch 2]
 [--precisions fp32,bf16] [--configs compiled] [--buckets 25,250,1000]

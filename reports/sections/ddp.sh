@@ -22,9 +22,9 @@
 #
 # Environment (mkreport.sh sets it): PROBLEM, CSV (the problem's own CSV;
 # the others are read from DATA), DATA, OUT, CSVTOOL, GNUPLOT (empty: no
-# figures), REPORT_LIB. PyTorch: reports/anchors/torch_ddp_h200.csv
-# (reports/anchors/torch_ddp.py: DDP + torch.compile + fused AdamW, the
-# strongest anchor) where it exists, else the same configuration's numbers
+# figures), REPORT_LIB. PyTorch: reports/anchors/torch_ddp.csv's rows from
+# our GPU (reports/anchors/torch_ddp.py: DDP + torch.compile + fused AdamW,
+# the strongest anchor) where it has them, else the same configuration's numbers
 # copied into reports/anchors/ddp_pytorch_compiled.csv; and
 # reports/anchors/ddp_pytorch.csv (eager, older).
 #
@@ -110,7 +110,8 @@ pt_src="reports/anchors/ddp_pytorch_compiled.csv, from shared/anchors/README.md'
 # named in column COL of FILE's rows, joined by "/"; empty if no file.
 gpu_model() {
   [ -f "$1" ] || return 0
-  tool distinct "$1" --cols "$2" | sed -n 's/.*\(H[0-9][0-9]*\).*/\1/p' | sort -u | paste -sd/ -
+  tool distinct "$1" --cols "$2" | while IFS= read -r _g; do gpu_kind "$_g"; done |
+    sort -u | paste -sd/ -
 }
 ours=$(gpu_model "$own" gpu_name)
 # same_kind FILE: FILE's rows come from the GPU model of this section's rows.
@@ -118,14 +119,16 @@ same_kind() { [ "$(gpu_model "$1" gpu_name)" = "$ours" ]; }
 # kind_tag FILE: ", 2 x H200" where FILE's rows come from another GPU model.
 kind_tag() { same_kind "$1" || printf ', 2 x %s' "$(gpu_model "$1" gpu_name)"; }
 
-# The scripted anchor (reports/anchors/torch_ddp.py, one file per GPU model)
-# replaces those copied numbers once it has rows at our shape on our GPU
-# model, both precisions on 1 and 2 GPUs: per precision and GPU count its
+# The scripted anchor (reports/anchors/torch_ddp.py, its rows from every GPU
+# in torch_ddp.csv) replaces those copied numbers once it has rows at our
+# shape on our GPU, both precisions on 1 and 2 GPUs: per precision and GPU count its
 # fastest bucket size (one GPU: no DDP), mean step, as our step_ms_mean. pt_ok: the anchor in
 # use was measured on our GPU model (else it is not compared).
-pt_new="$reports/anchors/torch_ddp_$(printf '%s' "$ours" | tr 'A-Z' 'a-z').csv"
+pt_new=""
 pt_ok=0
-if [ -f "$pt_new" ]; then
+if [ -f "$ANCHORS/torch_ddp.csv" ]; then
+  on_gpu "$own"
+  pt_new=$(anchor_rows torch_ddp)
   pt_w="--where status=ok --where config=compiled"
   for c in size context rank_batch; do
     pt_w="$pt_w --where $c=$(tool value "$own" --agg first --where status=ok --col $c)"
@@ -143,7 +146,7 @@ if [ -f "$pt_new" ]; then
     pt_peak() { tool value "$pt_csv" --agg "$1" --default "" $pt_w --where world_size=2 --col peak_gib --fmt %.1f; }
     pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --where world_size=2 --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
     pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm)"
-    pt_src="reports/anchors/${pt_new##*/}, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
+    pt_src="reports/anchors/torch_ddp.csv, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
     pt_ok=1
   fi
 fi
@@ -153,7 +156,7 @@ if [ $pt_ok -eq 0 ]; then
   [ "$pt_kind" != "$ours" ] || pt_ok=1
 fi
 # Said wherever the PyTorch comparison would stand when it cannot.
-pt_missing="The strongest PyTorch ($pt_name) has not been measured on 2 x $ours at this shape yet (the copied anchor is from 2 x $pt_kind): run \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/${pt_new##*/} --precisions fp32\` and then \`bf16\` on that machine."
+pt_missing="The strongest PyTorch ($pt_name) has not been measured on 2 x $ours at this shape yet (the copied anchor is from 2 x $pt_kind): run \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --precisions fp32\` and then \`bf16\` on that machine."
 
 # The table of rows: LEAD is the row's first cells ("| naive |"); FILE,
 # PREC, GPUs, bucket (or empty).

@@ -182,8 +182,16 @@ for form in ddp_copy_engine zero1_copy_engine; do
   dg=$(dp $form bf16 gpu_name)
   [ -n "$d32" ] && [ -n "$d16" ] || continue
   num d32 "$d32"; num d16 "$d16"
-  p16=$(val "$ddp_anchor" step_ms --where world_size=2 --where precision=bf16 --where size=xl)
-  pm=$(val "$ddp_anchor" machine --where world_size=2 --where precision=bf16 --where size=xl)
+  # the scripted anchor on our GPU (its fastest bucket size), as the DDP
+  # section reads it; else the numbers copied from shared/anchors
+  p16=$(val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
+          --where config=compiled --where world_size=2 --where precision=bf16 --where size=xl \
+          --where context=128 --where rank_batch=2)
+  pm=$dg
+  if [ -z "$p16" ]; then
+    p16=$(val "$ddp_anchor" step_ms --where world_size=2 --where precision=bf16 --where size=xl)
+    pm=$(val "$ddp_anchor" machine --where world_size=2 --where precision=bf16 --where size=xl)
+  fi
   case $form in
     ddp_copy_engine) what="DDP, gradients on the copy engines" ;;
     *) what="ZeRO-1 (AdamW's state sharded)" ;;
