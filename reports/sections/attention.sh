@@ -32,6 +32,8 @@ GNUPLOT=${GNUPLOT:-}
 # bf16, causal, forward+backward on one H100 (Triton): best 5.364 ms
 # (shared/anchors/README.md, "The course's 2025 leaderboard").
 lb_best_ms=5.364
+# The bf16 causal shapes (batch:heads:seq:d_head) set beside PyTorch's.
+bf16_shapes="1:16:16384:64 1:16:16384:128 1:1:65536:64 1:1:65536:128"
 
 case ${PROBLEM:-} in
   pytorch_attention) csv=${CSV:-$DATA/pytorch_attention.csv} exp=pytorch_attention ;;
@@ -52,7 +54,13 @@ anchor=$(anchor_rows torch_attention)
 if has_anchor "$anchor"; then
   where_pt="PyTorch on the same $GPU_KIND (reports/anchors/torch_attention.csv, \`do_bench\` medians)"
 else
-  where_pt="PyTorch not yet measured on the $GPU_KIND (\`python3 reports/anchors/torch_attention.py reports/anchors/torch_attention.csv --shapes ...\` on one adds it)"
+  # the command that measures this section's anchor shapes
+  if [ "$PROBLEM" = pytorch_attention ]; then
+    pt_args="--shapes '$(tool distinct "$csv" --cols batch,heads,seq,d_head --sep , | paste -sd';' -)' --precisions fp32 --causal 0 --impls sdpa,materialized,eager"
+  else
+    pt_args="--shapes '$(printf '%s' "$bf16_shapes" | tr ': ' ',;')'"
+  fi
+  where_pt="PyTorch not yet measured on the $GPU_KIND (\`python3 reports/anchors/torch_attention.py reports/anchors/torch_attention.csv $pt_args\` on one adds it)"
 fi
 lb="$DATA/flash_leaderboard.csv"
 mh="$DATA/flash_multihead.csv"
@@ -385,8 +393,7 @@ EOF
   echo
   echo "| shape (batch x heads x seq, d_head) | implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s |"
   echo "|---|---|--:|--:|--:|--:|"
-  shapes="1:16:16384:64 1:16:16384:128 1:1:65536:64 1:1:65536:128"
-  for sh in $shapes; do
+  for sh in $bf16_shapes; do
     IFS=: read -r B H T D <<EOF
 $sh
 EOF
