@@ -255,8 +255,8 @@ static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
     return buf;
 #endif
     if (per_rank * ws > gpus) {
-      snprintf(buf, n, "needs %lld GPUs, this machine has %d",
-               per_rank * ws, gpus);
+      snprintf(buf, n, "needs %lld GPU%s, this machine has %d",
+               per_rank * ws, per_rank * ws == 1 ? "" : "s", gpus);
       return buf;
     }
   }
