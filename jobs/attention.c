@@ -16,7 +16,9 @@
  * inputs); forward+backward. Columns *_ms_per_pass are a loop's time / passes.
  * mem_before_bwd_mib is the engine's exact accounting (every eng_alloc,
  * workspace included) after the forward that precedes the backward loop;
- * peak_mib the engine's peak over the job.
+ * peak_mib the engine's peak over the job; device_mib the device's memory
+ * as its driver counts it (empty on the CPU engine), the limit those two
+ * are held against.
  *
  * FLOP convention (FlashAttention-2's): forward 2 products of 2 Tq Tk Dh
  * FLOPs each = 4 Tq Tk Dh per head; backward 5 products = 10 Tq Tk Dh
@@ -94,7 +96,7 @@ static const param_def params[] = {
 static const char *const metrics[] = {
     "fwd_ms_per_pass",  "bwd_ms_per_pass",    "fwd_bwd_ms_per_pass",
     "fwd_tflops",       "bwd_tflops",         "fwd_bwd_tflops",
-    "mem_before_bwd_mib", "peak_mib",         NULL,
+    "mem_before_bwd_mib", "peak_mib",         "device_mib", NULL,
 };
 
 static int validate(const void *settings, char *err, size_t n) {
@@ -212,6 +214,9 @@ static int measure(engine *e, const void *settings, result *r) {
   result_set(r, "fwd_bwd_tflops", (f_fwd + f_bwd) / (ms_fb * 1e-3) / 1e12);
   result_set(r, "mem_before_bwd_mib", mem_before_bwd / 1048576.0);
   result_set(r, "peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
+  size_t total = 0;
+  TRY(eng_mem_total(e, &total));
+  if (total > 0) result_set(r, "device_mib", (double)total / 1048576.0);
   return 0;
 }
 

@@ -457,6 +457,12 @@ void eng_graph_destroy(engine *e, eng_graph *g) {
 }
 
 size_t eng_bytes_in_use(const engine *e) { return cbase_of(e)->in_use; }
+
+int eng_mem_total(engine *e, size_t *bytes) {
+  *bytes = 0;
+  e = base_of(e);   /* a view's device is its base's */
+  return e->ops->mem_total ? e->ops->mem_total(e, bytes) : 0;
+}
 size_t eng_peak_bytes(const engine *e) { return cbase_of(e)->peak; }
 
 void eng_reset_peak(engine *e) {

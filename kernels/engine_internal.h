@@ -38,6 +38,9 @@ typedef struct engine_ops {
   int (*memset0)(engine *e, void *p, size_t bytes);
   int (*copy)(engine *e, void *dst, const void *src, size_t bytes);
   int (*sync)(engine *e);
+  /* The device's memory as its driver counts it. NULL: not known (the
+   * host engine, whose allocations the operating system bounds). */
+  int (*mem_total)(engine *e, size_t *bytes);
   void *(*stream)(engine *e);               /* NULL: host engine */
   /* Whether a context can run on this engine (eng_view, the setters);
    * engine.c has checked its fields are >= 0. NULL: a host engine, which

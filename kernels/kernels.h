@@ -176,6 +176,11 @@ f32_products f32_products_of_precision(const char *precision);
 int eng_f32_products(engine *e, f32_products p);
 size_t eng_bytes_in_use(const engine *e);
 size_t eng_peak_bytes(const engine *e);
+/* The device's memory in bytes as its driver counts it (CUDA:
+ * cudaMemGetInfo's total, what an out-of-memory message also quotes), so a
+ * row can say how close it came to the limit; 0 where the engine has no
+ * such limit of its own (the CPU engine). */
+int eng_mem_total(engine *e, size_t *bytes);
 void eng_reset_peak(engine *e);
 /* Bytes in use and peak under one tag: 0, or -1 if the tag was never used
  * (in_use and peak may be NULL). */

@@ -1097,6 +1097,11 @@ static void test_memory(void) {
         "real pointer and counts 0 bytes");
   eng_free(e, z);
   eng_free(e, NULL);
+  size_t total = 1;
+  int mrc = eng_mem_total(e, &total);
+  check(mrc == 0 && total == 0,
+        "eng_mem_total: the CPU engine has no device memory of its own (0, "
+        "got %zu)", total);
 
   /* Running out of memory is ERR_OOM, says how much and for what, and
    * leaves the accounting as it was. */

@@ -1189,6 +1189,16 @@ static void test_view(void) {
   if (eng_sync(GPU) < 0 || eng_view(GPU, &ctx, &v) < 0) hard_error("eng_view");
   check(eng_stream(v) == (void *)side && eng_stream(GPU) == own,
         "a view runs on its context's stream; the base on its own");
+  size_t total = 0;
+  int mrc = eng_mem_total(GPU, &total);
+  check(mrc == 0 && total >= ((size_t)1 << 30) &&
+            total > eng_bytes_in_use(GPU),
+        "eng_mem_total: the GPU's memory, %zu bytes, above 1 GiB and above the "
+        "%zu bytes this engine holds", total, eng_bytes_in_use(GPU));
+  size_t vtotal = 0;
+  mrc = eng_mem_total(v, &vtotal);
+  check(mrc == 0 && vtotal == total,
+        "eng_mem_total of a view is its base's (%zu, %zu)", vtotal, total);
   size_t before = eng_bytes_in_use(GPU);
   void *blk;
   if (eng_alloc(v, 1 << 20, "test", &blk) < 0) hard_error("eng_alloc (view)");

@@ -143,6 +143,13 @@ static int cu_alloc(engine *e, size_t bytes, const char *tag, void **p) {
        cudaGetErrorString(rc), cudaGetErrorName(rc));
 }
 
+static int cu_mem_total(engine *e, size_t *bytes) {
+  size_t free_b = 0;
+  CHECK_CUDA(cudaSetDevice(cuda_impl(e)->device));
+  CHECK_CUDA(cudaMemGetInfo(&free_b, bytes));
+  return 0;
+}
+
 static void cu_free(engine *e, void *p) {
   /* free cannot report; a failure here shows at the next checked call. */
   (void)cudaStreamSynchronize(cuda_stream(e));
@@ -379,6 +386,7 @@ static const engine_ops cuda_ops = {
   .memset0 = cu_memset0,
   .copy = cu_copy,
   .sync = cu_sync,
+  .mem_total = cu_mem_total,
   .stream = cu_stream,
   .check_ctx = cu_check_ctx,
   .stream_create = cu_stream_create,

@@ -226,12 +226,26 @@ EOF
     done
   }
   gname=$(tool value "$csv" --col gpu_name --agg first --default "")
+  # The rows' own device_mib (the attention job records it) first.
+  dev_mib=''
+  case ",$(head -n 1 "$csv")," in
+    *,device_mib,*) dev_mib=$(tool value "$csv" --col device_mib --where status=ok --agg first --default "") ;;
+  esac
   cap=''
-  [ -z "$gname" ] || cap=$(gpu_total "$gname")
+  if [ -n "$dev_mib" ]; then
+    num "device_mib" "$dev_mib"
+    cap="$(calc %.2f "$dev_mib / 1024")|${csv##*/}"
+  elif [ -n "$gname" ]; then
+    cap=$(gpu_total "$gname")
+  fi
   cap_gib=${cap%%|*} cap_file=${cap#*|}
   [ -z "$cap" ] || num "the GPU's total memory" "$cap_gib"
   against=''
-  [ -z "$cap" ] || against="the $cap_gib GiB the driver reports for this GPU (cudaMemGetInfo, quoted by an out-of-memory row of $cap_file)"
+  if [ -n "$dev_mib" ]; then
+    against="the $cap_gib GiB the driver reports for this GPU (cudaMemGetInfo; the rows' device_mib)"
+  elif [ -n "$cap" ]; then
+    against="the $cap_gib GiB the driver reports for this GPU (cudaMemGetInfo, quoted by an out-of-memory row of $cap_file)"
+  fi
 
   noom=$(tool count "$csv" --where status=oom)
   dmin=$(tool value "$csv" --col d_head --agg min)
