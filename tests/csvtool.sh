@@ -3,13 +3,16 @@
 # --where (1 matches 1.0), quoted cells with commas, --latest keeping the
 # last row of a job measured again (a skipped job rerun), select's
 # filtered copy of a whole file, value's
-# aggregates and default, and its two exit statuses (1 for a data problem
-# such as a missing column, 2 for a usage mistake).
+# aggregates, format and default, table's headers, alignment, order and
+# formats, distinct's separator, and its two exit statuses (1 for a data
+# problem such as a missing column, 2 for a usage mistake). Under the
+# sanitizers (.ci/sanitize) this is what runs csvtool's code: the report's
+# renders (tests/report_guard.sh) are skipped there.
 . "${top_srcdir:-.}/tests/lib.sh"
 ct="$top_builddir/csvtool"
 [ -x "$ct" ] || { echo "missing $ct"; exit 99; }
 f="$scratch/r.csv"
-printf '%s\n' 'size,ms,status,message' '1.0,5,skipped,"needs 1 GPUs, this machine has 0"' \
+printf '%s\n' 'size,ms,status,message' '1.0,5,skipped,"needs 1 GPU, this machine has 0"' \
   '2,7,failed,oom' '1,4,ok,' '3,9,skipped,no' > "$f"
 check "count with a numeric --where: size=1 matches 1.0" [ "$("$ct" count "$f" --where size=1)" = 2 ]
 check "count of rows not ok: 3" [ "$("$ct" count "$f" --where status!=ok)" = 3 ]
@@ -19,13 +22,21 @@ check "--latest keeps file order and the later row" \
   [ "$("$ct" select "$f" --cols size,status --latest size | tr '\n' ' ')" = "size,status 2,failed 1,ok 3,skipped " ]
 "$ct" select "$f" --where status=skipped > "$scratch/sel.csv"
 check "select without --cols: the matching rows as a CSV of the same header" \
-  [ "$("$ct" select "$scratch/sel.csv" --cols size,message | tr '\n' '|')" = 'size,message|1.0,"needs 1 GPUs, this machine has 0"|3,no|' ]
+  [ "$("$ct" select "$scratch/sel.csv" --cols size,message | tr '\n' '|')" = 'size,message|1.0,"needs 1 GPU, this machine has 0"|3,no|' ]
 check "a quoted cell with a comma stays one cell" \
-  [ "$("$ct" distinct "$f" --cols message --where status=skipped | head -1)" = "needs 1 GPUs, this machine has 0" ]
+  [ "$("$ct" distinct "$f" --cols message --where status=skipped | head -1)" = "needs 1 GPU, this machine has 0" ]
 check "value --agg min over the ok and failed rows" \
   [ "$("$ct" value "$f" --col ms --where status!=skipped --agg min)" = 4 ]
 check "value --default when no row matches" \
   [ "$("$ct" value "$f" --col ms --where size=8 --default none)" = none ]
+check "table: --head names, numeric columns right-aligned, --sort descending, --fmt" \
+  [ "$("$ct" table "$f" --cols size,ms --head "Size,Time" --sort -ms --fmt ms=%.1f | tr '\n' '|')" = \
+    '| Size | Time |||--:|--:||| 3 | 9.0 ||| 2 | 7.0 ||| 1.0 | 5.0 ||| 1 | 4.0 ||' ]
+check "value --agg max, and --sort -ms --agg first: the slowest row's size" \
+  [ "$("$ct" value "$f" --col ms --agg max) $("$ct" value "$f" --col size --sort -ms --agg first)" = "9 3" ]
+check "value --fmt, distinct --sep with a numeric --sort" \
+  [ "$("$ct" value "$f" --col ms --where status=ok --fmt %.2f) $("$ct" distinct "$f" --cols size,status --sep : --sort size | tr '\n' ' ')" = \
+    "4.00 1.0:skipped 1:ok 2:failed 3:skipped " ]
 "$ct" count "$f" --where nosuch=1 > /dev/null 2> "$scratch/e1"
 check "a missing column: exit 1, naming it" sh -c "[ $? -eq 1 ] && grep -q 'no column \"nosuch\"' '$scratch/e1'"
 "$ct" check "$f" --latest size > /dev/null 2> "$scratch/e2"

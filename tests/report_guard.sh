@@ -10,6 +10,16 @@
 # the writeup's summary. Then the same rows relabelled as measured on a GPU
 # that has no PyTorch anchors: the writeup still renders, and its summary
 # compares with nothing measured on another GPU.
+#
+# Skipped under the sanitizers (.ci/sanitize sets TRAINLAB_SANITIZE): its
+# two renders start some 10,000 csvtool processes, and each one's
+# sanitizer start-up made this test about half of CI's time. csvtool's code
+# runs under the sanitizers in tests/csvtool.sh; this test runs in every
+# other make check (CI's main stage and distcheck).
+if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
+  echo "skipped: the sanitizer build (tests/csvtool.sh covers csvtool there)"
+  exit 77
+fi
 . "${top_srcdir:-.}/tests/lib.sh"
 csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
