@@ -1,7 +1,8 @@
 #!/bin/sh
 # Resume: a runner killed mid-sweep (SIGKILL: no chance to clean up) keeps
 # every row it wrote; rerunning measures only the missing jobs, never
-# duplicates a row; --force reruns; SIGTERM stops with exit 130.
+# duplicates a row; --force reruns; rows measured on another machine stop
+# a resumed run; SIGTERM stops with exit 130.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 cat > "$scratch/resume.cfg" <<'CFG'
@@ -90,6 +91,24 @@ check "a CSV without a metric's column resumes, rerunning nothing" \
   grep -q "2 jobs, 2 already measured, 0 to run" "$scratch/predates3.err"
 check "and gets the column back, empty in the old rows" \
   [ "$(column "$pcsv" echoed | sort -u)" = "" ] && head -n 1 "$pcsv" | grep -q ',echoed,'
+
+# Rows from another machine: resuming here would mix two machines in one
+# table, so the run stops (exit 2) before the file is touched; --force
+# measures everything here.
+rm -f "$csv"
+"$RUNNER" --out-dir "$out" --only value=1,2,3 "$scratch/resume.cfg" 2> /dev/null
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "cpu_model") c = i; print; next }
+         { $c = "Other CPU 9000"; print }' OFS=, "$csv" > "$scratch/other.csv"
+cp "$scratch/other.csv" "$csv"
+"$RUNNER" --out-dir "$out" "$scratch/resume.cfg" 2> "$scratch/other.err"
+check "rows from another CPU stop the run: exit 2" [ $? -eq 2 ]
+check "and say whose rows, this machine's CPU and the way out" \
+  grep -q '3 ok rows of .* were measured on the CPU "Other CPU 9000", and this machine.s CPU is .*--force' "$scratch/other.err"
+check "the file is untouched" cmp -s "$csv" "$scratch/other.csv"
+"$RUNNER" --out-dir "$out" --dry-run "$scratch/resume.cfg" > /dev/null 2> "$scratch/other_dry.err"
+check "a dry run says a real run would stop" grep -q "a real run would stop" "$scratch/other_dry.err"
+"$RUNNER" --out-dir "$out" --force "$scratch/resume.cfg" 2> /dev/null
+check "--force measures all 8 here" [ "$(column "$csv" cpu_model | sort -u | grep -c 'Other CPU')" -eq 0 ] && [ "$(rows "$csv")" -eq 8 ]
 
 # SIGTERM: the job in flight is killed, rows kept, exit 130.
 rm -f "$csv"
