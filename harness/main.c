@@ -32,10 +32,10 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/json.h"
+#include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/launch.h"
 #include "harness/outlock.h"
-#include "harness/csv.h"
 #include "harness/resultfile.h"
 #include "harness/rows.h"
 
