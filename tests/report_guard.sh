@@ -6,10 +6,11 @@
 # them; every sub-part the handout asks for has its "### (x)" heading in
 # its problem's section, in order, followed by some text; every figure the
 # writeup shows was drawn (where gnuplot is present); no section says a
-# committed experiment was not yet measured; README.md's results table is
-# the writeup's summary. Then the same rows relabelled as measured on a GPU
-# that has no PyTorch anchors: the writeup still renders, and its summary
-# compares with nothing measured on another GPU.
+# committed experiment was not yet measured; each committed CSV's rows
+# come from one GPU; README.md's results table is the writeup's summary.
+# Then the same rows relabelled as measured on a GPU that has no PyTorch
+# anchors: the writeup still renders, and its summary compares with
+# nothing measured on another GPU.
 #
 # Skipped under the sanitizers (.ci/sanitize sets TRAINLAB_SANITIZE): its
 # two renders start some 10,000 csvtool processes, and each one's
@@ -57,6 +58,17 @@ while read -r num name parts; do
     check "$num $name: measured (its CSV is committed)" false
   fi
 done < "$scratch/parts"
+
+# Each committed CSV holds one GPU's rows (the runner refuses to resume a
+# sweep on another; this catches files merged by hand), so a section's
+# table never compares two GPUs.
+mixed=""
+for f in "$top_srcdir"/reports/data/*.csv; do
+  case ",$(head -n 1 "$f")," in *,gpu_name,*) ;; *) continue ;; esac
+  n=$("$csvtool" distinct "$f" --cols gpu_name --where status=ok | wc -l)
+  [ "$n" -le 1 ] || mixed="$mixed ${f##*/}"
+done
+check "each committed CSV's ok rows come from one GPU${mixed:+ (not:$mixed)}" [ -z "$mixed" ]
 
 # README's results table is this summary (make report copies it).
 check "README.md's results are the writeup's summary" \
