@@ -3,7 +3,7 @@
 # sequence length, one panel per head dim, with PyTorch's fastest SDPA
 # backend where the anchor has a bf16 causal shape.
 #
-#   gnuplot -c attention.gp IN.csv OUT.svg ANCHOR.csv OURS16.csv
+#   gnuplot -c attention.gp IN.csv OUT.svg ANCHOR.csv OURS16.csv GPU
 #
 # IN.csv: `csvtool select` of flash_benchmarking's ok rows with the columns
 # precision, impl, d_head, seq, fwd_bwd_tflops, sorted by precision, impl,
@@ -12,21 +12,24 @@
 # black ring in the panel of its head dim. OURS16.csv: the same columns for
 # our FlashAttention-2 at the anchor's 16-head shape (flash_leaderboard),
 # drawn as a red disc of the same size (filling the ring where the two
-# agree). FLOPs: forward
+# agree). GPU: the rows' GPU kind, for the title. FLOPs: forward
 # 4 T^2 d, backward 10 T^2 d per head, causal half (jobs/attention.c, the
 # anchor's convention too). The legend lists only what has rows.
 #
+# A file without rows is plotted as IN with every point NaN: gnuplot warns
+# of a data file with no lines, not of one whose points are all left out.
 # The rings and dots are `with circles`, which every SVG renderer draws:
 # gnuplot's point symbols are <use> references that ImageMagick's own SVG
 # renderer (convert) leaves out, so PyTorch's points vanished there while
 # the legend still named them. The lines' point symbols only decorate.
-if (ARGC < 4) {
-  print "usage: gnuplot -c attention.gp IN.csv OUT.svg ANCHOR.csv OURS16.csv"
+if (ARGC < 5) {
+  print "usage: gnuplot -c attention.gp IN.csv OUT.svg ANCHOR.csv OURS16.csv GPU"
   exit status 2
 }
 in = ARG1
 anchor = ARG3
 ours16 = ARG4
+gpu = ARG5
 # Fixed size and font: the SVG must be byte-identical from run to run.
 set terminal svg size 1100,900 font "DejaVu Sans,12" noenhanced background "white"
 set output ARG2
@@ -59,7 +62,7 @@ n_ours16 = rows(ours16)
 # round on the log-log panels. The disc is drawn first, so the ring shows
 # around it where they meet.
 set style circle radius screen 0.008
-set multiplot title "Causal attention on one H100, batch 1, one head: forward+backward throughput"
+set multiplot title sprintf("Causal attention on one %s, batch 1, one head: forward+backward throughput", gpu)
 # Four panels and a strip for the one legend below them (screen fractions).
 set key off
 do for [i=1:4] {
@@ -77,9 +80,11 @@ do for [i=1:4] {
          using (mine(word(series, k), d + 0) ? column("seq") : NaN):"fwd_bwd_tflops" \
          with linespoints lw 2 dt dashed(word(series, k)) pt 7 ps 0.6 \
          lc rgb colour(word(series, k)), \
-       ours16 using (column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
+       (n_ours16 > 0 ? ours16 : in) \
+         using (n_ours16 > 0 && column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
          with circles lc rgb "#d62728" fs solid 1.0 noborder, \
-       anchor using (column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
+       (n_anchor > 0 ? anchor : in) \
+         using (n_anchor > 0 && column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
          with circles lw 2 lc rgb "#000000" fs empty
 }
 # The legend: an empty plot of the same styles over the full width.

@@ -67,6 +67,14 @@ mh="$DATA/flash_multihead.csv"
 
 # ---- helpers ------------------------------------------------------------------
 
+# on_this_gpu FILE: FILE exists and its latest ok row is from $GPU, the GPU
+# of this section's rows (so its numbers may stand beside them and the
+# anchor's).
+on_this_gpu() {
+  [ -f "$1" ] &&
+    [ "$(tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default '')" = "$GPU" ]
+}
+
 # One anchor value (empty when absent), from its newest row: an anchor
 # re-measured beside our rows replaces the older one.
 av() { tool value "$anchor" --sort -utc --agg first --default "" --where status=ok "$@"; }
@@ -312,9 +320,9 @@ EOF
 # leaderboard's), or nothing.
 shape_src() {
   if [ "$1" != 16 ]; then printf '%s' "$csv"; return; fi
-  if [ -f "$mh" ] && [ "$(tool count "$mh" --where status=ok --where d_head="$2")" -gt 0 ]; then
+  if on_this_gpu "$mh" && [ "$(tool count "$mh" --where status=ok --where d_head="$2")" -gt 0 ]; then
     printf '%s' "$mh"
-  elif [ "$2" = 64 ] && [ -f "$lb" ]; then
+  elif [ "$2" = 64 ] && on_this_gpu "$lb"; then
     printf '%s' "$lb"
   fi
 }
@@ -360,7 +368,7 @@ EOF
   # the leaderboard's (our row in flash_leaderboard.csv), the one-head one is
   # in this sweep.
   lbf=''
-  [ ! -f "$lb" ] || lbf=$(tool value "$lb" --col fwd_bwd_ms_per_pass --where impl=flash --where status=ok --agg first --default "")
+  ! on_this_gpu "$lb" || lbf=$(tool value "$lb" --col fwd_bwd_ms_per_pass --where impl=flash --where status=ok --agg first --default "")
 
   if [ -n "$GNUPLOT" ]; then
     tmp="$OUT/flash_benchmarking.tmp.csv"
@@ -375,8 +383,8 @@ EOF
       --where causal=true --where impl!=materialized --where impl!=eager --sort d_head,-fwd_bwd_tflops |
       awk -F, 'NR == 1 { print "d_head,seq,fwd_bwd_tflops"; next } !seen[$1]++ { print $1 "," $2 "," $4 }' > "$atmp"
     echo "d_head,seq,fwd_bwd_tflops" > "$otmp"
-    [ ! -f "$lb" ] || tool select "$lb" --cols d_head,seq,fwd_bwd_tflops --where impl=flash --where status=ok | sed 1d >> "$otmp"
-    "$GNUPLOT" -c "$gp" "$tmp" "$OUT/flash_benchmarking.svg" "$atmp" "$otmp"
+    ! on_this_gpu "$lb" || tool select "$lb" --cols d_head,seq,fwd_bwd_tflops --where impl=flash --where status=ok | sed 1d >> "$otmp"
+    "$GNUPLOT" -c "$gp" "$tmp" "$OUT/flash_benchmarking.svg" "$atmp" "$otmp" "$GPU_KIND"
     # The points the figure draws besides the sweep: "d_head D: H heads at
     # seq T" for each anchor shape, and whether our 16-head row is there.
     ashapes=$(sed 1d "$atmp" | while IFS=, read -r ad as _; do
@@ -403,7 +411,19 @@ EOF
 
   # Next to PyTorch at the FlashAttention issue's bf16 causal shapes.
   echo "**Next to PyTorch.** All bf16, causal, on the $GPU_KIND; $where_pt; ours per pass"
-  echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64)."
+  other16=""
+  for f in "$mh" "$lb"; do
+    if [ -f "$f" ] && ! on_this_gpu "$f"; then
+      k=$(gpu_kind "$(tool value "$f" --col gpu_name --where status=ok --sort -utc --agg first --default '')")
+      other16="$other16${other16:+; }${f##*/} is from the ${k:-another GPU}"
+    fi
+  done
+  if [ -n "$other16" ]; then
+    echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64, where"
+    echo "measured on the $GPU_KIND; $other16, so our 16-head rows are left out here)."
+  else
+    echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64)."
+  fi
   echo
   echo "| shape (batch x heads x seq, d_head) | implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s |"
   echo "|---|---|--:|--:|--:|--:|"
@@ -456,7 +476,7 @@ EOF
       --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_tflops")
     case $P in fwd) pw=forward ;; *) pw=backward ;; esac
     if [ -z "$v" ]; then
-      echo "| ${B}x${H}x${T} | $pw | $D | not measured | $G | - |"
+      echo "| ${B}x${H}x${T} | $pw | $D | not measured on the $GPU_KIND | $G | - |"
     else
       num "our ${pw} TFLOP/s at ${B}x${H}x${T}, d $D" "$v"
       if is_true "$v >= $G"; then m=yes; else m=no; fi
