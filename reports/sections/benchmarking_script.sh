@@ -292,11 +292,13 @@ layer on a second stream beside backward did not help: the products
 slowed beside AdamW's memory traffic (the optimizer-in-backward issue
 takes this up again).
 TEXT
-  # the fused + flash bf16 step without CUDA graphs, one row per CSV
+  # the fused + flash bf16 step without CUDA graphs, one row per CSV of
+  # the best bf16 row's GPU (a spread across GPUs would not be run to run)
   runs="" vals=""
   for fcsv in $lmcsvs; do
     r=$(fused_of bf16 flash false step_ms_mean 2> /dev/null) || r=""
     [ -n "$r" ] || continue
+    [ "$(fused_of bf16 flash false gpu_name 2> /dev/null)" = "$bgpu" ] || continue
     num "${fcsv##*/} 2.7B bf16 step" "$r"
     r=$(calc %.1f "$r")
     runs="$runs${runs:+, }$r ms (${fcsv##*/})"
@@ -308,9 +310,11 @@ TEXT
     # shellcheck disable=SC2086
     rhi=$(printf '%s\n' $vals | sort -g | tail -n 1)
     rw="a run-to-run spread of $rlo to $rhi ms"
+    # shellcheck disable=SC2086
+    [ "$(printf '%s\n' $vals | wc -l)" -gt 1 ] || rw="no other run on this GPU shows the spread yet"
     echo
     echo "The fused + flash bf16 step without CUDA graphs, at context 512, in the"
-    echo "latest run of each CSV that has it: $runs; $rw."
+    echo "latest run of each CSV that has it on the $(gpu_kind "$bgpu"): $runs; $rw."
   fi
   fcsv="$DATA/cuda_graphs.csv"
   if [ -f "$fcsv" ]; then
