@@ -188,6 +188,16 @@ fi
 echo "### (b) The whole model: op by op against the fused path"
 echo
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+# The op-by-op rows stand beside the fused ones only from the same GPU.
+ref_note=""
+if [ -f "$ref" ]; then
+  rg=$(tool value "$ref" --col gpu_name --where status=ok --sort -utc --agg first --default "")
+  cg=$(tool value "$csv" --col gpu_name --where status=ok --sort -utc --agg first --default "")
+  if [ "$rg" != "$cg" ]; then
+    ref_note="benchmarking_script.csv's op-by-op rows are from the $(gpu_kind "$rg"), so the op-by-op columns are left empty here."
+    ref=""
+  fi
+fi
 vals() { # FILE COL [where...]: the distinct values of COL in FILE's ok rows, "a or b"
   f=$1 c=$2; shift 2
   tool distinct "$f" --cols "$c" --where status=ok "$@" | tr '\n' ';' | sed 's/;$//; s/;/ or /g'
@@ -215,7 +225,7 @@ input dtype and recomputes cheap ones in backward; attention materialised
 or FlashAttention-2. ms, mean of the timed steps; peak: the engine's
 allocation peak in each table's mode.
 GPU: $gpus. PyTorch: eager and torch.compile on the same GPU
-(reports/anchors/).
+(reports/anchors/).${ref_note:+ $ref_note}
 
 TEXT
 on_gpu "$csv"
