@@ -175,11 +175,15 @@ if ! has_rows "$sms"; then
   echo "_No rows yet: run \`./runner experiments/optimizer_in_backward_sms.cfg\` on a GPU._"
   echo
 else
+  # its 0 / 0 row repeats the table above's only on the same GPU
+  smsgpu=$(tool value "$sms" --col gpu_name --where status=ok --sort -utc --agg first --default "")
+  if [ "$smsgpu" = "$GPU" ]; then same_row="0 and 0 is the row above"
+  else same_row="on the $(gpu_kind "$smsgpu"), where the rows above are from the $GPU_KIND"; fi
   cat <<TEXT
 The updates held to \`adamw_blocks\` persistent blocks (one an SM) beside
 backward, whose matrix products are shaped for the GPU's SMs minus
 \`gemm_sm_reserve\` (experiments/optimizer_in_backward_sms.cfg: 2.7B, bf16,
-context 512, in backward; 0 and 0 is the row above). Step and backward
+context 512, in backward; $same_row). Step and backward
 (with the updates beside it) in ms, peak in GiB:
 
 | AdamW blocks | SMs reserved | step | backward + updates | peak |
