@@ -18,13 +18,16 @@ ANCHORS=${REPORT_ANCHORS:-"$(dirname "${REPORT_LIB:-.}")/anchors"}
 gpu_kind() {
   printf '%s\n' "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z]+[0-9]+[A-Za-z]*$/) { print $i; exit } }'
 }
-# on_gpu CSV: GPU, the gpu_name of CSV's latest measured row ("" when it
-# has none), and GPU_KIND, its kind ("the GPU" when none, for prose).
+# gpu_of CSV: the gpu_name of CSV's latest measured row ("" when it has
+# none or does not exist).
+gpu_of() {
+  [ -f "$1" ] || return 0
+  tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default ''
+}
+# on_gpu CSV: GPU, gpu_of CSV, and GPU_KIND, its kind ("the GPU" when
+# none, for prose).
 on_gpu() {
-  GPU=''
-  if [ -f "$1" ]; then
-    GPU=$(tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default '') || exit 1
-  fi
+  GPU=$(gpu_of "$1") || exit 1
   GPU_KIND=$(gpu_kind "$GPU")
   [ -n "$GPU_KIND" ] || GPU_KIND="the GPU"
 }

@@ -70,10 +70,7 @@ mh="$DATA/flash_multihead.csv"
 # on_this_gpu FILE: FILE exists and its latest ok row is from $GPU, the GPU
 # of this section's rows (so its numbers may stand beside them and the
 # anchor's).
-on_this_gpu() {
-  [ -f "$1" ] &&
-    [ "$(tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default '')" = "$GPU" ]
-}
+on_this_gpu() { [ -f "$1" ] && [ "$(gpu_of "$1")" = "$GPU" ]; }
 
 # One anchor value (empty when absent), from its newest row: an anchor
 # re-measured beside our rows replaces the older one.
@@ -414,7 +411,7 @@ EOF
   other16=""
   for f in "$mh" "$lb"; do
     if [ -f "$f" ] && ! on_this_gpu "$f"; then
-      k=$(gpu_kind "$(tool value "$f" --col gpu_name --where status=ok --sort -utc --agg first --default '')")
+      k=$(gpu_kind "$(gpu_of "$f")")
       other16="$other16${other16:+; }${f##*/} is from the ${k:-another GPU}"
     fi
   done

@@ -191,8 +191,7 @@ gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | se
 # The op-by-op rows stand beside the fused ones only from the same GPU.
 ref_note=""
 if [ -f "$ref" ]; then
-  rg=$(tool value "$ref" --col gpu_name --where status=ok --sort -utc --agg first --default "")
-  cg=$(tool value "$csv" --col gpu_name --where status=ok --sort -utc --agg first --default "")
+  rg=$(gpu_of "$ref") cg=$(gpu_of "$csv")
   if [ "$rg" != "$cg" ]; then
     ref_note="benchmarking_script.csv's op-by-op rows are from the $(gpu_kind "$rg"), so the op-by-op columns are left empty here."
     ref=""

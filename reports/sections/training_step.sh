@@ -176,7 +176,7 @@ if ! has_rows "$sms"; then
   echo
 else
   # its 0 / 0 row repeats the table above's only on the same GPU
-  smsgpu=$(tool value "$sms" --col gpu_name --where status=ok --sort -utc --agg first --default "")
+  smsgpu=$(gpu_of "$sms")
   if [ "$smsgpu" = "$GPU" ]; then same_row="0 and 0 is the row above"
   else same_row="on the $(gpu_kind "$smsgpu"), where the rows above are from the $GPU_KIND"; fi
   cat <<TEXT
