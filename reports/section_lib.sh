@@ -41,6 +41,9 @@ anchor_rows() {
 }
 # has_anchor FILE: FILE (from anchor_rows) holds a row.
 has_anchor() { [ "$(tool count "$1")" -gt 0 ]; }
+# The device of shared/anchors/README.md's own measurements (its floors,
+# the 16.5 ms small bf16 step): an H100 SXM, as gpu_name names it.
+README_GPU="NVIDIA H100 80GB HBM3"
 # floors NAME: the floors a step is read against, from the latest row of
 # reports/anchors/gpu_floors.csv measured on GPU NAME (gpu_floors.py), else
 # on an H100 of shared/anchors: BF16_TFLOPS and FP32_TFLOPS (dense matrix
@@ -50,7 +53,7 @@ has_anchor() { [ "$(tool count "$1")" -gt 0 ]; }
 floors() {
   FLOORS_GPU=$1
   [ "$(tool count "$ANCHORS/gpu_floors.csv" --where gpu="$1" --where status=ok)" -gt 0 ] ||
-    FLOORS_GPU="NVIDIA H100 80GB HBM3"
+    FLOORS_GPU=$README_GPU
   FLOORS_KIND=$(gpu_kind "$FLOORS_GPU")
   for _f in bf16_tflops fp32_tflops copy_tbs; do
     _v=$(tool value "$ANCHORS/gpu_floors.csv" --where gpu="$FLOORS_GPU" --where status=ok \

@@ -31,9 +31,6 @@ echo
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
-# The device of shared/anchors/README.md's own 16.5 ms small bf16 step: an
-# H100 SXM, as gpu_name names it.
-readme_gpu="NVIDIA H100 80GB HBM3"
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 cat <<TEXT
 Means over the timed steps of \`lm\` jobs (op by op, as benchmarking_script):
@@ -211,7 +208,7 @@ for sz in small 2.7B; do
   # launch-bound; shared/anchors/README.md ("Strongest PyTorch, measured
   # side by side with us") records the stronger 16.5 ms for torch.compile +
   # fused AdamW on that H100, no other GPU's.
-  if [ "$GPU|$sz" = "$readme_gpu|small" ] && is_true "16.5 < $c16"; then
+  if [ "$GPU|$sz" = "$README_GPU|small" ] && is_true "16.5 < $c16"; then
     extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
   fi
   lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.

@@ -30,9 +30,6 @@ fi
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
-# The device of shared/anchors/README.md's own measurements (the 16.5 ms
-# small bf16 step, the floors): an H100 SXM, as gpu_name names it.
-readme_gpu="NVIDIA H100 80GB HBM3"
 nok=$(tool count "$csv" --where status=ok)
 warmup=$(tool distinct "$csv" --cols warmup --sep / | tr '\n' ' ')
 steps=$(tool distinct "$csv" --cols steps --sep / | tr '\n' ' ')
@@ -143,7 +140,7 @@ if has_anchor "$strong"; then
     # small bf16 on the H100: torch_lm.py's rows there lack CUDA graphs and
     # are launch-bound; shared/anchors/README.md records the stronger 16.5 ms
     # (torch.compile + fused AdamW) measured on that H100, no other GPU's
-    [ "$GPU|$1|$2" = "$readme_gpu|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
+    [ "$GPU|$1|$2" = "$README_GPU|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ "$(fv "$1" "$2" train_step gpu_name)" = "$GPU" ] || ot=""
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
@@ -152,7 +149,7 @@ if has_anchor "$strong"; then
   done
   if [ -n "$sl" ]; then
     echo "This op-by-op train step (context 512) against the strongest PyTorch,"
-    if [ "$GPU" = "$readme_gpu" ]; then
+    if [ "$GPU" = "$README_GPU" ]; then
       echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv;"
       echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
       echo "it: torch_compile (b)."
