@@ -70,6 +70,12 @@ floors() {
 # Arithmetic on numbers already checked by num (awk: sh has integers only).
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 is_true() { awk "BEGIN { exit !($1) }"; }
+# X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
+# "**we lose, 1.04x its time**".
+verdict() { # OURS_MS THEIRS_MS
+  if is_true "$1 <= $2"; then echo "ours $(calc '%.2f' "$2 / $1")x as fast"
+  else echo "**we lose, $(calc '%.2f' "$1 / $2")x its time**"; fi
+}
 
 # Stops the report unless $2 is a number: a quoted measurement that is not
 # one would otherwise turn into a wrong verdict rather than an error.

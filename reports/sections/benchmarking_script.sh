@@ -144,7 +144,7 @@ if has_anchor "$strong"; then
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ "$(fv "$1" "$2" train_step gpu_name)" = "$GPU" ] || ot=""
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
-    sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(calc %.2f "$ot / $ct") x), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
+    sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(verdict "$ot" "$ct")), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
 "
   done
   if [ -n "$sl" ]; then

@@ -34,12 +34,6 @@ val() {
 kind() { gpu_kind "$1"; }
 # same_kind OURS THEIRS: both named and the same kind.
 same_kind() { [ -n "$1" ] && [ -n "$2" ] && [ "$(kind "$1")" = "$(kind "$2")" ]; }
-# X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
-# "**we lose, 1.04x its time**".
-verdict() { # OURS_MS THEIRS_MS
-  if is_true "$1 <= $2"; then echo "ours $(calc '%.2f' "$2 / $1")x as fast"
-  else echo "**we lose, $(calc '%.2f' "$1 / $2")x its time**"; fi
-}
 # lost OURS THEIRS WHAT: note WHAT among the losses the closing sentence
 # names when OURS (a time or a size) is the larger.
 losses=''
