@@ -6,7 +6,8 @@
 # them; every sub-part the handout asks for has its "### (x)" heading in
 # its problem's section, in order, followed by some text; every figure the
 # writeup shows was drawn (where gnuplot is present); no section says a
-# committed experiment was not yet measured; each committed CSV's rows
+# committed experiment was not yet measured; the main body's prose is
+# under 12,000 words; each committed CSV's rows
 # come from one GPU; README.md's results table is the writeup's summary.
 # Then the same rows relabelled as measured on a GPU that has no PyTorch
 # anchors: the writeup still renders, and its summary compares with
@@ -58,6 +59,13 @@ while read -r num name parts; do
     check "$num $name: measured (its CSV is committed)" false
   fi
 done < "$scratch/parts"
+
+# The main body (every section before appendix A; problems.def puts the
+# appendices last) stays readable: under about 12,000 words of prose, tables
+# left out (their cells are numbers, not reading), as the writeup issue
+# asks; the appendices hold the investigation.
+words=$(awk '/^## A / { exit } !/^\|/' "$md" | wc -w)
+check "the main body is under 12,000 words of prose ($words)" [ "$words" -lt 12000 ]
 
 # Each committed CSV holds one GPU's rows (the runner refuses to resume a
 # sweep on another; this catches files merged by hand), so a section's
