@@ -731,10 +731,21 @@ static int job_command_make(const plan *p, const options *o, size_t i,
  * GPU's (or CPU's) times beside another's would compare the machines, not
  * the settings. So when a job still to run needs GPUs and this machine's
  * GPU is named, and an ok row names another, or a job still to run needs
- * none and an ok row names another CPU, the run stops before any job.
- * Returns 0, or 1 with why filled in. done: the jobs measured ok. */
-static int other_machine_rows(const plan *p, const env_info *env,
-                              const char *done, char *why, size_t n) {
+ * none and an ok row names another CPU, a real run stops before any job
+ * and a dry run says it would. A rows_vet: t is the CSV as rows_open read
+ * it, done the jobs measured ok; fills why and returns 1 to stop. */
+typedef struct machine_vet {
+  const plan *p;
+  const env_info *env;
+  int dry_run;
+  int found;                  /* rows of another machine */
+  char why[PATH_MAX + 1024];
+} machine_vet;
+
+static int other_machine_rows(const csv_table *t, const char *done, void *ctx) {
+  machine_vet *v = ctx;
+  const plan *p = v->p;
+  const env_info *env = v->env;
   int gpu_jobs = 0, cpu_jobs = 0;
   size_t todo = 0;
   for (size_t i = 0; i < p->njobs; i++) {
@@ -746,19 +757,14 @@ static int other_machine_rows(const plan *p, const env_info *env,
   if (todo == 0) return 0;   /* rows of jobs outside this plan count too */
   gpu_jobs = gpu_jobs && strcmp(env->gpu_name, "none") != 0;
   if (!gpu_jobs && !cpu_jobs) return 0;
-  csv_table t = {0};
-  if (csv_read(p->csv_path, &t) < 0) {
-    err_clear();   /* rows_open read it; a race is its business */
-    return 0;
-  }
-  int st = csv_col(&t, "status"), gc = csv_col(&t, "gpu_name"),
-      cc = csv_col(&t, "cpu_model");
+  int st = csv_col(t, "status"), gc = csv_col(t, "gpu_name"),
+      cc = csv_col(t, "cpu_model");
   size_t nother = 0;
   const char *other = NULL, *what = NULL, *mine = NULL;
-  for (size_t r = 0; st >= 0 && r < t.nrows; r++) {
-    if (strcmp(t.rows[r][st], "ok") != 0) continue;
-    const char *g = gc >= 0 ? t.rows[r][gc] : "";
-    const char *c = cc >= 0 ? t.rows[r][cc] : "";
+  for (size_t r = 0; st >= 0 && r < t->nrows; r++) {
+    if (strcmp(t->rows[r][st], "ok") != 0) continue;
+    const char *g = gc >= 0 ? t->rows[r][gc] : "";
+    const char *c = cc >= 0 ? t->rows[r][cc] : "";
     if (gpu_jobs && *g && strcmp(g, "none") != 0 && strcmp(g, env->gpu_name) != 0) {
       if (!other) other = g, what = "GPU", mine = env->gpu_name;
       nother++;
@@ -767,49 +773,39 @@ static int other_machine_rows(const plan *p, const env_info *env,
       nother++;
     }
   }
-  if (nother)
-    snprintf(why, n, "%zu ok row%s of %s %s measured on the %s \"%s\", and "
-             "this machine's %s is \"%s\": measuring the %zu other job%s here would "
-             "put two machines in one table (allowed: --force, which "
-             "measures every job again here, or --out-dir DIR for a file of "
-             "this machine's own)", nother, nother == 1 ? "" : "s",
-             p->csv_path, nother == 1 ? "was" : "were", what, other, what,
-             mine, todo, todo == 1 ? "" : "s");
-  csv_free(&t);
-  return nother > 0;
+  if (nother == 0) return 0;
+  v->found = 1;
+  snprintf(v->why, sizeof v->why, "%zu ok row%s of %s %s measured on the %s "
+           "\"%s\", and this machine's %s is \"%s\": measuring the %zu other "
+           "job%s here would put two machines in one table (allowed: --force, "
+           "which measures every job again here, or --out-dir DIR for a file "
+           "of this machine's own)", nother, nother == 1 ? "" : "s",
+           p->csv_path, nother == 1 ? "was" : "were", what, other, what,
+           mine, todo, todo == 1 ? "" : "s");
+  return !v->dry_run;
 }
 
-/* What either kind of run learns before its first job: which jobs the CSV
- * already measured (p->done; a real run's rw is then open for appending)
- * and the provenance of this machine and build. Returns 0 or the exit
- * status; rw is left for rows_close either way. A CSV whose ok rows come
- * from another machine (other_machine_rows) stops a real run with status
- * 2 before the file is touched; a dry run says so and goes on. */
+/* What either kind of run learns before its first job, from one read of
+ * the CSV: which jobs it already measured (p->done; a real run's rw is
+ * then open for appending) and the provenance of this machine and build.
+ * Returns 0 or the exit status; rw is left for rows_close either way. A
+ * CSV whose ok rows come from another machine (other_machine_rows) stops
+ * a real run with status 2 before the file is touched; a dry run says so
+ * and goes on. */
 static int survey(plan *p, const options *o, rows *rw, env_info *env) {
   /* A worker that cannot answer leaves the host's values and one warning
    * line: provenance never stops an experiment. */
   (void)env_probe_worker(p->worker, env);
   if (o->gpus >= 0) env->gpu_count = o->gpus;
-  if (!o->force) {
-    /* which jobs are done, without touching the file */
-    rows peek = {.fd = -1};
-    int rc = rows_open(&peek, p->csv_path, &p->e, p->jobs, p->njobs, 0, 1,
-                       p->done);
-    rows_close(&peek);
-    if (rc < 0) return io_failure(err_msg(), o->out_dir);
-    char why[PATH_MAX + 1024];
-    if (other_machine_rows(p, env, p->done, why, sizeof why)) {
-      if (!o->dry_run) {
-        fprintf(stderr, "runner: %s\n", why);
-        return 2;
-      }
-      fprintf(stderr, "runner: note: a real run would stop: %s\n", why);
-    }
-  }
-  if (rows_open(rw, p->csv_path, &p->e, p->jobs, p->njobs, o->force,
-                o->dry_run, p->done) < 0)
-    return io_failure(err_msg(), o->out_dir);
-  return 0;
+  machine_vet v = {.p = p, .env = env, .dry_run = o->dry_run};
+  int rc = rows_open(rw, p->csv_path, &p->e, p->jobs, p->njobs, o->force,
+                     o->dry_run, p->done, o->force ? NULL : other_machine_rows,
+                     &v);
+  if (rc < 0) return io_failure(err_msg(), o->out_dir);
+  if (v.found)
+    fprintf(stderr, "runner: %s%s\n", o->dry_run ? "note: a real run would "
+            "stop: " : "", v.why);
+  return rc > 0 ? 2 : 0;
 }
 
 /* --dry-run: the job count, then each job with its command and whether it

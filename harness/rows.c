@@ -260,7 +260,7 @@ static int rewrite(const char *path, const rows *r, const csv_table *t,
 
 int rows_open(rows *r, const char *path, const experiment *e,
               const job *jobs, size_t njobs, int force, int dry_run,
-              char *done) {
+              char *done, rows_vet *vet, void *vet_ctx) {
   TRY(rows_columns(e, r));
   r->path = strdup(path);
   CHECK_ALLOC(r->path, strlen(path));
@@ -317,6 +317,8 @@ int rows_open(rows *r, const char *path, const experiment *e,
           strcmp(t.rows[row][status_col], "ok") == 0)
         done[job_of[row]] = 1;
     }
+    if (rc == 0 && vet) rc = vet(&t, done, vet_ctx);
+    int vetoed = rc > 0;
     size_t kept = 0;
     for (size_t row = 0; rc == 0 && row < t.nrows; row++) {
       drop[row] = job_of[row] >= 0 && !done[job_of[row]];
@@ -331,6 +333,7 @@ int rows_open(rows *r, const char *path, const experiment *e,
     free_texts(dtext, nparams);
     csv_free(&t);
     if (rc < 0) { err_trace(__FILE__, __LINE__); return rc; }
+    if (vetoed) return rc;
   }
   if (!dry_run) {
     r->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);

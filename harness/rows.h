@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "harness/csv.h"
 #include "harness/experiment.h"
 
 typedef struct rows {
@@ -23,16 +24,23 @@ typedef struct rows {
   int fd;               /* open for appending, -1 for a dry run */
 } rows;
 
+/* A look at an existing file's rows (t, the file as read) once done is
+ * known, before anything is written: 0 to go on, or a positive status
+ * that rows_open returns with the file untouched. */
+typedef int rows_vet(const csv_table *t, const char *done, void *ctx);
+
 /* The header for experiment e (malloc'd strings; free with rows_close). */
 int rows_columns(const experiment *e, rows *r);
-/* Open path for e. done[i] is set for jobs already measured ok (all zero
- * with force). Unless dry_run, rewrite the file without the rows of jobs
- * that will run, then open it for appending (creating it with its header).
- * Fails with a message if the file's header differs other than by
+/* Open path for e, reading it once. done[i] is set for jobs already
+ * measured ok (all zero with force). vet (may be NULL) sees an existing
+ * file's rows and may stop here. Unless dry_run, rewrite the file without
+ * the rows of jobs that will run, then open it for appending (creating it
+ * with its header). Returns 0, vet's positive status, or < 0 with a
+ * message if the file cannot be read or its header differs other than by
  * missing columns of defaulted parameters. */
 int rows_open(rows *r, const char *path, const experiment *e,
               const job *jobs, size_t njobs, int force, int dry_run,
-              char *done);
+              char *done, rows_vet *vet, void *vet_ctx);
 int rows_append(rows *r, const char *const *fields);
 void rows_close(rows *r);
 /* The key text of a job: its parameter values joined by '\x1f'. */

@@ -93,12 +93,16 @@ check "and gets the column back, empty in the old rows" \
   [ "$(column "$pcsv" echoed | sort -u)" = "" ] && head -n 1 "$pcsv" | grep -q ',echoed,'
 
 # Rows from another machine: resuming here would mix two machines in one
-# table, so the run stops (exit 2) before the file is touched; --force
-# measures everything here.
+# table, so the run stops (exit 2) before the file is touched, even one a
+# resume would rewrite (a failed row, value 4, dropped before it runs
+# again); --force measures everything here.
 rm -f "$csv"
 "$RUNNER" --out-dir "$out" --only value=1,2,3 "$scratch/resume.cfg" 2> /dev/null
-awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "cpu_model") c = i; print; next }
-         { $c = "Other CPU 9000"; print }' OFS=, "$csv" > "$scratch/other.csv"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "cpu_model") c = i
+                     if ($i == "value") v = i; if ($i == "status") s = i }
+                   print; next }
+         { $c = "Other CPU 9000"; print; last = $0 }
+         END { $0 = last; $v = 4; $s = "failed"; print }' OFS=, "$csv" > "$scratch/other.csv"
 cp "$scratch/other.csv" "$csv"
 "$RUNNER" --out-dir "$out" "$scratch/resume.cfg" 2> "$scratch/other.err"
 check "rows from another CPU stop the run: exit 2" [ $? -eq 2 ]
