@@ -24,6 +24,16 @@ gpu_of() {
   [ -f "$1" ] || return 0
   tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default ''
 }
+# from_other_gpu CSV: "NAME.csv is from the H100" when CSV's rows are from
+# another GPU than $GPU (on_gpu first), for a section's note on rows it
+# leaves out or labels; nothing when they are $GPU's or CSV is missing.
+from_other_gpu() {
+  [ -f "$1" ] || return 0
+  _og=$(gpu_of "$1") || exit 1
+  [ "$_og" = "$GPU" ] && return 0
+  _ok=$(gpu_kind "$_og")
+  printf '%s is from the %s' "${1##*/}" "${_ok:-another GPU}"
+}
 # on_gpu CSV: GPU, gpu_of CSV, and GPU_KIND, its kind ("the GPU" when
 # none, for prose).
 on_gpu() {

@@ -410,10 +410,8 @@ EOF
   echo "**Next to PyTorch.** All bf16, causal, on the $GPU_KIND; $where_pt; ours per pass"
   other16=""
   for f in "$mh" "$lb"; do
-    if [ -f "$f" ] && ! on_this_gpu "$f"; then
-      k=$(gpu_kind "$(gpu_of "$f")")
-      other16="$other16${other16:+; }${f##*/} is from the ${k:-another GPU}"
-    fi
+    o=$(from_other_gpu "$f")
+    [ -n "$o" ] && other16="$other16${other16:+; }$o"
   done
   if [ -n "$other16" ]; then
     echo "(16 heads: flash_multihead.csv, else flash_leaderboard.csv at d_head 64, where"

@@ -450,7 +450,13 @@ wmore=$(orlist $(printf '%s\n' $wws | awk '$1 > 1'))
 # shellcheck disable=SC2086
 wsteps=$(orlist $wss)
 echo "Training steps at context 512, $wsteps timed after $wall untimed"
-echo "(reports/data/benchmarking_warmup.csv):"
+o=$(from_other_gpu "$wcsv")
+if [ -n "$o" ]; then
+  echo "(reports/data/benchmarking_warmup.csv; $o, where (b)'s rows are"
+  echo "from the $GPU_KIND: the warm-up's cost, not the times, is the answer here):"
+else
+  echo "(reports/data/benchmarking_warmup.csv):"
+fi
 echo
 tool table "$wcsv" --cols size,precision,warmup,step_ms_mean,step_ms_std,fwd_ms_mean,gpu_name \
   --head "size,precision,warm-up steps,step mean (ms),step std (ms),forward mean (ms),GPU" \

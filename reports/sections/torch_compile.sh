@@ -188,14 +188,13 @@ fi
 echo "### (b) The whole model: op by op against the fused path"
 echo
 gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+on_gpu "$csv"
 # The op-by-op rows stand beside the fused ones only from the same GPU.
 ref_note=""
-if [ -f "$ref" ]; then
-  rg=$(gpu_of "$ref") cg=$(gpu_of "$csv")
-  if [ "$rg" != "$cg" ]; then
-    ref_note="benchmarking_script.csv's op-by-op rows are from the $(gpu_kind "$rg"), so the op-by-op columns are left empty here."
-    ref=""
-  fi
+o=$(from_other_gpu "$ref")
+if [ -n "$o" ]; then
+  ref_note="$o, so the op-by-op columns are left empty here."
+  ref=""
 fi
 vals() { # FILE COL [where...]: the distinct values of COL in FILE's ok rows, "a or b"
   f=$1 c=$2; shift 2
@@ -227,7 +226,6 @@ GPU: $gpus. PyTorch: eager and torch.compile on the same GPU
 (reports/anchors/).${ref_note:+ $ref_note}
 
 TEXT
-on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
 has_anchor "$anchor" || { echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"

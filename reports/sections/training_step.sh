@@ -176,9 +176,9 @@ if ! has_rows "$sms"; then
   echo
 else
   # its 0 / 0 row repeats the table above's only on the same GPU
-  smsgpu=$(gpu_of "$sms")
-  if [ "$smsgpu" = "$GPU" ]; then same_row="0 and 0 is the row above"
-  else same_row="on the $(gpu_kind "$smsgpu"), where the rows above are from the $GPU_KIND"; fi
+  o=$(from_other_gpu "$sms")
+  if [ -z "$o" ]; then same_row="0 and 0 is the row above"
+  else same_row="$o, where the rows above are from the $GPU_KIND"; fi
   cat <<TEXT
 The updates held to \`adamw_blocks\` persistent blocks (one an SM) beside
 backward, whose matrix products are shaped for the GPU's SMs minus
