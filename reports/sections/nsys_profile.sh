@@ -52,6 +52,7 @@ ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forwar
 vocab=$(tool value "$src" --agg first --where status=ok --col vocab)
 batch=$(tool value "$src" --agg first --where status=ok --col batch)
 gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+on_gpu "$src"
 
 cat <<TEXT
 Every \`lm\` row carries one extra, untimed step with each operation
@@ -73,10 +74,11 @@ records, the source Nsight Systems reads, with the phases and attention's
 parts as NVTX ranges; one forward and one training step per row, every
 kernel by name with calls and GPU time (nsys_profile.samples.jsonl).
 Nsight Systems itself is not installed on our GPU machines (no `nsys`
-there), so its kernel summary could not be set beside ours. ms of GPU
-time:
-
+there), so its kernel summary could not be set beside ours.
 TEXT
+  o=$(from_other_gpu "$kp")
+  echo "ms of GPU time${o:+ ($o; (a) to (e) read benchmarking_script's rows, from the $GPU_KIND)}:"
+  echo
   tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
     --head "size,context,precision,forward (wall ms),forward kernels (ms),GEMM share forward,training step kernels (ms),GEMM share step,softmax (ms),attention products (ms)" \
     --where status=ok --fmt fwd_ms_mean=%.2f --fmt kp_fwd_ms=%.2f --fmt kp_fwd_gemm_share=%.2f \
