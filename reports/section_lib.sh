@@ -124,14 +124,33 @@ fam() { families "$1" | awk -v n="$2" '$1 == n { print $2; exit }'; }
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 
-# failed_jobs CSV COLS HEAD: the jobs without a measurement, each job by
-# its latest row (a job is COLS less status, message and machine; a job
-# skipped or failed and then measured again counts as measured). Jobs the
-# runner skipped (a machine that could not run them: no GPU, too few) in
-# one sentence with the command that fills them in; failed ones (failed,
-# oom, timeout) as a table of COLS headed HEAD, with their messages.
-# Nothing when every job measured.
+# unmeasured CSV: one sentence when the sweep has jobs with no row at all
+# (a run stopped before them: a time limit, Ctrl-C): the job count the
+# runner wrote to NAME.json against CSV's rows (one a job; rows of jobs a
+# config has since dropped only hide some). Nothing when each has a row.
+unmeasured() {
+  _uj="${1%.csv}.json"
+  [ -f "$1" ] && [ -f "$_uj" ] || return 0
+  _un=$(sed -n 's/^ *"jobs": \([0-9][0-9]*\),.*/\1/p' "$_uj" | head -n 1)
+  [ -n "$_un" ] || return 0
+  _ur=$(tool count "$1") || exit 1
+  [ "$_ur" -lt "$_un" ] || return 0
+  _um=$((_un - _ur))
+  case $_um in 1) _uw="has" ;; *) _uw="have" ;; esac
+  echo "$_um of the sweep's $_un jobs $_uw no row yet (the run stopped before"
+  echo "them); \`./runner experiments/$(basename "$1" .csv).cfg\` measures just those."
+  echo
+}
+
+# failed_jobs CSV COLS HEAD: the jobs without a measurement: those with no
+# row (unmeasured), then each job by its latest row (a job is COLS less
+# status, message and machine; a job skipped or failed and then measured
+# again counts as measured). Jobs the runner skipped (a machine that could
+# not run them: no GPU, too few) in one sentence with the command that
+# fills them in; failed ones (failed, oom, timeout) as a table of COLS
+# headed HEAD, with their messages. Nothing when every job measured.
 failed_jobs() {
+  unmeasured "$1"
   key=$(printf '%s' "$2" | tr ',' '\n' | grep -v -x -e status -e message -e machine | paste -sd, -)
   nbad=$(tool count "$1" --latest "$key" --where status!=ok)
   [ "$nbad" -gt 0 ] || return 0

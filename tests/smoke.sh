@@ -24,6 +24,19 @@ md="$scratch/report/writeup.md"
 check "writeup.md written" [ -s "$md" ]
 check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
 check "writeup has a row per rank count measured" [ "$(grep -c '^| MPI+CPU |' "$md")" -eq 2 ]
+check "and no note of jobs without a row" [ "$(grep -c 'no row yet' "$md")" -eq 0 ]
+# A sweep cut short (one job's row missing): the section counts it.
+cp "$csv" "$scratch/whole.csv"
+head -n 4 "$scratch/whole.csv" > "$csv"
+${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
+  REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
+  > "$scratch/cut.out" 2>&1
+check "a sweep cut short still renders" [ $? -eq 0 ]
+check "and says how many of its jobs have no row" grep -q "1 of the sweep's 4 jobs has no row yet" "$md"
+cp "$scratch/whole.csv" "$csv"
+${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
+  REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
+  > "$scratch/report.out" 2>&1
 # A malformed CSV fails the report and leaves the last good writeup alone.
 cp "$md" "$scratch/good.md"
 echo "1,2,3,too,many,fields$(printf ',x%.0s' $(seq 40))" >> "$csv"
