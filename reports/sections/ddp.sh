@@ -410,7 +410,7 @@ EOF
   fi
   rm -f "$tmp"
   if [ -n "$tl_note" ]; then
-    echo "The recorded timelines are incomplete ($tl_note): the runner reads a worker's result file in lines of 4096 bytes, which cuts longer series; the rows' summed durations are computed in the job and are complete."
+    echo "The recorded timelines are incomplete ($tl_note); the rows' summed durations are computed in the job and are complete."
     echo
   fi
 }
