@@ -142,14 +142,31 @@ unmeasured() {
   echo
 }
 
-# failed_jobs CSV COLS HEAD: the jobs without a measurement: those with no
-# row (unmeasured), then each job by its latest row (a job is COLS less
-# status, message and machine; a job skipped or failed and then measured
-# again counts as measured). Jobs the runner skipped (a machine that could
-# not run them: no GPU, too few) in one sentence with the command that
-# fills them in; failed ones (failed, oom, timeout) as a table of COLS
-# headed HEAD, with their messages. Nothing when every job measured.
+# dirty_rows CSV: one sentence when some of CSV's ok rows were measured
+# from a tree with uncommitted changes (git_dirty 1), so no commit holds
+# the code that made them; nothing when every row names its commit.
+dirty_rows() {
+  [ -f "$1" ] || return 0
+  case ",$(head -n 1 "$1")," in *,git_dirty,*) ;; *) return 0 ;; esac
+  _dn=$(tool count "$1" --where status=ok --where git_dirty=1) || exit 1
+  [ "$_dn" -gt 0 ] || return 0
+  _dt=$(tool count "$1" --where status=ok)
+  echo "$_dn of the $_dt rows of $(basename "$1") were measured from a tree with"
+  echo "uncommitted changes (git_dirty 1), so no commit holds the code that made"
+  echo "them: take them as indicative until they are measured again from a commit."
+  echo
+}
+
+# failed_jobs CSV COLS HEAD: rows from an uncommitted tree (dirty_rows),
+# jobs with no row (unmeasured), then the jobs without a measurement, each
+# job by its latest row (a job is COLS less status, message and machine; a
+# job skipped or failed and then measured again counts as measured). Jobs
+# the runner skipped (a machine that could not run them: no GPU, too few)
+# in one sentence with the command that fills them in; failed ones
+# (failed, oom, timeout) as a table of COLS headed HEAD, with their
+# messages. Nothing when every job measured from a commit.
 failed_jobs() {
+  dirty_rows "$1"
   unmeasured "$1"
   key=$(printf '%s' "$2" | tr ',' '\n' | grep -v -x -e status -e message -e machine | paste -sd, -)
   nbad=$(tool count "$1" --latest "$key" --where status!=ok)

@@ -25,8 +25,21 @@ check "writeup.md written" [ -s "$md" ]
 check "writeup has the all-reduce section" grep -q "distributed_communication_single_node" "$md"
 check "writeup has a row per rank count measured" [ "$(grep -c '^| MPI+CPU |' "$md")" -eq 2 ]
 check "and no note of jobs without a row" [ "$(grep -c 'no row yet' "$md")" -eq 0 ]
-# A sweep cut short (one job's row missing): the section counts it.
+# Rows measured from an uncommitted tree (git_dirty 1; this run's own
+# depend on the tree it runs in, so set here): the section counts them.
 cp "$csv" "$scratch/whole.csv"
+dirty() { # N: row N (1 = the first) dirty, the others clean
+  awk -F, -v OFS=, -v n="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "git_dirty") c = i; print; next }
+    { $c = (NR - 1 == n) ? 1 : 0; print }' "$scratch/whole.csv" > "$csv"
+  ${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
+    REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
+    > "$scratch/dirty.out" 2>&1
+}
+dirty 0
+check "rows all from commits: no note of an uncommitted tree" [ "$(grep -c 'uncommitted changes' "$md")" -eq 0 ]
+dirty 2
+check "rows from an uncommitted tree are counted" grep -q "1 of the 4 rows of smoke_allreduce.csv were measured from a tree with" "$md"
+# A sweep cut short (one job's row missing): the section counts it.
 head -n 4 "$scratch/whole.csv" > "$csv"
 ${MAKE:-make} -s -C "$top_builddir" report REPORT_DATADIR="$out" \
   REPORT_OUT="$scratch/report" REPORT_ONLY=distributed_communication_single_node=smoke_allreduce \
