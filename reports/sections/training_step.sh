@@ -227,7 +227,16 @@ loses=$(tool select "$csv" --cols size,context,precision --where status=ok --whe
     i=$(ours "$s" "$c" "$p" in_backward step_ms_mean)
     [ -n "$tc" ] && [ -n "$a" ] && [ -n "$i" ] || continue
     best=$(calc %.1f "($a < $i) ? $a : $i")
-    if is_true "$tc < $best"; then printf '%s, %s, context %s: ours %s ms at best, PyTorch %s ms; ' "$s" "$p" "$c" "$best" "$(f1 "$tc")"; fi
+    is_true "$tc < $best" || continue
+    printf '%s, %s, context %s: ours %s ms at best with flash attention, PyTorch %s ms' "$s" "$p" "$c" "$best" "$(f1 "$tc")"
+    # fp32 flash runs on CUDA cores; the fused step with materialised
+    # attention (torch_compile (b)) may be the faster of ours
+    m=$(tool value "$DATA/torch_compile.csv" --col step_ms_mean --default "" --where status=ok \
+          --where size="$s" --where precision="$p" --where context="$c" --where mode=train_step \
+          --where attention=materialized --where gpu_name="$gpu" --sort -utc --agg first 2> /dev/null)
+    [ -z "$m" ] || printf ' (with materialised attention, torch_compile (b): %s ms%s)' "$(f1 "$m")" \
+      "$(is_true "$m <= $tc" && printf ', ours the faster')"
+    printf '; '
   done)
 if [ -n "$loses" ]; then
   echo "**Where we lose on time:** ${loses%; }."
