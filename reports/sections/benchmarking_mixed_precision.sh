@@ -211,7 +211,7 @@ for sz in small 2.7B; do
   if [ "$GPU|$sz" = "$README_GPU|small" ] && is_true "16.5 < $c16"; then
     extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
   fi
-  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step $(calc %.2f "$o16 / $c16") x torch.compile's$extra.
+  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step against torch.compile's: $(verdict "$o16" "$c16")$extra.
 "
 done
 if [ -n "$lines" ]; then
