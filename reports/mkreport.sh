@@ -142,7 +142,11 @@ tmp="$out/.writeup.md.tmp"
 body="$out/.writeup.body.tmp"
 # the sections' scratch files (section_lib.sh's anchor_rows)
 REPORT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mkreport.XXXXXX") || die "cannot make a scratch folder"
-export REPORT_TMP
+# what the sections still lack (section_lib.sh's todo), listed under the
+# summary: PROBLEM <tab> TEXT lines
+REPORT_TODO="$REPORT_TMP/todo"
+: > "$REPORT_TODO"
+export REPORT_TMP REPORT_TODO
 trap 'rm -f "$tmp" "$body"; rm -rf "$REPORT_TMP"' EXIT
 trap 'exit 1' HUP INT TERM
 
@@ -226,6 +230,17 @@ done
     DATA=$data OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
       REPORT_LIB="$here/section_lib.sh" PROBLEM=summary \
       sh "$here/sections/summary.sh" || die "the summary failed (above); no report written"
+    # The sections' todo lines, one bullet per problem in the list's order
+    # (a line said twice, by two scripts of one section, once).
+    if [ -s "$REPORT_TODO" ]; then
+      echo "**Still to measure** (each section says more where it stands):"
+      echo
+      printf '%s\n' "$list" | while read -r num name rest; do
+        what=$(awk -F '\t' -v p="$name" '$1 == p && !seen[$2]++ { printf "%s%s", (n++ ? "; " : ""), $2 }' "$REPORT_TODO")
+        [ -z "$what" ] || echo "- $num $name: $what."
+      done
+      echo
+    fi
     echo "## Contents"
     echo
     grep '^## ' "$body" | while read -r hashes title; do

@@ -24,15 +24,32 @@ gpu_of() {
   [ -f "$1" ] || return 0
   tool value "$1" --col gpu_name --where status=ok --sort -utc --agg first --default ''
 }
+# todo TEXT: a measurement this section still lacks, for the list under
+# the writeup's summary (mkreport.sh sets REPORT_TODO; the section says
+# more where it stands). TEXT: what to measure and the command, briefly.
+todo() {
+  [ -z "${REPORT_TODO:-}" ] || printf '%s\t%s\n' "${PROBLEM:-?}" "$*" >> "$REPORT_TODO"
+}
+# anchor_missing WHAT VERB COMMAND...: the sentence for PyTorch numbers
+# not measured on this section's GPU ("PyTorch's eager numbers are not
+# yet measured on the H200 (`python3 COMMAND` on one)"), and its todo.
+anchor_missing() {
+  _aw=$1 _av=$2
+  shift 2
+  echo "PyTorch's $_aw $_av not yet measured on the $GPU_KIND (\`python3 $*\` on one)."
+  todo "PyTorch's $_aw on the $GPU_KIND ($1)"
+}
 # from_other_gpu CSV: "NAME.csv is from the H100" when CSV's rows are from
 # another GPU than $GPU (on_gpu first), for a section's note on rows it
-# leaves out or labels; nothing when they are $GPU's or CSV is missing.
+# leaves out or labels (and a todo: measure CSV on $GPU's kind too);
+# nothing when they are $GPU's or CSV is missing.
 from_other_gpu() {
   [ -f "$1" ] || return 0
   _og=$(gpu_of "$1") || exit 1
   [ "$_og" = "$GPU" ] && return 0
   _ok=$(gpu_kind "$_og")
   printf '%s is from the %s' "${1##*/}" "${_ok:-another GPU}"
+  todo "${1##*/} on the $GPU_KIND, where the rows beside it were measured (now: the ${_ok:-another GPU})"
 }
 # on_gpu CSV: GPU, gpu_of CSV, and GPU_KIND, its kind ("the GPU" when
 # none, for prose).
@@ -137,6 +154,7 @@ unmeasured() {
   [ "$_ur" -lt "$_un" ] || return 0
   _um=$((_un - _ur))
   case $_um in 1) _uw="has" ;; *) _uw="have" ;; esac
+  todo "$_um of $(basename "$1")'s $_un jobs (\`./runner experiments/$(basename "$1" .csv).cfg\` resumes)"
   echo "$_um of the sweep's $_un jobs $_uw no row yet (the run stopped before"
   echo "them); \`./runner experiments/$(basename "$1" .csv).cfg\` measures just those."
   echo
@@ -151,6 +169,7 @@ dirty_rows() {
   _dn=$(tool count "$1" --where status=ok --where git_dirty=1) || exit 1
   [ "$_dn" -gt 0 ] || return 0
   _dt=$(tool count "$1" --where status=ok)
+  todo "$_dn rows of $(basename "$1") again from a commit (\`./runner --force experiments/$(basename "$1" .csv).cfg\`)"
   echo "$_dn of the $_dt rows of $(basename "$1") were measured from a tree with"
   echo "uncommitted changes (git_dirty 1), so no commit holds the code that made"
   echo "them: take them as indicative until they are measured again from a commit."
@@ -175,6 +194,7 @@ failed_jobs() {
   if [ "$nskip" -gt 0 ]; then
     why=$(tool distinct "$1" --latest "$key" --cols message --where status=skipped |
       awk 'NR > 1 { printf " / " } { printf "%s", $0 }')
+    todo "$nskip skipped jobs of $(basename "$1") on a machine that can run them"
     case $nskip in 1) unit="job is" ;; *) unit="jobs are" ;; esac
     echo "$nskip more $unit not yet measured: a runner skipped them on a machine"
     echo "that could not run them ($why); \`./runner experiments/$(basename "$1" .csv).cfg\`"
@@ -182,6 +202,7 @@ failed_jobs() {
     echo
   fi
   [ "$nbad" -gt "$nskip" ] || return 0
+  todo "$((nbad - nskip)) failed jobs of $(basename "$1") (their messages say why)"
   echo "Jobs that failed ($((nbad - nskip))):"
   echo
   tool table "$1" --cols "$2" --head "$3" --latest "$key" --where status!=ok --where status!=skipped

@@ -99,6 +99,8 @@ check "its summary says PyTorch is not yet measured on that GPU" \
   sh -c 'printf "%s\n" "$1" | grep -q "not yet measured on the X900"' - "$summ"
 check "its summary holds no verdict against another GPU's PyTorch" \
   sh -c '! printf "%s\n" "$1" | grep -q -e "x as fast" -e "we lose"' - "$summ"
+check "and its list of what is still to measure names each section's missing anchor" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^- T training_step: PyTorch.s steps on the X900 (reports/anchors/torch_lm.py)"' - "$summ"
 
 # Figures: each one the writeup shows exists (drawn only with gnuplot).
 figs=$(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$md" | sort -u)

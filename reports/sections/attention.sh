@@ -61,6 +61,7 @@ else
     pt_args="--shapes '$(printf '%s' "$bf16_shapes" | tr ': ' ',;')'"
   fi
   where_pt="PyTorch not yet measured on the $GPU_KIND (\`python3 reports/anchors/torch_attention.py reports/anchors/torch_attention.csv $pt_args\` on one adds it)"
+  todo "PyTorch's attention on the $GPU_KIND (reports/anchors/torch_attention.py)"
 fi
 lb="$DATA/flash_leaderboard.csv"
 mh="$DATA/flash_multihead.csv"

@@ -42,9 +42,8 @@ if has_anchor "$anchor"; then
   echo "one (above 1: faster). PyTorch: the course reference in eager mode on the"
   echo "same GPU (reports/anchors/lm_pytorch.csv) where measured."
 else
-  echo "one (above 1: faster). PyTorch's eager numbers are not yet measured on the"
-  echo "$GPU_KIND: \`python3 reports/anchors/torch_lm_reference.py"
-  echo "reports/anchors/lm_pytorch.csv\` on one adds them."
+  echo "one (above 1: faster)."
+  anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
 fi
 echo "GPU: $gpus."
 echo
@@ -222,8 +221,6 @@ if [ -n "$lines" ]; then
   printf '%s' "$lines"
   echo
 elif ! has_anchor "$strong"; then
-  echo "PyTorch's torch.compile step is not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B"
-  echo "--precisions bf16,fp32\` on one adds it."
+  anchor_missing "torch.compile step" is reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32
   echo
 fi

@@ -55,8 +55,7 @@ if has_anchor "$anchor"; then
   echo "PyTorch: the course reference's eager numbers on the same GPU"
   echo "(reports/anchors/lm_pytorch.csv; context 512)."
 elif [ -n "$GPU" ]; then
-  echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+  anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
 fi
 echo
 echo "### (b) Forward and backward times"
@@ -162,9 +161,7 @@ if has_anchor "$strong"; then
     echo
   fi
 elif [ -n "$GPU" ]; then
-  echo "PyTorch's torch.compile step is not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B"
-  echo "--precisions bf16,fp32\` on one adds it."
+  anchor_missing "torch.compile step" is reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32
   echo
 fi
 
@@ -420,8 +417,7 @@ TEXT
   done
   echo
   if ! has_anchor "$anchor"; then
-    echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
-    echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+    anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
     echo
   fi
 fi

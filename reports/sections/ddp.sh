@@ -384,6 +384,7 @@ overlap_b() {
   if [ $tl_ok -eq 0 ]; then
     echo "_No fp32 2-GPU timeline of naive and overlap in the samples yet: run \`./runner experiments/naive_ddp_benchmarking.cfg\` and \`experiments/ddp_overlap_individual_parameters_benchmarking.cfg\`._"
     echo
+    todo "the fp32 2-GPU timelines of naive and overlapped DDP (their samples: \`./runner --force\` both experiments)"
   elif [ -z "$GNUPLOT" ]; then
     echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
     echo
@@ -490,6 +491,7 @@ EOF
   if [ -n "$kf" ] && [ -n "$kh" ] && [ $pt_ok -eq 0 ]; then
     echo "$pt_missing"
     echo
+    todo "PyTorch's DDP on 2 x $ours (reports/anchors/torch_ddp.py)"
   elif [ -n "$kf" ] && [ -n "$kh" ]; then
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$tf2" "$th2" "$tf1" "$th1"; do num "a PyTorch anchor" "$x"; done
@@ -682,6 +684,7 @@ EOF
   if [ -n "$cf" ] && [ -n "$ch" ] && [ $pt_ok -eq 0 ]; then
     echo "$pt_missing"
     echo
+    todo "PyTorch's DDP on 2 x $ours (reports/anchors/torch_ddp.py)"
   elif [ -n "$cf" ] && [ -n "$ch" ]; then
     cf2=$(two "$ce" fp32 step_ms_mean "$cf"); ch2=$(two "$ce" bf16 step_ms_mean "$ch")
     cf1=$(one "$ce" fp32 step_ms_mean "$cf"); ch1=$(one "$ce" bf16 step_ms_mean "$ch")

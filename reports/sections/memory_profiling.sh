@@ -342,14 +342,11 @@ if [ -n "$pe32$pe16$pc32$pc16" ]; then
 fi
 echo
 if [ -z "$pe32" ] || [ -z "$pe16" ]; then
-  echo "PyTorch's eager peaks are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."
+  anchor_missing "eager peaks" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
   echo
 fi
 if [ -z "$pc32" ] || [ -z "$pc16" ]; then
-  echo "PyTorch's torch.compile peaks are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes $size"
-  echo "--precisions bf16,fp32\` on one adds them."
+  anchor_missing "torch.compile peaks" are reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes "$size" --precisions bf16,fp32
   echo
 fi
 

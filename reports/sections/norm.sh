@@ -43,8 +43,7 @@ measured() { has_rows "$1"; }
 # measured on our rows' GPU; the parts comparing with them stop there.
 no_pt() {
   ! has_anchor "$anchor" || return 1
-  echo "PyTorch's norms are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_norm.py reports/anchors/torch_norm.csv\` on one adds them."
+  anchor_missing norms are reports/anchors/torch_norm.py reports/anchors/torch_norm.csv
   echo
 }
 not_measured() { # EXPERIMENT

@@ -228,11 +228,8 @@ GPU: $gpus. PyTorch: eager and torch.compile on the same GPU
 TEXT
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
-has_anchor "$anchor" || { echo "PyTorch's eager numbers are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv\` on one adds them."; echo; }
-has_anchor "$strong" || { echo "PyTorch's torch.compile steps are not yet measured on the $GPU_KIND: \`python3"
-  echo "reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32\`"
-  echo "on one adds them."; echo; }
+has_anchor "$anchor" || { anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv; echo; }
+has_anchor "$strong" || { anchor_missing "torch.compile steps" are reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32; echo; }
 vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
   fm=$1 f=$2 s=$3 p=$4 m=$5 c=$6; shift 6
   [ -f "$f" ] || { printf ''; return; }

@@ -98,8 +98,7 @@ tool select "$csv" --cols size,context,precision --where status=ok --where adamw
   done
 echo
 if ! has_anchor "$anchor"; then
-  echo "PyTorch's steps are not yet measured on the $GPU_KIND: \`python3 reports/anchors/torch_lm.py"
-  echo "reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32\` on one adds them."
+  anchor_missing steps are reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes small,2.7B --precisions bf16,fp32
   echo
 fi
 failed_jobs "$csv" size,context,precision,optimizer,status,message "size,context,precision,optimizer,status,message"
