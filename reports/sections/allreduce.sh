@@ -22,6 +22,7 @@
 set -eu
 LC_ALL=C
 export LC_ALL
+. "$REPORT_LIB"
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
@@ -39,6 +40,7 @@ GNUPLOT=${GNUPLOT:-}
 
 if [ ! -f "$csv" ]; then
   echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
+  todo "allreduce.csv (\`./runner experiments/allreduce.cfg\`)"
   exit 0
 fi
 for f in "$torch_csv" "$old_anchor" "$pub" "$gp"; do
@@ -51,7 +53,6 @@ done
 # ---- helpers ---------------------------------------------------------------
 
 # tool, calc, is_true, num, d (reports/section_lib.sh).
-. "$REPORT_LIB"
 count() { tool count "$csv" "$@"; }
 # The latest row wins where a configuration was measured more than once.
 latest() { tool value "$csv" --sort -utc --agg first --default "" "$@"; }
@@ -106,6 +107,7 @@ nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
 if [ $((nok + nbad)) -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
+  todo "allreduce.csv (\`./runner experiments/allreduce.cfg\`)"
   exit 0
 fi
 

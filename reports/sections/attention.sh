@@ -46,6 +46,7 @@ esac
 [ -f "$gp" ] || { echo "attention.sh: $gp is missing" >&2; exit 1; }
 if [ ! -f "$csv" ]; then
   echo "_Not yet measured: run \`./runner experiments/$exp.cfg\`._"
+  todo "$exp.csv (\`./runner experiments/$exp.cfg\`)"
   exit 0
 fi
 on_gpu "$csv"

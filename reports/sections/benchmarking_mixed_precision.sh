@@ -22,6 +22,7 @@ case ${PROBLEM:-benchmarking_mixed_precision} in
 esac
 if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_mixed_precision.cfg\`"
+  todo "benchmarking_mixed_precision.csv (\`./runner experiments/benchmarking_mixed_precision.cfg\`)"
   echo "on a GPU (it writes reports/data/benchmarking_mixed_precision.csv)._"
   echo
   exit 0

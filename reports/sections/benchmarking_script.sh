@@ -10,6 +10,7 @@
 set -eu
 LC_ALL=C
 export LC_ALL
+. "$REPORT_LIB"
 
 here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_script.csv}"
@@ -23,10 +24,10 @@ case $PROBLEM in
 esac
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv")" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
+  todo "benchmarking_script.csv (\`./runner experiments/benchmarking_script.cfg\`)"
   echo
   exit 0
 fi
-. "$REPORT_LIB"
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)
@@ -431,6 +432,7 @@ echo "### (c) Warm-up steps"
 echo
 if ! has_rows "$wcsv"; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_warmup.cfg\` on a GPU._"
+  todo "benchmarking_warmup.csv (\`./runner experiments/benchmarking_warmup.cfg\`)"
   echo
   exit 0
 fi

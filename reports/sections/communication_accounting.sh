@@ -11,6 +11,7 @@ export LC_ALL
 . "$REPORT_LIB"
 if ! has_rows "$CSV"; then
   echo "_Not yet measured: run \`./runner experiments/communication_accounting.cfg\` (no GPU needed)._"
+  todo "communication_accounting.csv (\`./runner experiments/communication_accounting.cfg\`)"
   echo
   exit 0
 fi

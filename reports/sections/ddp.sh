@@ -68,6 +68,7 @@ pe_csv="$reports/anchors/ddp_pytorch.csv"
 
 if ! has_rows "$own"; then
   echo "_Not yet measured: run \`./runner experiments/$exp.cfg\` on 2 GPUs._"
+  todo "$exp.csv (\`./runner experiments/$exp.cfg\`)"
   echo
   exit 0
 fi

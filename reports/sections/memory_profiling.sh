@@ -13,6 +13,7 @@
 set -eu
 LC_ALL=C
 export LC_ALL
+. "$REPORT_LIB"
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
@@ -27,10 +28,10 @@ case ${PROBLEM:-memory_profiling} in
 esac
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/memory_profiling.cfg\` on a GPU._"
+  todo "memory_profiling.csv (\`./runner experiments/memory_profiling.cfg\`)"
   echo
   exit 0
 fi
-. "$REPORT_LIB"
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)

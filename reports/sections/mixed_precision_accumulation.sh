@@ -17,6 +17,7 @@ case ${PROBLEM:-mixed_precision_accumulation} in
 esac
 if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/mixed_precision_accumulation.cfg\`._"
+  todo "mixed_precision_accumulation.csv (\`./runner experiments/mixed_precision_accumulation.cfg\`)"
   echo
   exit 0
 fi

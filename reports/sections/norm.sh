@@ -48,6 +48,7 @@ no_pt() {
 }
 not_measured() { # EXPERIMENT
   echo "_Not yet measured: run \`./runner experiments/$1.cfg\` on a GPU (it writes"
+  todo "$1.csv (\`./runner experiments/$1.cfg\`)"
   echo "reports/data/$1.csv)._"
   echo
 }

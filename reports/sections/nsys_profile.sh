@@ -16,6 +16,7 @@
 set -eu
 LC_ALL=C
 export LC_ALL
+. "$REPORT_LIB"
 
 case ${PROBLEM:-nsys_profile} in
   nsys_profile) ;;
@@ -24,10 +25,10 @@ esac
 src="$DATA/benchmarking_script.csv"
 if [ ! -f "$src" ] || [ "$("$CSVTOOL" count "$src" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
+  todo "benchmarking_script.csv (\`./runner experiments/benchmarking_script.cfg\`)"
   echo
   exit 0
 fi
-. "$REPORT_LIB"
 
 # model.md's shapes: SIZE -> "d_model d_ff layers heads"
 shape() {

@@ -24,6 +24,7 @@ csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
 . "$REPORT_LIB"
 if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/optimizer_state_sharding_accounting.cfg\` on 2 GPUs._"
+  todo "optimizer_state_sharding_accounting.csv (\`./runner experiments/optimizer_state_sharding_accounting.cfg\`)"
   echo
   exit 0
 fi

@@ -23,6 +23,7 @@
 set -eu
 LC_ALL=C
 export LC_ALL
+. "$REPORT_LIB"
 
 here=$(cd "$(dirname "$0")" && pwd)
 reports=$(dirname "$here")
@@ -36,10 +37,10 @@ case ${PROBLEM:-torch_compile} in
 esac
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/torch_compile.cfg\` on a GPU._"
+  todo "torch_compile.csv (\`./runner experiments/torch_compile.cfg\`)"
   echo
   exit 0
 fi
-. "$REPORT_LIB"
 
 # ---- (a) attention ------------------------------------------------------------
 # One row per shape of pytorch_attention, one column per implementation:
@@ -423,6 +424,7 @@ echo "#### CUDA graphs: where they pay"
 echo
 if ! has_rows "$gcsv"; then
   echo "_Not yet measured: run \`./runner experiments/cuda_graphs.cfg\` on a GPU._"
+  todo "cuda_graphs.csv (\`./runner experiments/cuda_graphs.cfg\`)"
   echo
 else
   ggpus=$(tool distinct "$gcsv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')

@@ -28,6 +28,7 @@ nok=0
 for f in $files; do nok=$((nok + $(tool count "$f" --where status=ok))); done
 if [ "$nok" -eq 0 ]; then
   echo "_Not yet measured: run \`./runner experiments/toy_dtypes.cfg\` (GPU) and"
+  todo "toy_dtypes.csv (\`./runner experiments/toy_dtypes.cfg\`)"
   echo "\`./runner experiments/toy_dtypes_cpu.cfg\`._"
   echo
   exit 0

@@ -16,6 +16,7 @@ csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
 if ! has_rows "$csv"; then
   echo "_Not yet measured: run \`./runner experiments/optimizer_in_backward.cfg\` on a GPU._"
+  todo "optimizer_in_backward.csv (\`./runner experiments/optimizer_in_backward.cfg\`)"
   echo
   exit 0
 fi
