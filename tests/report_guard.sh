@@ -11,7 +11,7 @@
 # come from one GPU; README.md's results table is the writeup's summary.
 # Then the same rows relabelled as measured on a GPU that has no PyTorch
 # anchors: the writeup still renders, and its summary compares with
-# nothing measured on another GPU.
+# nothing measured on another GPU; and from no data at all.
 #
 # Skipped under the sanitizers (.ci/sanitize sets TRAINLAB_SANITIZE): its
 # two renders start some 10,000 csvtool processes, and each one's
@@ -101,6 +101,18 @@ check "its summary holds no verdict against another GPU's PyTorch" \
   sh -c '! printf "%s\n" "$1" | grep -q -e "x as fast" -e "we lose"' - "$summ"
 check "and its list of what is still to measure names each section's missing anchor" \
   sh -c 'printf "%s\n" "$1" | grep -q "^- T training_step: PyTorch.s steps on the X900 (reports/anchors/torch_lm.py)"' - "$summ"
+
+# No data at all (a fresh folder): the writeup still renders, and its
+# still-to-measure list names each experiment with its command.
+mkdir -p "$scratch/empty"
+sh "$top_srcdir/reports/mkreport.sh" --data "$scratch/empty" --out "$scratch/report_empty" \
+  --csvtool "$csvtool" --gnuplot "" --problems "$list" > "$scratch/mk_empty.out" 2>&1
+rc=$?
+check "the writeup renders from no data (exit $rc)" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || cat "$scratch/mk_empty.out"
+check "and its list says what to run" grep -q \
+  '^- T training_step: optimizer_in_backward.csv (`./runner experiments/optimizer_in_backward.cfg`)' \
+  "$scratch/report_empty/writeup.md"
 
 # Figures: each one the writeup shows exists (drawn only with gnuplot).
 figs=$(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$md" | sort -u)
