@@ -18,7 +18,9 @@
 # runs are found next to this file, the tests in ../tests. A section whose
 # CSV is missing says "not yet measured"; a malformed CSV or a failing
 # section fails the whole report and leaves any earlier writeup.md as it
-# was. The output carries no date, so the same CSVs give the same bytes.
+# was. Problems render side by side (one a processor) and are joined in
+# the list's order; the output carries no date, so the same CSVs give the
+# same bytes.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -178,30 +180,58 @@ CSVTOOL=$csvtool TESTS_DIR=$tests
 . "$here/section_lib.sh"
 
 # The sections, into the body first: the contents list needs the headings.
-: > "$body"
-printf '%s\n' "$list" | while read -r num name parts scr tst; do
-  {
-    echo "## $num $name"
-    echo
-  } >> "$body"
-  for entry in $(each "$scr"); do
+# Each problem renders into a folder of its own (its section text, its
+# todo lines, its scratch files), as many problems at once as there are
+# processors: a section is many short csvtool runs, and the problems are
+# independent. Then the body is joined in the list's order, so the output
+# does not depend on which finished first.
+render() { # DIR NUM NAME SCRIPTS TESTS
+  for entry in $(each "$4"); do
     s=$(script_of "$entry")
     e=$(experiment_of "$entry")
     DATA=$data CSV="$data/$e.csv" OUT=$out CSVTOOL=$csvtool GNUPLOT=$gnuplot \
-      REPORT_LIB="$here/section_lib.sh" PROBLEM=$name PROBLEMS=$problems \
-      TESTS_DIR=$tests \
-      sh "$here/sections/$s.sh" >> "$body" || die "section $s ($name) failed (above); no report written"
+      REPORT_LIB="$here/section_lib.sh" PROBLEM=$3 PROBLEMS=$problems \
+      TESTS_DIR=$tests REPORT_TMP="$1" REPORT_TODO="$1/todo" \
+      sh "$here/sections/$s.sh" || { echo "section $s ($3) failed (above)" > "$1/failed"; return 1; }
   done
-  [ "$tst" != - ] || continue
-  {
-    echo "**Checked by** (\`make check\`; appendix C quotes each test):"
-    echo
-    for t in $(printf '%s' "$tst" | tr ',' ' '); do
-      says=$(test_says "$t") || die "$name: no test $t in $tests"
-      echo "- \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
-    done
-    echo
-  } >> "$body"
+  [ "$5" != - ] || return 0
+  echo "**Checked by** (\`make check\`; appendix C quotes each test):"
+  echo
+  for t in $(printf '%s' "$5" | tr ',' ' '); do
+    says=$(test_says "$t") || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
+    echo "- \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
+  done
+  echo
+}
+nproc=$(getconf _NPROCESSORS_ONLN 2> /dev/null) || nproc=2
+case $nproc in '' | *[!0-9]*) nproc=2 ;; esac
+# a token a free slot: a job takes one to start and gives it back at its end
+mkfifo "$REPORT_TMP/slots"
+exec 3<> "$REPORT_TMP/slots"
+n=0
+while [ $n -lt "$nproc" ]; do echo >&3; n=$((n + 1)); done
+n=0
+while read -r num name parts scr tst; do
+  n=$((n + 1))
+  d="$REPORT_TMP/p$n"
+  mkdir "$d"
+  read -r _ <&3
+  { { echo "## $num $name"; echo; render "$d" "$num" "$name" "$scr" "$tst"; } > "$d/md" ||
+      [ -s "$d/failed" ] || echo "problem $name failed (above)" > "$d/failed"
+    echo >&3; } &
+done <<LIST
+$list
+LIST
+wait
+exec 3>&-
+: > "$body"
+i=1
+while [ $i -le $n ]; do
+  d="$REPORT_TMP/p$i"
+  [ ! -e "$d/failed" ] || die "$(cat "$d/failed"); no report written"
+  cat "$d/md" >> "$body"
+  [ ! -f "$d/todo" ] || cat "$d/todo" >> "$REPORT_TODO"
+  i=$((i + 1))
 done
 
 {
