@@ -284,8 +284,8 @@ for backward, 16-bit gradients into the norms, the q|k|v product written
 in bf16, SwiGLU's backward recomputing its product in the pass that reads
 its inputs, Hopper's wgmma and TMA in the flash forward. Running AdamW per
 layer on a second stream beside backward did not help: the products
-slowed beside AdamW's memory traffic (the optimizer-in-backward issue
-takes this up again).
+slowed beside AdamW's memory traffic (section T measures AdamW in
+backward).
 TEXT
   # the fused + flash bf16 step without CUDA graphs, one row per CSV of
   # the best bf16 row's GPU (a spread across GPUs would not be run to run)
