@@ -49,7 +49,7 @@ from_other_gpu() {
   [ "$_og" = "$GPU" ] && return 0
   _ok=$(gpu_kind "$_og")
   printf '%s is from the %s' "${1##*/}" "${_ok:-another GPU}"
-  todo "${1##*/} on the $GPU_KIND, where the rows beside it were measured (now: the ${_ok:-another GPU})"
+  todo "${1##*/} on the $GPU_KIND, as the rows beside it (now the ${_ok:-another GPU})"
 }
 # on_gpu CSV: GPU, gpu_of CSV, and GPU_KIND, its kind ("the GPU" when
 # none, for prose).

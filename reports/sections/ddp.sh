@@ -117,8 +117,14 @@ gpu_model() {
 ours=$(gpu_model "$own" gpu_name)
 # same_kind FILE: FILE's rows come from the GPU model of this section's rows.
 same_kind() { [ "$(gpu_model "$1" gpu_name)" = "$ours" ]; }
-# kind_tag FILE: ", 2 x H200" where FILE's rows come from another GPU model.
-kind_tag() { same_kind "$1" || printf ', 2 x %s' "$(gpu_model "$1" gpu_name)"; }
+# kind_tag FILE: ", 2 x H200" where FILE's rows come from another GPU model
+# (and a todo: FILE on this section's GPU model).
+kind_tag() {
+  same_kind "$1" && return 0
+  _kt=$(gpu_model "$1" gpu_name)
+  todo "${1##*/} on 2 x $ours, as the rows beside it (now 2 x $_kt)"
+  printf ', 2 x %s' "$_kt"
+}
 
 # The scripted anchor (reports/anchors/torch_ddp.py, its rows from every GPU
 # in torch_ddp.csv) replaces those copied numbers once it has rows at our
