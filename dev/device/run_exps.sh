@@ -7,6 +7,9 @@
 #   . .devdeps/env.sh && sh dev/device/refresh.sh > /tmp/rf.log 2>&1; tail -2 /tmp/rf.log;
 #   EXPS="cuda_graphs toy_dtypes" BUDGET=480 bash dev/device/run_exps.sh
 # with carry [".devdeps", ".devgit", ".devres"]; here: tar xzf FILES_AT/res.tgz.
+# RESUME=1: an experiment with no CSV in .devres/data yet starts from the
+# committed one (reports/data/NAME.*), so only its missing jobs run (the
+# runner refuses, exit 2, if those rows are another GPU's).
 # BUDGET counts from the start of this script, after the build: keep it
 # under the call's limit less the build (about 45 s on a fresh machine)
 # and a margin, or the call is cut off (the tarball written after each
@@ -21,6 +24,11 @@ for e in $EXPS; do
   left=$((end - SECONDS))
   if [ $left -lt 20 ]; then echo "$e: no time left"; continue; fi
   t0=$SECONDS
+  if [ "${RESUME:-0}" = 1 ] && [ ! -f ".devres/data/$e.csv" ] && [ -f "reports/data/$e.csv" ]; then
+    for x in csv json samples.jsonl; do
+      [ ! -f "reports/data/$e.$x" ] || cp "reports/data/$e.$x" .devres/data/
+    done
+  fi
   timeout -s INT -k 15 $left ./runner --out-dir .devres/data "experiments/$e.cfg" \
     > ".devres/logs/$e.log" 2>&1
   rc=$?
