@@ -82,7 +82,7 @@ fi
 
 cat <<'TEXT'
 **Answer.** As autocast, except that fc1's output and the logits stay
-fp32: our policy (README, "Precision policy") rounds only the *inputs* of
+fp32: our policy (README, "Reading rows": Precision) rounds only the *inputs* of
 each product to 16 bits and writes its fp32 accumulator, where autocast
 returns fp16. Master weights, gradients and AdamW state are fp32, and
 LayerNorm and the loss compute in fp32, in both.
