@@ -68,12 +68,24 @@ anchor_rows() {
 }
 # has_anchor FILE: FILE (from anchor_rows) holds a row.
 has_anchor() { [ "$(tool count "$1")" -gt 0 ]; }
-# The device of shared/anchors/README.md's own measurements (its floors,
-# the 16.5 ms small bf16 step): an H100 SXM, as gpu_name names it.
+# The device of the team's own reference measurements (gpu_floors.csv's
+# first row, published.csv's): an H100 SXM, as gpu_name names it.
 README_GPU="NVIDIA H100 80GB HBM3"
+# published NAME COL: column COL of reports/anchors/published.csv's row
+# NAME, the numbers no script of ours measures (the course's leaderboard,
+# a PyTorch step the team measured beside ours), each with its GPU, what it
+# is and where it is from; "" if absent. published_on NAME: its value when
+# it was measured on this section's GPU ($GPU), else "".
+published() {
+  tool value "$ANCHORS/published.csv" --where name="$1" --col "$2" --agg first --default ''
+}
+published_on() {
+  [ "$(published "$1" gpu)" = "$GPU" ] || return 0
+  published "$1" value
+}
 # floors NAME: the floors a step is read against, from the latest row of
 # reports/anchors/gpu_floors.csv measured on GPU NAME (gpu_floors.py), else
-# on an H100 of shared/anchors: BF16_TFLOPS and FP32_TFLOPS (dense matrix
+# on README_GPU (the team's H100): BF16_TFLOPS and FP32_TFLOPS (dense matrix
 # products, bf16 on tensor cores and fp32 without), COPY_TBS (device-to-
 # device copy, read + write, TB/s), FLOORS_GPU (whose they are; a section
 # names it when it is not NAME's) and FLOORS_KIND (its kind).

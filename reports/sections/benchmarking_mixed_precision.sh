@@ -204,12 +204,11 @@ for sz in small 2.7B; do
   [ "$(time_of "$sz" 512 fp32 train_step gpu_name)|$(time_of "$sz" 512 bf16 train_step gpu_name)" = "$GPU|$GPU" ] || o32=""
   [ -n "$c32" ] && [ -n "$c16" ] && [ -n "$o32" ] && [ -n "$o16" ] || continue
   extra=""
-  # small bf16 in torch_lm.py's H100 rows (no CUDA graphs) is
-  # launch-bound; shared/anchors/README.md ("Strongest PyTorch, measured
-  # side by side with us") records the stronger 16.5 ms for torch.compile +
-  # fused AdamW on that H100, no other GPU's.
-  if [ "$GPU|$sz" = "$README_GPU|small" ] && is_true "16.5 < $c16"; then
-    extra=" ($(calc %.2f "$o16 / 16.5") x the stronger 16.5 ms of shared/anchors/README.md)"
+  # small bf16: a stronger published step where measured on this GPU
+  # (published.csv: torch_lm.py's H100 rows are launch-bound)
+  ps=$(published_on torch_compile_small_bf16_step)
+  if [ "$sz" = small ] && [ -n "$ps" ] && is_true "$ps < $c16"; then
+    extra=" ($(calc %.2f "$o16 / $ps") x the stronger $ps ms of reports/anchors/published.csv)"
   fi
   lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step against torch.compile's: $(verdict "$o16" "$c16")$extra.
 "

@@ -6,7 +6,7 @@
 # (mkreport.sh): DATA, CSV, OUT, CSVTOOL, PROBLEM. benchmarking_script:
 # (a) the script, (b) the timings and their variability, (c) warm-up;
 # benchmarking_appendix: what bounds the best rows (all paths) against the
-# floors of shared/anchors (an H100's), and 3xTF32.
+# floors of its GPU (reports/anchors/gpu_floors.csv), and 3xTF32.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -137,10 +137,10 @@ if has_anchor "$strong"; then
     set -- $g
     ct=$(pt_compiled "$strong" "$1" 512 "$2" step_ms_mean)
     cp=$(pt_compiled "$strong" "$1" 512 "$2" peak_gib)
-    # small bf16 on the H100: torch_lm.py's rows there lack CUDA graphs and
-    # are launch-bound; shared/anchors/README.md records the stronger 16.5 ms
-    # (torch.compile + fused AdamW) measured on that H100, no other GPU's
-    [ "$GPU|$1|$2" = "$README_GPU|small|bf16" ] && [ -n "$ct" ] && is_true "16.5 < $ct" && ct=16.5
+    # small bf16: a stronger published step where measured on this GPU
+    # (published.csv: torch_lm.py's H100 rows are launch-bound)
+    ps=$(published_on torch_compile_small_bf16_step)
+    [ "$1|$2" = "small|bf16" ] && [ -n "$ct" ] && [ -n "$ps" ] && is_true "$ps < $ct" && ct=$ps
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ "$(fv "$1" "$2" train_step gpu_name)" = "$GPU" ] || ot=""
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
@@ -149,10 +149,11 @@ if has_anchor "$strong"; then
   done
   if [ -n "$sl" ]; then
     echo "This op-by-op train step (context 512) against the strongest PyTorch,"
-    if [ "$GPU" = "$README_GPU" ]; then
+    ps=$(published_on torch_compile_small_bf16_step)
+    if [ -n "$ps" ]; then
       echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv;"
-      echo "small bf16: shared/anchors/README.md's 16.5 ms); our fused path against"
-      echo "it: torch_compile (b)."
+      echo "small bf16: reports/anchors/published.csv's $ps ms); our fused path"
+      echo "against it: torch_compile (b)."
     else
       echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv, on the"
       echo "same GPU); our fused path against it: torch_compile (b)."

@@ -105,7 +105,7 @@ pe() { [ -f "$pe_csv" ] && tool value "$pe_csv" --agg first --default "" --where
 pt_peak() { tool value "$pt_csv" --agg first --default "" --col "peak_gib_$1"; }
 pt_bm=$(tool value "$pt_csv" --agg first --default "?" --col bucket_mb)
 pt_name="PyTorch DDP + torch.compile + fused AdamW ($pt_bm MB buckets)"
-pt_src="reports/anchors/ddp_pytorch_compiled.csv, from shared/anchors/README.md's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
+pt_src="reports/anchors/ddp_pytorch_compiled.csv, the team's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
 # GPU kinds: a comparison across CSVs is made only where both were measured
 # on the same GPU model. gpu_model FILE COL: the models (H100, H200, ...)
 # named in column COL of FILE's rows, joined by "/"; empty if no file.

@@ -179,7 +179,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
   [ -n "$d32" ] && [ -n "$d16" ] || continue
   num d32 "$d32"; num d16 "$d16"
   # the scripted anchor on our GPU (its fastest bucket size), as the DDP
-  # section reads it; else the numbers copied from shared/anchors
+  # section reads it; else the copied ddp_pytorch_compiled.csv
   p16=$(val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
           --where config=compiled --where world_size=2 --where precision=bf16 --where size=xl \
           --where context=128 --where rank_batch=2)

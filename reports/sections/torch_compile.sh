@@ -251,17 +251,16 @@ sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params 
 # The strongest PyTorch, measured side by side (torch_lm.csv): the
 # train step of torch.compile + SDPA + fused AdamW. For the small bf16 step
 # that script's H100 rows (no CUDA graphs) are launch-bound;
-# shared/anchors/README.md ("Strongest PyTorch, measured side by side with
-# us", 2026-11-24) records the stronger 16.5 ms for torch.compile + fused
-# AdamW on that H100, used below where it is faster (H100 rows only).
-pt_small_bf16=16.5
+# reports/anchors/published.csv holds the stronger step measured beside
+# ours there, used below where it is faster (its GPU's rows only).
+pt_small_bf16=$(published_on torch_compile_small_bf16_step)
 sc() { # SIZE PREC COL: torch.compile's train step (context 512), or ""
   pt_compiled "$strong" "$1" 512 "$2" "$3"
 }
 sc_step() { # SIZE PREC: the strongest PyTorch train step (ms) and where it is from
   t=$(sc "$1" "$2" step_ms_mean); w="torch_lm.csv"
-  if [ "$GPU_KIND|$1|$2" = "H100|small|bf16" ] && { [ -z "$t" ] || is_true "$pt_small_bf16 < $t"; }; then
-    t=$pt_small_bf16; w="shared/anchors/README.md"
+  if [ "$1|$2" = "small|bf16" ] && [ -n "$pt_small_bf16" ] && { [ -z "$t" ] || is_true "$pt_small_bf16 < $t"; }; then
+    t=$pt_small_bf16; w="published.csv"
   fi
   [ -z "$t" ] || printf '%s %s' "$(calc %.1f "$t")" "$w"
 }
@@ -302,7 +301,7 @@ for mode in forward forward_backward train_step; do
   echo
 done
 echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW,"
-echo "same GPU model)$( [ "$GPU_KIND" = H100 ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (shared/anchors/README.md; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
+echo "same GPU model)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
 echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
 echo
 rngs() { # MODE PREC: "lo hi" of op by op / best fused
