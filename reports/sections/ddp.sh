@@ -397,9 +397,10 @@ overlap_b() {
     echo
   else
     cat <<EOF
-In place of Nsight screenshots (we time with our own CUDA events:
-shared/spec/writeup.md), the ddp job records each rank's backward and
-gradient collectives; the figure draws each run's last timed fp32 step.
+In place of Nsight screenshots (Nsight Systems is not on our GPU
+machines), the ddp job records each rank's backward and gradient
+collectives with CUDA events; the figure draws each run's last timed
+fp32 step.
 Rank 0: $tl_story.
 
 EOF
