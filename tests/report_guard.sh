@@ -7,8 +7,9 @@
 # its problem's section, in order, followed by some text; every figure the
 # writeup shows was drawn (where gnuplot is present); no section says a
 # committed experiment was not yet measured; the main body's prose is
-# under 12,000 words; each committed CSV's rows
-# come from one GPU; README.md's results table is the writeup's summary.
+# under 12,000 words; every repository path it names exists; each
+# committed CSV's rows come from one GPU; README.md's results table is the
+# writeup's summary.
 # Then the same rows relabelled as measured on a GPU that has no PyTorch
 # anchors: the writeup still renders, and its summary compares with
 # nothing measured on another GPU; and from no data at all.
@@ -66,6 +67,17 @@ done < "$scratch/parts"
 # asks; the appendices hold the investigation.
 words=$(awk '/^## A / { exit } !/^\|/' "$md" | wc -w)
 check "the main body is under 12,000 words of prose ($words)" [ "$words" -lt 12000 ]
+
+# Every repository path the prose names exists (the writeup's and the
+# README's, code and backticks left out: commands may name the files they
+# create, and placeholders stand in code): a renamed file, or one outside
+# the repository (the team's shared/ notes), is a dangling reference.
+dangling=$(awk '/^```/ { c = !c; next } !c && !/^(    |\t)/' "$md" "$top_srcdir/README.md" |
+  sed 's/`[^`]*`//g' |
+  grep -oE '\b(kernels|model|parallel|jobs|harness|collective|tests|reports|experiments|common|dev|shared|m4)/[A-Za-z0-9_./*-]+' |
+  sed 's/[.,:;)]*$//' | grep -v '[*]' | sort -u |
+  while read -r p; do [ -e "$top_srcdir/$p" ] || printf ' %s' "$p"; done)
+check "every path the writeup and README name exists${dangling:+ (not:$dangling)}" [ -z "$dangling" ]
 
 # Each committed CSV holds one GPU's rows (the runner refuses to resume a
 # sweep on another; this catches files merged by hand), so a section's
