@@ -76,7 +76,10 @@ dangling=$(awk '/^```/ { c = !c; next } !c && !/^(    |\t)/' "$md" "$top_srcdir/
   sed 's/`[^`]*`//g' |
   grep -oE '\b(kernels|model|parallel|jobs|harness|collective|tests|reports|experiments|common|dev|shared|m4)/[A-Za-z0-9_./*-]+' |
   sed 's/[.,:;)]*$//' | grep -v '[*]' | sort -u |
-  while read -r p; do [ -e "$top_srcdir/$p" ] || printf ' %s' "$p"; done)
+  while read -r p; do
+    # a test or program by its name: its source (out-of-tree builds too)
+    [ -e "$top_srcdir/$p" ] || [ -e "$top_srcdir/$p.c" ] || printf ' %s' "$p"
+  done)
 check "every path the writeup and README name exists${dangling:+ (not:$dangling)}" [ -z "$dangling" ]
 
 # Each committed CSV holds one GPU's rows (the runner refuses to resume a
