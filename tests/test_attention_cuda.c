@@ -102,6 +102,12 @@ static double rel_err(const float *a, const float *b, size_t n) {
   return m > 0 ? d / m : d;
 }
 
+/* Scores that grow along the keys: K's row t scaled by 1 + RAMP t / tk,
+ * so a row's running max keeps rising, now by little, now by much; the
+ * forward's conditional rescaling (flash_fwd_wgmma.cu) then both keeps a
+ * stale reference for some tiles and moves it at later ones. 0: off. */
+static float RAMP = 0.f;
+
 static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
                 int causal) {
   size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh, nl = (size_t)bh * tq;
@@ -109,6 +115,8 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
   float *hq = random_host(nq), *hk = random_host(nk), *hv = random_host(nk),
         *hg = random_host(nq);
   for (size_t i = 0; i < nq; i++) hq[i] *= 2.0f;   /* a peakier softmax */
+  for (size_t r = 0; RAMP > 0 && r < (size_t)bh * tk; r++)
+    for (int i = 0; i < dh; i++) hk[r * dh + i] *= 1.f + RAMP * (float)(r % tk) / tk;
   void *q = to_gpu(hq, nq, dt), *k = to_gpu(hk, nk, dt), *v = to_gpu(hv, nk, dt),
        *g = to_gpu(hg, nq, dt);
   void *o = nan_gpu(nq, dt), *dq = nan_gpu(nq, dt), *dk = nan_gpu(nk, dt),
@@ -122,9 +130,9 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
                          tk, dh, causal, scale, dt);
   if (rc == 0) rc = eng_sync(GPU);
   char what[160];
-  snprintf(what, sizeof what, "%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d",
+  snprintf(what, sizeof what, "%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
            impl_name(impl), WGMMA ? " (wgmma)" : "", dtype_name(dt), bh,
-           tq, tk, dh, causal);
+           tq, tk, dh, causal, RAMP > 0 ? " (scores growing along the keys)" : "");
   if (rc < 0) {
     check(0, "%s: %s", what, err_msg());
   } else {
@@ -214,6 +222,10 @@ int main(int argc, char **argv) {
             one(impl, dts[d], 1, 1100, 1100, 128, causal);
             one(impl, dts[d], 2, 600, 555, 80, causal);
           }
+          RAMP = 8.f;   /* a running max that rises over many key tiles */
+          one(impl, dts[d], 1, 300, 1100, 128, causal);
+          one(impl, dts[d], 2, 400, 900, 64, causal);
+          RAMP = 0.f;
         }
         if (!small) one(impl, dts[d], 1, 1500, 1500, 64, 1);
       }
