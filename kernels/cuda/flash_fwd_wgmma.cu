@@ -172,29 +172,38 @@ __global__ void __launch_bounds__(128 * NWG, 1)
      * rescale (Dh / 2 multiplies a thread a tile) and alpha's exponentials
      * are skipped. Decided per warp (its rows move together; a row whose
      * max did not grow gets alpha exactly 1), so nothing diverges. The
-     * reference only ever grows to a row's true max, so L is unchanged. */
-    float tmax[2];
-    bool grow = false;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float mx = -INFINITY;
+     * reference only ever grows to a row's true max, so L is unchanged.
+     * Without COND_RESCALE every tile moves it to the max (FlashAttention-2).
+     */
+    /* a row's max over this tile and init, across the row's 4 threads */
+    auto row_max = [&](int h, float init) {
+      float mx = init;
 #pragma unroll
       for (int n = 0; n < BK / 8; n++)
         mx = fmaxf(mx, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-      tmax[h] = mx;
-      /* -inf - -inf (a row masked so far) is NaN: no growth */
-      grow |= (mx - mrow[h]) * scale_log2 > RESCALE_LOG2;
-    }
-    if constexpr (COND_RESCALE)
+      return fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+    };
+    float tmax[2];
+    bool grow = true;
+    if constexpr (COND_RESCALE) {
+      grow = false;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        tmax[h] = row_max(h, -INFINITY);
+        /* -inf - -inf (a row masked so far) is NaN: no growth */
+        grow |= (tmax[h] - mrow[h]) * scale_log2 > RESCALE_LOG2;
+      }
       grow = __any_sync(FULL_MASK, grow);
-    else
-      grow = true;
+    }
     float alpha[2] = {1.f, 1.f};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      float mx = grow ? fmaxf(mrow[h], tmax[h]) : mrow[h];
+      float mx;
+      if constexpr (COND_RESCALE)
+        mx = grow ? fmaxf(mrow[h], tmax[h]) : mrow[h];
+      else
+        mx = row_max(h, mrow[h]);
       /* A row that has seen only masked keys keeps max -inf; 0 as its
        * reference gives exp2 = 0, not NaN. */
       float ref = mx == -INFINITY ? 0.f : mx * scale_log2, sum = 0.f;
