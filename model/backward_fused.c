@@ -5,7 +5,9 @@
  * gradient dres stays fp32: each RMSNorm backward adds its dx into it in
  * place and leaves its lt copy for the next products. What forward did not
  * keep (merged heads, the SwiGLU product, the norm outputs in fp32) is
- * recomputed from what it kept. The gradient hook runs as in backward.c, in the same order.
+ * recomputed from what it kept; with checkpointing (model_options.
+ * ckpt_layers) so is each group of layers but the last, before its
+ * backward. The gradient hook runs as in backward.c, in the same order.
  *
  * Linear y = x W^T: dW += dy^T x; dx = dy W. */
 #include "config.h"
@@ -93,6 +95,18 @@ static int slot_take(model *m, int g) {
   return 0;
 }
 
+/* Checkpointing (fused_acts.group): the forward of checkpoint group g's
+ * layers again, from its first layer's saved input, on backward's engine,
+ * so their tensors are there for their backward: the same kernels on the
+ * same inputs as forward, so the same bits. */
+static int rebuild_group(model *m, int g) {
+  const int G = m->f.group, end = G * (g + 1) < m->c.layers
+                                      ? G * (g + 1) : m->c.layers;
+  for (int j = G * g; j < end; j++)
+    TRY(model_fused_layer_fwd(m, m->be, j, j == G * g));
+  return 0;
+}
+
 int model_backward_fused(model *m) {
   engine *e = m->be;
   fused_acts *a = &m->f;
@@ -118,6 +132,11 @@ int model_backward_fused(model *m) {
   for (int i = L - 1; i >= 0; i--) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
     fused_layer *l = &a->layer[i];
+    /* a group's last layer, but for the last group's (forward left
+     * those tensors): rebuild the group */
+    const int G = a->group;
+    if (i / G < (L - 1) / G && i % G == G - 1)
+      IN_RANGE(e, "recompute", rebuild_group(m, i / G));
     if (m->gmap) TRY(slot_take(m, i));
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
     /* dh first, so h is recomputed by the pass that reads a and b for

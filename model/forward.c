@@ -104,7 +104,7 @@ static int forward_work(model *m) {
   const int N = b * t, D = m->c.d_model, V = m->c.vocab;
   float *logits, *losses, *lse;
   if (m->opt.fused) {
-    TRY(model_forward_fused(m, b, t));
+    TRY(model_forward_fused(m));
     logits = m->f.logits, losses = m->f.losses, lse = m->f.lse;
   } else {
     TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed_out, N, D, V));

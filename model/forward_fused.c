@@ -12,7 +12,10 @@
  *             q, k, v = RoPE/split(n1 W_qkv^T);  o = attn(q, k, v)
  *             resid_i = x_i + merge(o) W_o^T;    n2 = RMSNorm(resid_i)
  *             a = n2 W1^T, b = n2 W3^T (lt);  f_i = (silu(a) * b) W2^T
- *   logits = RMSNorm(resid_L + f_L) W_lm^T (fp32) */
+ *   logits = RMSNorm(resid_L + f_L) W_lm^T (fp32)
+ *
+ * With checkpointing the layers of each group write the same tensors
+ * (model_internal.h, fused_acts.group); backward rebuilds them. */
 #include "config.h"
 #include "model/model.h"
 #include "model/model_internal.h"
@@ -28,9 +31,9 @@ static const void *wl(const model *m, const float *W) {
 }
 
 /* y[n, dout] (yt) = x[n, din] (lt) W^T. */
-static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
-                  int n, int din, int dout) {
-  return k_matmul_ex(m->e, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
+static int linear(model *m, engine *e, const void *x, const float *W, void *y,
+                  dtype yt, int n, int din, int dout) {
+  return k_matmul_ex(e, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
                      m->lt, 0.0f, y, dout, yt, m->opt.f32);
 }
 
@@ -40,41 +43,49 @@ static int linear(model *m, const void *x, const float *W, void *y, dtype yt,
 /* Where layer l's residual after attention goes: kept, or the scratch. */
 #define RESID(l) ((l)->resid ? (l)->resid : a->resid)
 
-int model_forward_fused(model *m, int b, int t) {
-  engine *e = m->e;
+int model_fused_layer_fwd(model *m, engine *e, int i, int from_x) {
   fused_acts *a = &m->f;
-  const int N = b * t, D = m->c.d_model, F = m->c.d_ff, V = m->c.vocab;
-  const int H = m->c.heads, Dh = D / H, L = m->c.layers;
+  const int b = m->fwd_b, t = m->fwd_t, N = b * t;
+  const int D = m->c.d_model, F = m->c.d_ff;
+  const int H = m->c.heads, Dh = D / H;
   const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
   const dtype lt = m->lt;
+  const layer_ptrs *p = &m->p.layer[i];
+  fused_layer *l = &a->layer[i];
+  /* x_i = resid_{i-1} + f_{i-1} (kept: backward's ln1 input) */
+  if (from_x)
+    TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, N1(l), lt, l->rstd1,
+                          N, D, eps));
+  else
+    TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[i - 1]), a->tmp, l->x, p->ln1,
+                          N1(l), lt, l->rstd1, N, D, eps));
+  TRY(linear(m, e, N1(l), p->wq, a->qkv, lt, N, D, 3 * D));
+  TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
+                       m->c.rope_theta));
+  TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
+                      l->P, b * H, t, t, Dh, 1, scale, lt));
+  TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
+  TRY(linear(m, e, a->om, p->wo, a->tmp, DT_F32, N, D, D));
+  TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, RESID(l), p->ln2, N2(l), lt,
+                        l->rstd2, N, D, eps));
+  TRY(linear(m, e, N2(l), p->w1, l->a, lt, N, D, F));
+  TRY(linear(m, e, N2(l), p->w3, l->b, lt, N, D, F));
+  TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
+  TRY(linear(m, e, a->h, p->w2, a->tmp, DT_F32, N, F, D));
+  return 0;
+}
+
+int model_forward_fused(model *m) {
+  engine *e = m->e;
+  fused_acts *a = &m->f;
+  const int N = m->fwd_b * m->fwd_t, D = m->c.d_model, V = m->c.vocab;
+  const int L = m->c.layers;
+  const float eps = m->c.norm_eps;
 
   TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed, N, D, V));
-  for (int i = 0; i < L; i++) {
-    const layer_ptrs *p = &m->p.layer[i];
-    fused_layer *l = &a->layer[i];
-    /* x_i = resid_{i-1} + f_{i-1} (kept: backward's ln1 input) */
-    if (i == 0)
-      TRY(k_add_rmsnorm_fwd(e, l->x, NULL, NULL, p->ln1, N1(l), lt,
-                            l->rstd1, N, D, eps));
-    else
-      TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[i - 1]), a->tmp, l->x, p->ln1,
-                            N1(l), lt, l->rstd1, N, D, eps));
-    TRY(linear(m, N1(l), p->wq, a->qkv, lt, N, D, 3 * D));
-    TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
-                         m->c.rope_theta));
-    TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
-                        l->P, b * H, t, t, Dh, 1, scale, lt));
-    TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
-    TRY(linear(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
-    TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, RESID(l), p->ln2, N2(l), lt,
-                          l->rstd2, N, D, eps));
-    TRY(linear(m, N2(l), p->w1, l->a, lt, N, D, F));
-    TRY(linear(m, N2(l), p->w3, l->b, lt, N, D, F));
-    TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
-    TRY(linear(m, a->h, p->w2, a->tmp, DT_F32, N, F, D));
-  }
+  for (int i = 0; i < L; i++) TRY(model_fused_layer_fwd(m, e, i, i == 0));
   TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[L - 1]), a->tmp, a->xl, m->p.lnf,
-                        a->lnf, lt, a->lnf_rstd, N, D, eps));
-  TRY(linear(m, a->lnf, m->p.lm, a->logits, DT_F32, N, D, V));
+                        a->lnf, m->lt, a->lnf_rstd, N, D, eps));
+  TRY(linear(m, e, a->lnf, m->p.lm, a->logits, DT_F32, N, D, V));
   return 0;
 }

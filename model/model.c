@@ -145,8 +145,17 @@ static int fused_act_table(model *m, act_builder *b) {
   const size_t lz = dtype_size(m->lt), fz = sizeof(float);
   fused_acts *a = &m->f;
   char name[64];
+  /* With checkpointing (a->group < layers) only the first `group` layers'
+   * tensors exist: every group of layers reuses them (create points the
+   * rest there), and each later group's first layer has its own input,
+   * "checkpoint.G.input". */
+  const int L = m->c.layers, G = a->group;
   TRY(act_add(b, &a->embed, "token_embeddings.out", N, D));
-  for (int i = 0; i < m->c.layers; i++) {
+  for (int g = 1; G < L && g * G < L; g++) {
+    snprintf(name, sizeof name, "checkpoint.%d.input", g);
+    TRY(act_add(b, &a->layer[g * G].x, name, N, D));
+  }
+  for (int i = 0; i < G; i++) {
     fused_layer *l = &a->layer[i];
 #define ACT(field, suffix, rows, cols, esz)                                     do {                                                                           snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                      TRY(act_add_t(b, &l->field, name, rows, cols, esz));                       } while (0)
     if (i > 0) ACT(x, "input", N, D, fz);
@@ -352,6 +361,8 @@ static int create(model *m) {
   CHECK_ALLOC(m->a.layer, L * sizeof(layer_acts));
   m->f.layer = calloc(L, sizeof(fused_layer));
   CHECK_ALLOC(m->f.layer, L * sizeof(fused_layer));
+  m->f.group = m->opt.ckpt_layers > 0 && (size_t)m->opt.ckpt_layers < L
+                   ? m->opt.ckpt_layers : (int)L;
 
   float *params;
   TRY(alloc_f32(e, &params, m->nparams, "params"));
@@ -379,6 +390,13 @@ static int create(model *m) {
     for (int i = 0; i < b.n; i++) *b.slots[i] = m->acts + b.views[i].offset;
   if (rc == 0 && m->opt.fused) {
     m->f.layer[0].x = m->f.embed;
+    for (size_t i = (size_t)m->f.group; i < L; i++) {
+      fused_layer *l = &m->f.layer[i];
+      float *x = l->x;   /* a group's first layer: its own input */
+      *l = m->f.layer[i % (size_t)m->f.group];
+      if (i % (size_t)m->f.group) x = l->x;
+      l->x = x;
+    }
     m->f.dh = m->f.h;
     m->f.dO = m->f.om;
     m->f.dq = m->f.dom;
@@ -443,6 +461,12 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     free(m);
     FAIL(ERR_FAIL, "model_create: the fused path fuses RMSNorm only "
          "(allowed with LayerNorm: the op-by-op path)");
+  }
+  if (o->ckpt_layers < 0 || (o->ckpt_layers > 0 && !o->fused)) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: ckpt_layers = %d (allowed: 0, or layers "
+         "a checkpoint group > 0 on the fused path, whose backward reruns "
+         "a group's forward)", o->ckpt_layers);
   }
   if (o->grad_slots && !o->fused) {
     free(m);

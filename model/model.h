@@ -109,6 +109,17 @@ typedef struct model_options {
                         * minus this many (eng_ctx.sm_reserve; the cuda
                         * engine only), left to the updates beside it;
                         * 0: the whole device */
+  int ckpt_layers;      /* activation checkpointing (fused path): 0 off;
+                        * k > 0: forward keeps every layer's activations
+                        * only for the k layers it is in (a workspace of
+                        * k layers' tensors that every group of k reuses)
+                        * and the input of each group's first layer;
+                        * backward reruns a group's forward from that
+                        * input before its backward (the last group's
+                        * are still there), so one extra forward of all
+                        * but the last group buys L - k layers' tensors
+                        * for L / k inputs. Gradients are bit for bit
+                        * those without it. */
   int adamw_in_products; /* 1 (with grad_slots): model_backward_adamw
                         * updates each weight matrix inside the product
                         * that makes its gradient (k_matmul_adamw, on

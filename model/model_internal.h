@@ -108,6 +108,11 @@ typedef struct fused_layer {
 
 typedef struct fused_acts {
   fused_layer *layer;
+  int group;           /* layers a checkpoint group (model_options.
+                          ckpt_layers); the model's layers without
+                          checkpointing. Layer i's tensors are layer
+                          i % group's, but for a group's first layer's
+                          input x, its own */
   float *embed;        /* [N, D] */
   float *xl;           /* [N, D] the last layer's output, input of ln_final */
   void *lnf;           /* [N, D] ln_final output */
@@ -144,7 +149,12 @@ typedef struct fused_acts {
   void *dqkv;          /* [N, 3D] = qkv */
 } fused_acts;
 
-int model_forward_fused(model *m, int b, int t);
+/* forward_fused.c, for the shape m->fwd_b x m->fwd_t. */
+int model_forward_fused(model *m);
+/* Layer i's forward on engine e (forward's, or backward's to rebuild a
+ * checkpoint group's tensors): its input x from the previous layer's
+ * residual and output, or, from_x, the input already in layer i's x. */
+int model_fused_layer_fwd(model *m, engine *e, int i, int from_x);
 int model_backward_fused(model *m);
 
 /* One recorded piece of a step (model_options.graphs) and the key it was

@@ -243,6 +243,91 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
   for (int k = 0; k < 2; k++) model_destroy(m[k]);
 }
 
+/* ---- activation checkpointing ---------------------------------------------- */
+
+/* Bit-for-bit equal engine buffers of n floats. */
+static int same_bits(engine *e, const float *a, const float *b, size_t n) {
+  float *ha = download(e, a, n), *hb = download(e, b, n);
+  int same = memcmp(ha, hb, n * sizeof *ha) == 0;
+  free(ha);
+  free(hb);
+  return same;
+}
+
+/* Checkpoint groups of G layers (model_options.ckpt_layers) against none,
+ * from weights w: over three training steps on fresh batches the losses,
+ * every gradient and the weights after each AdamW step are the same bit
+ * for bit (backward rebuilds each group by forward's kernels on the same
+ * inputs); and so are the weights with AdamW in backward and gradient
+ * slots on top. The table keeps G layers' tensors and one input for each
+ * later group. */
+static void test_checkpointing(engine *e, const model_config *c,
+                               const float *w, size_t np, int B, int T,
+                               attn_impl impl, int G) {
+  model_options o = {.compute = DT_F32, .fused = 1, .attention = impl,
+                     .f32 = F32_EXACT};
+  model_options oc = o;
+  oc.ckpt_layers = G;
+  const char *an = impl == ATTN_FLASH ? "flash" : "materialized";
+  const int L = c->layers, kept = G < L ? G : L;
+  const int inputs = G < L ? (L + G - 1) / G - 1 : 0;
+  model *m[2];
+  size_t act[2];
+  for (int k = 0; k < 2; k++) {
+    size_t before;
+    hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
+    hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
+    hard(eng_tag_bytes(e, "activations", &act[k], NULL) < 0, "tag");
+    act[k] -= before;
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+  }
+  int na, nq = 0, nin = 0;
+  const tensor_view *v = model_activations(m[1], &na);
+  for (int j = 0; j < na; j++) {
+    nq += strstr(v[j].name, ".attn.q") != NULL;
+    nin += strncmp(v[j].name, "checkpoint.", 11) == 0;
+  }
+  check(nq == kept && nin == inputs &&
+            (G < L ? act[1] < act[0] : act[1] == act[0]),
+        "checkpoint groups of %d of %d layers (%s): %d layers' tensors "
+        "(want %d), %d group inputs (want %d), %zu activation bytes "
+        "against %zu without", G, L, an, nq, kept, nin, inputs, act[1],
+        act[0]);
+  adamw_config a = adamw_defaults();
+  int same_loss = 1, same_grads = 1, same_weights = 1;
+  int32_t ids[B * T], tg[B * T];
+  for (int s = 0; s < 3; s++) {
+    batch(ids, tg, B * T, c->vocab);
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+      hard(model_zero_grad(m[k]), "zero_grad");
+      hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
+      hard(model_backward(m[k]), "backward");
+    }
+    same_loss &= memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
+    same_grads &= same_bits(e, model_grads(m[0]), model_grads(m[1]), np);
+    for (int k = 0; k < 2; k++) hard(model_adamw_step(m[k], &a), "adamw");
+    same_weights &= same_bits(e, model_params(m[0]), model_params(m[1]), np);
+  }
+  check(same_loss && same_grads && same_weights,
+        "checkpoint groups of %d of %d layers (%s): losses %s, gradients %s, "
+        "weights %s bit for bit over 3 steps", G, L, an,
+        same_loss ? "equal" : "DIFFER", same_grads ? "equal" : "DIFFER",
+        same_weights ? "equal" : "DIFFER");
+  /* with AdamW in backward and gradient slots: the memory-lean form */
+  oc.grad_slots = 1;
+  for (int k = 0; k < 2; k++) {
+    model_destroy(m[k]);
+    hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+  }
+  check(adamw_forms_agree(m[0], m[1], B, T, 3),
+        "checkpoint groups of %d of %d layers (%s) with AdamW in backward "
+        "and gradient slots: the weights and losses of AdamW after "
+        "backward without checkpoints, bit for bit, over 3 steps", G, L, an);
+  for (int k = 0; k < 2; k++) model_destroy(m[k]);
+}
+
 /* Random weights for m: gains (1-d views) near 1, the rest small, of both
  * signs: never zero. */
 static float *random_weights(const model *m) {
@@ -430,6 +515,7 @@ int main(void) {
 
   model_options ob = {.compute = DT_F32, .attention = ATTN_MATERIALIZED,
                       .f32 = F32_EXACT};
+  const attn_impl impls_ck[] = {ATTN_MATERIALIZED, ATTN_FLASH};
   test_adamw_in_backward(e, &c, w, np, B, T, &ob, "op by op");
   {
     model_options of = {.compute = DT_F32, .fused = 1,
@@ -448,7 +534,6 @@ int main(void) {
     size_t np5 = model_nparams(t5);
     model_destroy(t5);
     test_adamw_in_backward(e, &c5, w5, np5, B, T, &off, "fused, 5 layers");
-    free(w5);
     /* a vocabulary large enough that the head and the embedding, not a
      * layer, set the slots' size */
     model_config cv = c;
@@ -460,6 +545,28 @@ int main(void) {
     test_adamw_in_backward(e, &cv, wv, npv, B, T, &off,
                            "fused, 8x the vocabulary");
     free(wv);
+    /* checkpoint groups of 1, 2 (the last one shorter) and 3 layers of
+     * 5, the whole model (nothing rebuilt) and more than it */
+    for (int k = 0; k < 2; k++) {
+      static const int groups[] = {1, 2, 3, 5, 7};
+      for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+        test_checkpointing(e, &c5, w5, np5, B, T, impls_ck[k], groups[g]);
+    }
+    free(w5);
+    model *bad = NULL;
+    model_options ob2 = ob;
+    ob2.ckpt_layers = 2;
+    check(model_create_ex(&bad, e, &c, B, T, &ob2) == ERR_FAIL && !bad &&
+              strstr(err_msg(), "ckpt_layers = 2") &&
+              strstr(err_msg(), "fused path"),
+          "checkpointing op by op is refused (%s)", err_msg());
+    err_clear();
+    ob2 = off;
+    ob2.ckpt_layers = -1;
+    check(model_create_ex(&bad, e, &c, B, T, &ob2) == ERR_FAIL && !bad &&
+              strstr(err_msg(), "ckpt_layers = -1"),
+          "a negative checkpoint group is refused (%s)", err_msg());
+    err_clear();
   }
   run_out ref;
   run(e, &c, w, np, ids, tg, B, T, &ob, &ref);
