@@ -53,6 +53,7 @@ typedef struct lm_settings {
   const char *optimizer;
   int adamw_blocks;
   int gemm_sm_reserve;
+  int checkpoint_layers;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -107,6 +108,12 @@ static const param_def params[] = {
      "optimizer in_backward or in_products: backward's matrix products "
      "are shaped for the GPU's SMs minus this many, left to the updates "
      "beside them (cuda only); 0: the whole GPU"},
+    {"run", "checkpoint_layers", INT_FIELD(lm_settings, checkpoint_layers),
+     0, 1 << 20, NULL, "layers", "0",
+     "activation checkpointing (fused path): 0 keeps every layer's "
+     "activations for backward; k keeps them for one group of k layers at "
+     "a time plus each later group's input, and backward reruns each "
+     "group's forward but the last's (the same gradients)"},
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -195,6 +202,11 @@ static int validate(const void *settings, char *err, size_t n) {
       return BLAME(lm_settings, optimizer);
     }
   }
+  if (s->checkpoint_layers && strcmp(s->fusion, "fused") != 0) {
+    snprintf(err, n, "checkpoint_layers = %d reruns the fused path's layers "
+             "(allowed with fusion %s: 0)", s->checkpoint_layers, s->fusion);
+    return BLAME(lm_settings, checkpoint_layers);
+  }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -241,6 +253,7 @@ static model_options options(const lm_settings *s) {
   o.adamw_in_products = strcmp(s->optimizer, "in_products") == 0;
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
+  o.ckpt_layers = s->checkpoint_layers;
   return o;
 }
 

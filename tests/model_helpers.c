@@ -68,6 +68,52 @@ int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
   return same;
 }
 
+/* n floats of engine memory p, on the host (malloc'd). */
+static float *host_copy(model *m, const float *p, size_t n) {
+  float *h = malloc(n * sizeof *h);
+  hard(h ? 0 : -1, "out of host memory");
+  hard(eng_download(model_engine(m), h, p, n * sizeof *h), "eng_download");
+  hard(eng_sync(model_engine(m)), "eng_sync");
+  return h;
+}
+
+int training_agrees(model *a, model *b, int B, int T, int steps,
+                    const char **what) {
+  model *m[2] = {a, b};
+  int vocab = model_get_config(a)->vocab;
+  size_t n = model_nparams(a);
+  adamw_config o = adamw_defaults();
+  int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
+  hard(ids ? 0 : -1, "out of host memory");
+  *what = "";
+  for (int s = 0; s < steps && !**what; s++) {
+    for (int i = 0; i < B * T; i++) {
+      ids[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+      tg[i] = (int32_t)(next_u64() % (uint64_t)vocab);
+    }
+    float loss[2], *h[2];
+    for (int k = 0; k < 2; k++) {
+      hard(model_zero_grad(m[k]), "zero_grad");
+      hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
+      hard(model_backward(m[k]), "backward");
+    }
+    if (memcmp(&loss[0], &loss[1], sizeof loss[0]) != 0) *what = "loss";
+    for (int k = 0; k < 2; k++) h[k] = host_copy(m[k], model_grads(m[k]), n);
+    if (!**what && memcmp(h[0], h[1], n * sizeof *h[0]) != 0)
+      *what = "gradients";
+    for (int k = 0; k < 2; k++) {
+      free(h[k]);
+      hard(model_adamw_step(m[k], &o), "adamw");
+      h[k] = weights(m[k]);
+    }
+    if (!**what && memcmp(h[0], h[1], n * sizeof *h[0]) != 0)
+      *what = "weights";
+    for (int k = 0; k < 2; k++) free(h[k]);
+  }
+  free(ids);
+  return !**what;
+}
+
 float *other_checkpoint(engine *e, const model_config *c, int B, int T,
                         const char *prog, char *dir, size_t ndir, char *path,
                         size_t npath) {

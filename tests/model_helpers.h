@@ -22,6 +22,13 @@ int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps);
 int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
                          int B, int T, int steps);
 
+/* `steps` training steps (model_backward, model_adamw_step) of a and b on
+ * the same fresh random batches: 1 when the losses, every gradient and
+ * the weights after every step are equal bit for bit; *what names the
+ * first that differs ("loss", "gradients", "weights"), else "". */
+int training_agrees(model *a, model *b, int B, int T, int steps,
+                    const char **what);
+
 /* A checkpoint of another model than the tests' own: fp32 weights of
  * c (batch B, sequence T) from seed 4242 with the gains drawn away from 1,
  * saved by st_save_model to DIR/other.safetensors in a fresh temporary

@@ -245,15 +245,6 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
 
 /* ---- activation checkpointing ---------------------------------------------- */
 
-/* Bit-for-bit equal engine buffers of n floats. */
-static int same_bits(engine *e, const float *a, const float *b, size_t n) {
-  float *ha = download(e, a, n), *hb = download(e, b, n);
-  int same = memcmp(ha, hb, n * sizeof *ha) == 0;
-  free(ha);
-  free(hb);
-  return same;
-}
-
 /* Checkpoint groups of G layers (model_options.ckpt_layers) against none,
  * from weights w: over three training steps on fresh batches the losses,
  * every gradient and the weights after each AdamW step are the same bit
@@ -293,27 +284,12 @@ static void test_checkpointing(engine *e, const model_config *c,
         "(want %d), %d group inputs (want %d), %zu activation bytes "
         "against %zu without", G, L, an, nq, kept, nin, inputs, act[1],
         act[0]);
-  adamw_config a = adamw_defaults();
-  int same_loss = 1, same_grads = 1, same_weights = 1;
-  int32_t ids[B * T], tg[B * T];
-  for (int s = 0; s < 3; s++) {
-    batch(ids, tg, B * T, c->vocab);
-    float loss[2];
-    for (int k = 0; k < 2; k++) {
-      hard(model_zero_grad(m[k]), "zero_grad");
-      hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
-      hard(model_backward(m[k]), "backward");
-    }
-    same_loss &= memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
-    same_grads &= same_bits(e, model_grads(m[0]), model_grads(m[1]), np);
-    for (int k = 0; k < 2; k++) hard(model_adamw_step(m[k], &a), "adamw");
-    same_weights &= same_bits(e, model_params(m[0]), model_params(m[1]), np);
-  }
-  check(same_loss && same_grads && same_weights,
-        "checkpoint groups of %d of %d layers (%s): losses %s, gradients %s, "
-        "weights %s bit for bit over 3 steps", G, L, an,
-        same_loss ? "equal" : "DIFFER", same_grads ? "equal" : "DIFFER",
-        same_weights ? "equal" : "DIFFER");
+  const char *differs;
+  int agree = training_agrees(m[0], m[1], B, T, 3, &differs);
+  check(agree,
+        "checkpoint groups of %d of %d layers (%s): losses, gradients and "
+        "weights bit for bit over 3 steps%s%s", G, L, an,
+        *differs ? "; differ: " : "", differs);
   /* with AdamW in backward and gradient slots: the memory-lean form */
   oc.grad_slots = 1;
   for (int k = 0; k < 2; k++) {

@@ -270,6 +270,53 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   }
 }
 
+/* Activation checkpointing (model_options.ckpt_layers) on the GPU, 5
+ * layers in groups of 2 (the last group one layer): the same losses,
+ * gradients and weights as without it, bit for bit over 3 steps, in bf16
+ * and fp32, flash and materialised, with CUDA graphs (backward's rebuild
+ * is recorded with it); and with AdamW in backward on gradient slots
+ * against AdamW after backward without checkpoints. */
+static void test_checkpointing(engine *gpu, const model_config *tiny, int B,
+                               int T) {
+  model_config c = *tiny;
+  c.layers = 5;
+  static const struct { dtype t; attn_impl a; int graphs; const char *n; }
+      cases[] = {{DT_BF16, ATTN_FLASH, 0, "bf16 flash"},
+                 {DT_BF16, ATTN_FLASH, 1, "bf16 flash, CUDA graphs"},
+                 {DT_BF16, ATTN_MATERIALIZED, 0, "bf16 materialized"},
+                 {DT_F32, ATTN_FLASH, 0, "fp32 flash"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_options o = {.compute = cases[i].t, .fused = 1,
+                       .attention = cases[i].a, .f32 = F32_EXACT,
+                       .graphs = cases[i].graphs};
+    model_options oc = o;
+    oc.ckpt_layers = 2;
+    for (int slots = 0; slots < 2; slots++) {
+      oc.grad_slots = slots;
+      model *m[2];
+      for (int k = 0; k < 2; k++) {
+        hard(model_create_ex(&m[k], gpu, &c, B, T, k ? &oc : &o),
+             "model_create_ex");
+        hard(model_init(m[k], 11), "model_init");
+      }
+      if (slots) {
+        check(adamw_forms_agree(m[0], m[1], B, T, 3),
+              "%s, checkpoint groups of 2 of 5 layers, AdamW in backward on "
+              "gradient slots: the weights and losses of AdamW after "
+              "backward without checkpoints, bit for bit, over 3 steps",
+              cases[i].n);
+      } else {
+        const char *differs;
+        int agree = training_agrees(m[0], m[1], B, T, 3, &differs);
+        check(agree, "%s, checkpoint groups of 2 of 5 layers: losses, "
+              "gradients and weights bit for bit over 3 steps%s%s",
+              cases[i].n, *differs ? "; differ: " : "", differs);
+      }
+      for (int k = 0; k < 2; k++) model_destroy(m[k]);
+    }
+  }
+}
+
 /* The optimizer in the products (model_options.adamw_in_products,
  * k_matmul_adamw) on the GPU, bf16 fused, 5 layers: one step from the same
  * weights on the same batch as AdamW after backward. Forward is the same;
@@ -624,6 +671,7 @@ int main(void) {
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
   test_adamw_in_products(gpu, &c, B, T);
+  test_checkpointing(gpu, &c, B, T);
   test_layernorm(cpu, gpu, B, T);
 
   free_out(&ref);

@@ -14,6 +14,10 @@ Configurations (--configs), each a full training step unless noted:
   compiled_inbwd  compiled, the optimizer in backward: one fused AdamW per
                   parameter stepped from register_post_accumulate_grad_hook,
                   each gradient freed right after its update
+  CONFIG_ckptK    any of the above with activation checkpointing: each
+                  group of K blocks one torch.utils.checkpoint call
+                  (use_reentrant=False), as the 2026 handout's section 3.2
+                  wraps them (experiments/gradient_checkpointing.cfg)
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights, as the handout asks.
 
@@ -39,6 +43,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from anchor_csv import AnchorCSV
 
@@ -121,13 +126,23 @@ class LM(nn.Module):
                                     for _ in range(layers))
         self.ln_final = RMSNorm(d)
         self.lm_head = nn.Linear(d, VOCAB, bias=False)
+        self.ckpt = 0   # blocks a checkpoint group; 0: no checkpointing
 
     def forward(self, ids):
         c, s = rope_tables(ids.shape[1], self.dh, ids.device)
         x = self.token_embeddings(ids)
-        for blk in self.layers:
-            x = blk(x, c, s)
+        k = self.ckpt or len(self.layers)
+        for g in range(0, len(self.layers), k):
+            if self.ckpt:
+                x = checkpoint(self.group, x, c, s, g, k, use_reentrant=False)
+            else:
+                x = self.group(x, c, s, g, k)
         return self.lm_head(self.ln_final(x))
+
+    def group(self, x, c, s, first, k):
+        for blk in self.layers[first:first + k]:
+            x = blk(x, c, s)
+        return x
 
 
 def make_step(model, config, precision):
@@ -191,6 +206,8 @@ def timed(run, steps):
 def measure(size, ctx, batch, precision, config, steps):
     torch.manual_seed(336)
     model = LM(*SIZES[size]).cuda()
+    config, _, k = config.partition("_ckpt")
+    model.ckpt = int(k) if k else 0
     step = make_step(model, config, precision)
     ids = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
     tgt = torch.randint(0, VOCAB, (batch, ctx), device="cuda")
