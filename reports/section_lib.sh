@@ -126,6 +126,22 @@ num() {
   esac
 }
 
+# peak_items LINE: "name,MiB" of every mem_* list of an lm job's samples
+# line (NAME.samples.jsonl) at the sample whose sum is largest: where the
+# bytes of its peak go.
+peak_items() {
+  printf '%s\n' "$1" | awk '{
+    n = 0
+    while (match($0, /"mem_[a-z_]+_mib": \[[^]]*\]/)) {
+      s = substr($0, RSTART, RLENGTH); $0 = substr($0, RSTART + RLENGTH)
+      name = s; sub(/^"mem_/, "", name); sub(/_mib".*/, "", name)
+      v = s; sub(/^[^[]*\[/, "", v); sub(/\]$/, "", v)
+      k = split(v, a, ", "); n++; nm[n] = name
+      for (j = 1; j <= k; j++) { x[n, j] = a[j]; tot[j] += a[j] }
+      len = k }
+    best = 1; for (j = 1; j <= len; j++) if (tot[j] > tot[best]) best = j
+    for (i = 1; i <= n; i++) printf "%s,%.0f\n", nm[i], x[i, best] }'
+}
 # has_rows CSV: CSV exists and holds a measured (status ok) row.
 has_rows() {
   [ -f "$1" ] || return 1

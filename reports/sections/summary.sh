@@ -111,6 +111,33 @@ elif [ -n "$fms" ]; then
   echo "| the same step in fp32 (no TF32) | $(kind "$fgpu") | $(calc '%.0f' "$fms") ms | not yet measured on the $(kind "$fgpu") (reports/anchors/torch_lm.py) |"
 fi
 
+# Activation checkpointing (2026.1): the 2.7B at context 2048, one
+# checkpoint a layer, against torch.compile with torch.utils.checkpoint
+# at the same grouping.
+gck=$DATA/gradient_checkpointing.csv
+gc() { # COL
+  val "$gck" "$1" --sort -utc --where precision=bf16 --where optimizer=after_backward --where checkpoint_layers=1
+}
+cms=$(gc step_ms_mean)
+if [ -n "$cms" ]; then
+  cgpu=$(gc gpu_name) cmib=$(gc engine_peak_mib)
+  num cms "$cms"; num cmib "$cmib"
+  ck_anchor=$(for_gpu torch_lm "$cgpu")
+  pcms=$(val "$ck_anchor" step_ms_median --where size=2.7B --where context=2048 --where precision=bf16 --where config=compiled_ckpt1)
+  pcgib=$(val "$ck_anchor" peak_gib --where size=2.7B --where context=2048 --where precision=bf16 --where config=compiled_ckpt1)
+  what="2.7B step, bf16, context 2048, a checkpoint every layer (2026.1)"
+  if [ -n "$pcms" ] && [ -n "$pcgib" ]; then
+    num pcms "$pcms"; num pcgib "$pcgib"
+    if is_true "$cmib / 1024 <= $pcgib"; then m="ours the smaller"
+    else m="**we use $(calc '%.2f' "$cmib / 1024 / $pcgib")x the memory**"; fi
+    echo "| $what | $(kind "$cgpu") | $(calc '%.0f' "$cms") ms, $(calc '%.1f' "$cmib / 1024") GiB | torch.compile + torch.utils.checkpoint $(calc '%.0f' "$pcms") ms, $(calc '%.1f' "$pcgib") GiB: $(verdict "$cms" "$pcms"), $m |"
+    lost "$cms" "$pcms" "on the checkpointed step"
+    lost "$cmib / 1024" "$pcgib" "on the checkpointed step's memory"
+  else
+    echo "| $what | $(kind "$cgpu") | $(calc '%.0f' "$cms") ms, $(calc '%.1f' "$cmib / 1024") GiB | not yet measured on the $(kind "$cgpu") (reports/anchors/torch_lm.py) |"
+  fi
+fi
+
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
 # 128 shape against SDPA's default.
 fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where impl=flash)

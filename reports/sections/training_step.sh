@@ -254,21 +254,6 @@ sline() {
     index($0, "\"adamw_blocks\": \"0\"") && index($0, "\"mem_t_ms\"") { l = $0 }
     END { print l }' "$jsonl"
 }
-# peak_items LINE: "name,MiB" of every mem_* list at the sample whose sum
-# is largest.
-peak_items() {
-  printf '%s\n' "$1" | awk '{
-    n = 0
-    while (match($0, /"mem_[a-z_]+_mib": \[[^]]*\]/)) {
-      s = substr($0, RSTART, RLENGTH); $0 = substr($0, RSTART + RLENGTH)
-      name = s; sub(/^"mem_/, "", name); sub(/_mib".*/, "", name)
-      v = s; sub(/^[^[]*\[/, "", v); sub(/\]$/, "", v)
-      k = split(v, a, ", "); n++; nm[n] = name
-      for (j = 1; j <= k; j++) { x[n, j] = a[j]; tot[j] += a[j] }
-      len = k }
-    best = 1; for (j = 1; j <= len; j++) if (tot[j] > tot[best]) best = j
-    for (i = 1; i <= n; i++) printf "%s,%.0f\n", nm[i], x[i, best] }'
-}
 la=$(sline after_backward)
 li=$(sline in_backward)
 if [ -n "$la" ] && [ -n "$li" ]; then

@@ -1,0 +1,220 @@
+#!/bin/sh
+# Writeup section gradient_checkpointing (the 2026 edition's 3.2): (a) the
+# memory-optimal arrangement of checkpoints, argued; (b) one level of
+# checkpoint groups measured (experiments/gradient_checkpointing.cfg, kind
+# lm, run.checkpoint_layers): per group size the peak, the activations'
+# bytes (the rows' samples: mem_activations_mib) and the step time, with
+# the group size the sizes predict, beside PyTorch's torch.compile with
+# torch.utils.checkpoint on the same GPU (reports/anchors/torch_lm.py,
+# configs compiled_ckptK). Environment as for every section.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+. "$REPORT_LIB"
+csv=$CSV
+jsonl="${csv%.csv}.samples.jsonl"
+
+cat <<'TEXT'
+### (a) The lowest peak, whatever the compute
+
+Nest the checkpoints as a chain: the outermost checkpoint wraps the whole
+model and saves only its input; inside it, the first N - 1 blocks are again
+one checkpoint, then block N runs normally, and so on down to block 1.
+Backward reruns the outer function, whose inner checkpoint keeps nothing
+but the model's input, so only block N's residuals are saved; after block
+N's backward the next level reruns blocks 1 .. N - 1 to rebuild block
+N - 1's, and so on. At any moment the memory holds one block's residuals
+plus a few block-boundary tensors: **O(1) peak activation memory**, for
+**O(N^2) compute** (block k runs N - k + 1 times). Halving recursively
+instead (checkpoint each half, each half's halves, ...) is the usual
+compromise: O(log N) memory for O(N log N) compute.
+
+```python
+def run(blocks, x):                 # blocks 1..k, checkpointed as a chain
+    if len(blocks) == 1:
+        return blocks[0](x)
+    h = checkpoint(run, blocks[:-1], x, use_reentrant=False)
+    return blocks[-1](h)
+
+y = checkpoint(run, model.blocks, x, use_reentrant=False)
+```
+
+TEXT
+
+echo "### (b) One level of checkpoints on the 2.7B model"
+echo
+if ! has_rows "$csv"; then
+  echo "_Not yet measured: run \`./runner experiments/gradient_checkpointing.cfg\` on a GPU._"
+  todo "gradient_checkpointing.csv (\`./runner experiments/gradient_checkpointing.cfg\`)"
+  echo
+  exit 0
+fi
+on_gpu "$csv"
+anchor=$(anchor_rows torch_lm)
+one() { tool value "$csv" --agg first --where status=ok --col "$1"; }
+size=$(one size) context=$(one context) batch=$(one batch)
+case $size in
+  2.7B) dmodel=2560 layers=32 ;;
+  *) echo "${0##*/}: $csv: size $size (this section reads the 2.7B's rows)" >&2; exit 1 ;;
+esac
+
+# row PREC OPT K COL: the latest ok row's COL, or "".
+row() {
+  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
+    --where precision="$1" --where optimizer="$2" --where checkpoint_layers="$3" --col "$4"
+}
+# sline PREC OPT K: the job's latest samples line.
+sline() {
+  [ -f "$jsonl" ] || return 0
+  awk -v p="$1" -v o="$2" -v k="$3" '
+    index($0, "\"precision\": \"" p "\"") && index($0, "\"optimizer\": \"" o "\"") &&
+    index($0, "\"checkpoint_layers\": \"" k "\"") && index($0, "\"mem_t_ms\"") { l = $0 }
+    END { print l }' "$jsonl"
+}
+# acts PREC OPT K: the activations' MiB (one allocation, made with the
+# model: the largest mem_activations_mib of the job's samples), or "".
+acts() {
+  sline "$@" | awk '{
+    i = index($0, "\"mem_activations_mib\": ["); if (!i) exit
+    r = substr($0, i + 24); r = substr(r, 1, index(r, "]") - 1)
+    n = split(r, a, ", "); m = 0; for (j = 1; j <= n; j++) if (a[j] + 0 > m) m = a[j] + 0
+    printf "%.1f\n", m }'
+}
+gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
+f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
+# input MiB: one group input, the fp32 residual stream of the batch
+in_mib=$(calc %.1f "4 * $batch * $context * $dmodel / 1048576")
+ks=$(tool distinct "$csv" --cols checkpoint_layers --where status=ok --sort checkpoint_layers)
+has_inbwd=$(tool count "$csv" --where status=ok --where optimizer=in_backward)
+
+cat <<TEXT
+The 2026 handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch
+$batch, context $context, one training step, fused path, FlashAttention-2,
+$GPU. \`checkpoint_layers = k\` keeps every activation for one group of k
+layers at a time plus each later group's input; backward reruns each
+group's forward but the last's: one step of recomputation, never nested.
+Gradients equal those without checkpoints bit for bit (tests/test_fused,
+tests/test_model_cuda). Groups of k save about k s_layer + ($layers / k)
+s_input bytes, least at k = sqrt($layers s_input / s_layer): s_input is
+the fp32 residual stream ($(calc %.0f "$in_mib") MiB), s_layer the rest of a layer's
+tensors (the activations with no checkpoints less those with k = 1, over
+$((layers - 1)) layers). GiB and ms; AdamW after backward unless a column
+says in backward (gradients in two layer-sized slots, section T).
+
+TEXT
+
+for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -precision); do
+  o=after_backward
+  a0=$(acts "$prec" $o 0) a1=$(acts "$prec" $o 1)
+  p0=$(row "$prec" $o 0 engine_peak_mib) s0=$(row "$prec" $o 0 step_ms_mean)
+  echo "$prec:"
+  echo
+  if [ "$has_inbwd" -gt 0 ]; then
+    echo "| k (layers a group) | groups | activations | peak | step | step against none | peak, in backward | step, in backward |"
+    echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
+  else
+    echo "| k (layers a group) | groups | activations | peak | step | step against none |"
+    echo "|--:|--:|--:|--:|--:|--:|"
+  fi
+  best='' bestp=''
+  for k in $ks; do
+    pk=$(row "$prec" $o "$k" engine_peak_mib) sm=$(row "$prec" $o "$k" step_ms_mean)
+    [ -n "$pk" ] || continue
+    num "peak" "$pk"
+    num "step" "$sm"
+    ac=$(acts "$prec" $o "$k")
+    if [ "$k" = 0 ] || [ "$k" -ge "$layers" ]; then g=1; else g=$(( (layers + k - 1) / k )); fi
+    rel='-'
+    [ -z "$s0" ] || [ "$k" = 0 ] || rel="$(calc %.2f "$sm / $s0")x"
+    line="| $k | $g | $(gib "$ac") | $(gib "$pk") | $(f1 "$sm") | $rel |"
+    [ "$has_inbwd" -eq 0 ] ||
+      line="$line $(gib "$(row "$prec" in_backward "$k" engine_peak_mib)") | $(f1 "$(row "$prec" in_backward "$k" step_ms_mean)") |"
+    echo "$line"
+    if [ "$k" != 0 ] && { [ -z "$bestp" ] || is_true "$pk < $bestp"; }; then best=$k bestp=$pk; fi
+  done
+  echo
+  [ -n "$a0" ] && [ -n "$a1" ] && [ -n "$best" ] && [ -n "$p0" ] && [ -n "$s0" ] || continue
+  # a layer's tensors but its input: A(0) - A(1) = (L - 1) s_layer
+  sl=$(calc %.1f "($a0 - $a1) / ($layers - 1)")
+  kstar=$(calc %.1f "sqrt($layers * $in_mib / $sl)")
+  lo=$(printf '%s\n' $ks | sort -rn | awk -v b="$best" '$1 > 0 && $1 < b { print; exit }')
+  hi=$(printf '%s\n' $ks | sort -n | awk -v b="$best" '$1 > b { print; exit }')
+  sb=$(row "$prec" $o "$best" step_ms_mean)
+  ab=$(acts "$prec" $o "$best")
+  printf '%s' "**$prec: k = $best gives the lowest peak, $(gib "$bestp") GiB against $(gib "$p0") without**"
+  nb=''
+  [ -z "$lo" ] || nb="k = $lo: $(gib "$(row "$prec" $o "$lo" engine_peak_mib)")"
+  [ -z "$hi" ] || nb="${nb:+$nb, }k = $hi: $(gib "$(row "$prec" $o "$hi" engine_peak_mib)")"
+  [ -z "$nb" ] || printf '%s' " ($nb)"
+  echo "; the sizes predict k = $kstar (s_layer = $(calc %.0f "$sl") MiB). Activations"
+  echo "fall from $(gib "$a0") to $(gib "$ab") GiB; the rerun adds $(calc %.0f "($sb / $s0 - 1) * 100")% to the step, about one"
+  echo "forward ($(calc %.0f "$(row "$prec" $o 0 fwd_ms_mean) / $s0 * 100")% of it)."
+  echo
+  if [ "$prec" = fp32 ]; then
+    echo "The handout's compiled PyTorch block saves 3651 MiB in fp32 against an"
+    echo "80 MiB input: k = $(calc %.1f "sqrt(32 * 80 / 3651)"), checkpoint every block. Our layer saves"
+    echo "$(calc %.1f "3651 / $sl")x less (flash attention keeps no scores; norms, merged heads and"
+    echo "SwiGLU's product are rebuilt), so larger groups pay."
+    echo
+  fi
+done
+
+# Where the bytes of the peak go, bf16 at the best group.
+lb=$(sline bf16 after_backward 1)
+if [ -n "$lb" ]; then
+  items=$(peak_items "$lb")
+  it() { printf '%s\n' "$items" | awk -F, -v k="$1" '$1 == k { printf "%.1f", $2 / 1024 }'; }
+  echo "The rest of the peak stays (bf16, k = 1): fp32 weights and their bf16"
+  echo "copy $(it params) GiB, fp32 gradients $(it grads), AdamW's moments $(it optimizer),"
+  echo "activations $(it activations). Our engine allocates each whole, so its peak"
+  echo "is their sum; PyTorch frees activations as backward makes gradients and"
+  echo "keeps no 16-bit weights."
+  echo
+fi
+if [ "$has_inbwd" -eq 0 ]; then
+  echo "AdamW in backward would drop the gradient buffer too; those rows are"
+  echo "not yet measured (\`./runner experiments/gradient_checkpointing.cfg\` adds them)."
+  echo
+  todo "the in-backward rows of gradient_checkpointing.csv (\`./runner experiments/gradient_checkpointing.cfg\` resumes)"
+fi
+
+# PyTorch with torch.utils.checkpoint on the same GPU.
+pt() { # CONFIG PREC COL
+  tool value "$anchor" --agg first --default "" --where status=ok --where size="$size" \
+    --where context="$context" --where precision="$2" --where config="$1" --col "$3"
+}
+ptc=$(tool distinct "$anchor" --cols config --where size="$size" --where context="$context" |
+  grep -E '^compiled(_ckpt[0-9]+)?$' || true)
+if [ -z "$ptc" ]; then
+  anchor_missing "checkpointed steps" are reports/anchors/torch_lm.py reports/anchors/torch_lm.csv \
+    --sizes "$size" --contexts "$context" --precisions bf16,fp32 \
+    --configs compiled,compiled_ckpt1,compiled_ckpt2,compiled_ckpt4
+  echo
+  exit 0
+fi
+echo "PyTorch on the same GPU (reports/anchors/torch_lm.py: torch.compile, SDPA,"
+echo "fused AdamW, k blocks a torch.utils.checkpoint call; max_memory_allocated):"
+echo
+echo "| precision | k | PyTorch step | PyTorch peak | our step | our peak | step |"
+echo "|---|--:|--:|--:|--:|--:|---|"
+sent=''
+for prec in $(tool distinct "$anchor" --cols precision --where size="$size" --where context="$context" --sort -precision); do
+  for c in $ptc; do
+    k=${c#compiled_ckpt}; [ "$c" = compiled ] && k=0
+    ts=$(pt "$c" "$prec" step_ms_median) tp=$(pt "$c" "$prec" peak_gib)
+    [ -n "$ts" ] || continue
+    num "PyTorch step" "$ts"
+    os=$(row "$prec" after_backward "$k" step_ms_mean) op=$(row "$prec" after_backward "$k" engine_peak_mib)
+    v='-'
+    [ -z "$os" ] || v=$(verdict "$os" "$ts")
+    echo "| $prec | $k | $ts | $tp | $(f1 "$os") | $(gib "$op") | $v |"
+    if [ "$prec" = bf16 ] && [ "$k" = 1 ] && [ -n "$os" ]; then
+      sent="At k = 1 in bf16, time: $v ($(f1 "$os") ms against $ts); peak: $(gib "$op") GiB against $tp, "
+      if is_true "$op / 1024 <= $tp"; then sent="${sent}ours the smaller."
+      else sent="${sent}**we lose on memory, $(calc %.2f "$op / 1024 / $tp")x its peak**."; fi
+    fi
+  done
+done
+echo
+[ -z "$sent" ] || { echo "$sent"; echo; }
