@@ -93,14 +93,12 @@ The 2026 handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch
 $batch, context $context, one training step, fused path, FlashAttention-2,
 $GPU. \`checkpoint_layers = k\` keeps every activation for one group of k
 layers at a time plus each later group's input; backward reruns each
-group's forward but the last's: one step of recomputation, never nested.
-Gradients equal those without checkpoints bit for bit (tests/test_fused,
-tests/test_model_cuda). Groups of k save about k s_layer + ($layers / k)
+group's forward but the last's: one step of recomputation, never nested,
+with the same gradients bit for bit. Groups of k save about k s_layer + ($layers / k)
 s_input bytes, least at k = sqrt($layers s_input / s_layer): s_input is
 the fp32 residual stream ($(calc %.0f "$in_mib") MiB), s_layer the rest of a layer's
 tensors (the activations with no checkpoints less those with k = 1, over
-$((layers - 1)) layers). GiB and ms; AdamW after backward unless a column
-says in backward (gradients in two layer-sized slots, section T).
+$((layers - 1)) layers). GiB and ms; AdamW after backward.
 
 TEXT
 
