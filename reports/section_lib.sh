@@ -126,6 +126,32 @@ num() {
   esac
 }
 
+# sample_line JSONL NAME=VALUE...: the latest line of an lm experiment's
+# samples (NAME.samples.jsonl) whose job has every setting NAME=VALUE and
+# a memory log, or "".
+sample_line() {
+  _sl=$1
+  shift
+  [ -f "$_sl" ] || return 0
+  awk -v want="$*" 'BEGIN { n = split(want, w, " ") }
+    index($0, "\"mem_t_ms\"") {
+      ok = 1
+      for (i = 1; i <= n && ok; i++) {
+        k = w[i]; sub(/=.*/, "", k); v = w[i]; sub(/^[^=]*=/, "", v)
+        ok = index($0, "\"" k "\": \"" v "\"") > 0
+      }
+      if (ok) l = $0
+    }
+    END { print l }' "$_sl"
+}
+# sample_list LINE NAME: the values of a samples line's list NAME, one a
+# line.
+sample_list() {
+  printf '%s\n' "$1" | awk -v name="$2" '{
+    key = "\"" name "\": ["; i = index($0, key); if (!i) exit
+    r = substr($0, i + length(key)); r = substr(r, 1, index(r, "]") - 1)
+    n = split(r, a, ", "); for (k = 1; k <= n; k++) print a[k] }'
+}
 # peak_items LINE: "name,MiB" of every mem_* list of an lm job's samples
 # line (NAME.samples.jsonl) at the sample whose sum is largest: where the
 # bytes of its peak go.

@@ -40,9 +40,12 @@ done
 ocsv="$scratch/opt/smoke_lm.csv"
 check "the three optimizer forms each give an ok row" \
   [ "$(column "$ocsv" status | tr '\n' ' ')" = "ok ok ok " ]
-check "the three optimizer forms give the same losses" \
-  [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "loss_first") a = i; if ($i == "loss_last") b = i }; next }
-              { print $a, $b }' "$ocsv" | sort -u | wc -l)" -eq 1 ]
+# losses CSV: the distinct (first, last) loss pairs of CSV's rows.
+losses() {
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "loss_first") a = i; if ($i == "loss_last") b = i }; next }
+           { print $a, $b }' "$1" | sort -u | wc -l
+}
+check "the three optimizer forms give the same losses" [ "$(losses "$ocsv")" -eq 1 ]
 # Activation checkpointing through the runner (run.checkpoint_layers):
 # experiments/gradient_checkpointing.cfg on the CPU engine, a model of 6
 # layers at context 32: every group size, with AdamW after backward and
@@ -56,9 +59,7 @@ check "the three optimizer forms give the same losses" \
 ccsv="$scratch/ckpt/gradient_checkpointing.csv"
 check "checkpoint groups of 0, 1, 2 and 8 layers, both optimizer forms: 8 ok rows" \
   [ "$(column "$ccsv" status | tr '\n' ' ')" = "ok ok ok ok ok ok ok ok " ]
-check "and the same losses" \
-  [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "loss_first") a = i; if ($i == "loss_last") b = i }; next }
-              { print $a, $b }' "$ccsv" | sort -u | wc -l)" -eq 1 ]
+check "and the same losses" [ "$(losses "$ccsv")" -eq 1 ]
 acts() { # K: the activations' MiB of group size K's job, AdamW after backward
   grep "\"optimizer\": \"after_backward\".*\"checkpoint_layers\": \"$1\"" \
     "$scratch/ckpt/gradient_checkpointing.samples.jsonl" |

@@ -65,21 +65,12 @@ row() {
     --where precision="$1" --where optimizer="$2" --where checkpoint_layers="$3" --col "$4"
 }
 # sline PREC OPT K: the job's latest samples line.
-sline() {
-  [ -f "$jsonl" ] || return 0
-  awk -v p="$1" -v o="$2" -v k="$3" '
-    index($0, "\"precision\": \"" p "\"") && index($0, "\"optimizer\": \"" o "\"") &&
-    index($0, "\"checkpoint_layers\": \"" k "\"") && index($0, "\"mem_t_ms\"") { l = $0 }
-    END { print l }' "$jsonl"
-}
+sline() { sample_line "$jsonl" precision="$1" optimizer="$2" checkpoint_layers="$3"; }
 # acts PREC OPT K: the activations' MiB (one allocation, made with the
 # model: the largest mem_activations_mib of the job's samples), or "".
 acts() {
-  sline "$@" | awk '{
-    i = index($0, "\"mem_activations_mib\": ["); if (!i) exit
-    r = substr($0, i + 24); r = substr(r, 1, index(r, "]") - 1)
-    n = split(r, a, ", "); m = 0; for (j = 1; j <= n; j++) if (a[j] + 0 > m) m = a[j] + 0
-    printf "%.1f\n", m }'
+  sample_list "$(sline "$@")" mem_activations_mib |
+    awk '$1 + 0 > m { m = $1 + 0 } END { if (NR) printf "%.1f\n", m }'
 }
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
 f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }

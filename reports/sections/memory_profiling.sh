@@ -48,19 +48,8 @@ case $size in
 esac
 
 # The job's latest samples line, and one sample list from it.
-sline() {
-  [ -f "$jsonl" ] || return 0
-  awk -v p="$1" -v c="$2" -v m="$3" '
-    index($0, "\"precision\": \"" p "\"") && index($0, "\"context\": \"" c "\"") &&
-    index($0, "\"mode\": \"" m "\"") && index($0, "\"mem_t_ms\"") { l = $0 }
-    END { print l }' "$jsonl"
-}
-arr() {
-  printf '%s\n' "$1" | awk -v name="$2" '{
-    key = "\"" name "\": ["; i = index($0, key); if (!i) exit
-    r = substr($0, i + length(key)); r = substr(r, 1, index(r, "]") - 1)
-    n = split(r, a, ", "); for (k = 1; k <= n; k++) print a[k] }'
-}
+sline() { sample_line "$jsonl" precision="$1" context="$2" mode="$3"; }
+arr() { sample_list "$@"; }
 # peak PREC CTX MODE [COL]: the engine's peak of the latest ok row (MiB),
 # or that row's COL, or "".
 peak() {

@@ -247,12 +247,7 @@ fi
 # ---- where the bytes of the peak go --------------------------------------------
 # sline OPT: the latest samples line of the 2.7B, bf16, context-512 job.
 sline() {
-  [ -f "$jsonl" ] || return 0
-  awk -v o="$1" '
-    index($0, "\"size\": \"2.7B\"") && index($0, "\"precision\": \"bf16\"") &&
-    index($0, "\"context\": \"512\"") && index($0, "\"optimizer\": \"" o "\"") &&
-    index($0, "\"adamw_blocks\": \"0\"") && index($0, "\"mem_t_ms\"") { l = $0 }
-    END { print l }' "$jsonl"
+  sample_line "$jsonl" size=2.7B precision=bf16 context=512 optimizer="$1" adamw_blocks=0
 }
 la=$(sline after_backward)
 li=$(sline in_backward)
