@@ -18,17 +18,13 @@ jsonl="${csv%.csv}.samples.jsonl"
 cat <<'TEXT'
 ### (a) The lowest peak, whatever the compute
 
-Nest the checkpoints as a chain: the outermost checkpoint wraps the whole
-model and saves only its input; inside it, the first N - 1 blocks are again
-one checkpoint, then block N runs normally, and so on down to block 1.
-Backward reruns the outer function, whose inner checkpoint keeps nothing
-but the model's input, so only block N's residuals are saved; after block
-N's backward the next level reruns blocks 1 .. N - 1 to rebuild block
-N - 1's, and so on. At any moment the memory holds one block's residuals
-plus a few block-boundary tensors: **O(1) peak activation memory**, for
-**O(N^2) compute** (block k runs N - k + 1 times). Halving recursively
-instead (checkpoint each half, each half's halves, ...) is the usual
-compromise: O(log N) memory for O(N log N) compute.
+Nest checkpoints as a chain (below): the outer one keeps only the model's
+input; its rerun in backward runs blocks 1 .. N - 1 inside a checkpoint
+that again keeps only that input, so only block N's residuals are saved;
+then blocks 1 .. N - 2 are rerun for block N - 1, and so on. The peak is
+one block's residuals plus a few boundary tensors, **O(1)**, for **O(N^2)
+compute** (block k runs N - k + 1 times). Recursive halving is the usual
+middle: O(log N) memory, O(N log N) compute.
 
 ```python
 def run(blocks, x):                 # blocks 1..k, checkpointed as a chain
