@@ -4,7 +4,7 @@
 # (reports/problems.def: NUM NAME PARTS SCRIPTS TESTS).
 #
 #   mkreport.sh --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY \
-#               --problems FILE [--only NAME=EXPERIMENT]
+#               --problems FILE [--only NAME=EXPERIMENT] [--runner PATH]
 #
 # For each problem it writes "## NUM NAME", then the output of each of its
 # section scripts (reports/sections/SCRIPT.sh, run with PROBLEM=NAME and
@@ -12,7 +12,10 @@
 # claims, each with what its own header comment says it checks. Before the
 # sections: a title, the data files read, a summary (sections/summary.sh)
 # and a table of contents. --only renders that one problem alone, reading
-# EXPERIMENT's CSV (how `make demo` renders its small run).
+# EXPERIMENT's CSV (how `make demo` renders its small run). --runner
+# (the runner binary): a sweep's size is counted from its experiment file
+# now (the runner's dry run), so a sweep that grew since its last run is
+# listed as still to measure; without it, from NAME.json, the last run's.
 #
 # Paths come in as arguments so that out-of-tree builds work; the scripts it
 # runs are found next to this file, the tests in ../tests. A section whose
@@ -35,11 +38,11 @@ die() {
 }
 usage() {
   echo "$me: $*" >&2
-  echo "usage: $me --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY --problems FILE [--only NAME=EXPERIMENT]" >&2
+  echo "usage: $me --data DIR --out DIR --csvtool PATH --gnuplot PATH_OR_EMPTY --problems FILE [--only NAME=EXPERIMENT] [--runner PATH]" >&2
   exit 2
 }
 
-data='' out='' csvtool='' gnuplot='' problems='' only='' gnuplot_given=''
+data='' out='' csvtool='' gnuplot='' problems='' only='' gnuplot_given='' runner=''
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage "$1 needs a value"
   case $1 in
@@ -49,6 +52,7 @@ while [ $# -gt 0 ]; do
     --gnuplot) gnuplot=$2; gnuplot_given=1 ;;
     --problems) problems=$2 ;;
     --only) only=$2 ;;
+    --runner) runner=$2 ;;
     *) usage "unknown argument \"$1\"" ;;
   esac
   shift 2
@@ -80,6 +84,14 @@ esac
 case $gnuplot in
   */*) gnuplot=$(absolute "$gnuplot") ;;
 esac
+if [ -n "$runner" ]; then
+  runner=$(absolute "$runner")
+  [ -x "$runner" ] || die "runner \"$runner\" is not an executable file (build it: make runner)"
+fi
+# what section_lib.sh's unmeasured reads
+REPORT_RUNNER=$runner
+REPORT_EXPERIMENTS=$(cd "$here/../experiments" 2> /dev/null && pwd) || REPORT_EXPERIMENTS=''
+export REPORT_RUNNER REPORT_EXPERIMENTS
 data=$(absolute "$data")
 problems=$(absolute "$problems")
 mkdir -p "$out"

@@ -196,21 +196,31 @@ fam() { families "$1" | awk -v n="$2" '$1 == n { print $2; exit }'; }
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 
 # unmeasured CSV: one sentence when the sweep has jobs with no row at all
-# (a run stopped before them: a time limit, Ctrl-C): the job count the
-# runner wrote to NAME.json against CSV's rows (one a job; rows of jobs a
-# config has since dropped only hide some). Nothing when each has a row.
+# (a run stopped before them, or the experiment file grew since): its job
+# count against CSV's rows (one a job; rows of jobs a config has since
+# dropped only hide some). Nothing when each has a row.
 unmeasured() {
   _uj="${1%.csv}.json"
-  [ -f "$1" ] && [ -f "$_uj" ] || return 0
-  _un=$(sed -n 's/^ *"jobs": \([0-9][0-9]*\),.*/\1/p' "$_uj" | head -n 1)
+  _uc="${REPORT_EXPERIMENTS:-}/$(basename "$1" .csv).cfg"
+  [ -f "$1" ] || return 0
+  _un=''
+  # the experiment file as it is now, counted by the runner's dry run
+  # (mkreport.sh --runner); else the last run's count in NAME.json
+  if [ -n "${REPORT_RUNNER:-}" ] && [ -f "$_uc" ]; then
+    _un=$("$REPORT_RUNNER" --dry-run --out-dir "$(dirname "$1")" "$_uc" 2> /dev/null |
+            sed -n '1s/^\([0-9][0-9]*\) jobs .*/\1/p') || _un=''
+  fi
+  if [ -z "$_un" ] && [ -f "$_uj" ]; then
+    _un=$(sed -n 's/^ *"jobs": \([0-9][0-9]*\),.*/\1/p' "$_uj" | head -n 1)
+  fi
   [ -n "$_un" ] || return 0
   _ur=$(tool count "$1") || exit 1
   [ "$_ur" -lt "$_un" ] || return 0
   _um=$((_un - _ur))
   case $_um in 1) _uw="has" ;; *) _uw="have" ;; esac
   todo "$_um of $(basename "$1")'s $_un jobs (\`./runner experiments/$(basename "$1" .csv).cfg\` resumes)"
-  echo "$_um of the sweep's $_un jobs $_uw no row yet (the run stopped before"
-  echo "them); \`./runner experiments/$(basename "$1" .csv).cfg\` measures just those."
+  echo "$_um of the sweep's $_un jobs $_uw no row yet; \`./runner"
+  echo "experiments/$(basename "$1" .csv).cfg\` measures just those."
   echo
 }
 

@@ -29,7 +29,7 @@ csvtool="$top_builddir/csvtool"
 list="$top_srcdir/reports/problems.def"
 out="$scratch/report"
 sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" \
-  --out "$out" --csvtool "$csvtool" --gnuplot "${GNUPLOT:-}" \
+  --out "$out" --csvtool "$csvtool" --runner "$top_builddir/runner" --gnuplot "${GNUPLOT:-}" \
   --problems "$list" > "$scratch/mk.out" 2>&1
 rc=$?
 check "the writeup renders from the committed CSVs (exit $rc)" [ $rc -eq 0 ]
@@ -105,7 +105,7 @@ for f in "$top_srcdir"/reports/data/*.csv; do
   sed 's/,NVIDIA H[0-9][0-9]*[^,]*,/,NVIDIA X900,/g' "$f" > "$other/${f##*/}"
 done
 sh "$top_srcdir/reports/mkreport.sh" --data "$other" --out "$scratch/report_other" \
-  --csvtool "$csvtool" --gnuplot "" --problems "$list" > "$scratch/mk_other.out" 2>&1
+  --csvtool "$csvtool" --runner "$top_builddir/runner" --gnuplot "" --problems "$list" > "$scratch/mk_other.out" 2>&1
 rc=$?
 check "the writeup renders from rows of a GPU without anchors (exit $rc)" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || cat "$scratch/mk_other.out"
@@ -121,7 +121,7 @@ check "and its list of what is still to measure names each section's missing anc
 # still-to-measure list names each experiment with its command.
 mkdir -p "$scratch/empty"
 sh "$top_srcdir/reports/mkreport.sh" --data "$scratch/empty" --out "$scratch/report_empty" \
-  --csvtool "$csvtool" --gnuplot "" --problems "$list" > "$scratch/mk_empty.out" 2>&1
+  --csvtool "$csvtool" --runner "$top_builddir/runner" --gnuplot "" --problems "$list" > "$scratch/mk_empty.out" 2>&1
 rc=$?
 check "the writeup renders from no data (exit $rc)" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || cat "$scratch/mk_empty.out"

@@ -157,12 +157,9 @@ if [ -n "$lb" ]; then
   echo "keeps no 16-bit weights."
   echo
 fi
-if [ "$has_inbwd" -eq 0 ]; then
-  echo "AdamW in backward would drop the gradient buffer too; those rows are"
-  echo "not yet measured (\`./runner experiments/gradient_checkpointing.cfg\` adds them)."
-  echo
-  todo "the in-backward rows of gradient_checkpointing.csv (\`./runner experiments/gradient_checkpointing.cfg\` resumes)"
-fi
+[ "$has_inbwd" -gt 0 ] || echo "AdamW in backward would drop the gradient buffer too."
+failed_jobs "$csv" precision,optimizer,checkpoint_layers,status,message \
+  "precision,optimizer,k,status,message"
 
 # PyTorch with torch.utils.checkpoint on the same GPU.
 pt() { # CONFIG PREC COL
