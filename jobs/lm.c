@@ -428,7 +428,8 @@ enum { MAX_POINTS = 300 };   /* keeps the samples within a result's room */
  * model creation's end, then the first step's forward start and the ends
  * of its forward, backward and optimizer (equal where the mode stops);
  * "act_mib.NAME": the largest activations, [MiB over all layers, layers],
- * a name standing for "layers.N.NAME" of every layer. start_groups: bytes
+ * a name standing for "layers.N.NAME" of every layer ("checkpoint.NAME":
+ * "checkpoint.G.NAME" of every checkpoint group). start_groups: bytes
  * in use by group when the log started; log_t0: the clock then. Past
  * MAX_POINTS events the timeline is cut; events the engine could not
  * record are counted in "mem_events_lost". */
@@ -479,7 +480,13 @@ static void memory_samples(result *r, engine *e, const model *m,
   for (int i = 0; names && mib && cnt && i < nv; i++) {
     const char *s = v[i].name;
     int layer, used = 0;
+    char group[64] = "";
     if (sscanf(s, "layers.%d.%n", &layer, &used) == 1 && used > 0) s += used;
+    /* checkpoint groups' inputs: "checkpoint.input", all groups together */
+    else if (sscanf(s, "checkpoint.%d.%n", &layer, &used) == 1 && used > 0) {
+      snprintf(group, sizeof group, "checkpoint.%s", s + used);
+      s = group;
+    }
     size_t end = i + 1 < nv ? v[i + 1].offset : v[i].offset + v[i].numel;
     double bytes = (double)(end - v[i].offset) * 4.0;
     int k = 0;
