@@ -150,11 +150,14 @@ lb=$(sline bf16 after_backward 1)
 if [ -n "$lb" ]; then
   items=$(peak_items "$lb")
   it() { printf '%s\n' "$items" | awk -F, -v k="$1" '$1 == k { printf "%.1f", $2 / 1024 }'; }
-  echo "The rest of the peak stays (bf16, k = 1): fp32 weights and their bf16"
-  echo "copy $(it params) GiB, fp32 gradients $(it grads), AdamW's moments $(it optimizer),"
-  echo "activations $(it activations). Our engine allocates each whole, so its peak"
-  echo "is their sum; PyTorch frees activations as backward makes gradients and"
-  echo "keeps no 16-bit weights."
+  echo "What the peak holds (bf16, k = 1, GiB):"
+  echo
+  echo "| fp32 weights and bf16 copy | fp32 gradients | AdamW's moments | activations |"
+  echo "|--:|--:|--:|--:|"
+  echo "| $(it params) | $(it grads) | $(it optimizer) | $(it activations) |"
+  echo
+  echo "Our engine allocates each whole, so its peak is their sum; PyTorch"
+  echo "frees activations as backward makes gradients and keeps no 16-bit weights."
   echo
 fi
 [ "$has_inbwd" -gt 0 ] || echo "AdamW in backward would drop the gradient buffer too."
