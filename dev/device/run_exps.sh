@@ -10,6 +10,9 @@
 # RESUME=1: an experiment with no CSV in .devres/data yet starts from the
 # committed one (reports/data/NAME.*), so only its missing jobs run (the
 # runner refuses, exit 2, if those rows are another GPU's).
+# RUNNER_ARGS: more runner options for every experiment, e.g.
+# "--force --only precision=bf16" with RESUME=1 re-measures those rows in
+# the committed CSV (the NAME.json it writes then describes that run).
 # BUDGET counts from the start of this script, after the build: keep it
 # under the call's limit less the build (about 45 s on a fresh machine)
 # and a margin, or the call is cut off (the tarball written after each
@@ -29,7 +32,8 @@ for e in $EXPS; do
       [ ! -f "reports/data/$e.$x" ] || cp "reports/data/$e.$x" .devres/data/
     done
   fi
-  timeout -s INT -k 15 $left ./runner --out-dir .devres/data "experiments/$e.cfg" \
+  # shellcheck disable=SC2086 # RUNNER_ARGS: words, split on purpose
+  timeout -s INT -k 15 $left ./runner --out-dir .devres/data ${RUNNER_ARGS:-} "experiments/$e.cfg" \
     > ".devres/logs/$e.log" 2>&1
   rc=$?
   rows=$(($(wc -l < ".devres/data/$e.csv" 2> /dev/null || echo 1) - 1))
