@@ -156,6 +156,35 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
   fi
 done
 
+# The tables as a figure: peak and step time against k.
+if [ -n "$GNUPLOT" ]; then
+  here=$(cd "$(dirname "$0")" && pwd)
+  tmp="$REPORT_TMP/checkpointing.csv"
+  {
+    echo "series,k,peak_gib,step_rel,none_gib"
+    for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -precision); do
+      for o in after_backward in_backward; do
+        p0=$(row "$prec" $o 0 engine_peak_mib) s0=$(row "$prec" $o 0 step_ms_mean)
+        [ -n "$p0" ] && [ -n "$s0" ] || continue
+        case $o in after_backward) ow="AdamW after backward" ;; *) ow="AdamW in backward" ;; esac
+        for k in $ks; do
+          [ "$k" != 0 ] || continue
+          pk=$(row "$prec" $o "$k" engine_peak_mib) sm=$(row "$prec" $o "$k" step_ms_mean)
+          [ -n "$pk" ] || continue
+          echo "$prec; $ow,$k,$(calc %.2f "$pk / 1024"),$(calc %.3f "$sm / $s0"),$(calc %.2f "$p0 / 1024")"
+        done
+      done
+    done
+  } > "$tmp"
+  "$GNUPLOT" -c "$(dirname "$here")/checkpointing.gp" "$tmp" "$OUT/gradient_checkpointing.svg" \
+    "The $size at context $context, batch $batch, on $GPU_KIND: checkpoint groups of k layers"
+  echo "![Peak memory and step time against the checkpoint group size](gradient_checkpointing.svg)"
+  echo
+  echo "_The tables above: peak (left; dashed, without checkpoints) and step time"
+  echo "over the step without them (right), log k._"
+  echo
+fi
+
 # Where the bytes of the peak go, bf16 at the best group.
 lb=$(sline bf16 after_backward 1)
 if [ -n "$lb" ]; then
