@@ -68,8 +68,6 @@ acts() {
   sample_list "$(sline "$@")" mem_activations_mib |
     awk '$1 + 0 > m { m = $1 + 0 } END { if (NR) printf "%.1f\n", m }'
 }
-gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
-f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 # input MiB: one group input, the fp32 residual stream of the batch
 in_mib=$(calc %.1f "4 * $batch * $context * $dmodel / 1048576")
 ks=$(tool distinct "$csv" --cols checkpoint_layers --where status=ok --sort checkpoint_layers)

@@ -56,7 +56,6 @@ peak() {
   tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where precision="$1" \
     --where context="$2" --where mode="$3" --col "${4:-engine_peak_mib}"
 }
-gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
 contexts=$(tool distinct "$csv" --cols context --where status=ok --sort context)
 cmax=$(printf '%s\n' $contexts | tail -n 1)
 

@@ -246,7 +246,6 @@ anc() { # SIZE PREC MODE CONFIG
 x() { # speed-up a/b
   if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
 }
-gib() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f\", $1 / 1024 }" || printf -- '-'; }
 sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
 # The strongest PyTorch, measured side by side (torch_lm.csv): the
 # train step of torch.compile + SDPA + fused AdamW. For the small bf16 step

@@ -41,8 +41,6 @@ theirs() {
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
-gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
-f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
 mfu() {
