@@ -39,11 +39,16 @@ INIT_FN uint64_t init_key(uint64_t seed, uint64_t index) {
   return init_mix(seed + (index + 1) * 0xD1B54A32D192ED03ULL);
 }
 
+/* The counter's step between elements: element j of a tensor with key k
+ * is element 0 of key k + j * INIT_STEP, so any range of a tensor can be
+ * drawn alone (a shard: model_init_range). */
+#define INIT_STEP 0x9E3779B97F4A7C15ULL
+
 /* std * z_j, or `fill` when std is 0. */
 INIT_FN float init_value(uint64_t key, uint64_t j, float fill, float std,
                          const int32_t *t) {
   if (std == 0.0f) return fill;
-  uint32_t u = (uint32_t)(init_mix(key + (j + 1) * 0x9E3779B97F4A7C15ULL) >> 32);
+  uint32_t u = (uint32_t)(init_mix(key + (j + 1) * INIT_STEP) >> 32);
   uint32_t i = u >> 16;
   int64_t step = (int64_t)t[i + 1] - t[i];   /* >= 0: quantiles rise */
   int32_t z = t[i] + (int32_t)((step * (int64_t)(u & 0xFFFFu)) >> 16);

@@ -210,7 +210,7 @@ int model_backward_on(model *m, engine *e) {
 }
 
 static int backward_on(model *m, engine *e) {
-  if (m->gmap && !m->adamw_in_bwd)
+  if (m->gmap && !m->adamw_in_bwd && !m->pack)
     FAIL(ERR_FAIL, "model_backward: the model keeps its gradients in slots "
          "(model_options.grad_slots), each layer's only until its update "
          "(allowed: model_backward_adamw)");
@@ -222,6 +222,8 @@ static int backward_on(model *m, engine *e) {
     FAIL(ERR_FAIL, "model_backward: no forward with targets since the last "
          "backward (backward overwrites the logits with their gradient)");
   m->fwd_loss = 0;
+  /* bound: the slots hold other groups' gradients, every product writes */
+  if (m->pack) m->grads_deferred_zero = 1;
   TRY(model_params_low_current(m));
   const int key[3] = {m->fwd_b, m->fwd_t, m->grads_deferred_zero};
   if (e == m->e)

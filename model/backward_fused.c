@@ -18,11 +18,6 @@
 
 #include <math.h>
 
-static const void *wl(const model *m, const float *W) {
-  return (const char *)m->params_low +
-         (size_t)(W - m->params) * dtype_size(m->lt);
-}
-
 /* dW[dout, din] += dy[n, dout]^T x[n, din], both lt; dW = ... when
  * model_zero_grad deferred the zeroing (beta 0: nothing to add to). With
  * the optimizer in the products (model_options.adamw_in_products) the
@@ -30,14 +25,14 @@ static const void *wl(const model *m, const float *W) {
  * written: so it comes after every read of W's copy in backward (each dx
  * product, each forward product rebuilt). */
 static int linear_dw(model *m, const void *dy, const void *x, const float *W,
-                     float *dW, int n, int din, int dout) {
+                     const void *Wl, float *dW, int n, int din, int dout) {
   if (m->adamw_in_bwd && m->opt.adamw_in_products) {
     const adamw_config *o = m->adamw_in_bwd;
     size_t at = (size_t)(W - (const float *)m->params);
     int low = m->params_low != (const void *)m->params;
     return k_matmul_adamw(m->be, dout, din, n, dy, dout, x, din, m->lt,
                           (float *)m->params + at,
-                          low ? (void *)wl(m, W) : NULL, m->adam_m + at,
+                          low ? (void *)Wl : NULL, m->adam_m + at,
                           m->adam_v + at, o->lr, o->beta1, o->beta2, o->eps,
                           o->weight_decay, m->step + 1);
   }
@@ -62,16 +57,16 @@ static int clear_accumulated(model *m) {
 
 /* y[n, dout] (yt) = x[n, din] W^T: forward's product (forward_fused.c),
  * on backward's engine, to rebuild what forward did not keep. */
-static int linear_fwd(model *m, const void *x, const float *W, void *y,
+static int linear_fwd(model *m, const void *x, const void *W, void *y,
                       dtype yt, int n, int din, int dout) {
-  return k_matmul_ex(m->be, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
+  return k_matmul_ex(m->be, 0, 1, n, dout, din, 1.0f, x, din, W, din,
                      m->lt, 0.0f, y, dout, yt, m->opt.f32);
 }
 
 /* dx[n, din] (xt) = dy[n, dout] W (+ beta dx). */
-static int linear_dx(model *m, const void *dy, const float *W, void *dx,
+static int linear_dx(model *m, const void *dy, const void *W, void *dx,
                      dtype xt, int n, int din, int dout, float beta) {
-  return k_matmul_ex(m->be, 0, 0, n, din, dout, 1.0f, dy, dout, wl(m, W), din,
+  return k_matmul_ex(m->be, 0, 0, n, din, dout, 1.0f, dy, dout, W, din,
                      m->lt, beta, dx, din, xt, m->opt.f32);
 }
 
@@ -89,6 +84,7 @@ static int slot_take(model *m, int g) {
   if (ev) TRY(eng_event_wait(m->be, ev));
   const size_t D = (size_t)m->c.d_model * sizeof(float);
   if (g < 0) return eng_memset0(m->be, m->g.emb, (size_t)m->c.vocab * D);
+  if (m->pack) return 0;   /* bound: the gains' gradients are not slotted */
   if (g == m->c.layers) return eng_memset0(m->be, m->g.lnf, D);
   TRY(eng_memset0(m->be, m->g.layer[g].ln1, D));
   TRY(eng_memset0(m->be, m->g.layer[g].ln2, D));
@@ -102,8 +98,10 @@ static int slot_take(model *m, int g) {
 static int rebuild_group(model *m, int g) {
   const int G = m->f.group, end = G * (g + 1) < m->c.layers
                                       ? G * (g + 1) : m->c.layers;
-  for (int j = G * g; j < end; j++)
+  for (int j = G * g; j < end; j++) {
+    TRY(model_weights(m, j, 1));   /* released after j's backward */
     TRY(model_fused_layer_fwd(m, m->be, j, j == G * g));
+  }
   return 0;
 }
 
@@ -116,14 +114,18 @@ int model_backward_fused(model *m) {
   const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
   const dtype lt = m->lt;
   void *dres_low = a->dres_low == (void *)a->dres ? NULL : a->dres_low;
+  if (m->pack)   /* bound: the gains' gradients, added to all along */
+    TRY(eng_memset0(e, model_norm_grads(m), m->nnorm * sizeof(float)));
   if (m->gmap) TRY(slot_take(m, L));
   else if (m->grads_deferred_zero) TRY(clear_accumulated(m));
 
   /* loss = mean CE; logits = lnf W_lm^T */
   TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
                              lt, N, V, m->loss_scale / (float)N));
-  TRY(linear_dx(m, a->dlogits, m->p.lm, a->dn, lt, N, D, V, 0.0f));
-  TRY(linear_dw(m, a->dlogits, a->lnf, m->p.lm, m->g.lm, N, D, V));
+  TRY(model_weights(m, L, 1));
+  TRY(linear_dx(m, a->dlogits, m->lo_lm, a->dn, lt, N, D, V, 0.0f));
+  TRY(model_weights(m, L, 0));
+  TRY(linear_dw(m, a->dlogits, a->lnf, m->p.lm, m->lo_lm, m->g.lm, N, D, V));
   TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));
@@ -131,12 +133,15 @@ int model_backward_fused(model *m) {
 
   for (int i = L - 1; i >= 0; i--) {
     const layer_ptrs *p = &m->p.layer[i], *g = &m->g.layer[i];
+    const layer_low *w = &m->lo[i];
     fused_layer *l = &a->layer[i];
     /* a group's last layer, but for the last group's (forward left
-     * those tensors): rebuild the group */
+     * those tensors): rebuild the group (which needs its weights) */
     const int G = a->group;
     if (i / G < (L - 1) / G && i % G == G - 1)
       IN_RANGE(e, "recompute", rebuild_group(m, i / G));
+    else if (!(i / G < (L - 1) / G))
+      TRY(model_weights(m, i, 1));
     if (m->gmap) TRY(slot_take(m, i));
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */
     /* dh first, so h is recomputed by the pass that reads a and b for
@@ -144,10 +149,10 @@ int model_backward_fused(model *m) {
      * before it is written): h over dh, da over a, db over b, which
      * backward reads no more. */
     void *da = l->a, *db = l->b;
-    TRY(linear_dx(m, a->dres_low, p->w2, a->dh, lt, N, F, D, 0.0f));
+    TRY(linear_dx(m, a->dres_low, w->w2, a->dh, lt, N, F, D, 0.0f));
     TRY(k_swiglu_bwd_ex(e, a->dh, l->a, l->b, da, db, a->h, lt,
                         (size_t)N * F));
-    TRY(linear_dw(m, a->dres_low, a->h, p->w2, g->w2, N, F, D));
+    TRY(linear_dw(m, a->dres_low, a->h, p->w2, w->w2, g->w2, N, F, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W2)));
     const void *n2 = l->n2;
     const float *resid = l->resid;
@@ -156,7 +161,7 @@ int model_backward_fused(model *m) {
        * again, by forward's kernels on the same inputs (the same bits);
        * om stays for Wo's gradient below */
       TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
-      TRY(linear_fwd(m, a->om, p->wo, a->tmp, DT_F32, N, D, D));
+      TRY(linear_fwd(m, a->om, w->wo, a->tmp, DT_F32, N, D, D));
       TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, a->resid, p->ln2, a->norm, lt,
                             l->rstd2, N, D, eps));
       resid = a->resid;
@@ -166,11 +171,11 @@ int model_backward_fused(model *m) {
                             l->rstd2, N, D, eps));
       n2 = a->norm;
     }
-    TRY(linear_dx(m, da, p->w1, a->dn, lt, N, D, F, 0.0f));
-    TRY(linear_dx(m, db, p->w3, a->dn, lt, N, D, F, 1.0f));
-    TRY(linear_dw(m, da, n2, p->w1, g->w1, N, D, F));
+    TRY(linear_dx(m, da, w->w1, a->dn, lt, N, D, F, 0.0f));
+    TRY(linear_dx(m, db, w->w3, a->dn, lt, N, D, F, 1.0f));
+    TRY(linear_dw(m, da, n2, p->w1, w->w1, g->w1, N, D, F));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W1)));
-    TRY(linear_dw(m, db, n2, p->w3, g->w3, N, D, F));
+    TRY(linear_dw(m, db, n2, p->w3, w->w3, g->w3, N, D, F));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_W3)));
     TRY(k_rmsnorm_bwd_ex(e, a->dn, resid, p->ln2, l->rstd2, a->dres,
                          a->dres, dres_low, lt, g->ln2, N, D));
@@ -178,8 +183,8 @@ int model_backward_fused(model *m) {
 
     /* attention: resid = x + merge(o) Wo^T */
     if (l->resid) TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
-    TRY(linear_dx(m, a->dres_low, p->wo, a->dom, lt, N, D, D, 0.0f));
-    TRY(linear_dw(m, a->dres_low, a->om, p->wo, g->wo, N, D, D));
+    TRY(linear_dx(m, a->dres_low, w->wo, a->dom, lt, N, D, D, 0.0f));
+    TRY(linear_dw(m, a->dres_low, a->om, p->wo, w->wo, g->wo, N, D, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WO)));
     TRY(k_split_heads_ex(e, a->dom, lt, a->dO, lt, b, t, H, Dh));
     TRY(k_attention_bwd(e, m->opt.attention, l->q, l->k, l->v, l->o, a->dO,
@@ -194,8 +199,9 @@ int model_backward_fused(model *m) {
                             l->rstd1, N, D, eps));
       n1 = a->norm;
     }
-    TRY(linear_dx(m, a->dqkv, p->wq, a->dn, lt, N, D, 3 * D, 0.0f));
-    TRY(linear_dw(m, a->dqkv, n1, p->wq, g->wq, N, D, 3 * D));
+    TRY(linear_dx(m, a->dqkv, w->wqkv, a->dn, lt, N, D, 3 * D, 0.0f));
+    TRY(model_weights(m, i, 0));   /* its last read of the layer's weights */
+    TRY(linear_dw(m, a->dqkv, n1, p->wq, w->wqkv, g->wq, N, D, 3 * D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));

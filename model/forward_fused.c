@@ -24,17 +24,11 @@
 
 #include <math.h>
 
-/* The lt copy of weight W (a pointer into params). */
-static const void *wl(const model *m, const float *W) {
-  return (const char *)m->params_low +
-         (size_t)(W - m->params) * dtype_size(m->lt);
-}
-
-/* y[n, dout] (yt) = x[n, din] (lt) W^T. */
-static int linear(model *m, engine *e, const void *x, const float *W, void *y,
+/* y[n, dout] (yt) = x[n, din] (lt) W^T, W in lt (layer_low). */
+static int linear(model *m, engine *e, const void *x, const void *W, void *y,
                   dtype yt, int n, int din, int dout) {
-  return k_matmul_ex(e, 0, 1, n, dout, din, 1.0f, x, din, wl(m, W), din,
-                     m->lt, 0.0f, y, dout, yt, m->opt.f32);
+  return k_matmul_ex(e, 0, 1, n, dout, din, 1.0f, x, din, W, din, m->lt,
+                     0.0f, y, dout, yt, m->opt.f32);
 }
 
 /* Where layer l's norm outputs go: kept per layer, or the fp32 scratch. */
@@ -51,6 +45,7 @@ int model_fused_layer_fwd(model *m, engine *e, int i, int from_x) {
   const float eps = m->c.norm_eps, scale = 1.0f / sqrtf((float)Dh);
   const dtype lt = m->lt;
   const layer_ptrs *p = &m->p.layer[i];
+  const layer_low *w = &m->lo[i];
   fused_layer *l = &a->layer[i];
   /* x_i = resid_{i-1} + f_{i-1} (kept: backward's ln1 input) */
   if (from_x)
@@ -59,19 +54,19 @@ int model_fused_layer_fwd(model *m, engine *e, int i, int from_x) {
   else
     TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[i - 1]), a->tmp, l->x, p->ln1,
                           N1(l), lt, l->rstd1, N, D, eps));
-  TRY(linear(m, e, N1(l), p->wq, a->qkv, lt, N, D, 3 * D));
+  TRY(linear(m, e, N1(l), w->wqkv, a->qkv, lt, N, D, 3 * D));
   TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
                        m->c.rope_theta));
   TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
                       l->P, b * H, t, t, Dh, 1, scale, lt));
   TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
-  TRY(linear(m, e, a->om, p->wo, a->tmp, DT_F32, N, D, D));
+  TRY(linear(m, e, a->om, w->wo, a->tmp, DT_F32, N, D, D));
   TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, RESID(l), p->ln2, N2(l), lt,
                         l->rstd2, N, D, eps));
-  TRY(linear(m, e, N2(l), p->w1, l->a, lt, N, D, F));
-  TRY(linear(m, e, N2(l), p->w3, l->b, lt, N, D, F));
+  TRY(linear(m, e, N2(l), w->w1, l->a, lt, N, D, F));
+  TRY(linear(m, e, N2(l), w->w3, l->b, lt, N, D, F));
   TRY(k_swiglu_fwd_ex(e, l->a, l->b, a->h, lt, (size_t)N * F));
-  TRY(linear(m, e, a->h, p->w2, a->tmp, DT_F32, N, F, D));
+  TRY(linear(m, e, a->h, w->w2, a->tmp, DT_F32, N, F, D));
   return 0;
 }
 
@@ -82,10 +77,19 @@ int model_forward_fused(model *m) {
   const int L = m->c.layers;
   const float eps = m->c.norm_eps;
 
+  /* model_weights: each group bound around its reads (bound weights) */
+  TRY(model_weights(m, -1, 1));
   TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed, N, D, V));
-  for (int i = 0; i < L; i++) TRY(model_fused_layer_fwd(m, e, i, i == 0));
+  TRY(model_weights(m, -1, 0));
+  for (int i = 0; i < L; i++) {
+    TRY(model_weights(m, i, 1));
+    TRY(model_fused_layer_fwd(m, e, i, i == 0));
+    TRY(model_weights(m, i, 0));
+  }
+  TRY(model_weights(m, L, 1));
   TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[L - 1]), a->tmp, a->xl, m->p.lnf,
                         a->lnf, m->lt, a->lnf_rstd, N, D, eps));
-  TRY(linear(m, e, a->lnf, m->p.lm, a->logits, DT_F32, N, D, V));
+  TRY(linear(m, e, a->lnf, m->lo_lm, a->logits, DT_F32, N, D, V));
+  TRY(model_weights(m, L, 0));
   return 0;
 }

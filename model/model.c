@@ -281,6 +281,14 @@ static int zero_runs(model *m) {
   return 0;
 }
 
+static int not_bound(const model *m, const char *what) {
+  if (m->opt.bound_weights)
+    FAIL(ERR_FAIL, "%s: the weight matrices are bound from outside "
+         "(model_options.bound_weights); whoever binds them owns, updates "
+         "and saves them", what);
+  return 0;
+}
+
 static int not_placed_slots(const model *m, const char *what) {
   if (m->gmap)
     FAIL(ERR_FAIL, "%s: the model keeps its gradients in slots "
@@ -289,6 +297,7 @@ static int not_placed_slots(const model *m, const char *what) {
 }
 
 static int not_placed(const model *m, const char *what) {
+  TRY(not_bound(m, what));
   if (m->gmap)
     FAIL(ERR_FAIL, "%s: the model keeps its gradients in slots "
          "(model_options.grad_slots): it trains with model_backward_adamw "
@@ -298,6 +307,24 @@ static int not_placed(const model *m, const char *what) {
          "(model_place_grads); whoever placed them steps the optimizer",
          what);
   return 0;
+}
+
+/* What the products read (layer_low), from params_low: at the views'
+ * offsets in the model's own copy. Again whenever params_low moves. */
+static void set_low_ptrs(model *m) {
+  const size_t es = dtype_size(m->lt);
+  const char *base = m->params_low;
+#define LO(v) ((const void *)(base + m->views[(v)].offset * es))
+  for (int i = 0; i < m->c.layers; i++) {
+    layer_low *q = &m->lo[i];
+    q->wqkv = LO(model_layer_view(&m->c, i, P_WQ));
+    q->wo = LO(model_layer_view(&m->c, i, P_WO));
+    q->w1 = LO(model_layer_view(&m->c, i, P_W1));
+    q->w2 = LO(model_layer_view(&m->c, i, P_W2));
+    q->w3 = LO(model_layer_view(&m->c, i, P_W3));
+  }
+  m->lo_lm = LO(model_head_view(&m->c, 2));
+#undef LO
 }
 
 /* ---- create / destroy --------------------------------------------------- */
@@ -319,6 +346,26 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
  * entry is its slot's start, which nothing writes through it. */
 static int grad_layout(model *m) {
   m->ngrads = m->nparams;
+  if (m->opt.bound_weights) {
+    /* two slots of the largest group's packed run, then the 1-D views'
+     * gradients, which live through the whole backward */
+    size_t slot = 0;
+    for (int g = -1; g <= m->c.layers; g++) {
+      size_t w = (size_t)m->opt.bound_weights * model_group_chunk(m, g);
+      if (w > slot) slot = w;
+    }
+    m->gmap = malloc((size_t)m->nviews * sizeof *m->gmap);
+    CHECK_ALLOC(m->gmap, (size_t)m->nviews * sizeof *m->gmap);
+    for (int v = 0; v < m->nviews; v++) {
+      int g;
+      size_t at;
+      model_view_place(m, v, &g, &at);
+      m->gmap[v] = g == MODEL_NORMS ? 2 * slot + at
+                                    : (size_t)grad_slot(g) * slot + at;
+    }
+    m->ngrads = 2 * slot + m->nnorm;
+    return 0;
+  }
   if (!m->opt.grad_slots) return 0;
   const int L = m->c.layers, nv = m->nviews;
   size_t emb = m->views[0].numel, lay0 = m->views[1].offset;
@@ -364,20 +411,53 @@ static int create(model *m) {
   m->f.group = m->opt.ckpt_layers > 0 && (size_t)m->opt.ckpt_layers < L
                    ? m->opt.ckpt_layers : (int)L;
 
+  m->lo = calloc(L, sizeof(layer_low));
+  CHECK_ALLOC(m->lo, L * sizeof(layer_low));
   float *params;
-  TRY(alloc_f32(e, &params, m->nparams, "params"));
-  m->params = params;
-  set_ptrs(m, m->params, NULL, &m->p);
+  if (m->opt.bound_weights) {
+    /* the 1-D views only, packed; the matrices' pointers stay NULL until
+     * bound (the products read layer_low, the embedding p.emb) */
+    m->bound = calloc(L + 2, 1);
+    CHECK_ALLOC(m->bound, L + 2);
+    m->pack = malloc((size_t)m->nviews * sizeof *m->pack);
+    CHECK_ALLOC(m->pack, (size_t)m->nviews * sizeof *m->pack);
+    size_t run[2] = {0, 0};   /* 1-D views; 2-D views of the current group */
+    int prev = -3;
+    for (int v = 0; v < m->nviews; v++) {
+      int g = grad_group(v, m->nviews, m->c.layers);
+      if (g != prev) run[1] = 0;
+      prev = g;
+      int one = m->views[v].ndim == 1;
+      m->pack[v] = run[!one];
+      run[!one] += m->views[v].numel;
+    }
+    m->nnorm = run[0];
+    TRY(alloc_f32(e, &params, m->nnorm, "params"));
+    m->params = params;
+    set_ptrs(m, m->params, m->pack, &m->p);
+    m->p.emb = m->p.lm = NULL;
+    for (size_t i = 0; i < L; i++) {
+      layer_ptrs *q = &m->p.layer[i];
+      q->wq = q->wk = q->wv = q->wo = q->w1 = q->w2 = q->w3 = NULL;
+    }
+  } else {
+    TRY(alloc_f32(e, &params, m->nparams, "params"));
+    m->params = params;
+    set_ptrs(m, m->params, NULL, &m->p);
+  }
   TRY(grad_layout(m));
   TRY(alloc_f32(e, &m->grads, m->ngrads, "grads"));
   set_ptrs(m, m->grads, m->gmap, &m->g);
   m->params_low = (void *)m->params;
-  if (m->opt.fused && m->lt != DT_F32) {
+  if (m->opt.bound_weights) {
+    m->params_low = NULL;
+  } else if (m->opt.fused && m->lt != DT_F32) {
     size_t bytes = m->nparams * dtype_size(m->lt);
     TRY(eng_alloc(e, bytes, "params.low", &m->params_low));
     /* zero, as the weights are: the copy of generation 0 */
     TRY(eng_memset0(e, m->params_low, bytes));
   }
+  if (!m->opt.bound_weights) set_low_ptrs(m);
 
   act_builder b = {0};
   b.align = m->opt.fused;   /* vector loads, tensor cores, flash tiles */
@@ -474,6 +554,14 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "products write each gradient once (allowed op by op: the whole "
          "gradient buffer)");
   }
+  if (o->bound_weights < 0 || (o->bound_weights &&
+      (!o->fused || o->graphs || o->adamw_in_products || o->compute == DT_F16))) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: bound weights are bound group by group "
+         "on the fused path, as each pass reaches them (allowed: fused, "
+         "without CUDA graphs or the optimizer in the products, fp32 or "
+         "bf16: fp16's loss scaling skips steps the binder cannot see)");
+  }
   if (o->adamw_in_products && !o->grad_slots) {
     free(m);
     FAIL(ERR_FAIL, "model_create: the optimizer in the products steps "
@@ -516,6 +604,9 @@ void model_destroy(model *m) {
   engine_destroy(m->side);   /* its work: joined by every backward */
   engine_destroy(m->bview);
   free(m->gmap);
+  free(m->lo);
+  free(m->bound);
+  free(m->pack);
   float *bufs[] = {m->params_placed ? NULL : (float *)m->params, m->grads,
                    m->adam_m, m->adam_v, m->acts};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -578,6 +669,7 @@ static float *params_write(model *m) {
 }
 
 int model_set_params(model *m, size_t offset, const float *host, size_t n) {
+  TRY(not_bound(m, "model_set_params"));
   if (offset > m->nparams || n > m->nparams - offset)
     FAIL(ERR_FAIL, "model_set_params: elements %zu..%zu outside the %zu "
          "weights", offset, offset + n, m->nparams);
@@ -600,12 +692,15 @@ int model_set_params(model *m, size_t offset, const float *host, size_t n) {
 }
 
 float *model_params_writable(model *m) {
+  if (m->opt.bound_weights) return params_write(m);   /* the gains alone */
   m->params_shared = 1;
   return params_write(m);
 }
 
 int model_params_low_current(model *m) {
-  if (m->params_low == (const void *)m->params) return 0;
+  /* no copy of its own: the weights themselves, or bound ones */
+  if (m->params_low == (const void *)m->params || m->opt.bound_weights)
+    return 0;
   if (!m->params_shared && m->low_gen == m->params_gen) return 0;
   uint64_t gen = m->params_gen;
   TRY(k_cast(m->e, m->params, DT_F32, m->params_low, m->lt, m->nparams));
@@ -627,7 +722,8 @@ int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
   engine *e = m->e;
   /* A hook or an update in backward acts per call (its own arguments, the
    * step count): run op by op, as a recording would replay stale ones. */
-  if (!m->opt.graphs || m->grad_hook || m->adamw_in_bwd || eng_profiling(e))
+  if (!m->opt.graphs || m->grad_hook || m->weight_hook || m->adamw_in_bwd ||
+      eng_profiling(e))
     return work(m);
   if (!s->seen || memcmp(s->key, key, sizeof s->key) != 0 ||
       s->scale != scale) {
@@ -687,6 +783,7 @@ int model_grads_materialize(model *m) {
 }
 
 int model_place_grads(model *m, float *base, const size_t *off) {
+  TRY(not_bound(m, "model_place_grads"));
   TRY(not_placed_slots(m, "model_place_grads"));
   if (base) {
     size_t *copy = malloc((size_t)m->nviews * sizeof *copy);
@@ -725,6 +822,7 @@ static void drop_graphs(model *m) {
 }
 
 int model_place_params(model *m, float *base) {
+  TRY(not_bound(m, "model_place_params"));
   float *own = NULL;
   if (!base) {
     if (!m->params_placed) return 0;
@@ -742,6 +840,7 @@ int model_place_params(model *m, float *base) {
   if (!m->params_placed) eng_free(m->e, (void *)m->params);
   if (m->params_low == (const void *)m->params) m->params_low = base;
   m->params = base;
+  set_low_ptrs(m);
   m->params_placed = own == NULL;
   /* The values move unchanged; who may write them changes. The caller's
    * buffer is written outside the model (shared). A fresh own buffer has
@@ -880,6 +979,7 @@ int model_adamw_view(model *m, int v) {
 }
 
 int model_backward_adamw(model *m, const adamw_config *o) {
+  TRY(not_bound(m, "model_backward_adamw"));
   if (m->grad_hook)
     FAIL(ERR_FAIL, "model_backward_adamw with a grad hook: data parallelism "
          "averages the gradients first (allowed: model_backward, then the "
@@ -923,8 +1023,10 @@ int model_init(model *m, uint64_t seed) {
   for (int i = 0; i < m->nviews && rc == 0; i++) {
     float fill, std;
     init_rule(&m->views[i], &fill, &std);
-    rc = k_init_normal(m->e, p + m->views[i].offset, m->views[i].numel,
-                       init_key(seed, (uint64_t)i), fill, std, table);
+    if (m->pack && m->views[i].ndim != 1) continue;   /* bound: not ours */
+    rc = k_init_normal(m->e, p + (m->pack ? m->pack[i] : m->views[i].offset),
+                       m->views[i].numel, init_key(seed, (uint64_t)i), fill,
+                       std, table);
   }
   if (rc == 0) rc = eng_sync(m->e);   /* before the table and host go */
   eng_free(m->e, table);
@@ -941,4 +1043,153 @@ int model_init(model *m, uint64_t seed) {
   m->scale_good_steps = 0;
   m->skipped_steps = 0;
   return 0;
+}
+
+/* ---- bound weights ------------------------------------------------------ */
+
+void model_view_place(const model *m, int v, int *group, size_t *offset) {
+  *group = m->views[v].ndim == 1 ? MODEL_NORMS
+                                 : grad_group(v, m->nviews, m->c.layers);
+  if (m->pack) {
+    *offset = m->pack[v];
+    return;
+  }
+  /* the same packing as create's, for a model without bound weights */
+  size_t at = 0;
+  for (int u = 0; u < v; u++) {
+    int g = m->views[u].ndim == 1 ? MODEL_NORMS
+                                  : grad_group(u, m->nviews, m->c.layers);
+    if (g == *group) at += m->views[u].numel;
+  }
+  *offset = at;
+}
+
+size_t model_group_numel(const model *m, int g) {
+  size_t n = 0;
+  for (int v = 0; v < m->nviews; v++) {
+    int one = m->views[v].ndim == 1;
+    if (g == MODEL_NORMS ? one
+                         : !one && grad_group(v, m->nviews, m->c.layers) == g)
+      n += m->views[v].numel;
+  }
+  return n;
+}
+
+size_t model_group_chunk(const model *m, int g) {
+  size_t W = m->opt.bound_weights > 0 ? (size_t)m->opt.bound_weights : 1;
+  size_t k = (model_group_numel(m, g) + W - 1) / W;
+  return (k + 1) / 2 * 2;
+}
+
+const model_options *model_get_options(const model *m) { return &m->opt; }
+
+void model_set_weight_hook(model *m, model_weight_hook fn, void *arg) {
+  m->weight_hook = fn;
+  m->weight_hook_arg = arg;
+}
+
+int model_bind_group(model *m, int g, const void *w) {
+  const int L = m->c.layers;
+  if (!m->opt.bound_weights || g < -1 || g > L || !w)
+    FAIL(ERR_FAIL, "model_bind_group: group %d (allowed: -1 .. %d, a "
+         "buffer, on a model with bound weights)", g, L);
+  const size_t es = dtype_size(m->lt);
+  const char *b = w;
+  if (g < 0) {
+    m->p.emb = (float *)w;
+  } else if (g == L) {
+    m->lo_lm = w;
+  } else {
+    /* the layer's matrices in table order: q k v o w1 w2 w3 */
+    const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
+    layer_low *q = &m->lo[g];
+    q->wqkv = b;
+    q->wo = b + 3 * D * D * es;
+    q->w1 = b + 4 * D * D * es;
+    q->w2 = b + (4 * D * D + F * D) * es;
+    q->w3 = b + (4 * D * D + 2 * F * D) * es;
+  }
+  m->bound[g + 1] = 1;
+  return 0;
+}
+
+int model_weights(model *m, int g, int need) {
+  if (!m->opt.bound_weights) return 0;
+  if (!m->weight_hook)
+    FAIL(ERR_FAIL, "a pass over bound weights with no weight hook "
+         "(model_set_weight_hook) to bind them");
+  if (!need) m->bound[g + 1] = 0;
+  int rc = m->weight_hook(g, need, m->weight_hook_arg);
+  if (rc < 0) return rc;
+  if (need && !m->bound[g + 1])
+    FAIL(ERR_FAIL, "the weight hook returned without binding group %d "
+         "(model_bind_group)", g);
+  return 0;
+}
+
+int model_weight_uses(const model *m, int *seq) {
+  const int L = m->c.layers, G = m->f.group;
+  int n = 0;
+  for (int g = -1; g <= L; g++) seq[n++] = g;      /* forward */
+  seq[n++] = L;                                    /* backward: the head */
+  for (int i = L - 1; i >= 0; i--) {
+    /* backward_fused.c: a group's last layer, but in the last group,
+     * reruns the group (needing its layers in order), then backward */
+    if (i / G < (L - 1) / G && i % G == G - 1) {
+      for (int j = G * (i / G); j <= i; j++) seq[n++] = j;
+    } else if (!(i / G < (L - 1) / G)) {
+      seq[n++] = i;
+    }
+  }
+  return n;
+}
+
+int model_hold_slot(model *m, int g, eng_event *ev) {
+  if (!m->gmap) {
+    eng_event_free(m->e, ev);
+    FAIL(ERR_FAIL, "model_hold_slot: the model has no gradient slots");
+  }
+  int s = grad_slot(g);
+  eng_event_free(m->e, m->slot_ev[s]);
+  m->slot_ev[s] = ev;
+  return 0;
+}
+
+const float *model_group_grad(const model *m, int g) {
+  if (!m->pack) return NULL;
+  size_t slot = (m->ngrads - m->nnorm) / 2;
+  return m->grads + (size_t)grad_slot(g) * slot;
+}
+
+float *model_norm_grads(model *m) {
+  return m->pack ? m->grads + (m->ngrads - m->nnorm) : NULL;
+}
+
+int model_init_range(model *m, int v, uint64_t seed, size_t lo, size_t n,
+                     float *x) {
+  if (v < 0 || v >= m->nviews || lo > m->views[v].numel ||
+      n > m->views[v].numel - lo)
+    FAIL(ERR_FAIL, "model_init_range: view %d elements %zu..%zu", v, lo,
+         lo + n);
+  if (n == 0) return 0;
+  int32_t *host = malloc((INIT_TABLE + 1) * sizeof *host);
+  CHECK_ALLOC(host, (INIT_TABLE + 1) * sizeof *host);
+  k_init_normal_table(host);
+  void *table = NULL;
+  int rc = eng_alloc(m->e, (INIT_TABLE + 1) * sizeof *host, "init", &table);
+  if (rc == 0) rc = eng_upload(m->e, table, host, (INIT_TABLE + 1) * sizeof *host);
+  float fill, std;
+  init_rule(&m->views[v], &fill, &std);
+  /* element j of the view takes the counter key + (j + 1) G
+   * (kernels/init_normal.h): element lo + j' of it is element j' of the
+   * key advanced by lo G */
+  if (rc == 0)
+    rc = k_init_normal(m->e, x, n,
+                       init_key(seed, (uint64_t)v) +
+                           (uint64_t)lo * INIT_STEP,
+                       fill, std, table);
+  if (rc == 0) rc = eng_sync(m->e);
+  if (table) eng_free(m->e, table);
+  free(host);
+  return rc;
 }

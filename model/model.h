@@ -120,6 +120,15 @@ typedef struct model_options {
                         * but the last group buys L - k layers' tensors
                         * for L / k inputs. Gradients are bit for bit
                         * those without it. */
+  int bound_weights;   /* W > 0 (fused path; gradient slots follow):
+                        * the weight matrices are the caller's, bound
+                        * group by group (model_set_weight_hook), as
+                        * fully sharded data parallelism over W ranks
+                        * gathers them (parallel/fsdp.h), each group cut
+                        * in W chunks (model_group_chunk); the model
+                        * keeps only the norms' gains, and trains through
+                        * model_backward with a grad hook, the caller
+                        * stepping the optimizer. 0: off */
   int adamw_in_products; /* 1 (with grad_slots): model_backward_adamw
                         * updates each weight matrix inside the product
                         * that makes its gradient (k_matmul_adamw, on
@@ -164,7 +173,8 @@ int model_set_params(model *m, size_t offset, const float *host, size_t n);
  * bits rebuilds its copy before every forward and backward: one cast pass
  * over the weights each, which the model's own AdamW otherwise saves.
  * Paths without a copy pay nothing. */
-float *model_params_writable(model *m);
+float *model_params_writable(model *m);   /* bound weights: the gains,
+                                            which nothing derives from */
 float *model_grads(model *m);   /* NULL while placed (below) */
 /* Gradients placed in a buffer the caller owns: view v's gradient lives at
  * base + off[v] (off has one entry per view) from now on, and the model's
@@ -270,5 +280,61 @@ engine *model_engine(model *m);
  * there too (parallel/). */
 typedef int (*model_grad_hook)(int view, void *arg);
 void model_set_grad_hook(model *m, model_grad_hook fn, void *arg);
+
+/* ---- bound weights (model_options.bound_weights) ------------------------
+ * The weights come in groups, the units backward finishes together: -1
+ * the embedding, i the layer i (q, k, v, o, w1, w2, w3), layers the head
+ * (lm_head); the 1-D views (the norms' gains) are no group's, they stay
+ * in the model (model_params then holds them alone, packed in table
+ * order). A group's matrices are one packed run, its views end to end in
+ * table order: what the caller gathers and what the gradient slots hold.
+ * The products read a group in the model's compute dtype (fp32 or the
+ * 16-bit copy); the embedding, read by a lookup, always in fp32. */
+enum { MODEL_NORMS = -2 };   /* model_view_place's group of the 1-D views */
+/* Where view v lives: its group (MODEL_NORMS for a 1-D view) and its
+ * offset in that group's packed run (or in model_params). Any model. */
+void model_view_place(const model *m, int v, int *group, size_t *offset);
+/* Elements of group g's packed run (MODEL_NORMS: the 1-D views'). */
+size_t model_group_numel(const model *m, int g);
+/* With bound weights over W ranks: a chunk of group g, ceil(numel / W)
+ * rounded up to even (16-bit chunks start on 4-byte boundaries), so W
+ * chunks may run past the group; its gradient slot holds W chunks, the
+ * padding's values unspecified (the last rank's tail: no weight's). */
+size_t model_group_chunk(const model *m, int g);
+/* The options the model was created with. */
+const model_options *model_get_options(const model *m);
+/* Called with need 1 right before the model reads group g's weights
+ * (queues its first kernel that does), with need 0 once its last such
+ * kernel is queued on the model's stream (eng_stream: record an event to
+ * know when the memory is free again). During need 1 the hook calls
+ * model_bind_group. Forward needs -1, 0 .. layers-1, layers in order;
+ * backward needs the head, then layers from the last; with checkpoints
+ * a group's layers are needed (in order, for its rerun) before the
+ * first backward of the group and released after each one's backward.
+ * model_weight_uses lists that order. A non-zero return aborts the pass. */
+typedef int (*model_weight_hook)(int group, int need, void *arg);
+void model_set_weight_hook(model *m, model_weight_hook fn, void *arg);
+/* Group g's packed matrices at w (engine memory; the compute dtype, the
+ * embedding fp32), read until the hook's need 0 for g. */
+int model_bind_group(model *m, int g, const void *w);
+/* The groups in the order one training step (forward with targets, then
+ * backward) needs them, into seq (room for 4 * (layers + 2)); returns
+ * how many. */
+int model_weight_uses(const model *m, int *seq);
+/* Gradient slots: the slot of group g's gradients is read by the caller
+ * (a collective) until ev, recorded on a handle of the model's engine;
+ * the model waits for it before the slot's next group writes there and
+ * owns ev from now on. Call it from the grad hook of g's last view. */
+int model_hold_slot(model *m, int g, eng_event *ev);
+/* Group g's gradient, packed as its weights (the slot's, valid from the
+ * hook of its last view until the slot's next group) and the 1-D views'
+ * gradients (packed as model_params, valid after backward). */
+const float *model_group_grad(const model *m, int g);
+float *model_norm_grads(model *m);
+/* The initial value of elements [lo, lo + n) of view v (model_init's
+ * rule for that view and seed) written to x (the model's engine), so a
+ * rank can make its own shard of the weights model_init would make. */
+int model_init_range(model *m, int v, uint64_t seed, size_t lo, size_t n,
+                     float *x);
 
 #endif

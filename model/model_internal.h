@@ -35,6 +35,15 @@ typedef struct layer_ptrs {
   float *ln1_b, *ln2_b;   /* LayerNorm's biases [D]; NULL with RMSNorm */
 } layer_ptrs;
 
+/* What one layer's products read (the fused path): the lt copy of its
+ * weight matrices (the weights themselves when lt is f32), q, k and v
+ * side by side as one [3D, D] matrix. Pointers, not offsets into
+ * params_low: bound weights (model_options.bound_weights) live wherever
+ * the caller gathered them. */
+typedef struct layer_low {
+  const void *wqkv, *wo, *w1, *w2, *w3;
+} layer_low;
+
 typedef struct param_ptrs {
   float *emb;         /* [V, D] */
   layer_ptrs *layer;  /* [layers] */
@@ -182,6 +191,11 @@ static inline int grad_group(int v, int nviews, int layers) {
   return (v - 1) / PER_LAYER_TENSORS;
 }
 static inline int grad_slot(int group) { return group & 1; }
+/* model.c, bound weights: group g (-1 the embedding, i a layer, layers
+ * the head) is about to be read (need 1: the hook binds it, checked) or
+ * its last read is queued (need 0). Nothing without bound weights. */
+int model_weights(model *m, int g, int need);
+
 /* model.c: AdamW on view v alone (model_backward_adamw's per-tensor step). */
 int model_adamw_view(model *m, int v);
 
@@ -239,6 +253,20 @@ struct model {
                                       moments from the first
                                       model_adamw_step on */
   param_ptrs p, g;    /* per-tensor pointers into params and grads */
+  layer_low *lo;      /* [layers] what the products read (fused path) */
+  const void *lo_lm;  /* lm_head's, likewise */
+  /* model_options.bound_weights: the weight matrices are not the
+   * model's. params holds the 1-D views only (the norms' gains, packed in
+   * table order: nnorm elements), params_low is NULL, and each group
+   * (model_group) is bound by the weight hook before it is read:
+   * bound[g + 1] is set by model_bind_group and cleared when the model
+   * says it is done with the group. pack[v]: view v's offset in its
+   * group's packed run (2-D views) or in params (1-D). */
+  model_weight_hook weight_hook;
+  void *weight_hook_arg;
+  char *bound;        /* [layers + 2] */
+  size_t *pack;       /* [nviews] */
+  size_t nnorm;
   /* model_place_grads: view v's gradient at gbase + goff[v] (grads is then
    * NULL); goff NULL: in grads at the view's offset. */
   float *gbase;

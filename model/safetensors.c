@@ -992,6 +992,10 @@ static size_t largest(const model *m) {
 }
 
 int st_save_model(model *m, const char *path) {
+  if (m->opt.bound_weights)
+    FAIL(ERR_FAIL, "%s: the model's weight matrices are bound from outside "
+         "(model_options.bound_weights): whoever shards them saves them",
+         path);
   st_entry *t = calloc((size_t)m->nviews, sizeof *t);
   CHECK_ALLOC(t, (size_t)m->nviews * sizeof *t);
   for (int i = 0; i < m->nviews; i++) {

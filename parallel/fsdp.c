@@ -1,0 +1,447 @@
+/* Fully sharded data parallelism: parallel/fsdp.h says what and when. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "kernels/kernels.h"
+#include "parallel/fsdp.h"
+
+/* One slot of the window: a gathered group. */
+typedef struct fsdp_slot {
+  void *buf;
+  int group;            /* -3: empty */
+  int holds;            /* needs not yet released */
+  long long released;   /* use counter at its last release (LRU) */
+  eng_event *free_ev;   /* compute: the slot's last reads (NULL: none) */
+  eng_event *ready_ev;  /* comm: its gather (NULL: none pending) */
+  int ahead;            /* gathered ahead, not yet needed: kept */
+} fsdp_slot;
+
+struct fsdp {
+  comm *c;
+  model *m;
+  engine *e;            /* the model's */
+  engine *cv;           /* a view of e on the communicator's stream; NULL
+                           on the CPU (collectives complete where issued) */
+  int W, r, L;
+  dtype lt;
+  adamw_config opt;
+  long long step;
+  /* group g (-1 .. L) at index g + 1 */
+  size_t *numel, *chunk, *at;   /* packed size, chunk, shard offset */
+  size_t shard;                 /* sum of chunks */
+  float *master, *adam_m, *adam_v, *gshard;   /* [shard] each */
+  void *low;                    /* [shard] lt; NULL when lt is f32 */
+  float *norm_m, *norm_v;       /* the gains' AdamW state [nnorm] */
+  size_t nnorm;
+  int *left;                    /* 2-D views of each group still to
+                                   reach their final gradient */
+  int *views_in;                /* 2-D views of each group */
+  fsdp_slot *slot;
+  int nslots;
+  size_t slot_bytes;
+  int *uses, nuses, next_use;   /* model_weight_uses */
+  long long clock;
+  comm_req **reqs;              /* NCCL: requests to complete at finish */
+  int nreqs, capreqs;
+  fsdp_info info;
+};
+
+static int gsize(const fsdp *f, int g) {   /* bytes of an element gathered */
+  return g < 0 ? (int)sizeof(float) : (int)dtype_size(f->lt);
+}
+
+static comm_dtype cdt(const fsdp *f, int g) {
+  if (g < 0 || f->lt == DT_F32) return COMM_F32;
+  return f->lt == DT_BF16 ? COMM_BF16 : COMM_F16;
+}
+
+/* What rank r sends for group g: its fp32 chunk (the embedding, or every
+ * group in fp32) or its 16-bit copy. */
+static const void *gather_src(const fsdp *f, int g) {
+  size_t at = f->at[g + 1];
+  if (g < 0 || !f->low) return f->master + at;
+  return (const char *)f->low + at * dtype_size(f->lt);
+}
+
+static int keep_req(fsdp *f, comm_req *q) {
+  if (!q) return 0;
+  if (f->nreqs == f->capreqs) {
+    int cap = f->capreqs ? 2 * f->capreqs : 64;
+    comm_req **n = realloc(f->reqs, (size_t)cap * sizeof *n);
+    CHECK_ALLOC(n, (size_t)cap * sizeof *n);
+    f->reqs = n;
+    f->capreqs = cap;
+  }
+  f->reqs[f->nreqs++] = q;
+  return 0;
+}
+
+static comm_req **want_req(fsdp *f, comm_req **q) {
+  *q = NULL;
+  return f->cv ? q : NULL;   /* MPI: complete where issued */
+}
+
+/* Group g all-gathered into slot s, after the slot's last reads. */
+static int gather(fsdp *f, int s, int g) {
+  fsdp_slot *x = &f->slot[s];
+  if (f->cv && x->free_ev) {
+    TRY(eng_event_wait(f->cv, x->free_ev));
+    x->free_ev = NULL;
+  }
+  x->group = g;
+  comm_req *q;
+  TRY(comm_allgather(f->c, gather_src(f, g), x->buf, f->chunk[g + 1],
+                     cdt(f, g), want_req(f, &q)));
+  TRY(keep_req(f, q));
+  if (f->cv) TRY(eng_event_record(f->cv, &x->ready_ev));
+  f->info.gathers++;
+  f->info.gather_bytes +=
+      (double)(f->W - 1) * (double)f->chunk[g + 1] * gsize(f, g);
+  return 0;
+}
+
+static int find(const fsdp *f, int g) {
+  for (int s = 0; s < f->nslots; s++)
+    if (f->slot[s].group == g) return s;
+  return -1;
+}
+
+/* A slot no pass holds: an empty one, else the one released longest ago
+ * whose group is not `keep`. -1 if none. */
+static int free_slot(const fsdp *f, int keep) {
+  int best = -1;
+  for (int s = 0; s < f->nslots; s++) {
+    const fsdp_slot *x = &f->slot[s];
+    if (x->holds || x->ahead || x->group == keep) continue;
+    if (x->group == -3) return s;
+    if (best < 0 || x->released < f->slot[best].released) best = s;
+  }
+  return best;
+}
+
+static int weight_hook(int g, int need, void *arg) {
+  fsdp *f = arg;
+  if (!need) {
+    int s = find(f, g);
+    if (s < 0 || f->slot[s].holds <= 0)
+      FAIL(ERR_FAIL, "fsdp: group %d released but not held", g);
+    fsdp_slot *x = &f->slot[s];
+    x->holds--;
+    x->released = ++f->clock;
+    if (f->cv && x->holds == 0) {
+      eng_event_free(f->e, x->free_ev);
+      x->free_ev = NULL;
+      TRY(eng_event_record(f->e, &x->free_ev));
+    }
+    return 0;
+  }
+  if (f->next_use >= f->nuses || f->uses[f->next_use] != g)
+    FAIL(ERR_FAIL, "fsdp: the model needs group %d as use %d, expected %d "
+         "(model_weight_uses)", g, f->next_use,
+         f->next_use < f->nuses ? f->uses[f->next_use] : -9);
+  f->next_use++;
+  int s = find(f, g);
+  if (s < 0) {
+    if ((s = free_slot(f, -9)) < 0)
+      FAIL(ERR_FAIL, "fsdp: no free slot of %d for group %d", f->nslots, g);
+    TRY(gather(f, s, g));
+  }
+  fsdp_slot *x = &f->slot[s];
+  if (x->ready_ev) {
+    TRY(eng_event_wait(f->e, x->ready_ev));
+    x->ready_ev = NULL;
+  }
+  x->holds++;
+  x->ahead = 0;
+  TRY(model_bind_group(f->m, g, x->buf));
+  /* the next use, gathered ahead into a slot nobody holds */
+  if (f->next_use < f->nuses) {
+    int n = f->uses[f->next_use];
+    if (find(f, n) < 0) {
+      int t = free_slot(f, g);
+      if (t >= 0) {
+        TRY(gather(f, t, n));
+        f->slot[t].ahead = 1;
+      }
+    }
+  }
+  return 0;
+}
+
+/* A 2-D view's gradient is final: when its group's last one is, the slot
+ * is reduce-scattered to the gradient shard. */
+static int grad_hook(int v, void *arg) {
+  fsdp *f = arg;
+  int g;
+  size_t off;
+  model_view_place(f->m, v, &g, &off);
+  if (g == MODEL_NORMS || --f->left[g + 1] > 0) return 0;
+  const float *src = model_group_grad(f->m, g);
+  if (f->cv) TRY(eng_wait_for(f->cv, f->e));
+  comm_req *q;
+  TRY(comm_reduce_scatter(f->c, src, f->gshard + f->at[g + 1],
+                          f->chunk[g + 1], COMM_F32, COMM_AVG,
+                          want_req(f, &q)));
+  TRY(keep_req(f, q));
+  f->info.scatter_bytes +=
+      (double)(f->W - 1) * (double)f->chunk[g + 1] * sizeof(float);
+  if (f->cv) {
+    eng_event *ev = NULL;
+    TRY(eng_event_record(f->cv, &ev));
+    TRY(model_hold_slot(f->m, g, ev));
+  }
+  return 0;
+}
+
+static int alloc0(engine *e, size_t bytes, const char *tag, void **p) {
+  TRY(eng_alloc(e, bytes ? bytes : 16, tag, p));
+  return eng_memset0(e, *p, bytes ? bytes : 16);
+}
+
+/* This rank's chunk of every group as model_init(seed) would draw it. */
+static int init_shards(fsdp *f, uint64_t seed) {
+  int nv;
+  const tensor_view *views = model_views(f->m, &nv);
+  for (int v = 0; v < nv; v++) {
+    int g;
+    size_t off;
+    model_view_place(f->m, v, &g, &off);
+    if (g == MODEL_NORMS) continue;
+    size_t lo = (size_t)f->r * f->chunk[g + 1], hi = lo + f->chunk[g + 1];
+    size_t a = off > lo ? off : lo, b = off + views[v].numel;
+    if (b > hi) b = hi;
+    if (a >= b) continue;
+    TRY(model_init_range(f->m, v, seed, a - off, b - a,
+                         f->master + f->at[g + 1] + (a - lo)));
+  }
+  if (f->low) TRY(k_cast(f->e, f->master, DT_F32, f->low, f->lt, f->shard));
+  return model_init(f->m, seed);   /* the gains */
+}
+
+int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
+                const adamw_config *o) {
+  *out = NULL;
+  fsdp *f = calloc(1, sizeof *f);
+  CHECK_ALLOC(f, sizeof *f);
+  f->c = c;
+  f->m = m;
+  f->e = model_engine(m);
+  f->W = comm_size(c);
+  f->r = comm_rank(c);
+  f->L = model_get_config(m)->layers;
+  f->opt = *o;
+  *out = f;   /* fsdp_destroy frees whatever is made below */
+  float *gains = model_params_writable(m);
+  if (!gains || !model_norm_grads(m))
+    FAIL(ERR_FAIL, "fsdp_create: the model does not have bound weights "
+         "(allowed: model_options.bound_weights)");
+  const model_options *mo = model_get_options(m);
+  if (mo->bound_weights != f->W)
+    FAIL(ERR_FAIL, "fsdp_create: the model's weights are cut for %d ranks, "
+         "the communicator has %d", mo->bound_weights, f->W);
+  int nv;
+  model_views(m, &nv);
+  f->lt = mo->compute;
+  const int G = f->L + 2;
+  f->numel = calloc((size_t)G, sizeof *f->numel);
+  f->chunk = calloc((size_t)G, sizeof *f->chunk);
+  f->at = calloc((size_t)G, sizeof *f->at);
+  f->left = calloc((size_t)G, sizeof *f->left);
+  f->views_in = calloc((size_t)G, sizeof *f->views_in);
+  CHECK_ALLOC(f->numel, (size_t)G * sizeof *f->numel);
+  CHECK_ALLOC(f->chunk, (size_t)G * sizeof *f->chunk);
+  CHECK_ALLOC(f->at, (size_t)G * sizeof *f->at);
+  CHECK_ALLOC(f->left, (size_t)G * sizeof *f->left);
+  CHECK_ALLOC(f->views_in, (size_t)G * sizeof *f->views_in);
+  for (int v = 0; v < nv; v++) {
+    int g;
+    size_t off;
+    model_view_place(m, v, &g, &off);
+    if (g != MODEL_NORMS) f->views_in[g + 1]++;
+  }
+  for (int g = -1; g <= f->L; g++) {
+    size_t n = model_group_numel(m, g), k = model_group_chunk(m, g);
+    f->numel[g + 1] = n;
+    f->chunk[g + 1] = k;
+    f->at[g + 1] = f->shard;
+    f->shard += k;
+    size_t bytes = (size_t)f->W * k * (size_t)gsize(f, g);
+    if (bytes > f->slot_bytes) f->slot_bytes = bytes;
+  }
+  f->info.shard_elems = f->shard;
+  engine *e = f->e;
+  TRY(alloc0(e, f->shard * sizeof(float), "fsdp.shard", (void **)&f->master));
+  TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_m", (void **)&f->adam_m));
+  TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_v", (void **)&f->adam_v));
+  TRY(alloc0(e, f->shard * sizeof(float), "fsdp.grads", (void **)&f->gshard));
+  if (f->lt != DT_F32)
+    TRY(alloc0(e, f->shard * dtype_size(f->lt), "fsdp.shard.low", &f->low));
+  f->nnorm = model_group_numel(m, MODEL_NORMS);
+  TRY(alloc0(e, f->nnorm * sizeof(float), "adam_m", (void **)&f->norm_m));
+  TRY(alloc0(e, f->nnorm * sizeof(float), "adam_v", (void **)&f->norm_v));
+  int k = mo->ckpt_layers;
+  f->nslots = (k > 0 ? k : 1) + 2;
+  f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
+  CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);
+  for (int s = 0; s < f->nslots; s++) {
+    f->slot[s].group = -3;
+    TRY(alloc0(e, f->slot_bytes, "fsdp.window", &f->slot[s].buf));
+  }
+  f->info.window_bytes = (size_t)f->nslots * f->slot_bytes;
+  f->uses = malloc((size_t)(4 * G) * sizeof *f->uses);
+  CHECK_ALLOC(f->uses, (size_t)(4 * G) * sizeof *f->uses);
+  f->nuses = model_weight_uses(m, f->uses);
+  void *stream = comm_cuda_stream(c);
+  if (stream) {
+    eng_ctx x = {stream, 0, 0};
+    TRY(eng_view(e, &x, &f->cv));
+  }
+  TRY(init_shards(f, seed));
+  TRY(eng_sync(e));
+  model_set_weight_hook(m, weight_hook, f);
+  model_set_grad_hook(m, grad_hook, f);
+  return 0;
+}
+
+void fsdp_destroy(fsdp *f) {
+  if (!f) return;
+  if (f->e) eng_sync(f->e);
+  for (int i = 0; i < f->nreqs; i++) comm_wait(f->c, f->reqs[i]);
+  if (f->m) {
+    model_set_weight_hook(f->m, NULL, NULL);
+    model_set_grad_hook(f->m, NULL, NULL);
+  }
+  for (int s = 0; f->slot && s < f->nslots; s++) {
+    eng_event_free(f->e, f->slot[s].free_ev);
+    eng_event_free(f->cv ? f->cv : f->e, f->slot[s].ready_ev);
+    if (f->slot[s].buf) eng_free(f->e, f->slot[s].buf);
+  }
+  void *bufs[] = {f->master, f->adam_m, f->adam_v, f->gshard, f->low,
+                  f->norm_m, f->norm_v};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) eng_free(f->e, bufs[i]);
+  engine_destroy(f->cv);
+  free(f->slot);
+  free(f->uses);
+  free(f->reqs);
+  free(f->numel);
+  free(f->chunk);
+  free(f->at);
+  free(f->left);
+  free(f->views_in);
+  free(f);
+}
+
+int fsdp_begin_step(fsdp *f) {
+  f->next_use = 0;
+  f->info.gathers = 0;
+  f->info.gather_bytes = f->info.scatter_bytes = 0;
+  for (int g = -1; g <= f->L; g++) f->left[g + 1] = f->views_in[g + 1];
+  /* the shards the optimizer wrote are what this step gathers */
+  if (f->cv) TRY(eng_wait_for(f->cv, f->e));
+  return 0;
+}
+
+int fsdp_finish_gradient_synchronization(fsdp *f) {
+  for (int g = -1; g <= f->L; g++)
+    if (f->left[g + 1] > 0)
+      FAIL(ERR_FAIL, "fsdp: group %d's gradient never became final (no "
+           "backward since fsdp_begin_step?)", g);
+  if (f->next_use != f->nuses)
+    FAIL(ERR_FAIL, "fsdp: %d of the step's %d weight uses seen", f->next_use,
+         f->nuses);
+  /* the gains' gradients, whole on every rank: averaged */
+  if (f->cv) TRY(eng_wait_for(f->cv, f->e));
+  comm_req *q;
+  TRY(comm_allreduce(f->c, model_norm_grads(f->m), model_norm_grads(f->m),
+                     f->nnorm, COMM_F32, COMM_AVG, want_req(f, &q)));
+  TRY(keep_req(f, q));
+  if (f->cv) TRY(eng_wait_for(f->e, f->cv));
+  for (int i = 0; i < f->nreqs; i++) {
+    int rc = comm_wait(f->c, f->reqs[i]);
+    if (rc < 0) {
+      f->nreqs = 0;   /* comm_wait freed each one it was given */
+      return rc;
+    }
+  }
+  f->nreqs = 0;
+  return 0;
+}
+
+int fsdp_optimizer_step(fsdp *f) {
+  const adamw_config *o = &f->opt;
+  long long t = ++f->step;
+  for (int g = -1; g <= f->L; g++) {
+    /* this rank's elements of the group, its last chunk's padding not */
+    size_t lo = (size_t)f->r * f->chunk[g + 1], n = 0;
+    if (lo < f->numel[g + 1]) {
+      n = f->numel[g + 1] - lo;
+      if (n > f->chunk[g + 1]) n = f->chunk[g + 1];
+    }
+    if (n == 0) continue;
+    size_t at = f->at[g + 1];
+    void *low = f->low && g >= 0
+                    ? (char *)f->low + at * dtype_size(f->lt) : NULL;
+    TRY(k_adamw_ex(f->e, f->master + at, low, f->lt, f->gshard + at,
+                   f->adam_m + at, f->adam_v + at, n, o->lr, o->beta1,
+                   o->beta2, o->eps, o->weight_decay, t));
+  }
+  TRY(k_adamw(f->e, model_params_writable(f->m), model_norm_grads(f->m),
+              f->norm_m, f->norm_v, f->nnorm, o->lr, o->beta1, o->beta2,
+              o->eps, o->weight_decay, t));
+  model_set_step_count(f->m, t);
+  /* the window's groups are the old weights now: gathered again when next
+   * needed (each slot still waits for its last reads before that) */
+  for (int s = 0; s < f->nslots; s++) {
+    f->slot[s].group = -3;
+    f->slot[s].ahead = 0;
+  }
+  return 0;
+}
+
+int fsdp_gather_full_params(fsdp *f, float *out) {
+  int nv;
+  const tensor_view *views = model_views(f->m, &nv);
+  size_t big = 0;
+  for (int g = -1; g <= f->L; g++)
+    if ((size_t)f->W * f->chunk[g + 1] > big) big = (size_t)f->W * f->chunk[g + 1];
+  float *dev = NULL, *host = malloc(big * sizeof(float));
+  CHECK_ALLOC(host, big * sizeof(float));
+  int rc = eng_alloc(f->e, big * sizeof(float), "fsdp.gather_full", (void **)&dev);
+  TRY(eng_sync(f->e));
+  for (int g = -1; g <= f->L && rc == 0; g++) {
+    rc = comm_allgather(f->c, f->master + f->at[g + 1], dev, f->chunk[g + 1],
+                        COMM_F32, NULL);
+    if (rc == 0)
+      rc = eng_download(f->e, host, dev,
+                        (size_t)f->W * f->chunk[g + 1] * sizeof(float));
+    if (rc == 0) rc = eng_sync(f->e);
+    for (int v = 0; v < nv && rc == 0; v++) {
+      int vg;
+      size_t off;
+      model_view_place(f->m, v, &vg, &off);
+      if (vg == g)
+        memcpy(out + views[v].offset, host + off,
+               views[v].numel * sizeof(float));
+    }
+  }
+  const float *gains = model_params(f->m);
+  if (rc == 0) rc = eng_download(f->e, host, gains, f->nnorm * sizeof(float));
+  if (rc == 0) rc = eng_sync(f->e);
+  for (int v = 0; v < nv && rc == 0; v++) {
+    int vg;
+    size_t off;
+    model_view_place(f->m, v, &vg, &off);
+    if (vg == MODEL_NORMS)
+      memcpy(out + views[v].offset, host + off,
+             views[v].numel * sizeof(float));
+  }
+  if (dev) eng_free(f->e, dev);
+  free(host);
+  return rc;
+}
+
+void fsdp_info_get(const fsdp *f, fsdp_info *i) { *i = f->info; }

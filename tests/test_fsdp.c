@@ -1,0 +1,254 @@
+/* Fully sharded data parallelism (parallel/fsdp.h) against single-process
+ * training:
+ *
+ *   mpirun -np W tests/test_fsdp [mpi|nccl]
+ *
+ * mpi: CPU engine on each rank (fp32); nccl: CUDA engine + NCCL, one GPU
+ * per rank (exit 77 without), fp32 and bf16.
+ *
+ * Model: an LM with awkward sizes (vocab 61, d_model 12, d_ff 21, 3
+ * layers, 2 heads) so no group divides evenly among 2 or 4 ranks and the
+ * last rank's chunks are padded; fused path, flash and materialised
+ * attention, with no checkpoints and with groups of 1 and 2 layers (the
+ * window then holds 3 and 4 groups). Global batch 4 sequences of 8 tokens,
+ * rank r takes sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random
+ * batches, each rank's weights drawn by fsdp_create from the seed as its
+ * own shard.
+ *
+ * Checks, per case:
+ * - the weights fsdp_gather_full_params returns are bit for bit the same
+ *   on every rank;
+ * - they equal the single-process weights (the model's own buffers and
+ *   AdamW, the whole batch, same seed): bit for bit on one rank (the same
+ *   kernels on the same bytes), else to 1e-6 absolute (bf16: 2e-4), as
+ *   tests/test_ddp.c explains: only the order of the sums behind each
+ *   gradient differs;
+ * - the model holds no weight matrix: its "params" tag is the gains alone;
+ * - each step gathers every group at least once.
+ * The model itself refuses what needs its own weights with bound weights
+ * (model_set_params, its AdamW), and a pass with no weight hook. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collective/comm.h"
+#include "common/check.h"
+#include "model/model.h"
+#include "parallel/fsdp.h"
+#include "tests/testlib.h"
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+enum { B = 4, T = 8, STEPS = 3 };
+static const uint64_t SEED = 4321;
+
+typedef struct {
+  comm *c;
+  comm_backend backend;
+  int rank, world;
+  model_config cfg;
+  int32_t ids[STEPS][B * T], tgt[STEPS][B * T];
+} ctx;
+
+static int any_rank(int bad) {
+#ifdef HAVE_MPI
+  int out = 0;
+  MPI_Allreduce(&bad, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  return out;
+#else
+  return bad;
+#endif
+}
+
+static int new_engine(ctx *x, engine **e) {
+  if (x->backend == COMM_NCCL) return engine_cuda_create(e, comm_device(x->c));
+  return engine_cpu_create(e, 1);
+}
+
+static model_options options(dtype prec, attn_impl a, int ckpt, int bound) {
+  model_options o = {.compute = prec, .fused = 1, .attention = a,
+                     .f32 = F32_EXACT, .ckpt_layers = ckpt,
+                     .bound_weights = bound};
+  return o;
+}
+
+/* The single-process weights after STEPS on the whole batch. */
+static float *reference(ctx *x, const model_options *o, size_t *n) {
+  engine *e;
+  model *m;
+  hard(new_engine(x, &e), "engine");
+  hard(model_create_ex(&m, e, &x->cfg, B, T, o), "model_create_ex");
+  hard(model_init(m, SEED), "model_init");
+  adamw_config hp = adamw_defaults();
+  for (int s = 0; s < STEPS; s++) {
+    float loss;
+    hard(model_zero_grad(m), "zero_grad");
+    hard(model_forward(m, x->ids[s], x->tgt[s], B, T, &loss), "forward");
+    hard(model_backward(m), "backward");
+    hard(model_adamw_step(m, &hp), "adamw");
+  }
+  *n = model_nparams(m);
+  float *w = malloc(*n * sizeof(float));
+  if (!w) hard(ERR_OOM, "reference weights");
+  hard(eng_download(e, w, model_params(m), *n * sizeof(float)), "download");
+  hard(eng_sync(e), "sync");
+  model_destroy(m);
+  engine_destroy(e);
+  return w;
+}
+
+static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
+  char name[200];
+  snprintf(name, sizeof name, "fsdp %s, %d ranks, %s, %s attention, %s",
+           x->backend == COMM_NCCL ? "nccl" : "mpi", x->world,
+           dtype_name(prec), a == ATTN_FLASH ? "flash" : "materialised",
+           ckpt ? (ckpt == 1 ? "a checkpoint a layer"
+                             : "checkpoints every 2 layers")
+                : "no checkpoints");
+  model_options ro = options(prec, a, ckpt, 0);
+  size_t n;
+  float *ref = reference(x, &ro, &n);
+
+  engine *e;
+  model *m;
+  fsdp *f;
+  const int b = B / x->world, r = x->rank;
+  model_options fo = options(prec, a, ckpt, x->world);
+  hard(new_engine(x, &e), "engine");
+  hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
+  adamw_config hp = adamw_defaults();
+  hard(fsdp_create(&f, x->c, m, SEED, &hp), "fsdp_create");
+  int gathered_all = 1;
+  for (int s = 0; s < STEPS; s++) {
+    float loss;
+    hard(fsdp_begin_step(f), "begin_step");
+    hard(model_forward(m, x->ids[s] + r * b * T, x->tgt[s] + r * b * T, b, T,
+                       &loss), "forward");
+    hard(model_backward(m), "backward");
+    hard(fsdp_finish_gradient_synchronization(f), "finish");
+    hard(fsdp_optimizer_step(f), "optimizer_step");
+    fsdp_info info;
+    fsdp_info_get(f, &info);
+    if (info.gathers < x->cfg.layers + 2) gathered_all = 0;
+  }
+  hard(eng_sync(e), "sync");
+  float *w = malloc(n * sizeof(float)), *w0 = malloc(n * sizeof(float));
+  if (!w || !w0) hard(ERR_OOM, "weights");
+  hard(fsdp_gather_full_params(f, w), "gather_full_params");
+  memcpy(w0, w, n * sizeof(float));
+#ifdef HAVE_MPI
+  MPI_Bcast(w0, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+#endif
+  double err = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)w[i] - ref[i]);
+    if (!(d <= err)) err = d;
+  }
+  int ranks_differ = any_rank(memcmp(w, w0, n * sizeof(float)) != 0);
+  double tol = x->world == 1 ? 0.0 : prec == DT_F32 ? 1e-6 : 2e-4;
+  size_t own = 0;
+  eng_tag_bytes(e, "params", &own, NULL);
+  if (x->rank == 0) {
+    check(!ranks_differ, "%s: every rank's gathered weights equal rank 0's "
+          "bit for bit", name);
+    check(err <= tol, "%s: weights match single-process training (max "
+          "|diff| %.3g, tolerance %.0e)", name, err, tol);
+    check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
+          "%s: the model holds the gains alone (%zu bytes)", name, own);
+    check(gathered_all, "%s: every step gathers every group", name);
+  }
+  fsdp_destroy(f);
+  model_destroy(m);
+  engine_destroy(e);
+  free(w);
+  free(w0);
+  free(ref);
+}
+
+static void expect_fail(const char *what, int rc) {
+  check(rc < 0, "%s is refused (%s)", what, rc < 0 ? err_msg() : "accepted");
+}
+
+/* What a model with bound weights refuses. */
+static void refusals(ctx *x) {
+  engine *e;
+  model *m;
+  model_options o = options(DT_F32, ATTN_FLASH, 0, 1);
+  hard(new_engine(x, &e), "engine");
+  hard(model_create_ex(&m, e, &x->cfg, B, T, &o), "model_create_ex bound");
+  hard(model_init(m, SEED), "model_init");
+  float one = 1.0f, loss;
+  adamw_config hp = adamw_defaults();
+  expect_fail("model_set_params with bound weights",
+              model_set_params(m, 0, &one, 1));
+  expect_fail("model_adamw_step with bound weights",
+              model_adamw_step(m, &hp));
+  expect_fail("a forward over bound weights with no weight hook",
+              model_forward(m, x->ids[0], x->tgt[0], B, T, &loss));
+  model_destroy(m);
+  model_options bad = options(DT_F32, ATTN_FLASH, 0, 1);
+  bad.fused = 0;
+  bad.attention = ATTN_MATERIALIZED;
+  expect_fail("bound weights on the op-by-op path",
+              model_create_ex(&m, e, &x->cfg, B, T, &bad));
+  engine_destroy(e);
+}
+
+int main(int argc, char **argv) {
+#ifdef HAVE_MPI
+  MPI_Init(&argc, &argv);
+#endif
+  ctx x;
+  memset(&x, 0, sizeof x);
+  x.backend = COMM_MPI;
+  if (argc > 1 && comm_backend_parse(argv[1], &x.backend) != 0) {
+    fprintf(stderr, "usage: test_fsdp [mpi|nccl]\n");
+    return 99;
+  }
+  if (comm_open(&x.c, x.backend) < 0) {
+    fprintf(stderr, "test_fsdp: cannot open %s: %s\n",
+            argc > 1 ? argv[1] : "mpi", err_msg());
+#ifdef HAVE_MPI
+    MPI_Finalize();
+#endif
+    return x.backend == COMM_NCCL ? 77 : 99;
+  }
+  x.rank = comm_rank(x.c);
+  x.world = comm_size(x.c);
+  if (B % x.world != 0) {
+    fprintf(stderr, "test_fsdp: %d ranks do not divide the batch of %d\n",
+            x.world, B);
+    return 99;
+  }
+  model_config_by_name("nano", &x.cfg);
+  x.cfg.vocab = 61;
+  x.cfg.d_model = 12;
+  x.cfg.d_ff = 21;
+  x.cfg.layers = 3;
+  x.cfg.heads = 2;
+  tl_seed(77);
+  for (int s = 0; s < STEPS; s++)
+    for (int i = 0; i < B * T; i++) {
+      x.ids[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
+      x.tgt[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
+    }
+  if (x.rank == 0) refusals(&x);
+  dtype precs[] = {DT_F32, DT_BF16};
+  int nprec = x.backend == COMM_NCCL ? 2 : 1;
+  for (int p = 0; p < nprec; p++)
+    for (int a = 0; a < 2; a++)
+      for (int k = 0; k <= 2; k++)
+        one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k);
+  comm_close(x.c);
+  int status = x.rank == 0 ? tl_finish() : 0;
+#ifdef HAVE_MPI
+  status = any_rank(status != 0) ? 1 : 0;
+  MPI_Finalize();
+#endif
+  return status;
+}
