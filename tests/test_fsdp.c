@@ -8,7 +8,8 @@
  *
  * Model: an LM with awkward sizes (vocab 61, d_model 12, d_ff 21, 3
  * layers, 2 heads) so no group divides evenly among 2 or 4 ranks and the
- * last rank's chunks are padded; fused path, flash and materialised
+ * last rank's chunks are padded (on GPUs d_model 32 and d_ff 48, for the
+ * kernels' head dims and alignment); fused path, flash and materialised
  * attention, with no checkpoints and with groups of 1 and 2 layers (the
  * window then holds 3 and 4 groups). Global batch 4 sequences of 8 tokens,
  * rank r takes sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random
@@ -231,6 +232,10 @@ int main(int argc, char **argv) {
   x.cfg.d_ff = 21;
   x.cfg.layers = 3;
   x.cfg.heads = 2;
+  if (x.backend == COMM_NCCL) {   /* head dims the GPU kernels take */
+    x.cfg.d_model = 32;
+    x.cfg.d_ff = 48;
+  }
   tl_seed(77);
   for (int s = 0; s < STEPS; s++)
     for (int i = 0; i < B * T; i++) {
