@@ -20,10 +20,12 @@
  * - the weights fsdp_gather_full_params returns are bit for bit the same
  *   on every rank;
  * - they equal the single-process weights (the model's own buffers and
- *   AdamW, the whole batch, same seed): bit for bit on one rank (the same
- *   kernels on the same bytes), else to 1e-6 absolute (bf16: 2e-4), as
- *   tests/test_ddp.c explains: only the order of the sums behind each
- *   gradient differs;
+ *   AdamW, the whole batch, same seed): on one CPU rank bit for bit (the
+ *   same kernels on the same bytes), else to 1e-6 absolute (bf16: 2e-4),
+ *   as tests/test_ddp.c explains: only the order of the sums behind each
+ *   gradient differs. On GPUs the single-process run does not repeat
+ *   itself bit for bit in fp32 (atomic adds in backward: two runs of it
+ *   differed by up to 7e-6 on an H200), so fp32 there takes 2e-5;
  * - the model holds no weight matrix: its "params" tag is the gains alone;
  * - each step gathers every group at least once.
  * The model itself refuses what needs its own weights with bound weights
@@ -151,7 +153,9 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
     if (!(d <= err)) err = d;
   }
   int ranks_differ = any_rank(memcmp(w, w0, n * sizeof(float)) != 0);
-  double tol = x->world == 1 ? 0.0 : prec == DT_F32 ? 1e-6 : 2e-4;
+  double tol = prec != DT_F32 ? 2e-4
+               : x->backend == COMM_NCCL ? 2e-5
+               : x->world == 1 ? 0.0 : 1e-6;
   size_t own = 0;
   eng_tag_bytes(e, "params", &own, NULL);
   if (x->rank == 0) {
