@@ -13,6 +13,7 @@
   X(toy_dtypes)  \
   X(accumulation) \
   X(ddp)         \
+  X(fsdp)        \
   X(attention)   \
   X(comm_accounting) \
   X(norm)

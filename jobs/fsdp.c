@@ -1,0 +1,284 @@
+/* Job kind `fsdp`: fully sharded data-parallel training of model.md's LM
+ * over world_size ranks (parallel/fsdp.h), the 2026 handout's fsdp and
+ * fsdp_accounting.
+ *
+ * As the ddp kind: `rank_batch` sequences per rank, the global batch W
+ * times that, rank r training on its slice of each step's random global
+ * batch (seeded, the same on every rank); backend mpi: CPU engine + MPI;
+ * nccl: CUDA engine + NCCL, one GPU per rank. The model runs on the fused
+ * path with its weight matrices bound group by group from the gathered
+ * window (model_options.bound_weights).
+ *
+ * A step: fsdp_begin_step, forward (it gathers as it goes; its time is the
+ * host's until the loss is read back), backward (gathers again and
+ * reduce-scatters each group as its gradient is final),
+ * finish_gradient_synchronization, optimizer step, eng_sync; the step's
+ * time is the wall clock from its start to that sync, the maximum over
+ * ranks. Memory (engine accounting, rank 0): the peak after setup, just
+ * before and just after the first optimizer step, and at the end what the
+ * shards, the window, the gradients, AdamW's moments and the activations
+ * hold. Then one untimed step with every operation bracketed on the
+ * compute stream: rank 0's time by kernel family, in the message. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collective/comm.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "harness/kind.h"
+#include "jobs/common.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "parallel/fsdp.h"
+
+static const char *const backends[] = {"mpi", "nccl", NULL};
+static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const attentions[] = {"materialized", "flash", NULL};
+
+typedef struct fsdp_settings {
+  run_settings run;
+  const char *backend;
+  const char *precision;
+  const char *attention;
+  int checkpoint_layers;
+  loop_settings loop;
+  model_settings model;
+  int rank_batch;
+} fsdp_settings;
+
+static const param_def params[] = {
+    COMMON_PARAMS(fsdp_settings),
+    {"run", "backend", STRING_FIELD(fsdp_settings, backend), 0, 0, backends,
+     NULL, NULL,
+     "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "
+     "GPU per rank, NCCL collectives"},
+    {"run", "precision", STRING_FIELD(fsdp_settings, precision), 0, 0,
+     precisions, NULL, "fp32",
+     "matrix-product inputs: fp32 or bf16 (fp32 master shards, gradients "
+     "and their reduce-scatters; bf16 weights are gathered in bf16, the "
+     "embedding in fp32; mpi: fp32 only)"},
+    {"run", "attention", STRING_FIELD(fsdp_settings, attention), 0, 0,
+     attentions, NULL, "flash",
+     "materialized (scores in memory) or flash (FlashAttention-2)"},
+    {"run", "checkpoint_layers", INT_FIELD(fsdp_settings, checkpoint_layers),
+     0, 1 << 20, NULL, "layers", "0",
+     "activation checkpointing as the lm kind's: 0 keeps every layer's "
+     "activations; k keeps one group of k layers' and each group's input, "
+     "and backward reruns the groups (the window then holds k + 2 "
+     "gathered groups)"},
+    LOOP_PARAMS(fsdp_settings, loop),
+    MODEL_PARAMS(fsdp_settings, model),
+    {"model", "rank_batch", INT_FIELD(fsdp_settings, rank_batch), 1, 1 << 20,
+     NULL, NULL, NULL,
+     "sequences per rank per step; the global batch is rank_batch x "
+     "world_size, each rank taking its slice"},
+};
+
+static const char *const metrics[] = {
+    "params",          "tokens_per_step",    "step_ms_mean",
+    "step_ms_std",     "step_ms_median",     "fwd_ms_mean",
+    "gathers",         "gather_mib",         "scatter_mib",
+    "mem_init_mib",    "mem_before_opt_mib", "mem_after_opt_mib",
+    "shards_mib",      "window_mib",         "grads_mib",
+    "optstate_mib",    "activations_mib",    "engine_peak_mib",
+    "loss_first",      "loss_last",          NULL,
+};
+
+static int validate(const void *settings, char *err, size_t n) {
+  const fsdp_settings *s = settings;
+  model_config c;
+  if (model_settings_parse(&s->model, &c, err, n) != 0)
+    return BLAME(fsdp_settings, model.size);
+  if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
+    return BLAME(fsdp_settings, precision);
+  return 0;
+}
+
+/* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+#ifndef KIND_DECLARATION_ONLY
+
+typedef struct bench {
+  comm *c;
+  engine *e;
+  model *m;
+  fsdp *f;
+  int rank, world, B, b, T, vocab;
+  int cpu_threads;
+  int32_t *ids, *tgt;
+  rng batch_rng;
+  double *step_ms, *fwd_ms, *loss;
+  double mem_init, mem_before, mem_after;
+  int first_done;
+} bench;
+
+static double mib(double bytes) { return bytes / 1048576.0; }
+
+static double tag_mib(engine *e, const char *tag) {
+  size_t used = 0;
+  if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;
+  return mib((double)used);
+}
+
+static int step(bench *x, int k) {
+  random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
+  int off = x->rank * x->b * x->T;
+  float loss = 0;
+  TRY(comm_barrier(x->c));
+  double t0 = clock_now_s();
+  TRY(fsdp_begin_step(x->f));
+  TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
+  double tf = clock_now_s();
+  TRY(model_backward(x->m));
+  TRY(fsdp_finish_gradient_synchronization(x->f));
+  if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
+  TRY(fsdp_optimizer_step(x->f));
+  if (!x->first_done) x->mem_after = mib((double)eng_peak_bytes(x->e));
+  x->first_done = 1;
+  TRY(eng_sync(x->e));
+  double t1 = clock_now_s();
+  if (k < 0) return 0;
+  double row[2] = {(t1 - t0) * 1e3, (tf - t0) * 1e3};
+  TRY(comm_world_max(row, 2));
+  x->step_ms[k] = row[0];
+  x->fwd_ms[k] = row[1];
+  x->loss[k] = loss;
+  return 0;
+}
+
+static int measure(bench *x, result *r, int warmup, int steps) {
+  for (int k = 0; k < warmup; k++) TRY(step(x, -1));
+  for (int k = 0; k < steps; k++) TRY(step(x, k));
+  sample_stats st = stats_of(x->step_ms, steps);
+  fsdp_info fi;
+  fsdp_info_get(x->f, &fi);
+  double fwd = 0;
+  for (int k = 0; k < steps; k++) fwd += x->fwd_ms[k] / steps;
+  result_set(r, "params", (double)model_nparams(x->m));
+  result_set(r, "tokens_per_step", (double)x->B * x->T);
+  result_set(r, "step_ms_mean", st.mean);
+  result_set(r, "step_ms_std", st.std);
+  result_set(r, "step_ms_median", st.median);
+  result_set(r, "fwd_ms_mean", fwd);
+  result_set(r, "gathers", fi.gathers);
+  result_set(r, "gather_mib", mib(fi.gather_bytes));
+  result_set(r, "scatter_mib", mib(fi.scatter_bytes));
+  result_set(r, "mem_init_mib", x->mem_init);
+  result_set(r, "mem_before_opt_mib", x->mem_before);
+  result_set(r, "mem_after_opt_mib", x->mem_after);
+  result_set(r, "shards_mib",
+             tag_mib(x->e, "fsdp.shard") + tag_mib(x->e, "fsdp.shard.low") +
+                 tag_mib(x->e, "params"));
+  result_set(r, "window_mib", tag_mib(x->e, "fsdp.window"));
+  result_set(r, "grads_mib", tag_mib(x->e, "grads") + tag_mib(x->e, "fsdp.grads"));
+  result_set(r, "optstate_mib",
+             tag_mib(x->e, "fsdp.adam_m") + tag_mib(x->e, "fsdp.adam_v") +
+                 tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
+  result_set(r, "activations_mib",
+             tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
+  result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
+  result_set(r, "loss_first", x->loss[0]);
+  result_set(r, "loss_last", x->loss[steps - 1]);
+  result_samples(r, "step_ms", x->step_ms, steps);
+  result_samples(r, "fwd_ms", x->fwd_ms, steps);
+  result_samples(r, "loss", x->loss, steps);
+  char fam[600];
+  TRY(eng_profile(x->e, 1));
+  TRY(step(x, -1));
+  TRY(eng_profile_report(x->e, fam, sizeof fam));
+  TRY(eng_profile(x->e, 0));
+  char threads[48] = "";
+  if (x->cpu_threads)
+    snprintf(threads, sizeof threads, " (CPU threads per rank: %d)",
+             x->cpu_threads);
+  if (x->rank == 0)
+    snprintf(r->message, sizeof r->message,
+             "rank 0%s, window of %d groups, ms per step by kernel family: "
+             "%s", threads,
+             (model_get_options(x->m)->ckpt_layers > 0
+                  ? model_get_options(x->m)->ckpt_layers : 1) + 2,
+             fam);
+  return 0;
+}
+
+static int run(const void *settings, result *r) {
+  const fsdp_settings *s = settings;
+  model_config c;
+  char err[512];
+  if (model_settings_parse(&s->model, &c, err, sizeof err) != 0)
+    FAIL(ERR_FAIL, "%s", err);
+  comm_backend cb;
+  if (comm_backend_parse(s->backend, &cb) != 0)
+    FAIL(ERR_FAIL, "fsdp: bad backend %s", s->backend);
+  bench x;
+  memset(&x, 0, sizeof x);
+  int warmup = s->loop.warmup, steps = s->loop.steps;
+  x.T = s->model.context;
+  x.b = s->rank_batch;
+  x.vocab = c.vocab;
+  x.batch_rng = batch_rng(s->loop.seed);
+  int rc = comm_open(&x.c, cb);
+  if (rc < 0) {
+    err_trace(__FILE__, __LINE__);
+    return rc;
+  }
+  x.rank = comm_rank(x.c);
+  x.world = comm_size(x.c);
+  x.B = x.b * x.world;
+  x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
+  x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
+  double *buf = calloc((size_t)steps * 3, sizeof *buf);
+  if (!x.ids || !x.tgt || !buf) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
+    goto done;
+  }
+  x.step_ms = buf;
+  x.fwd_ms = buf + steps;
+  x.loss = buf + 2 * (size_t)steps;
+  if (cb == COMM_NCCL)
+    rc = engine_cuda_create(&x.e, comm_device(x.c));
+  else {
+    x.cpu_threads = cpu_threads_per_rank(s->loop.threads, comm_local_size(x.c));
+    rc = engine_cpu_create(&x.e, x.cpu_threads);
+  }
+  if (rc < 0) goto fail;
+  model_options o = {.compute = dtype_of_precision(s->precision),
+                     .fused = 1,
+                     .attention = strcmp(s->attention, "flash") == 0
+                                      ? ATTN_FLASH : ATTN_MATERIALIZED,
+                     .f32 = F32_EXACT,
+                     .ckpt_layers = s->checkpoint_layers,
+                     .bound_weights = x.world};
+  if ((rc = model_create_ex(&x.m, x.e, &c, x.b, x.T, &o)) < 0) goto fail;
+  adamw_config hp = adamw_defaults();
+  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp)) < 0)
+    goto fail;
+  x.mem_init = mib((double)eng_peak_bytes(x.e));
+  if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;
+  goto done;
+fail:
+  err_trace(__FILE__, __LINE__);
+done:
+  if (x.f) fsdp_destroy(x.f);
+  if (x.m) model_destroy(x.m);
+  if (x.e) engine_destroy(x.e);
+  comm_close(x.c);
+  free(x.ids);
+  free(x.tgt);
+  free(buf);
+  return rc;
+}
+
+#endif /* KIND_DECLARATION_ONLY */
+
+const kind_def kind_fsdp = {
+    .name = "fsdp",
+    .summary = "fully sharded data-parallel training of model.md's LM: each "
+               "rank keeps 1/W of every weight matrix, gathered group by "
+               "group as forward and backward reach it",
+    .gpu_backend = "nccl",
+    KIND_TABLES(fsdp_settings, validate),
+};
