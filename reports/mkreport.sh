@@ -187,7 +187,7 @@ rows_of() { # NAME
 # dropped, spaces as -.
 anchor() { printf '%s' "$1" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9 _-' | tr ' ' '-'; }
 
-# test_says, first_sentence (and what the sections use).
+# test_says (and what the sections use).
 CSVTOOL=$csvtool TESTS_DIR=$tests
 . "$here/section_lib.sh"
 
@@ -207,12 +207,13 @@ render() { # DIR NUM NAME SCRIPTS TESTS
       sh "$here/sections/$s.sh" || { echo "section $s ($3) failed (above)" > "$1/failed"; return 1; }
   done
   [ "$5" != - ] || return 0
-  echo "**Checked by** (\`make check\`; appendix C quotes each test):"
-  echo
+  # names only: appendix C quotes what each test checks, and how closely
+  names=''
   for t in $(printf '%s' "$5" | tr ',' ' '); do
-    says=$(test_says "$t") || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
-    echo "- \`tests/$t\`: $(printf '%s' "$says" | first_sentence)"
+    test_says "$t" > /dev/null || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
+    names="$names${names:+, }\`tests/$t\`"
   done
+  echo "**Checked by** $names (\`make check\`; appendix C says what each checks)."
   echo
 }
 nproc=$(getconf _NPROCESSORS_ONLN 2> /dev/null) || nproc=2

@@ -292,20 +292,3 @@ test_says() { # NAME
   esac | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//'
 }
 
-# The first sentence of a paragraph, ending in a full stop: up to the
-# first ". " or ": " outside parentheses (a colon that opens a list ends
-# the sentence; one inside a parenthesis does not, nor one after a label
-# of fewer than three words, as in "kernels/: every operation ...").
-first_sentence() {
-  awk '{ s = $0; out = s; d = 0
-    for (i = 1; i <= length(s); i++) {
-      c = substr(s, i, 1)
-      if (c == "(") d++
-      else if (c == ")") d--
-      else if ((c == "." || c == ":") && d <= 0 && substr(s, i + 1, 1) == " ") {
-        if (c == ":" && split(substr(s, 1, i - 1), w, " ") < 3) continue
-        out = substr(s, 1, i - 1); break
-      }
-    }
-    sub(/[.:]$/, "", out); print out "." }'
-}

@@ -43,7 +43,7 @@ cw=''
 # first of these sections), else a pointer to it.
 numbers() {
   [ -n "$have" ] || return 0
-  if [ "$1" = 0 ]; then echo "C, W, D and F as in 2026.2."; echo; return 0; fi
+  if [ "$1" = 0 ]; then echo "C, W, D and F as in 2026.4."; echo; return 0; fi
   note=''
   [ "$dirty" = 0 ] || note="; from an uncommitted tree, 2.1.1"
   echo "The numbers these answers are read with:"

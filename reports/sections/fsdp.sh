@@ -1,0 +1,173 @@
+#!/bin/sh
+# Writeup sections fsdp and fsdp_accounting (the 2026 edition's section 7):
+# what the FSDP code does and how it meets the handout's rules, its rows
+# (experiments/fsdp_accounting.cfg, kind fsdp: xl, 2 sequences of 128 a
+# GPU, on 1 and 2 GPUs); (a) the peak FSDP should save, predicted item by
+# item from the one-GPU row (what a rank keeps 1/W of, what it keeps
+# whole) beside the two-GPU row when there is one; (b) whether the
+# gathers keep up with forward: the two-GPU forward against the one-GPU
+# forward when measured, else the bytes of each layer's gather over NCCL's
+# measured 2-GPU bus bandwidth (allreduce.csv) against a layer's forward.
+# Environment as for every section.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+. "$REPORT_LIB"
+csv=$CSV
+on_gpu "$csv"
+
+# v COL PREC WORLD: COL of the latest ok row, or ""
+v() {
+  [ -f "$csv" ] || return 0
+  tool value "$csv" --col "$1" --where status=ok --where precision="$2" \
+    --where world_size="$3" --sort -utc --agg first --default ''
+}
+
+case $PROBLEM in
+fsdp)
+  cat <<'TEXT'
+`parallel/fsdp.c` over a model whose weight matrices are not its own
+(`model_options.bound_weights`). Each rank keeps 1/W of every group (the
+embedding, each layer's seven matrices, the head), packed and cut into W
+chunks, in fp32 with its AdamW moments and, in bf16, its bf16 copy; the
+norms' gains stay whole on every rank, as the handout suggests.
+
+- **Forward and backward**: the model calls a hook before it first reads a
+  group and after its last read is queued; the hook waits for that group's
+  all-gather and starts the next one into a window of three slots, so a
+  gather starts once the group two uses back has been released (the
+  handout's rule). With checkpoints of k layers the window holds k + 2.
+- **Gradients**: a group's gradient lives in one of two slots until its
+  reduce-scatter (average) to the owners is done; the gains' gradients are
+  all-reduced after backward; `fsdp_finish_gradient_synchronization`
+  waits for everything, and AdamW updates each rank's chunks.
+- **Mixed precision**: bf16 matrices are gathered in bf16 (the cast is
+  AdamW's, before communication); master weights, gradients and the
+  embedding (read by a lookup in fp32, as the model does) are fp32.
+- `fsdp_gather_full_params` returns every weight whole, by name.
+
+The job kind `fsdp` runs it; experiments/fsdp_accounting.cfg is the
+handout's standard configuration.
+
+TEXT
+  if has_rows "$csv"; then
+    echo "| GPUs | precision | step (ms) | forward (ms) | gathers a step | gathered a step, per GPU (MiB) | peak (GiB) |"
+    echo "|--:|---|--:|--:|--:|--:|--:|"
+    for p in fp32 bf16; do
+      for w in 1 2; do
+        s=$(v step_ms_median "$p" "$w")
+        [ -n "$s" ] || continue
+        echo "| $w | $p | $(f1 "$s") | $(f1 "$(v fwd_ms_mean "$p" "$w")") | $(v gathers "$p" "$w") | $(calc %.0f "$(v gather_mib "$p" "$w")") | $(gib "$(v engine_peak_mib "$p" "$w")") |"
+      done
+    done
+    echo
+    echo "_$GPU, xl, 2 sequences of 128 tokens a GPU; medians of 10 steps._"
+    echo
+  fi
+  if [ -f "$csv" ]; then
+    failed_jobs "$csv" precision,world_size "| precision | GPUs |"
+  else
+    echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
+    echo
+    todo "fsdp_accounting.csv (\`./runner experiments/fsdp_accounting.cfg\`)"
+  fi
+  ;;
+
+fsdp_accounting)
+  echo "### (a) What FSDP saves from the peak"
+  echo
+  p1=$(v params fp32 1)
+  if [ -z "$p1" ]; then
+    echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
+  else
+    cat <<'TEXT'
+Section 3.2's optimizer-state sharding divides only AdamW's moments
+(8 bytes a parameter) by W. FSDP divides the weights (4, and 2 more for a
+bf16 copy) and the gradients (4) too: 16 to 18 bytes a parameter become
+1/W. What stays whole on every rank is the activations, the gathered
+window and the two gradient slots, the floor as W grows. Per GPU, GiB:
+the one-GPU row's items, and at 2 GPUs each sharded item halved (the
+prediction) beside the measured row:
+
+TEXT
+    echo "| item | fp32, 1 GPU | fp32, 2 GPUs predicted | fp32, 2 GPUs | bf16, 1 GPU | bf16, 2 GPUs predicted | bf16, 2 GPUs |"
+    echo "|---|--:|--:|--:|--:|--:|--:|"
+    # per precision: items at 1 GPU, and predicted at 2
+    row() { # LABEL COL SHARDED
+      line="| $1"
+      for p in fp32 bf16; do
+        a=$(v "$2" "$p" 1)
+        b=$(v "$2" "$p" 2)
+        P=$(v params "$p" 1)
+        if [ "$3" = grads ]; then
+          # the gradient shard (4 bytes a parameter) halves; the slots do not
+          pr=$(calc %.3f "$a - $P * 4 / 1048576 / 2")
+        elif [ "$3" = 1 ]; then pr=$(calc %.3f "$a / 2")
+        else pr=$a; fi
+        line="$line | $(gib "$a") | $(gib "$pr") | $(gib "$b")"
+      done
+      echo "$line |"
+    }
+    row "weights (fp32, bf16 copy, gains)" shards_mib 1
+    row "gradients (shard, two slots)" grads_mib grads
+    row "AdamW's moments" optstate_mib 1
+    row "gathered window" window_mib 0
+    row "activations" activations_mib 0
+    for p in fp32 bf16; do
+      a=$(v engine_peak_mib "$p" 1)
+      P=$(v params "$p" 1)
+      num "engine_peak_mib" "$a"
+      lt=4; [ "$p" = bf16 ] && lt=6
+      saved=$(calc %.3f "($P * ($lt + 4 + 8)) / 1048576 / 2")
+      eval "pk_$p=\$a sv_$p=\$saved"
+    done
+    echo
+    echo "At 2 GPUs FSDP should take the fp32 peak from $(gib "$pk_fp32") to about"
+    echo "$(gib "$(calc %.3f "$pk_fp32 - $sv_fp32")") GiB and the bf16 one from $(gib "$pk_bf16") to about"
+    echo "$(gib "$(calc %.3f "$pk_bf16 - $sv_bf16")") GiB: it saves about $(calc %.0f "100 * $sv_fp32 / $pk_fp32")% against the $(calc %.0f "100 * $(v optstate_mib fp32 1) / 2 / $pk_fp32")% that sharding"
+    echo "only the moments saves."
+    echo
+  fi
+  echo "### (b) Do the gathers keep up with forward?"
+  echo
+  f1=$(v fwd_ms_mean bf16 1)
+  f2=$(v fwd_ms_mean bf16 2)
+  if [ -n "$f2" ] && [ -n "$f1" ]; then
+    g1=$(v fwd_ms_mean fp32 1)
+    g2=$(v fwd_ms_mean fp32 2)
+    echo "Forward on 2 GPUs against 1 (the same per-GPU batch, so the"
+    echo "difference is what the gathers leave exposed): fp32 $(f1 "$g2") against"
+    echo "$(f1 "$g1") ms, bf16 $(f1 "$f2") against $(f1 "$f1") ms."
+    echo
+  elif [ -n "$f1" ]; then
+    # xl (model.md): d_model 1600, d_ff 6400, 48 layers
+    L=48
+    lay=$(calc %.0f "(4 * 1600 * 1600 + 3 * 1600 * 6400)")
+    ar="$DATA/allreduce.csv"
+    bw=''
+    [ -f "$ar" ] && bw=$(tool value "$ar" --col busbw_gbps --where status=ok \
+                          --where backend=nccl --where world_size=2 --where size_mib=100 \
+                          --sort -utc --agg first --default '')
+    echo "Not measured: it needs 2 GPUs (\`./runner experiments/fsdp_accounting.cfg\`"
+    echo "on two). Predicted from what is measured: xl's layer is $(calc %.1f "$lay / 1e6") M parameters;"
+    if [ -n "$bw" ]; then
+      tb=$(calc %.3f "$lay * 2 / 2 / ($bw * 1e9) * 1e3")
+      tf=$(calc %.3f "$lay * 4 / 2 / ($bw * 1e9) * 1e3")
+      cb=$(calc %.3f "$f1 / $L")
+      cf=$(calc %.3f "$(v fwd_ms_mean fp32 1) / $L")
+      echo "each GPU receives half of it, at the $(calc %.0f "$bw") GB/s bus bandwidth NCCL"
+      echo "reached between 2 ${GPU_KIND}s (allreduce.csv, 100 MiB): $(calc %.2f "$tb") ms a layer in bf16,"
+      echo "$(calc %.2f "$tf") ms in fp32, against a layer's forward of $(calc %.2f "$cb") and $(calc %.2f "$cf") ms"
+      keeps() { is_true "$1 <= $2" && echo "should keep up" || echo "should not keep up"; }
+      echo "on one GPU, 2 sequences of 128 tokens: **fp32 $(keeps "$tf" "$cf"), bf16"
+      echo "$(keeps "$tb" "$cb")**. A layer's products grow with the batch and its gather does"
+      echo "not: bf16 hides its gathers from about $(calc %.0f "2 * $tb / $cb + 0.5") sequences a GPU."
+    fi
+    echo
+  else
+    echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
+    echo
+  fi
+  ;;
+esac
