@@ -27,6 +27,8 @@
  *   itself bit for bit in fp32 (atomic adds in backward: two runs of it
  *   differed by up to 7e-6 on an H200), so fp32 there takes 2e-5;
  * - the model holds no weight matrix: its "params" tag is the gains alone;
+ * - the gains' (replicated) gradients are bit for bit the same on every
+ *   rank after each backward (the handout's test_fsdp_gradient_sync);
  * - each step gathers every group at least once.
  * The model itself refuses what needs its own weights with bound weights
  * (model_set_params, its AdamW), and a pass with no weight hook. */
@@ -126,7 +128,10 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
   hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
   adamw_config hp = adamw_defaults();
   hard(fsdp_create(&f, x->c, m, SEED, &hp), "fsdp_create");
-  int gathered_all = 1;
+  int gathered_all = 1, gains_differ = 0;
+  size_t ng = model_group_numel(m, MODEL_NORMS);
+  float *gg = malloc(ng * sizeof(float)), *gg0 = malloc(ng * sizeof(float));
+  if (!gg || !gg0) hard(ERR_OOM, "gains' gradients");
   for (int s = 0; s < STEPS; s++) {
     float loss;
     hard(fsdp_begin_step(f), "begin_step");
@@ -134,6 +139,16 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
                        &loss), "forward");
     hard(model_backward(m), "backward");
     hard(fsdp_finish_gradient_synchronization(f), "finish");
+    /* the handout's test_fsdp_gradient_sync: the replicated parameters'
+     * gradients are the same on every rank */
+    hard(eng_download(e, gg, model_norm_grads(m), ng * sizeof(float)),
+         "download the gains' gradients");
+    hard(eng_sync(e), "sync");
+    memcpy(gg0, gg, ng * sizeof(float));
+#ifdef HAVE_MPI
+    MPI_Bcast(gg0, (int)ng, MPI_FLOAT, 0, MPI_COMM_WORLD);
+#endif
+    gains_differ |= any_rank(memcmp(gg, gg0, ng * sizeof(float)) != 0);
     hard(fsdp_optimizer_step(f), "optimizer_step");
     fsdp_info info;
     fsdp_info_get(f, &info);
@@ -166,7 +181,11 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
     check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
           "%s: the model holds the gains alone (%zu bytes)", name, own);
     check(gathered_all, "%s: every step gathers every group", name);
+    check(!gains_differ, "%s: the gains' gradients are the same on every "
+          "rank after each backward", name);
   }
+  free(gg);
+  free(gg0);
   fsdp_destroy(f);
   model_destroy(m);
   engine_destroy(e);
