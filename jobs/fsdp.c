@@ -17,7 +17,11 @@
  * ranks. Memory (engine accounting, rank 0): the peak after setup, just
  * before and just after the first optimizer step, and at the end what the
  * shards, the window, the gradients, AdamW's moments and the activations
- * hold. Then one untimed step with every operation bracketed on the
+ * hold. From events on the two streams (GPU) or the wall clock (CPU):
+ * each step's gathers summed, and how long compute waited for them (the
+ * handout's "does communication finish in time"); rank 0's last step's
+ * gathers and uses go to the samples. Then one untimed step with every
+ * operation bracketed on the
  * compute stream: rank 0's time by kernel family, in the message. */
 #include "config.h"
 
@@ -82,6 +86,7 @@ static const char *const metrics[] = {
     "params",          "tokens_per_step",    "step_ms_mean",
     "step_ms_std",     "step_ms_median",     "fwd_ms_mean",
     "gathers",         "gather_mib",         "scatter_mib",
+    "gather_ms_mean",  "exposed_gather_ms_mean",
     "mem_init_mib",    "mem_before_opt_mib", "mem_after_opt_mib",
     "shards_mib",      "window_mib",         "grads_mib",
     "optstate_mib",    "activations_mib",    "engine_peak_mib",
@@ -110,7 +115,7 @@ typedef struct bench {
   int cpu_threads;
   int32_t *ids, *tgt;
   rng batch_rng;
-  double *step_ms, *fwd_ms, *loss;
+  double *step_ms, *fwd_ms, *gather_ms, *exposed_ms, *loss;
   double mem_init, mem_before, mem_after;
   int first_done;
 } bench;
@@ -141,10 +146,15 @@ static int step(bench *x, int k) {
   TRY(eng_sync(x->e));
   double t1 = clock_now_s();
   if (k < 0) return 0;
-  double row[2] = {(t1 - t0) * 1e3, (tf - t0) * 1e3};
-  TRY(comm_world_max(row, 2));
+  fsdp_timeline tl;
+  TRY(fsdp_timeline_get(x->f, &tl));
+  double row[4] = {(t1 - t0) * 1e3, (tf - t0) * 1e3, tl.gather_ms,
+                   tl.exposed_ms};
+  TRY(comm_world_max(row, 4));
   x->step_ms[k] = row[0];
   x->fwd_ms[k] = row[1];
+  x->gather_ms[k] = row[2];
+  x->exposed_ms[k] = row[3];
   x->loss[k] = loss;
   return 0;
 }
@@ -155,8 +165,12 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   sample_stats st = stats_of(x->step_ms, steps);
   fsdp_info fi;
   fsdp_info_get(x->f, &fi);
-  double fwd = 0;
-  for (int k = 0; k < steps; k++) fwd += x->fwd_ms[k] / steps;
+  double fwd = 0, gat = 0, exp_ = 0;
+  for (int k = 0; k < steps; k++) {
+    fwd += x->fwd_ms[k] / steps;
+    gat += x->gather_ms[k] / steps;
+    exp_ += x->exposed_ms[k] / steps;
+  }
   result_set(r, "params", (double)model_nparams(x->m));
   result_set(r, "tokens_per_step", (double)x->B * x->T);
   result_set(r, "step_ms_mean", st.mean);
@@ -166,6 +180,8 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_set(r, "gathers", fi.gathers);
   result_set(r, "gather_mib", mib(fi.gather_bytes));
   result_set(r, "scatter_mib", mib(fi.scatter_bytes));
+  result_set(r, "gather_ms_mean", gat);
+  result_set(r, "exposed_gather_ms_mean", exp_);
   result_set(r, "mem_init_mib", x->mem_init);
   result_set(r, "mem_before_opt_mib", x->mem_before);
   result_set(r, "mem_after_opt_mib", x->mem_after);
@@ -185,6 +201,21 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_samples(r, "step_ms", x->step_ms, steps);
   result_samples(r, "fwd_ms", x->fwd_ms, steps);
   result_samples(r, "loss", x->loss, steps);
+  result_samples(r, "exposed_gather_ms", x->exposed_ms, steps);
+  /* rank 0's last timed step: each gather's group and interval on the
+   * communicator's stream, each use's group and when compute wanted it */
+  fsdp_timeline tl;
+  TRY(fsdp_timeline_get(x->f, &tl));
+  double *tv = malloc(sizeof *tv * (size_t)(tl.ngathers + tl.nuses + 1));
+  CHECK_ALLOC(tv, sizeof *tv * (size_t)(tl.ngathers + tl.nuses + 1));
+  for (int i = 0; i < tl.ngathers; i++) tv[i] = tl.group[i];
+  result_samples(r, "gather_group", tv, tl.ngathers);
+  result_samples(r, "gather_start_ms", tl.start_ms, tl.ngathers);
+  result_samples(r, "gather_end_ms", tl.end_ms, tl.ngathers);
+  for (int u = 0; u < tl.nuses; u++) tv[u] = tl.use_group[u];
+  result_samples(r, "use_group", tv, tl.nuses);
+  result_samples(r, "need_ms", tl.need_ms, tl.nuses);
+  free(tv);
   char fam[600];
   TRY(eng_profile(x->e, 1));
   TRY(step(x, -1));
@@ -230,14 +261,16 @@ static int run(const void *settings, result *r) {
   x.B = x.b * x.world;
   x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
   x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
-  double *buf = calloc((size_t)steps * 3, sizeof *buf);
+  double *buf = calloc((size_t)steps * 5, sizeof *buf);
   if (!x.ids || !x.tgt || !buf) {
     rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
     goto done;
   }
   x.step_ms = buf;
   x.fwd_ms = buf + steps;
-  x.loss = buf + 2 * (size_t)steps;
+  x.gather_ms = buf + 2 * (size_t)steps;
+  x.exposed_ms = buf + 3 * (size_t)steps;
+  x.loss = buf + 4 * (size_t)steps;
   if (cb == COMM_NCCL)
     rc = engine_cuda_create(&x.e, comm_device(x.c));
   else {

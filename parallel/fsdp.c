@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "kernels/kernels.h"
+#include "parallel/dp_events.h"
 #include "parallel/fsdp.h"
 
 /* One slot of the window: a gathered group. */
@@ -17,7 +18,19 @@ typedef struct fsdp_slot {
   eng_event *free_ev;   /* compute: the slot's last reads (NULL: none) */
   eng_event *ready_ev;  /* comm: its gather (NULL: none pending) */
   int ahead;            /* gathered ahead, not yet needed: kept */
+  int gather;           /* the timeline's gather that filled it this
+                           step, -1: none */
 } fsdp_slot;
+
+/* The timeline's events (fsdp_timeline): a step's gathers (at most two a
+ * use) and uses. */
+typedef struct fsdp_tl {
+  dp_event t0;          /* compute: the step's start */
+  dp_event *gs, *ge;    /* [cap] each gather's start and end (comm) */
+  dp_event *need;       /* [nuses] compute: each use's need */
+  int *group, *use_gather, cap, n;
+  double *start_ms, *end_ms, *need_ms;
+} fsdp_tl;
 
 struct fsdp {
   comm *c;
@@ -44,6 +57,7 @@ struct fsdp {
   size_t slot_bytes;
   int *uses, nuses, next_use;   /* model_weight_uses */
   long long clock;
+  fsdp_tl tl;
   comm_req **reqs;              /* NCCL: requests to complete at finish */
   int nreqs, capreqs;
   fsdp_info info;
@@ -92,10 +106,18 @@ static int gather(fsdp *f, int s, int g) {
     x->free_ev = NULL;
   }
   x->group = g;
+  fsdp_tl *t = &f->tl;
+  void *cs = comm_cuda_stream(f->c);
+  x->gather = t->n < t->cap ? t->n++ : -1;
+  if (x->gather >= 0) {
+    t->group[x->gather] = g;
+    TRY(dp_event_record(&t->gs[x->gather], cs));
+  }
   comm_req *q;
   TRY(comm_allgather(f->c, gather_src(f, g), x->buf, f->chunk[g + 1],
                      cdt(f, g), want_req(f, &q)));
   TRY(keep_req(f, q));
+  if (x->gather >= 0) TRY(dp_event_record(&t->ge[x->gather], cs));
   if (f->cv) TRY(eng_event_record(f->cv, &x->ready_ev));
   f->info.gathers++;
   f->info.gather_bytes +=
@@ -142,7 +164,8 @@ static int weight_hook(int g, int need, void *arg) {
     FAIL(ERR_FAIL, "fsdp: the model needs group %d as use %d, expected %d "
          "(model_weight_uses)", g, f->next_use,
          f->next_use < f->nuses ? f->uses[f->next_use] : -9);
-  f->next_use++;
+  int u = f->next_use++;
+  TRY(dp_event_record(&f->tl.need[u], eng_stream(f->e)));
   int s = find(f, g);
   if (s < 0) {
     if ((s = free_slot(f, -9)) < 0)
@@ -150,6 +173,7 @@ static int weight_hook(int g, int need, void *arg) {
     TRY(gather(f, s, g));
   }
   fsdp_slot *x = &f->slot[s];
+  f->tl.use_gather[u] = x->gather;
   if (x->ready_ev) {
     TRY(eng_event_wait(f->e, x->ready_ev));
     x->ready_ev = NULL;
@@ -294,6 +318,28 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->uses = malloc((size_t)(4 * G) * sizeof *f->uses);
   CHECK_ALLOC(f->uses, (size_t)(4 * G) * sizeof *f->uses);
   f->nuses = model_weight_uses(m, f->uses);
+  fsdp_tl *t = &f->tl;
+  int gpu = comm_cuda_stream(c) != NULL;
+  t->cap = 2 * f->nuses;
+  t->gs = calloc((size_t)t->cap, sizeof *t->gs);
+  t->ge = calloc((size_t)t->cap, sizeof *t->ge);
+  t->need = calloc((size_t)f->nuses, sizeof *t->need);
+  t->group = calloc((size_t)t->cap, sizeof *t->group);
+  t->use_gather = calloc((size_t)f->nuses, sizeof *t->use_gather);
+  t->start_ms = calloc((size_t)t->cap, sizeof *t->start_ms);
+  t->end_ms = calloc((size_t)t->cap, sizeof *t->end_ms);
+  t->need_ms = calloc((size_t)f->nuses, sizeof *t->need_ms);
+  if (!t->gs || !t->ge || !t->need || !t->group || !t->use_gather ||
+      !t->start_ms || !t->end_ms || !t->need_ms) {
+    t->cap = 0;   /* fsdp_destroy frees what was allocated */
+    FAIL(ERR_OOM, "fsdp_create: out of host memory for the timeline");
+  }
+  TRY(dp_event_init(&t->t0, gpu));
+  for (int i = 0; i < t->cap; i++) {
+    TRY(dp_event_init(&t->gs[i], gpu));
+    TRY(dp_event_init(&t->ge[i], gpu));
+  }
+  for (int i = 0; i < f->nuses; i++) TRY(dp_event_init(&t->need[i], gpu));
   void *stream = comm_cuda_stream(c);
   if (stream) {
     eng_ctx x = {stream, 0, 0};
@@ -324,6 +370,19 @@ void fsdp_destroy(fsdp *f) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(f->e, bufs[i]);
   engine_destroy(f->cv);
+  fsdp_tl *t = &f->tl;
+  dp_event_destroy(&t->t0);
+  for (int i = 0; t->gs && i < t->cap; i++) dp_event_destroy(&t->gs[i]);
+  for (int i = 0; t->ge && i < t->cap; i++) dp_event_destroy(&t->ge[i]);
+  for (int i = 0; t->need && i < f->nuses; i++) dp_event_destroy(&t->need[i]);
+  free(t->gs);
+  free(t->ge);
+  free(t->need);
+  free(t->group);
+  free(t->use_gather);
+  free(t->start_ms);
+  free(t->end_ms);
+  free(t->need_ms);
   free(f->slot);
   free(f->uses);
   free(f->reqs);
@@ -337,6 +396,13 @@ void fsdp_destroy(fsdp *f) {
 
 int fsdp_begin_step(fsdp *f) {
   f->next_use = 0;
+  f->tl.n = 0;
+  for (int s = 0; s < f->nslots; s++) f->slot[s].gather = -1;
+  for (int u = 0; u < f->nuses; u++) {
+    f->tl.use_gather[u] = -1;
+    dp_event_clear(&f->tl.need[u]);
+  }
+  TRY(dp_event_record(&f->tl.t0, eng_stream(f->e)));
   f->info.gathers = 0;
   f->info.gather_bytes = f->info.scatter_bytes = 0;
   for (int g = -1; g <= f->L; g++) f->left[g + 1] = f->views_in[g + 1];
@@ -445,3 +511,27 @@ int fsdp_gather_full_params(fsdp *f, float *out) {
 }
 
 void fsdp_info_get(const fsdp *f, fsdp_info *i) { *i = f->info; }
+
+int fsdp_timeline_get(fsdp *f, fsdp_timeline *out) {
+  fsdp_tl *t = &f->tl;
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < t->n; i++) {
+    TRY(dp_event_ms(&t->t0, &t->gs[i], &t->start_ms[i]));
+    TRY(dp_event_ms(&t->t0, &t->ge[i], &t->end_ms[i]));
+    out->gather_ms += t->end_ms[i] - t->start_ms[i];
+  }
+  for (int u = 0; u < f->next_use; u++) {
+    TRY(dp_event_ms(&t->t0, &t->need[u], &t->need_ms[u]));
+    int i = t->use_gather[u];
+    if (i >= 0 && t->end_ms[i] > t->need_ms[u])
+      out->exposed_ms += t->end_ms[i] - t->need_ms[u];
+  }
+  out->ngathers = t->n;
+  out->nuses = f->next_use;
+  out->group = t->group;
+  out->use_group = f->uses;
+  out->start_ms = t->start_ms;
+  out->end_ms = t->end_ms;
+  out->need_ms = t->need_ms;
+  return 0;
+}

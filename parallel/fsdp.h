@@ -62,6 +62,24 @@ int fsdp_optimizer_step(fsdp *f);
  * into host memory out[nparams]: collective (every rank calls it). */
 int fsdp_gather_full_params(fsdp *f, float *out);
 
+/* The last step's timeline, read after the caller synchronised the engine
+ * following fsdp_optimizer_step: times in ms from fsdp_begin_step on the
+ * compute stream (GPU: CUDA events on the streams; CPU: the wall clock,
+ * where every gather completes as it is issued). Gather i filled a slot
+ * with group group[i] between start_ms[i] and end_ms[i] on the
+ * communicator's stream; use u of model_weight_uses wanted use_group[u]
+ * at need_ms[u] on the compute stream. exposed_ms: the sum over uses of
+ * how long the compute stream waited for a gather of this step (its end
+ * past the need); gather_ms: the gathers' durations summed. The arrays
+ * are the fsdp's, valid until its next step. */
+typedef struct fsdp_timeline {
+  int ngathers, nuses;
+  const int *group, *use_group;
+  const double *start_ms, *end_ms, *need_ms;
+  double gather_ms, exposed_ms;
+} fsdp_timeline;
+int fsdp_timeline_get(fsdp *f, fsdp_timeline *t);
+
 /* What the last step moved and how long it waited, per rank. */
 typedef struct fsdp_info {
   size_t shard_elems;     /* fp32 elements of this rank's weight shard */

@@ -38,6 +38,9 @@ check "checkpoints: the same losses, fewer activations" \
   awk -v a="$(value loss_last 2 0)" -v b="$(value loss_last 2 1)" \
       -v x="$(value activations_mib 2 0)" -v y="$(value activations_mib 2 1)" \
       'BEGIN { exit !(a == b && y < x) }'
+check "2 ranks: the gathers timed, the wait for them within the step" \
+  awk -v g="$(value gather_ms_mean 2 0)" -v x="$(value exposed_gather_ms_mean 2 0)" \
+      -v s="$(value step_ms_mean 2 0)" 'BEGIN { exit !(g > 0 && x >= 0 && x <= s) }'
 check "first loss near ln(256) = 5.55" \
   awk -v a="$(value loss_first 1 0)" 'BEGIN { exit !(a > 5.0 && a < 6.1) }'
 finish

@@ -155,6 +155,18 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
     if (info.gathers < x->cfg.layers + 2) gathered_all = 0;
   }
   hard(eng_sync(e), "sync");
+  /* the last step's timeline: one interval per gather, one need per use,
+   * in model_weight_uses' order */
+  fsdp_timeline tl;
+  fsdp_info fi;
+  hard(fsdp_timeline_get(f, &tl), "timeline");
+  fsdp_info_get(f, &fi);
+  int seq[4 * 16], nseq = model_weight_uses(m, seq), tl_ok =
+      tl.ngathers == fi.gathers && tl.nuses == nseq && tl.exposed_ms >= 0;
+  for (int i = 0; i < tl.ngathers && tl_ok; i++)
+    tl_ok = tl.end_ms[i] >= tl.start_ms[i] && tl.start_ms[i] >= 0;
+  for (int u = 0; u < tl.nuses && tl_ok; u++)
+    tl_ok = tl.use_group[u] == seq[u] && (u == 0 || tl.need_ms[u] >= tl.need_ms[u - 1]);
   float *w = malloc(n * sizeof(float)), *w0 = malloc(n * sizeof(float));
   if (!w || !w0) hard(ERR_OOM, "weights");
   hard(fsdp_gather_full_params(f, w), "gather_full_params");
@@ -181,6 +193,9 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
     check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
           "%s: the model holds the gains alone (%zu bytes)", name, own);
     check(gathered_all, "%s: every step gathers every group", name);
+    check(tl_ok, "%s: the last step's timeline has each gather's interval "
+          "and each use's need in order (%d gathers, %d uses, %.3g ms "
+          "waited)", name, tl.ngathers, tl.nuses, tl.exposed_ms);
     check(!gains_differ, "%s: the gains' gradients are the same on every "
           "rank after each backward", name);
   }
