@@ -52,17 +52,20 @@ handout's standard configuration.
 
 TEXT
   if has_rows "$csv"; then
-    echo "| GPUs | precision | step (ms) | forward (ms) | gathers a step | gathered a step, per GPU (MiB) | peak (GiB) |"
-    echo "|--:|---|--:|--:|--:|--:|--:|"
+    echo "| GPUs | precision | step (ms) | forward (ms) | gathers a step | gathered a step, per GPU (MiB) | gathering (ms) | compute waited (ms) | peak (GiB) |"
+    echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|"
     for p in fp32 bf16; do
       for w in 1 2; do
         s=$(v step_ms_median "$p" "$w")
         [ -n "$s" ] || continue
-        echo "| $w | $p | $(f1 "$s") | $(f1 "$(v fwd_ms_mean "$p" "$w")") | $(v gathers "$p" "$w") | $(calc %.0f "$(v gather_mib "$p" "$w")") | $(gib "$(v engine_peak_mib "$p" "$w")") |"
+        echo "| $w | $p | $(f1 "$s") | $(f1 "$(v fwd_ms_mean "$p" "$w")") | $(v gathers "$p" "$w") | $(calc %.0f "$(v gather_mib "$p" "$w")") | $(f1 "$(v gather_ms_mean "$p" "$w")") | $(calc %.2f "$(v exposed_gather_ms_mean "$p" "$w")") | $(gib "$(v engine_peak_mib "$p" "$w")") |"
       done
     done
     echo
-    echo "_$GPU, xl, 2 sequences of 128 tokens a GPU; medians of 10 steps._"
+    echo "_$GPU, xl, 2 sequences of 128 tokens a GPU; step: median of 10, the"
+    echo "rest means. Gathering: the gathers' time on the communicator's stream;"
+    echo "compute waited: how long the compute stream stood still for them (on"
+    echo "one GPU a gather is a copy)._"
     echo
   fi
   if [ -f "$csv" ]; then
@@ -133,12 +136,17 @@ TEXT
   echo
   f1=$(v fwd_ms_mean bf16 1)
   f2=$(v fwd_ms_mean bf16 2)
+  if [ -n "$f1" ]; then
+    echo "On one GPU, where each gather is a copy, compute waited"
+    echo "$(calc %.2f "$(v exposed_gather_ms_mean bf16 1)") ms of $(f1 "$(v gather_ms_mean bf16 1)") ms of gathering a bf16 step: each gather runs while the"
+    echo "group before it computes, as the schedule intends."
+    echo
+  fi
   if [ -n "$f2" ] && [ -n "$f1" ]; then
-    g1=$(v fwd_ms_mean fp32 1)
-    g2=$(v fwd_ms_mean fp32 2)
-    echo "Forward on 2 GPUs against 1 (the same per-GPU batch, so the"
-    echo "difference is what the gathers leave exposed): fp32 $(f1 "$g2") against"
-    echo "$(f1 "$g1") ms, bf16 $(f1 "$f2") against $(f1 "$f1") ms."
+    for p in fp32 bf16; do
+      echo "- $p on 2 GPUs: compute waited $(calc %.2f "$(v exposed_gather_ms_mean "$p" 2)") ms a step for"
+      echo "  $(f1 "$(v gather_ms_mean "$p" 2)") ms of gathers; forward $(f1 "$(v fwd_ms_mean "$p" 2)") ms against $(f1 "$(v fwd_ms_mean "$p" 1)") on one GPU."
+    done
     echo
   elif [ -n "$f1" ]; then
     # xl (model.md): d_model 1600, d_ff 6400, 48 layers
