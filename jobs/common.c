@@ -45,6 +45,13 @@ int engine_open(const char *backend, int threads, engine **e) {
   return rc;
 }
 
+int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads) {
+  *cpu_threads = 0;
+  if (comm_device(c) >= 0) return engine_cuda_create(e, comm_device(c));
+  *cpu_threads = cpu_threads_per_rank(threads, comm_local_size(c));
+  return engine_cpu_create(e, *cpu_threads);
+}
+
 int cpu_threads_per_rank(int threads, int local) {
   if (threads > 0) return threads;
   int n = engine_cpu_default_threads() / (local > 1 ? local : 1);

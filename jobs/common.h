@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collective/comm.h"
 #include "harness/kind.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -60,6 +61,15 @@ typedef struct loop_settings {
    "seed of the initial weights (with several ranks, rank 0's, broadcast) "  \
    "and of the random batches"}
 
+/* The run.backend row of a kind whose ranks talk over MPI (CPU engine)
+ * or NCCL (one GPU a rank), filling st's `backend`. */
+#define RANKS_BACKEND_PARAM(st)                                              \
+  {"run", "backend", STRING_FIELD(st, backend), 0, 0, rank_backends, NULL,   \
+   NULL,                                                                     \
+   "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "  \
+   "GPU per rank, NCCL collectives"}
+static const char *const rank_backends[] = {"mpi", "nccl", NULL};
+
 /* The CPU engine computes in fp32 only: 0 when precision may run on
  * backend, else 1 with "precision = \"bf16\" needs the <gpu_name> backend
  * (allowed with backend <cpu_name>: fp32)" in err. */
@@ -89,6 +99,10 @@ int run_on_engine(const char *backend,
 /* The engine of a one-rank job: backend "cuda" is GPU 0, any other the
  * CPU engine with `threads` threads (0: OpenMP's default). */
 int engine_open(const char *backend, int threads, engine **e);
+/* The engine of this rank of a multi-rank job on c: NCCL's GPU
+ * (comm_device), or the CPU engine with this rank's share of the node's
+ * threads (cpu_threads_per_rank), which *cpu_threads says (0 on a GPU). */
+int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads);
 
 /* CPU engine threads of one of `local` ranks sharing a node: `threads`
  * when set (> 0), else OpenMP's default shared evenly among them, at least

@@ -48,7 +48,6 @@
 #include "common/check_mpi.h"
 #endif
 
-static const char *const backends[] = {"mpi", "nccl", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 
 typedef struct ddp_settings {
@@ -68,10 +67,7 @@ typedef struct ddp_settings {
 
 static const param_def params[] = {
     COMMON_PARAMS(ddp_settings),
-    {"run", "backend", STRING_FIELD(ddp_settings, backend), 0, 0, backends,
-     NULL, NULL,
-     "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "
-     "GPU per rank, NCCL collectives"},
+    RANKS_BACKEND_PARAM(ddp_settings),
     {"run", "precision", STRING_FIELD(ddp_settings, precision), 0, 0,
      precisions, NULL, "fp32",
      "matrix-product inputs: fp32, bf16 or fp16 (fp32 master weights, "
@@ -460,13 +456,8 @@ static int run(const void *settings, result *r) {
   }
   for (int i = 0; i < S_N; i++) x.v[i] = buf + (size_t)i * steps;
   x.loss = buf + (size_t)S_N * steps;
-  if (cb == COMM_NCCL)
-    rc = engine_cuda_create(&x.e, comm_device(x.c));
-  else {
-    x.cpu_threads = cpu_threads_per_rank(s->loop.threads, comm_local_size(x.c));
-    rc = engine_cpu_create(&x.e, x.cpu_threads);
-  }
-  if (rc < 0) goto fail;
+  if ((rc = engine_for_rank(x.c, s->loop.threads, &x.e, &x.cpu_threads)) < 0)
+    goto fail;
   x.be = x.e;
   eng_ctx bc = {NULL, x.sm_reserve, 0};
   if (x.sm_reserve && (rc = eng_view(x.e, &bc, &x.be)) < 0) goto fail;

@@ -39,7 +39,6 @@
 #include "model/model.h"
 #include "parallel/fsdp.h"
 
-static const char *const backends[] = {"mpi", "nccl", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 
@@ -56,10 +55,7 @@ typedef struct fsdp_settings {
 
 static const param_def params[] = {
     COMMON_PARAMS(fsdp_settings),
-    {"run", "backend", STRING_FIELD(fsdp_settings, backend), 0, 0, backends,
-     NULL, NULL,
-     "mpi: CPU engine on each rank, MPI collectives; nccl: CUDA engine, one "
-     "GPU per rank, NCCL collectives"},
+    RANKS_BACKEND_PARAM(fsdp_settings),
     {"run", "precision", STRING_FIELD(fsdp_settings, precision), 0, 0,
      precisions, NULL, "fp32",
      "matrix-product inputs: fp32 or bf16 (fp32 master shards, gradients "
@@ -271,13 +267,8 @@ static int run(const void *settings, result *r) {
   x.gather_ms = buf + 2 * (size_t)steps;
   x.exposed_ms = buf + 3 * (size_t)steps;
   x.loss = buf + 4 * (size_t)steps;
-  if (cb == COMM_NCCL)
-    rc = engine_cuda_create(&x.e, comm_device(x.c));
-  else {
-    x.cpu_threads = cpu_threads_per_rank(s->loop.threads, comm_local_size(x.c));
-    rc = engine_cpu_create(&x.e, x.cpu_threads);
-  }
-  if (rc < 0) goto fail;
+  if ((rc = engine_for_rank(x.c, s->loop.threads, &x.e, &x.cpu_threads)) < 0)
+    goto fail;
   model_options o = {.compute = dtype_of_precision(s->precision),
                      .fused = 1,
                      .attention = strcmp(s->attention, "flash") == 0

@@ -1012,13 +1012,28 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   return 0;
 }
 
-int model_init(model *m, uint64_t seed) {
-  int32_t *host = malloc((INIT_TABLE + 1) * sizeof *host);
-  CHECK_ALLOC(host, (INIT_TABLE + 1) * sizeof *host);
+/* k_init_normal's table in engine memory ("init"), made on the host;
+ * *table NULL on failure. The caller frees it after an eng_sync. */
+static int init_table(engine *e, void **table) {
+  const size_t bytes = (INIT_TABLE + 1) * sizeof(int32_t);
+  int32_t *host = malloc(bytes);
+  *table = NULL;
+  CHECK_ALLOC(host, bytes);
   k_init_normal_table(host);
-  void *table = NULL;
-  int rc = eng_alloc(m->e, (INIT_TABLE + 1) * sizeof *host, "init", &table);
-  if (rc == 0) rc = eng_upload(m->e, table, host, (INIT_TABLE + 1) * sizeof *host);
+  int rc = eng_alloc(e, bytes, "init", table);
+  if (rc == 0) rc = eng_upload(e, *table, host, bytes);
+  if (rc == 0) rc = eng_sync(e);   /* before the host copy goes */
+  free(host);
+  if (rc < 0 && *table) {
+    eng_free(e, *table);
+    *table = NULL;
+  }
+  return rc;
+}
+
+int model_init(model *m, uint64_t seed) {
+  void *table;
+  int rc = init_table(m->e, &table);
   float *p = params_write(m);   /* the 16-bit copy is cast again when read */
   for (int i = 0; i < m->nviews && rc == 0; i++) {
     float fill, std;
@@ -1028,9 +1043,8 @@ int model_init(model *m, uint64_t seed) {
                        m->views[i].numel, init_key(seed, (uint64_t)i), fill,
                        std, table);
   }
-  if (rc == 0) rc = eng_sync(m->e);   /* before the table and host go */
-  eng_free(m->e, table);
-  free(host);
+  if (rc == 0) rc = eng_sync(m->e);   /* before the table goes */
+  if (table) eng_free(m->e, table);
   TRY(rc);
   TRY(zero_grads(m));
   if (m->adam_m) {
@@ -1172,12 +1186,8 @@ int model_init_range(model *m, int v, uint64_t seed, size_t lo, size_t n,
     FAIL(ERR_FAIL, "model_init_range: view %d elements %zu..%zu", v, lo,
          lo + n);
   if (n == 0) return 0;
-  int32_t *host = malloc((INIT_TABLE + 1) * sizeof *host);
-  CHECK_ALLOC(host, (INIT_TABLE + 1) * sizeof *host);
-  k_init_normal_table(host);
-  void *table = NULL;
-  int rc = eng_alloc(m->e, (INIT_TABLE + 1) * sizeof *host, "init", &table);
-  if (rc == 0) rc = eng_upload(m->e, table, host, (INIT_TABLE + 1) * sizeof *host);
+  void *table;
+  int rc = init_table(m->e, &table);
   float fill, std;
   init_rule(&m->views[v], &fill, &std);
   /* element j of the view takes the counter key + (j + 1) G
@@ -1190,6 +1200,5 @@ int model_init_range(model *m, int v, uint64_t seed, size_t lo, size_t n,
                        fill, std, table);
   if (rc == 0) rc = eng_sync(m->e);
   if (table) eng_free(m->e, table);
-  free(host);
   return rc;
 }
