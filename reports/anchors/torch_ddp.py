@@ -1,5 +1,7 @@
-"""The DDP anchors: PyTorch's DistributedDataParallel on the course's model
-at the shapes of our ddp experiments (experiments/
+"""The DDP and FSDP anchors: PyTorch's DDP and FSDP2 on the course's LM.
+
+PyTorch's DistributedDataParallel and FSDP2 on the course's model at the
+shapes of our ddp experiments (experiments/
 ddp_bucketed_benchmarking.cfg: xl, context 128, 2 sequences per rank,
 vocabulary 10000), run the strongest way a PyTorch user would, on the GPUs
 our rows come from (our DDP rows: 2 x H200).
@@ -14,6 +16,17 @@ Configurations (--configs), each a full training step:
              overlaps the rest of backward. torch.optim.AdamW(fused=True).
              torch_lm.py's make_step builds the step, as for its own rows.
   eager      the same without torch.compile (for reference)
+  fsdp_compiled  FSDP2 instead of DDP (torch.distributed.fsdp.fully_shard
+             on each block, then on the whole model: a block's weights
+             all-gathered before it runs, its gradients reduce-scattered
+             after, the next block's gather prefetched), the way a PyTorch
+             user shards the course's model; in bf16 with
+             MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=
+             float32): weights gathered in bf16, gradients reduced in fp32,
+             as ours (experiments/fsdp_accounting.cfg). Then compiled, and
+             torch.optim.AdamW(fused=True) on the shards. One GPU shards
+             over one rank (what our fsdp rows at world size 1 run too).
+  fsdp_eager the same without torch.compile
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -89,13 +102,29 @@ def sync(dev):
         torch.cuda.synchronize(dev)
 
 
+def shard(model, group, dev, precision):
+    """FSDP2 over the ranks of `group`: each block, then the root."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    mesh = DeviceMesh.from_group(group, dev.type)
+    mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+          if precision == "bf16" else MixedPrecisionPolicy())
+    for blk in model.layers:
+        fully_shard(blk, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    return model
+
+
 def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     """One configuration on the ranks of `group`: (step times in ms, the
     slowest rank's each; peak GiB, the largest rank's, or None on CPU)."""
     rank = dist.get_rank()
     torch.manual_seed(336)
     model = LM(*dims(size)).to(dev)
-    if dist.get_world_size(group) == 1:
+    if config.startswith("fsdp_"):
+        ddp = shard(model, group, dev, precision)
+        config = config[len("fsdp_"):]
+    elif dist.get_world_size(group) == 1:
         ddp = model
     else:
         ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None,
@@ -144,8 +173,9 @@ def main():
                     help="gloo on the CPU: a dry run of the script, not an anchor")
     a = ap.parse_args()
     for c in a.configs.split(","):
-        if c not in ("compiled", "eager"):
-            raise SystemExit(f"torch_ddp.py: config {c!r}: compiled or eager")
+        if c not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager"):
+            raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, eager, "
+                             "fsdp_compiled or fsdp_eager")
     for p in a.precisions.split(","):
         if p not in ("fp32", "bf16") or (a.cpu and p != "fp32"):
             raise SystemExit(f"torch_ddp.py: precision {p!r}: fp32 or bf16 (--cpu: fp32)")
@@ -181,10 +211,11 @@ def main():
     with (AnchorCSV(a.out, columns) if rank == 0 else contextlib.nullcontext()) as out:
         done_one = set()
         for w, size, ctx, prec, config, bucket in jobs:
-            if w == 1:   # no DDP, so no buckets: once per configuration
-                if (size, ctx, prec, config) in done_one:
+            # no DDP buckets on one GPU or with FSDP: once per configuration
+            if w == 1 or config.startswith("fsdp_"):
+                if (w, size, ctx, prec, config) in done_one:
                     continue
-                done_one.add((size, ctx, prec, config))
+                done_one.add((w, size, ctx, prec, config))
                 bucket = 0.0
             status, cols = "ok", ["", "", ""]
             if rank < w:
