@@ -41,6 +41,7 @@
 
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
+static const char *const optimizers[] = {"after_backward", "in_backward", NULL};
 
 typedef struct fsdp_settings {
   run_settings run;
@@ -48,6 +49,7 @@ typedef struct fsdp_settings {
   const char *precision;
   const char *attention;
   int checkpoint_layers;
+  const char *optimizer;
   loop_settings loop;
   model_settings model;
   int rank_batch;
@@ -70,6 +72,12 @@ static const param_def params[] = {
      "activations; k keeps one group of k layers' and each group's input, "
      "and backward reruns the groups (the window then holds k + 2 "
      "gathered groups)"},
+    {"run", "optimizer", STRING_FIELD(fsdp_settings, optimizer), 0, 0,
+     optimizers, NULL, "after_backward",
+     "after_backward: AdamW on every shard once backward is done, over a "
+     "gradient shard that lives through backward; in_backward: each "
+     "group's AdamW right behind its reduce-scatter, with no gradient "
+     "shard (the same weights)"},
     LOOP_PARAMS(fsdp_settings, loop),
     MODEL_PARAMS(fsdp_settings, model),
     {"model", "rank_batch", INT_FIELD(fsdp_settings, rank_batch), 1, 1 << 20,
@@ -278,7 +286,8 @@ static int run(const void *settings, result *r) {
                      .bound_weights = x.world};
   if ((rc = model_create_ex(&x.m, x.e, &c, x.b, x.T, &o)) < 0) goto fail;
   adamw_config hp = adamw_defaults();
-  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp)) < 0)
+  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp,
+                        strcmp(s->optimizer, "in_backward") == 0)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
   if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;

@@ -45,7 +45,13 @@ struct fsdp {
   /* group g (-1 .. L) at index g + 1 */
   size_t *numel, *chunk, *at;   /* packed size, chunk, shard offset */
   size_t shard;                 /* sum of chunks */
-  float *master, *adam_m, *adam_v, *gshard;   /* [shard] each */
+  float *master, *adam_m, *adam_v;   /* [shard] each */
+  /* after backward: the gradient shard [shard]; in backward: two
+   * buffers of the largest chunk, each group's reduce-scatter landing in
+   * the one its group two before used, AdamW on it at once */
+  float *gshard;
+  float *gring[2];
+  int in_bwd, ring;
   void *low;                    /* [shard] lt; NULL when lt is f32 */
   float *norm_m, *norm_v;       /* the gains' AdamW state [nnorm] */
   size_t nnorm;
@@ -195,6 +201,24 @@ static int weight_hook(int g, int need, void *arg) {
   return 0;
 }
 
+/* AdamW on this rank's elements of group g (its last chunk's padding
+ * not), its gradient chunk at grad, through e; step t. */
+static int update(fsdp *f, engine *e, int g, const float *grad, long long t) {
+  const adamw_config *o = &f->opt;
+  size_t lo = (size_t)f->r * f->chunk[g + 1], n = 0;
+  if (lo < f->numel[g + 1]) {
+    n = f->numel[g + 1] - lo;
+    if (n > f->chunk[g + 1]) n = f->chunk[g + 1];
+  }
+  if (n == 0) return 0;
+  size_t at = f->at[g + 1];
+  void *low = f->low && g >= 0 ? (char *)f->low + at * dtype_size(f->lt)
+                               : NULL;
+  return k_adamw_ex(e, f->master + at, low, f->lt, grad, f->adam_m + at,
+                    f->adam_v + at, n, o->lr, o->beta1, o->beta2, o->eps,
+                    o->weight_decay, t);
+}
+
 /* A 2-D view's gradient is final: when its group's last one is, the slot
  * is reduce-scattered to the gradient shard. */
 static int grad_hook(int v, void *arg) {
@@ -205,11 +229,16 @@ static int grad_hook(int v, void *arg) {
   if (g == MODEL_NORMS || --f->left[g + 1] > 0) return 0;
   const float *src = model_group_grad(f->m, g);
   if (f->cv) TRY(eng_wait_for(f->cv, f->e));
+  float *dst = f->in_bwd ? f->gring[f->ring ^= 1] : f->gshard + f->at[g + 1];
   comm_req *q;
-  TRY(comm_reduce_scatter(f->c, src, f->gshard + f->at[g + 1],
-                          f->chunk[g + 1], COMM_F32, COMM_AVG,
-                          want_req(f, &q)));
+  TRY(comm_reduce_scatter(f->c, src, dst, f->chunk[g + 1], COMM_F32,
+                          COMM_AVG, want_req(f, &q)));
   TRY(keep_req(f, q));
+  /* in backward: the group's update right behind its reduce-scatter, on
+   * the communicator's stream (so after it, and before the next
+   * reduce-scatter into the same buffer); its weights are read no more in
+   * this step (the hook fires after the group's last use) */
+  if (f->in_bwd) TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
   f->info.scatter_bytes +=
       (double)(f->W - 1) * (double)f->chunk[g + 1] * sizeof(float);
   if (f->cv) {
@@ -246,7 +275,7 @@ static int init_shards(fsdp *f, uint64_t seed) {
 }
 
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
-                const adamw_config *o) {
+                const adamw_config *o, int in_backward) {
   *out = NULL;
   fsdp *f = calloc(1, sizeof *f);
   CHECK_ALLOC(f, sizeof *f);
@@ -257,6 +286,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->r = comm_rank(c);
   f->L = model_get_config(m)->layers;
   f->opt = *o;
+  f->in_bwd = in_backward;
   *out = f;   /* fsdp_destroy frees whatever is made below */
   float *gains = model_params_writable(m);
   if (!gains || !model_norm_grads(m))
@@ -300,7 +330,15 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   TRY(alloc0(e, f->shard * sizeof(float), "fsdp.shard", (void **)&f->master));
   TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_m", (void **)&f->adam_m));
   TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_v", (void **)&f->adam_v));
-  TRY(alloc0(e, f->shard * sizeof(float), "fsdp.grads", (void **)&f->gshard));
+  if (f->in_bwd) {
+    size_t big = 0;
+    for (int g = -1; g <= f->L; g++)
+      if (f->chunk[g + 1] > big) big = f->chunk[g + 1];
+    for (int i = 0; i < 2; i++)
+      TRY(alloc0(e, big * sizeof(float), "fsdp.grads", (void **)&f->gring[i]));
+  } else {
+    TRY(alloc0(e, f->shard * sizeof(float), "fsdp.grads", (void **)&f->gshard));
+  }
   if (f->lt != DT_F32)
     TRY(alloc0(e, f->shard * dtype_size(f->lt), "fsdp.shard.low", &f->low));
   f->nnorm = model_group_numel(m, MODEL_NORMS);
@@ -365,8 +403,8 @@ void fsdp_destroy(fsdp *f) {
     eng_event_free(f->cv ? f->cv : f->e, f->slot[s].ready_ev);
     if (f->slot[s].buf) eng_free(f->e, f->slot[s].buf);
   }
-  void *bufs[] = {f->master, f->adam_m, f->adam_v, f->gshard, f->low,
-                  f->norm_m, f->norm_v};
+  void *bufs[] = {f->master, f->adam_m, f->adam_v, f->gshard, f->gring[0],
+                  f->gring[1], f->low, f->norm_m, f->norm_v};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(f->e, bufs[i]);
   engine_destroy(f->cv);
@@ -440,21 +478,8 @@ int fsdp_finish_gradient_synchronization(fsdp *f) {
 int fsdp_optimizer_step(fsdp *f) {
   const adamw_config *o = &f->opt;
   long long t = ++f->step;
-  for (int g = -1; g <= f->L; g++) {
-    /* this rank's elements of the group, its last chunk's padding not */
-    size_t lo = (size_t)f->r * f->chunk[g + 1], n = 0;
-    if (lo < f->numel[g + 1]) {
-      n = f->numel[g + 1] - lo;
-      if (n > f->chunk[g + 1]) n = f->chunk[g + 1];
-    }
-    if (n == 0) continue;
-    size_t at = f->at[g + 1];
-    void *low = f->low && g >= 0
-                    ? (char *)f->low + at * dtype_size(f->lt) : NULL;
-    TRY(k_adamw_ex(f->e, f->master + at, low, f->lt, f->gshard + at,
-                   f->adam_m + at, f->adam_v + at, n, o->lr, o->beta1,
-                   o->beta2, o->eps, o->weight_decay, t));
-  }
+  for (int g = -1; g <= f->L && !f->in_bwd; g++)
+    TRY(update(f, f->e, g, f->gshard + f->at[g + 1], t));
   TRY(k_adamw(f->e, model_params_writable(f->m), model_norm_grads(f->m),
               f->norm_m, f->norm_v, f->nnorm, o->lr, o->beta1, o->beta2,
               o->eps, o->weight_decay, t));

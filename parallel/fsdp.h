@@ -25,7 +25,8 @@
  * reduce-scattered with COMM_AVG to each rank's chunk of the fp32 gradient
  * shard; the slot's next writer waits for that (model_hold_slot). After
  * backward the norms' gradients are all-reduced (COMM_AVG). AdamW then
- * runs on each rank's chunks (writing their 16-bit copy in the same pass)
+ * runs on each rank's chunks (writing their 16-bit copy in the same pass;
+ * or, in_backward, on each group's chunk as its reduce-scatter lands)
  * and on the whole gains, the same elementwise update as the model's own,
  * so the weights follow single-process training on the global batch.
  *
@@ -51,9 +52,13 @@ typedef struct fsdp fsdp;
  * engine with MPI, the CUDA engine of c's device with NCCL). The shards
  * start as model_init(seed) would make the whole model; the gains are
  * initialised in m. The window holds model_options.ckpt_layers (at least
- * 1) + 2 groups. */
+ * 1) + 2 groups. in_backward: each group's AdamW runs the moment its
+ * reduce-scatter lands (on the communicator's stream, right behind it),
+ * so no gradient shard lives through backward: two buffers of a chunk
+ * take its place; fsdp_optimizer_step then updates the gains alone. The
+ * same weights as after backward (AdamW is elementwise). */
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
-                const adamw_config *o);
+                const adamw_config *o, int in_backward);
 void fsdp_destroy(fsdp *f);
 int fsdp_begin_step(fsdp *f);
 int fsdp_finish_gradient_synchronization(fsdp *f);

@@ -1,10 +1,11 @@
 #!/bin/sh
 # The fsdp kind through the runner: experiments/smoke_fsdp.cfg (a 3-layer
-# LM on CPU ranks over MPI, 1 and 2 ranks, with and without checkpoints)
-# gives 4 ok rows; on 2 ranks each rank holds half the weight shards and
+# LM on CPU ranks over MPI, 1 and 2 ranks, with and without checkpoints,
+# AdamW after and in backward) gives 8 ok rows; on 2 ranks each rank holds half the weight shards and
 # half AdamW's moments of the 1-rank rows and moves bytes both ways, on 1
 # none; checkpoints change the activations, never the weights' path (the
-# same losses). Skips without MPI.
+# same losses); AdamW in backward gives the same losses with less
+# gradient memory. Skips without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
 if [ -z "${MPIRUN:-}" ]; then
   echo "skip: built without MPI (MPIRUN is empty)"
@@ -16,12 +17,12 @@ status=$?
 cat "$scratch/run.err"
 csv="$out/smoke_fsdp.csv"
 check "smoke_fsdp exits 0" [ $status -eq 0 ]
-check "4 rows" [ "$(rows "$csv")" -eq 4 ]
+check "8 rows" [ "$(rows "$csv")" -eq 8 ]
 check "all ok" [ "$(column "$csv" status | sort -u)" = "ok" ]
-# value COLUMN WORLD CKPT
+# value COLUMN WORLD CKPT [OPTIMIZER]
 value() {
-  awk -F, -v name="$1" -v w="$2" -v k="$3" 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == name) c = i; if ($i == "world_size") ws = i; if ($i == "checkpoint_layers") ck = i }; next }
-    $ws == w && $ck == k { print $c }' "$csv"
+  awk -F, -v name="$1" -v w="$2" -v k="$3" -v o="${4:-after_backward}" 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == name) c = i; if ($i == "world_size") ws = i; if ($i == "checkpoint_layers") ck = i; if ($i == "optimizer") op = i }; next }
+    $ws == w && $ck == k && $op == o { print $c }' "$csv"
 }
 ratio_near() { # A B WANT: A / B within 5% of WANT
   awk -v a="$1" -v b="$2" -v w="$3" 'BEGIN { r = a / b; exit !(r > w * 0.95 && r < w * 1.05) }'
@@ -41,6 +42,10 @@ check "checkpoints: the same losses, fewer activations" \
 check "2 ranks: the gathers timed, the wait for them within the step" \
   awk -v g="$(value gather_ms_mean 2 0)" -v x="$(value exposed_gather_ms_mean 2 0)" \
       -v s="$(value step_ms_mean 2 0)" 'BEGIN { exit !(g > 0 && x >= 0 && x <= s) }'
+check "AdamW in backward: the same losses, less gradient memory" \
+  awk -v a="$(value loss_last 2 0)" -v b="$(value loss_last 2 0 in_backward)" \
+      -v x="$(value grads_mib 2 0)" -v y="$(value grads_mib 2 0 in_backward)" \
+      'BEGIN { exit !(a == b && y < x) }'
 check "first loss near ln(256) = 5.55" \
   awk -v a="$(value loss_first 1 0)" 'BEGIN { exit !(a > 5.0 && a < 6.1) }'
 finish

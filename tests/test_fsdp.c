@@ -11,7 +11,7 @@
  * last rank's chunks are padded (on GPUs d_model 32 and d_ff 48, for the
  * kernels' head dims and alignment); fused path, flash and materialised
  * attention, with no checkpoints and with groups of 1 and 2 layers (the
- * window then holds 3 and 4 groups). Global batch 4 sequences of 8 tokens,
+ * window then holds 3 and 4 groups), AdamW after backward and in it. Global batch 4 sequences of 8 tokens,
  * rank r takes sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random
  * batches, each rank's weights drawn by fsdp_create from the seed as its
  * own shard.
@@ -107,14 +107,15 @@ static float *reference(ctx *x, const model_options *o, size_t *n) {
   return w;
 }
 
-static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
+static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
   char name[200];
-  snprintf(name, sizeof name, "fsdp %s, %d ranks, %s, %s attention, %s",
-           x->backend == COMM_NCCL ? "nccl" : "mpi", x->world,
-           dtype_name(prec), a == ATTN_FLASH ? "flash" : "materialised",
+  snprintf(name, sizeof name, "fsdp %s, %d ranks, %s, %s attention, %s, "
+           "AdamW %s backward", x->backend == COMM_NCCL ? "nccl" : "mpi",
+           x->world, dtype_name(prec),
+           a == ATTN_FLASH ? "flash" : "materialised",
            ckpt ? (ckpt == 1 ? "a checkpoint a layer"
                              : "checkpoints every 2 layers")
-                : "no checkpoints");
+                : "no checkpoints", inb ? "in" : "after");
   model_options ro = options(prec, a, ckpt, 0);
   size_t n;
   float *ref = reference(x, &ro, &n);
@@ -127,7 +128,7 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt) {
   hard(new_engine(x, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
   adamw_config hp = adamw_defaults();
-  hard(fsdp_create(&f, x->c, m, SEED, &hp), "fsdp_create");
+  hard(fsdp_create(&f, x->c, m, SEED, &hp, inb), "fsdp_create");
   int gathered_all = 1, gains_differ = 0;
   size_t ng = model_group_numel(m, MODEL_NORMS);
   float *gg = malloc(ng * sizeof(float)), *gg0 = malloc(ng * sizeof(float));
@@ -286,7 +287,8 @@ int main(int argc, char **argv) {
   for (int p = 0; p < nprec; p++)
     for (int a = 0; a < 2; a++)
       for (int k = 0; k <= 2; k++)
-        one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k);
+        for (int inb = 0; inb < 2; inb++)
+          one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k, inb);
   comm_close(x.c);
   int status = x.rank == 0 ? tl_finish() : 0;
 #ifdef HAVE_MPI

@@ -17,11 +17,13 @@ export LC_ALL
 csv=$CSV
 on_gpu "$csv"
 
-# v COL PREC WORLD: COL of the latest ok row, or ""
+# v COL PREC WORLD [OPTIMIZER]: COL of the latest ok row (AdamW after
+# backward unless OPTIMIZER says), or ""
 v() {
   [ -f "$csv" ] || return 0
   tool value "$csv" --col "$1" --where status=ok --where precision="$2" \
-    --where world_size="$3" --sort -utc --agg first --default ''
+    --where world_size="$3" --where optimizer="${4:-after_backward}" \
+    --sort -utc --agg first --default ''
 }
 
 case $PROBLEM in
@@ -52,13 +54,15 @@ handout's standard configuration.
 
 TEXT
   if has_rows "$csv"; then
-    echo "| GPUs | precision | step (ms) | forward (ms) | gathers a step | gathered a step, per GPU (MiB) | gathering (ms) | compute waited (ms) | peak (GiB) |"
-    echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|"
+    echo "| GPUs | precision | AdamW | step (ms) | forward (ms) | gathers a step | gathered a step, per GPU (MiB) | gathering (ms) | compute waited (ms) | peak (GiB) |"
+    echo "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|"
     for p in fp32 bf16; do
       for w in 1 2; do
-        s=$(v step_ms_median "$p" "$w")
-        [ -n "$s" ] || continue
-        echo "| $w | $p | $(f1 "$s") | $(f1 "$(v fwd_ms_mean "$p" "$w")") | $(v gathers "$p" "$w") | $(calc %.0f "$(v gather_mib "$p" "$w")") | $(f1 "$(v gather_ms_mean "$p" "$w")") | $(calc %.2f "$(v exposed_gather_ms_mean "$p" "$w")") | $(gib "$(v engine_peak_mib "$p" "$w")") |"
+        for o in after_backward in_backward; do
+          s=$(v step_ms_median "$p" "$w" "$o")
+          [ -n "$s" ] || continue
+          echo "| $w | $p | ${o%_backward} backward | $(f1 "$s") | $(f1 "$(v fwd_ms_mean "$p" "$w" "$o")") | $(v gathers "$p" "$w" "$o") | $(calc %.0f "$(v gather_mib "$p" "$w" "$o")") | $(f1 "$(v gather_ms_mean "$p" "$w" "$o")") | $(calc %.2f "$(v exposed_gather_ms_mean "$p" "$w" "$o")") | $(gib "$(v engine_peak_mib "$p" "$w" "$o")") |"
+        done
       done
     done
     echo
@@ -166,6 +170,9 @@ TEXT
       eval "pk_$p=\$a sv_$p=\$saved"
     done
     echo
+    ib=$(v engine_peak_mib bf16 1 in_backward)
+    [ -z "$ib" ] || { echo "With AdamW in backward no gradient shard lives through backward: the"
+                      echo "one-GPU bf16 peak is $(gib "$ib") GiB against $(gib "$(v engine_peak_mib bf16 1)")."; echo; }
     echo "At 2 GPUs FSDP should take the fp32 peak from $(gib "$pk_fp32") to about"
     echo "$(gib "$(calc %.3f "$pk_fp32 - $sv_fp32")") GiB and the bf16 one from $(gib "$pk_bf16") to about"
     echo "$(gib "$(calc %.3f "$pk_bf16 - $sv_bf16")") GiB: it saves about $(calc %.0f "100 * $sv_fp32 / $pk_fp32")% against the $(calc %.0f "100 * $(v optstate_mib fp32 1) / 2 / $pk_fp32")% that sharding"
