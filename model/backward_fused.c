@@ -138,9 +138,9 @@ int model_backward_fused(model *m) {
     /* a group's last layer, but for the last group's (forward left
      * those tensors): rebuild the group (which needs its weights) */
     const int G = a->group;
-    if (i / G < (L - 1) / G && i % G == G - 1)
+    if (ckpt_rerun_at(G, L, i))
       IN_RANGE(e, "recompute", rebuild_group(m, i / G));
-    else if (!(i / G < (L - 1) / G))
+    else if (ckpt_in_last_group(G, L, i))
       TRY(model_weights(m, i, 1));
     if (m->gmap) TRY(slot_take(m, i));
     /* FFN: out = resid + h W2^T, h = silu(a) * b, a|b = ln2(resid) W1|3^T */

@@ -1147,11 +1147,10 @@ int model_weight_uses(const model *m, int *seq) {
   for (int g = -1; g <= L; g++) seq[n++] = g;      /* forward */
   seq[n++] = L;                                    /* backward: the head */
   for (int i = L - 1; i >= 0; i--) {
-    /* backward_fused.c: a group's last layer, but in the last group,
-     * reruns the group (needing its layers in order), then backward */
-    if (i / G < (L - 1) / G && i % G == G - 1) {
+    /* a rerun needs its group's layers in order (ckpt_rerun_at) */
+    if (ckpt_rerun_at(G, L, i)) {
       for (int j = G * (i / G); j <= i; j++) seq[n++] = j;
-    } else if (!(i / G < (L - 1) / G)) {
+    } else if (ckpt_in_last_group(G, L, i)) {
       seq[n++] = i;
     }
   }

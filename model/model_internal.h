@@ -158,6 +158,17 @@ typedef struct fused_acts {
   void *dqkv;          /* [N, 3D] = qkv */
 } fused_acts;
 
+/* Checkpointing with groups of G of the L layers: backward reaches layer
+ * i (from the last) and reruns its group first when i is a group's last
+ * layer, in any group but the last (whose tensors forward left);
+ * backward_fused.c does it, model_weight_uses lists it. */
+static inline int ckpt_rerun_at(int G, int L, int i) {
+  return i / G < (L - 1) / G && i % G == G - 1;
+}
+static inline int ckpt_in_last_group(int G, int L, int i) {
+  return !(i / G < (L - 1) / G);
+}
+
 /* forward_fused.c, for the shape m->fwd_b x m->fwd_t. */
 int model_forward_fused(model *m);
 /* Layer i's forward on engine e (forward's, or backward's to rebuild a

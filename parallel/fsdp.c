@@ -111,6 +111,10 @@ static int gather(fsdp *f, int s, int g) {
     TRY(eng_event_wait(f->cv, x->free_ev));
     x->free_ev = NULL;
   }
+  /* a gather nobody waited for (its group was dropped unused): done
+   * before this one on the same stream, so its event can go */
+  eng_event_free(f->cv ? f->cv : f->e, x->ready_ev);
+  x->ready_ev = NULL;
   x->group = g;
   fsdp_tl *t = &f->tl;
   void *cs = comm_cuda_stream(f->c);
