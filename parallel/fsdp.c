@@ -242,14 +242,14 @@ static int grad_hook(int v, void *arg) {
    * the communicator's stream (so after it, and before the next
    * reduce-scatter into the same buffer); its weights are read no more in
    * this step (the hook fires after the group's last use) */
-  if (f->in_bwd) TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
   f->info.scatter_bytes +=
       (double)(f->W - 1) * (double)f->chunk[g + 1] * sizeof(float);
-  if (f->cv) {
+  if (f->cv) {   /* the slot is free once the reduce-scatter has read it */
     eng_event *ev = NULL;
     TRY(eng_event_record(f->cv, &ev));
     TRY(model_hold_slot(f->m, g, ev));
   }
+  if (f->in_bwd) TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
   return 0;
 }
 
