@@ -52,6 +52,12 @@ int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads) {
   return engine_cpu_create(e, *cpu_threads);
 }
 
+double tag_mib(engine *e, const char *tag) {
+  size_t used = 0;
+  if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;
+  return mib((double)used);
+}
+
 int cpu_threads_per_rank(int threads, int local) {
   if (threads > 0) return threads;
   int n = engine_cpu_default_threads() / (local > 1 ? local : 1);

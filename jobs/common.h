@@ -104,6 +104,11 @@ int engine_open(const char *backend, int threads, engine **e);
  * threads (cpu_threads_per_rank), which *cpu_threads says (0 on a GPU). */
 int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads);
 
+/* Bytes as MiB (2^20), and what engine e's allocations tagged `tag` hold
+ * now, in MiB (0 for a tag never used). */
+static inline double mib(double bytes) { return bytes / 1048576.0; }
+double tag_mib(engine *e, const char *tag);
+
 /* CPU engine threads of one of `local` ranks sharing a node: `threads`
  * when set (> 0), else OpenMP's default shared evenly among them, at least
  * one each. Why not OpenMP's default for every rank: its threads spin at

@@ -220,8 +220,6 @@ typedef struct bench {
   ddp_step_info last;
 } bench;
 
-static double mib(double bytes) { return bytes / 1048576.0; }
-
 static int step(bench *x, int k) {
   random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
   int off = x->rank * x->b * x->T;
@@ -337,12 +335,6 @@ static int timeline(bench *x, result *r) {
   }
   free(buf);
   return 0;
-}
-
-static double tag_mib(engine *e, const char *tag) {
-  size_t used = 0;
-  if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;
-  return mib((double)used);
 }
 
 static int measure(bench *x, result *r, int warmup, int steps) {

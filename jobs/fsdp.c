@@ -124,14 +124,6 @@ typedef struct bench {
   int first_done;
 } bench;
 
-static double mib(double bytes) { return bytes / 1048576.0; }
-
-static double tag_mib(engine *e, const char *tag) {
-  size_t used = 0;
-  if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;
-  return mib((double)used);
-}
-
 static int step(bench *x, int k) {
   random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
   int off = x->rank * x->b * x->T;
