@@ -249,7 +249,14 @@ static int grad_hook(int v, void *arg) {
     TRY(eng_event_record(f->cv, &ev));
     TRY(model_hold_slot(f->m, g, ev));
   }
-  if (f->in_bwd) TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
+  if (f->in_bwd) {
+    TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
+    /* the window's copy of g is the old weights now: gathered again if a
+     * pass needs it before the next step (none is held: the hook fires
+     * after the group's last use) */
+    int s = find(f, g);
+    if (s >= 0 && !f->slot[s].holds) f->slot[s].group = -3;
+  }
   return 0;
 }
 
