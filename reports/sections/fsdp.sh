@@ -1,5 +1,6 @@
 #!/bin/sh
-# Writeup sections fsdp and fsdp_accounting (the 2026 edition's section 7):
+# Writeup sections fsdp and fsdp_accounting (the 2026 edition's section 7)
+# and its leaderboard (section 9):
 # what the FSDP code does and how it meets the handout's rules, its rows
 # (experiments/fsdp_accounting.cfg, kind fsdp: xl, 2 sequences of 128 a
 # GPU, on 1 and 2 GPUs); (a) the peak FSDP should save, predicted item by
@@ -7,8 +8,9 @@
 # whole) beside the two-GPU row when there is one; (b) whether the
 # gathers keep up with forward: the two-GPU forward against the one-GPU
 # forward when measured, else the bytes of each layer's gather over NCCL's
-# measured 2-GPU bus bandwidth (allreduce.csv) against a layer's forward.
-# Environment as for every section.
+# measured 2-GPU bus bandwidth (allreduce.csv) against a layer's forward;
+# and the 2026 leaderboard, the ~8B step on 2 GPUs
+# (experiments/leaderboard_2026.cfg). Environment as for every section.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -29,28 +31,23 @@ v() {
 case $PROBLEM in
 fsdp)
   cat <<'TEXT'
-`parallel/fsdp.c` over a model whose weight matrices are not its own
-(`model_options.bound_weights`). Each rank keeps 1/W of every group (the
-embedding, each layer's seven matrices, the head), packed and cut into W
-chunks, in fp32 with its AdamW moments and, in bf16, its bf16 copy; the
-norms' gains stay whole on every rank, as the handout suggests.
+`parallel/fsdp.c` over a model whose weight matrices are bound from
+outside (`model_options.bound_weights`). Each rank keeps 1/W of every
+group (the embedding, a layer's seven matrices, the head) in fp32 with
+its AdamW moments and bf16 copy; the norms' gains stay whole.
 
-- **Forward and backward**: the model calls a hook before it first reads a
-  group and after its last read is queued; the hook waits for that group's
-  all-gather and starts the next one into a window of three slots, so a
-  gather starts once the group two uses back has been released (the
-  handout's rule). With checkpoints of k layers the window holds k + 2.
-- **Gradients**: a group's gradient lives in one of two slots until its
-  reduce-scatter (average) to the owners is done; the gains' gradients are
-  all-reduced after backward; `fsdp_finish_gradient_synchronization`
-  waits for everything, and AdamW updates each rank's chunks.
-- **Mixed precision**: bf16 matrices are gathered in bf16 (the cast is
-  AdamW's, before communication); master weights, gradients and the
-  embedding (read by a lookup in fp32, as the model does) are fp32.
+- **Forward and backward**: a hook before the model first reads a group
+  waits for its all-gather and starts the next one, in a window of three
+  slots: a gather starts once the group two uses back is released (the
+  handout's rule); k + 2 slots with checkpoints of k layers.
+- **Gradients**: a group's gradient slot is reduce-scattered (averaged)
+  as backward finishes it; the gains' are all-reduced after backward;
+  AdamW updates each rank's chunks (`in_backward`: behind each
+  reduce-scatter).
+- **Mixed precision**: bf16 matrices are gathered in bf16 (AdamW casts,
+  before communication); master weights, gradients and the embedding
+  (a lookup reads it in fp32) are fp32.
 - `fsdp_gather_full_params` returns every weight whole, by name.
-
-The job kind `fsdp` runs it; experiments/fsdp_accounting.cfg is the
-handout's standard configuration.
 
 TEXT
   if has_rows "$csv"; then
@@ -129,13 +126,11 @@ fsdp_accounting)
     echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
   else
     cat <<'TEXT'
-Section 3.2's optimizer-state sharding divides only AdamW's moments
-(8 bytes a parameter) by W. FSDP divides the weights (4, and 2 more for a
-bf16 copy) and the gradients (4) too: 16 to 18 bytes a parameter become
-1/W. What stays whole on every rank is the activations, the gathered
-window and the two gradient slots, the floor as W grows. Per GPU, GiB:
-the one-GPU row's items, and at 2 GPUs each sharded item halved (the
-prediction) beside the measured row:
+Optimizer-state sharding (3.2) divides AdamW's moments (8 bytes a
+parameter) by W; FSDP divides the weights (4, bf16 copy 2) and gradients
+(4) too. Activations, the gathered window and the two gradient slots stay
+whole: the floor as W grows. Per GPU, GiB: the one-GPU row's items, each
+sharded one halved (predicted), and the measured 2-GPU row:
 
 TEXT
     echo "| item | fp32, 1 GPU | fp32, 2 GPUs predicted | fp32, 2 GPUs | bf16, 1 GPU | bf16, 2 GPUs predicted | bf16, 2 GPUs |"
@@ -259,6 +254,29 @@ TEXT
   else
     echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
     echo
+  fi
+  ;;
+leaderboard_2026)
+  # the 2026 leaderboard: the 8B step (experiments/leaderboard_2026.cfg)
+  echo "The ~8B model (8.13 B parameters), batch 2 x 32768 tokens, bf16, on 2"
+  echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers."
+  echo
+  if has_rows "$csv"; then
+    echo "| k | step (ms) | peak per GPU (GiB) |"
+    echo "|--:|--:|--:|"
+    for k in $(tool distinct "$csv" --cols checkpoint_layers --where status=ok --sort checkpoint_layers); do
+      echo "| $k | $(f1 "$(tool value "$csv" --col step_ms_median --where status=ok --where checkpoint_layers="$k" --sort -utc --agg first)") | $(gib "$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$k" --sort -utc --agg first)") |"
+    done
+    echo
+    echo "_${GPU}s; median of 5 steps._"
+    echo
+  fi
+  if [ -f "$csv" ]; then
+    failed_jobs "$csv" checkpoint_layers "| k |"
+  else
+    echo "Not measured yet: it needs 2 GPUs (\`./runner experiments/leaderboard_2026.cfg\`)."
+    echo
+    todo "leaderboard_2026.csv on 2 GPUs (\`./runner experiments/leaderboard_2026.cfg\`)"
   fi
   ;;
 esac
