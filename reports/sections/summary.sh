@@ -141,6 +141,31 @@ if [ -n "$cms" ]; then
   fi
 fi
 
+# FSDP (2026.2): the xl step at the most GPUs measured, bf16, AdamW after
+# backward, against PyTorch's FSDP2 + torch.compile at the same shape and
+# world size (reports/anchors/torch_ddp.py, fsdp_compiled).
+fck=$DATA/fsdp_accounting.csv
+fw=$(val "$fck" world_size --where precision=bf16 --where optimizer=after_backward --sort -world_size)
+if [ -n "$fw" ]; then
+  fv() { val "$fck" "$1" --where precision=bf16 --where optimizer=after_backward --where world_size="$fw" --sort -utc; }
+  fms=$(fv step_ms_median) fmib=$(fv engine_peak_mib) fgpu=$(fv gpu_name)
+  num fms "$fms"; num fmib "$fmib"
+  fa=$(for_gpu torch_ddp "$fgpu")
+  pv() { val "$fa" "$1" --where config=fsdp_compiled --where precision=bf16 --where world_size="$fw" --where size=xl --where context=128 --sort step_ms_median; }
+  pfms=$(pv step_ms_median) pfgib=$(pv peak_gib)
+  what="FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)"
+  if [ -n "$pfms" ] && [ -n "$pfgib" ]; then
+    num pfms "$pfms"; num pfgib "$pfgib"
+    if is_true "$fmib / 1024 <= $pfgib"; then m="ours the smaller"
+    else m="**we use $(calc '%.2f' "$fmib / 1024 / $pfgib")x the memory**"; fi
+    echo "| $what | $(kind "$fgpu") | $(calc '%.1f' "$fms") ms, $(calc '%.1f' "$fmib / 1024") GiB | FSDP2 + torch.compile + fused AdamW $(calc '%.1f' "$pfms") ms, $(calc '%.1f' "$pfgib") GiB: $(verdict "$fms" "$pfms"), $m |"
+    lost "$fms" "$pfms" "on the FSDP step"
+    lost "$fmib / 1024" "$pfgib" "on FSDP's memory"
+  else
+    echo "| $what | $(kind "$fgpu") | $(calc '%.1f' "$fms") ms, $(calc '%.1f' "$fmib / 1024") GiB | not yet measured on the $(kind "$fgpu") (reports/anchors/torch_ddp.py) |"
+  fi
+fi
+
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
 # 128 shape against SDPA's default.
 fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where impl=flash)
