@@ -42,6 +42,25 @@ lost() {
   losses="${losses:+$losses|}$3"
 }
 
+# step_row WHAT GPU MS MIB THEIRS THEIR_MS THEIR_GIB SCRIPT LOSS: a row of
+# a step's time and peak against an anchor's (THEIRS, measured by
+# reports/anchors/SCRIPT; "not yet measured" when THEIR_MS or THEIR_GIB
+# is empty), its losses noted as "on LOSS" and "on LOSS's memory".
+step_row() {
+  _sw=$1 _sg=$2 _sm=$3 _sb=$4 _tn=$5 _tm=$6 _tb=$7
+  _so="$(calc '%.1f' "$_sm") ms, $(calc '%.1f' "$_sb / 1024") GiB"
+  if [ -z "$_tm" ] || [ -z "$_tb" ]; then
+    echo "| $_sw | $(kind "$_sg") | $_so | not yet measured on the $(kind "$_sg") (reports/anchors/$8) |"
+    return 0
+  fi
+  num "$_tn ms" "$_tm"; num "$_tn GiB" "$_tb"
+  if is_true "$_sb / 1024 <= $_tb"; then _sx="ours the smaller"
+  else _sx="**we use $(calc '%.2f' "$_sb / 1024 / $_tb")x the memory**"; fi
+  echo "| $_sw | $(kind "$_sg") | $_so | $_tn $(calc '%.1f' "$_tm") ms, $(calc '%.1f' "$_tb") GiB: $(verdict "$_sm" "$_tm"), $_sx |"
+  lost "$_sm" "$_tm" "on $9"
+  lost "$_sb / 1024" "$_tb" "on $9's memory"
+}
+
 echo "## Summary"
 echo
 echo "| result | GPU | ours | strongest PyTorch, same GPU kind |"
@@ -128,17 +147,9 @@ if [ -n "$cms" ]; then
   ck_anchor=$(for_gpu torch_lm "$cgpu")
   pcms=$(val "$ck_anchor" step_ms_median --where size=2.7B --where context=2048 --where precision=bf16 --where config=compiled_ckpt1)
   pcgib=$(val "$ck_anchor" peak_gib --where size=2.7B --where context=2048 --where precision=bf16 --where config=compiled_ckpt1)
-  what="2.7B step, bf16, context 2048, a checkpoint every layer, AdamW ${copt%_backward} backward (2026.1)"
-  if [ -n "$pcms" ] && [ -n "$pcgib" ]; then
-    num pcms "$pcms"; num pcgib "$pcgib"
-    if is_true "$cmib / 1024 <= $pcgib"; then m="ours the smaller"
-    else m="**we use $(calc '%.2f' "$cmib / 1024 / $pcgib")x the memory**"; fi
-    echo "| $what | $(kind "$cgpu") | $(calc '%.0f' "$cms") ms, $(calc '%.1f' "$cmib / 1024") GiB | torch.compile + torch.utils.checkpoint $(calc '%.0f' "$pcms") ms, $(calc '%.1f' "$pcgib") GiB: $(verdict "$cms" "$pcms"), $m |"
-    lost "$cms" "$pcms" "on the checkpointed step"
-    lost "$cmib / 1024" "$pcgib" "on the checkpointed step's memory"
-  else
-    echo "| $what | $(kind "$cgpu") | $(calc '%.0f' "$cms") ms, $(calc '%.1f' "$cmib / 1024") GiB | not yet measured on the $(kind "$cgpu") (reports/anchors/torch_lm.py) |"
-  fi
+  step_row "2.7B step, bf16, context 2048, a checkpoint every layer, AdamW ${copt%_backward} backward (2026.1)" \
+    "$cgpu" "$cms" "$cmib" "torch.compile + torch.utils.checkpoint" "$pcms" "$pcgib" \
+    torch_lm.py "the checkpointed step"
 fi
 
 # FSDP (2026.2): the xl step at the most GPUs measured, bf16, AdamW after
@@ -153,17 +164,9 @@ if [ -n "$fw" ]; then
   fa=$(for_gpu torch_ddp "$fgpu")
   pv() { val "$fa" "$1" --where config=fsdp_compiled --where precision=bf16 --where world_size="$fw" --where size=xl --where context=128 --sort step_ms_median; }
   pfms=$(pv step_ms_median) pfgib=$(pv peak_gib)
-  what="FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)"
-  if [ -n "$pfms" ] && [ -n "$pfgib" ]; then
-    num pfms "$pfms"; num pfgib "$pfgib"
-    if is_true "$fmib / 1024 <= $pfgib"; then m="ours the smaller"
-    else m="**we use $(calc '%.2f' "$fmib / 1024 / $pfgib")x the memory**"; fi
-    echo "| $what | $(kind "$fgpu") | $(calc '%.1f' "$fms") ms, $(calc '%.1f' "$fmib / 1024") GiB | FSDP2 + torch.compile + fused AdamW $(calc '%.1f' "$pfms") ms, $(calc '%.1f' "$pfgib") GiB: $(verdict "$fms" "$pfms"), $m |"
-    lost "$fms" "$pfms" "on the FSDP step"
-    lost "$fmib / 1024" "$pfgib" "on FSDP's memory"
-  else
-    echo "| $what | $(kind "$fgpu") | $(calc '%.1f' "$fms") ms, $(calc '%.1f' "$fmib / 1024") GiB | not yet measured on the $(kind "$fgpu") (reports/anchors/torch_ddp.py) |"
-  fi
+  step_row "FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)" \
+    "$fgpu" "$fms" "$fmib" "FSDP2 + torch.compile + fused AdamW" "$pfms" "$pfgib" \
+    torch_ddp.py "the FSDP step"
 fi
 
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
