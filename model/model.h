@@ -324,7 +324,8 @@ int model_weight_uses(const model *m, int *seq);
 /* Gradient slots: the slot of group g's gradients is read by the caller
  * (a collective) until ev, recorded on a handle of the model's engine;
  * the model waits for it before the slot's next group writes there and
- * owns ev from now on. Call it from the grad hook of g's last view. */
+ * owns ev from now on. Call it from the grad hook once g's last matrix
+ * (2-D view) is final: with bound weights the slot holds nothing else. */
 int model_hold_slot(model *m, int g, eng_event *ev);
 /* Group g's gradient, packed as its weights (the slot's, valid from the
  * hook of its last view until the slot's next group) and the 1-D views'
