@@ -25,6 +25,15 @@ int cpu_precision_error(const char *backend, const char *precision,
 }
 
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
+int path_error(const char *fusion, const char *attention, char *err,
+               size_t n) {
+  if (strcmp(attention, "flash") != 0 || strcmp(fusion, "fused") == 0)
+    return 0;
+  snprintf(err, n, "attention = \"flash\" runs on the fused path "
+           "(allowed with fusion \"%s\": materialized)", fusion);
+  return 1;
+}
+
 #ifndef KIND_DECLARATION_ONLY
 
 rng batch_rng(int seed) {

@@ -70,6 +70,24 @@ typedef struct loop_settings {
    "GPU per rank, NCCL collectives"}
 static const char *const rank_backends[] = {"mpi", "nccl", NULL};
 
+/* The rows choosing the model's path, filling st's `fusion` and
+ * `attention` (kinds that train the LM on one path or the other), and the
+ * check that flash attention has the fused path: 0, or 1 with what is
+ * wrong in err. */
+#define PATH_PARAMS(st)                                                      \
+  {"run", "fusion", STRING_FIELD(st, fusion), 0, 0, path_fusions, NULL,      \
+   "opbyop",                                                                 \
+   "opbyop: one kernel per operation, as PyTorch eager; fused: the fused "   \
+   "path (fewer passes, activations in the products' dtype)"},               \
+  {"run", "attention", STRING_FIELD(st, attention), 0, 0, path_attentions,   \
+   NULL, "materialized",                                                     \
+   "materialized (scores in memory) or flash (FlashAttention-2; fused "      \
+   "path only)"}
+static const char *const path_fusions[] = {"opbyop", "fused", NULL};
+static const char *const path_attentions[] = {"materialized", "flash", NULL};
+int path_error(const char *fusion, const char *attention, char *err,
+               size_t n);
+
 /* The CPU engine computes in fp32 only: 0 when precision may run on
  * backend, else 1 with "precision = \"bf16\" needs the <gpu_name> backend
  * (allowed with backend <cpu_name>: fp32)" in err. */

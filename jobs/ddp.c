@@ -9,7 +9,8 @@
  * the global batch is W*b and rank r trains on sequences [r*b, (r+1)*b) of
  * each step's random global batch (seeded, the same on every rank). backend mpi: CPU engine + MPI; nccl: CUDA engine + NCCL,
  * one GPU per rank. At world_size 1 nothing is communicated: the
- * single-GPU row at the same per-GPU batch.
+ * single-GPU row at the same per-GPU batch. The model runs op by op, or
+ * on the fused path (`fusion`, `attention`, as the lm kind's).
  *
  * A step: ddp_begin_step, forward, backward (collectives start from the
  * hook), finish_gradient_synchronization, optimizer step, then eng_sync;
@@ -54,6 +55,8 @@ typedef struct ddp_settings {
   run_settings run;
   const char *backend;
   const char *precision;
+  const char *fusion;
+  const char *attention;
   loop_settings loop;
   model_settings model;
   int rank_batch;
@@ -72,6 +75,7 @@ static const param_def params[] = {
      precisions, NULL, "fp32",
      "matrix-product inputs: fp32, bf16 or fp16 (fp32 master weights, "
      "gradients and communication; mpi: fp32 only)"},
+    PATH_PARAMS(ddp_settings),
     LOOP_PARAMS(ddp_settings, loop),
     MODEL_PARAMS(ddp_settings, model),
     {"model", "rank_batch", INT_FIELD(ddp_settings, rank_batch), 1, 1 << 20,
@@ -149,6 +153,8 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(ddp_settings, model.size);
   if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
     return BLAME(ddp_settings, precision);
+  if (path_error(s->fusion, s->attention, err, n))
+    return BLAME(ddp_settings, attention);
   ddp_strategy st;
   ddp_optimizer o;
   ddp_sync y;
@@ -453,8 +459,12 @@ static int run(const void *settings, result *r) {
   x.be = x.e;
   eng_ctx bc = {NULL, x.sm_reserve, 0};
   if (x.sm_reserve && (rc = eng_view(x.e, &bc, &x.be)) < 0) goto fail;
-  if ((rc = model_create(&x.m, x.e, &c, x.b, x.T,
-                         dtype_of_precision(s->precision))) < 0)
+  model_options mo = {.compute = dtype_of_precision(s->precision),
+                      .fused = strcmp(s->fusion, "fused") == 0,
+                      .attention = strcmp(s->attention, "flash") == 0
+                                       ? ATTN_FLASH : ATTN_MATERIALIZED,
+                      .f32 = F32_EXACT};
+  if ((rc = model_create_ex(&x.m, x.e, &c, x.b, x.T, &mo)) < 0)
     goto fail;
   if ((rc = model_init(x.m, (uint64_t)s->loop.seed)) < 0) goto fail;
   dp_model dm;

@@ -35,8 +35,6 @@ static const char *const modes[] = {"forward", "forward_backward",
                                     "train_step", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
                                          "fp16", NULL};
-static const char *const fusions[] = {"opbyop", "fused", NULL};
-static const char *const attentions[] = {"materialized", "flash", NULL};
 static const char *const optimizers[] = {"after_backward", "in_backward",
                                          "in_products", NULL};
 static const char *const norms[] = {"rmsnorm", "layernorm", NULL};
@@ -72,14 +70,7 @@ static const param_def params[] = {
      "tensor cores), 3xtf32 (fp32-accurate products from three TF32 ones), "
      "bf16 or fp16 (fp32 accumulation, fp32 master weights; CPU: fp32 "
      "only)"},
-    {"run", "fusion", STRING_FIELD(lm_settings, fusion), 0, 0, fusions, NULL,
-     "opbyop",
-     "opbyop: one kernel per operation, as PyTorch eager; fused: the fused "
-     "path (fewer passes, activations in the products' dtype)"},
-    {"run", "attention", STRING_FIELD(lm_settings, attention), 0, 0,
-     attentions, NULL, "materialized",
-     "materialized (scores in memory) or flash (FlashAttention-2; fused "
-     "path only)"},
+    PATH_PARAMS(lm_settings),
     {"run", "cuda_graphs", BOOL_FIELD(lm_settings, cuda_graphs), 0, 0, NULL,
      NULL, "false",
      "true: forward's and backward's kernels are recorded once as CUDA "
@@ -168,11 +159,8 @@ static int validate(const void *settings, char *err, size_t n) {
   }
   if (cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err, n))
     return BLAME(lm_settings, precision);
-  if (strcmp(s->attention, "flash") == 0 && strcmp(s->fusion, "fused") != 0) {
-    snprintf(err, n, "attention = \"flash\" runs on the fused path "
-             "(allowed with fusion \"opbyop\": materialized)");
+  if (path_error(s->fusion, s->attention, err, n))
     return BLAME(lm_settings, attention);
-  }
   if (in_backward(s)) {
     if (strcmp(s->mode, "train_step") != 0) {
       snprintf(err, n, "optimizer = \"%s\" needs mode \"train_step\" "

@@ -41,6 +41,27 @@ static int linear_dw(model *m, const void *dy, const void *x, const float *W,
                      m->opt.f32);
 }
 
+/* q, k and v's weight gradients from the merged product's dy [n, 3D]:
+ * one product when the three gradients sit end to end (the model's own
+ * buffer, slots), else one each, reading its third of dy's columns
+ * (gradients placed by data parallelism may lie apart: a bucket boundary,
+ * or each rank's block of a bucket among its peers'). */
+static int linear_dw_qkv(model *m, const void *dqkv, const void *x,
+                         const layer_ptrs *p, const layer_low *w,
+                         const layer_ptrs *g, int n, int D) {
+  const size_t DD = (size_t)D * D;
+  if ((g->wk == g->wq + DD && g->wv == g->wk + DD) ||
+      (m->adamw_in_bwd && m->opt.adamw_in_products))
+    return linear_dw(m, dqkv, x, p->wq, w->wqkv, g->wq, n, D, 3 * D);
+  float *dW[3] = {g->wq, g->wk, g->wv};
+  for (int j = 0; j < 3; j++)
+    TRY(k_matmul_ex(m->be, 1, 0, D, D, n, 1.0f,
+                    (const char *)dqkv + (size_t)j * D * dtype_size(m->lt),
+                    3 * D, x, D, m->lt, m->grads_deferred_zero ? 0.0f : 1.0f,
+                    dW[j], D, DT_F32, m->opt.f32));
+  return 0;
+}
+
 /* Deferred zeroing: the gradients backward adds into rather than writes
  * (RMSNorm gains, sums over rows; the embedding, a scatter-add) are
  * cleared; every other view is a product's output, written with beta 0. */
@@ -201,7 +222,7 @@ int model_backward_fused(model *m) {
     }
     TRY(linear_dx(m, a->dqkv, w->wqkv, a->dn, lt, N, D, 3 * D, 0.0f));
     TRY(model_weights(m, i, 0));   /* its last read of the layer's weights */
-    TRY(linear_dw(m, a->dqkv, n1, p->wq, w->wqkv, g->wq, N, D, 3 * D));
+    TRY(linear_dw_qkv(m, a->dqkv, n1, p, w, g, N, D));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WQ)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WK)));
     TRY(model_grad_ready(m, LAYER_VIEW(i, P_WV)));

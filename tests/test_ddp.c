@@ -8,7 +8,9 @@
  * and bf16 (mixed precision: the reference runs in the same precision).
  *
  * Model: an LM with awkward sizes (vocab 61, d_model 10, d_ff 21, 2 layers,
- * 1 head; 3330 parameters) so that tensors of 10 elements straddle ZeRO-1's
+ * 1 head; 3330 parameters), op by op and on the fused path (flash
+ * attention, q, k and v's gradients one product or three where placement
+ * parts them), so that tensors of 10 elements straddle ZeRO-1's
  * rounded bucket boundaries and n mod 4 = 2 elements form a tail. Ranks
  * start from DIFFERENT weights (seed + rank): only the broadcast from rank
  * 0 makes them equal. Global batch 4 sequences of 8 tokens, rank r takes
@@ -83,6 +85,7 @@ typedef struct {
   dtype prec;
   model_config cfg;
   int toy;              /* 1: the toy model, 0: the LM */
+  int fused;            /* the LM on the fused path (flash attention) */
   int32_t ids[STEPS][B * T], tgt[STEPS][B * T];
   float tx[STEPS][TROWS * TIN], ty[STEPS][TROWS * TOUT];
   float *ref;           /* single-process weights after STEPS */
@@ -124,8 +127,11 @@ static void net_create(ctx *x, net *n, int part, int parts, uint64_t seed) {
     hard(toy_init(n->t, seed), "toy_init");
     dp_model_toy(&n->dm, n->t, n->e);
   } else {
-    hard(model_create(&n->m, n->e, &x->cfg, B / parts, T, x->prec),
-         "model_create");
+    model_options o = {.compute = x->prec, .fused = x->fused,
+                       .attention = x->fused ? ATTN_FLASH : ATTN_MATERIALIZED,
+                       .f32 = F32_EXACT};
+    hard(model_create_ex(&n->m, n->e, &x->cfg, B / parts, T, &o),
+         "model_create_ex");
     hard(model_init(n->m, seed), "model_init");
     dp_model_lm(&n->dm, n->m);
   }
@@ -212,7 +218,8 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
   char name[200];
   snprintf(name, sizeof name, "%s %s: %s bucket %g MiB, optimizer %s, "
            "grad_sync %s, %d ranks",
-           x->toy ? "toy" : "LM", x->backend == COMM_NCCL ? "nccl" : "mpi",
+           x->toy ? "toy" : x->fused ? "LM fused" : "LM",
+           x->backend == COMM_NCCL ? "nccl" : "mpi",
            ddp_strategy_names[s], mib, ddp_optimizer_names[o],
            ddp_sync_names[y], x->world);
   if (x->prec != DT_F32)
@@ -615,7 +622,9 @@ int main(int argc, char **argv) {
   int nprec = x.backend == COMM_NCCL ? 2 : 1;
   for (int p = 0; p < nprec; p++) {
     x.prec = precs[p];
-    for (x.toy = 0; x.toy <= 1; x.toy++) {
+    for (int net = 0; net < 3; net++) {   /* LM op by op, fused; toy */
+      x.toy = net == 2;
+      x.fused = net == 1;
       free(x.ref);
       x.ref = NULL;
       reference(&x);
