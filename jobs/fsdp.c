@@ -224,10 +224,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   if (x->rank == 0)
     snprintf(r->message, sizeof r->message,
              "rank 0%s, window of %d groups, ms per step by kernel family: "
-             "%s", threads,
-             (model_get_options(x->m)->ckpt_layers > 0
-                  ? model_get_options(x->m)->ckpt_layers : 1) + 2,
-             fam);
+             "%s", threads, fi.window_groups, fam);
   return 0;
 }
 

@@ -364,6 +364,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
     TRY(alloc0(e, f->slot_bytes, "fsdp.window", &f->slot[s].buf));
   }
   f->info.window_bytes = (size_t)f->nslots * f->slot_bytes;
+  f->info.window_groups = f->nslots;
   f->uses = malloc((size_t)(4 * G) * sizeof *f->uses);
   CHECK_ALLOC(f->uses, (size_t)(4 * G) * sizeof *f->uses);
   f->nuses = model_weight_uses(m, f->uses);
@@ -507,39 +508,35 @@ int fsdp_optimizer_step(fsdp *f) {
 int fsdp_gather_full_params(fsdp *f, float *out) {
   int nv;
   const tensor_view *views = model_views(f->m, &nv);
-  size_t big = 0;
+  size_t big = f->nnorm;
   for (int g = -1; g <= f->L; g++)
     if ((size_t)f->W * f->chunk[g + 1] > big) big = (size_t)f->W * f->chunk[g + 1];
   float *dev = NULL, *host = malloc(big * sizeof(float));
   CHECK_ALLOC(host, big * sizeof(float));
   int rc = eng_alloc(f->e, big * sizeof(float), "fsdp.gather_full", (void **)&dev);
-  TRY(eng_sync(f->e));
-  for (int g = -1; g <= f->L && rc == 0; g++) {
-    rc = comm_allgather(f->c, f->master + f->at[g + 1], dev, f->chunk[g + 1],
-                        COMM_F32, NULL);
-    if (rc == 0)
-      rc = eng_download(f->e, host, dev,
-                        (size_t)f->W * f->chunk[g + 1] * sizeof(float));
+  if (rc == 0) rc = eng_sync(f->e);
+  /* each group's packed run whole on the host (the matrices gathered, the
+   * gains the model's own), then its views to their table offsets */
+  for (int g = -1; g <= f->L + 1 && rc == 0; g++) {
+    int grp = g <= f->L ? g : MODEL_NORMS;
+    if (grp == MODEL_NORMS) {
+      rc = eng_download(f->e, host, model_params(f->m), f->nnorm * sizeof(float));
+    } else {
+      rc = comm_allgather(f->c, f->master + f->at[g + 1], dev,
+                          f->chunk[g + 1], COMM_F32, NULL);
+      if (rc == 0)
+        rc = eng_download(f->e, host, dev,
+                          (size_t)f->W * f->chunk[g + 1] * sizeof(float));
+    }
     if (rc == 0) rc = eng_sync(f->e);
     for (int v = 0; v < nv && rc == 0; v++) {
       int vg;
       size_t off;
       model_view_place(f->m, v, &vg, &off);
-      if (vg == g)
+      if (vg == grp)
         memcpy(out + views[v].offset, host + off,
                views[v].numel * sizeof(float));
     }
-  }
-  const float *gains = model_params(f->m);
-  if (rc == 0) rc = eng_download(f->e, host, gains, f->nnorm * sizeof(float));
-  if (rc == 0) rc = eng_sync(f->e);
-  for (int v = 0; v < nv && rc == 0; v++) {
-    int vg;
-    size_t off;
-    model_view_place(f->m, v, &vg, &off);
-    if (vg == MODEL_NORMS)
-      memcpy(out + views[v].offset, host + off,
-             views[v].numel * sizeof(float));
   }
   if (dev) eng_free(f->e, dev);
   free(host);

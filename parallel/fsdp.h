@@ -89,6 +89,7 @@ int fsdp_timeline_get(fsdp *f, fsdp_timeline *t);
 typedef struct fsdp_info {
   size_t shard_elems;     /* fp32 elements of this rank's weight shard */
   size_t window_bytes;    /* the gathered groups' window */
+  int window_groups;      /* groups it holds (ckpt_layers, at least 1, + 2) */
   int gathers;            /* all-gathers in the last step (re-gathers
                              included: a group evicted between forward and
                              backward is gathered again) */
