@@ -61,6 +61,38 @@ int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads) {
   return engine_cpu_create(e, *cpu_threads);
 }
 
+int rank_batch_open(rank_batch *rb, comm *c, int b, int T, int vocab,
+                    int seed) {
+  memset(rb, 0, sizeof *rb);
+  rb->b = b;
+  rb->T = T;
+  rb->vocab = vocab;
+  rb->B = b * comm_size(c);
+  rb->r = batch_rng(seed);
+  size_t n = (size_t)rb->B * (size_t)T;
+  rb->all_ids = malloc(n * sizeof *rb->all_ids);
+  rb->all_tgt = malloc(n * sizeof *rb->all_tgt);
+  if (!rb->all_ids || !rb->all_tgt) {
+    rank_batch_close(rb);
+    FAIL(ERR_OOM, "out of host memory for the batch");
+  }
+  size_t off = (size_t)comm_rank(c) * (size_t)b * (size_t)T;
+  rb->ids = rb->all_ids + off;
+  rb->tgt = rb->all_tgt + off;
+  return 0;
+}
+
+void rank_batch_next(rank_batch *rb) {
+  random_tokens(&rb->r, rb->all_ids, rb->all_tgt, (size_t)rb->B * rb->T,
+                rb->vocab);
+}
+
+void rank_batch_close(rank_batch *rb) {
+  free(rb->all_ids);
+  free(rb->all_tgt);
+  rb->all_ids = rb->all_tgt = NULL;
+}
+
 double tag_mib(engine *e, const char *tag) {
   size_t used = 0;
   if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;

@@ -122,6 +122,20 @@ int engine_open(const char *backend, int threads, engine **e);
  * threads (cpu_threads_per_rank), which *cpu_threads says (0 on a GPU). */
 int engine_for_rank(comm *c, int threads, engine **e, int *cpu_threads);
 
+/* The batches of a data-parallel job: each step a random global batch of
+ * B = b x world sequences of T tokens, drawn from the seed alike on every
+ * rank; this rank trains on sequences [rank b, (rank + 1) b), at ids and
+ * tgt after rank_batch_next. */
+typedef struct rank_batch {
+  int B, b, T, vocab;
+  int32_t *all_ids, *all_tgt;   /* [B T] each */
+  const int32_t *ids, *tgt;     /* this rank's slice */
+  rng r;
+} rank_batch;
+int rank_batch_open(rank_batch *rb, comm *c, int b, int T, int vocab, int seed);
+void rank_batch_next(rank_batch *rb);
+void rank_batch_close(rank_batch *rb);
+
 /* Bytes as MiB (2^20), and what engine e's allocations tagged `tag` hold
  * now, in MiB (0 for a tag never used). */
 static inline double mib(double bytes) { return bytes / 1048576.0; }

@@ -214,11 +214,10 @@ typedef struct bench {
                               leave gemm_sm_reserve SMs to the collectives */
   model *m;
   ddp *d;
-  int rank, world, B, b, T, vocab;
+  int rank, world;
   int sm_reserve;          /* gemm_sm_reserve */
   int cpu_threads;         /* the CPU engine's threads per rank; 0 on GPUs */
-  int32_t *ids, *tgt;
-  rng batch_rng;   /* the batches' tokens, the same on every rank */
+  rank_batch rb;
   double *v[S_N];        /* per timed step, max over ranks */
   double *loss;
   double mem_init, mem_before, mem_after;
@@ -227,13 +226,12 @@ typedef struct bench {
 } bench;
 
 static int step(bench *x, int k) {
-  random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
-  int off = x->rank * x->b * x->T;
+  rank_batch_next(&x->rb);
   float loss = 0;
   TRY(comm_barrier(x->c));
   double t0 = clock_now_s();
   TRY(ddp_begin_step(x->d));
-  TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
+  TRY(model_forward(x->m, x->rb.ids, x->rb.tgt, x->rb.b, x->rb.T, &loss));
   TRY(ddp_mark_backward(x->d));
   /* Only backward overlaps gradient collectives: forward keeps every SM. */
   double th = clock_now_s();
@@ -350,7 +348,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   sample_stats st = stats_of(x->v[S_STEP], steps);
   double step_mean = st.mean;
   result_set(r, "params", (double)model_nparams(x->m));
-  result_set(r, "tokens_per_step", (double)x->B * x->T);
+  result_set(r, "tokens_per_step", (double)x->rb.B * x->rb.T);
   result_set(r, "step_ms_mean", step_mean);
   result_set(r, "step_ms_std", st.std);
   result_set(r, "step_ms_median", st.median);
@@ -418,10 +416,6 @@ static int run(const void *settings, result *r) {
   bench x;
   memset(&x, 0, sizeof x);
   int warmup = s->loop.warmup, steps = s->loop.steps;
-  x.T = s->model.context;
-  x.b = s->rank_batch;
-  x.vocab = c.vocab;
-  x.batch_rng = batch_rng(s->loop.seed);
   comm_options co = {.max_ctas = s->nccl_max_ctas,
                      .zero_cta = sy != DDP_SYNC_ALLREDUCE && cb == COMM_NCCL};
   int rc = comm_open_ex(&x.c, cb, &co);
@@ -444,14 +438,14 @@ static int run(const void *settings, result *r) {
   x.rank = comm_rank(x.c);
   x.world = comm_size(x.c);
   x.sm_reserve = x.world > 1 ? s->gemm_sm_reserve : 0;
-  x.B = x.b * x.world;
-  x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
-  x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
   double *buf = calloc((size_t)steps * (S_N + 1), sizeof *buf);
-  if (!x.ids || !x.tgt || !buf) {
-    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
+  if (!buf) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the samples");
     goto done;
   }
+  if ((rc = rank_batch_open(&x.rb, x.c, s->rank_batch, s->model.context,
+                            c.vocab, s->loop.seed)) < 0)
+    goto fail;
   for (int i = 0; i < S_N; i++) x.v[i] = buf + (size_t)i * steps;
   x.loss = buf + (size_t)S_N * steps;
   if ((rc = engine_for_rank(x.c, s->loop.threads, &x.e, &x.cpu_threads)) < 0)
@@ -464,7 +458,7 @@ static int run(const void *settings, result *r) {
                       .attention = strcmp(s->attention, "flash") == 0
                                        ? ATTN_FLASH : ATTN_MATERIALIZED,
                       .f32 = F32_EXACT};
-  if ((rc = model_create_ex(&x.m, x.e, &c, x.b, x.T, &mo)) < 0)
+  if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &mo)) < 0)
     goto fail;
   if ((rc = model_init(x.m, (uint64_t)s->loop.seed)) < 0) goto fail;
   dp_model dm;
@@ -487,8 +481,7 @@ done:
   if (x.e) engine_destroy(x.e);
   comm_close(x.pc);
   comm_close(x.c);
-  free(x.ids);
-  free(x.tgt);
+  rank_batch_close(&x.rb);
   free(buf);
   return rc;
 }

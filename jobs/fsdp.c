@@ -115,23 +115,21 @@ typedef struct bench {
   engine *e;
   model *m;
   fsdp *f;
-  int rank, world, B, b, T, vocab;
+  int rank, world;
   int cpu_threads;
-  int32_t *ids, *tgt;
-  rng batch_rng;
+  rank_batch rb;
   double *step_ms, *fwd_ms, *gather_ms, *exposed_ms, *loss;
   double mem_init, mem_before, mem_after;
   int first_done;
 } bench;
 
 static int step(bench *x, int k) {
-  random_tokens(&x->batch_rng, x->ids, x->tgt, (size_t)x->B * x->T, x->vocab);
-  int off = x->rank * x->b * x->T;
+  rank_batch_next(&x->rb);
   float loss = 0;
   TRY(comm_barrier(x->c));
   double t0 = clock_now_s();
   TRY(fsdp_begin_step(x->f));
-  TRY(model_forward(x->m, x->ids + off, x->tgt + off, x->b, x->T, &loss));
+  TRY(model_forward(x->m, x->rb.ids, x->rb.tgt, x->rb.b, x->rb.T, &loss));
   double tf = clock_now_s();
   TRY(model_backward(x->m));
   TRY(fsdp_finish_gradient_synchronization(x->f));
@@ -168,7 +166,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
     exp_ += x->exposed_ms[k] / steps;
   }
   result_set(r, "params", (double)model_nparams(x->m));
-  result_set(r, "tokens_per_step", (double)x->B * x->T);
+  result_set(r, "tokens_per_step", (double)x->rb.B * x->rb.T);
   result_set(r, "step_ms_mean", st.mean);
   result_set(r, "step_ms_std", st.std);
   result_set(r, "step_ms_median", st.median);
@@ -240,10 +238,6 @@ static int run(const void *settings, result *r) {
   bench x;
   memset(&x, 0, sizeof x);
   int warmup = s->loop.warmup, steps = s->loop.steps;
-  x.T = s->model.context;
-  x.b = s->rank_batch;
-  x.vocab = c.vocab;
-  x.batch_rng = batch_rng(s->loop.seed);
   int rc = comm_open(&x.c, cb);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
@@ -251,14 +245,14 @@ static int run(const void *settings, result *r) {
   }
   x.rank = comm_rank(x.c);
   x.world = comm_size(x.c);
-  x.B = x.b * x.world;
-  x.ids = malloc(sizeof *x.ids * (size_t)x.B * (size_t)x.T);
-  x.tgt = malloc(sizeof *x.tgt * (size_t)x.B * (size_t)x.T);
   double *buf = calloc((size_t)steps * 5, sizeof *buf);
-  if (!x.ids || !x.tgt || !buf) {
-    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the batch");
+  if (!buf) {
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the samples");
     goto done;
   }
+  if ((rc = rank_batch_open(&x.rb, x.c, s->rank_batch, s->model.context,
+                            c.vocab, s->loop.seed)) < 0)
+    goto fail;
   x.step_ms = buf;
   x.fwd_ms = buf + steps;
   x.gather_ms = buf + 2 * (size_t)steps;
@@ -273,7 +267,7 @@ static int run(const void *settings, result *r) {
                      .f32 = F32_EXACT,
                      .ckpt_layers = s->checkpoint_layers,
                      .bound_weights = x.world};
-  if ((rc = model_create_ex(&x.m, x.e, &c, x.b, x.T, &o)) < 0) goto fail;
+  if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &o)) < 0) goto fail;
   adamw_config hp = adamw_defaults();
   if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp,
                         strcmp(s->optimizer, "in_backward") == 0)) < 0)
@@ -288,8 +282,7 @@ done:
   if (x.m) model_destroy(x.m);
   if (x.e) engine_destroy(x.e);
   comm_close(x.c);
-  free(x.ids);
-  free(x.tgt);
+  rank_batch_close(&x.rb);
   free(buf);
   return rc;
 }
