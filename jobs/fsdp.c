@@ -180,8 +180,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_set(r, "mem_before_opt_mib", x->mem_before);
   result_set(r, "mem_after_opt_mib", x->mem_after);
   result_set(r, "shards_mib",
-             tag_mib(x->e, "fsdp.shard") + tag_mib(x->e, "fsdp.shard.low") +
-                 tag_mib(x->e, "params"));
+             tag_mib(x->e, "fsdp.shard") + tag_mib(x->e, "params"));
   result_set(r, "window_mib", tag_mib(x->e, "fsdp.window"));
   result_set(r, "grads_mib", tag_mib(x->e, "grads") + tag_mib(x->e, "fsdp.grads"));
   result_set(r, "optstate_mib",

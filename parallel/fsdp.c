@@ -52,7 +52,6 @@ struct fsdp {
   float *gshard;
   float *gring[2];
   int in_bwd, ring;
-  void *low;                    /* [shard] lt; NULL when lt is f32 */
   float *norm_m, *norm_v;       /* the gains' AdamW state [nnorm] */
   size_t nnorm;
   int *left;                    /* 2-D views of each group still to
@@ -78,12 +77,23 @@ static comm_dtype cdt(const fsdp *f, int g) {
   return f->lt == DT_BF16 ? COMM_BF16 : COMM_F16;
 }
 
-/* What rank r sends for group g: its fp32 chunk (the embedding, or every
- * group in fp32) or its 16-bit copy. */
-static const void *gather_src(const fsdp *f, int g) {
-  size_t at = f->at[g + 1];
-  if (g < 0 || !f->low) return f->master + at;
-  return (const char *)f->low + at * dtype_size(f->lt);
+/* What rank r sends for group g into slot buffer buf: its fp32 chunk
+ * (the embedding, or every group in fp32 compute), or that chunk cast to
+ * the 16-bit type straight into its own block of buf, gathered in place.
+ * No 16-bit copy of the shard is kept: it would be 2 bytes a parameter
+ * / W of derived state for the optimizer to refresh; the cast reads the
+ * chunk once a gather, on the communicator's stream, behind compute. */
+static int gather_src(fsdp *f, int g, void *buf, const void **src) {
+  const float *chunk = f->master + f->at[g + 1];
+  if (gsize(f, g) == (int)sizeof(float)) {
+    *src = chunk;
+    return 0;
+  }
+  size_t k = f->chunk[g + 1];
+  void *own = (char *)buf + (size_t)f->r * k * (size_t)gsize(f, g);
+  TRY(k_cast(f->cv ? f->cv : f->e, chunk, DT_F32, own, f->lt, k));
+  *src = own;
+  return 0;
 }
 
 static int keep_req(fsdp *f, comm_req *q) {
@@ -123,9 +133,11 @@ static int gather(fsdp *f, int s, int g) {
     t->group[x->gather] = g;
     TRY(dp_event_record(&t->gs[x->gather], cs));
   }
+  const void *src;
+  TRY(gather_src(f, g, x->buf, &src));
   comm_req *q;
-  TRY(comm_allgather(f->c, gather_src(f, g), x->buf, f->chunk[g + 1],
-                     cdt(f, g), want_req(f, &q)));
+  TRY(comm_allgather(f->c, src, x->buf, f->chunk[g + 1], cdt(f, g),
+                     want_req(f, &q)));
   TRY(keep_req(f, q));
   if (x->gather >= 0) TRY(dp_event_record(&t->ge[x->gather], cs));
   if (f->cv) TRY(eng_event_record(f->cv, &x->ready_ev));
@@ -216,11 +228,8 @@ static int update(fsdp *f, engine *e, int g, const float *grad, long long t) {
   }
   if (n == 0) return 0;
   size_t at = f->at[g + 1];
-  void *low = f->low && g >= 0 ? (char *)f->low + at * dtype_size(f->lt)
-                               : NULL;
-  return k_adamw_ex(e, f->master + at, low, f->lt, grad, f->adam_m + at,
-                    f->adam_v + at, n, o->lr, o->beta1, o->beta2, o->eps,
-                    o->weight_decay, t);
+  return k_adamw(e, f->master + at, grad, f->adam_m + at, f->adam_v + at, n,
+                 o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
 }
 
 /* A 2-D view's gradient is final: when its group's last one is, the slot
@@ -281,7 +290,6 @@ static int init_shards(fsdp *f, uint64_t seed) {
     TRY(model_init_range(f->m, v, seed, a - off, b - a,
                          f->master + f->at[g + 1] + (a - lo)));
   }
-  if (f->low) TRY(k_cast(f->e, f->master, DT_F32, f->low, f->lt, f->shard));
   return model_init(f->m, seed);   /* the gains */
 }
 
@@ -350,8 +358,6 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   } else {
     TRY(alloc0(e, f->shard * sizeof(float), "fsdp.grads", (void **)&f->gshard));
   }
-  if (f->lt != DT_F32)
-    TRY(alloc0(e, f->shard * dtype_size(f->lt), "fsdp.shard.low", &f->low));
   f->nnorm = model_group_numel(m, MODEL_NORMS);
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_m", (void **)&f->norm_m));
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_v", (void **)&f->norm_v));
@@ -416,7 +422,7 @@ void fsdp_destroy(fsdp *f) {
     if (f->slot[s].buf) eng_free(f->e, f->slot[s].buf);
   }
   void *bufs[] = {f->master, f->adam_m, f->adam_v, f->gshard, f->gring[0],
-                  f->gring[1], f->low, f->norm_m, f->norm_v};
+                  f->gring[1], f->norm_m, f->norm_v};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(f->e, bufs[i]);
   engine_destroy(f->cv);

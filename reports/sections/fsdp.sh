@@ -34,7 +34,7 @@ fsdp)
 `parallel/fsdp.c` over a model whose weight matrices are bound from
 outside (`model_options.bound_weights`). Each rank keeps 1/W of every
 group (the embedding, a layer's seven matrices, the head) in fp32 with
-its AdamW moments and bf16 copy; the norms' gains stay whole.
+its AdamW moments, and no bf16 copy; the norms' gains stay whole.
 
 - **Forward and backward**: a hook before the model first reads a group
   waits for its all-gather and starts the next one, in a window of three
@@ -44,9 +44,10 @@ its AdamW moments and bf16 copy; the norms' gains stay whole.
   as backward finishes it; the gains' are all-reduced after backward;
   AdamW updates each rank's chunks (`in_backward`: behind each
   reduce-scatter).
-- **Mixed precision**: bf16 matrices are gathered in bf16 (AdamW casts,
-  before communication); master weights, gradients and the embedding
-  (a lookup reads it in fp32) are fp32.
+- **Mixed precision**: bf16 matrices are gathered in bf16 (each rank
+  casts its chunk into its own block of the slot, then the gather runs
+  in place: the cast before communication); master weights, gradients
+  and the embedding (a lookup reads it in fp32) are fp32.
 - `fsdp_gather_full_params` returns every weight whole, by name.
 
 TEXT
@@ -104,9 +105,7 @@ TEXT
     printf '%s' "$lines"
     echo
     echo "At 256 tokens a GPU PyTorch's step is slow even unsharded (compiled,"
-    echo "bf16: $(f1 "$(tool value "$pt" --col step_ms_median --where status=ok --where config=compiled --where size=xl --where context=128 --where world_size=1 --where precision=bf16 --agg first --default 0)") ms), which points at its per-operation host cost, not the sharding. Our peak holds the"
-    echo "bf16 copy of the shard that the gathers send, which PyTorch casts as"
-    echo "it gathers."
+    echo "bf16: $(f1 "$(tool value "$pt" --col step_ms_median --where status=ok --where config=compiled --where size=xl --where context=128 --where world_size=1 --where precision=bf16 --agg first --default 0)") ms), which points at its per-operation host cost, not the sharding."
     echo
   fi
   if [ -f "$csv" ]; then
@@ -127,7 +126,7 @@ fsdp_accounting)
   else
     cat <<'TEXT'
 Optimizer-state sharding (3.2) divides AdamW's moments (8 bytes a
-parameter) by W; FSDP divides the weights (4, bf16 copy 2) and gradients
+parameter) by W; FSDP divides the weights (4) and gradients
 (4) too. Activations, the gathered window and the two gradient slots stay
 whole: the floor as W grows. Per GPU, GiB: the one-GPU row's items, each
 sharded one halved (predicted), and the measured 2-GPU row:
@@ -151,7 +150,7 @@ TEXT
       done
       echo "$line |"
     }
-    row "weights (fp32, bf16 copy, gains)" shards_mib 1
+    row "weights (fp32 shard, gains)" shards_mib 1
     row "gradients (shard, two slots)" grads_mib grads
     row "AdamW's moments" optstate_mib 1
     row "gathered window" window_mib 0
@@ -160,8 +159,7 @@ TEXT
       a=$(v engine_peak_mib "$p" 1)
       P=$(v params "$p" 1)
       num "engine_peak_mib" "$a"
-      lt=4; [ "$p" = bf16 ] && lt=6
-      saved=$(calc %.3f "($P * ($lt + 4 + 8)) / 1048576 / 2")
+      saved=$(calc %.3f "($P * (4 + 4 + 8)) / 1048576 / 2")
       eval "pk_$p=\$a sv_$p=\$saved"
     done
     echo
