@@ -1068,15 +1068,19 @@ static void add_scale_case(size_t n, int misalign) {
   pair_free(a); pair_free(b); pair_free(out);
 }
 
-/* Casting n values of st to dt on both engines: the same bits. */
+/* Casting n values of st to dt on both engines: the same bits. From
+ * element o of both buffers (o = 1: neither 16-byte aligned, the GPU's
+ * element-by-element path; o = 0 and n % 4: the four-a-thread path and its
+ * tail). */
 static void cast_case(const char *what, const void *src, dtype st, dtype dt,
-                      size_t n) {
-  pair s = pair_new(src, n * dtype_size(st));
-  pair d = pair_new(NULL, (n * dtype_size(dt) + 3) / 4 * 4);  /* whole words */
-  BOTH(k_cast(e, W(s), st, W(d), dt, n));
+                      size_t n, size_t o) {
+  pair s = pair_new(src, (n + o) * dtype_size(st));
+  pair d = pair_new(NULL, ((n + o) * dtype_size(dt) + 3) / 4 * 4);  /* whole words */
+  BOTH(k_cast(e, (char *)W(s) + o * dtype_size(st), st,
+              (char *)W(d) + o * dtype_size(dt), dt, n));
   char line[200];
-  snprintf(line, sizeof line, "k_cast %s -> %s: %s (n=%zu)", dtype_name(st),
-           dtype_name(dt), what, n);
+  snprintf(line, sizeof line, "k_cast %s -> %s: %s (n=%zu%s)", dtype_name(st),
+           dtype_name(dt), what, n, o ? ", misaligned" : "");
   same(line, d);
   pair_free(s); pair_free(d);
 }
@@ -1422,10 +1426,10 @@ static void test_adamw_elementwise(void) {
   enum { ALL = 65536 };
   uint16_t *h = xmalloc(ALL * sizeof *h);
   for (int i = 0; i < ALL; i++) h[i] = (uint16_t)i;
-  cast_case("all 65536 values", h, DT_BF16, DT_F32, ALL);
-  cast_case("all 65536 values", h, DT_F16, DT_F32, ALL);
-  cast_case("all 65536 values", h, DT_BF16, DT_F16, ALL);
-  cast_case("all 65536 values", h, DT_F16, DT_BF16, ALL);
+  cast_case("all 65536 values", h, DT_BF16, DT_F32, ALL, 0);
+  cast_case("all 65536 values", h, DT_F16, DT_F32, ALL, 0);
+  cast_case("all 65536 values", h, DT_BF16, DT_F16, ALL, 0);
+  cast_case("all 65536 values", h, DT_F16, DT_BF16, ALL, 0);
   /* Narrowing: every sign/exponent/top-mantissa pattern with low bits at
    * and around both formats' rounding points (ties included), then random
    * bit patterns (NaN payloads, subnormals, everything). */
@@ -1436,12 +1440,16 @@ static void test_adamw_elementwise(void) {
   uint32_t *f = xmalloc(n1 * sizeof *f);
   for (size_t i = 0; i < (size_t)ALL; i++)
     for (size_t l = 0; l < nl; l++) f[i * nl + l] = (uint32_t)(i << 16) | lows[l];
-  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_BF16, n1);
-  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_F16, n1);
+  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_BF16, n1, 0);
+  cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_F16, n1, 0);
   for (size_t i = 0; i < n1; i++) f[i] = (uint32_t)next_u64();
-  cast_case("random bit patterns", f, DT_F32, DT_BF16, n1);
-  cast_case("random bit patterns", f, DT_F32, DT_F16, n1);
-  cast_case("copy", f, DT_F32, DT_F32, 1001);
+  cast_case("random bit patterns", f, DT_F32, DT_BF16, n1, 0);
+  cast_case("random bit patterns", f, DT_F32, DT_F16, n1, 0);
+  cast_case("random bit patterns", f, DT_F32, DT_BF16, n1 - 4, 1);
+  cast_case("random bit patterns", f, DT_F32, DT_F16, n1 - 4, 1);
+  cast_case("random bit patterns", f, DT_F32, DT_BF16, n1 - 3, 0);
+  cast_case("random bit patterns", f, DT_F32, DT_F16, n1 - 3, 0);
+  cast_case("copy", f, DT_F32, DT_F32, 1001, 0);
   free(f);
   free(h);
 }
