@@ -67,7 +67,7 @@ TEXT
     echo "_$GPU, xl, 2 sequences of 128 tokens a GPU; step: median of 10, the"
     echo "rest means. Gathering: the gathers' time on the communicator's stream;"
     echo "compute waited: how long the compute stream stood still for them (on"
-    echo "one GPU a gather is a copy)._"
+    echo "one GPU a gather is a copy, in bf16 a cast)._"
     echo
     # PyTorch's FSDP2 on this GPU (reports/anchors/torch_ddp.py)
     pt=$(anchor_rows torch_ddp)
@@ -177,7 +177,7 @@ TEXT
   f1=$(v fwd_ms_mean bf16 1)
   f2=$(v fwd_ms_mean bf16 2)
   if [ -n "$f1" ]; then
-    echo "On one GPU, where each gather is a copy, compute waited"
+    echo "On one GPU, where each bf16 gather is a cast, compute waited"
     echo "$(calc %.2f "$(v exposed_gather_ms_mean bf16 1)") ms of $(f1 "$(v gather_ms_mean bf16 1)") ms of gathering a bf16 step: each gather runs while the"
     echo "group before it computes, as the schedule intends."
     echo

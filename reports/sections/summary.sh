@@ -167,6 +167,13 @@ if [ -n "$fw" ]; then
   step_row "FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)" \
     "$fgpu" "$fms" "$fmib" "FSDP2 + torch.compile + fused AdamW" "$pfms" "$pfgib" \
     torch_ddp.py "the FSDP step"
+  # AdamW in backward at that world size, against the same PyTorch row
+  iv() { val "$fck" "$1" --where precision=bf16 --where optimizer=in_backward --where world_size="$fw" --sort -utc; }
+  ims=$(iv step_ms_median) imib=$(iv engine_peak_mib)
+  if [ -n "$ims" ] && [ -n "$pfms" ] && same_kind "$(iv gpu_name)" "$fgpu"; then
+    step_row "the same FSDP step with AdamW in backward" "$fgpu" "$ims" "$imib" \
+      "the same" "$pfms" "$pfgib" torch_ddp.py "the FSDP step with AdamW in backward"
+  fi
 fi
 
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
