@@ -387,6 +387,9 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T, DH>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   C::SMEM));
+  if (bh > 65535)
+    FAIL(ERR_FAIL, "%s: batch x heads %d (allowed: at most 65535, a grid "
+         "dimension's limit)", op, bh);
   dim3 grid((tk + BK - 1) / BK, bh);
   flash_bwd_wg<T, DH><<<grid, NT, C::SMEM, st>>>(
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, tq, tk, tqp, causal, scale,
