@@ -3,10 +3,10 @@
  *
  * What each rank keeps: 1/W of every weight matrix (the embedding, each
  * layer's q, k, v, o, w1, w2, w3, lm_head) in fp32 with its AdamW moments
- * (no 16-bit copy: each gather casts the chunk it sends); the norms' gains
- * whole
- * (model_options.bound_weights: the model keeps those); a window of
- * gathered groups; the model's two gradient slots and activations.
+ * (no 16-bit copy: each gather casts the chunk it sends); the norms'
+ * gains whole (model_options.bound_weights: the model keeps those); a
+ * window of gathered groups; the model's two gradient slots and
+ * activations.
  *
  * The unit is the model's group (model.h: the embedding, a layer, the
  * head), one packed run of its matrices cut into W chunks of
@@ -21,17 +21,17 @@
  * (in the compute dtype: each rank casts its fp32 chunk into its own
  * block of the slot and the gather runs in place, so the cast happens
  * before communication, as the handout asks; the embedding, read by a
- * lookup, in fp32) and the next
- * group in model_weight_uses' order is gathered ahead into another, so a
- * gather starts once the group two uses back is released. As backward
+ * lookup, in fp32) and the next group in model_weight_uses' order is
+ * gathered ahead into another, so a gather starts once the group two uses
+ * back is released. As backward
  * makes a group's gradient final (its gradient slot), the slot is
  * reduce-scattered with COMM_AVG to each rank's chunk of the fp32 gradient
  * shard; the slot's next writer waits for that (model_hold_slot). After
  * backward the norms' gradients are all-reduced (COMM_AVG). AdamW then
  * runs on each rank's chunks (or, in_backward, on each group's chunk as
- * its reduce-scatter lands)
- * and on the whole gains, the same elementwise update as the model's own,
- * so the weights follow single-process training on the global batch.
+ * its reduce-scatter lands) and on the whole gains, the same elementwise
+ * update as the model's own, so the weights follow single-process
+ * training on the global batch.
  *
  * Streams (NCCL, CUDA engine): collectives run on the communicator's
  * stream; a gather waits for the release of its slot's previous group (an

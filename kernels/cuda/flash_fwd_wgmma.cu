@@ -58,10 +58,8 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 
   /* Query tiles go last (most causal work) first. At Dh 64 heads vary
    * fastest, so blocks start in falling order of work across every head;
-   * at Dh 80 / 128 head by head, whose blocks share K and V in L2 (H200,
-   * 1 x 16 x 16384: heads first took Dh 64 from 1.29 to 1.21 ms and Dh
-   * 128 from 1.96 to 2.04; the backward lost at both, and keeps heads
-   * last). */
+   * at Dh 80 / 128 head by head, whose blocks share K and V in L2, which
+   * measured faster there (NOTES.md, launch order; so did the backward). */
   constexpr bool HF = DH == 64;
   int b = HF ? blockIdx.x : blockIdx.y;
   int q0 = HF ? (gridDim.y - 1 - blockIdx.y) * BQ
