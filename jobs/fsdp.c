@@ -39,7 +39,7 @@
 #include "model/model.h"
 #include "parallel/fsdp.h"
 
-static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const attentions[] = {"materialized", "flash", NULL};
 static const char *const optimizers[] = {"after_backward", "in_backward", NULL};
 
@@ -60,9 +60,10 @@ static const param_def params[] = {
     RANKS_BACKEND_PARAM(fsdp_settings),
     {"run", "precision", STRING_FIELD(fsdp_settings, precision), 0, 0,
      precisions, NULL, "fp32",
-     "matrix-product inputs: fp32 or bf16 (fp32 master shards, gradients "
-     "and their reduce-scatters; bf16 weights are gathered in bf16, the "
-     "embedding in fp32; mpi: fp32 only)"},
+     "matrix-product inputs: fp32, bf16 or fp16 (fp32 master shards, "
+     "gradients and their reduce-scatters; 16-bit weights are gathered in "
+     "16 bits, the embedding in fp32; fp16 scales the loss dynamically and "
+     "needs AdamW after backward; mpi: fp32 only)"},
     {"run", "attention", STRING_FIELD(fsdp_settings, attention), 0, 0,
      attentions, NULL, "flash",
      "materialized (scores in memory) or flash (FlashAttention-2)"},
@@ -104,6 +105,13 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(fsdp_settings, model.size);
   if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
     return BLAME(fsdp_settings, precision);
+  if (strcmp(s->precision, "fp16") == 0 &&
+      strcmp(s->optimizer, "in_backward") == 0) {
+    snprintf(err, n, "optimizer = \"in_backward\" with fp16: its loss "
+             "scaling skips a step when any gradient is not finite, known "
+             "only after backward (allowed with fp16: after_backward)");
+    return BLAME(fsdp_settings, optimizer);
+  }
   return 0;
 }
 

@@ -555,12 +555,11 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "gradient buffer)");
   }
   if (o->bound_weights < 0 || (o->bound_weights &&
-      (!o->fused || o->graphs || o->adamw_in_products || o->compute == DT_F16))) {
+      (!o->fused || o->graphs || o->adamw_in_products))) {
     free(m);
     FAIL(ERR_FAIL, "model_create: bound weights are bound group by group "
          "on the fused path, as each pass reaches them (allowed: fused, "
-         "without CUDA graphs or the optimizer in the products, fp32 or "
-         "bf16: fp16's loss scaling skips steps the binder cannot see)");
+         "without CUDA graphs or the optimizer in the products)");
   }
   if (o->adamw_in_products && !o->grad_slots) {
     free(m);
@@ -869,7 +868,13 @@ int model_unscale_grads(model *m, int *finite) {
   if (m->loss_scale == 1.0f) return 0;
   TRY(k_grad_unscale(m->e, m->grads, m->nparams, 1.0f / m->loss_scale,
                      finite));
-  if (!*finite) {
+  model_loss_scale_step(m, *finite);
+  return 0;
+}
+
+void model_loss_scale_step(model *m, int finite) {
+  if (m->loss_scale == 1.0f) return;
+  if (!finite) {
     m->loss_scale *= 0.5f;
     m->scale_good_steps = 0;
     m->skipped_steps++;
@@ -877,7 +882,6 @@ int model_unscale_grads(model *m, int *finite) {
     m->loss_scale *= 2.0f;
     m->scale_good_steps = 0;
   }
-  return 0;
 }
 
 static int adamw_step(model *m, const adamw_config *o);

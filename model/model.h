@@ -247,6 +247,12 @@ int model_backward_adamw(model *m, const adamw_config *o);
 float model_loss_scale(const model *m);
 long long model_skipped_steps(const model *m);
 int model_unscale_grads(model *m, int *finite);
+/* The loss scale's rule for one step whose unscaled gradients were all
+ * finite (finite = 1) or not: model_unscale_grads' bookkeeping, for an
+ * optimizer that unscales gradients the model does not hold (FSDP's
+ * gradient shards), which skips its step when finite is 0. Every rank
+ * passes the same finite, so their scales stay equal. */
+void model_loss_scale_step(model *m, int finite);
 
 /* Steps taken; setting it lets an optimizer that lives outside the model
  * (a sharded one) keep the count every rank agrees on. */

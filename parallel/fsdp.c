@@ -315,6 +315,11 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   if (mo->bound_weights != f->W)
     FAIL(ERR_FAIL, "fsdp_create: the model's weights are cut for %d ranks, "
          "the communicator has %d", mo->bound_weights, f->W);
+  if (in_backward && model_loss_scale(m) != 1.0f)
+    FAIL(ERR_FAIL, "fsdp_create: AdamW in backward with fp16's loss "
+         "scaling: a step is skipped when any gradient is not finite, "
+         "known only after backward (allowed with fp16: AdamW after "
+         "backward)");
   int nv;
   model_views(m, &nv);
   f->lt = mo->compute;
@@ -493,17 +498,40 @@ int fsdp_finish_gradient_synchronization(fsdp *f) {
   return 0;
 }
 
+/* fp16: the gradient shard and the gains' gradients hold S x gradient.
+ * Unscaled here; if any rank saw a value that is not finite, every rank
+ * skips the step and the scale halves (model_loss_scale_step), as the
+ * single-process model does over its whole gradient. *ok = 0: skip. */
+static int unscale(fsdp *f, int *ok) {
+  float S = model_loss_scale(f->m);
+  *ok = 1;
+  if (S == 1.0f) return 0;
+  int a, b;
+  TRY(k_grad_unscale(f->e, f->gshard, f->shard, 1.0f / S, &a));
+  TRY(k_grad_unscale(f->e, model_norm_grads(f->m), f->nnorm, 1.0f / S, &b));
+  double bad = !(a && b);
+  TRY(comm_world_max(&bad, 1));
+  *ok = bad == 0;
+  model_loss_scale_step(f->m, *ok);
+  return 0;
+}
+
 int fsdp_optimizer_step(fsdp *f) {
   const adamw_config *o = &f->opt;
-  long long t = ++f->step;
-  for (int g = -1; g <= f->L && !f->in_bwd; g++)
-    TRY(update(f, f->e, g, f->gshard + f->at[g + 1], t));
-  TRY(k_adamw(f->e, model_params_writable(f->m), model_norm_grads(f->m),
-              f->norm_m, f->norm_v, f->nnorm, o->lr, o->beta1, o->beta2,
-              o->eps, o->weight_decay, t));
-  model_set_step_count(f->m, t);
+  int ok;
+  TRY(unscale(f, &ok));
+  if (ok) {   /* else skipped: the next backward overwrites the gradients */
+    long long t = ++f->step;
+    for (int g = -1; g <= f->L && !f->in_bwd; g++)
+      TRY(update(f, f->e, g, f->gshard + f->at[g + 1], t));
+    TRY(k_adamw(f->e, model_params_writable(f->m), model_norm_grads(f->m),
+                f->norm_m, f->norm_v, f->nnorm, o->lr, o->beta1, o->beta2,
+                o->eps, o->weight_decay, t));
+    model_set_step_count(f->m, t);
+  }
   /* the window's groups are the old weights now: gathered again when next
-   * needed (each slot still waits for its last reads before that) */
+   * needed (each slot still waits for its last reads before that); after
+   * a skipped step too, so every step starts from an empty window */
   for (int s = 0; s < f->nslots; s++) {
     f->slot[s].group = -3;
     f->slot[s].ahead = 0;

@@ -31,7 +31,10 @@
  * runs on each rank's chunks (or, in_backward, on each group's chunk as
  * its reduce-scatter lands) and on the whole gains, the same elementwise
  * update as the model's own, so the weights follow single-process
- * training on the global batch.
+ * training on the global batch. fp16 compute scales the loss as the
+ * model does (model_loss_scale): the step unscales the gradient shards
+ * and the gains' gradients, and every rank skips it when any rank saw one
+ * that is not finite (AdamW after backward only).
  *
  * Streams (NCCL, CUDA engine): collectives run on the communicator's
  * stream; a gather waits for the release of its slot's previous group (an

@@ -4,7 +4,9 @@
  *   mpirun -np W tests/test_fsdp [mpi|nccl]
  *
  * mpi: CPU engine on each rank (fp32); nccl: CUDA engine + NCCL, one GPU
- * per rank (exit 77 without), fp32 and bf16.
+ * per rank (exit 77 without), fp32, bf16 and fp16 (the course's test
+ * takes fp16 compute; AdamW after backward only, as its loss scaling
+ * needs every gradient first).
  *
  * Model: an LM with awkward sizes (vocab 61, d_model 10, d_ff 21, 3
  * layers, 1 head: groups of 610 and 1030 elements) so every group's last
@@ -192,7 +194,7 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
     if (!x->after) hard(ERR_OOM, "weights");
     memcpy(x->after, w, n * sizeof(float));
   }
-  double tol = prec != DT_F32 ? 2e-4
+  double tol = prec != DT_F32 ? 2e-4   /* bf16 and fp16 */
                : x->backend == COMM_NCCL ? 2e-5
                : x->world == 1 ? 0.0 : 1e-6;
   size_t own = 0;
@@ -252,6 +254,16 @@ static void refusals(ctx *x) {
   bad.attention = ATTN_MATERIALIZED;
   expect_fail("bound weights on the op-by-op path",
               model_create_ex(&m, e, &x->cfg, B, T, &bad));
+  if (x->backend == COMM_NCCL) {   /* 16-bit products need the GPU */
+    model_options h = options(DT_F16, ATTN_FLASH, 0, x->world);
+    hard(model_create_ex(&m, e, &x->cfg, B / x->world, T, &h),
+         "model_create_ex fp16 bound");
+    fsdp *f;
+    expect_fail("FSDP with AdamW in backward and fp16's loss scaling",
+                fsdp_create(&f, x->c, m, SEED, &hp, 1));
+    fsdp_destroy(f);
+    model_destroy(m);
+  }
   engine_destroy(e);
 }
 
@@ -299,12 +311,12 @@ int main(int argc, char **argv) {
       x.tgt[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
     }
   if (x.rank == 0) refusals(&x);
-  dtype precs[] = {DT_F32, DT_BF16};
-  int nprec = x.backend == COMM_NCCL ? 2 : 1;
+  dtype precs[] = {DT_F32, DT_BF16, DT_F16};
+  int nprec = x.backend == COMM_NCCL ? 3 : 1;
   for (int p = 0; p < nprec; p++)
     for (int a = 0; a < 2; a++)
       for (int k = 0; k <= 2; k++)
-        for (int inb = 0; inb < 2; inb++)
+        for (int inb = 0; inb < (precs[p] == DT_F16 ? 1 : 2); inb++)
           one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k, inb);
   free(x.after);
   comm_close(x.c);
