@@ -117,14 +117,17 @@ each() { printf '%s\n' "$1" | tr '+' '\n'; }
 
 # Check every input before writing anything: a malformed CSV is a broken
 # report, not a section to skip.
-names=' ' scripts=' '
-for entry in $(printf '%s\n' "$list" | awk '{ print $4 }' | tr '+' ' '); do
+names=' ' scripts=' ' owners=''
+for pe in $(printf '%s\n' "$list" | awk '{ n = split($4, a, "+"); for (i = 1; i <= n; i++) print $2 "|" a[i] }'); do
+  problem=${pe%%|*} entry=${pe#*|}
   s=$(script_of "$entry")
   [ -f "$here/sections/$s.sh" ] || die "no section script $here/sections/$s.sh ($problems)"
   case $scripts in *" $s "*) ;; *) scripts="$scripts$s " ;; esac
   e=$(experiment_of "$entry")
   case $names in *" $e "*) continue ;; esac
   names="$names$e "
+  owners="$owners$e|$problem
+"
   if [ -f "$data/$e.csv" ]; then
     "$csvtool" check "$data/$e.csv" > /dev/null || die "$data/$e.csv is malformed (above); no report written"
   fi
@@ -254,19 +257,21 @@ done
   echo "$where; every table, figure and quoted measurement below comes from"
   echo "them, or from the PyTorch anchors in reports/anchors/ (each written by a"
   echo "script there) where a section says so. Sections follow the handout's"
-  echo "problems in order (reports/problems.def). Data files:_"
+  echo "problems in order (reports/problems.def)._"
   echo
-  for e in $names; do
+  echo "| data file | rows | read by (problem, or section script) |"
+  echo "|---|---|---|"
+  printf '%s' "$owners" | while IFS='|' read -r e problem; do
     if [ -f "$data/$e.csv" ]; then
-      echo "- \`$e.csv\`: $(rows_of "$e")"
+      echo "| \`$e.csv\` | $(rows_of "$e") | $problem |"
     elif [ ! -f "$here/../experiments/$e.cfg" ]; then
       continue   # a section of prose (code, correctness): no experiment
     else
-      echo "- \`$e.csv\`: not yet measured (run \`./runner experiments/$e.cfg\`)"
+      echo "| \`$e.csv\` | not yet measured (run \`./runner experiments/$e.cfg\`) | $problem |"
     fi
   done
   printf '%s' "$others" | while IFS='|' read -r n readers; do
-    echo "- \`$n.csv\`: $(rows_of "$n") (read by $readers)"
+    echo "| \`$n.csv\` | $(rows_of "$n") | $readers |"
   done
   echo
   if [ -z "$only" ]; then

@@ -47,7 +47,8 @@ its AdamW moments, and no bf16 copy; the norms' gains stay whole.
 - **Mixed precision**: bf16 matrices are gathered in bf16 (each rank
   casts its chunk into its own block of the slot, then the gather runs
   in place: the cast before communication); master weights, gradients
-  and the embedding (a lookup reads it in fp32) are fp32.
+  and the embedding (a lookup reads it in fp32) are fp32. fp16 too (the
+  course tests it): a dynamic loss scale, AdamW after backward.
 - `fsdp_gather_full_params` returns every weight whole, by name.
 
 TEXT
