@@ -20,6 +20,7 @@ typedef struct fsdp_slot {
   int ahead;            /* gathered ahead, not yet needed: kept */
   int gather;           /* the timeline's gather that filled it this
                            step, -1: none */
+  size_t bytes;         /* capacity */
 } fsdp_slot;
 
 /* The timeline's events (fsdp_timeline): a step's gathers (at most two a
@@ -59,7 +60,6 @@ struct fsdp {
   int *views_in;                /* 2-D views of each group */
   fsdp_slot *slot;
   int nslots;
-  size_t slot_bytes;
   int *uses, nuses, next_use;   /* model_weight_uses */
   long long clock;
   fsdp_tl tl;
@@ -70,6 +70,10 @@ struct fsdp {
 
 static int gsize(const fsdp *f, int g) {   /* bytes of an element gathered */
   return g < 0 ? (int)sizeof(float) : (int)dtype_size(f->lt);
+}
+
+static size_t gbytes(const fsdp *f, int g) {   /* group g gathered */
+  return (size_t)f->W * f->chunk[g + 1] * (size_t)gsize(f, g);
 }
 
 static comm_dtype cdt(const fsdp *f, int g) {
@@ -153,13 +157,14 @@ static int find(const fsdp *f, int g) {
   return -1;
 }
 
-/* A slot no pass holds: an empty one, else the one released longest ago
- * whose group is not `keep`. -1 if none. */
-static int free_slot(const fsdp *f, int keep) {
+/* A slot large enough for group g that no pass holds: an empty one, else
+ * the one released longest ago whose group is not `keep`. -1 if none. */
+static int free_slot(const fsdp *f, int g, int keep) {
   int best = -1;
   for (int s = 0; s < f->nslots; s++) {
     const fsdp_slot *x = &f->slot[s];
-    if (x->holds || x->ahead || x->group == keep) continue;
+    if (x->holds || x->ahead || x->group == keep || x->bytes < gbytes(f, g))
+      continue;
     if (x->group == -3) return s;
     if (best < 0 || x->released < f->slot[best].released) best = s;
   }
@@ -190,7 +195,7 @@ static int weight_hook(int g, int need, void *arg) {
   TRY(dp_event_record(&f->tl.need[u], eng_stream(f->e)));
   int s = find(f, g);
   if (s < 0) {
-    if ((s = free_slot(f, -9)) < 0)
+    if ((s = free_slot(f, g, -9)) < 0)
       FAIL(ERR_FAIL, "fsdp: no free slot of %d for group %d", f->nslots, g);
     TRY(gather(f, s, g));
   }
@@ -207,7 +212,7 @@ static int weight_hook(int g, int need, void *arg) {
   if (f->next_use < f->nuses) {
     int n = f->uses[f->next_use];
     if (find(f, n) < 0) {
-      int t = free_slot(f, g);
+      int t = free_slot(f, n, g);
       if (t >= 0) {
         TRY(gather(f, t, n));
         f->slot[t].ahead = 1;
@@ -346,8 +351,6 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
     f->chunk[g + 1] = k;
     f->at[g + 1] = f->shard;
     f->shard += k;
-    size_t bytes = (size_t)f->W * k * (size_t)gsize(f, g);
-    if (bytes > f->slot_bytes) f->slot_bytes = bytes;
   }
   f->info.shard_elems = f->shard;
   engine *e = f->e;
@@ -370,11 +373,24 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->nslots = (k > 0 ? k : 1) + 2;
   f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
   CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);
-  for (int s = 0; s < f->nslots; s++) {
-    f->slot[s].group = -3;
-    TRY(alloc0(e, f->slot_bytes, "fsdp.window", &f->slot[s].buf));
+  /* Two slots fit any group, the rest the largest layer. The embedding
+   * and the head (large with a large vocabulary: the fp32 embedding of the
+   * 8B model is 6x a bf16 layer) are needed only at the ends of forward
+   * and backward, where one other group at most is held, so one of the two
+   * is free for each; layers may use every slot, as before. */
+  size_t big = 0, layer = 0;
+  for (int g = -1; g <= f->L; g++) {
+    size_t b = gbytes(f, g);
+    if (b > big) big = b;
+    if (g >= 0 && g < f->L && b > layer) layer = b;
   }
-  f->info.window_bytes = (size_t)f->nslots * f->slot_bytes;
+  for (int s = 0; s < f->nslots; s++) {
+    fsdp_slot *x = &f->slot[s];
+    x->group = -3;
+    x->bytes = s < 2 || layer == 0 ? big : layer;
+    TRY(alloc0(e, x->bytes, "fsdp.window", &x->buf));
+    f->info.window_bytes += x->bytes;
+  }
   f->info.window_groups = f->nslots;
   f->uses = malloc((size_t)(4 * G) * sizeof *f->uses);
   CHECK_ALLOC(f->uses, (size_t)(4 * G) * sizeof *f->uses);

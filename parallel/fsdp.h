@@ -58,7 +58,9 @@ typedef struct fsdp fsdp;
  * engine with MPI, the CUDA engine of c's device with NCCL). The shards
  * start as model_init(seed) would make the whole model; the gains are
  * initialised in m. The window holds model_options.ckpt_layers (at least
- * 1) + 2 groups. in_backward: each group's AdamW runs the moment its
+ * 1) + 2 groups: two slots the size of the largest group (the embedding
+ * or the head, with a large vocabulary), the others of the largest
+ * layer. in_backward: each group's AdamW runs the moment its
  * reduce-scatter lands (on the communicator's stream, right behind it),
  * so no gradient shard lives through backward: two buffers of a chunk
  * take its place; fsdp_optimizer_step then updates the gains alone. The

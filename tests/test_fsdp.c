@@ -8,10 +8,12 @@
  * takes fp16 compute; AdamW after backward only, as its loss scaling
  * needs every gradient first).
  *
- * Model: an LM with awkward sizes (vocab 61, d_model 10, d_ff 21, 3
- * layers, 1 head: groups of 610 and 1030 elements) so every group's last
- * chunk is padded on 2, 3 and 4 ranks (on GPUs d_model 32, 2 heads, d_ff
- * 48, for the kernels' head dims and alignment); fused path, flash and
+ * Model: an LM with awkward sizes (vocab 211, d_model 10, d_ff 21, 3
+ * layers, 1 head: groups of 2110 and 1030 elements) so every group's last
+ * chunk is padded on 3 and 4 ranks, and the embedding and head are larger
+ * than a layer, as with a real vocabulary, so the window mixes slot sizes
+ * (on GPUs d_model 32, 2 heads, d_ff 48, for the kernels' head dims and
+ * alignment: a bf16 layer is then smaller than the fp32 embedding); fused path, flash and
  * materialised attention, with no checkpoints and with groups of 1 and 2
  * layers (the window then holds 3 and 4 groups), AdamW after backward and
  * in it. Global batch 12 sequences of 8 tokens, rank r takes sequences
@@ -199,6 +201,14 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
                : x->world == 1 ? 0.0 : 1e-6;
   size_t own = 0;
   eng_tag_bytes(e, "params", &own, NULL);
+  /* the window: two slots fit the largest group, the rest a layer */
+  size_t big = 0, lay = 0;
+  for (int g = -1; g <= x->cfg.layers; g++) {
+    size_t bytes = (size_t)x->world * model_group_chunk(m, g) *
+                   (g < 0 ? sizeof(float) : dtype_size(prec));
+    if (bytes > big) big = bytes;
+    if (g >= 0 && g < x->cfg.layers && bytes > lay) lay = bytes;
+  }
   if (x->rank == 0) {
     check(!ranks_differ, "%s: every rank's gathered weights equal rank 0's "
           "bit for bit", name);
@@ -207,6 +217,10 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
     check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
           "%s: the model holds the gains alone (%zu bytes)", name, own);
     check(gathered_all, "%s: every step gathers every group", name);
+    check(fi.window_bytes == 2 * big + (size_t)(fi.window_groups - 2) * lay,
+          "%s: the window is two slots of the largest group's %zu bytes "
+          "and %d of a layer's %zu (%zu bytes)", name, big,
+          fi.window_groups - 2, lay, fi.window_bytes);
     /* CPU ranks only: on GPUs atomic adds in backward make two runs of
      * one form differ already */
     if (inb && x->backend == COMM_MPI)
@@ -294,7 +308,7 @@ int main(int argc, char **argv) {
     return 99;
   }
   model_config_by_name("nano", &x.cfg);
-  x.cfg.vocab = 61;
+  x.cfg.vocab = 211;
   x.cfg.d_model = 10;
   x.cfg.d_ff = 21;
   x.cfg.layers = 3;
