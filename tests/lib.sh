@@ -43,3 +43,39 @@ rows() { if [ -f "$1" ]; then echo $(($(wc -l < "$1") - 1)); else echo 0; fi; }
 column() { # column FILE NAME
   awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"
 }
+# The GPU runs of a multi-rank test program (test_ddp_cuda.sh,
+# test_fsdp_cuda.sh): tests/PROG nccl through $MPIRUN on 1, 2 and 4 ranks,
+# as many as there are GPUs, each world size RUNS times; skips (77) when
+# built without MPI, with no GPU, or when the program says it cannot run
+# (no NCCL in the build).
+gpu_mpi_test() { # gpu_mpi_test PROG RUNS
+  mpi_as_root
+  if [ -z "${MPIRUN:-}" ]; then
+    echo "skip: built without MPI (MPIRUN is empty)"
+    exit 77
+  fi
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+  if [ "${gpus:-0}" -lt 1 ]; then
+    echo "skip: nvidia-smi lists no GPU"
+    exit 77
+  fi
+  prog="$top_builddir/tests/$1"
+  [ -x "$prog" ] || { echo "missing $prog"; exit 99; }
+  for np in 1 2 4; do
+    [ "$gpus" -ge "$np" ] || continue
+    run=1
+    while [ "$run" -le "$2" ]; do
+      what="$1 nccl on $np GPUs, run $run of $2"
+      echo "+ $MPIRUN -np $np --oversubscribe $prog nccl"
+      "$MPIRUN" -np "$np" --oversubscribe "$prog" nccl
+      rc=$?
+      case $rc in
+      0) ok "$what" ;;
+      77) echo "$what: skipped by the program"; exit 77 ;;
+      *) bad "$what (exit $rc)" ;;
+      esac
+      run=$((run + 1))
+    done
+  done
+  finish
+}
