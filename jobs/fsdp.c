@@ -50,6 +50,7 @@ typedef struct fsdp_settings {
   const char *attention;
   int checkpoint_layers;
   const char *optimizer;
+  bool reshard_after_forward;
   loop_settings loop;
   model_settings model;
   int rank_batch;
@@ -79,6 +80,14 @@ static const param_def params[] = {
      "gradient shard that lives through backward; in_backward: each "
      "group's AdamW right behind its reduce-scatter, with no gradient "
      "shard (the same weights)"},
+    {"run", "reshard_after_forward",
+     BOOL_FIELD(fsdp_settings, reshard_after_forward), 0, 0, NULL, NULL,
+     "true",
+     "true: a group's gathered weights are dropped after each use and "
+     "gathered again for backward (the handout's FSDP); false: forward's "
+     "stay until backward's last use (FSDP2's reshard_after_forward = "
+     "False): one gather a group a step, the whole model gathered at the "
+     "peak"},
     LOOP_PARAMS(fsdp_settings, loop),
     MODEL_PARAMS(fsdp_settings, model),
     {"model", "rank_batch", INT_FIELD(fsdp_settings, rank_batch), 1, 1 << 20,
@@ -276,8 +285,9 @@ static int run(const void *settings, result *r) {
                      .bound_weights = x.world};
   if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &o)) < 0) goto fail;
   adamw_config hp = adamw_defaults();
-  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp,
-                        strcmp(s->optimizer, "in_backward") == 0)) < 0)
+  fsdp_options fo = {.in_backward = strcmp(s->optimizer, "in_backward") == 0,
+                     .keep_gathered = !s->reshard_after_forward};
+  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp, &fo)) < 0)
     goto fail;
   x.mem_init = mib((double)eng_peak_bytes(x.e));
   if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;

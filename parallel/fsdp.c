@@ -14,7 +14,9 @@ typedef struct fsdp_slot {
   void *buf;
   int group;            /* -3: empty */
   int holds;            /* needs not yet released */
-  long long released;   /* use counter at its last release (LRU) */
+  long long released;   /* use counter at its last release */
+  int next;             /* the index in uses of its group's next use after
+                           the last one (nuses: none this step) */
   eng_event *free_ev;   /* compute: the slot's last reads (NULL: none) */
   eng_event *ready_ev;  /* comm: its gather (NULL: none pending) */
   int ahead;            /* gathered ahead, not yet needed: kept */
@@ -61,6 +63,8 @@ struct fsdp {
   fsdp_slot *slot;
   int nslots;
   int *uses, nuses, next_use;   /* model_weight_uses */
+  int *after;                   /* [nuses] the index of use u's group's
+                                   next use, nuses if none */
   long long clock;
   fsdp_tl tl;
   comm_req **reqs;              /* NCCL: requests to complete at finish */
@@ -157,18 +161,28 @@ static int find(const fsdp *f, int g) {
   return -1;
 }
 
-/* A slot large enough for group g that no pass holds: an empty one, else
- * the one released longest ago whose group is not `keep`. -1 if none. */
+/* A slot large enough for group g that no pass holds: the smallest empty
+ * one (a layer leaves the large slots to the embedding and the head), else
+ * the one whose group is needed again last (never this step first; the
+ * step's uses are known, so this is the optimal eviction), released
+ * longest ago among equals; never `keep`'s. -1 if none. */
 static int free_slot(const fsdp *f, int g, int keep) {
-  int best = -1;
+  int empty = -1, evict = -1;
   for (int s = 0; s < f->nslots; s++) {
     const fsdp_slot *x = &f->slot[s];
     if (x->holds || x->ahead || x->group == keep || x->bytes < gbytes(f, g))
       continue;
-    if (x->group == -3) return s;
-    if (best < 0 || x->released < f->slot[best].released) best = s;
+    if (x->group == -3) {
+      if (empty < 0 || x->bytes < f->slot[empty].bytes) empty = s;
+    } else if (evict < 0) {
+      evict = s;
+    } else {
+      const fsdp_slot *y = &f->slot[evict];
+      if (x->next > y->next || (x->next == y->next && x->released < y->released))
+        evict = s;
+    }
   }
-  return best;
+  return empty >= 0 ? empty : evict;
 }
 
 static int weight_hook(int g, int need, void *arg) {
@@ -207,6 +221,7 @@ static int weight_hook(int g, int need, void *arg) {
   }
   x->holds++;
   x->ahead = 0;
+  x->next = f->after[u];
   TRY(model_bind_group(f->m, g, x->buf));
   /* the next use, gathered ahead into a slot nobody holds */
   if (f->next_use < f->nuses) {
@@ -299,7 +314,8 @@ static int init_shards(fsdp *f, uint64_t seed) {
 }
 
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
-                const adamw_config *o, int in_backward) {
+                const adamw_config *o, const fsdp_options *fo) {
+  int in_backward = fo->in_backward;
   *out = NULL;
   fsdp *f = calloc(1, sizeof *f);
   CHECK_ALLOC(f, sizeof *f);
@@ -370,7 +386,9 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_m", (void **)&f->norm_m));
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_v", (void **)&f->norm_v));
   int k = mo->ckpt_layers;
-  f->nslots = (k > 0 ? k : 1) + 2;
+  /* keep_gathered: a slot per group, so nothing forward gathered is
+   * evicted before backward (free_slot finds an empty slot for each) */
+  f->nslots = fo->keep_gathered ? f->L + 2 : (k > 0 ? k : 1) + 2;
   f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
   CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);
   /* Two slots fit any group, the rest the largest layer. The embedding
@@ -395,6 +413,16 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->uses = malloc((size_t)(4 * G) * sizeof *f->uses);
   CHECK_ALLOC(f->uses, (size_t)(4 * G) * sizeof *f->uses);
   f->nuses = model_weight_uses(m, f->uses);
+  f->after = malloc((size_t)(f->nuses > 0 ? f->nuses : 1) * sizeof *f->after);
+  CHECK_ALLOC(f->after, (size_t)(f->nuses > 0 ? f->nuses : 1) * sizeof *f->after);
+  for (int u = 0; u < f->nuses; u++) {
+    f->after[u] = f->nuses;
+    for (int v = u + 1; v < f->nuses; v++)
+      if (f->uses[v] == f->uses[u]) {
+        f->after[u] = v;
+        break;
+      }
+  }
   fsdp_tl *t = &f->tl;
   int gpu = comm_cuda_stream(c) != NULL;
   t->cap = 2 * f->nuses;
@@ -462,6 +490,7 @@ void fsdp_destroy(fsdp *f) {
   free(t->need_ms);
   free(f->slot);
   free(f->uses);
+  free(f->after);
   free(f->reqs);
   free(f->numel);
   free(f->chunk);

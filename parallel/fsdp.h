@@ -54,19 +54,29 @@
 
 typedef struct fsdp fsdp;
 
+typedef struct fsdp_options {
+  /* each group's AdamW right behind its reduce-scatter (below) */
+  int in_backward;
+  /* FSDP2's reshard_after_forward = False: forward's gathered groups stay
+   * in the window until backward's last use of each, so every group is
+   * gathered once a step, at the cost of the whole model's gathered
+   * weights held through forward (the window: a slot per group) */
+  int keep_gathered;
+} fsdp_options;
+
 /* m: a model created with bound_weights on c's engine side (the CPU
  * engine with MPI, the CUDA engine of c's device with NCCL). The shards
  * start as model_init(seed) would make the whole model; the gains are
  * initialised in m. The window holds model_options.ckpt_layers (at least
- * 1) + 2 groups: two slots the size of the largest group (the embedding
- * or the head, with a large vocabulary), the others of the largest
- * layer. in_backward: each group's AdamW runs the moment its
+ * 1) + 2 groups (keep_gathered: layers + 2): two slots the size of the
+ * largest group (the embedding or the head, with a large vocabulary), the
+ * others of the largest layer. in_backward: each group's AdamW runs the moment its
  * reduce-scatter lands (on the communicator's stream, right behind it),
  * so no gradient shard lives through backward: two buffers of a chunk
  * take its place; fsdp_optimizer_step then updates the gains alone. The
  * same weights as after backward (AdamW is elementwise). */
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
-                const adamw_config *o, int in_backward);
+                const adamw_config *o, const fsdp_options *fo);
 void fsdp_destroy(fsdp *f);
 int fsdp_begin_step(fsdp *f);
 int fsdp_finish_gradient_synchronization(fsdp *f);
@@ -97,7 +107,8 @@ int fsdp_timeline_get(fsdp *f, fsdp_timeline *t);
 typedef struct fsdp_info {
   size_t shard_elems;     /* fp32 elements of this rank's weight shard */
   size_t window_bytes;    /* the gathered groups' window */
-  int window_groups;      /* groups it holds (ckpt_layers, at least 1, + 2) */
+  int window_groups;      /* groups it holds (ckpt_layers, at least 1, + 2;
+                             keep_gathered: layers + 2) */
   int gathers;            /* all-gathers in the last step (re-gathers
                              included: a group evicted between forward and
                              backward is gathered again) */

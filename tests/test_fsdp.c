@@ -16,7 +16,9 @@
  * alignment: a bf16 layer is then smaller than the fp32 embedding); fused path, flash and
  * materialised attention, with no checkpoints and with groups of 1 and 2
  * layers (the window then holds 3 and 4 groups), AdamW after backward and
- * in it. Global batch 12 sequences of 8 tokens, rank r takes sequences
+ * in it; with flash, also every group kept gathered from forward to
+ * backward (FSDP2's reshard_after_forward = False: one gather a group a
+ * step). Global batch 12 sequences of 8 tokens, rank r takes sequences
  * [r*12/W, (r+1)*12/W); 3 AdamW steps on fresh random batches, each
  * rank's weights drawn by fsdp_create from the seed as its own shard.
  *
@@ -114,15 +116,17 @@ static float *reference(ctx *x, const model_options *o, size_t *n) {
   return w;
 }
 
-static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
+static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
+                     int keep) {
   char name[200];
   snprintf(name, sizeof name, "fsdp %s, %d ranks, %s, %s attention, %s, "
-           "AdamW %s backward", x->backend == COMM_NCCL ? "nccl" : "mpi",
+           "AdamW %s backward%s", x->backend == COMM_NCCL ? "nccl" : "mpi",
            x->world, dtype_name(prec),
            a == ATTN_FLASH ? "flash" : "materialised",
            ckpt ? (ckpt == 1 ? "a checkpoint a layer"
                              : "checkpoints every 2 layers")
-                : "no checkpoints", inb ? "in" : "after");
+                : "no checkpoints", inb ? "in" : "after",
+           keep ? ", kept gathered" : "");
   model_options ro = options(prec, a, ckpt, 0);
   size_t n;
   float *ref = reference(x, &ro, &n);
@@ -135,8 +139,9 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
   hard(new_engine(x, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
   adamw_config hp = adamw_defaults();
-  hard(fsdp_create(&f, x->c, m, SEED, &hp, inb), "fsdp_create");
-  int gathered_all = 1, gains_differ = 0;
+  fsdp_options fopt = {.in_backward = inb, .keep_gathered = keep};
+  hard(fsdp_create(&f, x->c, m, SEED, &hp, &fopt), "fsdp_create");
+  int gathered_all = 1, gathered_once = 1, gains_differ = 0;
   size_t ng = model_group_numel(m, MODEL_NORMS);
   float *gg = malloc(ng * sizeof(float)), *gg0 = malloc(ng * sizeof(float));
   if (!gg || !gg0) hard(ERR_OOM, "gains' gradients");
@@ -161,6 +166,7 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
     fsdp_info info;
     fsdp_info_get(f, &info);
     if (info.gathers < x->cfg.layers + 2) gathered_all = 0;
+    if (info.gathers != x->cfg.layers + 2) gathered_once = 0;
   }
   hard(eng_sync(e), "sync");
   /* the last step's timeline: one interval per gather, one need per use,
@@ -217,6 +223,10 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb) {
     check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
           "%s: the model holds the gains alone (%zu bytes)", name, own);
     check(gathered_all, "%s: every step gathers every group", name);
+    if (keep)
+      check(gathered_once && fi.window_groups == x->cfg.layers + 2,
+            "%s: every step gathers each group once, into a window of a "
+            "slot per group (%d)", name, fi.window_groups);
     check(fi.window_bytes == 2 * big + (size_t)(fi.window_groups - 2) * lay,
           "%s: the window is two slots of the largest group's %zu bytes "
           "and %d of a layer's %zu (%zu bytes)", name, big,
@@ -273,8 +283,9 @@ static void refusals(ctx *x) {
     hard(model_create_ex(&m, e, &x->cfg, B / x->world, T, &h),
          "model_create_ex fp16 bound");
     fsdp *f;
+    fsdp_options inb = {.in_backward = 1};
     expect_fail("FSDP with AdamW in backward and fp16's loss scaling",
-                fsdp_create(&f, x->c, m, SEED, &hp, 1));
+                fsdp_create(&f, x->c, m, SEED, &hp, &inb));
     fsdp_destroy(f);
     model_destroy(m);
   }
@@ -330,8 +341,10 @@ int main(int argc, char **argv) {
   for (int p = 0; p < nprec; p++)
     for (int a = 0; a < 2; a++)
       for (int k = 0; k <= 2; k++)
-        for (int inb = 0; inb < (precs[p] == DT_F16 ? 1 : 2); inb++)
-          one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k, inb);
+        for (int keep = 0; keep < (a ? 1 : 2); keep++)   /* flash: both */
+          for (int inb = 0; inb < (precs[p] == DT_F16 ? 1 : 2); inb++)
+            one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k,
+                     inb, keep);
   free(x.after);
   comm_close(x.c);
   int status = x.rank == 0 ? tl_finish() : 0;
