@@ -39,7 +39,8 @@ its AdamW moments, and no bf16 copy; the norms' gains stay whole.
 - **Forward and backward**: a hook before the model first reads a group
   waits for its all-gather and starts the next one, in a window of three
   slots: a gather starts once the group two uses back is released (the
-  handout's rule); k + 2 slots with checkpoints of k layers.
+  handout's rule); k + 2 slots with checkpoints of k layers; a slot per
+  group, one gather each, with `reshard_after_forward = false`.
 - **Gradients**: a group's gradient slot is reduce-scattered (averaged)
   as backward finishes it; the gains' are all-reduced after backward;
   AdamW updates each rank's chunks (`in_backward`: behind each
