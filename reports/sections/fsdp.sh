@@ -111,7 +111,7 @@ TEXT
     echo
   fi
   if [ -f "$csv" ]; then
-    failed_jobs "$csv" precision,world_size "| precision | GPUs |"
+    failed_jobs "$csv" precision,world_size,optimizer "| precision | GPUs | AdamW |"
   else
     echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
     echo
@@ -259,20 +259,24 @@ TEXT
 leaderboard_2026)
   # the 2026 leaderboard: the 8B step (experiments/leaderboard_2026.cfg)
   echo "The ~8B model (8.13 B parameters), batch 2 x 32768 tokens, bf16, on 2"
-  echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers."
+  echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers, weights"
+  echo "gathered again for backward (resharded) or kept from forward."
   echo
   if has_rows "$csv"; then
-    echo "| k | step (ms) | peak per GPU (GiB) |"
-    echo "|--:|--:|--:|"
-    for k in $(tool distinct "$csv" --cols checkpoint_layers --where status=ok --sort checkpoint_layers); do
-      echo "| $k | $(f1 "$(tool value "$csv" --col step_ms_median --where status=ok --where checkpoint_layers="$k" --sort -utc --agg first)") | $(gib "$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$k" --sort -utc --agg first)") |"
+    echo "| k | resharded after forward | step (ms) | peak per GPU (GiB) |"
+    echo "|--:|---|--:|--:|"
+    tool distinct "$csv" --cols checkpoint_layers,reshard_after_forward --where status=ok \
+        --sort checkpoint_layers | while IFS=: read -r k rs; do
+      lv() { tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$k" \
+               --where reshard_after_forward="$rs" --sort -utc --agg first; }
+      echo "| $k | $rs | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
     done
     echo
     echo "_${GPU}s; median of 5 steps._"
     echo
   fi
   if [ -f "$csv" ]; then
-    failed_jobs "$csv" checkpoint_layers "| k |"
+    failed_jobs "$csv" checkpoint_layers,reshard_after_forward "| k | resharded |"
   else
     echo "Not measured yet: it needs 2 GPUs (\`./runner experiments/leaderboard_2026.cfg\`)."
     echo
