@@ -395,7 +395,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
    * and the head (large with a large vocabulary: the fp32 embedding of the
    * 8B model is 6x a bf16 layer) are needed only at the ends of forward
    * and backward, where one other group at most is held, so one of the two
-   * is free for each; layers may use every slot, as before. */
+   * is free for each; layers take the others first (free_slot). */
   size_t big = 0, layer = 0;
   for (int g = -1; g <= f->L; g++) {
     size_t b = gbytes(f, g);
