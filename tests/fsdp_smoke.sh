@@ -5,7 +5,9 @@
 # half AdamW's moments of the 1-rank rows and moves bytes both ways, on 1
 # none; checkpoints change the activations, never the weights' path (the
 # same losses); AdamW in backward gives the same losses with less
-# gradient memory. Skips without MPI.
+# gradient memory; reshard_after_forward = false (one more job) gathers
+# each group once a step into a larger window, with the same losses.
+# Skips without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
 if [ -z "${MPIRUN:-}" ]; then
   echo "skip: built without MPI (MPIRUN is empty)"
@@ -46,6 +48,16 @@ check "AdamW in backward: the same losses, less gradient memory" \
   awk -v a="$(value loss_last 2 0)" -v b="$(value loss_last 2 0 in_backward)" \
       -v x="$(value grads_mib 2 0)" -v y="$(value grads_mib 2 0 in_backward)" \
       'BEGIN { exit !(a == b && y < x) }'
+keep="$scratch/keep"
+"$RUNNER" --out-dir "$keep" --set reshard_after_forward=false --only world_size=2 \
+  --only checkpoint_layers=0 --only optimizer=after_backward \
+  "$top_srcdir/experiments/smoke_fsdp.cfg" 2> "$scratch/keep.err"
+check "reshard_after_forward = false: ok" [ "$(column "$keep/smoke_fsdp.csv" status)" = "ok" ]
+check "reshard_after_forward = false: the same losses, one gather a group (5), a larger window" \
+  awk -v a="$(value loss_last 2 0)" -v b="$(column "$keep/smoke_fsdp.csv" loss_last)" \
+      -v g="$(value gathers 2 0)" -v k="$(column "$keep/smoke_fsdp.csv" gathers)" \
+      -v x="$(value window_mib 2 0)" -v y="$(column "$keep/smoke_fsdp.csv" window_mib)" \
+      'BEGIN { exit !(a == b && k == 5 && g > k && y > x) }'
 check "first loss near ln(256) = 5.55" \
   awk -v a="$(value loss_first 1 0)" 'BEGIN { exit !(a > 5.0 && a < 6.1) }'
 finish
