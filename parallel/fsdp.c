@@ -385,9 +385,10 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->nnorm = model_group_numel(m, MODEL_NORMS);
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_m", (void **)&f->norm_m));
   TRY(alloc0(e, f->nnorm * sizeof(float), "adam_v", (void **)&f->norm_v));
-  int k = mo->ckpt_layers;
-  /* keep_gathered: a slot per group, so nothing forward gathered is
-   * evicted before backward (free_slot finds an empty slot for each) */
+  /* checkpoints of k layers: k + 2 slots, never more than a slot per
+   * group; keep_gathered: a slot per group, so nothing forward gathered
+   * is evicted before backward (free_slot finds an empty slot for each) */
+  int k = mo->ckpt_layers < f->L ? mo->ckpt_layers : f->L;
   f->nslots = fo->keep_gathered ? f->L + 2 : (k > 0 ? k : 1) + 2;
   f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
   CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);

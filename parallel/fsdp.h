@@ -68,7 +68,7 @@ typedef struct fsdp_options {
  * engine with MPI, the CUDA engine of c's device with NCCL). The shards
  * start as model_init(seed) would make the whole model; the gains are
  * initialised in m. The window holds model_options.ckpt_layers (at least
- * 1) + 2 groups (keep_gathered: layers + 2): two slots the size of the
+ * 1, at most the layers) + 2 groups (keep_gathered: layers + 2): two slots the size of the
  * largest group (the embedding or the head, with a large vocabulary), the
  * others of the largest layer. in_backward: each group's AdamW runs the moment its
  * reduce-scatter lands (on the communicator's stream, right behind it),
@@ -107,8 +107,9 @@ int fsdp_timeline_get(fsdp *f, fsdp_timeline *t);
 typedef struct fsdp_info {
   size_t shard_elems;     /* fp32 elements of this rank's weight shard */
   size_t window_bytes;    /* the gathered groups' window */
-  int window_groups;      /* groups it holds (ckpt_layers, at least 1, + 2;
-                             keep_gathered: layers + 2) */
+  int window_groups;      /* groups it holds (ckpt_layers, at least 1, at
+                             most the layers, + 2; keep_gathered: layers
+                             + 2) */
   int gathers;            /* all-gathers in the last step (re-gathers
                              included: a group evicted between forward and
                              backward is gathered again) */

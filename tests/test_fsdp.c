@@ -252,6 +252,30 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   free(ref);
 }
 
+/* Checkpoint groups longer than the model: the window still holds at
+ * most a slot per group. */
+static void window_cap(ctx *x) {
+  engine *e;
+  model *m;
+  fsdp *f;
+  model_options o = options(DT_F32, ATTN_FLASH, 10, x->world);
+  hard(new_engine(x, &e), "engine");
+  hard(model_create_ex(&m, e, &x->cfg, B / x->world, T, &o),
+       "model_create_ex bound, checkpoints of 10 layers");
+  adamw_config hp = adamw_defaults();
+  fsdp_options fo = {0};
+  hard(fsdp_create(&f, x->c, m, SEED, &hp, &fo), "fsdp_create");
+  fsdp_info fi;
+  fsdp_info_get(f, &fi);
+  if (x->rank == 0)
+    check(fi.window_groups == x->cfg.layers + 2, "checkpoints of 10 "
+          "layers in a %d-layer model: a window of %d groups (a slot per "
+          "group at most)", x->cfg.layers, fi.window_groups);
+  fsdp_destroy(f);
+  model_destroy(m);
+  engine_destroy(e);
+}
+
 static void expect_fail(const char *what, int rc) {
   check(rc < 0, "%s is refused (%s)", what, rc < 0 ? err_msg() : "accepted");
 }
@@ -336,6 +360,7 @@ int main(int argc, char **argv) {
       x.tgt[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
     }
   if (x.rank == 0) refusals(&x);
+  window_cap(&x);
   dtype precs[] = {DT_F32, DT_BF16, DT_F16};
   int nprec = x.backend == COMM_NCCL ? 3 : 1;
   for (int p = 0; p < nprec; p++)
