@@ -39,7 +39,9 @@
  * - on CPU ranks, AdamW in backward leaves the weights of AdamW after
  *   backward bit for bit.
  * The model itself refuses what needs its own weights with bound weights
- * (model_set_params, its AdamW), and a pass with no weight hook. */
+ * (model_set_params, its AdamW), and a pass with no weight hook. On GPUs,
+ * fp16's skipped step: a gradient that is not finite on one rank leaves
+ * every rank's weights as they were and halves every rank's loss scale. */
 #include "config.h"
 
 #include <math.h>
@@ -252,6 +254,70 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   free(ref);
 }
 
+/* fp16's dynamic loss scale under FSDP (GPUs): a step whose gradients are
+ * not all finite is skipped on every rank (no weight moves, the scale
+ * halves everywhere, the skip is counted) and the next step trains. The
+ * middle one of 3 steps runs with rank 0's first gain at +Inf, so its
+ * passes overflow; its gradients reach every rank's shard through the
+ * reduce-scatter and the gains' all-reduce. */
+static void fp16_skip(ctx *x) {
+  engine *e;
+  model *m;
+  fsdp *f;
+  const int b = B / x->world, r = x->rank;
+  model_options o = options(DT_F16, ATTN_FLASH, 0, x->world);
+  hard(new_engine(x, &e), "engine");
+  hard(model_create_ex(&m, e, &x->cfg, b, T, &o), "model_create_ex fp16 bound");
+  adamw_config hp = adamw_defaults();
+  fsdp_options fo = {0};
+  hard(fsdp_create(&f, x->c, m, SEED, &hp, &fo), "fsdp_create fp16");
+  size_t n = model_nparams(m);
+  float *w[3];
+  for (int i = 0; i < 3; i++)
+    if (!(w[i] = malloc(n * sizeof(float)))) hard(ERR_OOM, "weights");
+  float *gains = model_params_writable(m), gain0 = 0, inf = INFINITY, loss;
+  float s0 = model_loss_scale(m);
+  int scale_ok = 1, counted = 1;
+  for (int s = 0; s < STEPS; s++) {
+    if (s == 1) {
+      hard(fsdp_gather_full_params(f, w[0]), "gather_full_params");
+      if (r == 0) {
+        hard(eng_download(e, &gain0, gains, sizeof(float)), "download a gain");
+        hard(eng_sync(e), "sync");
+        hard(eng_upload(e, gains, &inf, sizeof(float)), "poison the gain");
+      }
+    }
+    hard(fsdp_begin_step(f), "begin_step");
+    hard(model_forward(m, x->ids[s] + r * b * T, x->tgt[s] + r * b * T, b, T,
+                       &loss), "forward");
+    hard(model_backward(m), "backward");
+    hard(fsdp_finish_gradient_synchronization(f), "finish");
+    hard(fsdp_optimizer_step(f), "optimizer_step");
+    if (s == 1) {
+      if (r == 0) hard(eng_upload(e, gains, &gain0, sizeof(float)), "restore the gain");
+      hard(fsdp_gather_full_params(f, w[1]), "gather_full_params");
+      scale_ok = model_loss_scale(m) == s0 / 2;
+      counted = model_skipped_steps(m) == 1;
+    }
+  }
+  hard(fsdp_gather_full_params(f, w[2]), "gather_full_params");
+  int moved = any_rank(memcmp(w[0], w[1], n * sizeof(float)) != 0);
+  int stuck = any_rank(memcmp(w[1], w[2], n * sizeof(float)) == 0);
+  int bad_scale = any_rank(!scale_ok), bad_count = any_rank(!counted);
+  if (r == 0) {
+    check(!moved, "fsdp fp16, %d ranks: the step with a gradient that is not "
+          "finite (rank 0's) moves no weight on any rank", x->world);
+    check(!bad_scale && !bad_count, "fsdp fp16, %d ranks: every rank halved "
+          "its loss scale (%g -> %g) and counted one skipped step", x->world,
+          s0, model_loss_scale(m));
+    check(!stuck, "fsdp fp16, %d ranks: the next step trains", x->world);
+  }
+  for (int i = 0; i < 3; i++) free(w[i]);
+  fsdp_destroy(f);
+  model_destroy(m);
+  engine_destroy(e);
+}
+
 /* Checkpoint groups longer than the model: the window still holds at
  * most a slot per group. */
 static void window_cap(ctx *x) {
@@ -361,6 +427,7 @@ int main(int argc, char **argv) {
     }
   if (x.rank == 0) refusals(&x);
   window_cap(&x);
+  if (x.backend == COMM_NCCL) fp16_skip(&x);   /* 16-bit products: GPUs */
   dtype precs[] = {DT_F32, DT_BF16, DT_F16};
   int nprec = x.backend == COMM_NCCL ? 3 : 1;
   for (int p = 0; p < nprec; p++)
