@@ -27,6 +27,9 @@ Configurations (--configs), each a full training step:
              torch.optim.AdamW(fused=True) on the shards. One GPU shards
              over one rank (what our fsdp rows at world size 1 run too).
   fsdp_eager the same without torch.compile
+  fsdp_keep_compiled, fsdp_keep_eager  the same with
+             fully_shard(reshard_after_forward=False): forward's gathered
+             weights kept for backward, as our reshard_after_forward = false
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -102,16 +105,17 @@ def sync(dev):
         torch.cuda.synchronize(dev)
 
 
-def shard(model, group, dev, precision):
-    """FSDP2 over the ranks of `group`: each block, then the root."""
+def shard(model, group, dev, precision, reshard):
+    """FSDP2 over the ranks of `group`: each block, then the root;
+    reshard: drop a block's gathered weights after its forward."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     mesh = DeviceMesh.from_group(group, dev.type)
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if precision == "bf16" else MixedPrecisionPolicy())
     for blk in model.layers:
-        fully_shard(blk, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+        fully_shard(blk, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     return model
 
 
@@ -122,8 +126,9 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     torch.manual_seed(336)
     model = LM(*dims(size)).to(dev)
     if config.startswith("fsdp_"):
-        ddp = shard(model, group, dev, precision)
-        config = config[len("fsdp_"):]
+        keep = config.startswith("fsdp_keep_")
+        ddp = shard(model, group, dev, precision, reshard=not keep)
+        config = config[len("fsdp_keep_" if keep else "fsdp_"):]
     elif dist.get_world_size(group) == 1:
         ddp = model
     else:
@@ -173,9 +178,11 @@ def main():
                     help="gloo on the CPU: a dry run of the script, not an anchor")
     a = ap.parse_args()
     for c in a.configs.split(","):
-        if c not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager"):
+        if c not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager",
+                     "fsdp_keep_compiled", "fsdp_keep_eager"):
             raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, eager, "
-                             "fsdp_compiled or fsdp_eager")
+                             "fsdp_compiled, fsdp_eager, fsdp_keep_compiled "
+                             "or fsdp_keep_eager")
     for p in a.precisions.split(","):
         if p not in ("fp32", "bf16") or (a.cpu and p != "fp32"):
             raise SystemExit(f"torch_ddp.py: precision {p!r}: fp32 or bf16 (--cpu: fp32)")
