@@ -66,6 +66,7 @@
 #include "parallel/ddp.h"
 #include "parallel/dp_model.h"
 #include "parallel/stages.h"
+#include "tests/rank_helpers.h"
 #include "tests/testlib.h"
 
 #ifdef HAVE_MPI
@@ -95,21 +96,6 @@ typedef struct {
   size_t n;
 } ctx;
 
-static int any_rank(int bad) {
-#ifdef HAVE_MPI
-  int out = 0;
-  MPI_Allreduce(&bad, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-  return out;
-#else
-  return bad;
-#endif
-}
-
-static int new_engine(ctx *x, engine **e) {
-  if (x->backend == COMM_NCCL) return engine_cuda_create(e, comm_device(x->c));
-  return engine_cpu_create(e, 1);
-}
-
 /* The LM or the toy, holding `part` of the W parts of the global batch. */
 typedef struct net {
   engine *e;
@@ -123,7 +109,7 @@ static void net_create(ctx *x, net *n, int part, int parts, uint64_t seed) {
   memset(n, 0, sizeof *n);
   n->part = part;
   n->parts = parts;
-  hard(new_engine(x, &n->e), "engine");
+  hard(rank_engine(x->c, &n->e), "engine");
   if (x->toy) {
     hard(toy_create(&n->t, n->e, TIN, THID, TOUT, TROWS / parts, x->prec),
          "toy_create");

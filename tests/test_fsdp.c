@@ -53,6 +53,7 @@
 #include "common/check.h"
 #include "model/model.h"
 #include "parallel/fsdp.h"
+#include "tests/rank_helpers.h"
 #include "tests/testlib.h"
 
 #ifdef HAVE_MPI
@@ -71,21 +72,6 @@ typedef struct {
   float *after;          /* the last after-backward case's weights */
 } ctx;
 
-static int any_rank(int bad) {
-#ifdef HAVE_MPI
-  int out = 0;
-  MPI_Allreduce(&bad, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-  return out;
-#else
-  return bad;
-#endif
-}
-
-static int new_engine(ctx *x, engine **e) {
-  if (x->backend == COMM_NCCL) return engine_cuda_create(e, comm_device(x->c));
-  return engine_cpu_create(e, 1);
-}
-
 static model_options options(dtype prec, attn_impl a, int ckpt, int bound) {
   model_options o = {.compute = prec, .fused = 1, .attention = a,
                      .f32 = F32_EXACT, .ckpt_layers = ckpt,
@@ -97,7 +83,7 @@ static model_options options(dtype prec, attn_impl a, int ckpt, int bound) {
 static float *reference(ctx *x, const model_options *o, size_t *n) {
   engine *e;
   model *m;
-  hard(new_engine(x, &e), "engine");
+  hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, B, T, o), "model_create_ex");
   hard(model_init(m, SEED), "model_init");
   adamw_config hp = adamw_defaults();
@@ -138,7 +124,7 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   fsdp *f;
   const int b = B / x->world, r = x->rank;
   model_options fo = options(prec, a, ckpt, x->world);
-  hard(new_engine(x, &e), "engine");
+  hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
   adamw_config hp = adamw_defaults();
   fsdp_options fopt = {.in_backward = inb, .keep_gathered = keep};
@@ -266,7 +252,7 @@ static void fp16_skip(ctx *x) {
   fsdp *f;
   const int b = B / x->world, r = x->rank;
   model_options o = options(DT_F16, ATTN_FLASH, 0, x->world);
-  hard(new_engine(x, &e), "engine");
+  hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, b, T, &o), "model_create_ex fp16 bound");
   adamw_config hp = adamw_defaults();
   fsdp_options fo = {0};
@@ -325,7 +311,7 @@ static void window_cap(ctx *x) {
   model *m;
   fsdp *f;
   model_options o = options(DT_F32, ATTN_FLASH, 10, x->world);
-  hard(new_engine(x, &e), "engine");
+  hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, B / x->world, T, &o),
        "model_create_ex bound, checkpoints of 10 layers");
   adamw_config hp = adamw_defaults();
@@ -351,7 +337,7 @@ static void refusals(ctx *x) {
   engine *e;
   model *m;
   model_options o = options(DT_F32, ATTN_FLASH, 0, 1);
-  hard(new_engine(x, &e), "engine");
+  hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, B, T, &o), "model_create_ex bound");
   hard(model_init(m, SEED), "model_init");
   float one = 1.0f, loss;
