@@ -5,10 +5,7 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 # This test starts mpirun itself, not through the runner.
 mpi_as_root
-if [ -z "${MPIRUN:-}" ]; then
-  echo "skip: built without MPI (MPIRUN is empty)"
-  exit 77
-fi
+need_mpi
 prog="$top_builddir/tests/test_ddp"
 [ -x "$prog" ] || { echo "missing $prog"; exit 99; }
 for np in 1 2 4; do

@@ -7,10 +7,7 @@
 # ranks share the node's cores (OpenMP's default divided by the ranks on
 # the node, at least one each). Skips without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
-if [ -z "${MPIRUN:-}" ]; then
-  echo "skip: built without MPI (MPIRUN is empty)"
-  exit 77
-fi
+need_mpi
 out="$scratch/data"
 "$RUNNER" --out-dir "$out" "$top_srcdir/experiments/ddp_bucketed.cfg" 2> "$scratch/run.err"
 status=$?

@@ -9,10 +9,7 @@
 # each group once a step into a larger window, with the same losses.
 # Skips without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
-if [ -z "${MPIRUN:-}" ]; then
-  echo "skip: built without MPI (MPIRUN is empty)"
-  exit 77
-fi
+need_mpi
 out="$scratch/data"
 "$RUNNER" --out-dir "$out" "$top_srcdir/experiments/smoke_fsdp.cfg" 2> "$scratch/run.err"
 status=$?

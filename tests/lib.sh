@@ -7,6 +7,13 @@ top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
 RUNNER="$top_builddir/runner"
 mpi_as_root() { export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; }
+# Skip (77) when the build has no MPI to launch ranks with.
+need_mpi() {
+  if [ -z "${MPIRUN:-}" ]; then
+    echo "skip: built without MPI (MPIRUN is empty)"
+    exit 77
+  fi
+}
 # Open MPI on a CI container: no network interfaces worth probing.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 [ -x "$RUNNER" ] || { echo "missing $RUNNER"; exit 99; }
@@ -50,10 +57,7 @@ column() { # column FILE NAME
 # (no NCCL in the build).
 gpu_mpi_test() { # gpu_mpi_test PROG RUNS
   mpi_as_root
-  if [ -z "${MPIRUN:-}" ]; then
-    echo "skip: built without MPI (MPIRUN is empty)"
-    exit 77
-  fi
+  need_mpi
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
   if [ "${gpus:-0}" -lt 1 ]; then
     echo "skip: nvidia-smi lists no GPU"
