@@ -1,7 +1,8 @@
 /* Does one GPU training step repeat bit for bit? test_fsdp's small LM
  * (vocab 211, d_model 32, 2 heads, d_ff 48, 3 layers, 12 x 8 tokens),
  * fused path, each precision and attention: R fresh models from one seed
- * run forward + backward on one batch; each view's gradient is compared
+ * take STEPS - 1 AdamW steps, then forward + backward; each view's
+ * last gradient is compared
  * with the first run's, and the loss. Prints the views that differ.
  *   dev/repeat_probe [R]    (build: see dev/Makefile, repeat_probe) */
 #include "config.h"
@@ -15,7 +16,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-enum { B = 12, T = 8 };
+enum { B = 12, T = 8, STEPS = 3 };
 
 static void die(int rc, const char *what) {
   if (rc) {
@@ -41,8 +42,8 @@ int main(int argc, char **argv) {
   cfg.d_ff = 48;
   cfg.layers = 3;
   cfg.heads = 2;
-  int32_t ids[B * T], tgt[B * T];
-  for (int i = 0; i < B * T; i++) {
+  int32_t ids[STEPS * B * T], tgt[STEPS * B * T];
+  for (int i = 0; i < STEPS * B * T; i++) {
     ids[i] = (int32_t)(rnd() % 211);
     tgt[i] = (int32_t)(rnd() % 211);
   }
@@ -64,9 +65,13 @@ int main(int argc, char **argv) {
           die(model_create_ex(&m, e, &cfg, B, T, &o), "create");
           die(model_init(m, 4321), "init");
           float loss;
-          die(model_zero_grad(m), "zero");
-          die(model_forward(m, ids, tgt, B, T, &loss), "forward");
-          die(model_backward(m), "backward");
+          adamw_config hp = adamw_defaults();
+          for (int st = 0; st < STEPS; st++) {
+            die(model_zero_grad(m), "zero");
+            die(model_forward(m, ids + st * B * T, tgt + st * B * T, B, T, &loss), "forward");
+            die(model_backward(m), "backward");
+            if (st < STEPS - 1) die(model_adamw_step(m, &hp), "adamw");
+          }
           n = model_nparams(m);
           if (!g0) {
             g0 = malloc(n * sizeof(float));
