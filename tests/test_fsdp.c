@@ -177,10 +177,19 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   MPI_Bcast(w0, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
 #endif
   double err = 0;
+  size_t worst = 0;
   for (size_t i = 0; i < n; i++) {
     double d = fabs((double)w[i] - ref[i]);
-    if (!(d <= err)) err = d;
+    if (!(d <= err)) {
+      err = d;
+      worst = i;
+    }
   }
+  /* where the largest difference is, for a failure's message */
+  int nv;
+  const tensor_view *tv = model_views(m, &nv), *wv = tv;
+  for (int k = 0; k < nv; k++)
+    if (worst >= tv[k].offset && worst < tv[k].offset + tv[k].numel) wv = &tv[k];
   int ranks_differ = any_rank(memcmp(w, w0, n * sizeof(float)) != 0);
   /* the same case with AdamW after backward ran just before this one */
   int same_as_after = inb && x->after && memcmp(w, x->after, n * sizeof(float)) == 0;
@@ -207,7 +216,9 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
     check(!ranks_differ, "%s: every rank's gathered weights equal rank 0's "
           "bit for bit", name);
     check(err <= tol, "%s: weights match single-process training (max "
-          "|diff| %.3g, tolerance %.0e)", name, err, tol);
+          "|diff| %.3g at %s[%zu]: %.7g, single-process %.7g; tolerance "
+          "%.0e)", name, err, wv->name, worst - wv->offset, w[worst],
+          ref[worst], tol);
     check(own == model_group_numel(m, MODEL_NORMS) * sizeof(float),
           "%s: the model holds the gains alone (%zu bytes)", name, own);
     check(gathered_all, "%s: every step gathers every group", name);
