@@ -274,6 +274,48 @@ leaderboard_2026)
     echo
     echo "_${GPU}s; median of 5 steps._"
     echo
+    # the best row, its model FLOPs (6 a non-embedding parameter a token,
+    # causal attention's 6 L d T a token; recomputation not counted) and
+    # rank 0's kernel families
+    best=$(tool select "$csv" --cols checkpoint_layers,reshard_after_forward,step_ms_median,size,context,tokens_per_step,vocab,params,message \
+             --where status=ok --sort step_ms_median | sed -n 2p)
+    IFS=, read -r bk brs bms bsize bT btok bV bN bmsg <<ROW
+$best
+ROW
+    for x in "$bms" "$bT" "$btok" "$bV" "$bN"; do num "leaderboard_2026 best row" "$x"; done
+    bd=${bsize%%/*}
+    bL=$(printf '%s' "$bsize" | cut -d/ -f3)
+    floors "$GPU"
+    flops=$(calc %.6g "6 * ($bN - $bV * $bd) * $btok + 6 * $bL * $bd * $bT * $btok")
+    tf=$(calc %.0f "$flops / ($bms / 1000) / 2 / 1e12")
+    att=$(fam "$bmsg" attention)
+    mm=$(fam "$bmsg" matmul)
+    worst=$(tool value "$csv" --col step_ms_median --where status=ok \
+              --where reshard_after_forward="$brs" --agg max)
+    other=$([ "$brs" = true ] && echo false || echo true)
+    # the same k the other way: its step and peak
+    ok_ms=$(tool value "$csv" --col step_ms_median --where status=ok --where checkpoint_layers="$bk" \
+              --where reshard_after_forward="$other" --agg first --default '')
+    ok_pk=$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$bk" \
+              --where reshard_after_forward="$other" --agg first --default '')
+    b_pk=$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$bk" \
+              --where reshard_after_forward="$brs" --agg first)
+    echo "**Best step: $(f1 "$bms") ms** (k = $bk, resharded: $brs), under the"
+    echo "course's 10 s baseline (it times two B200s; these are ${GPU}s):"
+    echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model FLOPs (6 a non-embedding"
+    echo "parameter a token, plus causal attention's 6 L d T; recomputation not"
+    echo "counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of the GPU's measured bf16 product rate ($BF16_TFLOPS TFLOP/s, appendix A)."
+    if [ -n "$att" ] && [ -n "$mm" ]; then
+      echo "Rank 0's kernels: attention $(calc %.0f "$att") ms against the matrix products'"
+      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * 6 * $bL * $bd * $bT / (6 * ($bN - $bV * $bd) + 6 * $bL * $bd * $bT)")% of the FLOPs (and forward's again): attention is the lever."
+    fi
+    if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
+      num "leaderboard_2026 peak" "$ok_pk"
+      num "leaderboard_2026 peak" "$b_pk"
+      echo "Resharded: $brs against $other at k = $bk: $(calc %+.1f "100 * ($bms - $ok_ms) / $ok_ms")% of the step, $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU;"
+    fi
+    echo "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most: every k reruns one forward."
+    echo
   fi
   if [ -f "$csv" ]; then
     failed_jobs "$csv" checkpoint_layers,reshard_after_forward "| k | resharded |"
