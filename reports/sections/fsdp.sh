@@ -172,6 +172,10 @@ TEXT
     echo "$(gib "$(calc %.3f "$pk_fp32 - $sv_fp32")") GiB and the bf16 one from $(gib "$pk_bf16") to about"
     echo "$(gib "$(calc %.3f "$pk_bf16 - $sv_bf16")") GiB: it saves about $(calc %.0f "100 * $sv_fp32 / $pk_fp32")% against the $(calc %.0f "100 * $(v optstate_mib fp32 1) / 2 / $pk_fp32")% that sharding"
     echo "only the moments saves."
+    m32=$(v engine_peak_mib fp32 2)
+    m16=$(v engine_peak_mib bf16 2)
+    [ -z "$m32" ] || [ -z "$m16" ] ||
+      echo "Measured on 2 GPUs: $(gib "$m32") and $(gib "$m16") GiB."
     echo
   fi
   echo "### (b) Do the gathers keep up with forward?"
@@ -221,9 +225,22 @@ TEXT
     echo
   fi
   if [ -n "$f2" ] && [ -n "$f1" ]; then
+    # keeps up: compute waited under 5% of the step. A gather's time
+    # (gathering / gathers) against a layer's forward on one GPU (its
+    # forward / xl's 48 layers, model.md): the batch from which it would.
     for p in fp32 bf16; do
-      echo "- $p on 2 GPUs: compute waited $(calc %.2f "$(v exposed_gather_ms_mean "$p" 2)") ms a step for"
+      w=$(v exposed_gather_ms_mean "$p" 2)
+      st=$(v step_ms_median "$p" 2)
+      num "exposed_gather_ms_mean" "$w"
+      num "step_ms_median" "$st"
+      one=$(calc %.3f "$(v gather_ms_mean "$p" 2) / $(v gathers "$p" 2)")
+      lay=$(calc %.3f "$(v fwd_ms_mean "$p" 1) / 48")
+      if is_true "$w <= 0.05 * $st"; then verdict_p="**keeps up**"
+      else verdict_p="**does not keep up**"; fi
+      echo "- $p on 2 GPUs $verdict_p: compute waited $(calc %.2f "$w") ms of a $(f1 "$st") ms step for"
       echo "  $(f1 "$(v gather_ms_mean "$p" 2)") ms of gathers; forward $(f1 "$(v fwd_ms_mean "$p" 2)") ms against $(f1 "$(v fwd_ms_mean "$p" 1)") on one GPU."
+      echo "  A gather takes $(calc %.2f "$one") ms, a layer's forward $(calc %.2f "$lay") ms at 2 sequences a GPU$(
+        is_true "$one > $lay" && printf ': a layer would hide its gather from about %s sequences' "$(calc %.0f "2 * $one / $lay + 0.5")")."
     done
     echo
   elif [ -n "$f1" ]; then
