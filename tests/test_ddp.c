@@ -17,7 +17,8 @@
  * collective and must still train as one process does. Ranks
  * start from DIFFERENT weights (seed + rank): only the broadcast from rank
  * 0 makes them equal. Global batch 4 sequences of 8 tokens, rank r takes
- * sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random batches.
+ * sequences [r*4/W, (r+1)*4/W); 3 AdamW steps on fresh random batches
+ * (eps 1e-3: adamw_comparable says why).
  *
  * The handout's toy (model/toy.h: fc1 10x10, LayerNorm, fc2 5x10, plus a
  * frozen parameter and a trainable one forward never uses), 8 rows of
@@ -165,7 +166,7 @@ static void net_destroy(net *n) {
 static void reference(ctx *x) {
   net n;
   net_create(x, &n, 0, 1, SEED);
-  adamw_config o = adamw_defaults();
+  adamw_config o = adamw_comparable();
   for (int s = 0; s < STEPS; s++) {
     hard(n.dm.zero_grad(n.dm.impl), "zero_grad");
     net_fwd_bwd(x, &n, s, NULL);
@@ -228,7 +229,7 @@ static void one_case(ctx *x, ddp_strategy s, double mib, ddp_optimizer o,
                                                : x->pc;
   net_create(x, &n, x->rank, x->world, SEED + 7 * (uint64_t)x->rank);
   engine *e = n.e;
-  adamw_config hp = adamw_defaults();
+  adamw_config hp = adamw_comparable();
   /* The sharded optimizers' parameter collectives on their own
    * communicator (and, NCCL, stream), as the ddp job runs them. */
   hard(ddp_create(&d, gc, pc, &n.dm, s, mib,
