@@ -1,7 +1,7 @@
 """What every anchor script shares: rows appended to a CSV as they are
-measured (header written when the file is new or empty), each ending in
-the torch version and the UTC time, and echoed to stdout, so a run cut
-short keeps every row it finished."""
+measured (header written when the file is new or empty, else checked),
+each ending in the torch version and the UTC time, and echoed to stdout,
+so a run cut short keeps every row it finished."""
 import datetime
 import os
 
@@ -11,9 +11,17 @@ import torch
 class AnchorCSV:
     def __init__(self, path, columns):
         new = not os.path.exists(path) or os.path.getsize(path) == 0
+        header = ",".join(columns + ["torch", "utc"])
+        if not new:
+            with open(path, encoding="ascii") as f:
+                have = f.readline().rstrip("\n")
+            if have != header:
+                raise SystemExit(f"{path}: its header is\n  {have}\nthis script writes\n"
+                                 f"  {header}\n(another script's file, or an older one: "
+                                 "give a new file)")
         self.f = open(path, "a", encoding="ascii")
         if new:
-            self.f.write(",".join(columns + ["torch", "utc"]) + "\n")
+            self.f.write(header + "\n")
 
     def row(self, *cells):
         utc = datetime.datetime.now(datetime.timezone.utc).strftime(

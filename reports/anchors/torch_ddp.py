@@ -30,6 +30,8 @@ Configurations (--configs), each a full training step:
   fsdp_keep_compiled, fsdp_keep_eager  the same with
              fully_shard(reshard_after_forward=False): forward's gathered
              weights kept for backward, as our reshard_after_forward = false
+  CONFIG_ckptK  any of the above with activation checkpointing, each group
+             of K blocks one torch.utils.checkpoint call, as torch_lm.py's
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -56,7 +58,7 @@ On the 2-GPU machine (NCCL_NVLS_ENABLE=0: NVLink multicast stays off):
 
 with [--sizes xl] [--contexts 128] [--rank-batch 2]
 [--precisions fp32,bf16] [--configs compiled] [--buckets 25,250,1000]
-[--world-sizes 1,2] [--steps 10]. Each configuration compiles for about
+[--world-sizes 1,2] [--steps 10] [--vocab 10000]. Each configuration compiles for about
 100 s on an H100. Every row is appended as it is measured,
 so a sweep can be split over several launches (one --precisions or
 --world-sizes each). A dry run without GPUs (gloo, fp32, a small model
@@ -65,10 +67,19 @@ given as D/F/L/H):
     torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py \\
         /tmp/ddp.csv --cpu --sizes 64/256/2/4 --precisions fp32 --steps 2
 
+The 2026 leaderboard's step (experiments/leaderboard_2026.cfg: the ~8B
+model, one sequence of 32768 a GPU) the way a PyTorch user would run it:
+
+    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 \\
+        reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv \\
+        --sizes 4096/11008/34/32 --vocab 151936 --contexts 32768 \\
+        --rank-batch 1 --precisions bf16 --world-sizes 2 --steps 5 \\
+        --configs fsdp_compiled_ckpt1,fsdp_keep_compiled_ckpt1
+
 Appends rows to OUT.csv (reports/anchors/anchor_csv.py; header written if
-new): source, gpu, world_size, size, context, rank_batch, precision,
-config, bucket_mb, status, step_ms_median, step_ms_mean, peak_gib, torch,
-utc.
+new): source, gpu, world_size, size, vocab, context, rank_batch,
+precision, config, bucket_mb, status, step_ms_median, step_ms_mean,
+peak_gib, torch, utc.
 """
 import argparse
 import contextlib
@@ -124,7 +135,9 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     slowest rank's each; peak GiB, the largest rank's, or None on CPU)."""
     rank = dist.get_rank()
     torch.manual_seed(336)
-    model = LM(*dims(size)).to(dev)
+    model = LM(*dims(size), vocab=a.vocab).to(dev)
+    config, _, k = config.partition("_ckpt")
+    model.ckpt = int(k) if k else 0
     if config.startswith("fsdp_"):
         keep = config.startswith("fsdp_keep_")
         ddp = shard(model, group, dev, precision, reshard=not keep)
@@ -137,8 +150,8 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
                   gradient_as_bucket_view=True)
     step = make_step(ddp, config, precision)
     g = torch.Generator(device=dev).manual_seed(336 + rank)
-    ids = torch.randint(0, VOCAB, (a.rank_batch, ctx), device=dev, generator=g)
-    tgt = torch.randint(0, VOCAB, (a.rank_batch, ctx), device=dev, generator=g)
+    ids = torch.randint(0, a.vocab, (a.rank_batch, ctx), device=dev, generator=g)
+    tgt = torch.randint(0, a.vocab, (a.rank_batch, ctx), device=dev, generator=g)
     for _ in range(WARMUP):
         step(ids, tgt)
     sync(dev)
@@ -174,15 +187,20 @@ def main():
     ap.add_argument("--buckets", default="25,250,1000")
     ap.add_argument("--world-sizes", default="1,2")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--vocab", type=int, default=VOCAB)
     ap.add_argument("--cpu", action="store_true",
                     help="gloo on the CPU: a dry run of the script, not an anchor")
     a = ap.parse_args()
     for c in a.configs.split(","):
-        if c not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager",
-                     "fsdp_keep_compiled", "fsdp_keep_eager"):
+        base, ck, k = c.partition("_ckpt")
+        if base not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager",
+                        "fsdp_keep_compiled", "fsdp_keep_eager") or \
+                (ck and not (k.isdigit() and int(k) > 0)):
             raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, eager, "
                              "fsdp_compiled, fsdp_eager, fsdp_keep_compiled "
-                             "or fsdp_keep_eager")
+                             "or fsdp_keep_eager, each optionally _ckptK (K > 0)")
+    if a.vocab < 2:
+        raise SystemExit(f"torch_ddp.py: --vocab {a.vocab}: at least 2")
     for p in a.precisions.split(","):
         if p not in ("fp32", "bf16") or (a.cpu and p != "fp32"):
             raise SystemExit(f"torch_ddp.py: precision {p!r}: fp32 or bf16 (--cpu: fp32)")
@@ -208,7 +226,7 @@ def main():
     groups = {w: (dist.group.WORLD if w == world else dist.new_group(list(range(w))))
               for w in sizes}
     gpu = "CPU (gloo dry run)" if a.cpu else torch.cuda.get_device_name(dev)
-    columns = ["source", "gpu", "world_size", "size", "context", "rank_batch",
+    columns = ["source", "gpu", "world_size", "size", "vocab", "context", "rank_batch",
                "precision", "config", "bucket_mb", "status", "step_ms_median",
                "step_ms_mean", "peak_gib"]
     jobs = itertools.product(sizes, a.sizes.split(","), map(int, a.contexts.split(",")),
@@ -241,7 +259,7 @@ def main():
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
             if out is not None:
-                out.row(SOURCE, gpu, w, size, ctx, a.rank_batch, prec, config,
+                out.row(SOURCE, gpu, w, size, a.vocab, ctx, a.rank_batch, prec, config,
                         f"{bucket:g}", status, *cols)
             dist.barrier()
     dist.destroy_process_group()

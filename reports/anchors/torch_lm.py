@@ -118,14 +118,14 @@ def sdpa(q, k, v):
 
 
 class LM(nn.Module):
-    def __init__(self, d, dff, layers, heads, attention=sdpa):
+    def __init__(self, d, dff, layers, heads, attention=sdpa, vocab=VOCAB):
         super().__init__()
         self.dh = d // heads
-        self.token_embeddings = nn.Embedding(VOCAB, d)
+        self.token_embeddings = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList(Block(d, dff, heads, attention)
                                     for _ in range(layers))
         self.ln_final = RMSNorm(d)
-        self.lm_head = nn.Linear(d, VOCAB, bias=False)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
         self.ckpt = 0   # blocks a checkpoint group; 0: no checkpointing
 
     def forward(self, ids):
@@ -158,7 +158,7 @@ def make_step(model, config, precision):
     def loss_of(ids, tgt):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
             logits = fwd(ids)
-        return F.cross_entropy(logits.float().view(-1, VOCAB), tgt.view(-1))
+        return F.cross_entropy(logits.float().flatten(0, 1), tgt.view(-1))
 
     if config == "compiled_inbwd":
         opts = {p: torch.optim.AdamW([p], lr=1e-4, fused=True) for p in model.parameters()}

@@ -333,6 +333,40 @@ ROW
     fi
     echo "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most: every k reruns one forward."
     echo
+    # PyTorch at this shape on this GPU (reports/anchors/torch_ddp.py):
+    # FSDP2 + torch.compile + checkpoints, its fastest configuration
+    pt=$(anchor_rows torch_ddp)
+    bW=$(tool value "$csv" --col world_size --where status=ok --agg first)
+    bR=$(tool value "$csv" --col rank_batch --where status=ok --agg first)
+    lw="--where size=$bsize --where vocab=$bV --where context=$bT --where rank_batch=$bR --where world_size=$bW --where precision=bf16"
+    # shellcheck disable=SC2086 # lw is a list of arguments
+    if [ "$(tool count "$pt" $lw)" -gt 0 ]; then
+      # shellcheck disable=SC2086
+      pbest=$(tool select "$pt" --cols config,step_ms_median,peak_gib $lw --where status=ok \
+                --sort step_ms_median | sed -n 2p)
+      # shellcheck disable=SC2086
+      ptried=$(tool distinct "$pt" --cols config,status $lw | tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g')
+      if [ -n "$pbest" ]; then
+        IFS=, read -r pc pms pgib <<ROW
+$pbest
+ROW
+        num "PyTorch leaderboard step" "$pms"
+        num "PyTorch leaderboard peak" "$pgib"
+        m="ours the smaller"
+        is_true "$b_pk / 1024 <= $pgib" || m="**we use $(calc %.2f "$b_pk / 1024 / $pgib")x its memory**"
+        echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
+        echo "fused AdamW, reports/anchors/torch_ddp.py; tried: $ptried), its fastest"
+        echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
+      else
+        echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
+        echo "fused AdamW, reports/anchors/torch_ddp.py) did not complete a step: $ptried."
+      fi
+    else
+      echo "PyTorch at this shape is not yet measured on the $GPU_KIND (reports/anchors/torch_ddp.py's"
+      echo "docstring gives the command)."
+      todo "PyTorch's FSDP2 at the leaderboard shape on 2 x $GPU_KIND (reports/anchors/torch_ddp.py)"
+    fi
+    echo
   fi
   if [ -f "$csv" ]; then
     failed_jobs "$csv" checkpoint_layers,reshard_after_forward "| k | resharded |"
