@@ -10,8 +10,9 @@
  * and the CUDA engine's fp32 forward and backward against the PyTorch
  * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4.
  * Also: the fused 16-bit path after a checkpoint is loaded into a model
- * that has trained (test_load_after_training), and the model with
- * LayerNorm in place of RMSNorm against the CPU engine (test_layernorm). */
+ * that has trained (test_load_after_training), the model with LayerNorm
+ * in place of RMSNorm against the CPU engine (test_layernorm), and one
+ * engine's training repeating itself bit for bit (test_repeats). */
 #include "config.h"
 #include "tests/testlib.h"
 #include "tests/model_helpers.h"
@@ -178,6 +179,41 @@ static void test_graphs(engine *gpu, const model_config *c, const float *w,
           "want 0)", pn, r1, r0);
     free(p0);
     free(p1);
+  }
+}
+
+/* One engine repeats itself: the same training run (GRAPH_STEPS steps,
+ * a shape change among them), once its products' algorithms are chosen
+ * (matmul_lt.c times them on a shape's first product, so a first run may
+ * differ from later ones), gives the same losses and weights bit for bit,
+ * in every form. A race in a kernel or between streams shows up here as a
+ * difference; rounding cannot. (At this head dim, 16, flash's backward is
+ * the two-pass kernel without atomics; the Hopper one at 64, 80 and 128
+ * adds dq atomically and is not held to this.) */
+static void test_repeats(engine *gpu, const model_config *c, const float *w,
+                         size_t np, int B, int T) {
+  const struct { dtype t; int fused; attn_impl a; int ckpt; } cases[] = {
+      {DT_F32, 0, ATTN_MATERIALIZED, 0}, {DT_F32, 1, ATTN_FLASH, 0},
+      {DT_BF16, 1, ATTN_FLASH, 0},       {DT_BF16, 1, ATTN_MATERIALIZED, 0},
+      {DT_F16, 1, ATTN_FLASH, 0},        {DT_BF16, 1, ATTN_FLASH, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_options opt = {.compute = cases[i].t, .fused = cases[i].fused,
+                         .attention = cases[i].a, .f32 = F32_EXACT,
+                         .ckpt_layers = cases[i].ckpt};
+    float l[3][GRAPH_STEPS];
+    long long r;
+    float *p[3];
+    for (int k = 0; k < 3; k++) p[k] = train(gpu, c, w, np, B, T, &opt, l[k], &r);
+    size_t differ = 0;
+    for (size_t j = 0; j < np; j++) differ += memcmp(&p[1][j], &p[2][j], sizeof(float)) != 0;
+    check(memcmp(l[1], l[2], sizeof l[1]) == 0 && differ == 0,
+          "repeats: %s %s %s%s: a second run's %d losses and weights equal "
+          "the first's bit for bit (%zu of %zu weights differ)",
+          cases[i].fused ? "fused" : "op-by-op", dtype_name(cases[i].t),
+          cases[i].a == ATTN_FLASH ? "flash" : "materialized",
+          cases[i].ckpt ? ", a checkpoint a layer" : "", GRAPH_STEPS, differ,
+          np);
+    for (int k = 0; k < 3; k++) free(p[k]);
   }
 }
 
@@ -668,6 +704,7 @@ int main(void) {
   }
   free_out(&gref);
   test_graphs(gpu, &c, w, np, B, T);
+  test_repeats(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
   test_adamw_in_products(gpu, &c, B, T);
