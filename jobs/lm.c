@@ -228,7 +228,7 @@ static int validate(const void *settings, char *err, size_t n) {
 #ifndef KIND_DECLARATION_ONLY
 
 static model_options options(const lm_settings *s) {
-  model_options o;
+  model_options o = {0};   /* every option this kind does not set: off */
   o.compute = dtype_of_precision(s->precision);
   o.f32 = f32_products_of_precision(s->precision);
   o.fused = strcmp(s->fusion, "fused") == 0;
