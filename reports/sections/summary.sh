@@ -176,6 +176,32 @@ if [ -n "$fw" ]; then
   fi
 fi
 
+# The 2026 leaderboard (2026.9): the ~8B step on 2 GPUs, our fastest k and
+# resharding, against PyTorch's fastest FSDP2 at that shape on the same
+# GPU kind (reports/anchors/torch_ddp.py, any configuration).
+lb=$DATA/leaderboard_2026.csv
+lbv() { val "$lb" "$1" --sort step_ms_median; }
+lms=$(lbv step_ms_median)
+if [ -n "$lms" ]; then
+  lmib=$(lbv engine_peak_mib) lgpu=$(lbv gpu_name) lsize=$(lbv size)
+  lvocab=$(lbv vocab) lctx=$(lbv context) lrb=$(lbv rank_batch) lw=$(lbv world_size)
+  num lms "$lms"; num lmib "$lmib"; num lrb "$lrb"; num lw "$lw"
+  la=$(for_gpu torch_ddp "$lgpu")
+  lpv() { val "$la" "$1" --where size="$lsize" --where vocab="$lvocab" --where context="$lctx" \
+            --where rank_batch="$lrb" --where world_size="$lw" --where precision=bf16 --sort step_ms_median; }
+  lwhat="2026 leaderboard step, ~8B, $((lrb * lw)) x $lctx tokens, bf16, $lw GPUs (2026.9)"
+  lpt="FSDP2 + torch.compile + checkpoints + fused AdamW"
+  ltried=$(tool count "$la" --where size="$lsize" --where vocab="$lvocab" --where context="$lctx" \
+             --where rank_batch="$lrb" --where world_size="$lw" --where precision=bf16)
+  if [ -z "$(lpv step_ms_median)" ] && [ "$ltried" -gt 0 ]; then
+    # tried on this GPU kind, no step completed (out of memory, as a rule)
+    echo "| $lwhat | $(kind "$lgpu") | $(calc '%.1f' "$lms") ms, $(calc '%.1f' "$lmib / 1024") GiB | $lpt: no configuration completed a step (section 2026.9) |"
+  else
+    step_row "$lwhat" "$lgpu" "$lms" "$lmib" "$lpt" \
+      "$(lpv step_ms_median)" "$(lpv peak_gib)" torch_ddp.py "the leaderboard step"
+  fi
+fi
+
 # Attention: the leaderboard shape against cuDNN's SDPA, the long head-dim
 # 128 shape against SDPA's default.
 fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where impl=flash)
