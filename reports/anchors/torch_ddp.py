@@ -135,7 +135,8 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     slowest rank's each; peak GiB, the largest rank's, or None on CPU)."""
     rank = dist.get_rank()
     torch.manual_seed(336)
-    model = LM(*dims(size), vocab=a.vocab).to(dev)
+    with dev:   # built on the device: the 8B model's fp32 weights never pass the host
+        model = LM(*dims(size), vocab=a.vocab)
     config, _, k = config.partition("_ckpt")
     model.ckpt = int(k) if k else 0
     if config.startswith("fsdp_"):
