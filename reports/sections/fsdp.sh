@@ -324,7 +324,7 @@ ROW
     echo "counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of the GPU's measured bf16 product rate ($BF16_TFLOPS TFLOP/s, appendix A)."
     if [ -n "$att" ] && [ -n "$mm" ]; then
       echo "Rank 0's kernels: attention $(calc %.0f "$att") ms against the matrix products'"
-      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * 6 * $bL * $bd * $bT / (6 * ($bN - $bV * $bd) + 6 * $bL * $bd * $bT)")% of the FLOPs (and forward's again): attention is the lever."
+      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * 6 * $bL * $bd * $bT / (6 * ($bN - $bV * $bd) + 6 * $bL * $bd * $bT)")% of the model FLOPs: attention is the lever."
     fi
     if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
       num "leaderboard_2026 peak" "$ok_pk"
