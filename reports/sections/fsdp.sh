@@ -180,6 +180,7 @@ TEXT
   fi
   echo "### (b) Do the gathers keep up with forward?"
   echo
+  L=48   # xl (model.md): d_model 1600, d_ff 6400, 48 layers
   f1=$(v fwd_ms_mean bf16 1)
   f2=$(v fwd_ms_mean bf16 2)
   if [ -n "$f1" ]; then
@@ -227,14 +228,14 @@ TEXT
   if [ -n "$f2" ] && [ -n "$f1" ]; then
     # keeps up: compute waited under 5% of the step. A gather's time
     # (gathering / gathers) against a layer's forward on one GPU (its
-    # forward / xl's 48 layers, model.md): the batch from which it would.
+    # forward / L): the batch from which it would.
     for p in fp32 bf16; do
       w=$(v exposed_gather_ms_mean "$p" 2)
       st=$(v step_ms_median "$p" 2)
       num "exposed_gather_ms_mean" "$w"
       num "step_ms_median" "$st"
       one=$(calc %.3f "$(v gather_ms_mean "$p" 2) / $(v gathers "$p" 2)")
-      lay=$(calc %.3f "$(v fwd_ms_mean "$p" 1) / 48")
+      lay=$(calc %.3f "$(v fwd_ms_mean "$p" 1) / $L")
       if is_true "$w <= 0.05 * $st"; then verdict_p="**keeps up**"
       else verdict_p="**does not keep up**"; fi
       echo "- $p on 2 GPUs $verdict_p: compute waited $(calc %.2f "$w") ms of a $(f1 "$st") ms step for"
@@ -244,8 +245,6 @@ TEXT
     done
     echo
   elif [ -n "$f1" ]; then
-    # xl (model.md): d_model 1600, d_ff 6400, 48 layers
-    L=48
     lay=$(calc %.0f "(4 * 1600 * 1600 + 3 * 1600 * 6400)")
     ar="$DATA/allreduce.csv"
     bw=''
@@ -303,20 +302,21 @@ ROW
     bd=${bsize%%/*}
     bL=$(printf '%s' "$bsize" | cut -d/ -f3)
     floors "$GPU"
-    flops=$(calc %.6g "6 * ($bN - $bV * $bd) * $btok + 6 * $bL * $bd * $bT * $btok")
+    aflops=$(calc %.6g "6 * $bL * $bd * $bT * $btok")
+    flops=$(calc %.6g "6 * ($bN - $bV * $bd) * $btok + $aflops")
     tf=$(calc %.0f "$flops / ($bms / 1000) / 2 / 1e12")
     att=$(fam "$bmsg" attention)
     mm=$(fam "$bmsg" matmul)
     worst=$(tool value "$csv" --col step_ms_median --where status=ok \
               --where reshard_after_forward="$brs" --agg max)
     other=$([ "$brs" = true ] && echo false || echo true)
-    # the same k the other way: its step and peak
-    ok_ms=$(tool value "$csv" --col step_ms_median --where status=ok --where checkpoint_layers="$bk" \
-              --where reshard_after_forward="$other" --agg first --default '')
-    ok_pk=$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$bk" \
-              --where reshard_after_forward="$other" --agg first --default '')
-    b_pk=$(tool value "$csv" --col engine_peak_mib --where status=ok --where checkpoint_layers="$bk" \
-              --where reshard_after_forward="$brs" --agg first)
+    atk() { # COL RESHARD: the ok row's COL at the best k, or ""
+      tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$bk" \
+        --where reshard_after_forward="$2" --agg first --default ''
+    }
+    ok_ms=$(atk step_ms_median "$other")   # the same k the other way
+    ok_pk=$(atk engine_peak_mib "$other")
+    b_pk=$(atk engine_peak_mib "$brs")
     echo "**Best step: $(f1 "$bms") ms** (k = $bk, resharded: $brs), under the"
     echo "course's 10 s baseline (it times two B200s; these are ${GPU}s):"
     echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model FLOPs (6 a non-embedding"
@@ -324,7 +324,7 @@ ROW
     echo "counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of the GPU's measured bf16 product rate ($BF16_TFLOPS TFLOP/s, appendix A)."
     if [ -n "$att" ] && [ -n "$mm" ]; then
       echo "Rank 0's kernels: attention $(calc %.0f "$att") ms against the matrix products'"
-      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * 6 * $bL * $bd * $bT / (6 * ($bN - $bV * $bd) + 6 * $bL * $bd * $bT)")% of the model FLOPs: attention is the lever."
+      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * $aflops / $flops")% of the model FLOPs: attention is the lever."
     fi
     if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
       num "leaderboard_2026 peak" "$ok_pk"

@@ -187,12 +187,14 @@ if [ -n "$lms" ]; then
   lvocab=$(lbv vocab) lctx=$(lbv context) lrb=$(lbv rank_batch) lw=$(lbv world_size)
   num lms "$lms"; num lmib "$lmib"; num lrb "$lrb"; num lw "$lw"
   la=$(for_gpu torch_ddp "$lgpu")
-  lpv() { val "$la" "$1" --where size="$lsize" --where vocab="$lvocab" --where context="$lctx" \
-            --where rank_batch="$lrb" --where world_size="$lw" --where precision=bf16 --sort step_ms_median; }
+  # the anchor rows at our shape (lwh: a list of arguments, split on use)
+  lwh="--where size=$lsize --where vocab=$lvocab --where context=$lctx --where rank_batch=$lrb --where world_size=$lw --where precision=bf16"
+  # shellcheck disable=SC2086
+  lpv() { val "$la" "$1" $lwh --sort step_ms_median; }
   lwhat="2026 leaderboard step, ~8B, $((lrb * lw)) x $lctx tokens, bf16, $lw GPUs (2026.9)"
   lpt="FSDP2 + torch.compile + checkpoints + fused AdamW"
-  ltried=$(tool count "$la" --where size="$lsize" --where vocab="$lvocab" --where context="$lctx" \
-             --where rank_batch="$lrb" --where world_size="$lw" --where precision=bf16)
+  # shellcheck disable=SC2086
+  ltried=$(tool count "$la" $lwh)
   if [ -z "$(lpv step_ms_median)" ] && [ "$ltried" -gt 0 ]; then
     # tried on this GPU kind, no step completed (out of memory, as a rule)
     echo "| $lwhat | $(kind "$lgpu") | $(calc '%.1f' "$lms") ms, $(calc '%.1f' "$lmib / 1024") GiB | $lpt: no configuration completed a step (section 2026.9) |"
