@@ -41,6 +41,10 @@ struct fsdp {
   engine *e;            /* the model's */
   engine *cv;           /* a view of e on the communicator's stream; NULL
                            on the CPU (collectives complete where issued) */
+  engine *ov;           /* in backward, on GPUs: a side view of e the
+                           updates run on, so that the gathers behind them
+                           on the communicator's stream do not queue behind
+                           them; NULL otherwise */
   int W, r, L;
   dtype lt;
   adamw_config opt;
@@ -54,7 +58,13 @@ struct fsdp {
    * the one its group two before used, AdamW on it at once */
   float *gshard;
   float *gring[2];
+  eng_event *ring_ev[2];        /* ov: the update that reads gring[i],
+                                   waited for before the next
+                                   reduce-scatter into it (NULL: none) */
   int in_bwd, ring;
+  int *updated;                 /* [G] in backward: the group's shard was
+                                   updated this step (a gather of it then
+                                   waits for ov) */
   float *norm_m, *norm_v;       /* the gains' AdamW state [nnorm] */
   size_t nnorm;
   int *left;                    /* 2-D views of each group still to
@@ -141,6 +151,9 @@ static int gather(fsdp *f, int s, int g) {
     t->group[x->gather] = g;
     TRY(dp_event_record(&t->gs[x->gather], cs));
   }
+  /* its shard updated this step on the side stream (a pass that needs a
+   * group again after its update: none in the model's own order) */
+  if (f->ov && f->updated[g + 1]) TRY(eng_wait_for(f->cv, f->ov));
   const void *src;
   TRY(gather_src(f, g, x->buf, &src));
   comm_req *q;
@@ -262,15 +275,21 @@ static int grad_hook(int v, void *arg) {
   if (g == MODEL_NORMS || --f->left[g + 1] > 0) return 0;
   const float *src = model_group_grad(f->m, g);
   if (f->cv) TRY(eng_wait_for(f->cv, f->e));
-  float *dst = f->in_bwd ? f->gring[f->ring ^= 1] : f->gshard + f->at[g + 1];
+  int k = f->in_bwd ? (f->ring ^= 1) : 0;
+  float *dst = f->in_bwd ? f->gring[k] : f->gshard + f->at[g + 1];
+  if (f->ring_ev[k]) {   /* ov: the update two groups back has read it */
+    TRY(eng_event_wait(f->cv, f->ring_ev[k]));
+    f->ring_ev[k] = NULL;
+  }
   comm_req *q;
   TRY(comm_reduce_scatter(f->c, src, dst, f->chunk[g + 1], COMM_F32,
                           COMM_AVG, want_req(f, &q)));
   TRY(keep_req(f, q));
-  /* in backward: the group's update right behind its reduce-scatter, on
-   * the communicator's stream (so after it, and before the next
-   * reduce-scatter into the same buffer); its weights are read no more in
-   * this step (the hook fires after the group's last use) */
+  /* in backward: the group's update right behind its reduce-scatter: on
+   * GPUs on the side stream after it (the next reduce-scatter into the
+   * same buffer waits for the update), else where the reduce-scatter ran;
+   * its weights are read no more in this step (the hook fires after the
+   * group's last use) */
   f->info.scatter_bytes +=
       (double)(f->W - 1) * (double)f->chunk[g + 1] * sizeof(float);
   if (f->cv) {   /* the slot is free once the reduce-scatter has read it */
@@ -279,7 +298,16 @@ static int grad_hook(int v, void *arg) {
     TRY(model_hold_slot(f->m, g, ev));
   }
   if (f->in_bwd) {
-    TRY(update(f, f->cv ? f->cv : f->e, g, dst, f->step + 1));
+    engine *ue = f->cv ? f->cv : f->e;
+    if (f->ov) {
+      eng_event *ev = NULL;
+      TRY(eng_event_record(f->cv, &ev));
+      TRY(eng_event_wait(f->ov, ev));
+      ue = f->ov;
+    }
+    TRY(update(f, ue, g, dst, f->step + 1));
+    if (f->ov) TRY(eng_event_record(f->ov, &f->ring_ev[k]));
+    f->updated[g + 1] = 1;
     /* the window's copy of g is the old weights now: gathered again if a
      * pass needs it before the next step (none is held: the hook fires
      * after the group's last use) */
@@ -350,6 +378,8 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->at = calloc((size_t)G, sizeof *f->at);
   f->left = calloc((size_t)G, sizeof *f->left);
   f->views_in = calloc((size_t)G, sizeof *f->views_in);
+  f->updated = calloc((size_t)G, sizeof *f->updated);
+  CHECK_ALLOC(f->updated, (size_t)G * sizeof *f->updated);
   CHECK_ALLOC(f->numel, (size_t)G * sizeof *f->numel);
   CHECK_ALLOC(f->chunk, (size_t)G * sizeof *f->chunk);
   CHECK_ALLOC(f->at, (size_t)G * sizeof *f->at);
@@ -450,6 +480,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   if (stream) {
     eng_ctx x = {stream, 0, 0};
     TRY(eng_view(e, &x, &f->cv));
+    if (f->in_bwd) TRY(eng_side_view(e, 0, &f->ov));
   }
   TRY(init_shards(f, seed));
   TRY(eng_sync(e));
@@ -461,6 +492,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
 void fsdp_destroy(fsdp *f) {
   if (!f) return;
   if (f->e) eng_sync(f->e);
+  if (f->ov) eng_sync(f->ov);
   for (int i = 0; i < f->nreqs; i++) comm_wait(f->c, f->reqs[i]);
   if (f->m) {
     model_set_weight_hook(f->m, NULL, NULL);
@@ -475,6 +507,8 @@ void fsdp_destroy(fsdp *f) {
                   f->gring[1], f->norm_m, f->norm_v};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) eng_free(f->e, bufs[i]);
+  for (int i = 0; i < 2; i++) eng_event_free(f->ov, f->ring_ev[i]);
+  engine_destroy(f->ov);
   engine_destroy(f->cv);
   fsdp_tl *t = &f->tl;
   dp_event_destroy(&t->t0);
@@ -498,6 +532,7 @@ void fsdp_destroy(fsdp *f) {
   free(f->at);
   free(f->left);
   free(f->views_in);
+  free(f->updated);
   free(f);
 }
 
@@ -515,6 +550,14 @@ int fsdp_begin_step(fsdp *f) {
   for (int g = -1; g <= f->L; g++) f->left[g + 1] = f->views_in[g + 1];
   /* the shards the optimizer wrote are what this step gathers */
   if (f->cv) TRY(eng_wait_for(f->cv, f->e));
+  if (f->ov) {   /* every update of the last step, and the ring with them */
+    TRY(eng_wait_for(f->cv, f->ov));
+    for (int i = 0; i < 2; i++) {
+      eng_event_free(f->ov, f->ring_ev[i]);
+      f->ring_ev[i] = NULL;
+    }
+  }
+  for (int g = -1; g <= f->L; g++) f->updated[g + 1] = 0;
   return 0;
 }
 
@@ -533,6 +576,7 @@ int fsdp_finish_gradient_synchronization(fsdp *f) {
                      f->nnorm, COMM_F32, COMM_AVG, want_req(f, &q)));
   TRY(keep_req(f, q));
   if (f->cv) TRY(eng_wait_for(f->e, f->cv));
+  if (f->ov) TRY(eng_wait_for(f->e, f->ov));   /* the updates in backward */
   for (int i = 0; i < f->nreqs; i++) {
     int rc = comm_wait(f->c, f->reqs[i]);
     if (rc < 0) {

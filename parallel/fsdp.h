@@ -71,9 +71,10 @@ typedef struct fsdp_options {
  * 1, at most the layers) + 2 groups (keep_gathered: layers + 2): two slots the size of the
  * largest group (the embedding or the head, with a large vocabulary), the
  * others of the largest layer. in_backward: each group's AdamW runs the moment its
- * reduce-scatter lands (on the communicator's stream, right behind it),
- * so no gradient shard lives through backward: two buffers of a chunk
- * take its place; fsdp_optimizer_step then updates the gains alone. The
+ * reduce-scatter lands (on GPUs on a side stream, so that the gathers
+ * queued behind the reduce-scatter do not wait for it; the next
+ * reduce-scatter into its buffer does), so no gradient shard lives
+ * through backward: two buffers of a chunk take its place; fsdp_optimizer_step then updates the gains alone. The
  * same weights as after backward (AdamW is elementwise). */
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
                 const adamw_config *o, const fsdp_options *fo);
