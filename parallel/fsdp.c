@@ -41,10 +41,12 @@ struct fsdp {
   engine *e;            /* the model's */
   engine *cv;           /* a view of e on the communicator's stream; NULL
                            on the CPU (collectives complete where issued) */
-  engine *ov;           /* in backward, on GPUs: a side view of e the
-                           updates run on, so that the gathers behind them
-                           on the communicator's stream do not queue behind
-                           them; NULL otherwise */
+  engine *ov;           /* in backward: a side view of e the updates run
+                           on, so that the gathers queued behind them on
+                           the communicator's stream do not wait for them
+                           (on the CPU a view whose calls are done when
+                           they return: the same bookkeeping); NULL after
+                           backward */
   int W, r, L;
   dtype lt;
   adamw_config opt;
@@ -82,6 +84,10 @@ struct fsdp {
   fsdp_info info;
 };
 
+/* Where the collectives are queued: the communicator's stream, or on the
+ * CPU the model's engine (they complete where issued). */
+static engine *ce(const fsdp *f) { return f->cv ? f->cv : f->e; }
+
 static int gsize(const fsdp *f, int g) {   /* bytes of an element gathered */
   return g < 0 ? (int)sizeof(float) : (int)dtype_size(f->lt);
 }
@@ -109,7 +115,7 @@ static int gather_src(fsdp *f, int g, void *buf, const void **src) {
   }
   size_t k = f->chunk[g + 1];
   void *own = (char *)buf + (size_t)f->r * k * (size_t)gsize(f, g);
-  TRY(k_cast(f->cv ? f->cv : f->e, chunk, DT_F32, own, f->lt, k));
+  TRY(k_cast(ce(f), chunk, DT_F32, own, f->lt, k));
   *src = own;
   return 0;
 }
@@ -141,7 +147,7 @@ static int gather(fsdp *f, int s, int g) {
   }
   /* a gather nobody waited for (its group was dropped unused): done
    * before this one on the same stream, so its event can go */
-  eng_event_free(f->cv ? f->cv : f->e, x->ready_ev);
+  eng_event_free(ce(f), x->ready_ev);
   x->ready_ev = NULL;
   x->group = g;
   fsdp_tl *t = &f->tl;
@@ -153,7 +159,7 @@ static int gather(fsdp *f, int s, int g) {
   }
   /* its shard updated this step on the side stream (a pass that needs a
    * group again after its update: none in the model's own order) */
-  if (f->ov && f->updated[g + 1]) TRY(eng_wait_for(f->cv, f->ov));
+  if (f->ov && f->updated[g + 1]) TRY(eng_wait_for(ce(f), f->ov));
   const void *src;
   TRY(gather_src(f, g, x->buf, &src));
   comm_req *q;
@@ -278,7 +284,7 @@ static int grad_hook(int v, void *arg) {
   int k = f->in_bwd ? (f->ring ^= 1) : 0;
   float *dst = f->in_bwd ? f->gring[k] : f->gshard + f->at[g + 1];
   if (f->ring_ev[k]) {   /* ov: the update two groups back has read it */
-    TRY(eng_event_wait(f->cv, f->ring_ev[k]));
+    TRY(eng_event_wait(ce(f), f->ring_ev[k]));
     f->ring_ev[k] = NULL;
   }
   comm_req *q;
@@ -298,15 +304,11 @@ static int grad_hook(int v, void *arg) {
     TRY(model_hold_slot(f->m, g, ev));
   }
   if (f->in_bwd) {
-    engine *ue = f->cv ? f->cv : f->e;
-    if (f->ov) {
-      eng_event *ev = NULL;
-      TRY(eng_event_record(f->cv, &ev));
-      TRY(eng_event_wait(f->ov, ev));
-      ue = f->ov;
-    }
-    TRY(update(f, ue, g, dst, f->step + 1));
-    if (f->ov) TRY(eng_event_record(f->ov, &f->ring_ev[k]));
+    eng_event *ev = NULL;
+    TRY(eng_event_record(ce(f), &ev));
+    TRY(eng_event_wait(f->ov, ev));
+    TRY(update(f, f->ov, g, dst, f->step + 1));
+    TRY(eng_event_record(f->ov, &f->ring_ev[k]));
     f->updated[g + 1] = 1;
     /* the window's copy of g is the old weights now: gathered again if a
      * pass needs it before the next step (none is held: the hook fires
@@ -480,8 +482,8 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   if (stream) {
     eng_ctx x = {stream, 0, 0};
     TRY(eng_view(e, &x, &f->cv));
-    if (f->in_bwd) TRY(eng_side_view(e, 0, &f->ov));
   }
+  if (f->in_bwd) TRY(eng_side_view(e, 0, &f->ov));
   TRY(init_shards(f, seed));
   TRY(eng_sync(e));
   model_set_weight_hook(m, weight_hook, f);
@@ -500,7 +502,7 @@ void fsdp_destroy(fsdp *f) {
   }
   for (int s = 0; f->slot && s < f->nslots; s++) {
     eng_event_free(f->e, f->slot[s].free_ev);
-    eng_event_free(f->cv ? f->cv : f->e, f->slot[s].ready_ev);
+    eng_event_free(ce(f), f->slot[s].ready_ev);
     if (f->slot[s].buf) eng_free(f->e, f->slot[s].buf);
   }
   void *bufs[] = {f->master, f->adam_m, f->adam_v, f->gshard, f->gring[0],
@@ -551,7 +553,7 @@ int fsdp_begin_step(fsdp *f) {
   /* the shards the optimizer wrote are what this step gathers */
   if (f->cv) TRY(eng_wait_for(f->cv, f->e));
   if (f->ov) {   /* every update of the last step, and the ring with them */
-    TRY(eng_wait_for(f->cv, f->ov));
+    TRY(eng_wait_for(ce(f), f->ov));
     for (int i = 0; i < 2; i++) {
       eng_event_free(f->ov, f->ring_ev[i]);
       f->ring_ev[i] = NULL;
