@@ -55,7 +55,7 @@
 typedef struct fsdp fsdp;
 
 typedef struct fsdp_options {
-  /* each group's AdamW right behind its reduce-scatter (below) */
+  /* each group's AdamW as soon as its reduce-scatter lands (below) */
   int in_backward;
   /* FSDP2's reshard_after_forward = False: forward's gathered groups stay
    * in the window until backward's last use of each, so every group is

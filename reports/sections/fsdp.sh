@@ -43,8 +43,9 @@ its AdamW moments, and no bf16 copy; the norms' gains stay whole.
   group, one gather each, with `reshard_after_forward = false`.
 - **Gradients**: a group's gradient slot is reduce-scattered (averaged)
   as backward finishes it; the gains' are all-reduced after backward;
-  AdamW updates each rank's chunks (`in_backward`: behind each
-  reduce-scatter).
+  AdamW updates each rank's chunks (`in_backward`: as each
+  reduce-scatter lands, on a side stream, so the gathers queued behind
+  the reduce-scatter do not wait for the update).
 - **Mixed precision**: bf16 matrices are gathered in bf16 (each rank
   casts its chunk into its own block of the slot, then the gather runs
   in place: the cast before communication); master weights, gradients
