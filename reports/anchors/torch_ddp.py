@@ -15,6 +15,10 @@ Configurations (--configs), each a full training step:
              the bucket boundaries so that each bucket's all-reduce
              overlaps the rest of backward. torch.optim.AdamW(fused=True).
              torch_lm.py's make_step builds the step, as for its own rows.
+  compiled_cudagraphs  the same under torch.compile(mode="reduce-overhead"):
+             forward and backward replayed as CUDA graphs (between DDP's
+             bucket boundaries), what a user picks when the step is
+             launch-bound, as it is at this shape (256 tokens a GPU)
   eager      the same without torch.compile (for reference)
   fsdp_compiled  FSDP2 instead of DDP (torch.distributed.fsdp.fully_shard
              on each block, then on the whole model: a block's weights
@@ -26,7 +30,8 @@ Configurations (--configs), each a full training step:
              as ours (experiments/fsdp_accounting.cfg). Then compiled, and
              torch.optim.AdamW(fused=True) on the shards. One GPU shards
              over one rank (what our fsdp rows at world size 1 run too).
-  fsdp_eager the same without torch.compile
+  fsdp_eager, fsdp_compiled_cudagraphs  the same without torch.compile,
+             and with mode="reduce-overhead"
   fsdp_keep_compiled, fsdp_keep_eager  the same with
              fully_shard(reshard_after_forward=False): forward's gathered
              weights kept for backward, as our reshard_after_forward = false
@@ -194,12 +199,12 @@ def main():
     a = ap.parse_args()
     for c in a.configs.split(","):
         base, ck, k = c.partition("_ckpt")
-        if base not in ("compiled", "eager", "fsdp_compiled", "fsdp_eager",
-                        "fsdp_keep_compiled", "fsdp_keep_eager") or \
-                (ck and not (k.isdigit() and int(k) > 0)):
-            raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, eager, "
-                             "fsdp_compiled, fsdp_eager, fsdp_keep_compiled "
-                             "or fsdp_keep_eager, each optionally _ckptK (K > 0)")
+        step = base.removeprefix("fsdp_").removeprefix("keep_")
+        if step not in ("compiled", "compiled_cudagraphs", "eager") or \
+                base.startswith("keep_") or (ck and not (k.isdigit() and int(k) > 0)):
+            raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, "
+                             "compiled_cudagraphs or eager, each optionally "
+                             "after fsdp_ or fsdp_keep_ and before _ckptK (K > 0)")
     if a.vocab < 2:
         raise SystemExit(f"torch_ddp.py: --vocab {a.vocab}: at least 2")
     for p in a.precisions.split(","):
