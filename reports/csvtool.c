@@ -15,8 +15,10 @@
  * appends, so a job measured again (a skipped or failed job rerun) leaves
  * its older rows behind, and --latest with the job's settings sees its
  * outcome now.
- * --where col=value or col!=value (repeatable; all must hold). Values that
- * both read as numbers compare as numbers, so size_mib=1 matches "1.0".
+ * --where col=value or col!=value (repeatable; all must hold); value may
+ * list alternatives, a|b: col=a|b holds for either, col!=a|b for neither
+ * (no cell of ours holds a '|'). Values that both read as numbers compare
+ * as numbers, so size_mib=1 matches "1.0".
  * --sort a,-b: stable, numbers before text, numeric when both cells are
  * numbers; a leading '-' sorts that key descending.
  * --fmt col=FMT: a printf conversion for doubles (%.3f, %.1f%%, %g) applied
@@ -64,7 +66,7 @@ static void usage(const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr,
           "\nusage: csvtool check FILE\n"
-          "       csvtool count FILE [--where C=V|C!=V ...]\n"
+          "       csvtool count FILE [--where C=V|C!=V ...] (V: one value or V1|V2..)\n"
           "       csvtool table FILE --cols A,B [--head \"H1,H2\"] [--where ...]"
           " [--sort A,-B] [--fmt C=FMT ...]\n"
           "       csvtool select FILE [--cols A,B] [--where ...] [--sort ...]"
@@ -126,6 +128,21 @@ static int cells_equal(const char *a, const char *b) {
   double x, y;
   if (strcmp(a, b) == 0) return 1;
   return as_number(a, &x) && as_number(b, &y) && x == y;
+}
+
+/* cell equals one of the '|'-separated alternatives of value */
+static int cell_in(const char *cell, const char *value) {
+  for (;;) {
+    const char *bar = strchr(value, '|');
+    size_t len = bar ? (size_t)(bar - value) : strlen(value);
+    char alt[256];
+    if (len >= sizeof alt) usage("--where value \"%.40s...\" is too long", value);
+    memcpy(alt, value, len);
+    alt[len] = 0;
+    if (cells_equal(cell, alt)) return 1;
+    if (!bar) return 0;
+    value = bar + 1;
+  }
 }
 
 /* ---- options ------------------------------------------------------------ */
@@ -326,7 +343,7 @@ static size_t *pick_rows(const csv_table *t, const opts *o, size_t *n) {
   for (size_t i = 0; i < t->nrows; i++) {
     int ok = !lc || !superseded(t, i, lc, nl);
     for (int k = 0; k < o->nwhere && ok; k++)
-      ok = cells_equal(t->rows[i][w[k].col], w[k].value) != w[k].negate;
+      ok = cell_in(t->rows[i][w[k].col], w[k].value) != w[k].negate;
     if (ok) idx[(*n)++] = i;
   }
   sort_table = t;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # csvtool, the report scripts' only reader of result CSVs: numeric
-# --where (1 matches 1.0), quoted cells with commas, --latest keeping the
+# --where (1 matches 1.0) and its alternatives (a|b), quoted cells with commas, --latest keeping the
 # last row of a job measured again (a skipped job rerun), select's
 # filtered copy of a whole file, value's
 # aggregates, format and default, table's headers, alignment, order and
@@ -16,6 +16,10 @@ printf '%s\n' 'size,ms,status,message' '1.0,5,skipped,"needs 1 GPU, this machine
   '2,7,failed,oom' '1,4,ok,' '3,9,skipped,no' > "$f"
 check "count with a numeric --where: size=1 matches 1.0" [ "$("$ct" count "$f" --where size=1)" = 2 ]
 check "count of rows not ok: 3" [ "$("$ct" count "$f" --where status!=ok)" = 3 ]
+check "--where alternatives: status=ok|failed holds for 2 rows, status!=ok|failed for 2" \
+  [ "$("$ct" count "$f" --where 'status=ok|failed') $("$ct" count "$f" --where 'status!=ok|failed')" = "2 2" ]
+check "--where alternatives compare numbers as numbers: size=3|1 matches 1.0" \
+  [ "$("$ct" count "$f" --where 'size=3|1')" = 3 ]
 check "--latest size: the skipped 1.0 row, measured again, no longer counts" \
   [ "$("$ct" count "$f" --where status!=ok --latest size)" = 2 ]
 check "--latest keeps file order and the later row" \

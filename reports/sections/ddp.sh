@@ -136,7 +136,7 @@ pt_ok=0
 if [ -f "$ANCHORS/torch_ddp.csv" ]; then
   on_gpu "$own"
   pt_new=$(anchor_rows torch_ddp)
-  pt_w="--where status=ok --where config=compiled"
+  pt_w="--where status=ok --where config=compiled|compiled_cudagraphs"
   for c in size context rank_batch; do
     pt_w="$pt_w --where $c=$(tool value "$own" --agg first --where status=ok --col $c)"
   done
@@ -152,7 +152,7 @@ if [ -f "$ANCHORS/torch_ddp.csv" ]; then
     pt() { tool value "$pt_csv" --sort step_ms_mean --agg first --default "" $pt_w --where precision="$1" --where world_size="$2" --col step_ms_mean --fmt %.1f; }
     pt_peak() { tool value "$pt_csv" --agg "$1" --default "" $pt_w --where world_size=2 --col peak_gib --fmt %.1f; }
     pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --where world_size=2 --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
-    pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm)"
+    pt_name="PyTorch DDP + torch.compile + fused AdamW (the fastest of bucket_cap_mb $pt_bm, with or without CUDA graphs)"
     pt_src="reports/anchors/torch_ddp.csv, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
     pt_ok=1
   fi

@@ -162,7 +162,7 @@ if [ -n "$fw" ]; then
   fms=$(fv step_ms_median) fmib=$(fv engine_peak_mib) fgpu=$(fv gpu_name)
   num fms "$fms"; num fmib "$fmib"
   fa=$(for_gpu torch_ddp "$fgpu")
-  pv() { val "$fa" "$1" --where config=fsdp_compiled --where precision=bf16 --where world_size="$fw" --where size=xl --where context=128 --sort step_ms_median; }
+  pv() { val "$fa" "$1" --where 'config=fsdp_compiled|fsdp_compiled_cudagraphs' --where precision=bf16 --where world_size="$fw" --where size=xl --where context=128 --sort step_ms_median; }
   pfms=$(pv step_ms_median) pfgib=$(pv peak_gib)
   step_row "FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)" \
     "$fgpu" "$fms" "$fmib" "FSDP2 + torch.compile + fused AdamW" "$pfms" "$pfgib" \
@@ -274,7 +274,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
   # the scripted anchor on our GPU (its fastest bucket size), as the DDP
   # section reads it; else the copied ddp_pytorch_compiled.csv
   p16=$(val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
-          --where config=compiled --where world_size=2 --where precision=bf16 --where size=xl \
+          --where 'config=compiled|compiled_cudagraphs' --where world_size=2 --where precision=bf16 --where size=xl \
           --where context=128 --where rank_batch=2)
   pm=$dg
   if [ -z "$p16" ]; then
