@@ -127,7 +127,7 @@ TEXT
       g2=$(tool count "$pt" --where config=fsdp_compiled_cudagraphs --where world_size=2 \
         --where size=xl --where context=128 --where rank_batch=2)
       if [ "$g2" -eq 0 ]; then
-        echo "Not yet measured: FSDP2 with CUDA graphs on 2 GPUs (\`--configs"
+        echo "FSDP2 with CUDA graphs is not yet measured on 2 GPUs (\`--configs"
         echo "fsdp_compiled_cudagraphs --world-sizes 2\`)."
         todo "PyTorch's FSDP2 with CUDA graphs on 2 x $GPU_KIND (reports/anchors/torch_ddp.py)"
       fi
