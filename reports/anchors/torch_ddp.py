@@ -52,7 +52,8 @@ Timing (the anchors' method, shared/anchors/README.md): random token ids
 (each rank its own), 5 warm-up steps, then --steps timed steps, each
 between torch.cuda.synchronize() calls on every rank; a step's time is its
 slowest rank's. The row gives the median and the mean over the timed
-steps. Peak: torch.cuda.max_memory_allocated over the timed steps, the
+steps. Peak: torch.cuda.max_memory_allocated over the timed steps (with
+CUDA graphs max_memory_reserved: torch_lm.py's reset_peak), the
 largest rank's (GiB = 2^30 bytes). A configuration that runs out of memory
 is a row with status oom; another failure, error (its message printed).
 
@@ -100,7 +101,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from anchor_csv import AnchorCSV
-from torch_lm import LM, SIZES, VOCAB, make_step
+from torch_lm import LM, SIZES, VOCAB, make_step, peak_memory, reset_peak, uses_graphs
 
 SOURCE = "reports/anchors/torch_ddp.py"
 WARMUP = 5
@@ -161,8 +162,9 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     for _ in range(WARMUP):
         step(ids, tgt)
     sync(dev)
+    graphs = uses_graphs(config)
     if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
+        reset_peak(dev, graphs)
     times = []
     for _ in range(a.steps):
         sync(dev)
@@ -175,7 +177,7 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     peak = None
     if dev.type == "cuda":
-        p = torch.tensor([torch.cuda.max_memory_allocated(dev) / 2**30],
+        p = torch.tensor([peak_memory(dev, graphs)],
                          dtype=torch.float64, device=dev)
         dist.all_reduce(p, op=dist.ReduceOp.MAX, group=group)
         peak = p.item()
