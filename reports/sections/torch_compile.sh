@@ -331,8 +331,7 @@ for sp in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
     if [ -z "$lowp" ] || is_true "$pk < $lowp"; then lowp=$pk; fi
   done
   [ -n "$best" ] || continue
-  r=$(calc %.2f "$best / $ptt")
-  if is_true "$r < 1"; then rw="x $(calc %.2f "$ptt / $best") faster"; else rw="x $(calc %.2f "$best / $ptt") slower"; fi
+  rw=$(verdict "$best" "$ptt")
   mem=""
   if [ -n "$ptp" ]; then
     nmem=$((nmem + 1))
