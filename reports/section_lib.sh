@@ -187,7 +187,7 @@ pt_compiled() {
   [ -f "$1" ] || return 0
   tool value "$1" --sort step_ms_median --agg first --default "" --where status=ok \
     --where size="$2" --where context="$3" --where precision="$4" \
-    --where config!=eager --where config!=compiled_inbwd --col "$5"
+    --where 'config=compiled|compiled_cudagraphs' --col "$5"
 }
 
 # An lm row's message ("ms per step by kernel family: matmul 58.196;
