@@ -42,10 +42,11 @@ lost() {
   losses="${losses:+$losses|}$3"
 }
 
-# step_row WHAT GPU MS MIB THEIRS THEIR_MS THEIR_GIB SCRIPT LOSS: a row of
-# a step's time and peak against an anchor's (THEIRS, measured by
+# step_row WHAT GPU MS MIB THEIRS THEIR_MS THEIR_GIB SCRIPT LOSS [NOTE]: a
+# row of a step's time and peak against an anchor's (THEIRS, measured by
 # reports/anchors/SCRIPT; "not yet measured" when THEIR_MS or THEIR_GIB
-# is empty), its losses noted as "on LOSS" and "on LOSS's memory".
+# is empty), its losses noted as "on LOSS" and "on LOSS's memory"; NOTE
+# ends the anchor's cell.
 step_row() {
   _sw=$1 _sg=$2 _sm=$3 _sb=$4 _tn=$5 _tm=$6 _tb=$7
   _so="$(calc '%.1f' "$_sm") ms, $(calc '%.1f' "$_sb / 1024") GiB"
@@ -56,7 +57,7 @@ step_row() {
   num "$_tn ms" "$_tm"; num "$_tn GiB" "$_tb"
   if is_true "$_sb / 1024 <= $_tb"; then _sx="ours the smaller"
   else _sx="**we use $(calc '%.2f' "$_sb / 1024 / $_tb")x the memory**"; fi
-  echo "| $_sw | $(kind "$_sg") | $_so | $_tn $(calc '%.1f' "$_tm") ms, $(calc '%.1f' "$_tb") GiB: $(verdict "$_sm" "$_tm"), $_sx |"
+  echo "| $_sw | $(kind "$_sg") | $_so | $_tn $(calc '%.1f' "$_tm") ms, $(calc '%.1f' "$_tb") GiB: $(verdict "$_sm" "$_tm"), $_sx${10:+; ${10}} |"
   lost "$_sm" "$_tm" "on $9"
   lost "$_sb / 1024" "$_tb" "on $9's memory"
 }
@@ -164,9 +165,14 @@ if [ -n "$fw" ]; then
   fa=$(for_gpu torch_ddp "$fgpu")
   pv() { val "$fa" "$1" --where 'config=fsdp_compiled|fsdp_compiled_cudagraphs' --where precision=bf16 --where world_size="$fw" --where size=xl --where context=128 --sort step_ms_median; }
   pfms=$(pv step_ms_median) pfgib=$(pv peak_gib)
+  # PyTorch unsharded with CUDA graphs on one GPU: how much of FSDP2's
+  # time is its host cost (2026.2)
+  ug=$(val "$fa" step_ms_median --where config=compiled_cudagraphs --where precision=bf16 \
+    --where world_size=1 --where size=xl --where context=128 --where rank_batch=2 --sort step_ms_median)
   step_row "FSDP, xl, context 128, 2 sequences a GPU, bf16, $fw GPU$( [ "$fw" = 1 ] || echo s) (2026.2)" \
     "$fgpu" "$fms" "$fmib" "FSDP2 + torch.compile + fused AdamW" "$pfms" "$pfgib" \
-    torch_ddp.py "the FSDP step"
+    torch_ddp.py "the FSDP step" \
+    "${ug:+FSDP2 is host-bound here: unsharded with CUDA graphs, one GPU, $(calc '%.1f' "$ug") ms}"
   # AdamW in backward at that world size, against the same PyTorch row
   iv() { val "$fck" "$1" --where precision=bf16 --where optimizer=in_backward --where world_size="$fw" --sort -utc; }
   ims=$(iv step_ms_median) imib=$(iv engine_peak_mib)
