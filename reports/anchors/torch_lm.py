@@ -210,10 +210,10 @@ def peak_memory(dev, graphs):
     return f(dev) / 2**30
 
 
-def timed(run, steps, graphs):
+def timed(run, steps, graphs=False):
     """5 warm-up calls of run(), then `steps` timed ones, each between two
     torch.cuda.synchronize(): the times (ms) and the peak over the timed
-    calls (GiB; graphs: reset_peak)."""
+    calls (GiB; graphs, run() replays CUDA graphs: reset_peak)."""
     dev = torch.cuda.current_device()
     for _ in range(5):
         run()
