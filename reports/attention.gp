@@ -8,11 +8,12 @@
 # IN.csv: `csvtool select` of flash_benchmarking's ok rows with the columns
 # precision, impl, d_head, seq, fwd_bwd_tflops, sorted by precision, impl,
 # d_head, seq (each series one run of rows). ANCHOR.csv: d_head, seq,
-# fwd_bwd_tflops of PyTorch (one point per head dim at most), drawn as a
-# black ring in the panel of its head dim. OURS16.csv: the same columns for
-# our FlashAttention-2 at the anchor's 16-head shape (flash_leaderboard),
-# drawn as a red disc of the same size (filling the ring where the two
-# agree). GPU: the rows' GPU kind, for the title. FLOPs: forward
+# heads, fwd_bwd_tflops of PyTorch (a row per shape, sorted by heads,
+# d_head and seq: a NaN between two rows would break the line), each drawn as a black ring in the panel of its head dim, the
+# one-head rings joined by a dashed black line. OURS16.csv: d_head, seq,
+# fwd_bwd_tflops of our FlashAttention-2 at the anchor's 16-head shape
+# (flash_leaderboard), drawn as a red disc of the ring's size (filling the
+# ring where the two agree). GPU: the rows' GPU kind, for the title. FLOPs: forward
 # 4 T^2 d, backward 10 T^2 d per head, causal half (jobs/attention.c, the
 # anchor's convention too). The legend lists only what has rows.
 #
@@ -83,6 +84,9 @@ do for [i=1:4] {
        (n_ours16 > 0 ? ours16 : in) \
          using (n_ours16 > 0 && column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
          with circles lc rgb "#d62728" fs solid 1.0 noborder, \
+       (n_anchor > 0 ? anchor : in) \
+         using (n_anchor > 0 && column("d_head") == d + 0 && column("heads") == 1 ? column("seq") : NaN):"fwd_bwd_tflops" \
+         with lines lw 1.5 dt 2 lc rgb "#000000", \
        (n_anchor > 0 ? anchor : in) \
          using (n_anchor > 0 && column("d_head") == d + 0 ? column("seq") : NaN):"fwd_bwd_tflops" \
          with circles lw 2 lc rgb "#000000" fs empty
