@@ -74,7 +74,9 @@ torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
 (\`mode="reduce-overhead"\`), whichever is faster at that shape where both
 were measured; \`compiled_inbwd\` the same in default mode, stepped per
 parameter from register_post_accumulate_grad_hook. $mfu_words Step in ms, peak in GiB (our allocator; PyTorch's
-max_memory_allocated).
+max_memory_allocated, with CUDA graphs max_memory_reserved: a replay's
+intermediates live in the graphs' pool, which the allocator never counts
+as allocated).
 
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
