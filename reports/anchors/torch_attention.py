@@ -18,6 +18,9 @@ unsupported; any other failure, error (its message printed).
 
     python3 reports/anchors/torch_attention.py OUT.csv --shapes B,H,T,D[;...]
         [--precisions bf16] [--causal 1] [--impls sdpa,sdpa_cudnn,...]
+        [--resume]
+
+--resume skips what OUT.csv already answers on this GPU (anchor_csv.py).
 
 Appends rows with columns: source, gpu, impl, batch, heads, seq, d_head,
 precision, causal, status, fwd_ms, bwd_ms, fwd_bwd_ms, fwd_bwd_tflops,
@@ -85,6 +88,8 @@ def main():
     ap.add_argument("--precisions", default="bf16")
     ap.add_argument("--causal", type=int, default=1)
     ap.add_argument("--impls", default="sdpa,sdpa_cudnn,sdpa_flash,materialized")
+    ap.add_argument("--resume", action="store_true",
+                    help="skip what OUT.csv already answers on this GPU")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
     # The backward is timed alone with retain_graph, which compiled
@@ -100,6 +105,10 @@ def main():
             b, h, t, d = map(int, shape.split(","))
             for prec in a.precisions.split(","):
                 for impl in a.impls.split(","):
+                    if a.resume and out.answers(gpu=gpu, impl=impl, batch=b, heads=h, seq=t,
+                                                d_head=d, precision=prec,
+                                                causal=str(causal).lower()):
+                        continue
                     status, cols = "ok", ["", "", "", ""]
                     try:
                         fwd, bwd, fb = measure(impl, b, h, t, d, DT[prec], causal)

@@ -64,10 +64,11 @@ On the 2-GPU machine (NCCL_NVLS_ENABLE=0: NVLink multicast stays off):
 
 with [--sizes xl] [--contexts 128] [--rank-batch 2]
 [--precisions fp32,bf16] [--configs compiled] [--buckets 25,250,1000]
-[--world-sizes 1,2] [--steps 10] [--vocab 10000]. Each configuration compiles for about
+[--world-sizes 1,2] [--steps 10] [--vocab 10000] [--resume]. Each configuration compiles for about
 100 s on an H100. Every row is appended as it is measured,
 so a sweep can be split over several launches (one --precisions or
---world-sizes each). A dry run without GPUs (gloo, fp32, a small model
+--world-sizes each); --resume skips what OUT.csv already answers on this
+GPU (anchor_csv.py), so a launch cut short goes on where it stopped. A dry run without GPUs (gloo, fp32, a small model
 given as D/F/L/H):
 
     torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py \\
@@ -196,6 +197,8 @@ def main():
     ap.add_argument("--world-sizes", default="1,2")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--vocab", type=int, default=VOCAB)
+    ap.add_argument("--resume", action="store_true",
+                    help="skip what OUT.csv already answers on this GPU")
     ap.add_argument("--cpu", action="store_true",
                     help="gloo on the CPU: a dry run of the script, not an anchor")
     a = ap.parse_args()
@@ -250,6 +253,14 @@ def main():
                     continue
                 done_one.add((w, size, ctx, prec, config))
                 bucket = 0.0
+            if a.resume:   # rank 0 reads the file; every rank skips with it
+                skip = torch.tensor([int(out is not None and out.answers(
+                    gpu=gpu, world_size=w, size=size, vocab=a.vocab, context=ctx,
+                    rank_batch=a.rank_batch, precision=prec, config=config,
+                    bucket_mb=f"{bucket:g}"))], device=dev)
+                dist.broadcast(skip, 0)
+                if skip.item():
+                    continue
             status, cols = "ok", ["", "", ""]
             if rank < w:
                 try:

@@ -32,7 +32,11 @@ A configuration that runs out of memory is a row with status oom.
     python3 reports/anchors/torch_lm.py OUT.csv [--sizes 2.7B,small]
         [--contexts 512] [--batch 4] [--precisions bf16,fp32]
         [--configs eager,compiled,compiled_cudagraphs,compiled_inbwd]
-        [--steps 10]
+        [--steps 10] [--resume]
+
+--resume skips each configuration OUT.csv already answers on this GPU
+(an ok, oom or unsupported row), so a sweep cut short by a time limit
+goes on where it stopped.
 
 Appends one row per (size, context, precision, config) to OUT.csv, header
 written if new; columns: source, gpu, size, context, batch, precision,
@@ -250,6 +254,8 @@ def main():
     ap.add_argument("--configs",
                     default="eager,compiled,compiled_cudagraphs,compiled_inbwd")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--resume", action="store_true",
+                    help="skip what OUT.csv already answers on this GPU")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32
     torch.backends.cudnn.allow_tf32 = False
@@ -262,6 +268,10 @@ def main():
             for ctx in map(int, a.contexts.split(",")):
                 for prec in a.precisions.split(","):
                     for config in a.configs.split(","):
+                        if a.resume and out.answers(gpu=gpu, size=size, context=ctx,
+                                                    batch=a.batch, precision=prec,
+                                                    config=config):
+                            continue
                         status, med, mean, peak = "ok", "", "", ""
                         try:
                             times, gib = measure(size, ctx, a.batch, prec, config, a.steps)
