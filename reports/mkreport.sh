@@ -216,7 +216,7 @@ render() { # DIR NUM NAME SCRIPTS TESTS
     test_says "$t" > /dev/null || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
     names="$names${names:+, }\`tests/$t\`"
   done
-  echo "**Checked by** $names (\`make check\`; appendix C says what each checks)."
+  echo "**Checked by** $names (\`make check\`; see appendix C)."
   echo
 }
 nproc=$(getconf _NPROCESSORS_ONLN 2> /dev/null) || nproc=2

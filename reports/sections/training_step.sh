@@ -65,9 +65,8 @@ larger (2.7B, bf16, context 512: <= 95 ms and <= 50 GiB). One
 training step on the fastest path (fused, FlashAttention-2, CUDA graphs
 for forward), batch $batch, on $gpu, with AdamW after backward against AdamW
 in backward (\`optimizer = "in_backward"\`: each tensor's update queued on a
-low-priority stream once its gradient is final, each layer's gradients,
-and the head's and embedding's, in one of two layer-sized slots instead of
-a full gradient buffer). Both give
+low-priority stream once its gradient is final, gradients in two
+layer-sized slots, not a full buffer). Both give
 the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
 PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
 torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
