@@ -698,16 +698,16 @@ EOF
     cf1=$(one "$ce" fp32 step_ms_mean "$cf"); ch1=$(one "$ce" bf16 step_ms_mean "$ch")
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$cf2" "$ch2" "$cf1" "$ch1" "$tf2" "$th2" "$tf1" "$th1"; do num "an appendix figure" "$x"; done
-    if is_true "$cf1 > $tf1"; then
-      one_gpu="on one GPU PyTorch is faster in fp32 ($tf1 against our $(f1 "$cf1") ms)"
-    else
-      one_gpu="on one GPU we are faster in fp32 too ($(f1 "$cf1") against $tf1 ms)"
-    fi
-    if is_true "$ch1 > $th1"; then
-      one_gpu="$one_gpu and PyTorch in bf16 ($th1 against $(f1 "$ch1") ms)"
-    else
-      one_gpu="$one_gpu and we are in bf16 ($(f1 "$ch1") against $th1 ms)"
-    fi
+    # who is faster on one GPU, per precision: "PyTorch is faster in fp32 (a
+    # against our b ms)" or "we are faster in fp32 (b against a ms)"
+    faster1() {
+      if is_true "$2 > $3"; then
+        echo "PyTorch is faster in $1 ($3 against our $(f1 "$2") ms)"
+      else
+        echo "we are faster in $1 ($(f1 "$2") against $3 ms)"
+      fi
+    }
+    one_gpu="on one GPU $(faster1 fp32 "$cf1" "$tf1"), and $(faster1 bf16 "$ch1" "$th1")"
     pk=$(two "$ce" fp32 engine_peak_mib "$cf"); pk0=$(two "$csv" fp32 engine_peak_mib "$(best_bucket fp32)")
     pmin=$(pt_peak min)
     pmax=$(pt_peak max)

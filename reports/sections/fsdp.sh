@@ -91,6 +91,7 @@ TEXT
         if [ -z "$t" ]; then
           lines="$lines| $w | $p | $(f1 "$o") ms, $(gib "$(v engine_peak_mib "$p" "$w")") GiB | not yet measured on the $GPU_KIND | |
 "
+          todo "PyTorch's FSDP2 in $p on $w x $GPU_KIND (reports/anchors/torch_ddp.py \`--configs fsdp_compiled --precisions $p --world-sizes $w\`)"
           continue
         fi
         num "step" "$o"; num "PyTorch step" "$t"
@@ -117,11 +118,14 @@ TEXT
       --where size=xl --where context=128 --where rank_batch=2 --where world_size=1 \
       --where precision=bf16 --sort step_ms_median --agg first --default ''; }
     uc=$(u compiled) ug=$(u compiled_cudagraphs) fg=$(u fsdp_compiled_cudagraphs)
+    fg2=$(tool value "$pt" --col step_ms_median --where status=ok \
+      --where config=fsdp_compiled_cudagraphs --where size=xl --where context=128 \
+      --where rank_batch=2 --where world_size=2 --where precision=bf16 --agg first --default '')
     ours1=$(v step_ms_median bf16 1)
     if [ -n "$uc" ] && [ -n "$ug" ] && [ -n "$ours1" ]; then
       echo "At 256 tokens a GPU PyTorch's step is host-bound: unsharded on one"
       echo "GPU (bf16) it takes $(f1 "$uc") ms compiled and $(f1 "$ug") ms with CUDA graphs"
-      echo "(\`mode=\"reduce-overhead\"\`), ours $(f1 "$ours1")$([ -z "$fg" ] || printf '; FSDP2 with CUDA graphs takes %s ms' "$(f1 "$fg")")."
+      echo "(\`mode=\"reduce-overhead\"\`), ours $(f1 "$ours1")$([ -z "$fg" ] || printf '; FSDP2 with CUDA graphs takes %s ms' "$(f1 "$fg")")$([ -z "$fg2" ] || printf ' (%s on two)' "$(f1 "$fg2")")."
       echo "The gap is FSDP2's host cost, not the sharding."
       # the 2-GPU comparison above is only as strong as the configurations tried
       g2=$(tool count "$pt" --where config=fsdp_compiled_cudagraphs --where world_size=2 \
