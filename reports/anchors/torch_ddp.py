@@ -36,7 +36,9 @@ Configurations (--configs), each a full training step:
              fully_shard(reshard_after_forward=False): forward's gathered
              weights kept for backward, as our reshard_after_forward = false
   CONFIG_ckptK  any of the above with activation checkpointing, each group
-             of K blocks one torch.utils.checkpoint call, as torch_lm.py's
+             of K blocks one torch.utils.checkpoint call, as torch_lm.py's;
+             under FSDP2 each group is one checkpoint_wrapper, sharded as
+             one unit (shard())
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -123,14 +125,45 @@ def sync(dev):
         torch.cuda.synchronize(dev)
 
 
+class Group(torch.nn.Module):
+    """K consecutive blocks as one module: one FSDP2 unit and one checkpoint."""
+
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(blocks)
+
+    def forward(self, x, c, s):
+        for blk in self.blocks:
+            x = blk(x, c, s)
+        return x
+
+
 def shard(model, group, dev, precision, reshard):
     """FSDP2 over the ranks of `group`: each block, then the root;
-    reshard: drop a block's gathered weights after its forward."""
+    reshard: drop a block's gathered weights after its forward.
+
+    With checkpoints (model.ckpt = K > 0) each group of K blocks becomes one
+    module, wrapped in checkpoint_wrapper and then sharded as one unit (as
+    our fsdp kind gathers a checkpoint group at once). FSDP2 composes with
+    activation checkpointing in that order, the checkpoint inside the
+    sharded unit (as torchtitan applies them); torch.utils.checkpoint
+    called around FSDP2 units (LM.forward's own checkpointing) fails in
+    recompute ("Recomputed values for the following tensors have different
+    metadata than during the forward pass")."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     mesh = DeviceMesh.from_group(group, dev.type)
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if precision == "bf16" else MixedPrecisionPolicy())
+    if model.ckpt:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+            CheckpointImpl, checkpoint_wrapper)
+        k, blocks = model.ckpt, list(model.layers)
+        model.layers = torch.nn.ModuleList(
+            checkpoint_wrapper(Group(blocks[i:i + k]),
+                               checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+            for i in range(0, len(blocks), k))
+        model.ckpt = 0   # LM.forward runs the wrapped groups as its blocks
     for blk in model.layers:
         fully_shard(blk, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
