@@ -279,9 +279,12 @@ for form in ddp_copy_engine zero1_copy_engine; do
   num d32 "$d32"; num d16 "$d16"
   # the scripted anchor on our GPU (its fastest bucket size), as the DDP
   # section reads it; else the copied ddp_pytorch_compiled.csv
-  p16=$(val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
-          --where 'config=compiled|compiled_cudagraphs' --where world_size=2 --where precision=bf16 --where size=xl \
-          --where context=128 --where rank_batch=2)
+  pt2() { # PRECISION: the scripted anchor's fastest 2-GPU step on our GPU
+    val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
+      --where 'config=compiled|compiled_cudagraphs' --where world_size=2 --where precision="$1" \
+      --where size=xl --where context=128 --where rank_batch=2
+  }
+  p16=$(pt2 bf16) p32=$(pt2 fp32)
   pm=$dg
   if [ -z "$p16" ]; then
     p16=$(val "$ddp_anchor" step_ms --where world_size=2 --where precision=bf16 --where size=xl)
@@ -295,6 +298,11 @@ for form in ddp_copy_engine zero1_copy_engine; do
     num p16 "$p16"
     them="PyTorch DDP + torch.compile + fused AdamW, bf16 $(calc '%.1f' "$p16") ms: $(verdict "$d16" "$p16")"
     lost "$d16" "$p16" "on data parallel ($form)"
+    if [ -n "$p32" ] && [ "$pm" = "$dg" ]; then
+      num p32 "$p32"
+      them="PyTorch DDP + torch.compile + fused AdamW, fp32 $(calc '%.1f' "$p32") ms: $(verdict "$d32" "$p32"); bf16 $(calc '%.1f' "$p16") ms: $(verdict "$d16" "$p16")"
+      lost "$d32" "$p32" "on data parallel in fp32 ($form)"
+    fi
   else
     them="PyTorch DDP + torch.compile + fused AdamW: not yet measured on 2 x $(kind "$dg") (reports/anchors/torch_ddp.py)"
   fi
