@@ -89,6 +89,16 @@ v() {
 # two / one FILE PREC COL [BUCKET]: the 2- and 1-GPU values.
 two() { v "$1" "$2" 2 "$3" ${4:+--where bucket_mb="$4"}; }
 one() { v "$1" "$2" 1 "$3" ${4:+--where bucket_mb="$4"}; }
+# faster_one PREC OURS THEIRS: who is faster on one GPU in PREC, ours
+# against PyTorch's step (ms): "PyTorch is 4.1% faster in fp32 (103.4
+# against our 107.6 ms)" or "we are 1.05 x faster in fp32 (...)".
+faster_one() {
+  if is_true "$2 > $3"; then
+    echo "PyTorch is $(calc %.1f "100 * ($2 / $3 - 1)")% faster in $1 ($3 against our $(f1 "$2") ms)"
+  else
+    echo "we are $(calc %.2f "$3 / $2") x faster in $1 ($(f1 "$2") against $3 ms)"
+  fi
+}
 f1() { calc %.1f "$1"; }
 eff() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
 # best_bucket PREC [FILE]: the bucket size with the fastest 2-GPU step.
@@ -504,15 +514,7 @@ EOF
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$tf2" "$th2" "$tf1" "$th1"; do num "a PyTorch anchor" "$x"; done
     of1=$(one "$csv" fp32 step_ms_mean "$bf"); oh1=$(one "$csv" bf16 step_ms_mean "$bh")
-    # who is faster on one GPU, per precision (PREC OURS THEIRS)
-    faster_pct() {
-      if is_true "$2 > $3"; then
-        echo "PyTorch is $(calc %.1f "100 * ($2 / $3 - 1)")% faster in $1 ($3 against our $(f1 "$2") ms)"
-      else
-        echo "we are $(calc %.2f "$3 / $2") x faster in $1 ($(f1 "$2") against $3 ms)"
-      fi
-    }
-    w1="$(faster_pct fp32 "$of1" "$tf1"), and $(faster_pct bf16 "$oh1" "$th1")"
+    w1="$(faster_one fp32 "$of1" "$tf1"), and $(faster_one bf16 "$oh1" "$th1")"
     # our rows' path: the handout's DDP runs op by op with materialised
     # attention, which PyTorch's compiled step outruns on one GPU
     path=$(tool value "$csv" --agg first --where status=ok --col fusion --default '')
@@ -703,16 +705,7 @@ EOF
     cf1=$(one "$ce" fp32 step_ms_mean "$cf"); ch1=$(one "$ce" bf16 step_ms_mean "$ch")
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$cf2" "$ch2" "$cf1" "$ch1" "$tf2" "$th2" "$tf1" "$th1"; do num "an appendix figure" "$x"; done
-    # who is faster on one GPU, per precision: "PyTorch is faster in fp32 (a
-    # against our b ms)" or "we are faster in fp32 (b against a ms)"
-    faster1() {
-      if is_true "$2 > $3"; then
-        echo "PyTorch is faster in $1 ($3 against our $(f1 "$2") ms)"
-      else
-        echo "we are faster in $1 ($(f1 "$2") against $3 ms)"
-      fi
-    }
-    one_gpu="on one GPU $(faster1 fp32 "$cf1" "$tf1"), and $(faster1 bf16 "$ch1" "$th1")"
+    one_gpu="on one GPU $(faster_one fp32 "$cf1" "$tf1"), and $(faster_one bf16 "$ch1" "$th1")"
     pk=$(two "$ce" fp32 engine_peak_mib "$cf"); pk0=$(two "$csv" fp32 engine_peak_mib "$(best_bucket fp32)")
     pmin=$(pt_peak min)
     pmax=$(pt_peak max)
