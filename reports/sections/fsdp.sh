@@ -113,14 +113,14 @@ TEXT
     printf '%s' "$lines"
     echo
     # One GPU, unsharded: what the step costs PyTorch without FSDP2's hooks,
-    # compiled in the default mode and with CUDA graphs.
-    u() { tool value "$pt" --col step_ms_median --where status=ok --where config="$1" \
-      --where size=xl --where context=128 --where rank_batch=2 --where world_size=1 \
-      --where precision=bf16 --sort step_ms_median --agg first --default ''; }
+    # compiled in the default mode and with CUDA graphs; FSDP2 with CUDA
+    # graphs on one GPU and two.
+    u() { # CONFIG [GPUS, default 1]
+      tool value "$pt" --col step_ms_median --where status=ok --where config="$1" \
+        --where size=xl --where context=128 --where rank_batch=2 --where world_size="${2:-1}" \
+        --where precision=bf16 --sort step_ms_median --agg first --default ''; }
     uc=$(u compiled) ug=$(u compiled_cudagraphs) fg=$(u fsdp_compiled_cudagraphs)
-    fg2=$(tool value "$pt" --col step_ms_median --where status=ok \
-      --where config=fsdp_compiled_cudagraphs --where size=xl --where context=128 \
-      --where rank_batch=2 --where world_size=2 --where precision=bf16 --agg first --default '')
+    fg2=$(u fsdp_compiled_cudagraphs 2)
     ours1=$(v step_ms_median bf16 1)
     if [ -n "$uc" ] && [ -n "$ug" ] && [ -n "$ours1" ]; then
       echo "At 256 tokens a GPU PyTorch's step is host-bound: unsharded on one"
