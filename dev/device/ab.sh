@@ -1,0 +1,77 @@
+#!/bin/bash
+# There, after refresh.sh: one experiment from two commits on the same
+# host, BASE against this checkout's HEAD, in the order base, head, base,
+# head, so that a change is judged against its base without another
+# machine's clocks in the difference (two lent H200s ran the same uncut
+# flash kernels 1-3% apart). BASE is a commit id from HEAD's history (the
+# bundle carries no branch names: here, `git rev-parse --short main`); it
+# is built once per machine in a worktree.
+#   BASE=abc1234 EXP=flash_benchmarking ARGS="--only impl=flash --only precision=bf16" \
+#     bash dev/device/ab.sh
+# Rows go to .devres/ab/{base,head}{1,2}/EXP.csv, returned as
+# $OUT/res.tgz. Printed: per job (the keys of the experiment's sweep),
+# each time column's base and head value (the lower of each side's two
+# runs) and head / base, marked "slower" past 1.02 and "faster" under
+# 0.98. COLS (comma-separated) picks the columns; default every column
+# whose name holds "_ms" (but not the standard deviations).
+set -u
+: "${BASE:?BASE: the commit to compare with (a commit id in the history of HEAD)}"
+: "${EXP:?EXP: the experiment to run, by name}"
+wt=/tmp/ab-base
+if [ ! -x "$wt/runner" ] || [ "$(git -C "$wt" rev-parse HEAD)" != "$(git rev-parse "$BASE")" ]; then
+  rm -rf "$wt"
+  git worktree prune
+  git worktree add -q -f --detach "$wt" "$BASE" || exit 1
+  (cd "$wt" && autoreconf -fi && ./configure && make -j"$(nproc)") > /tmp/ab-build.log 2>&1 ||
+    { tail -n 30 /tmp/ab-build.log; exit 1; }
+fi
+echo "base $(git -C "$wt" rev-parse --short HEAD), head $(git rev-parse --short HEAD)"
+git checkout -q -- .   # rows from a copy equal to its commit
+mkdir -p .devres/ab
+for run in 1 2; do
+  for side in base head; do
+    dir=$PWD/.devres/ab/$side$run
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    top=$PWD
+    [ $side = base ] && top=$wt
+    # shellcheck disable=SC2086 # ARGS: words, split on purpose
+    (cd "$top" && ./runner --out-dir "$dir" ${ARGS:-} "experiments/$EXP.cfg") \
+      > "$dir/log" 2>&1
+    echo "$side $run: rc $?, $(($(wc -l < "$dir/$EXP.csv" 2> /dev/null || echo 1) - 1)) rows"
+    tar czf "$OUT/res.tgz" .devres
+  done
+done
+python3 - "$EXP" "${COLS:-}" <<'PY'
+import csv, json, sys
+exp, cols = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
+keys = json.load(open(f".devres/ab/head1/{exp}.json"))["experiment"]["sweep_order"]
+def best(side):
+    out = {}
+    for run in (1, 2):
+        try:
+            rows = list(csv.DictReader(open(f".devres/ab/{side}{run}/{exp}.csv")))
+        except FileNotFoundError:
+            continue
+        for r in rows:
+            if r["status"] != "ok":
+                continue
+            k = tuple(r[c] for c in keys)
+            for c in cols or [c for c in r if "_ms" in c and not c.endswith("_std")]:
+                if r.get(c):
+                    v = float(r[c])
+                    out.setdefault(k, {})[c] = min(v, out.get(k, {}).get(c, v))
+    return out
+b, h = best("base"), best("head")
+worse = better = 0
+for k in sorted(set(b) & set(h), key=lambda k: [float(x) if x.replace(".", "").isdigit() else x for x in k]):
+    cells = []
+    for c in sorted(set(b[k]) & set(h[k])):
+        ratio = h[k][c] / b[k][c] if b[k][c] else float("nan")
+        mark = " slower" if ratio > 1.02 else " faster" if ratio < 0.98 else ""
+        worse += mark == " slower"
+        better += mark == " faster"
+        cells.append(f"{c} {b[k][c]:.4g} -> {h[k][c]:.4g} ({ratio:.3f}{mark})")
+    print(" ".join(f"{n}={v}" for n, v in zip(keys, k)) + ": " + "; ".join(cells))
+print(f"{len(set(b) & set(h))} jobs on both sides; {better} values faster, {worse} slower (2% either way)")
+PY
