@@ -388,6 +388,33 @@ ROW
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
         echo "fused AdamW, reports/anchors/torch_ddp.py; tried: $ptried), its fastest"
         echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
+        # Like for like: each of its configurations against our row with
+        # the same resharding and checkpoint group (fsdp_keep_*: not
+        # resharded; _ckptK: k = K).
+        # shellcheck disable=SC2086
+        tool select "$pt" --cols config,step_ms_median,peak_gib $lw --where status=ok \
+            --sort config | tail -n +2 |
+          while IFS=, read -r c cms cgib; do
+            k=${c##*_ckpt}
+            case $c in *_ckpt*) ;; *) continue ;; esac
+            rs=true
+            case $c in fsdp_keep_*) rs=false ;; esac
+            at() { # COL: our ok row's COL at this resharding and k, or ""
+              tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$k" \
+                --where reshard_after_forward="$rs" --agg first --default ''
+            }
+            oms=$(at step_ms_median) opk=$(at engine_peak_mib)
+            { [ -n "$oms" ] && [ -n "$opk" ]; } || continue
+            num "PyTorch leaderboard step" "$cms"
+            mm="ours the smaller"
+            if is_true "$opk / 1024 > 1.005 * $cgib"; then
+              mm="**we use $(calc %.2f "$opk / 1024 / $cgib")x its memory**"
+            elif is_true "$opk / 1024 > $cgib"; then
+              mm="the same memory within 0.5%"
+            fi
+            echo "Like for like, \`$c\` (resharded: $rs, k = $k): PyTorch $(f1 "$cms") ms,"
+            echo "$(f1 "$cgib") GiB; ours $(f1 "$oms") ms, $(gib "$opk") GiB: $(verdict "$oms" "$cms"); $mm."
+          done
       else
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
         echo "fused AdamW, reports/anchors/torch_ddp.py) did not complete a step: $ptried."
