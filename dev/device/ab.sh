@@ -1,13 +1,15 @@
 #!/bin/bash
-# There, after refresh.sh: one experiment from two commits on the same
+# There, after refresh.sh: experiments from two commits on the same
 # host, BASE against this checkout's HEAD, in the order base, head, base,
 # head, so that a change is judged against its base without another
 # machine's clocks in the difference (two lent H200s ran the same uncut
 # flash kernels 1-3% apart). BASE is a commit id from HEAD's history (the
 # bundle carries no branch names: here, `git rev-parse --short main`); it
 # is built once per machine in a worktree.
-#   BASE=abc1234 EXP=flash_benchmarking ARGS="--only impl=flash --only precision=bf16" \
-#     bash dev/device/ab.sh
+#   BASE=abc1234 EXP="flash_benchmarking flash_multihead" \
+#     ARGS_flash_benchmarking="--only impl=flash --only precision=bf16" bash dev/device/ab.sh
+# EXP: one name or several; each runs with ARGS_<name> if set, else ARGS
+# (runner options: --only takes swept settings only, which differ).
 # Rows go to .devres/ab/{base,head}{1,2}/EXP.csv, returned as
 # $OUT/res.tgz. Printed: per job (the keys of the experiment's sweep),
 # each time column's base and head value (the lower of each side's two
@@ -16,7 +18,7 @@
 # whose name holds "_ms" (but not the standard deviations).
 set -u
 : "${BASE:?BASE: the commit to compare with (a commit id in the history of HEAD)}"
-: "${EXP:?EXP: the experiment to run, by name}"
+: "${EXP:?EXP: the experiments to run, by name}"
 wt=/tmp/ab-base
 if [ ! -x "$wt/runner" ] || [ "$(git -C "$wt" rev-parse HEAD)" != "$(git rev-parse "$BASE")" ]; then
   rm -rf "$wt"
@@ -35,17 +37,25 @@ for run in 1 2; do
     mkdir -p "$dir"
     top=$PWD
     [ $side = base ] && top=$wt
-    # shellcheck disable=SC2086 # ARGS: words, split on purpose
-    (cd "$top" && ./runner --out-dir "$dir" ${ARGS:-} "experiments/$EXP.cfg") \
-      > "$dir/log" 2>&1
-    echo "$side $run: rc $?, $(($(wc -l < "$dir/$EXP.csv" 2> /dev/null || echo 1) - 1)) rows"
+    for e in $EXP; do
+      a=ARGS_$e
+      a=${!a-${ARGS:-}}
+      # shellcheck disable=SC2086 # the options: words, split on purpose
+      (cd "$top" && ./runner --out-dir "$dir" $a "experiments/$e.cfg") \
+        >> "$dir/log" 2>&1
+      echo "$side $run $e: rc $?, $(($(wc -l < "$dir/$e.csv" 2> /dev/null || echo 1) - 1)) rows"
+    done
     tar czf "$OUT/res.tgz" .devres
   done
 done
-python3 - "$EXP" "${COLS:-}" <<'PY'
+for e in $EXP; do
+python3 - "$e" "${COLS:-}" <<'PY'
 import csv, json, sys
 exp, cols = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
-keys = json.load(open(f".devres/ab/head1/{exp}.json"))["experiment"]["sweep_order"]
+try:
+    keys = json.load(open(f".devres/ab/head1/{exp}.json"))["experiment"]["sweep_order"]
+except (OSError, KeyError, ValueError) as err:
+    sys.exit(f"{exp}: no description of the head's first run ({err})")
 def best(side):
     out = {}
     for run in (1, 2):
@@ -72,6 +82,7 @@ for k in sorted(set(b) & set(h), key=lambda k: [float(x) if x.replace(".", "").i
         worse += mark == " slower"
         better += mark == " faster"
         cells.append(f"{c} {b[k][c]:.4g} -> {h[k][c]:.4g} ({ratio:.3f}{mark})")
-    print(" ".join(f"{n}={v}" for n, v in zip(keys, k)) + ": " + "; ".join(cells))
-print(f"{len(set(b) & set(h))} jobs on both sides; {better} values faster, {worse} slower (2% either way)")
+    print(exp + ": " + " ".join(f"{n}={v}" for n, v in zip(keys, k)) + ": " + "; ".join(cells))
+print(f"{exp}: {len(set(b) & set(h))} jobs on both sides; {better} values faster, {worse} slower (2% either way)")
 PY
+done
