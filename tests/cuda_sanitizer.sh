@@ -51,6 +51,10 @@ why() {
 # another they had not finished after seven minutes on an H200, side by
 # side they take about as long as the slowest. They share the visible
 # GPUs; where CUDA_VISIBLE_DEVICES is unset they are dealt round robin.
+# Each run stops at CUDA_SANITIZER_LIMIT seconds (default 1200) and fails
+# as unfinished, and each says when it ends, so a run that hangs or a
+# log cut short still tells which finished and how long they took.
+limit=${CUDA_SANITIZER_LIMIT:-1200}
 tests="test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda"
 # racecheck runs the long tests' --small cases (see the top).
 small_of() {
@@ -76,23 +80,27 @@ for t in $tests; do
     (
       [ "$ngpu" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$((i % ngpu))
       s0=$(date +%s)
-      "$cs" "$@" > "$scratch/$t.$tool" 2>&1
-      echo "$? $(($(date +%s) - s0))" > "$scratch/$t.$tool.rc"
+      timeout -k 10 "$limit" "$cs" "$@" > "$scratch/$t.$tool" 2>&1
+      rc=$?
+      echo "$rc $(($(date +%s) - s0))" > "$scratch/$t.$tool.rc"
+      echo "ended: $tool $t (exit $rc, $(($(date +%s) - s0)) s)"
     ) &
     i=$((i + 1))
   done
 done
 wait
 
+# exit 124 or 137: stopped at the limit
+unfinished() { case $1 in 124 | 137) echo ", unfinished at the ${limit} s limit" ;; esac; }
 for t in $tests; do
   read rc secs < "$scratch/$t.memcheck.rc"
-  check "memcheck $t (exit $rc, ${secs} s)" [ $rc -eq 0 ]
+  check "memcheck $t (exit $rc, ${secs} s$(unfinished "$rc"))" [ $rc -eq 0 ]
   [ $rc -eq 0 ] || why "$scratch/$t.memcheck"
   small=$(small_of $t)
   read rc secs < "$scratch/$t.racecheck.rc"
   ours=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -vc ' at nvjet_')
   theirs=$(grep 'Race reported between' "$scratch/$t.racecheck" | grep -c ' at nvjet_')
-  check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's; ${secs} s)" \
+  check "racecheck $t $small: no hazard in our kernels ($ours; $theirs in cuBLAS's; ${secs} s$(unfinished "$rc"))" \
     race_clean "$ours" "$scratch/$t.racecheck"
   race_clean "$ours" "$scratch/$t.racecheck" || why "$scratch/$t.racecheck"
 done
