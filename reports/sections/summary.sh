@@ -267,14 +267,23 @@ if [ -n "$bw" ] && [ -n "$pbw" ] && same_kind "$mach" "$pmach"; then
 fi
 
 # Data parallel on two GPUs, xl, context 128, two sequences a GPU: our best
-# bucket size of each form (gradients on the copy engines; ZeRO-1).
+# bucket size of each form (gradients on the copy engines; ZeRO-1); the
+# copy-engine form on the fused path (ddp_copy_engine_fused) where that is
+# the faster in bf16.
 dp() { # CSV PRECISION COL
   val "$DATA/$1.csv" "$3" --sort step_ms_mean --where world_size=2 --where precision="$2"
 }
 for form in ddp_copy_engine zero1_copy_engine; do
-  d32=$(dp $form fp32 step_ms_mean)
-  d16=$(dp $form bf16 step_ms_mean)
-  dg=$(dp $form bf16 gpu_name)
+  src=$form path=""
+  if [ -f "$DATA/${form}_fused.csv" ]; then
+    f16=$(dp "${form}_fused" bf16 step_ms_mean) o16=$(dp $form bf16 step_ms_mean)
+    if [ -n "$f16" ] && { [ -z "$o16" ] || is_true "$f16 < $o16"; }; then
+      src=${form}_fused path=" (fused + flash)"
+    fi
+  fi
+  d32=$(dp $src fp32 step_ms_mean)
+  d16=$(dp $src bf16 step_ms_mean)
+  dg=$(dp $src bf16 gpu_name)
   [ -n "$d32" ] && [ -n "$d16" ] || continue
   num d32 "$d32"; num d16 "$d16"
   # the scripted anchor on our GPU (its fastest bucket size), as the DDP
@@ -291,7 +300,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
     pm=$(val "$ddp_anchor" machine --where world_size=2 --where precision=bf16 --where size=xl)
   fi
   case $form in
-    ddp_copy_engine) what="DDP, gradients on the copy engines" ;;
+    ddp_copy_engine) what="DDP, gradients on the copy engines$path" ;;
     *) what="ZeRO-1 (AdamW's state sharded)" ;;
   esac
   if [ -n "$p16" ] && same_kind "$dg" "$pm"; then
