@@ -835,37 +835,47 @@ EOF
     fi
   fi
 
-  # -- the copy-engine form on the fused path ---------------------------------------
-  cefu="$DATA/ddp_copy_engine_fused.csv"
-  if has_rows "$cefu"; then
-    echo "#### The copy-engine form on the fused path (ddp_copy_engine_fused)"
+  # -- the copy-engine forms on the fused path --------------------------------------
+  # FORM: the op-by-op experiment; FORM_fused: the same form fused + flash
+  fused_forms=""
+  for fm in ddp_copy_engine zero1_copy_engine; do
+    has_rows "$DATA/${fm}_fused.csv" && fused_forms="$fused_forms $fm"
+  done
+  if [ -n "$fused_forms" ]; then
+    echo "#### The copy-engine forms on the fused path ($(for fm in $fused_forms; do printf '%s_fused ' "$fm"; done | sed 's/ $//; s/ /, /g'))"
     echo
     cat <<EOF
 Every DDP row above runs the model op by op with materialised attention,
 so that the forms compare like for like. PyTorch's compiled step fuses,
-so here the copy-engine form runs on the path our training step takes
-(fused kernels, FlashAttention; ddp_copy_engine_fused.csv$(kind_tag "$cefu")), each precision at
-its fastest 2-GPU bucket:
+so here the copy-engine forms run on the path our training step takes
+(fused kernels, FlashAttention), each precision at its fastest 2-GPU
+bucket:
 
-| precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | op by op, 2 GPUs (ms) | PyTorch compiled, 1 / 2 GPUs (ms) | 2 GPUs against PyTorch |
-|---|--:|--:|--:|--:|--:|---|
+| form | precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | op by op, 2 GPUs (ms) | PyTorch compiled, 1 / 2 GPUs (ms) | 2 GPUs against PyTorch |
+|---|---|--:|--:|--:|--:|--:|---|
 EOF
     cell() { if [ -n "$1" ]; then f1 "$1"; else printf -- '-'; fi; }
-    for p in fp32 bf16; do
-      b=$(best_bucket $p "$cefu")
-      [ -n "$b" ] || continue
-      s2=$(two "$cefu" $p step_ms_mean "$b"); s1=$(one "$cefu" $p step_ms_mean "$b")
-      ob=$(best_bucket $p "$ce")
-      o2=$([ -n "$ob" ] && two "$ce" $p step_ms_mean "$ob")
-      t1=$(pt $p 1) t2=$(pt $p 2)
-      vs=-
-      [ -n "$t2" ] && { num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); }
-      echo "| $p | $(calc %g "$b") | $(cell "$s1") | $(cell "$s2") | $(cell "$o2") | $(cell "$t1") / $(cell "$t2") | $vs |"
+    for fm in $fused_forms; do
+      fu="$DATA/${fm}_fused.csv" op="$DATA/$fm.csv"
+      case $fm in ddp_copy_engine) fname="DDP (all-gather)" ;; *) fname="ZeRO-1 (all-to-all)" ;; esac
+      for p in fp32 bf16; do
+        b=$(best_bucket $p "$fu")
+        [ -n "$b" ] || continue
+        s2=$(two "$fu" $p step_ms_mean "$b"); s1=$(one "$fu" $p step_ms_mean "$b")
+        ob=$(best_bucket $p "$op")
+        o2=$([ -n "$ob" ] && two "$op" $p step_ms_mean "$ob")
+        t1=$(pt $p 1) t2=$(pt $p 2)
+        vs=-
+        [ -n "$t2" ] && { num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); }
+        echo "| $fname$(kind_tag "$fu") | $p | $(calc %g "$b") | $(cell "$s1") | $(cell "$s2") | $(cell "$o2") | $(cell "$t1") / $(cell "$t2") | $vs |"
+      done
     done
     echo
-  else
-    todo "ddp_copy_engine_fused.csv on 2 GPUs (\`./runner experiments/ddp_copy_engine_fused.cfg\`)"
   fi
+  for fm in ddp_copy_engine zero1_copy_engine; do
+    has_rows "$DATA/${fm}_fused.csv" ||
+      todo "${fm}_fused.csv on 2 GPUs (\`./runner experiments/${fm}_fused.cfg\`)"
+  done
 
   # -- ZeRO-1 on the copy engines, and larger batches ------------------------------
   zf=$(best_bucket fp32 "$z1ce"); zh=$(best_bucket bf16 "$z1ce")

@@ -301,7 +301,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
   fi
   case $form in
     ddp_copy_engine) what="DDP, gradients on the copy engines$path" ;;
-    *) what="ZeRO-1 (AdamW's state sharded)" ;;
+    *) what="ZeRO-1 (AdamW's state sharded)$path" ;;
   esac
   if [ -n "$p16" ] && same_kind "$dg" "$pm"; then
     num p16 "$p16"
