@@ -220,37 +220,49 @@ TEXT
     echo "group before it computes, as the schedule intends."
     echo
   fi
-  # The figure: rank 0's last bf16 step (after backward), on 2 GPUs when
-  # measured, else on one: each gather against the need it serves.
+  # The figure: rank 0's last step (AdamW after backward) in fp32 and in
+  # bf16, on 2 GPUs when measured, else on one: each gather against the
+  # need it serves. fp32's gathers are long enough to see; bf16's are the
+  # ones the text above counts.
   jsonl="${csv%.csv}.samples.jsonl"
   tw=2
   [ -n "$f2" ] || tw=1
-  tline=''
-  [ ! -f "$jsonl" ] || tline=$(awk -v w="\"world_size\": \"$tw\"" '
-    index($0, w) && index($0, "\"precision\": \"bf16\"") &&
-    !index($0, "\"in_backward\"") && index($0, "\"gather_start_ms\"") { l = $0 }
-    END { print l }' "$jsonl")
-  if [ -n "$GNUPLOT" ] && [ -n "$tline" ]; then
-    here=$(cd "$(dirname "$0")" && pwd)
-    tmp="$REPORT_TMP/fsdp_timeline.csv"
-    g="$REPORT_TMP/fsdp_gathers" u="$REPORT_TMP/fsdp_uses"
-    sample_list "$tline" gather_group > "$g.1"
-    sample_list "$tline" gather_start_ms > "$g.2"
-    sample_list "$tline" gather_end_ms > "$g.3"
-    paste -d, "$g.1" "$g.2" "$g.3" > "$g"
-    sample_list "$tline" use_group > "$u.1"
-    sample_list "$tline" need_ms > "$u.2"
-    paste -d, "$u.1" "$u.2" > "$u"
+  # tl_csv PREC OUT: that step's gathers and needs as fsdp_timeline.gp
+  # reads them; prints forward's use count, nothing if not measured
+  tl_csv() {
+    tl_line=''
+    [ ! -f "$jsonl" ] || tl_line=$(awk -v w="\"world_size\": \"$tw\"" -v p="\"precision\": \"$1\"" '
+      index($0, w) && index($0, p) &&
+      !index($0, "\"in_backward\"") && index($0, "\"gather_start_ms\"") { l = $0 }
+      END { print l }' "$jsonl")
+    [ -n "$tl_line" ] || return 0
+    tl_g="$REPORT_TMP/fsdp_gathers_$1" tl_u="$REPORT_TMP/fsdp_uses_$1"
+    sample_list "$tl_line" gather_group > "$tl_g.1"
+    sample_list "$tl_line" gather_start_ms > "$tl_g.2"
+    sample_list "$tl_line" gather_end_ms > "$tl_g.3"
+    paste -d, "$tl_g.1" "$tl_g.2" "$tl_g.3" > "$tl_g"
+    sample_list "$tl_line" use_group > "$tl_u.1"
+    sample_list "$tl_line" need_ms > "$tl_u.2"
+    paste -d, "$tl_u.1" "$tl_u.2" > "$tl_u"
     # gather i serves the first use of its group at or after its start
     awk -F, 'NR == FNR { ug[NR - 1] = $1; un[NR - 1] = $2; n = NR; next }
              FNR == 1 { print "kind,use,t0,t1" }
              { for (k = 0; k < n; k++) if (ug[k] == $1 && un[k] >= $2) { printf "gather,%d,%s,%s\n", k, $2, $3; break } }
              END { for (k = 0; k < n; k++) printf "need,%d,%s,%s\n", k, un[k], un[k] }' \
-      "$u" "$g" > "$tmp"
+      "$tl_u" "$tl_g" > "$2"
     # forward's uses: the groups in rising order, up to the first repeat
-    nf=$(awk 'NR > 1 && $1 <= p { print NR - 1; exit } { p = $1 }' "$u.1")
-    "$GNUPLOT" -c "$(dirname "$here")/fsdp_timeline.gp" "$tmp" "$OUT/fsdp_timeline.svg" \
-      "xl, bf16, $tw x $GPU_KIND, rank 0's last step" "${nf:-0}"
+    tl_nf=$(awk 'NR > 1 && $1 <= p { print NR - 1; exit } { p = $1 }' "$tl_u.1")
+    echo "${tl_nf:-0}"
+  }
+  set --
+  for p in fp32 bf16; do
+    nf=$(tl_csv $p "$REPORT_TMP/fsdp_timeline_$p.csv")
+    [ -z "$nf" ] || set -- "$@" "$REPORT_TMP/fsdp_timeline_$p.csv" "$p" "$nf"
+  done
+  if [ -n "$GNUPLOT" ] && [ $# -gt 0 ]; then
+    here=$(cd "$(dirname "$0")" && pwd)
+    "$GNUPLOT" -c "$(dirname "$here")/fsdp_timeline.gp" "$OUT/fsdp_timeline.svg" \
+      "xl, context 128, 2 sequences a GPU, $tw x $GPU_KIND, rank 0's last step" "$@"
     echo "![All-gathers against the moments compute needs each group](fsdp_timeline.svg)"
     echo
     echo "_A bar ending right of its dot is time compute waited._"
