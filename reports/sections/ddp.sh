@@ -99,7 +99,6 @@ faster_one() {
     echo "we are $(calc %.2f "$3 / $2") x faster in $1 ($(f1 "$2") against $3 ms)"
   fi
 }
-f1() { calc %.1f "$1"; }
 eff() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
 # best_bucket PREC [FILE]: the bucket size with the fastest 2-GPU step.
 best_bucket() {
@@ -854,7 +853,6 @@ bucket:
 | form | precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | op by op, 2 GPUs (ms) | PyTorch compiled, 1 / 2 GPUs (ms) | 2 GPUs against PyTorch |
 |---|---|--:|--:|--:|--:|--:|---|
 EOF
-    cell() { if [ -n "$1" ]; then f1 "$1"; else printf -- '-'; fi; }
     for fm in $fused_forms; do
       fu="$DATA/${fm}_fused.csv" op="$DATA/$fm.csv"
       case $fm in ddp_copy_engine) fname="DDP (all-gather)" ;; *) fname="ZeRO-1 (all-to-all)" ;; esac
@@ -867,7 +865,7 @@ EOF
         t1=$(pt $p 1) t2=$(pt $p 2)
         vs=-
         [ -n "$t2" ] && { num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); }
-        echo "| $fname$(kind_tag "$fu") | $p | $(calc %g "$b") | $(cell "$s1") | $(cell "$s2") | $(cell "$o2") | $(cell "$t1") / $(cell "$t2") | $vs |"
+        echo "| $fname$(kind_tag "$fu") | $p | $(calc %g "$b") | $(f1 "$s1") | $(f1 "$s2") | $(f1 "$o2") | $(f1 "$t1") / $(f1 "$t2") | $vs |"
       done
     done
     echo

@@ -267,9 +267,9 @@ if [ -n "$bw" ] && [ -n "$pbw" ] && same_kind "$mach" "$pmach"; then
 fi
 
 # Data parallel on two GPUs, xl, context 128, two sequences a GPU: our best
-# bucket size of each form (gradients on the copy engines; ZeRO-1); the
-# copy-engine form on the fused path (ddp_copy_engine_fused) where that is
-# the faster in bf16.
+# bucket size of each form (gradients on the copy engines; ZeRO-1), from
+# the form's run on the fused path (FORM_fused.csv) where that is the
+# faster in bf16.
 dp() { # CSV PRECISION COL
   val "$DATA/$1.csv" "$3" --sort step_ms_mean --where world_size=2 --where precision="$2"
 }
