@@ -5,7 +5,9 @@
 # machine's clocks in the difference (two lent H200s ran the same uncut
 # flash kernels 1-3% apart). BASE is a commit id from HEAD's history (the
 # bundle carries no branch names: here, `git rev-parse --short main`); it
-# is built once per machine in a worktree.
+# is built once per machine in a worktree. Run it alone: beside
+# compute-sanitizer on the machine's other GPU its times swung up to 3x
+# either way.
 #   BASE=abc1234 EXP="flash_benchmarking flash_multihead" \
 #     ARGS_flash_benchmarking="--only impl=flash --only precision=bf16" bash dev/device/ab.sh
 # EXP: one name or several; each runs with ARGS_<name> if set, else ARGS
