@@ -353,8 +353,8 @@ ROW
     worst=$(tool value "$csv" --col step_ms_median --where status=ok \
               --where reshard_after_forward="$brs" --agg max)
     other=$([ "$brs" = true ] && echo false || echo true)
-    atk() { # COL RESHARD: the ok row's COL at the best k, or ""
-      tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$bk" \
+    atk() { # COL RESHARD [K]: the ok row's COL at k = K (the best k), or ""
+      tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="${3:-$bk}" \
         --where reshard_after_forward="$2" --agg first --default ''
     }
     ok_ms=$(atk step_ms_median "$other")   # the same k the other way
@@ -411,11 +411,7 @@ ROW
             case $c in *_ckpt*) ;; *) continue ;; esac
             rs=true
             case $c in fsdp_keep_*) rs=false ;; esac
-            at() { # COL: our ok row's COL at this resharding and k, or ""
-              tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$k" \
-                --where reshard_after_forward="$rs" --agg first --default ''
-            }
-            oms=$(at step_ms_median) opk=$(at engine_peak_mib)
+            oms=$(atk step_ms_median "$rs" "$k") opk=$(atk engine_peak_mib "$rs" "$k")
             { [ -n "$oms" ] && [ -n "$opk" ]; } || continue
             num "PyTorch leaderboard step" "$cms"
             mm="ours the smaller"
