@@ -19,7 +19,9 @@
  * On an sm_90 GPU the bf16 / f16 flash forward and backward at dh 64, 80
  * and 128 run on wgmma (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu); every
  * flash case runs with them and again with the mma.sync kernels that other
- * GPUs use.
+ * GPUs use, and once more with the walks of the wgmma kernels cut into
+ * chunks wherever a cut helps (flash_cut.cuh; chunks of 2 tiles at
+ * least, 1 with --small, so that short shapes are cut too).
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -36,6 +38,10 @@
 
 static engine *CPU, *GPU;
 static int WGMMA;   /* the engine's wgmma switch in this pass */
+/* The wgmma kernels' cut walks (flash_cut.cuh): the pass with SPLIT
+ * lowers the engine's flash_chunk_min so that small shapes cut their
+ * walks too; CUT counts the cases whose walks either kernel cut. */
+static int SPLIT, CUT;
 
 /* The experiment setting's word for impl (attn_impl_parse's inverse), to
  * name the case in messages. */
@@ -129,10 +135,22 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
     rc = k_attention_bwd(GPU, impl, q, k, v, o, g, lse, P, dq, dk, dv, bh, tq,
                          tk, dh, causal, scale, dt);
   if (rc == 0) rc = eng_sync(GPU);
-  char what[160];
-  snprintf(what, sizeof what, "%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
-           impl_name(impl), WGMMA ? " (wgmma)" : "", dtype_name(dt), bh,
-           tq, tk, dh, causal, RAMP > 0 ? " (scores growing along the keys)" : "");
+  char cut[64] = "";
+#ifdef HAVE_CUDA
+  if (WGMMA && impl == ATTN_FLASH && dt != DT_F32 && (dh == 64 || dh == 80 || dh == 128)) {
+    int nf = cuda_flash_fwd_chunks(GPU, bh, tq, tk, dh, causal),
+        nb = cuda_flash_bwd_chunks(GPU, bh, tq, tk, dh, causal);
+    if (nf > 1 || nb > 1) {
+      CUT++;
+      snprintf(cut, sizeof cut, ", walks cut: fwd %d, bwd %d chunks", nf, nb);
+    }
+  }
+#endif
+  char what[200];
+  snprintf(what, sizeof what, "%s%s%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
+           impl_name(impl), WGMMA ? " (wgmma" : "", WGMMA ? cut : "",
+           WGMMA ? ")" : "", dtype_name(dt), bh, tq, tk, dh, causal,
+           RAMP > 0 ? " (scores growing along the keys)" : "");
   if (rc < 0) {
     check(0, "%s: %s", what, err_msg());
   } else {
@@ -194,14 +212,19 @@ int main(int argc, char **argv) {
 #else
   int have_wgmma = 0;
 #endif
+  /* Flash passes on an sm_90 GPU: wgmma, mma.sync, wgmma with split walks. */
   for (int m = 0; m < 2; m++)
-    for (int pass = 0; pass < (m && have_wgmma ? 2 : 1); pass++) {
+    for (int pass = 0; pass < (m && have_wgmma ? 3 : 1); pass++) {
 #ifdef HAVE_CUDA
-      WGMMA = have_wgmma && pass == 0;
+      WGMMA = have_wgmma && pass != 1;
+      SPLIT = WGMMA && pass == 2;
       cuda_impl(GPU)->wgmma = WGMMA;
+      /* --small's walks are at most 3 tiles: chunks of 1 cut them */
+      cuda_impl(GPU)->flash_chunk_min = SPLIT ? (small ? 1 : 2) : 16;
 #endif
       for (int d = 0; d < 3; d++) {
         attn_impl impl = m ? ATTN_FLASH : ATTN_MATERIALIZED;
+        if (SPLIT && dts[d] == DT_F32) continue;   /* no wgmma in f32 */
         int wg = WGMMA && dts[d] != DT_F32;
         for (int causal = 0; causal < 2; causal++) {
           one(impl, dts[d], 4, 128, 128, 64, causal);   /* the course's shape */
@@ -221,6 +244,9 @@ int main(int argc, char **argv) {
             one(impl, dts[d], 1, 257, 900, 64, causal);
             one(impl, dts[d], 1, 1100, 1100, 128, causal);
             one(impl, dts[d], 2, 600, 555, 80, causal);
+            /* walks long enough to be cut at the engine's own chunk size */
+            one(impl, dts[d], 1, 100, 5000, 128, causal);
+            if (causal) one(impl, dts[d], 1, 4100, 4100, 64, causal);
           }
           RAMP = 8.f;   /* a running max that rises over many key tiles */
           one(impl, dts[d], 1, 300, 1100, 128, causal);
@@ -232,6 +258,13 @@ int main(int argc, char **argv) {
     }
 #ifdef HAVE_CUDA
   cuda_impl(GPU)->wgmma = have_wgmma;
+  cuda_impl(GPU)->flash_chunk_min = 16;
+  /* The cut walks ran (flash_cut.cuh's replay, on 132 SMs): at the
+   * default chunk size in 4 shapes and in the split pass in 18 (--small:
+   * none and 6), each in bf16 and f16. */
+  if (have_wgmma)
+    check(CUT >= (small ? 12 : 40), "the forward or backward cut its walks "
+          "in %d cases (at least %d)", CUT, small ? 12 : 40);
 #endif
   /* Refusals: a head dim the flash kernels do not take. */
   void *x;

@@ -73,6 +73,10 @@ typedef struct cuda_engine {
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */
+  int flash_chunk_min;                  /* the fewest key tiles a split walk's
+                                           chunk holds (flash_fwd_wgmma.cu,
+                                           16); tests lower it to split
+                                           small shapes */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {
@@ -146,6 +150,12 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, void *o, float *lse, int bh, int tq,
                          int tk, int dh, int causal, float scale_log2,
                          dtype dt);
+/* The chunks the wgmma forward (backward) cuts its longest walk into at
+ * this shape (flash_cut.cuh; 1: uncut), for tests. */
+int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
+                          int causal);
+int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
+                          int causal);
 int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,

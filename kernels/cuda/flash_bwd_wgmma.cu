@@ -37,8 +37,15 @@
  * Q / dO tiles (with their L and D) come by TMA into two stages guarded by
  * full / empty mbarriers, as in flash_fwd_wgmma.cu; thread 0 issues them.
  * L (log2 units) and D are copied by flash_bwd_prep into arrays padded to
- * whole tiles, so a tile's BQ values are one aligned bulk copy. */
+ * whole tiles, so a tile's BQ values are one aligned bulk copy.
+ *
+ * Cut walks (flash_cut.cuh): with few key blocks a head, a block's walk
+ * over the query tiles may be cut into chunks, a block a chunk; the chunks
+ * of a cut walk add their dQ as every block does and write their dK, dV
+ * (fp32) to the scratch, which flash_bwd_merge sums in chunk order (dk, dv
+ * still repeat bit for bit). */
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/flash_cut.cuh"
 
 namespace {
 
@@ -61,6 +68,27 @@ template <int DH> struct bwd_tiles {
                        OFF_D = OFF_L + 2 * BQ * 4,
                        SMEM = OFF_D + 2 * BQ * 4 + 1024;
   static_assert(SMEM <= 227 * 1024, "fits an H100's shared memory");
+};
+
+/* The backward's walks (flash_cut.cuh): walk x is key block x (BK keys)
+ * over the query tiles that see it, the last first; block 0 sees all. */
+struct bwd_walks {
+  int nq, nk, BQ, causal;
+  __host__ __device__ int walk(int x) const {
+    if (!causal) return nq;
+    long long i0 = (long long)x * BK / BQ;   /* the first tile that sees it */
+    return i0 >= nq ? 0 : nq - (int)i0;
+  }
+  /* walks longer than c * C query tiles: blocks x < ceil((nq - c C) BQ /
+   * BK); at c = 0 every block, as one no query sees still writes zeros */
+  __host__ __device__ int count(int c, int C) const {
+    if (c == 0) return nk;
+    long long m = (long long)c * C;
+    if (m >= nq) return 0;
+    if (!causal) return nk;
+    long long lim = ((nq - m) * BQ + BK - 1) / BK;
+    return lim < nk ? (int)lim : nk;
+  }
 };
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
@@ -140,7 +168,8 @@ __global__ void __launch_bounds__(NT, 1)
                  const __grid_constant__ CUtensorMap omap,
                  const float *__restrict__ l2, const float *__restrict__ Dp,
                  float *__restrict__ dqacc, T *__restrict__ dk,
-                 T *__restrict__ dv, int tq, int tk, int tqp, int causal,
+                 T *__restrict__ dv, float *__restrict__ part, walk_cut cut,
+                 bwd_walks bw, int tq, int tk, int tqp, int causal,
                  float scale, float scale_log2) {
 #if TL_WGMMA
   using C = bwd_tiles<DH>;
@@ -154,13 +183,19 @@ __global__ void __launch_bounds__(NT, 1)
   float *sl = reinterpret_cast<float *>(sm + C::OFF_L),
         *sd = reinterpret_cast<float *>(sm + C::OFF_D);
 
-  int b = blockIdx.y, k0 = blockIdx.x * BK;
+  /* Unit blockIdx.x: chunk kc of walk kx, key block kx (uncut: kx). */
+  int b = blockIdx.y, kx, kc, slot;
+  cut_unit(cut, bw, (int)blockIdx.x, &kx, &kc, &slot);
+  int k0 = kx * BK;
   int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
       g = (x & 31) >> 2, t = x & 3;
   int wk0 = k0 + wg * 64;
   int nq = (tq + BQ - 1) / BQ;
-  /* Causal: query tiles before the one holding key k0 see none of ours. */
-  int i0 = causal ? min(k0 / BQ, nq) : 0, ntiles = nq - i0;
+  /* The walk: query tiles nq - 1 down to the first that sees key k0
+   * (causal; earlier ones see none of ours), this chunk's from sb on. */
+  int walk = bw.walk(kx), sb = kc * cut.C;
+  int ntiles = min(walk, sb + cut.C) - sb;
+  bool partial = walk > cut.C;   /* a cut walk: dK, dV to the slot */
   bool issuer = threadIdx.x == 0, elected = x == 0;
   l2 += (size_t)b * tqp;
   Dp += (size_t)b * tqp;
@@ -173,9 +208,9 @@ __global__ void __launch_bounds__(NT, 1)
     for (int c = 0; c < CB; c++)
       tma_load_3d(dst + c * rows * 128, map, bar, c * 64, row0, b);
   };
-  /* Tile s of the walk is query tile nq - 1 - s, in stage s & 1. */
+  /* Tile s of the chunk is query tile nq - 1 - sb - s, in stage s & 1. */
   auto load_tile = [&](int s) {
-    int st = s & 1, q0 = (nq - 1 - s) * BQ;
+    int st = s & 1, q0 = (nq - 1 - sb - s) * BQ;
     mbar_expect_tx(&full[st], 2 * C::QBYTES + 2 * BQ * 4);
     load(sm + C::OFF_Q + st * C::QBYTES, &qmap, &full[st], q0, BQ);
     load(sm + C::OFF_DO + st * C::QBYTES, &omap, &full[st], q0, BQ);
@@ -209,7 +244,7 @@ __global__ void __launch_bounds__(NT, 1)
   unsigned char *sdq = sm + C::OFF_DQ + wg * C::DQ_BYTES;
   /* Stage a finished dQ chunk (registers) and send it to global memory. */
   auto flush_dq = [&](int s) {
-    int chunk = ((nq - 1 - s) * (BQ / 64) + qb) * CB + cbk;
+    int chunk = ((nq - 1 - sb - s) * (BQ / 64) + qb) * CB + cbk;
     if (elected) bulk_wait_read();   /* the previous flush has left sdq */
     named_bar(2 + wg, 128);
 #pragma unroll
@@ -237,7 +272,7 @@ __global__ void __launch_bounds__(NT, 1)
   };
 
   for (int s = 0; s < ntiles; s++) {
-    int st = s & 1, q0 = (nq - 1 - s) * BQ;
+    int st = s & 1, q0 = (nq - 1 - sb - s) * BQ;
     const unsigned char *sq = sm + C::OFF_Q + st * C::QBYTES,
                         *sdo = sm + C::OFF_DO + st * C::QBYTES;
     unsigned char *sds = sm + C::OFF_DS + st * C::DS_BYTES;
@@ -347,7 +382,17 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     int key = wk0 + 16 * w + g + 8 * h;
-    if (key < tk) {
+    if (key < tk && partial) {   /* slot: dV's BK rows, then dK's */
+      float *pv = part + (((size_t)b * cut.us + slot) * 2 * BK + (key - k0)) * DH,
+            *pk = pv + (size_t)BK * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++) {
+        *reinterpret_cast<float2 *>(pv + n * 8 + 2 * t) =
+            make_float2(accv[4 * n + 2 * h], accv[4 * n + 2 * h + 1]);
+        *reinterpret_cast<float2 *>(pk + n * 8 + 2 * t) = make_float2(
+            acck[4 * n + 2 * h] * scale, acck[4 * n + 2 * h + 1] * scale);
+      }
+    } else if (key < tk) {
       size_t row = ((size_t)b * tk + key) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++) {
@@ -363,6 +408,42 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
+/* dK, dV of the cut walks (block x: key block x of head y): the sums of
+ * their chunks' partials, in chunk order. A warp a key, lanes over its
+ * columns; the chunks' slots found once (shared memory, cut.nc). */
+template <typename T, int DH>
+__global__ void flash_bwd_merge(const float *__restrict__ part,
+                                T *__restrict__ dk, T *__restrict__ dv,
+                                walk_cut cut, bwd_walks bw, int tk) {
+  extern __shared__ int slots[];
+  int x = blockIdx.x, b = blockIdx.y, k0 = x * BK;
+  int n = cut_slots(cut, bw, x, slots);
+  constexpr int PER = (DH + 31) / 32;
+  int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < BK && k0 + r < tk; r += blockDim.x >> 5) {
+    float sv[PER], sk[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) sv[i] = sk[i] = 0.f;
+    for (int c = 0; c < n; c++) {
+      const float *pv = part + (((size_t)b * cut.us + slots[c]) * 2 * BK + r) * DH,
+                  *pk = pv + (size_t)BK * DH;
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (lane + 32 * i < DH) {
+          sv[i] += pv[lane + 32 * i];
+          sk[i] += pk[lane + 32 * i];
+        }
+    }
+    size_t row = ((size_t)b * tk + k0 + r) * DH;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) {
+        dv[row + lane + 32 * i] = elt<T>::store(sv[i]);
+        dk[row + lane + 32 * i] = elt<T>::store(sk[i]);
+      }
+  }
+}
+
 template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v,
            const void *o, const void *dout, const float *lse, void *dq,
@@ -371,10 +452,15 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   using C = bwd_tiles<DH>;
   static const char *op = "k_attention_bwd";
   int tqp = (tq + C::BQ - 1) / C::BQ * C::BQ;
-  size_t nacc = (size_t)bh * tqp * C::DHP, npad = (size_t)bh * tqp;
+  cuda_engine *ce = cuda_impl(e);
+  bwd_walks bw = {tqp / C::BQ, (tk + BK - 1) / BK, C::BQ, causal};
+  walk_cut cut = plan_cut(bw, bw.nk, bh, ce->sms, ce->flash_chunk_min, false);
+  size_t nacc = (size_t)bh * tqp * C::DHP, npad = (size_t)bh * tqp,
+         npart = (size_t)bh * cut.us * 2 * BK * DH;
   void *ws;
-  TRY(cuda_workspace(e, (nacc + 2 * npad) * sizeof(float), &ws));
-  float *acc = (float *)ws, *l2 = acc + nacc, *D = l2 + npad;
+  TRY(cuda_workspace(e, (nacc + 2 * npad + npart) * sizeof(float), &ws));
+  float *acc = (float *)ws, *l2 = acc + nacc, *D = l2 + npad,
+        *part = cut.us > 0 ? D + npad : NULL;
   CUtensorMap qm, km, vm, om;
   TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, C::BQ, op));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, op));
@@ -390,11 +476,17 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   if (bh > 65535)
     FAIL(ERR_FAIL, "%s: batch x heads %d (allowed: at most 65535, a grid "
          "dimension's limit)", op, bh);
-  dim3 grid((tk + BK - 1) / BK, bh);
+  dim3 grid(cut.units, bh);
   flash_bwd_wg<T, DH><<<grid, NT, C::SMEM, st>>>(
-      qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, tq, tk, tqp, causal, scale,
-      scale * FLASH_LOG2E);
+      qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
+      causal, scale, scale * FLASH_LOG2E);
   CHECK_LAUNCH();
+  if (cut.us > 0) {
+    flash_bwd_merge<T, DH><<<dim3(cut.n - cut.whole, bh), 256,
+                             cut.nc * sizeof(int), st>>>(part, (T *)dk, (T *)dv,
+                                                         cut, bw, tk);
+    CHECK_LAUNCH();
+  }
   flash_dq_convert<T, DH><<<dim3(tqp / 64 * C::CB, bh), 128, 0, st>>>(
       acc, (T *)dq, tq, tqp, scale);
   CHECK_LAUNCH();
@@ -416,6 +508,14 @@ int launch_dh(engine *e, const void *q, const void *k, const void *v,
 }
 
 }  // namespace
+
+int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
+                          int causal) {
+  cuda_engine *c = cuda_impl(e);
+  int BQ = dh == 64 ? 128 : 64;   /* bwd_tiles */
+  bwd_walks bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
+  return plan_cut(bw, bw.nk, bh, c->sms, c->flash_chunk_min, false).nc;
+}
 
 int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, const void *o, const void *dout,

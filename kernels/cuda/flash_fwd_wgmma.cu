@@ -13,8 +13,15 @@
  * full / empty mbarriers, so the warpgroups never meet at a block barrier
  * (kernels/cuda/NOTES.md has the measurements). Why not mma.sync
  * (flash_fwd.cu): there the warp's ldmatrix reads of K and V cap the
- * tensor cores; a wgmma reads its B operand once for 64 rows. */
+ * tensor cores; a wgmma reads its B operand once for 64 rows.
+ *
+ * Cut walks (flash_cut.cuh): with few query tiles a head, a tile's walk
+ * over the key tiles may be cut into chunks, a block a chunk; the chunks
+ * of a cut tile write O (fp32, normalised over the chunk) and the
+ * logsumexp (log2 units) to the scratch, and flash_fwd_merge combines
+ * them into O and L. */
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/flash_cut.cuh"
 
 namespace {
 
@@ -25,13 +32,33 @@ namespace {
  * (its rows keep their sums; P is 0 there). */
 constexpr int BK = 128;
 
+/* The forward's walks (flash_cut.cuh): walk x is query tile nq - 1 - x
+ * (the last tile, the longest causal walk, first) over key tiles. */
+struct fwd_walks {
+  int nq, BQ, tk, causal;
+  __host__ __device__ int walk(int x) const {
+    int end = (nq - x) * BQ;   /* past the tile's last row */
+    int kend = causal && end < tk ? end : tk;
+    return (kend + BK - 1) / BK;
+  }
+  /* walks longer than c * C key tiles: tiles from key c C * BK on */
+  __host__ __device__ int count(int c, int C) const {
+    long long k = (long long)c * C * BK;
+    if (k >= tk) return 0;
+    if (!causal) return nq;
+    long long first = k / BQ;   /* the first tile with a row past key k */
+    return first >= nq ? 0 : nq - (int)first;
+  }
+};
+
 template <typename T, int DH, int NWG>
 __global__ void __launch_bounds__(128 * NWG, 1)
     flash_fwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
                  const __grid_constant__ CUtensorMap vmap, T *__restrict__ o,
-                 float *__restrict__ lse, int tq, int tk, int causal,
-                 float scale_log2) {
+                 float *__restrict__ lse, float *__restrict__ part_o,
+                 float *__restrict__ part_l, walk_cut cut, fwd_walks fw,
+                 int tq, int tk, int causal, float scale_log2) {
 #if TL_WGMMA
   constexpr int WG_THREADS = 128 * NWG, BQ = 64 * NWG;
   /* The growth of a row's max, in the exponent's log2 units, past which
@@ -62,13 +89,18 @@ __global__ void __launch_bounds__(128 * NWG, 1)
    * measured faster there (NOTES.md, launch order; so did the backward). */
   constexpr bool HF = DH == 64;
   int b = HF ? blockIdx.x : blockIdx.y;
-  int q0 = HF ? (gridDim.y - 1 - blockIdx.y) * BQ
-              : (gridDim.x - 1 - blockIdx.x) * BQ;
+  /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x). */
+  int u = HF ? blockIdx.y : blockIdx.x, x, kc, slot;
+  cut_unit(cut, fw, u, &x, &kc, &slot);
+  int q0 = (fw.nq - 1 - x) * BQ;
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
       g = l >> 2, t = l & 3;
   int wq0 = q0 + wg * 64;               /* this warpgroup's first row */
-  int kend = causal ? min(tk, q0 + BQ) : tk;
-  int ntiles = (kend + BK - 1) / BK;
+  int walk = fw.walk(x), jb = kc * cut.C;
+  int ntiles = min(walk, jb + cut.C) - jb;
+  /* a cut tile: this unit's partial goes to its slot */
+  bool partial = walk > cut.C;
+  size_t pslot = (size_t)b * cut.us + slot;
   /* One thread issues every load (a box of 64 columns per column block);
    * rows past the sequence end arrive as zeros. */
   bool issuer = threadIdx.x == 0;
@@ -95,7 +127,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
    * V_{j-1} (the product of P_{j-1}), and fetches K_{j+1} and V_j. */
   if (issuer) {
     load(sq, &qmap, &full_q, q0, BQ);
-    load(sk, &kmap, &full_k[0], 0, BK);
+    load(sk, &kmap, &full_k[0], jb * BK, BK);
   }
 
   float acc[DH / 2];
@@ -111,7 +143,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   if (wg == NWG - 1 && ntiles > 0) named_bar_arrive(5, 256);
 
   for (int j = 0; j < ntiles; j++) {
-    int k0 = j * BK, cur = j & 1, prev = cur ^ 1;
+    int k0 = (jb + j) * BK, cur = j & 1, prev = cur ^ 1;
     if (issuer) {   /* a buffer is refilled once both warpgroups left it */
       if (j + 1 < ntiles) {
         if (j >= 1) mbar_wait(&empty_k[prev], ((j + 1) / 2 - 1) & 1);
@@ -256,9 +288,21 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     float sum = lsum[h];
     sum += __shfl_xor_sync(FULL_MASK, sum, 1);
     sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-    float inv = 1.f / sum;
     int r = wq0 + 16 * w + g + 8 * h;
-    if (r < tq) {
+    if (r < tq && partial) {
+      /* A row with no key in this chunk (causal: keys past it) has sum 0:
+       * O 0 and L -inf, which the merge weighs 0. */
+      float inv = sum > 0.f ? 1.f / sum : 0.f;
+      float *prow = part_o + (pslot * BQ + (r - q0)) * DH;
+#pragma unroll
+      for (int n = 0; n < DH / 8; n++)
+        *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) =
+            make_float2(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
+      if (t == 0)
+        part_l[pslot * BQ + (r - q0)] =
+            sum > 0.f ? mrow[h] * scale_log2 + log2f(sum) : -INFINITY;
+    } else if (r < tq) {
+      float inv = 1.f / sum;
       T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++)
@@ -273,11 +317,53 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 #endif
 }
 
+/* O and L of the cut tiles (block x: walk x, query tile nq - 1 - x, of
+ * head y) from their chunks' partials: with l_c a chunk's logsumexp (log2
+ * units) and m their max, O = sum_c 2^(l_c - m) O_c / sum_c 2^(l_c - m),
+ * L = (m + log2 of that sum) ln 2. A warp a row, lanes over its columns;
+ * the chunks' slots found once (shared memory, cut.nc of them). */
+template <typename T, int DH, int BQ>
+__global__ void flash_fwd_merge(const float *__restrict__ part_o,
+                                const float *__restrict__ part_l,
+                                T *__restrict__ o, float *__restrict__ lse,
+                                walk_cut cut, fwd_walks fw, int tq) {
+  extern __shared__ int slots[];
+  int x = blockIdx.x, b = blockIdx.y, q0 = (fw.nq - 1 - x) * BQ;
+  int n = cut_slots(cut, fw, x, slots);
+  constexpr int PER = (DH + 31) / 32;
+  int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < BQ && q0 + r < tq; r += blockDim.x >> 5) {
+    float m = -INFINITY;
+    for (int c = 0; c < n; c++)
+      m = fmaxf(m, part_l[((size_t)b * cut.us + slots[c]) * BQ + r]);
+    float wsum = 0.f, acc[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) acc[i] = 0.f;
+    for (int c = 0; c < n; c++) {
+      size_t sl = (size_t)b * cut.us + slots[c];
+      /* chunk 0 holds key 0, which every row sees: m is finite */
+      float wt = exp2f(part_l[sl * BQ + r] - m);
+      wsum += wt;
+      const float *src = part_o + (sl * BQ + r) * DH;
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (lane + 32 * i < DH) acc[i] += wt * src[lane + 32 * i];
+    }
+    float inv = 1.f / wsum;
+    T *dst = o + ((size_t)b * tq + q0 + r) * DH;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
+    if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
+  }
+}
+
 template <typename T, int DH, int NWG>
 int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
              float *lse, int bh, int tq, int tk, int causal, float sl2,
              dtype dt) {
   constexpr int BQ = 64 * NWG;
+  constexpr bool HF = DH == 64;   /* heads vary fastest (the kernel) */
   CUtensorMap qm, km, vm;
   TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, "k_attention_fwd"));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
@@ -286,15 +372,31 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
   CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH, NWG>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-  int nq = (tq + BQ - 1) / BQ;
-  if ((DH == 64 ? nq : bh) > 65535)
+  cuda_engine *ce = cuda_impl(e);
+  fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+  walk_cut cut = plan_cut(fw, fw.nq, bh, ce->sms, ce->flash_chunk_min, HF);
+  if ((HF ? cut.units : bh) > 65535)
     FAIL(ERR_FAIL, "k_attention_fwd: %d query tiles of %d, %d batch x heads "
-         "(allowed: at most 65535 %s, a grid dimension's limit)", nq, BQ, bh,
-         DH == 64 ? "tiles" : "batch x heads");
-  dim3 grid = DH == 64 ? dim3(bh, nq) : dim3(nq, bh);
+         "(allowed: at most 65535 %s, a grid dimension's limit)", fw.nq, BQ, bh,
+         HF ? "tiles" : "batch x heads");
+  float *part_o = NULL, *part_l = NULL;
+  if (cut.us > 0) {
+    size_t rows = (size_t)bh * cut.us * BQ;
+    void *ws;
+    TRY(cuda_workspace(e, rows * (DH + 1) * sizeof(float), &ws));
+    part_o = (float *)ws;
+    part_l = part_o + rows * DH;
+  }
+  dim3 grid = HF ? dim3(bh, cut.units) : dim3(cut.units, bh);
   flash_fwd_wg<T, DH, NWG><<<grid, 128 * NWG, smem, cuda_stream(e)>>>(
-      qm, km, vm, (T *)o, lse, tq, tk, causal, sl2);
+      qm, km, vm, (T *)o, lse, part_o, part_l, cut, fw, tq, tk, causal, sl2);
   CHECK_LAUNCH();
+  if (cut.us > 0) {
+    flash_fwd_merge<T, DH, BQ><<<dim3(cut.n - cut.whole, bh), 256,
+                                 cut.nc * sizeof(int), cuda_stream(e)>>>(
+        part_o, part_l, (T *)o, lse, cut, fw, tq);
+    CHECK_LAUNCH();
+  }
   return 0;
 }
 
@@ -311,6 +413,14 @@ int launch(engine *e, const void *q, const void *k, const void *v, void *o,
 }
 
 }  // namespace
+
+int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
+                          int causal) {
+  cuda_engine *c = cuda_impl(e);
+  int BQ = dh == 64 ? 192 : 128;   /* launch: three warpgroups at Dh 64 */
+  fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+  return plan_cut(fw, fw.nq, bh, c->sms, c->flash_chunk_min, dh == 64).nc;
+}
 
 int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, void *o, float *lse, int bh, int tq,

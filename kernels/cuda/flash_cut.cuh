@@ -1,0 +1,142 @@
+/* Cut walks: how the Hopper flash kernels (flash_fwd_wgmma.cu,
+ * flash_bwd_wgmma.cu) spread few, long walks over the SMs.
+ *
+ * A block of those kernels walks a run of tiles: the forward a query
+ * tile's key tiles, the backward a key block's query tiles. Causal walks
+ * differ in length (1 to n tiles), so with few walks a head (one head at a
+ * long sequence) the longest run on while the other SMs idle: one head at
+ * seq 65536, Dh 64, keeps the SMs 89% busy by the replay below, at 16384
+ * about a third. A cut splits every walk into chunks of C tiles; a block
+ * walks one chunk (a unit), and the chunks of a walk longer than C write
+ * partial results that a merge kernel combines.
+ *
+ * Walks are numbered x = 0 .. n - 1 in launch order, longest first (walk
+ * lengths never grow with x). Units are numbered chunk by chunk, each
+ * chunk's walks in that order: chunk c holds the walks longer than c C,
+ * which are walks 0 .. count(c) - 1. So a unit's walk and chunk follow
+ * from count alone, on the host and in the kernels, without a table.
+ *
+ * A walk family W provides, __host__ __device__:
+ *   int walk(int x) const           tiles of walk x
+ *   int count(int c, int C) const   walks longer than c * C tiles */
+#ifndef TRAINLAB_FLASH_CUT_CUH
+#define TRAINLAB_FLASH_CUT_CUH
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <vector>
+
+/* A cut: chunks of C tiles, nc of them in the longest walk, `units`
+ * blocks a head. The `whole` walks of one chunk (count(0) - count(1), the
+ * shortest) write their results directly; the us = units - whole units
+ * of the others write partials, to slots 0 .. us - 1 of their head.
+ * Uncut: C = the longest walk, nc = 1, us = 0. */
+struct walk_cut {
+  int n, C, nc, units, whole, us;
+};
+
+/* Unit u's walk x and chunk c, and (for a cut walk) its partial slot. */
+template <class W>
+__host__ __device__ inline void cut_unit(const walk_cut &p, const W &w, int u,
+                                         int *x, int *c, int *slot) {
+  int i = u, k = 0;
+  for (int cnt; k < p.nc - 1 && i >= (cnt = w.count(k, p.C)); k++) i -= cnt;
+  *x = i;
+  *c = k;
+  /* chunk 0 lists the cut walks first (the longest); later chunks hold
+   * cut walks only */
+  *slot = k == 0 ? u : u - p.whole;
+}
+
+/* The slot of chunk c of cut walk x (the merge kernels). */
+template <class W>
+__host__ __device__ inline int cut_slot(const walk_cut &p, const W &w, int x,
+                                        int c) {
+  int start = 0;
+  for (int k = 0; k < c; k++) start += w.count(k, p.C);
+  return c == 0 ? x : start + x - p.whole;
+}
+
+#ifdef __CUDACC__
+/* For a merge kernel's block: the chunks of cut walk x, their slots into
+ * shared memory (one thread finds them, every thread waits). */
+template <class W>
+__device__ inline int cut_slots(const walk_cut &p, const W &w, int x,
+                                int *slots) {
+  int n = (w.walk(x) + p.C - 1) / p.C;
+  if (threadIdx.x == 0)
+    for (int c = 0; c < n; c++) slots[c] = cut_slot(p, w, x, c);
+  __syncthreads();
+  return n;
+}
+#endif
+
+template <class W>
+inline walk_cut make_cut(const W &w, int n, int C) {
+  walk_cut p;
+  p.n = n;
+  p.C = C;
+  p.nc = (w.walk(0) + C - 1) / C;
+  p.units = 0;
+  for (int c = 0; c < p.nc; c++) p.units += w.count(c, C);
+  p.whole = w.count(0, C) - w.count(1, C);
+  p.us = p.units - p.whole;
+  return p;
+}
+
+/* The cut to launch: uncut unless a cut balances the SMs better. The host
+ * replays the block scheduler (each block, in launch order, to the SM that
+ * frees first) uncut and cut into chunks of C = max(cmin, the work over K
+ * times the SMs), K = 2, 4, 8, charging each block an estimated fixed cost
+ * of one tile (its loads of the tiles it keeps, the pipeline's fill, its
+ * stores) and a partial one more (its fp32 store and the merge's reads),
+ * and keeps a cut only if it saves 3%. With many walks a head (bh x n >=
+ * 8 x SMs) the scheduler balances them already: uncut, not replayed.
+ * heads_fastest: blockIdx.x is the head (the unit otherwise). */
+template <class W>
+inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int cmin,
+                         bool heads_fastest) {
+  int longest = n > 0 ? w.walk(0) : 0;
+  walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
+  if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms || longest <= cmin)
+    return uncut;
+  long long work = 0;
+  for (int x = 0; x < n; x++) work += w.walk(x);
+  work *= bh;
+  auto replay = [&](const walk_cut &p) {
+    std::priority_queue<long long, std::vector<long long>, std::greater<long long>>
+        free_at;
+    for (int s = 0; s < sms; s++) free_at.push(0);
+    for (int a = 0; a < (heads_fastest ? p.units : bh); a++) {
+      int u = heads_fastest ? a : 0, x, c, slot;
+      for (int b = 0; b < (heads_fastest ? bh : p.units); b++) {
+        if (!heads_fastest) u = b;
+        cut_unit(p, w, u, &x, &c, &slot);
+        int len = w.walk(x), tiles = std::min(len, (c + 1) * p.C) - c * p.C;
+        long long t = free_at.top() + tiles + 1 + (len > p.C ? 1 : 0);
+        free_at.pop();
+        free_at.push(t);
+      }
+    }
+    long long end = 0;
+    for (; !free_at.empty(); free_at.pop()) end = free_at.top();
+    return end;
+  };
+  walk_cut best = uncut;
+  long long t_uncut = replay(uncut), t_best = t_uncut;
+  for (int K = 2; K <= 8; K *= 2) {
+    long long C = std::max<long long>(cmin, (work + (long long)sms * K - 1) / ((long long)sms * K));
+    if (C >= longest) continue;
+    walk_cut p = make_cut(w, n, (int)C);
+    if (p.nc > 1024 || p.units > 65535) continue;
+    long long t = replay(p);
+    if (t < t_best && t * 100 < t_uncut * 97) {
+      best = p;
+      t_best = t;
+    }
+  }
+  return best;
+}
+
+#endif
