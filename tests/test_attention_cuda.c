@@ -244,8 +244,10 @@ int main(int argc, char **argv) {
             one(impl, dts[d], 1, 257, 900, 64, causal);
             one(impl, dts[d], 1, 1100, 1100, 128, causal);
             one(impl, dts[d], 2, 600, 555, 80, causal);
-            /* walks long enough to be cut at the engine's own chunk size */
-            one(impl, dts[d], 1, 100, 5000, 128, causal);
+            /* walks long enough to be cut at the engine's own chunk size;
+             * in the split pass 1 x 100 x 9000 forward (non-causal) cuts its
+             * walk into 36 chunks, more than the merge's 32 lanes */
+            one(impl, dts[d], 1, 100, 9000, 128, causal);
             if (causal) one(impl, dts[d], 1, 4100, 4100, 64, causal);
           }
           RAMP = 8.f;   /* a running max that rises over many key tiles */
