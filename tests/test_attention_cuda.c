@@ -20,8 +20,8 @@
  * and 128 run on wgmma (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu); every
  * flash case runs with them and again with the mma.sync kernels that other
  * GPUs use, and once more with the walks of the wgmma kernels cut into
- * chunks wherever a cut helps (flash_cut.cuh; chunks of 2 tiles at
- * least, 1 with --small, so that short shapes are cut too).
+ * chunks of 2 tiles (1 with --small) wherever they are longer
+ * (flash_cut.cuh), so that short shapes run the cut kernels too.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -39,9 +39,10 @@
 static engine *CPU, *GPU;
 static int WGMMA;   /* the engine's wgmma switch in this pass */
 /* The wgmma kernels' cut walks (flash_cut.cuh): the pass with SPLIT
- * lowers the engine's flash_chunk_min so that small shapes cut their
- * walks too; CUT counts the cases whose walks either kernel cut. */
-static int SPLIT, CUT;
+ * forces chunks of 2 tiles (1 with --small) on every walk longer, so that
+ * small shapes run the cut kernels and their merges; CUT[SPLIT] counts
+ * the cases whose walks either kernel cut. */
+static int SPLIT, CUT[2];
 
 /* The experiment setting's word for impl (attn_impl_parse's inverse), to
  * name the case in messages. */
@@ -141,7 +142,7 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
     int nf = cuda_flash_fwd_chunks(GPU, bh, tq, tk, dh, causal),
         nb = cuda_flash_bwd_chunks(GPU, bh, tq, tk, dh, causal);
     if (nf > 1 || nb > 1) {
-      CUT++;
+      CUT[SPLIT]++;
       snprintf(cut, sizeof cut, ", walks cut: fwd %d, bwd %d chunks", nf, nb);
     }
   }
@@ -220,7 +221,7 @@ int main(int argc, char **argv) {
       SPLIT = WGMMA && pass == 2;
       cuda_impl(GPU)->wgmma = WGMMA;
       /* --small's walks are at most 3 tiles: chunks of 1 cut them */
-      cuda_impl(GPU)->flash_chunk_min = SPLIT ? (small ? 1 : 2) : 16;
+      cuda_impl(GPU)->flash_cut_force = SPLIT ? (small ? 1 : 2) : 0;
 #endif
       for (int d = 0; d < 3; d++) {
         attn_impl impl = m ? ATTN_FLASH : ATTN_MATERIALIZED;
@@ -244,7 +245,7 @@ int main(int argc, char **argv) {
             one(impl, dts[d], 1, 257, 900, 64, causal);
             one(impl, dts[d], 1, 1100, 1100, 128, causal);
             one(impl, dts[d], 2, 600, 555, 80, causal);
-            /* walks long enough to be cut at the engine's own chunk size;
+            /* walks long enough for the planner to cut (non-causal);
              * in the split pass 1 x 100 x 9000 forward (non-causal) cuts its
              * walk into 36 chunks, more than the merge's 32 lanes */
             one(impl, dts[d], 1, 100, 9000, 128, causal);
@@ -260,13 +261,18 @@ int main(int argc, char **argv) {
     }
 #ifdef HAVE_CUDA
   cuda_impl(GPU)->wgmma = have_wgmma;
-  cuda_impl(GPU)->flash_chunk_min = 16;
-  /* The cut walks ran (flash_cut.cuh's replay, on 132 SMs): at the
-   * default chunk size in 4 shapes and in the split pass in 18 (--small:
-   * none and 6), each in bf16 and f16. */
-  if (have_wgmma)
-    check(CUT >= (small ? 12 : 40), "the forward or backward cut its walks "
-          "in %d cases (at least %d)", CUT, small ? 12 : 40);
+  cuda_impl(GPU)->flash_cut_force = 0;
+  /* The cut walks ran. Forced, exactly in the cases with a walk longer
+   * than the chunk: 27 shapes (--small: 6), each in bf16 and f16. As
+   * planned, at least 1 x 100 x 9000 (71 key tiles a walk, chunks of 16
+   * on any GPU of 5 SMs or more) in both. */
+  if (have_wgmma) {
+    check(CUT[1] == (small ? 12 : 54), "the split pass cut the walks of "
+          "%d cases (expected %d)", CUT[1], small ? 12 : 54);
+    if (!small)
+      check(CUT[0] >= 2, "the planner cut the walks of %d cases (at least 2)",
+            CUT[0]);
+  }
 #endif
   /* Refusals: a head dim the flash kernels do not take. */
   void *x;

@@ -73,10 +73,13 @@ typedef struct cuda_engine {
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */
-  int flash_chunk_min;                  /* the fewest key tiles a split walk's
-                                           chunk holds (flash_fwd_wgmma.cu,
-                                           16); tests lower it to split
-                                           small shapes */
+  int flash_cut_force;                  /* 0: the wgmma flash kernels cut
+                                           their walks where the replay says
+                                           it pays (flash_cut.cuh); C > 0:
+                                           every walk longer than C tiles is
+                                           cut into chunks of C (tests, so
+                                           that small shapes run the cut
+                                           kernels and their merges) */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {

@@ -456,7 +456,7 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   int tqp = (tq + C::BQ - 1) / C::BQ * C::BQ;
   cuda_engine *ce = cuda_impl(e);
   bwd_walks bw = {tqp / C::BQ, (tk + BK - 1) / BK, C::BQ, causal};
-  walk_cut cut = plan_cut(bw, bw.nk, bh, ce->sms, ce->flash_chunk_min, false);
+  walk_cut cut = plan_cut(bw, bw.nk, bh, ce->sms, ce->flash_cut_force, false);
   size_t nacc = (size_t)bh * tqp * C::DHP, npad = (size_t)bh * tqp,
          npart = (size_t)bh * cut.us * 2 * BK * DH;
   void *ws;
@@ -516,7 +516,7 @@ int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
   cuda_engine *c = cuda_impl(e);
   int BQ = dh == 64 ? 128 : 64;   /* bwd_tiles */
   bwd_walks bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
-  return plan_cut(bw, bw.nk, bh, c->sms, c->flash_chunk_min, false).nc;
+  return plan_cut(bw, bw.nk, bh, c->sms, c->flash_cut_force, false).nc;
 }
 
 int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,

@@ -93,19 +93,26 @@ inline walk_cut make_cut(const W &w, int n, int C) {
 
 /* The cut to launch: uncut unless a cut balances the SMs better. The host
  * replays the block scheduler (each block, in launch order, to the SM that
- * frees first) uncut and cut into chunks of C = max(cmin, the work over K
+ * frees first) uncut and cut into chunks of C = max(16, the work over K
  * times the SMs), K = 2, 4, 8, charging each block an estimated fixed cost
  * of one tile (its loads of the tiles it keeps, the pipeline's fill, its
  * stores) and a partial one more (its fp32 store and the merge's reads),
  * plus two tiles for the merge kernel's launch and tail, and keeps a cut
  * only if it saves 3%. With many walks a head (bh x n >=
  * 8 x SMs) the scheduler balances them already: uncut, not replayed.
- * heads_fastest: blockIdx.x is the head (the unit otherwise). */
+ * heads_fastest: blockIdx.x is the head (the unit otherwise). force > 0
+ * (tests): chunks of force tiles wherever a walk is longer, unreplayed. */
 template <class W>
-inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int cmin,
+inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
                          bool heads_fastest) {
+  constexpr int cmin = 16;   /* fewer tiles a chunk: its fixed costs dominate */
   int longest = n > 0 ? w.walk(0) : 0;
   walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
+  if (force > 0) {
+    if (force >= longest) return uncut;
+    walk_cut p = make_cut(w, n, force);
+    return p.nc > 1024 || p.units > 65535 ? uncut : p;
+  }
   if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms || longest <= cmin)
     return uncut;
   long long work = 0;

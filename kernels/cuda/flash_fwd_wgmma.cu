@@ -380,7 +380,7 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
                                   (int)smem));
   cuda_engine *ce = cuda_impl(e);
   fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  walk_cut cut = plan_cut(fw, fw.nq, bh, ce->sms, ce->flash_chunk_min, HF);
+  walk_cut cut = plan_cut(fw, fw.nq, bh, ce->sms, ce->flash_cut_force, HF);
   if ((HF ? cut.units : bh) > 65535)
     FAIL(ERR_FAIL, "k_attention_fwd: %d query tiles of %d, %d batch x heads "
          "(allowed: at most 65535 %s, a grid dimension's limit)", fw.nq, BQ, bh,
@@ -426,7 +426,7 @@ int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
   cuda_engine *c = cuda_impl(e);
   int BQ = dh == 64 ? 192 : 128;   /* launch: three warpgroups at Dh 64 */
   fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  return plan_cut(fw, fw.nq, bh, c->sms, c->flash_chunk_min, dh == 64).nc;
+  return plan_cut(fw, fw.nq, bh, c->sms, c->flash_cut_force, dh == 64).nc;
 }
 
 int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
