@@ -160,7 +160,9 @@ __global__ void flash_dq_convert(const float *__restrict__ acc,
   }
 }
 
-template <typename T, int DH>
+/* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
+ * the chunk arithmetic and the partial stores away (flash_fwd_wg's). */
+template <typename T, int DH, bool CUT>
 __global__ void __launch_bounds__(NT, 1)
     flash_bwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
@@ -184,8 +186,8 @@ __global__ void __launch_bounds__(NT, 1)
         *sd = reinterpret_cast<float *>(sm + C::OFF_D);
 
   /* Unit blockIdx.x: chunk kc of walk kx, key block kx (uncut: kx). */
-  int b = blockIdx.y, kx, kc, slot;
-  cut_unit(cut, bw, (int)blockIdx.x, &kx, &kc, &slot);
+  int b = blockIdx.y, kx = blockIdx.x, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, bw, (int)blockIdx.x, &kx, &kc, &slot);
   int k0 = kx * BK;
   int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
       g = (x & 31) >> 2, t = x & 3;
@@ -193,9 +195,9 @@ __global__ void __launch_bounds__(NT, 1)
   int nq = (tq + BQ - 1) / BQ;
   /* The walk: query tiles nq - 1 down to the first that sees key k0
    * (causal; earlier ones see none of ours), this chunk's from sb on. */
-  int walk = bw.walk(kx), sb = kc * cut.C;
-  int ntiles = min(walk, sb + cut.C) - sb;
-  bool partial = walk > cut.C;   /* a cut walk: dK, dV to the slot */
+  int walk = bw.walk(kx), sb = CUT ? kc * cut.C : 0;
+  int ntiles = CUT ? min(walk, sb + cut.C) - sb : walk;
+  bool partial = CUT && walk > cut.C;   /* a cut walk: dK, dV to the slot */
   bool issuer = threadIdx.x == 0, elected = x == 0;
   l2 += (size_t)b * tqp;
   Dp += (size_t)b * tqp;
@@ -472,14 +474,14 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   flash_bwd_prep<T, DH><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
       (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
-  CHECK_CUDA(cudaFuncSetAttribute(flash_bwd_wg<T, DH>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+  auto kernel = cut.us > 0 ? flash_bwd_wg<T, DH, true> : flash_bwd_wg<T, DH, false>;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   C::SMEM));
   if (bh > 65535)
     FAIL(ERR_FAIL, "%s: batch x heads %d (allowed: at most 65535, a grid "
          "dimension's limit)", op, bh);
   dim3 grid(cut.units, bh);
-  flash_bwd_wg<T, DH><<<grid, NT, C::SMEM, st>>>(
+  kernel<<<grid, NT, C::SMEM, st>>>(
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
       causal, scale, scale * FLASH_LOG2E);
   CHECK_LAUNCH();

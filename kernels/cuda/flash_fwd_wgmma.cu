@@ -51,7 +51,10 @@ struct fwd_walks {
   }
 };
 
-template <typename T, int DH, int NWG>
+/* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
+ * the chunk arithmetic and the partial stores away, so an uncut shape
+ * runs the code it ran before cuts existed. */
+template <typename T, int DH, int NWG, bool CUT>
 __global__ void __launch_bounds__(128 * NWG, 1)
     flash_fwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
@@ -90,16 +93,16 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   constexpr bool HF = DH == 64;
   int b = HF ? blockIdx.x : blockIdx.y;
   /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x). */
-  int u = HF ? blockIdx.y : blockIdx.x, x, kc, slot;
-  cut_unit(cut, fw, u, &x, &kc, &slot);
+  int u = HF ? blockIdx.y : blockIdx.x, x = u, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, fw, u, &x, &kc, &slot);
   int q0 = (fw.nq - 1 - x) * BQ;
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
       g = l >> 2, t = l & 3;
   int wq0 = q0 + wg * 64;               /* this warpgroup's first row */
-  int walk = fw.walk(x), jb = kc * cut.C;
-  int ntiles = min(walk, jb + cut.C) - jb;
+  int walk = fw.walk(x), jb = CUT ? kc * cut.C : 0;
+  int ntiles = CUT ? min(walk, jb + cut.C) - jb : walk;
   /* a cut tile: this unit's partial goes to its slot */
-  bool partial = walk > cut.C;
+  bool partial = CUT && walk > cut.C;
   size_t pslot = (size_t)b * cut.us + slot;
   /* One thread issues every load (a box of 64 columns per column block);
    * rows past the sequence end arrive as zeros. */
@@ -375,12 +378,12 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, "k_attention_fwd"));
   size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128;
-  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_wg<T, DH, NWG>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem));
   cuda_engine *ce = cuda_impl(e);
   fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
   walk_cut cut = plan_cut(fw, fw.nq, bh, ce->sms, ce->flash_cut_force, HF);
+  auto kernel = cut.us > 0 ? flash_fwd_wg<T, DH, NWG, true> : flash_fwd_wg<T, DH, NWG, false>;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
   if ((HF ? cut.units : bh) > 65535)
     FAIL(ERR_FAIL, "k_attention_fwd: %d query tiles of %d, %d batch x heads "
          "(allowed: at most 65535 %s, a grid dimension's limit)", fw.nq, BQ, bh,
@@ -394,7 +397,7 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
     part_l = part_o + rows * DH;
   }
   dim3 grid = HF ? dim3(bh, cut.units) : dim3(cut.units, bh);
-  flash_fwd_wg<T, DH, NWG><<<grid, 128 * NWG, smem, cuda_stream(e)>>>(
+  kernel<<<grid, 128 * NWG, smem, cuda_stream(e)>>>(
       qm, km, vm, (T *)o, lse, part_o, part_l, cut, fw, tq, tk, causal, sl2);
   CHECK_LAUNCH();
   if (cut.us > 0) {
