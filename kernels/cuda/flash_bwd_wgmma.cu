@@ -70,26 +70,7 @@ template <int DH> struct bwd_tiles {
   static_assert(SMEM <= 227 * 1024, "fits an H100's shared memory");
 };
 
-/* The backward's walks (flash_cut.cuh): walk x is key block x (BK keys)
- * over the query tiles that see it, the last first; block 0 sees all. */
-struct bwd_walks {
-  int nq, nk, BQ, causal;
-  __host__ __device__ int walk(int x) const {
-    if (!causal) return nq;
-    long long i0 = (long long)x * BK / BQ;   /* the first tile that sees it */
-    return i0 >= nq ? 0 : nq - (int)i0;
-  }
-  /* walks longer than c * C query tiles: blocks x < ceil((nq - c C) BQ /
-   * BK); at c = 0 every block, as one no query sees still writes zeros */
-  __host__ __device__ int count(int c, int C) const {
-    if (c == 0) return nk;
-    long long m = (long long)c * C;
-    if (m >= nq) return 0;
-    if (!causal) return nk;
-    long long lim = ((nq - m) * BQ + BK - 1) / BK;
-    return lim < nk ? (int)lim : nk;
-  }
-};
+using bwd_walks = bwd_walks_t<BK>;   /* flash_cut.cuh */
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
  * tqp (tq rounded up to BQ) per head; padding rows get 0. Each warp also

@@ -18,7 +18,9 @@
  *
  * A walk family W provides, __host__ __device__:
  *   int walk(int x) const           tiles of walk x
- *   int count(int c, int C) const   walks longer than c * C tiles */
+ *   int count(int c, int C) const   walks longer than c * C tiles
+ * (the two kernels' families are below; tests/test_flash_cut.cu checks
+ * them and the cut's numbering against brute force). */
 #ifndef TRAINLAB_FLASH_CUT_CUH
 #define TRAINLAB_FLASH_CUT_CUH
 
@@ -26,6 +28,48 @@
 #include <functional>
 #include <queue>
 #include <vector>
+
+/* The forward's walks (flash_fwd_wgmma.cu): walk x is query tile
+ * nq - 1 - x (the last tile, the longest causal walk, first) over the key
+ * tiles of BK keys it sees. */
+template <int BK> struct fwd_walks_t {
+  int nq, BQ, tk, causal;
+  __host__ __device__ int walk(int x) const {
+    int end = (nq - x) * BQ;   /* past the tile's last row */
+    int kend = causal && end < tk ? end : tk;
+    return (kend + BK - 1) / BK;
+  }
+  /* walks longer than c * C key tiles: tiles from key c C * BK on */
+  __host__ __device__ int count(int c, int C) const {
+    long long k = (long long)c * C * BK;
+    if (k >= tk) return 0;
+    if (!causal) return nq;
+    long long first = k / BQ;   /* the first tile with a row past key k */
+    return first >= nq ? 0 : nq - (int)first;
+  }
+};
+
+/* The backward's walks (flash_bwd_wgmma.cu): walk x is key block x (BK
+ * keys) over the query tiles that see it, the last first; block 0 sees
+ * all. */
+template <int BK> struct bwd_walks_t {
+  int nq, nk, BQ, causal;
+  __host__ __device__ int walk(int x) const {
+    if (!causal) return nq;
+    long long i0 = (long long)x * BK / BQ;   /* the first tile that sees it */
+    return i0 >= nq ? 0 : nq - (int)i0;
+  }
+  /* walks longer than c * C query tiles: blocks x < ceil((nq - c C) BQ /
+   * BK); at c = 0 every block, as one no query sees still writes zeros */
+  __host__ __device__ int count(int c, int C) const {
+    if (c == 0) return nk;
+    long long m = (long long)c * C;
+    if (m >= nq) return 0;
+    if (!causal) return nk;
+    long long lim = ((nq - m) * BQ + BK - 1) / BK;
+    return lim < nk ? (int)lim : nk;
+  }
+};
 
 /* A cut: chunks of C tiles, nc of them in the longest walk, `units`
  * blocks a head. The `whole` walks of one chunk (count(0) - count(1), the

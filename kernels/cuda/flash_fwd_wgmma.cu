@@ -32,24 +32,7 @@ namespace {
  * (its rows keep their sums; P is 0 there). */
 constexpr int BK = 128;
 
-/* The forward's walks (flash_cut.cuh): walk x is query tile nq - 1 - x
- * (the last tile, the longest causal walk, first) over key tiles. */
-struct fwd_walks {
-  int nq, BQ, tk, causal;
-  __host__ __device__ int walk(int x) const {
-    int end = (nq - x) * BQ;   /* past the tile's last row */
-    int kend = causal && end < tk ? end : tk;
-    return (kend + BK - 1) / BK;
-  }
-  /* walks longer than c * C key tiles: tiles from key c C * BK on */
-  __host__ __device__ int count(int c, int C) const {
-    long long k = (long long)c * C * BK;
-    if (k >= tk) return 0;
-    if (!causal) return nq;
-    long long first = k / BQ;   /* the first tile with a row past key k */
-    return first >= nq ? 0 : nq - (int)first;
-  }
-};
+using fwd_walks = fwd_walks_t<BK>;   /* flash_cut.cuh */
 
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
  * the chunk arithmetic and the partial stores away, so an uncut shape

@@ -1,0 +1,162 @@
+/* The cut walks' arithmetic (kernels/cuda/flash_cut.cuh) against brute
+ * force, on the host (no GPU needed; built where nvcc is):
+ *   - each walk family's count(c, C) is the number of walks longer than
+ *     c C tiles, and walk lengths never grow along x;
+ *   - for every cut (C from 1 to past the longest walk), cut_unit maps the
+ *     units one to one onto the (walk, chunk) pairs, chunk 0 of every walk
+ *     (an empty one included) and one chunk per C tiles of the rest; the
+ *     chunks of cut walks get distinct slots below us, the ones cut_slot
+ *     (the merge kernels) finds again; uncut walks are the last `whole`;
+ *   - plan_cut: chunks of exactly the forced size when forced, uncut when
+ *     there are many walks a head, otherwise a cut of at least 16 tiles a
+ *     chunk within the grid's limits.
+ * The kernels' own results with cuts are checked on the GPU
+ * (tests/test_attention_cuda). Exit 0 / 1. */
+#include "kernels/cuda/flash_cut.cuh"
+
+extern "C" {
+#include "tests/testlib.h"
+}
+
+#include <stdio.h>
+#include <vector>
+
+constexpr int BK = 128;
+
+/* walks longer than m tiles, by brute force */
+template <class W> static int brute_count(const W &w, int n, long long m) {
+  int k = 0;
+  for (int x = 0; x < n; x++) k += w.walk(x) > m;
+  return k;
+}
+
+/* Every check of one family at one shape; `what` names it. Returns the
+ * failures (each also printed), so that a shape prints one line. */
+template <class W>
+static int family(const W &w, int n, bool counts_empty, const char *what) {
+  int bad = 0;
+  auto fail = [&](const char *fmt, int a, int b, int c) {
+    if (bad++ < 3) {
+      printf("  %s: ", what);
+      printf(fmt, a, b, c);
+      printf("\n");
+    }
+  };
+  for (int x = 1; x < n; x++)
+    if (w.walk(x) > w.walk(x - 1)) fail("walk %d longer than walk %d (%d)", x, x - 1, w.walk(x));
+  int longest = n > 0 ? w.walk(0) : 0;
+  for (int C = 1; C <= longest + 1; C++) {
+    /* count(0): every walk that launches a block (the backward's blocks
+     * that no query sees still write zeros) */
+    int c0 = w.count(0, C), want0 = counts_empty ? n : brute_count(w, n, 0);
+    if (c0 != want0) fail("count(0, %d) = %d, want %d", C, c0, want0);
+    for (int c = 1; (long long)(c - 1) * C <= longest; c++) {
+      int got = w.count(c, C), want = brute_count(w, n, (long long)c * C);
+      if (got != want) fail("count(%d, C) = %d, want %d", c, got, want);
+    }
+    walk_cut p = make_cut(w, n, C);
+    int nc = (longest + C - 1) / C;
+    if (p.nc != nc) fail("C %d: nc %d, want %d", C, p.nc, nc);
+    /* (walk, chunk) pairs: every walk's chunk 0, and chunks 1.. of its
+     * tiles past the first C */
+    std::vector<std::vector<int>> seen(n);
+    for (int x = 0; x < n; x++) {
+      int chunks = (w.walk(x) + C - 1) / C;
+      seen[x].assign(chunks > 0 ? chunks : 1, 0);
+    }
+    std::vector<int> slot_of(p.us > 0 ? p.us : 1, 0);
+    for (int u = 0; u < p.units; u++) {
+      int x, c, slot;
+      cut_unit(p, w, u, &x, &c, &slot);
+      if (x < 0 || x >= n || c < 0 || c >= (int)seen[x].size()) {
+        fail("unit %d: walk %d chunk %d out of range", u, x, c);
+        continue;
+      }
+      seen[x][c]++;
+      if (w.walk(x) > p.C) {   /* a cut walk: its partial's slot */
+        if (slot < 0 || slot >= p.us) fail("unit %d: slot %d of %d", u, slot, p.us);
+        else slot_of[slot]++;
+        if (cut_slot(p, w, x, c) != slot)
+          fail("unit %d: cut_slot %d, cut_unit %d", u, cut_slot(p, w, x, c), slot);
+      } else if (c != 0) {
+        fail("unit %d: uncut walk %d in chunk %d", u, x, c);
+      }
+    }
+    for (int x = 0; x < n; x++)
+      for (size_t c = 0; c < seen[x].size(); c++)
+        if (seen[x][c] != 1) fail("walk %d chunk %d: %d units", x, (int)c, seen[x][c]);
+    for (int s = 0; s < p.us; s++)
+      if (slot_of[s] != 1) fail("slot %d: %d units, C %d", s, slot_of[s], C);
+    int cut_walks = brute_count(w, n, p.C);
+    if (p.whole != n - cut_walks) fail("whole %d, want %d (C %d)", p.whole, n - cut_walks, C);
+    for (int x = 0; x < n; x++)
+      if ((w.walk(x) > p.C) != (x < cut_walks))
+        fail("walk %d cut out of order (C %d, %d cut walks)", x, C, cut_walks);
+  }
+  return bad;
+}
+
+int main(void) {
+  /* query and key lengths: one tile, tile boundaries, odd sizes, Tq != Tk */
+  const int tq_list[] = {1, 64, 100, 127, 128, 129, 192, 300, 1000, 2049, 4100};
+  const int tk_list[] = {1, 77, 128, 129, 259, 1000, 2049, 9000};
+  for (int tq : tq_list)
+    for (int tk : tk_list)
+      for (int causal = 0; causal < 2; causal++) {
+        int bad = 0;
+        char what[96];
+        for (int BQ : {64, 128, 192}) {   /* the forward's tiles at Dh 64 / 80, 128 */
+          fwd_walks_t<BK> fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+          snprintf(what, sizeof what, "forward BQ %d", BQ);
+          bad += family(fw, fw.nq, false, what);
+        }
+        for (int BQ : {64, 128}) {   /* the backward's */
+          int tqp = (tq + BQ - 1) / BQ * BQ;
+          bwd_walks_t<BK> bw = {tqp / BQ, (tk + BK - 1) / BK, BQ, causal};
+          snprintf(what, sizeof what, "backward BQ %d", BQ);
+          bad += family(bw, bw.nk, true, what);
+        }
+        check(bad == 0, "walks and cuts, tq %d tk %d causal %d: %d mismatches",
+              tq, tk, causal, bad);
+      }
+
+  /* plan_cut at the benchmark's shapes (one head, causal) and with many
+   * heads, on 132 SMs and on fewer */
+  for (int sms : {7, 132})
+    for (int bh : {1, 16})
+      for (int t : {4096, 16384, 65536}) {
+        fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
+        walk_cut p = plan_cut(fw, fw.nq, bh, sms, 0, false);
+        bool many = (long long)bh * fw.nq >= 8LL * sms;
+        bool ok = p.nc >= 1 && p.nc <= 1024 && p.units <= 65535 &&
+                  (p.nc == 1 ? p.us == 0 : p.C >= 16 && !many);
+        check(ok, "plan_cut forward, %d SMs, %d heads, seq %d: C %d, %d chunks, "
+              "%d units%s", sms, bh, t, p.C, p.nc, p.units, many ? " (many walks: uncut)" : "");
+        bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
+        walk_cut q = plan_cut(bw, bw.nk, bh, sms, 0, false);
+        many = (long long)bh * bw.nk >= 8LL * sms;
+        ok = q.nc >= 1 && q.nc <= 1024 && q.units <= 65535 &&
+             (q.nc == 1 ? q.us == 0 : q.C >= 16 && !many);
+        check(ok, "plan_cut backward, %d SMs, %d heads, seq %d: C %d, %d chunks, "
+              "%d units", sms, bh, t, q.C, q.nc, q.units);
+      }
+  /* one head at 16384 on 132 SMs: 128 walks of 1..128 tiles, a third of
+   * the SMs busy uncut (flash_cut.cuh): the planner must cut */
+  {
+    fwd_walks_t<BK> fw = {128, 128, 16384, 1};
+    walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, false);
+    check(p.nc > 1, "plan_cut cuts one head at 16384 on 132 SMs (%d chunks of %d)",
+          p.nc, p.C);
+  }
+  /* forced: exactly the chunk asked for, wherever a walk is longer */
+  for (int force : {1, 2, 5}) {
+    fwd_walks_t<BK> fw = {3, 192, 900, 1};   /* walks of 5, 3, 2 key tiles */
+    walk_cut p = plan_cut(fw, fw.nq, 64, 132, force, true);
+    int longest = fw.walk(0);
+    check(force < longest ? p.C == force && p.nc == (longest + force - 1) / force
+                          : p.nc == 1 && p.us == 0,
+          "forced chunks of %d over walks of at most %d tiles: C %d, %d chunks",
+          force, longest, p.C, p.nc);
+  }
+  return tl_finish();
+}
