@@ -286,6 +286,7 @@ test_says() { # NAME
           [ -f "$f" ] || return 1
           awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
     *) f="$TESTS_DIR/$1.c"
+       [ -f "$f" ] || f="$TESTS_DIR/$1.cu"
        [ -f "$f" ] || return 1
        awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
               e = sub(/ *\*\/.*$/, "", line); printf "%s ", line; if (e) exit }' "$f" ;;

@@ -25,7 +25,9 @@ reference the GPU kernels are checked against.
 `kernels/cuda/flash_fwd.cu` (mma.sync tensor cores for bf16 / fp16 at head
 dims 16, 32, 64, 80 and 128, CUDA cores for fp32) and, on Hopper, `flash_fwd_wgmma.cu`
 (warpgroup MMA with TMA loads) at head dims 64, 80 and 128. One thread block
-per query tile, the online softmax in registers, O and L written once.
+per query tile (on Hopper, with few tiles a head, per chunk of its keys,
+the chunks merged after: `flash_cut.cuh`), the online softmax in
+registers, O and L written once.
 Reached through `k_attention_fwd(e, ATTN_FLASH, ...)` (`kernels/ops.def`).
 
 ### (c) Causal masking
