@@ -169,14 +169,15 @@ __global__ void __launch_bounds__(NT, 1)
   /* Unit blockIdx.x: chunk kc of walk kx, key block kx (uncut: kx). */
   int b = blockIdx.y, kx = blockIdx.x, kc = 0, slot = 0;
   if constexpr (CUT) cut_unit(cut, bw, (int)blockIdx.x, &kx, &kc, &slot);
-  int k0 = kx * BK;
+  int k0 = CUT ? kx * BK : blockIdx.x * BK;   /* uncut: as before cuts */
   int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
       g = (x & 31) >> 2, t = x & 3;
   int wk0 = k0 + wg * 64;
   int nq = (tq + BQ - 1) / BQ;
   /* The walk: query tiles nq - 1 down to the first that sees key k0
    * (causal; earlier ones see none of ours), this chunk's from sb on. */
-  int walk = bw.walk(kx), sb = CUT ? kc * cut.C : 0;
+  int i0 = causal ? min(k0 / BQ, nq) : 0, walk = nq - i0;   /* bw.walk(kx) */
+  int sb = CUT ? kc * cut.C : 0;
   int ntiles = CUT ? min(walk, sb + cut.C) - sb : walk;
   bool partial = CUT && walk > cut.C;   /* a cut walk: dK, dV to the slot */
   bool issuer = threadIdx.x == 0, elected = x == 0;

@@ -75,14 +75,21 @@ __global__ void __launch_bounds__(128 * NWG, 1)
    * measured faster there (NOTES.md, launch order; so did the backward). */
   constexpr bool HF = DH == 64;
   int b = HF ? blockIdx.x : blockIdx.y;
-  /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x). */
+  /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x, and
+   * the grid's extent is nq). The uncut instance computes q0 and the walk
+   * from the grid as it did before cuts existed: the same arithmetic from
+   * the parameters compiled to a different schedule that ran 3-5% slower
+   * (Dh 128, 32768 keys, H200). */
   int u = HF ? blockIdx.y : blockIdx.x, x = u, kc = 0, slot = 0;
   if constexpr (CUT) cut_unit(cut, fw, u, &x, &kc, &slot);
-  int q0 = (fw.nq - 1 - x) * BQ;
+  int q0 = CUT ? (fw.nq - 1 - x) * BQ
+               : (int)((HF ? gridDim.y : gridDim.x) - 1 - u) * BQ;
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
       g = l >> 2, t = l & 3;
   int wq0 = q0 + wg * 64;               /* this warpgroup's first row */
-  int walk = fw.walk(x), jb = CUT ? kc * cut.C : 0;
+  int kend = causal ? min(tk, q0 + BQ) : tk;
+  int walk = (kend + BK - 1) / BK;      /* fw.walk(x) */
+  int jb = CUT ? kc * cut.C : 0;
   int ntiles = CUT ? min(walk, jb + cut.C) - jb : walk;
   /* a cut tile: this unit's partial goes to its slot */
   bool partial = CUT && walk > cut.C;
@@ -274,21 +281,23 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     float sum = lsum[h];
     sum += __shfl_xor_sync(FULL_MASK, sum, 1);
     sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    float inv = 1.f / sum;
     int r = wq0 + 16 * w + g + 8 * h;
-    if (r < tq && partial) {
+    if (partial) {
       /* A row with no key in this chunk (causal: keys past it) has sum 0:
        * O 0 and L -inf, which the merge weighs 0. */
-      float inv = sum > 0.f ? 1.f / sum : 0.f;
-      float *prow = part_o + (pslot * BQ + (r - q0)) * DH;
+      if (r < tq) {
+        float pinv = sum > 0.f ? inv : 0.f;
+        float *prow = part_o + (pslot * BQ + (r - q0)) * DH;
 #pragma unroll
-      for (int n = 0; n < DH / 8; n++)
-        *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) =
-            make_float2(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
-      if (t == 0)
-        part_l[pslot * BQ + (r - q0)] =
-            sum > 0.f ? mrow[h] * scale_log2 + log2f(sum) : -INFINITY;
+        for (int n = 0; n < DH / 8; n++)
+          *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) =
+              make_float2(acc[4 * n + 2 * h] * pinv, acc[4 * n + 2 * h + 1] * pinv);
+        if (t == 0)
+          part_l[pslot * BQ + (r - q0)] =
+              sum > 0.f ? mrow[h] * scale_log2 + log2f(sum) : -INFINITY;
+      }
     } else if (r < tq) {
-      float inv = 1.f / sum;
       T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++)
