@@ -143,7 +143,10 @@ inline walk_cut make_cut(const W &w, int n, int C) {
  * stores) and a partial one more (its fp32 store and the merge's reads),
  * plus two tiles for the merge kernel's launch and tail, and keeps a cut
  * only if it saves 3%. With many walks a head (bh x n >=
- * 8 x SMs) the scheduler balances them already: uncut, not replayed.
+ * 8 x SMs) the scheduler balances them already: uncut, not replayed; nor
+ * is a cut whose blocks' total charge over the SMs (a bound on its
+ * replay) already misses the 3%, which spares the host the replays where
+ * the walks balance well uncut (one head of 32768: 40 us a launch).
  * heads_fastest: blockIdx.x is the head (the unit otherwise). force > 0
  * (tests): chunks of force tiles wherever a walk is longer, unreplayed. */
 template <class W>
@@ -188,6 +191,11 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
     if (C >= longest) continue;
     walk_cut p = make_cut(w, n, (int)C);
     if (p.nc > 1024 || p.units > 65535) continue;
+    /* each block costs its tiles + 1, a cut walk's + 2: the charge of
+     * every block is work + bh (units + cut units); no replay ends
+     * before that over the SMs */
+    long long floor_t = (work + bh * (2LL * p.units - p.whole) + sms - 1) / sms + 2;
+    if (floor_t * 100 >= t_uncut * 97) continue;
     long long t = replay(p) + 2;   /* the merge's launch and tail */
     if (t < t_best && t * 100 < t_uncut * 97) {
       best = p;

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   int u = HF ? blockIdx.y : blockIdx.x, x = u, kc = 0, slot = 0;
   if constexpr (CUT) cut_unit(cut, fw, u, &x, &kc, &slot);
   int q0 = CUT ? (fw.nq - 1 - x) * BQ
-               : (int)((HF ? gridDim.y : gridDim.x) - 1 - u) * BQ;
+               : (int)(((HF ? gridDim.y : gridDim.x) - 1 - u) * BQ);
   int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31,
       g = l >> 2, t = l & 3;
   int wq0 = q0 + wg * 64;               /* this warpgroup's first row */
