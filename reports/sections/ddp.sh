@@ -869,6 +869,26 @@ EOF
       done
     done
     echo
+    # Where the fused bf16 step's second GPU goes: backward with the
+    # transfers beside it, and what is left of them after it.
+    said=""
+    for fm in $fused_forms; do
+      fu="$DATA/${fm}_fused.csv"
+      b=$(best_bucket bf16 "$fu")
+      [ -n "$b" ] || continue
+      b1=$(one "$fu" bf16 bwd_ms_mean "$b") b2=$(two "$fu" bf16 bwd_ms_mean "$b")
+      ex=$(two "$fu" bf16 exposed_comm_ms_mean "$b")
+      [ -n "$b1" ] && [ -n "$b2" ] && [ -n "$ex" ] || continue
+      case $fm in ddp_copy_engine) fname="DDP's" ;; *) fname="ZeRO-1's" ;; esac
+      said="$said${said:+; }$fname backward takes $(f1 "$b1") ms on one GPU and $(f1 "$b2") ms on two, with $(f1 "$ex") ms of transfers left after it at $(calc %g "$b") MiB"
+      op="$DATA/$fm.csv" ob=$(best_bucket bf16 "$DATA/$fm.csv")
+      [ -z "$ob" ] || said="$said (op by op $(f1 "$(one "$op" bf16 bwd_ms_mean "$ob")") -> $(f1 "$(two "$op" bf16 bwd_ms_mean "$ob")") ms, $(f1 "$(two "$op" bf16 exposed_comm_ms_mean "$ob")") ms left)"
+    done
+    if [ -n "$said" ]; then
+      echo "Where the bf16 step's second GPU goes on the fused path, whose"
+      echo "backward is the shorter: $said."
+      echo
+    fi
   fi
   for fm in ddp_copy_engine zero1_copy_engine; do
     has_rows "$DATA/${fm}_fused.csv" ||
