@@ -13,7 +13,12 @@
  * `passes` each, every loop closed by eng_sync before the host clock is
  * read (the handout's "time 100 forward passes" with synchronize): forward
  * only; backward only (after one more forward, so P / L are those of these
- * inputs); forward+backward. Columns *_ms_per_pass are a loop's time / passes.
+ * inputs); forward+backward. With min_loop_ms > 0 a loop shorter than that
+ * runs again with its passes scaled up to reach it (a tenth to spare),
+ * until one does: microsecond kernels are then timed over a loop as long
+ * as triton.testing.do_bench's rather than a few launches' jitter.
+ * Columns *_ms_per_pass are the counted loop's time / its passes, and
+ * *_passes those passes.
  * mem_before_bwd_mib is the engine's exact accounting (every eng_alloc,
  * workspace included) after the forward that precedes the backward loop;
  * peak_mib the engine's peak over the job; device_mib the device's memory
@@ -51,6 +56,7 @@ typedef struct attention_settings {
   const char *backend;
   const char *precision;
   int passes;
+  double min_loop_ms;
   int warmup;
   int seed;
   const char *impl;
@@ -73,6 +79,10 @@ static const param_def params[] = {
     {"run", "passes", INT_FIELD(attention_settings, passes), 1, 1000000, NULL,
      NULL, NULL,
      "passes in each timed loop (forward, backward, forward+backward)"},
+    {"run", "min_loop_ms", FLOAT_FIELD(attention_settings, min_loop_ms), 0,
+     600000, NULL, NULL, "0",
+     "shortest timed loop: more passes than `passes` until a loop lasts "
+     "this long (0: exactly `passes`)"},
     {"run", "warmup", INT_FIELD(attention_settings, warmup), 0, 100000, NULL,
      NULL, "5", "untimed forward+backward passes first"},
     {"run", "seed", INT_FIELD(attention_settings, seed), 0, 2147483647, NULL,
@@ -96,7 +106,8 @@ static const param_def params[] = {
 static const char *const metrics[] = {
     "fwd_ms_per_pass",  "bwd_ms_per_pass",    "fwd_bwd_ms_per_pass",
     "fwd_tflops",       "bwd_tflops",         "fwd_bwd_tflops",
-    "mem_before_bwd_mib", "peak_mib",         "device_mib", NULL,
+    "mem_before_bwd_mib", "peak_mib",         "device_mib",
+    "fwd_passes",       "bwd_passes",         "fwd_bwd_passes", NULL,
 };
 
 static int validate(const void *settings, char *err, size_t n) {
@@ -146,6 +157,28 @@ static int bwd(engine *e, const shape *s, bufs *b) {
   return 0;
 }
 
+enum { LOOP_FWD, LOOP_BWD, LOOP_BOTH };
+
+/* One timed loop of *n passes (forward, backward or both), closed by a
+ * synchronisation; while it lasts less than min_ms, again with *n scaled
+ * to reach it. On return *n is the counted loop's passes, *secs its time. */
+static int timed_loop(engine *e, const shape *s, bufs *b, int what,
+                      double min_ms, int *n, double *secs) {
+  const int most = 1000000;   /* `passes`' own limit */
+  for (;;) {
+    double t0 = clock_now_s();
+    for (int i = 0; i < *n; i++) {
+      if (what != LOOP_BWD) TRY(fwd(e, s, b));
+      if (what != LOOP_FWD) TRY(bwd(e, s, b));
+    }
+    TRY(eng_sync(e));
+    *secs = clock_now_s() - t0;
+    if (*secs * 1e3 >= min_ms || *n >= most) return 0;
+    double want = ceil(*n * 1.1 * min_ms / fmax(*secs * 1e3, 1e-3));
+    *n = want >= most ? most : want > *n ? (int)want : *n + 1;
+  }
+}
+
 static int measure(engine *e, const void *settings, result *r) {
   const attention_settings *a = settings;
   shape s;
@@ -183,32 +216,25 @@ static int measure(engine *e, const void *settings, result *r) {
     TRY(bwd(e, &s, &b));
   }
   TRY(eng_sync(e));
-  double t0 = clock_now_s();
-  for (int i = 0; i < passes; i++) TRY(fwd(e, &s, &b));
-  TRY(eng_sync(e));
-  double t_fwd = clock_now_s() - t0;
+  int n_f = passes, n_b = passes, n_fb = passes;
+  double t_fwd, t_bwd, t_both;
+  TRY(timed_loop(e, &s, &b, LOOP_FWD, a->min_loop_ms, &n_f, &t_fwd));
   TRY(fwd(e, &s, &b));
   TRY(eng_sync(e));
   double mem_before_bwd = (double)eng_bytes_in_use(e);
-  t0 = clock_now_s();
-  for (int i = 0; i < passes; i++) TRY(bwd(e, &s, &b));
-  TRY(eng_sync(e));
-  double t_bwd = clock_now_s() - t0;
-  t0 = clock_now_s();
-  for (int i = 0; i < passes; i++) {
-    TRY(fwd(e, &s, &b));
-    TRY(bwd(e, &s, &b));
-  }
-  TRY(eng_sync(e));
-  double t_both = clock_now_s() - t0;
+  TRY(timed_loop(e, &s, &b, LOOP_BWD, a->min_loop_ms, &n_b, &t_bwd));
+  TRY(timed_loop(e, &s, &b, LOOP_BOTH, a->min_loop_ms, &n_fb, &t_both));
 
   double pairs = (double)s.bh * s.t * s.t * (s.causal ? 0.5 : 1.0);
   double f_fwd = 4.0 * pairs * s.d, f_bwd = 10.0 * pairs * s.d;
-  double ms_f = t_fwd * 1e3 / passes, ms_b = t_bwd * 1e3 / passes,
-         ms_fb = t_both * 1e3 / passes;
+  double ms_f = t_fwd * 1e3 / n_f, ms_b = t_bwd * 1e3 / n_b,
+         ms_fb = t_both * 1e3 / n_fb;
   result_set(r, "fwd_ms_per_pass", ms_f);
   result_set(r, "bwd_ms_per_pass", ms_b);
   result_set(r, "fwd_bwd_ms_per_pass", ms_fb);
+  result_set(r, "fwd_passes", n_f);
+  result_set(r, "bwd_passes", n_b);
+  result_set(r, "fwd_bwd_passes", n_fb);
   result_set(r, "fwd_tflops", f_fwd / (ms_f * 1e-3) / 1e12);
   result_set(r, "bwd_tflops", f_bwd / (ms_b * 1e-3) / 1e12);
   result_set(r, "fwd_bwd_tflops", (f_fwd + f_bwd) / (ms_fb * 1e-3) / 1e12);

@@ -2,7 +2,8 @@
 # The attention job kind through the runner on the CPU engine: both
 # implementations, causal and not, an odd and an even length give ok rows
 # with times, TFLOP/s and memory; the materialised rows hold P in memory
-# before backward (more than flash at the same shape).
+# before backward (more than flash at the same shape). Each timed loop
+# runs exactly `passes`, or with min_loop_ms at least that long.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 out="$scratch/data"
@@ -21,4 +22,24 @@ check "materialized holds P before backward" \
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "impl") m = i; if ($i == "seq") s = i; if ($i == "causal") c = i; if ($i == "mem_before_bwd_mib") b = i }; next }
            $s == 64 && $c == "false" { v[$m] = $b }
            END { d = (v["materialized"] - v["flash"]) * 1048576; exit !(d == 65536) }' "$csv"
+check "min_loop_ms 0: every loop exactly passes (3)" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "fwd_passes") a = i; if ($i == "fwd_bwd_passes") c = i }; next }
+           { for (i = a; i <= c; i++) if ($i != 3) bad = 1 } END { exit bad }' "$csv"
+"$RUNNER" --out-dir "$scratch/long" --set min_loop_ms=20 --only seq=33 --only causal=true \
+  "$top_srcdir/experiments/smoke_attention.cfg" 2> "$scratch/long.err"
+status=$?
+cat "$scratch/long.err"
+check "min_loop_ms 20 exits 0" [ $status -eq 0 ]
+long="$scratch/long/smoke_attention.csv"
+check "min_loop_ms 20: 2 ok rows" [ "$(column "$long" status | grep -c '^ok$')" -eq 2 ]
+# Each loop: passes * ms per pass >= 20 (the CSV's 6 digits aside), and a
+# CPU pass at seq 33 is microseconds, so the forward's passes grew.
+check "min_loop_ms 20: every loop lasts 20 ms, the forward's passes grew" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+           { n = 0
+             split("fwd bwd fwd_bwd", w, " ")
+             for (k = 1; k <= 3; k++) { p = $h[w[k] "_passes"]; m = $h[w[k] "_ms_per_pass"]
+                                        if (!(p * m >= 20 * (1 - 1e-5))) bad = 1 }
+             if (!($h["fwd_passes"] > 3)) bad = 1 }
+           END { exit bad }' "$long"
 finish
