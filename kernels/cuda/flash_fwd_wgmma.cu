@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   int b = HF ? blockIdx.x : blockIdx.y;
   /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x, and
    * the grid's extent is nq). The uncut instance computes q0 and the walk
-   * from the grid as it did before cuts existed: the same arithmetic from
-   * the parameters compiled to a different schedule that ran 3-5% slower
-   * (Dh 128, 32768 keys, H200). */
+   * from the grid, unsigned, as the kernel did before cuts existed: from
+   * the parameters its main loop compiled differently (NOTES.md: the cut's
+   * A/B). */
   int u = HF ? blockIdx.y : blockIdx.x, x = u, kc = 0, slot = 0;
   if constexpr (CUT) cut_unit(cut, fw, u, &x, &kc, &slot);
   int q0 = CUT ? (fw.nq - 1 - x) * BQ
