@@ -1,6 +1,14 @@
 # What every section script (reports/sections/*.sh) uses, sourced by each
 # as `. "$REPORT_LIB"` (mkreport.sh sets REPORT_LIB; CSVTOOL too).
 
+# renders NAME...: the problems this section script renders (PROBLEM,
+# default the first); any other is a mistake in problems.def, an error.
+renders() {
+  for _r in "$@"; do [ "${PROBLEM:-$1}" = "$_r" ] && return 0; done
+  echo "${0##*/}: no problem \"$PROBLEM\" here (it renders $(echo "$*" | sed 's/ /, /g'))" >&2
+  exit 1
+}
+
 # csvtool on the results. Always assign its output to a variable first:
 # `set -e` does not see a failure inside "$(...)" used as an argument.
 tool() { "$CSVTOOL" "$@"; }
@@ -177,6 +185,20 @@ has_rows() {
   [ -f "$1" ] || return 1
   _has_rows_n=$(tool count "$1" --where status=ok) || exit 1
   [ "$_has_rows_n" -gt 0 ]
+}
+# not_measured EXPERIMENT [WHERE]: a section's line for an experiment with
+# no measured row, and its todo. WHERE: "on a GPU", "on 2 GPUs", ...
+not_measured() {
+  echo "_Not yet measured: run \`./runner experiments/$1.cfg\`${2:+ $2}._"
+  todo "$1.csv (\`./runner experiments/$1.cfg\`)"
+  echo
+}
+# require_rows CSV EXPERIMENT [WHERE]: unless CSV holds a measured row,
+# not_measured's line, and the section ends there (exit 0).
+require_rows() {
+  has_rows "$1" && return 0
+  not_measured "$2" "${3:-}"
+  exit 0
 }
 
 # pt_compiled CSV SIZE CONTEXT PRECISION COL: COL of PyTorch's fastest

@@ -39,8 +39,7 @@ fig=distributed_communication_single_node
 GNUPLOT=${GNUPLOT:-}
 
 if [ ! -f "$csv" ]; then
-  echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
-  todo "allreduce.csv (\`./runner experiments/allreduce.cfg\`)"
+  not_measured allreduce
   exit 0
 fi
 for f in "$torch_csv" "$old_anchor" "$pub" "$gp"; do
@@ -106,8 +105,7 @@ most_ranks_machine() {
 nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
 if [ $((nok + nbad)) -eq 0 ]; then
-  echo "_Not yet measured: run \`./runner experiments/allreduce.cfg\`._"
-  todo "allreduce.csv (\`./runner experiments/allreduce.cfg\`)"
+  not_measured allreduce
   exit 0
 fi
 

@@ -43,11 +43,7 @@ case ${PROBLEM:-} in
     exit 1 ;;
 esac
 [ -f "$gp" ] || { echo "attention.sh: $gp is missing" >&2; exit 1; }
-if [ ! -f "$csv" ]; then
-  echo "_Not yet measured: run \`./runner experiments/$exp.cfg\`._"
-  todo "$exp.csv (\`./runner experiments/$exp.cfg\`)"
-  exit 0
-fi
+if [ ! -f "$csv" ]; then not_measured "$exp"; exit 0; fi
 on_gpu "$csv"
 anchor=$(anchor_rows torch_attention)
 # where_pt: the anchor's provenance in a sentence, or that it is missing.

@@ -16,17 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 . "$REPORT_LIB"
 
-case ${PROBLEM:-benchmarking_mixed_precision} in
-  benchmarking_mixed_precision) ;;
-  *) echo "benchmarking_mixed_precision.sh: no problem \"$PROBLEM\" here (it renders benchmarking_mixed_precision)" >&2; exit 1 ;;
-esac
-if ! has_rows "$csv"; then
-  echo "_Not yet measured: run \`./runner experiments/benchmarking_mixed_precision.cfg\`"
-  todo "benchmarking_mixed_precision.csv (\`./runner experiments/benchmarking_mixed_precision.cfg\`)"
-  echo "on a GPU (it writes reports/data/benchmarking_mixed_precision.csv)._"
-  echo
-  exit 0
-fi
+renders benchmarking_mixed_precision
+require_rows "$csv" benchmarking_mixed_precision "on a GPU"
 echo "### (c) Full against mixed precision: step times"
 echo
 on_gpu "$csv"

@@ -18,14 +18,9 @@ csv="${CSV:-$DATA/benchmarking_script.csv}"
 # benchmarking_script: (a)-(c); benchmarking_appendix: what bounds the best
 # rows against the hardware's floors, and 3xTF32.
 PROBLEM=${PROBLEM:-benchmarking_script}
-case $PROBLEM in
-  benchmarking_script | benchmarking_appendix) ;;
-  *) echo "benchmarking_script.sh: no problem \"$PROBLEM\" here (it renders benchmarking_script, benchmarking_appendix)" >&2; exit 1 ;;
-esac
+renders benchmarking_script benchmarking_appendix
 if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv")" -eq 0 ]; then
-  echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
-  todo "benchmarking_script.csv (\`./runner experiments/benchmarking_script.cfg\`)"
-  echo
+  not_measured benchmarking_script "on a GPU"
   exit 0
 fi
 on_gpu "$csv"
@@ -431,12 +426,7 @@ fi
 wcsv="$DATA/benchmarking_warmup.csv"
 echo "### (c) Warm-up steps"
 echo
-if ! has_rows "$wcsv"; then
-  echo "_Not yet measured: run \`./runner experiments/benchmarking_warmup.cfg\` on a GPU._"
-  todo "benchmarking_warmup.csv (\`./runner experiments/benchmarking_warmup.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$wcsv" benchmarking_warmup "on a GPU"
 # "a, b or c" of a list of words
 orlist() { printf '%s\n' "$@" | awk 'NF { a[++n] = $1 } END { for (i = 1; i <= n; i++) printf "%s%s", a[i], (i == n ? "" : i == n - 1 ? " or " : ", ") }'; }
 # The warm-up and timed step counts as the rows have them.

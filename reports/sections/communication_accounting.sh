@@ -9,12 +9,7 @@ LC_ALL=C
 export LC_ALL
 
 . "$REPORT_LIB"
-if ! has_rows "$CSV"; then
-  echo "_Not yet measured: run \`./runner experiments/communication_accounting.cfg\` (no GPU needed)._"
-  todo "communication_accounting.csv (\`./runner experiments/communication_accounting.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$CSV" communication_accounting "(no GPU needed)"
 v() { # v COL [--where ...]: the first ok row's value
   col=$1; shift
   x=$(tool value "$CSV" --col "$col" --where status=ok "$@")

@@ -66,12 +66,7 @@ zbs="$DATA/zero1_batch_scaling.csv"
 pt_csv="$reports/anchors/ddp_pytorch_compiled.csv"
 pe_csv="$reports/anchors/ddp_pytorch.csv"
 
-if ! has_rows "$own"; then
-  echo "_Not yet measured: run \`./runner experiments/$exp.cfg\` on 2 GPUs._"
-  todo "$exp.csv (\`./runner experiments/$exp.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$own" $exp "on 2 GPUs"
 for f in "$pt_csv" "$reports/ddp_timeline.gp" "$reports/ddp_buckets.gp"; do
   [ -f "$f" ] || { echo "ddp.sh: $f is missing" >&2; exit 1; }
 done

@@ -40,12 +40,7 @@ TEXT
 
 echo "### (b) One level of checkpoints on the 2.7B model"
 echo
-if ! has_rows "$csv"; then
-  echo "_Not yet measured: run \`./runner experiments/gradient_checkpointing.cfg\` on a GPU._"
-  todo "gradient_checkpointing.csv (\`./runner experiments/gradient_checkpointing.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$csv" gradient_checkpointing "on a GPU"
 on_gpu "$csv"
 anchor=$(anchor_rows torch_lm)
 one() { tool value "$csv" --agg first --where status=ok --col "$1"; }

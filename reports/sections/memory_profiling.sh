@@ -22,16 +22,8 @@ jsonl="${csv%.csv}.samples.jsonl"
 fused="$DATA/torch_compile.csv"
 GNUPLOT=${GNUPLOT:-}
 
-case ${PROBLEM:-memory_profiling} in
-  memory_profiling) ;;
-  *) echo "memory_profiling.sh: no problem \"$PROBLEM\" here (it renders memory_profiling)" >&2; exit 1 ;;
-esac
-if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
-  echo "_Not yet measured: run \`./runner experiments/memory_profiling.cfg\` on a GPU._"
-  todo "memory_profiling.csv (\`./runner experiments/memory_profiling.cfg\`)"
-  echo
-  exit 0
-fi
+renders memory_profiling
+require_rows "$csv" memory_profiling "on a GPU"
 on_gpu "$csv"
 anchor=$(anchor_rows lm_pytorch)
 strong=$(anchor_rows torch_lm)

@@ -11,16 +11,8 @@ export LC_ALL
 csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
 . "$REPORT_LIB"
 
-case ${PROBLEM:-mixed_precision_accumulation} in
-  mixed_precision_accumulation) ;;
-  *) echo "mixed_precision_accumulation.sh: no problem \"$PROBLEM\" here (it renders mixed_precision_accumulation)" >&2; exit 1 ;;
-esac
-if ! has_rows "$csv"; then
-  echo "_Not yet measured: run \`./runner experiments/mixed_precision_accumulation.cfg\`._"
-  todo "mixed_precision_accumulation.csv (\`./runner experiments/mixed_precision_accumulation.cfg\`)"
-  echo
-  exit 0
-fi
+renders mixed_precision_accumulation
+require_rows "$csv" mixed_precision_accumulation
 n=$(tool value "$csv" --col additions --where status=ok --agg first)
 x=$(tool value "$csv" --col value --where status=ok --agg first)
 

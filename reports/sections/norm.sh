@@ -37,19 +37,11 @@ exp=${exp%.csv}
 
 # ---- helpers -------------------------------------------------------------------
 
-# The CSV has ok rows (else the caller says "not yet measured").
-measured() { has_rows "$1"; }
 # no_pt: true, having said so in one line, when PyTorch's norms are not
 # measured on our rows' GPU; the parts comparing with them stop there.
 no_pt() {
   ! has_anchor "$anchor" || return 1
   anchor_missing norms are reports/anchors/torch_norm.py reports/anchors/torch_norm.csv
-  echo
-}
-not_measured() { # EXPERIMENT
-  echo "_Not yet measured: run \`./runner experiments/$1.cfg\` on a GPU (it writes"
-  todo "$1.csv (\`./runner experiments/$1.cfg\`)"
-  echo "reports/data/$1.csv)._"
   echo
 }
 # Ours (pytorch_layernorm.csv): IMPL COLS COLUMN, the latest ok row's value.
@@ -199,7 +191,7 @@ tbps() { [ -n "$2" ] || { printf -- -; return; }; calc %.2f "8 * $rows * $1 / ($
 kernels_forward() {
   echo "### (a) RMSNorm against LayerNorm, ours and PyTorch's: forward"
   echo
-  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  if ! has_rows "$csv"; then not_measured pytorch_layernorm "on a GPU"; return 0; fi
   intro_kernels
   kernel_table fwd_ms_per_pass fwd_ms
   failed_jobs "$csv" impl,cols,status,message "impl,cols,status,message"
@@ -295,7 +287,7 @@ intro_model() { # FILE
 model_forward() {
   echo "### (b) The model with LayerNorm in place of RMSNorm: forward"
   echo
-  if ! measured "$csv"; then not_measured norm_model; return 0; fi
+  if ! has_rows "$csv"; then not_measured norm_model "on a GPU"; return 0; fi
   echo "The \`lm\` kind op by op (experiments/norm_model.cfg) at"
   echo "$(intro_model "$csv")."
   echo "\`model.norm = \"layernorm\"\` puts torch.nn.LayerNorm (weight, bias, eps"
@@ -444,7 +436,7 @@ TEXT
 forward_benchmarking_kernels() {
   echo "### (a) Our RMSNorm kernel against PyTorch's norms, forward"
   echo
-  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  if ! has_rows "$csv"; then not_measured pytorch_layernorm "on a GPU"; return 0; fi
   if no_pt; then return 0; fi
   echo "pytorch_layernorm (a)'s forward times (pytorch_layernorm.csv, $(tool value "$csv" --col machine --where status=ok --agg first)):"
   echo "our CUDA kernel in Triton's place; \"x\": PyTorch's time over ours."
@@ -487,7 +479,7 @@ forward_benchmarking_kernels() {
 forward_benchmarking_model() {
   echo "### (b) The model's forward with each norm"
   echo
-  if ! measured "$csv"; then not_measured norm_model; return 0; fi
+  if ! has_rows "$csv"; then not_measured norm_model "on a GPU"; return 0; fi
   fused="$DATA/norm_model_fused.csv"
   echo "Forward (ms), norm_model.csv and norm_model_fused.csv, setup as in"
   echo "pytorch_layernorm (b), on $(tool value "$csv" --col machine --where status=ok --agg first): op by op with either norm,"
@@ -500,12 +492,12 @@ forward_benchmarking_model() {
     r=$(mv "$csv" "$s" rmsnorm forward fwd_ms_mean)
     l=$(mv "$csv" "$s" layernorm forward fwd_ms_mean)
     f=''
-    ! measured "$fused" || f=$(mv "$fused" "$s" rmsnorm forward fwd_ms_mean)
+    ! has_rows "$fused" || f=$(mv "$fused" "$s" rmsnorm forward fwd_ms_mean)
     for v in $r $l $f; do num "a forward time of $s" "$v"; done
     echo "| $s | $(cell "$r") | $(cell "$l") | $(cell "$f") |"
   done
   echo
-  if ! measured "$fused"; then
+  if ! has_rows "$fused"; then
     echo "_Not yet measured: the fused column (run"
     echo "\`./runner experiments/norm_model_fused.cfg\` on a GPU)._"
     echo
@@ -517,7 +509,7 @@ forward_benchmarking_model() {
 benchmarking_kernels() {
   echo "### (a) Forward+backward of every norm"
   echo
-  if ! measured "$csv"; then not_measured pytorch_layernorm; return 0; fi
+  if ! has_rows "$csv"; then not_measured pytorch_layernorm "on a GPU"; return 0; fi
   echo "As pytorch_layernorm (a) (pytorch_layernorm.csv, $(tool value "$csv" --col machine --where status=ok --agg first)), forward then"
   echo "backward with a random upstream gradient, ms per pass."
   echo
@@ -560,8 +552,8 @@ benchmarking_model() {
   echo "### (b) The whole model: our fused RMSNorm against op by op"
   echo
   opbyop="$DATA/norm_model.csv"
-  if ! measured "$csv"; then not_measured norm_model_fused; return 0; fi
-  if ! measured "$opbyop"; then not_measured norm_model; return 0; fi
+  if ! has_rows "$csv"; then not_measured norm_model_fused "on a GPU"; return 0; fi
+  if ! has_rows "$opbyop"; then not_measured norm_model "on a GPU"; return 0; fi
   echo "Forward and backward (ms) of the op-by-op path (norm_model.cfg) against"
   echo "the fused path (norm_model_fused.cfg, our Triton RMSNorm module's"
   echo "counterpart, fusing more than the norm), setup as in pytorch_layernorm"
@@ -618,8 +610,8 @@ compile_table() { # OUR_COL ANCHOR_COL
 }
 
 torch_compile_2024() {
-  if ! measured "$csv"; then
-    for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; not_measured pytorch_layernorm; done
+  if ! has_rows "$csv"; then
+    for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; not_measured pytorch_layernorm "on a GPU"; done
   elif ! has_anchor "$anchor"; then
     for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; no_pt; done
   else

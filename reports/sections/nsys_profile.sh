@@ -18,17 +18,9 @@ LC_ALL=C
 export LC_ALL
 . "$REPORT_LIB"
 
-case ${PROBLEM:-nsys_profile} in
-  nsys_profile) ;;
-  *) echo "nsys_profile.sh: no problem \"$PROBLEM\" here (it renders nsys_profile)" >&2; exit 1 ;;
-esac
+renders nsys_profile
 src="$DATA/benchmarking_script.csv"
-if [ ! -f "$src" ] || [ "$("$CSVTOOL" count "$src" --where status=ok)" -eq 0 ]; then
-  echo "_Not yet measured: run \`./runner experiments/benchmarking_script.cfg\` on a GPU._"
-  todo "benchmarking_script.csv (\`./runner experiments/benchmarking_script.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$src" benchmarking_script "on a GPU"
 
 # model.md's shapes: SIZE -> "d_model d_ff layers heads"
 shape() {

@@ -22,12 +22,7 @@ case ${PROBLEM:-} in
 esac
 csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
 . "$REPORT_LIB"
-if ! has_rows "$csv"; then
-  echo "_Not yet measured: run \`./runner experiments/optimizer_state_sharding_accounting.cfg\` on 2 GPUs._"
-  todo "optimizer_state_sharding_accounting.csv (\`./runner experiments/optimizer_state_sharding_accounting.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$csv" optimizer_state_sharding_accounting "on 2 GPUs"
 # v OPT PREC WS COL [BUCKET]: the latest ok row's value at that bucket size
 # (default: $bucket, set below), or empty.
 v() {

@@ -31,16 +31,8 @@ csv="${CSV:-$DATA/torch_compile.csv}"
 ref="$DATA/benchmarking_script.csv"
 acsv="$DATA/pytorch_attention.csv"
 GNUPLOT=${GNUPLOT:-}
-case ${PROBLEM:-torch_compile} in
-  torch_compile) ;;
-  *) echo "torch_compile.sh: no problem \"$PROBLEM\" here (it renders torch_compile)" >&2; exit 1 ;;
-esac
-if [ ! -f "$csv" ] || [ "$("$CSVTOOL" count "$csv" --where status=ok)" -eq 0 ]; then
-  echo "_Not yet measured: run \`./runner experiments/torch_compile.cfg\` on a GPU._"
-  todo "torch_compile.csv (\`./runner experiments/torch_compile.cfg\`)"
-  echo
-  exit 0
-fi
+renders torch_compile
+require_rows "$csv" torch_compile "on a GPU"
 
 # ---- (a) attention ------------------------------------------------------------
 # One row per shape of pytorch_attention, one column per implementation:
@@ -420,9 +412,7 @@ gcsv="$DATA/cuda_graphs.csv"
 echo "#### CUDA graphs: where they pay"
 echo
 if ! has_rows "$gcsv"; then
-  echo "_Not yet measured: run \`./runner experiments/cuda_graphs.cfg\` on a GPU._"
-  todo "cuda_graphs.csv (\`./runner experiments/cuda_graphs.cfg\`)"
-  echo
+  not_measured cuda_graphs "on a GPU"
 else
   ggpus=$(tool distinct "$gcsv" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
   gprec=$(vals "$gcsv" precision); gatt=$(vals "$gcsv" attention); gb=$(vals "$gcsv" batch)

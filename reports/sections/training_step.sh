@@ -14,12 +14,7 @@ export LC_ALL
 . "$REPORT_LIB"
 csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
-if ! has_rows "$csv"; then
-  echo "_Not yet measured: run \`./runner experiments/optimizer_in_backward.cfg\` on a GPU._"
-  todo "optimizer_in_backward.csv (\`./runner experiments/optimizer_in_backward.cfg\`)"
-  echo
-  exit 0
-fi
+require_rows "$csv" optimizer_in_backward "on a GPU"
 on_gpu "$csv"
 anchor=$(anchor_rows torch_lm)
 # MFU's peak: the dense rates measured on this GPU, else an H100's, which
