@@ -99,14 +99,23 @@ pct_vs() {
   awk -v a="$1" -v b="$2" 'BEGIN { r = a / b - 1
     if (r < 0) printf "%.1f%% faster", -100 * r; else printf "%.1f%% slower", 100 * r }'
 }
-intro_timing() { # the passes and warm-up of CSV $1
-  if [ "$(tool distinct "$1" --cols passes,warmup | wc -l)" -ne 1 ]; then
+intro_timing() { # the passes, warm-up and shortest loop of CSV $1
+  # min_loop_ms: a column since the job took it (older rows: 0, exactly passes)
+  ml=passes
+  case ",$(head -n 1 "$1")," in *,min_loop_ms,*) ml=passes,min_loop_ms ;; esac
+  if [ "$(tool distinct "$1" --cols "$ml,warmup" | wc -l)" -ne 1 ]; then
     printf 'warm-up passes, then loops of forwards, backwards and forward+backward pairs (counts per job in the CSV), each closed by a synchronisation; times per pass'
     return 0
   fi
   p=$(tool value "$1" --col passes --agg first)
   w=$(tool value "$1" --col warmup --agg first)
-  printf '%s warm-up passes, then loops of %s forwards, backwards and forward+backward pairs, each closed by a synchronisation (per pass: loop time / %s)' "$w" "$p" "$p"
+  m=0
+  [ "$ml" = passes ] || m=$(tool value "$1" --col min_loop_ms --agg first)
+  if is_true "$m > 0"; then
+    printf '%s warm-up passes, then loops of forwards, backwards and forward+backward pairs, each of at least %s ms and %s passes (the passes each loop took are in the CSV), closed by a synchronisation (per pass: loop time / its passes)' "$w" "$m" "$p"
+  else
+    printf '%s warm-up passes, then loops of %s forwards, backwards and forward+backward pairs, each closed by a synchronisation (per pass: loop time / %s)' "$w" "$p" "$p"
+  fi
 }
 
 # ---- pytorch_attention ----------------------------------------------------------
