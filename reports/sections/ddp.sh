@@ -884,6 +884,10 @@ EOF
       echo "backward is the shorter: $said."
       echo
     fi
+    for fm in $fused_forms; do
+      failed_jobs "$DATA/${fm}_fused.csv" precision,world_size,bucket_mb,status,message \
+        "precision,GPUs,bucket (MiB),status,message"
+    done
   fi
   for fm in ddp_copy_engine zero1_copy_engine; do
     has_rows "$DATA/${fm}_fused.csv" ||
