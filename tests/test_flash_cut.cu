@@ -7,6 +7,9 @@
  *     (an empty one included) and one chunk per C tiles of the rest; the
  *     chunks of cut walks get distinct slots below us, the ones cut_slot
  *     (the merge kernels) finds again; uncut walks are the last `whole`;
+ *   - cut_floor never exceeds cut_replay (plan_cut skips the replay of a
+ *     cut whose floor misses the saving: exact only while this holds),
+ *     uncut and cut, over both launch orders and several SM counts;
  *   - plan_cut: chunks of exactly the forced size when forced, uncut when
  *     there are many walks a head, otherwise a cut of at least 16 tiles a
  *     chunk within the grid's limits.
@@ -119,6 +122,38 @@ int main(void) {
         check(bad == 0, "walks and cuts, tq %d tk %d causal %d: %d mismatches",
               tq, tk, causal, bad);
       }
+
+  /* cut_floor under cut_replay, at chunk sizes from 1 to the longest
+   * walk (uncut), 1-3 heads, both launch orders, both families */
+  auto floor_under = [&](const auto &w, int n, const char *what) {
+    int bad = 0, tried = 0;
+    long long work1 = 0;
+    for (int x = 0; x < n; x++) work1 += w.walk(x);
+    for (int C = 1; C <= w.walk(0); C += C < 8 ? 1 : 7)
+      for (int bh = 1; bh <= 3; bh++)
+        for (int sms : {7, 78, 132})
+          for (int hf = 0; hf < 2; hf++) {
+            walk_cut p = make_cut(w, n, C);
+            long long f = cut_floor(p, work1 * bh, bh, sms),
+                      r = cut_replay(p, w, bh, sms, hf);
+            tried++;
+            if (f > r && bad++ < 3)
+              printf("  %s C %d bh %d sms %d: floor %lld > replay %lld\n", what,
+                     C, bh, sms, f, r);
+          }
+    check(bad == 0 && tried > 0, "cut_floor <= cut_replay, %s (%d cuts, %d above)",
+          what, tried, bad);
+  };
+  for (int t : {700, 4096, 16384})
+    for (int causal = 0; causal < 2; causal++) {
+      char what[64];
+      fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, causal};
+      snprintf(what, sizeof what, "forward seq %d causal %d", t, causal);
+      floor_under(fw, fw.nq, what);
+      bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, causal};
+      snprintf(what, sizeof what, "backward seq %d causal %d", t, causal);
+      floor_under(bw, bw.nk, what);
+    }
 
   /* plan_cut at the benchmark's shapes (one head, causal) and with many
    * heads, on 132 SMs and on fewer */

@@ -135,20 +135,53 @@ inline walk_cut make_cut(const W &w, int n, int C) {
   return p;
 }
 
+/* The host's replay of the block scheduler for cut p (uncut: C the
+ * longest walk) over bh heads on sms SMs: each block, in launch order, to
+ * the SM that frees first, charged an estimated fixed cost of one tile
+ * (its loads of the tiles it keeps, the pipeline's fill, its stores) over
+ * its tiles, and a block of a cut walk one more (its fp32 store and the
+ * merge's reads). The time the last SM frees, in tiles. heads_fastest:
+ * blockIdx.x is the head (the unit otherwise). */
+template <class W>
+inline long long cut_replay(const walk_cut &p, const W &w, int bh, int sms,
+                            bool heads_fastest) {
+  std::priority_queue<long long, std::vector<long long>, std::greater<long long>>
+      free_at;
+  for (int s = 0; s < sms; s++) free_at.push(0);
+  for (int a = 0; a < (heads_fastest ? p.units : bh); a++) {
+    int u = heads_fastest ? a : 0, x, c, slot;
+    for (int b = 0; b < (heads_fastest ? bh : p.units); b++) {
+      if (!heads_fastest) u = b;
+      cut_unit(p, w, u, &x, &c, &slot);
+      int len = w.walk(x), tiles = std::min(len, (c + 1) * p.C) - c * p.C;
+      long long t = free_at.top() + tiles + 1 + (len > p.C ? 1 : 0);
+      free_at.pop();
+      free_at.push(t);
+    }
+  }
+  long long end = 0;
+  for (; !free_at.empty(); free_at.pop()) end = free_at.top();
+  return end;
+}
+
+/* A bound under cut_replay without replaying: the blocks' charges summed
+ * (work, every head's walks' tiles; bh x units blocks + 1; bh x us blocks
+ * of cut walks + 1 more) spread evenly over the SMs. No SM can free later
+ * than the average of them all, so cut_replay(p) >= cut_floor(p). */
+inline long long cut_floor(const walk_cut &p, long long work, int bh, int sms) {
+  return (work + (long long)bh * (p.units + p.us) + sms - 1) / sms;
+}
+
 /* The cut to launch: uncut unless a cut balances the SMs better. The host
- * replays the block scheduler (each block, in launch order, to the SM that
- * frees first) uncut and cut into chunks of C = max(16, the work over K
- * times the SMs), K = 2, 4, 8, charging each block an estimated fixed cost
- * of one tile (its loads of the tiles it keeps, the pipeline's fill, its
- * stores) and a partial one more (its fp32 store and the merge's reads),
- * plus two tiles for the merge kernel's launch and tail, and keeps a cut
- * only if it saves 3%. With many walks a head (bh x n >=
- * 8 x SMs) the scheduler balances them already: uncut, not replayed; nor
- * is a cut whose blocks' total charge over the SMs (a bound on its
- * replay) already misses the 3%, which spares the host the replays where
- * the walks balance well uncut (one head of 32768: 40 us a launch).
- * heads_fastest: blockIdx.x is the head (the unit otherwise). force > 0
- * (tests): chunks of force tiles wherever a walk is longer, unreplayed. */
+ * replays the scheduler (cut_replay) uncut and cut into chunks of C =
+ * max(16, the work over K times the SMs), K = 2, 4, 8, charging a cut two
+ * tiles more for the merge kernel's launch and tail, and keeps a cut only
+ * if it saves 3%. With many walks a head (bh x n >= 8 x SMs) the
+ * scheduler balances them already: uncut, not replayed; nor is a cut
+ * whose cut_floor already misses the 3%, which spares the host the
+ * replays where the walks balance well uncut (one head of 32768: 40 us a
+ * launch). force > 0 (tests): chunks of force tiles wherever a walk is
+ * longer, unreplayed. */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
                          bool heads_fastest) {
@@ -165,38 +198,16 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
   long long work = 0;
   for (int x = 0; x < n; x++) work += w.walk(x);
   work *= bh;
-  auto replay = [&](const walk_cut &p) {
-    std::priority_queue<long long, std::vector<long long>, std::greater<long long>>
-        free_at;
-    for (int s = 0; s < sms; s++) free_at.push(0);
-    for (int a = 0; a < (heads_fastest ? p.units : bh); a++) {
-      int u = heads_fastest ? a : 0, x, c, slot;
-      for (int b = 0; b < (heads_fastest ? bh : p.units); b++) {
-        if (!heads_fastest) u = b;
-        cut_unit(p, w, u, &x, &c, &slot);
-        int len = w.walk(x), tiles = std::min(len, (c + 1) * p.C) - c * p.C;
-        long long t = free_at.top() + tiles + 1 + (len > p.C ? 1 : 0);
-        free_at.pop();
-        free_at.push(t);
-      }
-    }
-    long long end = 0;
-    for (; !free_at.empty(); free_at.pop()) end = free_at.top();
-    return end;
-  };
   walk_cut best = uncut;
-  long long t_uncut = replay(uncut), t_best = t_uncut;
+  long long t_uncut = cut_replay(uncut, w, bh, sms, heads_fastest), t_best = t_uncut;
   for (int K = 2; K <= 8; K *= 2) {
     long long C = std::max<long long>(cmin, (work + (long long)sms * K - 1) / ((long long)sms * K));
     if (C >= longest) continue;
     walk_cut p = make_cut(w, n, (int)C);
     if (p.nc > 1024 || p.units > 65535) continue;
-    /* each block costs its tiles + 1, a cut walk's + 2: the charge of
-     * every block is work + bh (units + cut units); no replay ends
-     * before that over the SMs */
-    long long floor_t = (work + bh * (2LL * p.units - p.whole) + sms - 1) / sms + 2;
-    if (floor_t * 100 >= t_uncut * 97) continue;
-    long long t = replay(p) + 2;   /* the merge's launch and tail */
+    /* the merge's launch and tail: two tiles */
+    if ((cut_floor(p, work, bh, sms) + 2) * 100 >= t_uncut * 97) continue;
+    long long t = cut_replay(p, w, bh, sms, heads_fastest) + 2;
     if (t < t_best && t * 100 < t_uncut * 97) {
       best = p;
       t_best = t;
