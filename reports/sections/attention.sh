@@ -522,7 +522,7 @@ EOF
     text="$text Materialised attention is faster at d_head/seq ${lost%|*}, all at seq $ls or less, where S is at most $(calc %.0f "$ls * $ls * 4 / 1048576") MiB and materialising it costs little, while one head gives our kernels at most $(( (ls + 127) / 128 )) tiles of 128 queries, fewer than the GPU has SMs"
     # flash_cut.cuh's plan_cut leaves walks of at most 16 tiles whole
     [ $(( (ls + 127) / 128 )) -gt 16 ] ||
-      text="$text, and in the forward each sees at most $(( (ls + 127) / 128 )) tiles of 128 keys, too few to cut into chunks (1.3.2)"
+      text="$text, each seeing at most $(( (ls + 127) / 128 )) key tiles in the forward, too few to cut (1.3.2)"
     text="$text."
   fi
   # shellcheck disable=SC2046 # five numbers, split on purpose

@@ -64,13 +64,12 @@ low-priority stream once its gradient is final, gradients in two
 layer-sized slots, not a full buffer). Both give
 the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
 PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
-torch.compile + SDPA + fused AdamW, in default mode or with CUDA graphs
-(\`mode="reduce-overhead"\`), whichever is faster at that shape where both
-were measured; \`compiled_inbwd\` the same in default mode, stepped per
-parameter from register_post_accumulate_grad_hook. $mfu_words Step in ms, peak in GiB (our allocator; PyTorch's
-max_memory_allocated, with CUDA graphs max_memory_reserved: a replay's
-intermediates live in the graphs' pool, which the allocator never counts
-as allocated).
+torch.compile + SDPA + fused AdamW, default mode or CUDA graphs
+(\`reduce-overhead\`), the faster where both ran; \`compiled_inbwd\` the
+same in default mode, stepped per parameter from
+register_post_accumulate_grad_hook. $mfu_words Step in ms, peak in GiB
+(ours: our allocator; PyTorch's: max_memory_allocated, with CUDA graphs
+max_memory_reserved, whose pool holds a replay's intermediates).
 
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
@@ -151,9 +150,8 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     done
     echo
     mx=$(fam "$amsg" matmul); my=$(fam "$imsg" matmul)
-    echo "Beside the updates these kernels take $(f1 "$more") ms more in all, against"
-    echo "the $(f1 "$ao") ms the updates take after backward: they share the memory"
-    echo "and the SMs with a pass that moves 30 bytes a parameter."
+    echo "Beside the updates these kernels take $(f1 "$more") ms more in all (the"
+    echo "updates alone: $(f1 "$ao") ms), sharing memory and SMs with them."
     if [ -n "$mx" ] && [ -n "$my" ]; then
       num mx "$mx"; num my "$my"
       echo "The products slow by $(calc %.0f "($my / $mx - 1) * 100")%; part of rmsnorm's increase is work, not"
