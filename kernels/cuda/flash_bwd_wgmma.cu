@@ -55,9 +55,12 @@ constexpr int NWG = 2, NT = 128 * NWG, BK = 128;
  * warpgroup's dQ product, so the next tile writes the other one); one dQ
  * staging chunk per warpgroup. Every tile is CB column blocks of `rows`
  * 128-byte lines (wgmma.cuh's layout). */
+/* Query rows a tile: 128 at Dh 64, 64 where dK and dV take two column
+ * blocks (see the top). */
+constexpr int bwd_rows(int dh) { return (dh + 63) / 64 == 1 ? 128 : 64; }
+
 template <int DH> struct bwd_tiles {
-  static constexpr int CB = (DH + 63) / 64, DHP = 64 * CB,
-                       BQ = CB == 1 ? 128 : 64;
+  static constexpr int CB = (DH + 63) / 64, DHP = 64 * CB, BQ = bwd_rows(DH);
   static constexpr int KBYTES = BK * CB * 128, QBYTES = BQ * CB * 128,
                        DS_BYTES = BK * BQ * 2, DQ_BYTES = 64 * 64 * 4,
                        OFF_K = 0, OFF_V = OFF_K + KBYTES,
@@ -71,6 +74,15 @@ template <int DH> struct bwd_tiles {
 };
 
 using bwd_walks = bwd_walks_t<BK>;   /* flash_cut.cuh */
+
+/* The walks and the cut of a launch at these sizes (launch; the tests
+ * count its chunks through cuda_flash_bwd_chunks). */
+walk_cut bwd_plan(const cuda_engine *ce, int bh, int tq, int tk, int dh,
+                  int causal, bwd_walks *bw) {
+  int BQ = bwd_rows(dh);
+  *bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
+  return plan_cut(*bw, bw->nk, bh, ce->sms, ce->flash_cut_force, false);
+}
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
  * tqp (tq rounded up to BQ) per head; padding rows get 0. Each warp also
@@ -439,8 +451,8 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   static const char *op = "k_attention_bwd";
   int tqp = (tq + C::BQ - 1) / C::BQ * C::BQ;
   cuda_engine *ce = cuda_impl(e);
-  bwd_walks bw = {tqp / C::BQ, (tk + BK - 1) / BK, C::BQ, causal};
-  walk_cut cut = plan_cut(bw, bw.nk, bh, ce->sms, ce->flash_cut_force, false);
+  bwd_walks bw;
+  walk_cut cut = bwd_plan(ce, bh, tq, tk, DH, causal, &bw);
   size_t nacc = (size_t)bh * tqp * C::DHP, npad = (size_t)bh * tqp,
          npart = (size_t)bh * cut.us * 2 * BK * DH;
   void *ws;
@@ -497,10 +509,8 @@ int launch_dh(engine *e, const void *q, const void *k, const void *v,
 
 int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal) {
-  cuda_engine *c = cuda_impl(e);
-  int BQ = dh == 64 ? 128 : 64;   /* bwd_tiles */
-  bwd_walks bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
-  return plan_cut(bw, bw.nk, bh, c->sms, c->flash_cut_force, false).nc;
+  bwd_walks bw;
+  return bwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &bw).nc;
 }
 
 int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,

@@ -34,6 +34,24 @@ constexpr int BK = 128;
 
 using fwd_walks = fwd_walks_t<BK>;   /* flash_cut.cuh */
 
+/* Warpgroups a block (64 query rows each): three at Dh 64, as
+ * FlashAttention-3 runs it (H100, leaderboard shape, forward 1.33 ms
+ * against 1.43 with two); at Dh 80 / 128 three would need more than 168
+ * registers a thread. */
+constexpr int fwd_warpgroups(int dh) { return dh == 64 ? 3 : 2; }
+/* At Dh 64 heads vary fastest in the grid (blockIdx.x the head). */
+__host__ __device__ constexpr bool fwd_heads_fastest(int dh) { return dh == 64; }
+
+/* The walks and the cut of a launch at these sizes (launch_n; the tests
+ * count its chunks through cuda_flash_fwd_chunks). */
+walk_cut fwd_plan(const cuda_engine *ce, int bh, int tq, int tk, int dh,
+                  int causal, fwd_walks *fw) {
+  int BQ = 64 * fwd_warpgroups(dh);
+  *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+  return plan_cut(*fw, fw->nq, bh, ce->sms, ce->flash_cut_force,
+                  fwd_heads_fastest(dh));
+}
+
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
  * the chunk arithmetic and the partial stores away, so an uncut shape
  * runs the code it ran before cuts existed. */
@@ -73,7 +91,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
    * fastest, so blocks start in falling order of work across every head;
    * at Dh 80 / 128 head by head, whose blocks share K and V in L2, which
    * measured faster there (NOTES.md, launch order; so did the backward). */
-  constexpr bool HF = DH == 64;
+  constexpr bool HF = fwd_heads_fastest(DH);
   int b = HF ? blockIdx.x : blockIdx.y;
   /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x, and
    * the grid's extent is nq). The uncut instance computes q0 and the walk
@@ -364,15 +382,15 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
              float *lse, int bh, int tq, int tk, int causal, float sl2,
              dtype dt) {
   constexpr int BQ = 64 * NWG;
-  constexpr bool HF = DH == 64;   /* heads vary fastest (the kernel) */
+  constexpr bool HF = fwd_heads_fastest(DH);
   CUtensorMap qm, km, vm;
   TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, "k_attention_fwd"));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, "k_attention_fwd"));
   size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128;
   cuda_engine *ce = cuda_impl(e);
-  fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  walk_cut cut = plan_cut(fw, fw.nq, bh, ce->sms, ce->flash_cut_force, HF);
+  fwd_walks fw;
+  walk_cut cut = fwd_plan(ce, bh, tq, tk, DH, causal, &fw);
   auto kernel = cut.us > 0 ? flash_fwd_wg<T, DH, NWG, true> : flash_fwd_wg<T, DH, NWG, false>;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
@@ -406,22 +424,16 @@ template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v, void *o,
            float *lse, int bh, int tq, int tk, int causal, float sl2,
            dtype dt) {
-  /* Three warpgroups (192 query rows) at Dh 64, as FlashAttention-3 runs
-   * it: H100, leaderboard shape, forward 1.33 ms against 1.43 with two.
-   * At Dh 80 / 128 three would need more than 168 registers a thread. */
-  if constexpr (DH == 64)
-    return launch_n<T, DH, 3>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2, dt);
-  return launch_n<T, DH, 2>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2, dt);
+  return launch_n<T, DH, fwd_warpgroups(DH)>(e, q, k, v, o, lse, bh, tq, tk,
+                                             causal, sl2, dt);
 }
 
 }  // namespace
 
 int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal) {
-  cuda_engine *c = cuda_impl(e);
-  int BQ = dh == 64 ? 192 : 128;   /* launch: three warpgroups at Dh 64 */
-  fwd_walks fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  return plan_cut(fw, fw.nq, bh, c->sms, c->flash_cut_force, dh == 64).nc;
+  fwd_walks fw;
+  return fwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &fw).nc;
 }
 
 int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
