@@ -34,6 +34,17 @@ int path_error(const char *fusion, const char *attention, char *err,
   return 1;
 }
 
+int ckpt_keep_attention_error(bool keep, int checkpoint_layers,
+                              const char *attention, char *err, size_t n) {
+  if (!keep || (checkpoint_layers > 0 && strcmp(attention, "flash") == 0))
+    return 0;
+  snprintf(err, n, "checkpoint_keep_attention = true keeps flash "
+           "attention's output through the reruns of checkpoint groups "
+           "(allowed with checkpoint_layers %d and attention \"%s\": "
+           "false)", checkpoint_layers, attention);
+  return 1;
+}
+
 #ifndef KIND_DECLARATION_ONLY
 
 rng batch_rng(int seed) {

@@ -88,6 +88,19 @@ static const char *const path_attentions[] = {"materialized", "flash", NULL};
 int path_error(const char *fusion, const char *attention, char *err,
                size_t n);
 
+/* The row of kinds with activation checkpointing (checkpoint_layers),
+ * filling st's `checkpoint_keep_attention` (model_options.ckpt_keep_attn),
+ * and its check: 0, or 1 with what is wrong in err. */
+#define CKPT_KEEP_ATTENTION_PARAM(st)                                        \
+  {"run", "checkpoint_keep_attention",                                       \
+   BOOL_FIELD(st, checkpoint_keep_attention), 0, 0, NULL, NULL, "false",     \
+   "true (with checkpoint_layers > 0 and flash attention): every layer "     \
+   "keeps its attention output and logsumexp, so backward's reruns skip "    \
+   "the attention kernels (2 x d_model + 4 x heads more bytes a token a "    \
+   "layer in 16 bits; the same gradients)"}
+int ckpt_keep_attention_error(bool keep, int checkpoint_layers,
+                              const char *attention, char *err, size_t n);
+
 /* The CPU engine computes in fp32 only: 0 when precision may run on
  * backend, else 1 with "precision = \"bf16\" needs the <gpu_name> backend
  * (allowed with backend <cpu_name>: fp32)" in err. */

@@ -49,6 +49,7 @@ typedef struct fsdp_settings {
   const char *precision;
   const char *attention;
   int checkpoint_layers;
+  bool checkpoint_keep_attention;
   const char *optimizer;
   bool reshard_after_forward;
   loop_settings loop;
@@ -74,6 +75,7 @@ static const param_def params[] = {
      "activations; k keeps one group of k layers' and each group's input, "
      "and backward reruns the groups (the window then holds k + 2 "
      "gathered groups)"},
+    CKPT_KEEP_ATTENTION_PARAM(fsdp_settings),
     {"run", "optimizer", STRING_FIELD(fsdp_settings, optimizer), 0, 0,
      optimizers, NULL, "after_backward",
      "after_backward: AdamW on every shard once backward is done, over a "
@@ -114,6 +116,9 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(fsdp_settings, model.size);
   if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
     return BLAME(fsdp_settings, precision);
+  if (ckpt_keep_attention_error(s->checkpoint_keep_attention,
+                                s->checkpoint_layers, s->attention, err, n))
+    return BLAME(fsdp_settings, checkpoint_keep_attention);
   if (strcmp(s->precision, "fp16") == 0 &&
       strcmp(s->optimizer, "in_backward") == 0) {
     snprintf(err, n, "optimizer = \"in_backward\" with fp16: its loss "
@@ -282,6 +287,7 @@ static int run(const void *settings, result *r) {
                                       ? ATTN_FLASH : ATTN_MATERIALIZED,
                      .f32 = F32_EXACT,
                      .ckpt_layers = s->checkpoint_layers,
+                     .ckpt_keep_attn = s->checkpoint_keep_attention,
                      .bound_weights = x.world};
   if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &o)) < 0) goto fail;
   adamw_config hp = adamw_defaults();

@@ -52,6 +52,7 @@ typedef struct lm_settings {
   int adamw_blocks;
   int gemm_sm_reserve;
   int checkpoint_layers;
+  bool checkpoint_keep_attention;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -105,6 +106,7 @@ static const param_def params[] = {
      "activations for backward; k keeps them for one group of k layers at "
      "a time plus each later group's input, and backward reruns each "
      "group's forward but the last's (the same gradients)"},
+    CKPT_KEEP_ATTENTION_PARAM(lm_settings),
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -195,6 +197,9 @@ static int validate(const void *settings, char *err, size_t n) {
              "(allowed with fusion %s: 0)", s->checkpoint_layers, s->fusion);
     return BLAME(lm_settings, checkpoint_layers);
   }
+  if (ckpt_keep_attention_error(s->checkpoint_keep_attention,
+                                s->checkpoint_layers, s->attention, err, n))
+    return BLAME(lm_settings, checkpoint_keep_attention);
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -242,6 +247,7 @@ static model_options options(const lm_settings *s) {
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
   o.ckpt_layers = s->checkpoint_layers;
+  o.ckpt_keep_attn = s->checkpoint_keep_attention;
   return o;
 }
 

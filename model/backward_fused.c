@@ -121,7 +121,7 @@ static int rebuild_group(model *m, int g) {
                                       ? G * (g + 1) : m->c.layers;
   for (int j = G * g; j < end; j++) {
     TRY(model_weights(m, j, 1));   /* released after j's backward */
-    TRY(model_fused_layer_fwd(m, m->be, j, j == G * g));
+    TRY(model_fused_layer_fwd(m, m->be, j, j == G * g, 1));
   }
   return 0;
 }

@@ -37,7 +37,8 @@ static int linear(model *m, engine *e, const void *x, const void *W, void *y,
 /* Where layer l's residual after attention goes: kept, or the scratch. */
 #define RESID(l) ((l)->resid ? (l)->resid : a->resid)
 
-int model_fused_layer_fwd(model *m, engine *e, int i, int from_x) {
+int model_fused_layer_fwd(model *m, engine *e, int i, int from_x,
+                          int rerun) {
   fused_acts *a = &m->f;
   const int b = m->fwd_b, t = m->fwd_t, N = b * t;
   const int D = m->c.d_model, F = m->c.d_ff;
@@ -57,8 +58,10 @@ int model_fused_layer_fwd(model *m, engine *e, int i, int from_x) {
   TRY(linear(m, e, N1(l), w->wqkv, a->qkv, lt, N, D, 3 * D));
   TRY(k_qkv_split_rope(e, a->qkv, l->q, l->k, l->v, lt, b, t, H, Dh,
                        m->c.rope_theta));
-  TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
-                      l->P, b * H, t, t, Dh, 1, scale, lt));
+  /* a rerun with ckpt_keep_attn: o and lse are forward's, kept */
+  if (!(rerun && m->opt.ckpt_keep_attn))
+    TRY(k_attention_fwd(e, m->opt.attention, l->q, l->k, l->v, l->o, l->lse,
+                        l->P, b * H, t, t, Dh, 1, scale, lt));
   TRY(k_merge_heads_ex(e, l->o, lt, a->om, lt, b, t, H, Dh));
   TRY(linear(m, e, a->om, w->wo, a->tmp, DT_F32, N, D, D));
   TRY(k_add_rmsnorm_fwd(e, l->x, a->tmp, RESID(l), p->ln2, N2(l), lt,
@@ -83,7 +86,7 @@ int model_forward_fused(model *m) {
   TRY(model_weights(m, -1, 0));
   for (int i = 0; i < L; i++) {
     TRY(model_weights(m, i, 1));
-    TRY(model_fused_layer_fwd(m, e, i, i == 0));
+    TRY(model_fused_layer_fwd(m, e, i, i == 0, 0));
     TRY(model_weights(m, i, 0));
   }
   TRY(model_weights(m, L, 1));

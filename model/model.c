@@ -155,6 +155,14 @@ static int fused_act_table(model *m, act_builder *b) {
     snprintf(name, sizeof name, "checkpoint.%d.input", g);
     TRY(act_add(b, &a->layer[g * G].x, name, N, D));
   }
+  /* ckpt_keep_attn: layers past the workspace keep their own o and lse
+   * (the workspace's layers keep theirs below) */
+  for (int i = G; m->opt.ckpt_keep_attn && i < L; i++) {
+    snprintf(name, sizeof name, "layers.%d.attn.o", i);
+    TRY(act_add_t(b, &a->layer[i].o, name, B * H * T, Dh, lz));
+    snprintf(name, sizeof name, "layers.%d.attn.lse", i);
+    TRY(act_add_t(b, &a->layer[i].lse, name, B * H * T, 1, fz));
+  }
   for (int i = 0; i < G; i++) {
     fused_layer *l = &a->layer[i];
 #define ACT(field, suffix, rows, cols, esz)                                     do {                                                                           snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                      TRY(act_add_t(b, &l->field, name, rows, cols, esz));                       } while (0)
@@ -473,9 +481,15 @@ static int create(model *m) {
     for (size_t i = (size_t)m->f.group; i < L; i++) {
       fused_layer *l = &m->f.layer[i];
       float *x = l->x;   /* a group's first layer: its own input */
+      void *o = l->o;    /* ckpt_keep_attn: its own o and lse */
+      float *lse = l->lse;
       *l = m->f.layer[i % (size_t)m->f.group];
       if (i % (size_t)m->f.group) x = l->x;
       l->x = x;
+      if (m->opt.ckpt_keep_attn) {
+        l->o = o;
+        l->lse = lse;
+      }
     }
     m->f.dh = m->f.h;
     m->f.dO = m->f.om;
@@ -547,6 +561,14 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: ckpt_layers = %d (allowed: 0, or layers "
          "a checkpoint group > 0 on the fused path, whose backward reruns "
          "a group's forward)", o->ckpt_layers);
+  }
+  if (o->ckpt_keep_attn &&
+      (o->ckpt_layers <= 0 || o->attention != ATTN_FLASH)) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: ckpt_keep_attn keeps each layer's "
+         "attention output through backward's reruns, whose scores "
+         "materialised attention would still need (allowed: with "
+         "ckpt_layers > 0 and flash attention)");
   }
   if (o->grad_slots && !o->fused) {
     free(m);

@@ -120,6 +120,16 @@ typedef struct model_options {
                         * but the last group buys L - k layers' tensors
                         * for L / k inputs. Gradients are bit for bit
                         * those without it. */
+  int ckpt_keep_attn;  /* 1 (with ckpt_layers > 0 and flash attention):
+                        * every layer keeps its attention output and
+                        * logsumexp (their own tensors, not the group
+                        * workspace's), so backward's rerun of a group
+                        * skips the attention kernels, the most costly
+                        * part of a long context's forward, for
+                        * 2 x d_model + 4 x heads bytes a token a layer
+                        * (16-bit products). The same bits: flash's
+                        * forward is deterministic, so the rerun would
+                        * have rewritten what is kept. */
   int bound_weights;   /* W > 0 (fused path; gradient slots follow):
                         * the weight matrices are the caller's, bound
                         * group by group (model_set_weight_hook), as

@@ -172,9 +172,10 @@ static inline int ckpt_in_last_group(int G, int L, int i) {
 /* forward_fused.c, for the shape m->fwd_b x m->fwd_t. */
 int model_forward_fused(model *m);
 /* Layer i's forward on engine e (forward's, or backward's to rebuild a
- * checkpoint group's tensors): its input x from the previous layer's
- * residual and output, or, from_x, the input already in layer i's x. */
-int model_fused_layer_fwd(model *m, engine *e, int i, int from_x);
+ * checkpoint group's tensors: rerun): its input x from the previous
+ * layer's residual and output, or, from_x, the input already in layer
+ * i's x. */
+int model_fused_layer_fwd(model *m, engine *e, int i, int from_x, int rerun);
 int model_backward_fused(model *m);
 
 /* One recorded piece of a step (model_options.graphs) and the key it was

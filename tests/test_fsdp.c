@@ -113,7 +113,9 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
            x->world, dtype_name(prec),
            a == ATTN_FLASH ? "flash" : "materialised",
            ckpt ? (ckpt == 1 ? "a checkpoint a layer"
-                             : "checkpoints every 2 layers")
+                   : a == ATTN_FLASH ? "checkpoints every 2 layers keeping "
+                                       "attention's output"
+                                     : "checkpoints every 2 layers")
                 : "no checkpoints", inb ? "in" : "after",
            keep ? ", kept gathered" : "");
   model_options ro = options(prec, a, ckpt, 0);
@@ -125,6 +127,8 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   fsdp *f;
   const int b = B / x->world, r = x->rank;
   model_options fo = options(prec, a, ckpt, x->world);
+  /* the reference reruns attention; the same bits either way */
+  fo.ckpt_keep_attn = a == ATTN_FLASH && ckpt == 2;
   hard(rank_engine(x->c, &e), "engine");
   hard(model_create_ex(&m, e, &x->cfg, b, T, &fo), "model_create_ex bound");
   adamw_config hp = adamw_comparable();

@@ -290,6 +290,48 @@ static void test_checkpointing(engine *e, const model_config *c,
         "checkpoint groups of %d of %d layers (%s): losses, gradients and "
         "weights bit for bit over 3 steps%s%s", G, L, an,
         *differs ? "; differ: " : "", differs);
+  /* keeping each layer's attention output (ckpt_keep_attn): flash only,
+   * the reruns skip attention, the same bits; every layer then has its
+   * own o (one view each), the rest as checkpointing alone */
+  model_options ok = oc;
+  ok.ckpt_keep_attn = 1;
+  model *mk = NULL;
+  if (impl != ATTN_FLASH) {
+    check(model_create_ex(&mk, e, c, B, T, &ok) == ERR_FAIL && !mk &&
+              strstr(err_msg(), "ckpt_keep_attn") != NULL,
+          "checkpoint groups of %d (%s): keeping attention's output is "
+          "refused with materialised attention", G, an);
+  } else {
+    size_t before, kb;
+    hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
+    hard(model_create_ex(&mk, e, c, B, T, &ok), "model_create_ex");
+    hard(eng_tag_bytes(e, "activations", &kb, NULL) < 0, "tag");
+    kb -= before;
+    hard(model_set_params(mk, 0, w, np), "model_set_params");
+    int no = 0, nq2 = 0;
+    v = model_activations(mk, &na);
+    for (int j = 0; j < na; j++) {
+      no += strstr(v[j].name, ".attn.o") != NULL;
+      nq2 += strstr(v[j].name, ".attn.q") != NULL;
+    }
+    check(no == L && nq2 == kept &&
+              (G < L ? kb > act[1] && kb < act[0] : kb == act[1]),
+          "checkpoint groups of %d of %d layers keeping attention's output: "
+          "%d outputs (want %d), %d layers' q (want %d), %zu activation "
+          "bytes between %zu (checkpoints alone) and %zu (none)", G, L, no,
+          L, nq2, kept, kb, act[1], act[0]);
+    for (int k = 0; k < 2; k++) model_destroy(m[k]);
+    hard(model_create_ex(&m[0], e, c, B, T, &o), "model_create_ex");
+    hard(model_set_params(m[0], 0, w, np), "model_set_params");
+    agree = training_agrees(m[0], mk, B, T, 3, &differs);
+    check(agree,
+          "checkpoint groups of %d of %d layers keeping attention's output: "
+          "losses, gradients and weights bit for bit over 3 steps%s%s", G,
+          L, *differs ? "; differ: " : "", differs);
+    model_destroy(mk);
+    hard(model_create_ex(&m[1], e, c, B, T, &oc), "model_create_ex");
+    hard(model_set_params(m[1], 0, w, np), "model_set_params");
+  }
   /* with AdamW in backward and gradient slots: the memory-lean form */
   oc.grad_slots = 1;
   for (int k = 0; k < 2; k++) {

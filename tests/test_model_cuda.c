@@ -309,24 +309,30 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
 /* Activation checkpointing (model_options.ckpt_layers) on the GPU, 5
  * layers in groups of 2 (the last group one layer): the same losses,
  * gradients and weights as without it, bit for bit over 3 steps, in bf16
- * and fp32, flash and materialised, with CUDA graphs (backward's rebuild
- * is recorded with it); and with AdamW in backward on gradient slots
- * against AdamW after backward without checkpoints. */
+ * and fp32, flash and materialised, keeping attention's output or not
+ * (ckpt_keep_attn), with CUDA graphs (backward's rebuild is recorded with
+ * it); and with AdamW in backward on gradient slots against AdamW after
+ * backward without checkpoints. */
 static void test_checkpointing(engine *gpu, const model_config *tiny, int B,
                                int T) {
   model_config c = *tiny;
   c.layers = 5;
-  static const struct { dtype t; attn_impl a; int graphs; const char *n; }
-      cases[] = {{DT_BF16, ATTN_FLASH, 0, "bf16 flash"},
-                 {DT_BF16, ATTN_FLASH, 1, "bf16 flash, CUDA graphs"},
-                 {DT_BF16, ATTN_MATERIALIZED, 0, "bf16 materialized"},
-                 {DT_F32, ATTN_FLASH, 0, "fp32 flash"}};
+  static const struct {
+    dtype t; attn_impl a; int graphs, keep; const char *n;
+  } cases[] = {{DT_BF16, ATTN_FLASH, 0, 0, "bf16 flash"},
+               {DT_BF16, ATTN_FLASH, 1, 0, "bf16 flash, CUDA graphs"},
+               {DT_BF16, ATTN_FLASH, 0, 1, "bf16 flash, attention kept"},
+               {DT_BF16, ATTN_FLASH, 1, 1,
+                "bf16 flash, attention kept, CUDA graphs"},
+               {DT_BF16, ATTN_MATERIALIZED, 0, 0, "bf16 materialized"},
+               {DT_F32, ATTN_FLASH, 0, 0, "fp32 flash"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_options o = {.compute = cases[i].t, .fused = 1,
                        .attention = cases[i].a, .f32 = F32_EXACT,
                        .graphs = cases[i].graphs};
     model_options oc = o;
     oc.ckpt_layers = 2;
+    oc.ckpt_keep_attn = cases[i].keep;
     for (int slots = 0; slots < 2; slots++) {
       oc.grad_slots = slots;
       model *m[2];
