@@ -39,6 +39,11 @@ Configurations (--configs), each a full training step:
              of K blocks one torch.utils.checkpoint call, as torch_lm.py's;
              under FSDP2 each group is one checkpoint_wrapper, sharded as
              one unit (shard())
+  fsdp_..._ckptK_keepattn  FSDP2 checkpoints with a selective policy
+             that saves SDPA's outputs (create_selective_checkpoint_
+             contexts: MUST_SAVE for the SDPA kernels' ops, the rest
+             recomputed), so recomputation skips attention, as our
+             checkpoint_keep_attention = true
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -83,7 +88,7 @@ model, one sequence of 32768 a GPU) the way a PyTorch user would run it:
         reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv \\
         --sizes 4096/11008/34/32 --vocab 151936 --contexts 32768 \\
         --rank-batch 1 --precisions bf16 --world-sizes 2 --steps 5 \\
-        --configs fsdp_compiled_ckpt1,fsdp_keep_compiled_ckpt1
+        --configs fsdp_compiled_ckpt1,fsdp_keep_compiled_ckpt1,fsdp_compiled_ckpt1_keepattn,fsdp_keep_compiled_ckpt4_keepattn
 
 Appends rows to OUT.csv (reports/anchors/anchor_csv.py; header written if
 new): source, gpu, world_size, size, vocab, context, rank_batch,
@@ -138,7 +143,21 @@ class Group(torch.nn.Module):
         return x
 
 
-def shard(model, group, dev, precision, reshard):
+def keep_attention_context():
+    """torch.utils.checkpoint's context_fn for a selective policy that saves
+    SDPA's outputs (whichever backend ran) and recomputes the rest."""
+    from functools import partial
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    names = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
+    ops = {getattr(torch.ops.aten, n).default for n in names if hasattr(torch.ops.aten, n)}
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+    return partial(create_selective_checkpoint_contexts, policy)
+
+
+def shard(model, group, dev, precision, reshard, keep_attention=False):
     """FSDP2 over the ranks of `group`: each block, then the root;
     reshard: drop a block's gathered weights after its forward.
 
@@ -149,7 +168,8 @@ def shard(model, group, dev, precision, reshard):
     sharded unit (as torchtitan applies them); torch.utils.checkpoint
     called around FSDP2 units (LM.forward's own checkpointing) fails in
     recompute ("Recomputed values for the following tensors have different
-    metadata than during the forward pass")."""
+    metadata than during the forward pass"). keep_attention: the
+    checkpoints save SDPA's outputs (keep_attention_context)."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     mesh = DeviceMesh.from_group(group, dev.type)
@@ -159,9 +179,10 @@ def shard(model, group, dev, precision, reshard):
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
             CheckpointImpl, checkpoint_wrapper)
         k, blocks = model.ckpt, list(model.layers)
+        extra = {"context_fn": keep_attention_context()} if keep_attention else {}
         model.layers = torch.nn.ModuleList(
             checkpoint_wrapper(Group(blocks[i:i + k]),
-                               checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+                               checkpoint_impl=CheckpointImpl.NO_REENTRANT, **extra)
             for i in range(0, len(blocks), k))
         model.ckpt = 0   # LM.forward runs the wrapped groups as its blocks
     for blk in model.layers:
@@ -178,10 +199,12 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     with dev:   # built on the device: the 8B model's fp32 weights never pass the host
         model = LM(*dims(size), vocab=a.vocab)
     config, _, k = config.partition("_ckpt")
+    k, _, sel = k.partition("_")
     model.ckpt = int(k) if k else 0
     if config.startswith("fsdp_"):
         keep = config.startswith("fsdp_keep_")
-        ddp = shard(model, group, dev, precision, reshard=not keep)
+        ddp = shard(model, group, dev, precision, reshard=not keep,
+                    keep_attention=sel == "keepattn")
         config = config[len("fsdp_keep_" if keep else "fsdp_"):]
     elif dist.get_world_size(group) == 1:
         ddp = model
@@ -237,12 +260,15 @@ def main():
     a = ap.parse_args()
     for c in a.configs.split(","):
         base, ck, k = c.partition("_ckpt")
+        k, _, sel = k.partition("_")
         step = base.removeprefix("fsdp_").removeprefix("keep_")
         if step not in ("compiled", "compiled_cudagraphs", "eager") or \
-                base.startswith("keep_") or (ck and not (k.isdigit() and int(k) > 0)):
+                base.startswith("keep_") or (ck and not (k.isdigit() and int(k) > 0)) or \
+                (sel and (sel != "keepattn" or not base.startswith("fsdp_"))):
             raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, "
                              "compiled_cudagraphs or eager, each optionally "
-                             "after fsdp_ or fsdp_keep_ and before _ckptK (K > 0)")
+                             "after fsdp_ or fsdp_keep_ and before _ckptK (K > 0), "
+                             "which under fsdp_ may end in _keepattn")
     if a.vocab < 2:
         raise SystemExit(f"torch_ddp.py: --vocab {a.vocab}: at least 2")
     for p in a.precisions.split(","):

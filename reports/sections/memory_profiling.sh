@@ -145,25 +145,9 @@ else
     echo
   else
     printf '%s' "$figs"
-    l=$(sline fp32 "$cmax" train_step)
-    ph=$(arr "$l" mem_phase_ms | tr '\n' ' ')
-    read -r c0 f0 f1 b1 o1 <<PH
-$ph
-PH
     echo "_Memory in use, stacked by what it holds, from 6% of the step before it"
     echo "to 6% after; dashed lines mark the phases; the key gives each group's size"
-    # cend: when the memory in use first came within 1% of what the step
-    # starts with (later events before c0 are small scratch buffers)
-    cend=$(for k in mem_t_ms mem_params_mib mem_grads_mib mem_optimizer_mib mem_activations_mib \
-                    mem_workspace_mib mem_other_mib; do arr "$l" "$k" | paste -sd' '; done |
-      awk -v c="$c0" '{ for (i = 1; i <= NF; i++) v[NR, i] = $i; n = NF }
-        END { for (i = 1; i <= n; i++) { u[i] = 0; for (r = 2; r <= 7; r++) u[i] += v[r, i]
-                                         if (v[1, i] < c) last = i }
-              for (i = 1; i <= last; i++) if (u[i] >= 0.99 * u[last]) { printf "%.0f", v[1, i]; exit } }')
-    # c0: when the first step began (ms after model creation started)
-    if is_true "$c0 >= 1000"; then before="$(calc %.1f "$c0 / 1000") s"; else before="$(calc %.0f "$c0") ms"; fi
-    echo "in the window. Model creation allocated everything in its first $cend ms;"
-    echo "initialising the weights took the rest of the $before before the step._"
+    echo "in the window._"
     echo
   fi
 fi

@@ -198,6 +198,7 @@ if [ -n "$lms" ]; then
   # shellcheck disable=SC2086
   lpv() { val "$la" "$1" $lwh --sort step_ms_median; }
   lwhat="2026 leaderboard step, ~8B, $((lrb * lw)) x $lctx tokens, bf16, $lw GPUs (2026.9)"
+  [ "$(lbv checkpoint_keep_attention)" != true ] || lwhat="$lwhat, attention kept through the reruns"
   lpt="FSDP2 + torch.compile + checkpoints + fused AdamW"
   # shellcheck disable=SC2086
   ltried=$(tool count "$la" $lwh)

@@ -461,9 +461,9 @@ TEXT
     cat <<TEXT
 A replay saves the host's per-kernel launch work, so it pays most where
 kernels are shortest (the $bs model at context $bc, $bp%); the saving runs
-from $lo ms ($los, context $loc) to $hi ms ($his, context $hic). Graphs need
-fixed shapes and no host work inside a phase, so the data-parallel
-strategies, whose hooks start collectives from the host, run directly.
+from $lo ms ($los, context $loc) to $hi ms ($his, context $hic). The
+data-parallel strategies, whose hooks start collectives from the host,
+run directly.
 TEXT
     echo
   fi
