@@ -121,7 +121,8 @@ typedef struct fused_acts {
                           ckpt_layers); the model's layers without
                           checkpointing. Layer i's tensors are layer
                           i % group's, but for a group's first layer's
-                          input x, its own */
+                          input x, its own (and with ckpt_keep_attn
+                          every layer's o and lse) */
   float *embed;        /* [N, D] */
   float *xl;           /* [N, D] the last layer's output, input of ln_final */
   void *lnf;           /* [N, D] ln_final output */
