@@ -101,6 +101,16 @@ int path_error(const char *fusion, const char *attention, char *err,
 int ckpt_keep_attention_error(bool keep, int checkpoint_layers,
                               const char *attention, char *err, size_t n);
 
+/* The row of kinds that train on the fused path, filling st's
+ * `head_chunk` (model_options.head_chunk). */
+#define HEAD_CHUNK_PARAM(st)                                                 \
+  {"run", "head_chunk", INT_FIELD(st, head_chunk), 0, 1 << 30, NULL,         \
+   "tokens", "0",                                                            \
+   "fused path: the head's fp32 logits and their gradient made this many "   \
+   "tokens at a time, never the whole batch's (backward makes each "         \
+   "chunk's logits again: one more head product; the weights to "            \
+   "rounding); 0: the whole batch at once"}
+
 /* The CPU engine computes in fp32 only: 0 when precision may run on
  * backend, else 1 with "precision = \"bf16\" needs the <gpu_name> backend
  * (allowed with backend <cpu_name>: fp32)" in err. */

@@ -50,6 +50,7 @@ typedef struct fsdp_settings {
   const char *attention;
   int checkpoint_layers;
   bool checkpoint_keep_attention;
+  int head_chunk;
   const char *optimizer;
   bool reshard_after_forward;
   loop_settings loop;
@@ -76,6 +77,7 @@ static const param_def params[] = {
      "and backward reruns the groups (the window then holds k + 2 "
      "gathered groups)"},
     CKPT_KEEP_ATTENTION_PARAM(fsdp_settings),
+    HEAD_CHUNK_PARAM(fsdp_settings),
     {"run", "optimizer", STRING_FIELD(fsdp_settings, optimizer), 0, 0,
      optimizers, NULL, "after_backward",
      "after_backward: AdamW on every shard once backward is done, over a "
@@ -288,6 +290,7 @@ static int run(const void *settings, result *r) {
                      .f32 = F32_EXACT,
                      .ckpt_layers = s->checkpoint_layers,
                      .ckpt_keep_attn = s->checkpoint_keep_attention,
+                     .head_chunk = s->head_chunk,
                      .bound_weights = x.world};
   if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &o)) < 0) goto fail;
   adamw_config hp = adamw_defaults();

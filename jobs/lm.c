@@ -53,6 +53,7 @@ typedef struct lm_settings {
   int gemm_sm_reserve;
   int checkpoint_layers;
   bool checkpoint_keep_attention;
+  int head_chunk;
   loop_settings loop;
   model_settings model;
   int batch;
@@ -107,6 +108,7 @@ static const param_def params[] = {
      "a time plus each later group's input, and backward reruns each "
      "group's forward but the last's (the same gradients)"},
     CKPT_KEEP_ATTENTION_PARAM(lm_settings),
+    HEAD_CHUNK_PARAM(lm_settings),
     LOOP_PARAMS(lm_settings, loop),
     MODEL_PARAMS(lm_settings, model),
     {"model", "batch", INT_FIELD(lm_settings, batch), 1, 1 << 20, NULL, NULL,
@@ -200,6 +202,14 @@ static int validate(const void *settings, char *err, size_t n) {
   if (ckpt_keep_attention_error(s->checkpoint_keep_attention,
                                 s->checkpoint_layers, s->attention, err, n))
     return BLAME(lm_settings, checkpoint_keep_attention);
+  if (s->head_chunk && (strcmp(s->fusion, "fused") != 0 ||
+                        strcmp(s->optimizer, "in_products") == 0)) {
+    snprintf(err, n, "head_chunk = %d makes the fused path's head in chunks, "
+             "whose weight gradient the optimizer in the products cannot "
+             "wait for (allowed with fusion %s and optimizer %s: 0)",
+             s->head_chunk, s->fusion, s->optimizer);
+    return BLAME(lm_settings, head_chunk);
+  }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -248,6 +258,7 @@ static model_options options(const lm_settings *s) {
   o.sm_reserve = s->gemm_sm_reserve;
   o.ckpt_layers = s->checkpoint_layers;
   o.ckpt_keep_attn = s->checkpoint_keep_attention;
+  o.head_chunk = s->head_chunk;
   return o;
 }
 

@@ -141,12 +141,34 @@ int model_backward_fused(model *m) {
   else if (m->grads_deferred_zero) TRY(clear_accumulated(m));
 
   /* loss = mean CE; logits = lnf W_lm^T */
-  TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
-                             lt, N, V, m->loss_scale / (float)N));
-  TRY(model_weights(m, L, 1));
-  TRY(linear_dx(m, a->dlogits, m->lo_lm, a->dn, lt, N, D, V, 0.0f));
-  TRY(model_weights(m, L, 0));
-  TRY(linear_dw(m, a->dlogits, a->lnf, m->p.lm, m->lo_lm, m->g.lm, N, D, V));
+  if (!m->opt.head_chunk) {
+    TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets, a->lse, a->dlogits,
+                               lt, N, V, m->loss_scale / (float)N));
+    TRY(model_weights(m, L, 1));
+    TRY(linear_dx(m, a->dlogits, m->lo_lm, a->dn, lt, N, D, V, 0.0f));
+    TRY(model_weights(m, L, 0));
+    TRY(linear_dw(m, a->dlogits, a->lnf, m->p.lm, m->lo_lm, m->g.lm, N, D,
+                  V));
+  } else {   /* chunk by chunk: the logits again, their gradient, its use */
+    const size_t lz = dtype_size(lt);
+    TRY(model_weights(m, L, 1));
+    for (int r0 = 0; r0 < N; r0 += m->opt.head_chunk) {
+      int n = N - r0 < m->opt.head_chunk ? N - r0 : m->opt.head_chunk;
+      TRY(model_head_chunk(m, e, r0, n));
+      TRY(k_cross_entropy_bwd_ex(e, a->logits, m->targets + r0, a->lse + r0,
+                                 a->dlogits, lt, n, V,
+                                 m->loss_scale / (float)N));
+      TRY(linear_dx(m, a->dlogits, m->lo_lm,
+                    (char *)a->dn + (size_t)r0 * D * lz, lt, n, D, V, 0.0f));
+      /* dW_lm: the first chunk writes it where zeroing was deferred, the
+       * rest add */
+      TRY(k_matmul_ex(e, 1, 0, V, D, n, 1.0f, a->dlogits, V,
+                      (const char *)a->lnf + (size_t)r0 * D * lz, D, lt,
+                      r0 == 0 && m->grads_deferred_zero ? 0.0f : 1.0f,
+                      m->g.lm, D, DT_F32, m->opt.f32));
+    }
+    TRY(model_weights(m, L, 0));
+  }
   TRY(model_grad_ready(m, LAYER_VIEW(L, 1)));
   TRY(k_rmsnorm_bwd_ex(e, a->dn, a->xl, m->p.lnf, a->lnf_rstd, NULL, a->dres,
                        dres_low, lt, m->g.lnf, N, D));

@@ -104,7 +104,8 @@ static int forward_work(model *m) {
   const int N = b * t, D = m->c.d_model, V = m->c.vocab;
   float *logits, *losses, *lse;
   if (m->opt.fused) {
-    TRY(model_forward_fused(m));
+    TRY(model_forward_fused(m));   /* head_chunk: the loss terms too */
+    if (m->opt.head_chunk) return 0;
     logits = m->f.logits, losses = m->f.losses, lse = m->f.lse;
   } else {
     TRY(k_embedding_fwd(e, m->ids, m->p.emb, a->embed_out, N, D, V));
@@ -153,6 +154,9 @@ static int forward(model *m, const int32_t *ids, const int32_t *targets,
       FAIL(ERR_FAIL, "model_forward: target %d at position %d outside "
            "the vocabulary 0..%d", (int)targets[i], i, V - 1);
   }
+  if (!targets && m->opt.head_chunk)
+    FAIL(ERR_FAIL, "model_forward: head_chunk = %d keeps no logits, only "
+         "the loss (allowed with head_chunk: targets)", m->opt.head_chunk);
   m->fwd_loss = 0;
   m->fwd_b = b;
   m->fwd_t = t;

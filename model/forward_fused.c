@@ -73,6 +73,13 @@ int model_fused_layer_fwd(model *m, engine *e, int i, int from_x,
   return 0;
 }
 
+int model_head_chunk(model *m, engine *e, int r0, int n) {
+  const size_t D = (size_t)m->c.d_model;
+  const char *x = (const char *)m->f.lnf + (size_t)r0 * D * dtype_size(m->lt);
+  return linear(m, e, x, m->lo_lm, m->f.logits, DT_F32, n, (int)D,
+                m->c.vocab);
+}
+
 int model_forward_fused(model *m) {
   engine *e = m->e;
   fused_acts *a = &m->f;
@@ -92,7 +99,16 @@ int model_forward_fused(model *m) {
   TRY(model_weights(m, L, 1));
   TRY(k_add_rmsnorm_fwd(e, RESID(&a->layer[L - 1]), a->tmp, a->xl, m->p.lnf,
                         a->lnf, m->lt, a->lnf_rstd, N, D, eps));
-  TRY(linear(m, e, a->lnf, m->lo_lm, a->logits, DT_F32, N, D, V));
+  if (!m->opt.head_chunk) {
+    TRY(linear(m, e, a->lnf, m->lo_lm, a->logits, DT_F32, N, D, V));
+  } else {   /* each chunk's logits, then its rows' loss terms */
+    for (int r0 = 0; r0 < N; r0 += m->opt.head_chunk) {
+      int n = N - r0 < m->opt.head_chunk ? N - r0 : m->opt.head_chunk;
+      TRY(model_head_chunk(m, e, r0, n));
+      TRY(k_cross_entropy_fwd(e, a->logits, m->targets + r0, a->losses + r0,
+                              a->lse + r0, n, V));
+    }
+  }
   TRY(model_weights(m, L, 0));
   return 0;
 }

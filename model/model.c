@@ -187,13 +187,16 @@ static int fused_act_table(model *m, act_builder *b) {
   TRY(act_add(b, &a->xl, "output", N, D));
   TRY(act_add_t(b, &a->lnf, "ln_final.out", N, D, lz));
   TRY(act_add(b, &a->lnf_rstd, "ln_final.rstd", N, 1));
-  TRY(act_add(b, &a->logits, "lm_head.logits", N, V));
+  /* head_chunk: one chunk's rows of logits (and of their gradient) */
+  const size_t HR = m->opt.head_chunk > 0 && (size_t)m->opt.head_chunk < N
+                        ? (size_t)m->opt.head_chunk : N;
+  TRY(act_add(b, &a->logits, "lm_head.logits", HR, V));
   TRY(act_add(b, &a->losses, "loss.per_token", N, 1));
   TRY(act_add(b, &a->lse, "loss.lse", N, 1));
   /* dlogits: the logits in place in fp32; else h's buffer when it fits
    * (fused_acts) */
-  if (m->lt != DT_F32 && V > F)
-    TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", N, V, lz));
+  if (m->lt != DT_F32 && HR * V > N * F)
+    TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", HR, V, lz));
   TRY(act_add_t(b, &a->qkv, "scratch.qkv", N, 3 * D, lz));
   TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
   if (m->opt.grad_slots) TRY(act_add(b, &a->resid, "scratch.residual", N, D));
@@ -570,6 +573,14 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "materialised attention would still need (allowed: with "
          "ckpt_layers > 0 and flash attention)");
   }
+  if (o->head_chunk < 0 || (o->head_chunk && (!o->fused ||
+                                                 o->adamw_in_products))) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: head_chunk = %d (allowed: 0, or rows a "
+         "chunk > 0 on the fused path without the optimizer in the "
+         "products, which would step the head's weights at its first "
+         "chunk)", o->head_chunk);
+  }
   if (o->grad_slots && !o->fused) {
     free(m);
     FAIL(ERR_FAIL, "model_create: gradient slots need the fused path, whose "
@@ -676,6 +687,7 @@ const tensor_view *model_activations(const model *m, int *n) {
 }
 
 const float *model_logits(const model *m) {
+  if (m->opt.head_chunk) return NULL;   /* a chunk's, not the batch's */
   return m->opt.fused ? m->f.logits : m->a.logits;
 }
 

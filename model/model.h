@@ -130,6 +130,19 @@ typedef struct model_options {
                         * (16-bit products). The same bits: flash's
                         * forward is deterministic, so the rerun would
                         * have rewritten what is kept. */
+  int head_chunk;      /* R > 0 (fused path): the head's logits (fp32,
+                        * [B*T, vocab]) and their gradient are made R
+                        * rows at a time: forward keeps each row's loss
+                        * and logsumexp, backward makes each chunk's
+                        * logits again (one more head product) for its
+                        * gradient; model_logits is then NULL and
+                        * forward needs targets. At the 2026
+                        * leaderboard's 32768 tokens a GPU and
+                        * vocabulary 151936 the whole logits and their
+                        * 16-bit gradient take 27.8 GiB. The same
+                        * losses; the weights to rounding (the head's
+                        * weight gradient adds its chunks in turn).
+                        * 0: the whole head at once */
   int bound_weights;   /* W > 0 (fused path; gradient slots follow):
                         * the weight matrices are the caller's, bound
                         * group by group (model_set_weight_hook), as

@@ -177,6 +177,10 @@ int model_forward_fused(model *m);
  * layer's residual and output, or, from_x, the input already in layer
  * i's x. */
 int model_fused_layer_fwd(model *m, engine *e, int i, int from_x, int rerun);
+/* Rows r0 .. r0 + n - 1 of the logits (lnf W_lm^T) into f.logits' first
+ * n rows, on engine e (model_options.head_chunk: forward's chunks, and
+ * backward's again, the same product of the same rows). */
+int model_head_chunk(model *m, engine *e, int r0, int n);
 int model_backward_fused(model *m);
 
 /* One recorded piece of a step (model_options.graphs) and the key it was

@@ -286,9 +286,8 @@ failed_jobs() {
       awk 'NR > 1 { printf " / " } { printf "%s", $0 }')
     todo "$nskip skipped jobs of $(basename "$1") on a machine that can run them"
     case $nskip in 1) unit="job is" ;; *) unit="jobs are" ;; esac
-    echo "$nskip more $unit not yet measured: a runner skipped them on a machine"
-    echo "that could not run them ($why); \`./runner experiments/$(basename "$1" .csv).cfg\`"
-    echo "on one that can measures them."
+    echo "$nskip more $unit not yet measured (skipped: $why);"
+    echo "\`./runner experiments/$(basename "$1" .csv).cfg\` on a machine that can measures them."
     echo
   fi
   [ "$nbad" -gt "$nskip" ] || return 0

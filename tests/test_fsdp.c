@@ -73,9 +73,12 @@ typedef struct {
   float *after;          /* the last after-backward case's weights */
 } ctx;
 
+/* With a checkpoint a layer, the head in chunks of 7 tokens too (the
+ * reference's as well: its weights bound around the chunks' products). */
 static model_options options(dtype prec, attn_impl a, int ckpt, int bound) {
   model_options o = {.compute = prec, .fused = 1, .attention = a,
                      .f32 = F32_EXACT, .ckpt_layers = ckpt,
+                     .head_chunk = ckpt == 1 ? 7 : 0,
                      .bound_weights = bound};
   return o;
 }
@@ -112,7 +115,7 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
            "AdamW %s backward%s", x->backend == COMM_NCCL ? "nccl" : "mpi",
            x->world, dtype_name(prec),
            a == ATTN_FLASH ? "flash" : "materialised",
-           ckpt ? (ckpt == 1 ? "a checkpoint a layer"
+           ckpt ? (ckpt == 1 ? "a checkpoint a layer, the head in chunks"
                    : a == ATTN_FLASH ? "checkpoints every 2 layers keeping "
                                        "attention's output"
                                      : "checkpoints every 2 layers")

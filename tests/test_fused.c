@@ -46,8 +46,7 @@ static void compare(const char *what, const float *a, const float *b,
     if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
   }
   check(worst <= tol * scale && scale > 0,
-        "%s: max |fused - op-by-op| %.3e <= %.0e * %.3e", what, worst, tol,
-        scale);
+        "%s: max difference %.3e <= %.0e * %.3e", what, worst, tol, scale);
 }
 
 typedef struct run_out {
@@ -346,6 +345,84 @@ static void test_checkpointing(engine *e, const model_config *c,
   for (int k = 0; k < 2; k++) model_destroy(m[k]);
 }
 
+/* ---- the head in chunks ---------------------------------------------------- */
+
+/* model_options.head_chunk = R (the last chunk shorter) against the whole
+ * head, from weights w, two training steps on the batch ids / tg: the
+ * losses to 1e-6, the first step's gradients and the weights after the
+ * second to 1e-5 of the largest (the head's weight gradient adds its
+ * chunks in turn); the same with AdamW in backward on gradient slots.
+ * Fewer activation bytes (R below the batch's tokens), no logits to
+ * read; a forward without targets and the optimizer in the products are
+ * refused. */
+static void test_head_chunk(engine *e, const model_config *c, const float *w,
+                            size_t np, const int32_t *ids, const int32_t *tg,
+                            int B, int T, int R) {
+  model_options o = {.compute = DT_F32, .fused = 1, .attention = ATTN_FLASH,
+                     .f32 = F32_EXACT};
+  model_options oc = o;
+  oc.head_chunk = R;
+  adamw_config a = adamw_defaults();
+  for (int slots = 0; slots < 2; slots++) {
+    const char *form = slots ? "AdamW in backward" : "AdamW after backward";
+    o.grad_slots = oc.grad_slots = slots;
+    model *m[2];
+    size_t act[2];
+    float loss[2][2], *g[2] = {NULL, NULL}, *p[2];
+    for (int k = 0; k < 2; k++) {
+      size_t before;
+      hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
+      hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
+      hard(eng_tag_bytes(e, "activations", &act[k], NULL) < 0, "tag");
+      act[k] -= before;
+      hard(model_set_params(m[k], 0, w, np), "model_set_params");
+    }
+    check(model_logits(m[1]) == NULL &&
+              (R < B * T ? act[1] < act[0] : act[1] == act[0]),
+          "head in chunks of %d of %d tokens (%s): no logits to read, %zu "
+          "activation bytes against %zu", R, B * T, form, act[1], act[0]);
+    for (int s = 0; s < 2; s++)
+      for (int k = 0; k < 2; k++) {
+        hard(model_zero_grad(m[k]), "zero_grad");
+        hard(model_forward(m[k], ids, tg, B, T, &loss[k][s]), "forward");
+        if (slots) {
+          hard(model_backward_adamw(m[k], &a), "backward_adamw");
+          continue;
+        }
+        hard(model_backward(m[k]), "backward");
+        if (s == 0) g[k] = download(e, model_grads(m[k]), np);
+        hard(model_adamw_step(m[k], &a), "adamw");
+      }
+    for (int s = 0; s < 2; s++)
+      check(fabsf(loss[1][s] - loss[0][s]) <= 1e-6f * fabsf(loss[0][s]),
+            "head in chunks of %d (%s): step %d's loss %.9g, whole %.9g", R,
+            form, s + 1, loss[1][s], loss[0][s]);
+    char what[160];
+    if (!slots) {
+      snprintf(what, sizeof what, "head in chunks of %d: the gradients", R);
+      compare(what, g[1], g[0], np, 1e-5);
+    }
+    for (int k = 0; k < 2; k++) p[k] = download(e, model_params(m[k]), np);
+    snprintf(what, sizeof what, "head in chunks of %d (%s): the weights "
+             "after two steps", R, form);
+    compare(what, p[1], p[0], np, 1e-5);
+    if (!slots)
+      check(model_forward(m[1], ids, NULL, B, T, NULL) == ERR_FAIL &&
+                strstr(err_msg(), "head_chunk") != NULL,
+            "head in chunks of %d: a forward without targets is refused", R);
+    for (int k = 0; k < 2; k++) {
+      free(g[k]);
+      free(p[k]);
+      model_destroy(m[k]);
+    }
+  }
+  model *bad = NULL;
+  oc.adamw_in_products = 1;
+  check(model_create_ex(&bad, e, c, B, T, &oc) == ERR_FAIL && !bad &&
+            strstr(err_msg(), "head_chunk") != NULL,
+        "head in chunks with the optimizer in the products is refused");
+}
+
 /* Random weights for m: gains (1-d views) near 1, the rest small, of both
  * signs: never zero. */
 static float *random_weights(const model *m) {
@@ -570,6 +647,9 @@ int main(void) {
       for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
         test_checkpointing(e, &c5, w5, np5, B, T, impls_ck[k], groups[g]);
     }
+    /* the head in chunks: uneven (26 tokens in 5s), and one chunk */
+    test_head_chunk(e, &c5, w5, np5, ids, tg, B, T, 5);
+    test_head_chunk(e, &c5, w5, np5, ids, tg, B, T, 26);
     free(w5);
     model *bad = NULL;
     model_options ob2 = ob;

@@ -435,6 +435,81 @@ static void test_adamw_in_products(engine *gpu, const model_config *tiny,
   free(ids);
 }
 
+/* The head in chunks (model_options.head_chunk) on the GPU, fused flash,
+ * 5 layers, a third of the batch's tokens a chunk (the last shorter),
+ * against the whole head from the same weights on the same batch, a
+ * step with AdamW after backward, bf16 and fp32, directly and with CUDA
+ * graphs (a second step, replayed): the loss to 1e-5, every gradient to tol of the largest (a
+ * chunk's products may round differently from the whole batch's, and the
+ * head's weight gradient adds the chunks in turn), and the weights as
+ * test_adamw_in_products judges them (AdamW's first step moves a weight
+ * by about lr whatever its gradient's size: at most 2 lr apart, at most 1
+ * in 1000 by more than 1e-3 lr). */
+static void test_head_chunk(engine *gpu, const model_config *tiny, int B,
+                            int T) {
+  model_config c = *tiny;
+  c.layers = 5;
+  const int N = B * T, R = N / 3 + 1;
+  static const struct { dtype t; int graphs; double tol; const char *n; }
+      cases[] = {{DT_BF16, 0, 2e-2, "bf16"},
+                 {DT_BF16, 1, 2e-2, "bf16, CUDA graphs"},
+                 {DT_F32, 0, 1e-4, "fp32"}};
+  int32_t *ids = malloc(2 * (size_t)N * sizeof *ids), *tg = ids + N;
+  hard(ids ? 0 : -1, "out of host memory");
+  fresh_batch(ids, tg, N, c.vocab);
+  adamw_config a = adamw_defaults();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_options o = {.compute = cases[i].t, .fused = 1,
+                       .attention = ATTN_FLASH, .f32 = F32_EXACT,
+                       .graphs = cases[i].graphs};
+    model_options oc = o;
+    oc.head_chunk = R;
+    model *m[2];
+    float loss[2], *g[2], *w[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+      hard(model_create_ex(&m[k], gpu, &c, B, T, k ? &oc : &o),
+           "model_create_ex");
+      hard(model_init(m[k], 5), "model_init");
+      n = model_nparams(m[k]);
+      for (int s = 0; s < 1 + cases[i].graphs; s++) {   /* graphs: replayed */
+        hard(model_zero_grad(m[k]), "zero_grad");
+        hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
+        hard(model_backward(m[k]), "backward");
+        if (s == cases[i].graphs) g[k] = download(gpu, model_grads(m[k]), n);
+        hard(model_adamw_step(m[k], &a), "adamw");
+      }
+      w[k] = download(gpu, model_params(m[k]), n);
+    }
+    check(fabsf(loss[1] - loss[0]) <= 1e-5f * fabsf(loss[0]) &&
+              model_logits(m[1]) == NULL,
+          "%s, head in chunks of %d of %d tokens: loss %.7f, whole %.7f; no "
+          "logits to read", cases[i].n, R, N, loss[1], loss[0]);
+    char what[128];
+    snprintf(what, sizeof what, "%s, head in chunks of %d: the gradients",
+             cases[i].n, R);
+    compare(what, g[1], g[0], n, cases[i].tol);
+    size_t far = 0;
+    double worst = 0;
+    for (size_t j = 0; j < n; j++) {
+      double d = fabs((double)w[0][j] - w[1][j]);
+      if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+      far += d > 1e-3 * a.lr;
+    }
+    const int steps = 1 + cases[i].graphs;
+    check(far <= n / 1000 && worst <= 2.01 * steps * a.lr,
+          "%s, head in chunks of %d: the weights after %d step(s), %zu of "
+          "%zu more than 1e-3 lr apart (at most 1 in 1000), worst %.2e (at "
+          "most 2 lr a step)", cases[i].n, R, steps, far, n, worst);
+    for (int k = 0; k < 2; k++) {
+      free(g[k]);
+      free(w[k]);
+      model_destroy(m[k]);
+    }
+  }
+  free(ids);
+}
+
 /* The model with LayerNorm (model_config.norm; op by op only) on the GPU
  * against the CPU engine: fresh random weights with the norms' weights
  * away from 1 (1 +- [0.1, 0.5)) and their biases away from 0 (+-[0.1,
@@ -715,6 +790,7 @@ int main(void) {
   test_adamw_in_backward(gpu, &c, B, T);
   test_adamw_in_products(gpu, &c, B, T);
   test_checkpointing(gpu, &c, B, T);
+  test_head_chunk(gpu, &c, B, T);
   test_layernorm(cpu, gpu, B, T);
 
   free_out(&ref);

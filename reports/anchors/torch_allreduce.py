@@ -5,8 +5,8 @@ anchors in shared/anchors/README.md were: 5 warm-ups, then 20 iterations of
 barrier, all_reduce, torch.cuda.synchronize(); an iteration's time is the
 slowest rank's; median over iterations. Run with
     torchrun --nproc_per_node=N reports/anchors/torch_allreduce.py OUT.csv
-Rank 0 appends one row per size to OUT.csv (header written if new), with
-the columns of reports/anchors/allreduce_pytorch.csv plus utc.
+Rank 0 appends one row per size to OUT.csv (header written if new):
+source, machine, world_size, size_mib, time_ms_median, busbw_gbps, utc.
 """
 import datetime
 import os

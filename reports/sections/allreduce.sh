@@ -16,9 +16,8 @@
 #
 # No number in the text is typed here: measurements come from the CSV,
 # PyTorch's from reports/anchors/allreduce_torch.csv (torch_allreduce.py,
-# run on the machine our NCCL rows come from: the strongest anchor) and
-# allreduce_pytorch.csv (an earlier 2 x H200 NV18 machine), nccl-tests'
-# published figure from allreduce_published.csv.
+# run on the machine our NCCL rows come from: the strongest anchor),
+# nccl-tests' published figure from allreduce_published.csv.
 set -eu
 LC_ALL=C
 export LC_ALL
@@ -32,7 +31,6 @@ if [ "${PROBLEM:-}" != distributed_communication_single_node ]; then
 fi
 csv="${CSV:-$DATA/allreduce.csv}"
 torch_csv="$reports/anchors/allreduce_torch.csv"
-old_anchor="$reports/anchors/allreduce_pytorch.csv"
 pub="$reports/anchors/allreduce_published.csv"
 gp="$reports/allreduce.gp"
 fig=distributed_communication_single_node
@@ -42,7 +40,7 @@ if [ ! -f "$csv" ]; then
   not_measured allreduce
   exit 0
 fi
-for f in "$torch_csv" "$old_anchor" "$pub" "$gp"; do
+for f in "$torch_csv" "$pub" "$gp"; do
   if [ ! -f "$f" ]; then
     echo "allreduce.sh: $f is missing" >&2
     exit 1
@@ -369,18 +367,6 @@ if [ "$ncmp" -gt 0 ]; then
     text="$text. At $(size_label "$small") with $n0 ranks, PyTorch's $(calc %.3f "$ps") against our $(calc %.3f "$os") ms is mostly fixed per-call cost (a Python call and a host synchronisation in its timed region)"
   fi
   text="$text."
-  # The earlier, weaker anchor (another machine).
-  ow2=$(tool value "$old_anchor" --col world_size --where size_mib="$big" --agg first --default "")
-  if [ -n "$ow2" ]; then
-    ob2=$(tool value "$old_anchor" --col busbw_gbps --where size_mib="$big" --agg first)
-    om2=$(tool value "$old_anchor" --col machine --where size_mib="$big" --agg first)
-    our2=$(ours_at --col busbw_gbps --where world_size="$ow2" --where size_mib="$big")
-    if [ -n "$our2" ]; then
-      num "the earlier anchor's busbw" "$ob2"
-      num "our busbw" "$our2"
-      text="$text An earlier PyTorch reference (allreduce_pytorch.csv, $om2) reached $(calc %.0f "$ob2") GB/s at $(size_label "$big") with $ow2 ranks, ours $(calc %.0f "$our2")."
-    fi
-  fi
   # nccl-tests' published figure at its rank count, NVLS off as ours.
   pw=$(tool value "$pub" --col world_size --where nvls=off --agg first --default "")
   if [ -n "$pw" ]; then

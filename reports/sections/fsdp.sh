@@ -321,17 +321,21 @@ leaderboard_2026)
   echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers, weights"
   echo "gathered again for backward (resharded) or kept from forward,"
   echo "attention's output kept through the reruns or not"
-  echo "(\`checkpoint_keep_attention\`)."
+  echo "(\`checkpoint_keep_attention\`), the head's logits whole or in chunks"
+  echo "of \`head_chunk\` tokens."
   echo
   if has_rows "$csv"; then
-    echo "| k | resharded after forward | attention kept | step (ms) | peak per GPU (GiB) |"
-    echo "|--:|---|---|--:|--:|"
-    tool distinct "$csv" --cols checkpoint_layers,reshard_after_forward,checkpoint_keep_attention \
-        --where status=ok --sort checkpoint_layers | while IFS=: read -r k rs ka; do
+    # head_chunk: a column since the job took it (older rows: 0, whole)
+    hc=
+    case ",$(head -n 1 "$csv")," in *,head_chunk,*) hc=,head_chunk ;; esac
+    echo "| k | resharded after forward | attention kept | head chunk (tokens) | step (ms) | peak per GPU (GiB) |"
+    echo "|--:|---|---|--:|--:|--:|"
+    tool distinct "$csv" --cols "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc" \
+        --where status=ok --sort checkpoint_layers | while IFS=: read -r k rs ka ch; do
       lv() { tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$k" \
                --where reshard_after_forward="$rs" --where checkpoint_keep_attention="$ka" \
-               --sort -utc --agg first; }
-      echo "| $k | $rs | $ka | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
+               ${hc:+--where head_chunk="$ch"} --sort -utc --agg first; }
+      echo "| $k | $rs | $ka | ${ch:-0} | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
     done
     echo
     echo "_${GPU}s; median of 5 steps._"
@@ -339,11 +343,12 @@ leaderboard_2026)
     # the best row, its model FLOPs (6 a non-embedding parameter a token,
     # causal attention's 6 L d T a token; recomputation not counted) and
     # rank 0's kernel families
-    best=$(tool select "$csv" --cols checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,step_ms_median,size,context,tokens_per_step,vocab,params,message \
+    best=$(tool select "$csv" --cols "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,step_ms_median,size,context,tokens_per_step,vocab,params${hc:-,checkpoint_layers},message" \
              --where status=ok --sort step_ms_median | sed -n 2p)
-    IFS=, read -r bk brs bka bms bsize bT btok bV bN bmsg <<ROW
+    IFS=, read -r bk brs bka bms bsize bT btok bV bN bch bmsg <<ROW
 $best
 ROW
+    [ -n "$hc" ] || bch=0
     for x in "$bms" "$bT" "$btok" "$bV" "$bN"; do num "leaderboard_2026 best row" "$x"; done
     bd=${bsize%%/*}
     bL=$(printf '%s' "$bsize" | cut -d/ -f3)
@@ -354,18 +359,20 @@ ROW
     att=$(fam "$bmsg" attention)
     mm=$(fam "$bmsg" matmul)
     worst=$(tool value "$csv" --col step_ms_median --where status=ok \
-              --where reshard_after_forward="$brs" --where checkpoint_keep_attention="$bka" --agg max)
+              --where reshard_after_forward="$brs" --where checkpoint_keep_attention="$bka" \
+              ${hc:+--where head_chunk="$bch"} --agg max)
     other=$([ "$brs" = true ] && echo false || echo true)
-    atk() { # COL RESHARD [K [KEPT]]: the ok row's COL at k = K (the best
-            # k), attention kept or not (the best row's), or ""
+    atk() { # COL RESHARD [K [KEPT [CHUNK]]]: the ok row's COL at k = K,
+            # attention kept or not, head chunk (each the best row's by
+            # default), or ""
       tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="${3:-$bk}" \
         --where reshard_after_forward="$2" --where checkpoint_keep_attention="${4:-$bka}" \
-        --agg first --default ''
+        ${hc:+--where head_chunk="${5:-$bch}"} --agg first --default ''
     }
     ok_ms=$(atk step_ms_median "$other")   # the same k the other way
     ok_pk=$(atk engine_peak_mib "$other")
     b_pk=$(atk engine_peak_mib "$brs")
-    echo "**Best step: $(f1 "$bms") ms** (k = $bk, resharded: $brs, attention kept: $bka), under the"
+    echo "**Best step: $(f1 "$bms") ms** (k = $bk, resharded: $brs, attention kept: $bka, head chunk: $bch), under the"
     echo "course's 10 s baseline (it times two B200s; these are ${GPU}s):"
     echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model FLOPs (6 a non-embedding"
     echo "parameter a token, plus causal attention's 6 L d T; recomputation not"
@@ -385,6 +392,17 @@ ROW
     if [ -n "$ka_ms" ] && [ -n "$ka_pk" ]; then
       num "leaderboard_2026 step" "$ka_ms"
       echo "Attention kept: $bka against $na: $(calc %+.1f "100 * ($bms - $ka_ms) / $ka_ms")% of the step, $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU."
+    fi
+    # the head in chunks against whole (or back), at the best row's k,
+    # resharding and attention
+    if [ -n "$hc" ]; then
+      och=$(tool value "$csv" --col head_chunk --where status=ok --where head_chunk!="$bch" \
+              --agg first --default '')
+      ch_ms=$(atk step_ms_median "$brs" "$bk" "$bka" "$och") ch_pk=$(atk engine_peak_mib "$brs" "$bk" "$bka" "$och")
+      if [ -n "$och" ] && [ -n "$ch_ms" ] && [ -n "$ch_pk" ]; then
+        num "leaderboard_2026 step" "$ch_ms"
+        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU."
+      fi
     fi
     echo
     # PyTorch at this shape on this GPU (reports/anchors/torch_ddp.py):
@@ -411,6 +429,7 @@ ROW
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
         echo "fused AdamW, reports/anchors/torch_ddp.py; tried: $ptried), its fastest"
         echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
+        echo "Like for like:"
         # Like for like: each of its configurations against our row with
         # the same resharding and checkpoint group (fsdp_keep_*: not
         # resharded; _ckptK: k = K).
@@ -426,7 +445,8 @@ ROW
             case $c in *_ckpt*) ;; *) continue ;; esac
             rs=true
             case $c in fsdp_keep_*) rs=false ;; esac
-            oms=$(atk step_ms_median "$rs" "$k" "$ka") opk=$(atk engine_peak_mib "$rs" "$k" "$ka")
+            # PyTorch keeps the whole logits: our rows that do (0)
+            oms=$(atk step_ms_median "$rs" "$k" "$ka" 0) opk=$(atk engine_peak_mib "$rs" "$k" "$ka" 0)
             { [ -n "$oms" ] && [ -n "$opk" ]; } || continue
             num "PyTorch leaderboard step" "$cms"
             mm="ours the smaller"
@@ -435,7 +455,7 @@ ROW
             elif is_true "$opk / 1024 > $cgib"; then
               mm="the same memory within 0.5%"
             fi
-            echo "Like for like, \`$c\` (resharded: $rs, k = $k, attention kept: $ka): PyTorch $(f1 "$cms") ms,"
+            echo "\`$c\` (resharded: $rs, k = $k, attention kept: $ka): PyTorch $(f1 "$cms") ms,"
             echo "$(f1 "$cgib") GiB; ours $(f1 "$oms") ms, $(gib "$opk") GiB: $(verdict "$oms" "$cms"); $mm."
           done
       else
@@ -454,8 +474,13 @@ ROW
     echo
   fi
   if [ -f "$csv" ]; then
-    failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention \
-      "| k | resharded | attention kept |"
+    if [ -n "$hc" ]; then
+      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk \
+        "| k | resharded | attention kept | head chunk |"
+    else
+      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention \
+        "| k | resharded | attention kept |"
+    fi
   else
     echo "Not measured yet: it needs 2 GPUs (\`./runner experiments/leaderboard_2026.cfg\`)."
     echo

@@ -66,8 +66,7 @@ experiments/nsys_profile.cfg (kernel_profile = true): CUPTI's activity
 records, the source Nsight Systems reads, with the phases and attention's
 parts as NVTX ranges; one forward and one training step per row, every
 kernel by name with calls and GPU time (nsys_profile.samples.jsonl).
-Nsight Systems itself is not installed on our GPU machines (no `nsys`
-there), so its kernel summary could not be set beside ours.
+Our GPU machines have no `nsys` to set its kernel summary beside ours.
 TEXT
   o=$(from_other_gpu "$kp")
   echo "ms of GPU time${o:+ ($o; (a) to (e) read benchmarking_script's rows, from the $GPU_KIND)}:"
