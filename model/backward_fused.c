@@ -24,6 +24,13 @@
  * product updates W (its moments and 16-bit copy) instead, and dW is not
  * written: so it comes after every read of W's copy in backward (each dx
  * product, each forward product rebuilt). */
+/* dW[dout, din] = dy^T x (beta 0) or += (beta 1), into fp32. */
+static int product_dw(model *m, const void *dy, const void *x, float *dW,
+                      int n, int din, int dout, float beta) {
+  return k_matmul_ex(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
+                     beta, dW, din, DT_F32, m->opt.f32);
+}
+
 static int linear_dw(model *m, const void *dy, const void *x, const float *W,
                      const void *Wl, float *dW, int n, int din, int dout) {
   if (m->adamw_in_bwd && m->opt.adamw_in_products) {
@@ -36,9 +43,8 @@ static int linear_dw(model *m, const void *dy, const void *x, const float *W,
                           m->adam_v + at, o->lr, o->beta1, o->beta2, o->eps,
                           o->weight_decay, m->step + 1);
   }
-  return k_matmul_ex(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
-                     m->grads_deferred_zero ? 0.0f : 1.0f, dW, din, DT_F32,
-                     m->opt.f32);
+  return product_dw(m, dy, x, dW, n, din, dout,
+                    m->grads_deferred_zero ? 0.0f : 1.0f);
 }
 
 /* q, k and v's weight gradients from the merged product's dy [n, 3D]:
@@ -162,10 +168,9 @@ int model_backward_fused(model *m) {
                     (char *)a->dn + (size_t)r0 * D * lz, lt, n, D, V, 0.0f));
       /* dW_lm: the first chunk writes it where zeroing was deferred, the
        * rest add */
-      TRY(k_matmul_ex(e, 1, 0, V, D, n, 1.0f, a->dlogits, V,
-                      (const char *)a->lnf + (size_t)r0 * D * lz, D, lt,
-                      r0 == 0 && m->grads_deferred_zero ? 0.0f : 1.0f,
-                      m->g.lm, D, DT_F32, m->opt.f32));
+      TRY(product_dw(m, a->dlogits, (const char *)a->lnf + (size_t)r0 * D * lz,
+                     m->g.lm, n, D, V,
+                     r0 == 0 && m->grads_deferred_zero ? 0.0f : 1.0f));
     }
     TRY(model_weights(m, L, 0));
   }
