@@ -242,6 +242,21 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
   for (int k = 0; k < 2; k++) model_destroy(m[k]);
 }
 
+/* A model of c with options o from weights w; *act: the activation
+ * bytes it allocated. */
+static model *model_from(engine *e, const model_config *c, int B, int T,
+                         const model_options *o, const float *w, size_t np,
+                         size_t *act) {
+  model *m;
+  size_t before;
+  hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
+  hard(model_create_ex(&m, e, c, B, T, o), "model_create_ex");
+  hard(eng_tag_bytes(e, "activations", act, NULL) < 0, "tag");
+  *act -= before;
+  hard(model_set_params(m, 0, w, np), "model_set_params");
+  return m;
+}
+
 /* ---- activation checkpointing ---------------------------------------------- */
 
 /* Checkpoint groups of G layers (model_options.ckpt_layers) against none,
@@ -263,14 +278,8 @@ static void test_checkpointing(engine *e, const model_config *c,
   const int inputs = G < L ? (L + G - 1) / G - 1 : 0;
   model *m[2];
   size_t act[2];
-  for (int k = 0; k < 2; k++) {
-    size_t before;
-    hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
-    hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
-    hard(eng_tag_bytes(e, "activations", &act[k], NULL) < 0, "tag");
-    act[k] -= before;
-    hard(model_set_params(m[k], 0, w, np), "model_set_params");
-  }
+  for (int k = 0; k < 2; k++)
+    m[k] = model_from(e, c, B, T, k ? &oc : &o, w, np, &act[k]);
   int na, nq = 0, nin = 0;
   const tensor_view *v = model_activations(m[1], &na);
   for (int j = 0; j < na; j++) {
@@ -301,12 +310,8 @@ static void test_checkpointing(engine *e, const model_config *c,
           "checkpoint groups of %d (%s): keeping attention's output is "
           "refused with materialised attention", G, an);
   } else {
-    size_t before, kb;
-    hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
-    hard(model_create_ex(&mk, e, c, B, T, &ok), "model_create_ex");
-    hard(eng_tag_bytes(e, "activations", &kb, NULL) < 0, "tag");
-    kb -= before;
-    hard(model_set_params(mk, 0, w, np), "model_set_params");
+    size_t kb;
+    mk = model_from(e, c, B, T, &ok, w, np, &kb);
     int no = 0, nq2 = 0;
     v = model_activations(mk, &na);
     for (int j = 0; j < na; j++) {
@@ -320,16 +325,14 @@ static void test_checkpointing(engine *e, const model_config *c,
           "bytes between %zu (checkpoints alone) and %zu (none)", G, L, no,
           L, nq2, kept, kb, act[1], act[0]);
     for (int k = 0; k < 2; k++) model_destroy(m[k]);
-    hard(model_create_ex(&m[0], e, c, B, T, &o), "model_create_ex");
-    hard(model_set_params(m[0], 0, w, np), "model_set_params");
+    m[0] = model_from(e, c, B, T, &o, w, np, &act[0]);
     agree = training_agrees(m[0], mk, B, T, 3, &differs);
     check(agree,
           "checkpoint groups of %d of %d layers keeping attention's output: "
           "losses, gradients and weights bit for bit over 3 steps%s%s", G,
           L, *differs ? "; differ: " : "", differs);
     model_destroy(mk);
-    hard(model_create_ex(&m[1], e, c, B, T, &oc), "model_create_ex");
-    hard(model_set_params(m[1], 0, w, np), "model_set_params");
+    m[1] = model_from(e, c, B, T, &oc, w, np, &act[1]);
   }
   /* with AdamW in backward and gradient slots: the memory-lean form */
   oc.grad_slots = 1;
@@ -369,14 +372,8 @@ static void test_head_chunk(engine *e, const model_config *c, const float *w,
     model *m[2];
     size_t act[2];
     float loss[2][2], *g[2] = {NULL, NULL}, *p[2];
-    for (int k = 0; k < 2; k++) {
-      size_t before;
-      hard(eng_tag_bytes(e, "activations", &before, NULL) < 0, "tag");
-      hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
-      hard(eng_tag_bytes(e, "activations", &act[k], NULL) < 0, "tag");
-      act[k] -= before;
-      hard(model_set_params(m[k], 0, w, np), "model_set_params");
-    }
+    for (int k = 0; k < 2; k++)
+      m[k] = model_from(e, c, B, T, k ? &oc : &o, w, np, &act[k]);
     check(model_logits(m[1]) == NULL &&
               (R < B * T ? act[1] < act[0] : act[1] == act[0]),
           "head in chunks of %d of %d tokens (%s): no logits to read, %zu "
