@@ -1,8 +1,9 @@
 # Does torch_ddp.py's keep_attention_context stop checkpoint recomputation
 # from calling SDPA? Counts aten SDPA calls in forward and in backward of a
 # tiny LM in two checkpoint groups, with and without the policy (CPU, and
-# the GPU in bf16 where there is one): backward's count should drop to 0.
-# From the repository root, where PyTorch is installed:
+# the GPU in bf16 where there is one): without it backward calls SDPA
+# twice a layer (the rerun's forward, then its backward), with it once.
+# Exits 1 if not. From the repository root, where PyTorch is installed:
 #   python3 dev/anchors/keep_attention_count.py
 import sys, torch
 sys.path.insert(0, "reports/anchors")
@@ -17,6 +18,7 @@ class Count(TorchDispatchMode):
         if "scaled_dot_product" in str(func): self.n += 1
         return func(*args, **(kwargs or {}))
 
+bad = False
 for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
     for keep in (False, True):
         torch.manual_seed(0)
@@ -34,3 +36,8 @@ for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
         with b:
             loss.backward()
         print(dev, "keep" if keep else "rerun", "sdpa calls forward", f.n, "backward", b.n)
+        # backward: each layer's attention backward, plus its rerun without
+        # the policy (one SDPA forward a layer)
+        bad |= f.n == 0 or b.n != f.n * (1 if keep else 2)
+print("FAIL: the policy did not stop the reruns' SDPA calls" if bad else "ok")
+sys.exit(1 if bad else 0)
