@@ -15,7 +15,9 @@
  * (on GPUs d_model 32, 2 heads, d_ff 48, for the kernels' head dims and
  * alignment: a bf16 layer is then smaller than the fp32 embedding); fused path, flash and
  * materialised attention, with no checkpoints and with groups of 1 and 2
- * layers (the window then holds 3 and 4 groups), AdamW after backward and
+ * layers (the window then holds 3 and 4 groups; groups of 1 with the head
+ * in chunks of 7 tokens, groups of 2 with flash keeping each layer's
+ * attention output for the reruns), AdamW after backward and
  * in it; with flash, also every group kept gathered from forward to
  * backward (FSDP2's reshard_after_forward = False: one gather a group a
  * step). Global batch 12 sequences of 8 tokens, rank r takes sequences

@@ -11,7 +11,13 @@
  * weights written after the fused path has run (a checkpoint loaded into a
  * model that has trained, and every other way of writing them) are what it
  * computes with; the loss-scale unscaling pass and the per-family profiler
- * (eng_profile), which the fused path's timings rely on. */
+ * (eng_profile), which the fused path's timings rely on. Activation
+ * checkpoints (groups of 1, 2, 3, 5, 7 of 5 layers) against none: losses,
+ * gradients and weights bit for bit over three steps, also keeping each
+ * layer's attention output through the reruns (flash; materialised is
+ * refused). The head in chunks (head_chunk) against the whole head: losses
+ * to 1e-6, gradients and weights to 1e-5 of the largest, AdamW after and
+ * in backward. */
 #include "config.h"
 #include "tests/testlib.h"
 #include "tests/model_helpers.h"

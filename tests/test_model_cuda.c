@@ -11,8 +11,12 @@
  * fixture (tests/data/fixture_tiny.safetensors) with test_fixture's 1e-4.
  * Also: the fused 16-bit path after a checkpoint is loaded into a model
  * that has trained (test_load_after_training), the model with LayerNorm
- * in place of RMSNorm against the CPU engine (test_layernorm), and one
- * engine's training repeating itself bit for bit (test_repeats). */
+ * in place of RMSNorm against the CPU engine (test_layernorm), one
+ * engine's training repeating itself bit for bit (test_repeats),
+ * activation checkpoints against none bit for bit (flash output kept
+ * through the reruns or not, with CUDA graphs), and the head in chunks
+ * against the whole head (loss to 1e-5, gradients to 2e-2 in bf16 and
+ * 1e-4 in fp32 of the largest, weights at most 2 lr apart a step). */
 #include "config.h"
 #include "tests/testlib.h"
 #include "tests/model_helpers.h"
