@@ -223,7 +223,7 @@ $fit
 ROW
         step_row "the same step within PyTorch's memory (k = $fk, resharded: $frs; section 2026.9)" \
           "$lgpu" "$fms" "$fpk" "$lpt" "$(lpv step_ms_median)" "$ppk" torch_ddp.py \
-          "the leaderboard step within its memory"
+          "the leaderboard step's time within PyTorch's memory"
       fi
     fi
   fi
