@@ -418,6 +418,8 @@ ROW
                 --sort step_ms_median | sed -n 2p)
       # shellcheck disable=SC2086
       ptried=$(tool distinct "$pt" --cols config,status $lw | tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g')
+      # the configurations that did not complete (the rest appear below)
+      pfailed=$(tool distinct "$pt" --cols config,status $lw | grep -v ':ok$' | tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g')
       if [ -n "$pbest" ]; then
         IFS=, read -r pc pms pgib <<ROW
 $pbest
@@ -427,8 +429,24 @@ ROW
         m="ours the smaller"
         is_true "$b_pk / 1024 <= $pgib" || m="**we use $(calc %.2f "$b_pk / 1024 / $pgib")x its memory**"
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
-        echo "fused AdamW, reports/anchors/torch_ddp.py; tried: $ptried), its fastest"
+        echo "fused AdamW, reports/anchors/torch_ddp.py${pfailed:+; also tried: $pfailed}), its fastest"
         echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
+        # the head in chunks: our fastest such row against the same
+        # anchor, whose loss takes the logits whole (no chunked
+        # configuration in torch_ddp.py)
+        if [ -n "$hc" ]; then
+          crow=$(tool select "$csv" --cols step_ms_median,engine_peak_mib,checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk \
+                   --where status=ok --where head_chunk!=0 --sort step_ms_median | sed -n 2p)
+          if [ -n "$crow" ]; then
+            IFS=, read -r cms cpk ck crs cka cch <<ROW
+$crow
+ROW
+            num "leaderboard_2026 step" "$cms"
+            num "leaderboard_2026 peak" "$cpk"
+            echo "With the head in chunks of $cch tokens (k = $ck, resharded: $crs, attention kept: $cka):"
+            echo "$(f1 "$cms") ms, $(gib "$cpk") GiB: $(verdict "$cms" "$pms") in $(calc %.2f "$cpk / 1024 / $pgib")x its memory (its loss unchunked)."
+          fi
+        fi
         echo "Like for like:"
         # Like for like: each of its configurations against our row with
         # the same resharding and checkpoint group (fsdp_keep_*: not

@@ -206,7 +206,7 @@ if [ -f "$ref" ]; then
     runs="$runs; the op-by-op rows: batch $rb, $rw warm-up and $rs timed steps"
 fi
 cat <<TEXT
-We have no compiler to switch on, so we compare our two paths on the same
+Without a compiler to switch on, we compare our two paths on the same
 model, $runs. **Op by op** (benchmarking_script's rows) is eager's analogue:
 one kernel per operation, fp32 activations, materialised attention.
 **Fused** folds the residual add into RMSNorm, q, k, v into one product,
@@ -386,9 +386,8 @@ for p in bf16 fp32; do
     done
   done
 done
-echo "One extra, untimed step per job, each operation bracketed by CUDA events"
-echo "(the row's message): ms per kernel family. The events add time between"
-echo "kernels, so the sum need not match the timed step."
+echo "An extra untimed step per job, each operation between CUDA events"
+echo "(the row's message): ms per kernel family; events add time, so sums may differ from the step."
 if [ "$kn" -gt 0 ]; then
   kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
     END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
@@ -397,9 +396,9 @@ if [ "$kn" -gt 0 ]; then
   elif [ "$kab" -eq 0 ]; then
     side="below the timed step in all $kn rows"
   else
-    side="above the timed step in $kab of the $kn rows and below it in $kbe"
+    side="above the timed step in $kab of $kn rows"
   fi
-  echo "Here it is $side, by $klo% to $khi% (median $kmed% either way)."
+  echo "The sum is $side, by $klo% to $khi% (median $kmed% either way)."
 fi
 echo
 echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"
