@@ -44,6 +44,10 @@ Configurations (--configs), each a full training step:
              contexts: MUST_SAVE for the SDPA kernels' ops, the rest
              recomputed), so recomputation skips attention, as our
              checkpoint_keep_attention = true
+  fsdp_..._ckptK[_keepattn]_chunkR  the loss R tokens at a time: lm_head
+             and cross-entropy a chunk per checkpoint (torch_lm.py's
+             LM.loss_chunk, as torchtune's chunked-output loss), so one
+             chunk's logits live at a time, as our head_chunk = R
 Precision: fp32 is PyTorch's default (no TF32); bf16 is
 torch.autocast(bfloat16) over fp32 weights. Gradients, and so their
 all-reduce, are fp32 either way, as ours are.
@@ -88,7 +92,7 @@ model, one sequence of 32768 a GPU) the way a PyTorch user would run it:
         reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv \\
         --sizes 4096/11008/34/32 --vocab 151936 --contexts 32768 \\
         --rank-batch 1 --precisions bf16 --world-sizes 2 --steps 5 \\
-        --configs fsdp_compiled_ckpt1,fsdp_keep_compiled_ckpt1,fsdp_compiled_ckpt1_keepattn,fsdp_keep_compiled_ckpt4_keepattn
+        --configs fsdp_compiled_ckpt1,fsdp_keep_compiled_ckpt1,fsdp_compiled_ckpt1_keepattn,fsdp_keep_compiled_ckpt4_keepattn,fsdp_compiled_ckpt1_keepattn_chunk4096,fsdp_keep_compiled_ckpt1_keepattn_chunk4096
 
 Appends rows to OUT.csv (reports/anchors/anchor_csv.py; header written if
 new): source, gpu, world_size, size, vocab, context, rank_batch,
@@ -199,12 +203,13 @@ def measure(a, dev, group, size, ctx, precision, config, bucket_mb):
     with dev:   # built on the device: the 8B model's fp32 weights never pass the host
         model = LM(*dims(size), vocab=a.vocab)
     config, _, k = config.partition("_ckpt")
-    k, _, sel = k.partition("_")
+    k, *sel = k.split("_")
     model.ckpt = int(k) if k else 0
+    model.loss_chunk = next((int(x[len("chunk"):]) for x in sel if x.startswith("chunk")), 0)
     if config.startswith("fsdp_"):
         keep = config.startswith("fsdp_keep_")
         ddp = shard(model, group, dev, precision, reshard=not keep,
-                    keep_attention=sel == "keepattn")
+                    keep_attention="keepattn" in sel)
         config = config[len("fsdp_keep_" if keep else "fsdp_"):]
     elif dist.get_world_size(group) == 1:
         ddp = model
@@ -260,15 +265,20 @@ def main():
     a = ap.parse_args()
     for c in a.configs.split(","):
         base, ck, k = c.partition("_ckpt")
-        k, _, sel = k.partition("_")
+        k, *sel = k.split("_")
         step = base.removeprefix("fsdp_").removeprefix("keep_")
+        chunks = [x[len("chunk"):] for x in sel if x.startswith("chunk")]
         if step not in ("compiled", "compiled_cudagraphs", "eager") or \
                 base.startswith("keep_") or (ck and not (k.isdigit() and int(k) > 0)) or \
-                (sel and (sel != "keepattn" or not base.startswith("fsdp_"))):
+                (sel and not base.startswith("fsdp_")) or \
+                sel not in [[], ["keepattn"]] + [[*p, "chunk" + r] for r in chunks
+                                                  for p in ([], ["keepattn"])] or \
+                any(not (r.isdigit() and int(r) > 0) for r in chunks):
             raise SystemExit(f"torch_ddp.py: config {c!r}: compiled, "
                              "compiled_cudagraphs or eager, each optionally "
                              "after fsdp_ or fsdp_keep_ and before _ckptK (K > 0), "
-                             "which under fsdp_ may end in _keepattn")
+                             "which under fsdp_ may end in _keepattn, _chunkR "
+                             "or _keepattn_chunkR (R > 0 tokens)")
     if a.vocab < 2:
         raise SystemExit(f"torch_ddp.py: --vocab {a.vocab}: at least 2")
     for p in a.precisions.split(","):

@@ -133,8 +133,14 @@ class LM(nn.Module):
         self.ln_final = RMSNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
         self.ckpt = 0   # blocks a checkpoint group; 0: no checkpointing
+        self.loss_chunk = 0   # tokens a chunk of the loss; 0: logits whole
 
-    def forward(self, ids):
+    def forward(self, ids, tgt=None):
+        """The logits; given targets and loss_chunk > 0, the mean
+        cross-entropy instead, lm_head and the loss a chunk of loss_chunk
+        tokens at a time, each chunk one checkpoint (its logits recomputed
+        in backward), as torchtune's chunked-output loss: one chunk's
+        logits live at a time, not the whole batch's."""
         c, s = rope_tables(ids.shape[1], self.dh, ids.device)
         x = self.token_embeddings(ids)
         k = self.ckpt or len(self.layers)
@@ -143,7 +149,16 @@ class LM(nn.Module):
                 x = checkpoint(self.group, x, c, s, g, k, use_reentrant=False)
             else:
                 x = self.group(x, c, s, g, k)
-        return self.lm_head(self.ln_final(x))
+        h = self.ln_final(x)
+        if tgt is None or not self.loss_chunk:
+            return self.lm_head(h)
+        h, t, r = h.flatten(0, 1), tgt.reshape(-1), self.loss_chunk
+        total = sum(checkpoint(self.chunk_loss, h[i:i + r], t[i:i + r], use_reentrant=False)
+                    for i in range(0, t.numel(), r))
+        return total / t.numel()
+
+    def chunk_loss(self, h, t):
+        return F.cross_entropy(self.lm_head(h).float(), t, reduction="sum")
 
     def group(self, x, c, s, first, k):
         for blk in self.layers[first:first + k]:
@@ -161,8 +176,12 @@ def make_step(model, config, precision):
     else:
         fwd = model
 
+    chunked = getattr(model, "loss_chunk", 0) > 0   # a DDP wrapper: 0
+
     def loss_of(ids, tgt):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            if chunked:   # the loss inside forward, in chunks
+                return fwd(ids, tgt)
             logits = fwd(ids)
         return F.cross_entropy(logits.float().flatten(0, 1), tgt.view(-1))
 

@@ -319,10 +319,9 @@ leaderboard_2026)
   # the 2026 leaderboard: the 8B step (experiments/leaderboard_2026.cfg)
   echo "The ~8B model (8.13 B parameters), batch 2 x 32768 tokens, bf16, on 2"
   echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers, weights"
-  echo "gathered again for backward (resharded) or kept from forward,"
-  echo "attention's output kept through the reruns or not"
-  echo "(\`checkpoint_keep_attention\`), the head's logits whole or in chunks"
-  echo "of \`head_chunk\` tokens."
+  echo "gathered again for backward (resharded) or kept, attention's output"
+  echo "kept for reruns or not (\`checkpoint_keep_attention\`), logits whole"
+  echo "or in chunks of \`head_chunk\` tokens."
   echo
   if has_rows "$csv"; then
     # head_chunk: a column since the job took it (older rows: 0, whole)
@@ -432,8 +431,7 @@ ROW
         echo "fused AdamW, reports/anchors/torch_ddp.py${pfailed:+; also tried: $pfailed}), its fastest"
         echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
         # the head in chunks: our fastest such row against the same
-        # anchor, whose loss takes the logits whole (no chunked
-        # configuration in torch_ddp.py)
+        # anchor (said when that anchor's loss takes the logits whole)
         if [ -n "$hc" ]; then
           crow=$(tool select "$csv" --cols step_ms_median,engine_peak_mib,checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk \
                    --where status=ok --where head_chunk!=0 --sort step_ms_median | sed -n 2p)
@@ -444,7 +442,9 @@ ROW
             num "leaderboard_2026 step" "$cms"
             num "leaderboard_2026 peak" "$cpk"
             echo "With the head in chunks of $cch tokens (k = $ck, resharded: $crs, attention kept: $cka):"
-            echo "$(f1 "$cms") ms, $(gib "$cpk") GiB: $(verdict "$cms" "$pms") in $(calc %.2f "$cpk / 1024 / $pgib")x its memory (its loss unchunked)."
+            cm="in $(calc %.2f "$cpk / 1024 / $pgib")x its memory"
+            is_true "$cpk / 1024 <= $pgib" || cm="**$cm**"
+            echo "$(f1 "$cms") ms, $(gib "$cpk") GiB: $(verdict "$cms" "$pms") $cm$(case $pc in *_chunk*) ;; *) echo " (its loss unchunked)" ;; esac)."
           fi
         fi
         echo "Like for like:"
@@ -455,16 +455,20 @@ ROW
         tool select "$pt" --cols config,step_ms_median,peak_gib $lw --where status=ok \
             --sort config | tail -n +2 |
           while IFS=, read -r c cms cgib; do
+            # _chunkR: its loss R tokens at a time, as our head_chunk = R;
+            # else the whole logits, as our head_chunk = 0
+            ch=0 k=$c
+            case $k in *_chunk*) ch=${k##*_chunk} k=${k%_chunk*} ;; esac
+            [ -n "$hc" ] || [ "$ch" = 0 ] || continue
             # _keepattn: its checkpoints save SDPA's output, as ours with
             # checkpoint_keep_attention; else both rerun attention
-            ka=false k=${c%_keepattn}
-            [ "$k" = "$c" ] || ka=true
+            ka=false
+            case $k in *_keepattn) ka=true k=${k%_keepattn} ;; esac
             k=${k##*_ckpt}
             case $c in *_ckpt*) ;; *) continue ;; esac
             rs=true
             case $c in fsdp_keep_*) rs=false ;; esac
-            # PyTorch keeps the whole logits: our rows that do (0)
-            oms=$(atk step_ms_median "$rs" "$k" "$ka" 0) opk=$(atk engine_peak_mib "$rs" "$k" "$ka" 0)
+            oms=$(atk step_ms_median "$rs" "$k" "$ka" "$ch") opk=$(atk engine_peak_mib "$rs" "$k" "$ka" "$ch")
             { [ -n "$oms" ] && [ -n "$opk" ]; } || continue
             num "PyTorch leaderboard step" "$cms"
             mm="ours the smaller"
@@ -473,7 +477,7 @@ ROW
             elif is_true "$opk / 1024 > $cgib"; then
               mm="the same memory within 0.5%"
             fi
-            echo "\`$c\` (resharded: $rs, k = $k, attention kept: $ka): PyTorch $(f1 "$cms") ms,"
+            echo "\`$c\` (resharded: $rs, k = $k, attention kept: $ka$([ "$ch" = 0 ] || echo ", head chunk: $ch")): PyTorch $(f1 "$cms") ms,"
             echo "$(f1 "$cgib") GiB; ours $(f1 "$oms") ms, $(gib "$opk") GiB: $(verdict "$oms" "$cms"); $mm."
           done
       else
@@ -483,6 +487,11 @@ ROW
       # shellcheck disable=SC2086
       if [ "$bka" = true ] && ! tool distinct "$pt" --cols config $lw | grep -q '_keepattn$'; then
         todo "PyTorch's checkpoints keeping SDPA's output (torch_ddp.py's _keepattn configs)"
+      fi
+      # shellcheck disable=SC2086
+      if [ -n "$hc" ] && [ "$(tool count "$csv" --where status=ok --where head_chunk!=0)" -gt 0 ] &&
+         ! tool distinct "$pt" --cols config $lw | grep -q '_chunk[0-9]*$'; then
+        todo "PyTorch's loss in chunks (torch_ddp.py's _chunkR configs)"
       fi
     else
       echo "PyTorch at this shape is not yet measured on the $GPU_KIND (reports/anchors/torch_ddp.py's"

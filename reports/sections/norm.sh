@@ -339,9 +339,8 @@ triton_rmsnorm_forward() {
 
 `k_rmsnorm_fwd` on the CPU engine (`kernels/cpu/rmsnorm.c`): eq. 5 row by
 row, the sum of squares in double, rstd = 1/sqrt(mean + eps) kept for
-backward. A tensor of any shape whose last dimension is H is n = numel / H
-rows of H, which is how every caller passes it (the model's activations
-are [batch x seq, d_model]).
+backward. A tensor whose last dimension is H is n = numel / H rows of H
+(the model's activations: [batch x seq, d_model]).
 
 ### (b) The fused GPU kernel
 
