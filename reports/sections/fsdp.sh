@@ -485,7 +485,7 @@ ROW
         echo "fused AdamW, reports/anchors/torch_ddp.py) did not complete a step: $ptried."
       fi
       # shellcheck disable=SC2086
-      if [ "$bka" = true ] && ! tool distinct "$pt" --cols config $lw | grep -q '_keepattn$'; then
+      if [ "$bka" = true ] && ! tool distinct "$pt" --cols config $lw | grep -q '_keepattn'; then
         todo "PyTorch's checkpoints keeping SDPA's output (torch_ddp.py's _keepattn configs)"
       fi
       # shellcheck disable=SC2086
