@@ -43,7 +43,7 @@ Backward keeps each linear layer's input in bf16: 2 x ($d_model + $d_ff) x
 $blocks = $apt bytes a token.
 
 The fp32 state alone takes $state GB, the memory of $(calc %.2f "$h100") H100s of 80 GB
-(so at least $(calc '%d' "$h100 == int($h100) ? $h100 : int($h100) + 1") of them) before a single activation is stored.
+(at least $(calc '%d' "$h100 == int($h100) ? $h100 : int($h100) + 1")) before any activation.
 
 TEXT
 tok=$(v tokens)

@@ -400,7 +400,9 @@ ROW
       ch_ms=$(atk step_ms_median "$brs" "$bk" "$bka" "$och") ch_pk=$(atk engine_peak_mib "$brs" "$bk" "$bka" "$och")
       if [ -n "$och" ] && [ -n "$ch_ms" ] && [ -n "$ch_pk" ]; then
         num "leaderboard_2026 step" "$ch_ms"
-        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU."
+        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU;"
+        # chunks rerun the head's product in backward: 2 x tokens x d x V
+        echo "chunks rerun the head's product: $(calc %.1f "100 * 2 * $btok * $bd * $bV / $flops")% of the model FLOPs more."
       fi
     fi
     echo
