@@ -417,10 +417,13 @@ ROW
       # shellcheck disable=SC2086
       pbest=$(tool select "$pt" --cols config,step_ms_median,peak_gib $lw --where status=ok \
                 --sort step_ms_median | sed -n 2p)
+      # its configurations as "config: status, ...": all, and those that
+      # did not complete (the rest appear like for like below)
       # shellcheck disable=SC2086
-      ptried=$(tool distinct "$pt" --cols config,status $lw | tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g')
-      # the configurations that did not complete (the rest appear below)
-      pfailed=$(tool distinct "$pt" --cols config,status $lw | grep -v ':ok$' | tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g')
+      prows=$(tool distinct "$pt" --cols config,status $lw)
+      listed() { tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g'; }
+      ptried=$(printf '%s\n' "$prows" | listed)
+      pfailed=$(printf '%s\n' "$prows" | grep -v ':ok$' | listed)
       if [ -n "$pbest" ]; then
         IFS=, read -r pc pms pgib <<ROW
 $pbest
