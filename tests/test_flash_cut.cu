@@ -11,8 +11,10 @@
  *     cut whose floor misses the saving: exact only while this holds),
  *     uncut and cut, over both launch orders and several SM counts;
  *   - plan_cut: chunks of exactly the forced size when forced, uncut when
- *     there are many walks a head, otherwise a cut of at least 16 tiles a
- *     chunk within the grid's limits.
+ *     there are many walks a head, otherwise a cut of at least
+ *     CUT_MIN_TILES a chunk within the grid's limits; chunks that never
+ *     shrink as the partials grow dearer, then no cut;
+ *   - plan_cut_memo returns plan_cut's plan, hit or replaced.
  * The kernels' own results with cuts are checked on the GPU
  * (tests/test_attention_cuda). Exit 0 / 1. */
 #include "kernels/cuda/flash_cut.cuh"
@@ -161,17 +163,17 @@ int main(void) {
     for (int bh : {1, 16})
       for (int t : {4096, 16384, 65536}) {
         fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
-        walk_cut p = plan_cut(fw, fw.nq, bh, sms, 0, false);
+        walk_cut p = plan_cut(fw, fw.nq, bh, sms, 0, false, 128 * 129 * 4);
         bool many = (long long)bh * fw.nq >= 8LL * sms;
         bool ok = p.nc >= 1 && p.nc <= 1024 && p.units <= 65535 &&
-                  (p.nc == 1 ? p.us == 0 : p.C >= 16 && !many);
+                  (p.nc == 1 ? p.us == 0 : p.C >= CUT_MIN_TILES && !many);
         check(ok, "plan_cut forward, %d SMs, %d heads, seq %d: C %d, %d chunks, "
               "%d units%s", sms, bh, t, p.C, p.nc, p.units, many ? " (many walks: uncut)" : "");
         bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
-        walk_cut q = plan_cut(bw, bw.nk, bh, sms, 0, false);
+        walk_cut q = plan_cut(bw, bw.nk, bh, sms, 0, false, 2 * 128 * 128 * 4);
         many = (long long)bh * bw.nk >= 8LL * sms;
         ok = q.nc >= 1 && q.nc <= 1024 && q.units <= 65535 &&
-             (q.nc == 1 ? q.us == 0 : q.C >= 16 && !many);
+             (q.nc == 1 ? q.us == 0 : q.C >= CUT_MIN_TILES && !many);
         check(ok, "plan_cut backward, %d SMs, %d heads, seq %d: C %d, %d chunks, "
               "%d units", sms, bh, t, q.C, q.nc, q.units);
       }
@@ -179,19 +181,49 @@ int main(void) {
    * the SMs busy uncut (flash_cut.cuh): the planner must cut */
   {
     fwd_walks_t<BK> fw = {128, 128, 16384, 1};
-    walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, false);
+    walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
     check(p.nc > 1, "plan_cut cuts one head at 16384 on 132 SMs (%d chunks of %d)",
           p.nc, p.C);
   }
   /* forced: exactly the chunk asked for, wherever a walk is longer */
   for (int force : {1, 2, 5}) {
     fwd_walks_t<BK> fw = {3, 192, 900, 1};   /* walks of 5, 3, 2 key tiles */
-    walk_cut p = plan_cut(fw, fw.nq, 64, 132, force, true);
+    walk_cut p = plan_cut(fw, fw.nq, 64, 132, force, true, 192 * 65 * 4);
     int longest = fw.walk(0);
     check(force < longest ? p.C == force && p.nc == (longest + force - 1) / force
                           : p.nc == 1 && p.us == 0,
           "forced chunks of %d over walks of at most %d tiles: C %d, %d chunks",
           force, longest, p.C, p.nc);
+  }
+  /* dearer partials never give smaller chunks, and partials dear enough
+   * give none (one head, causal, the backward at 4096 and 16384 on 132
+   * SMs) */
+  for (int t : {4096, 16384}) {
+    bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
+    int lastC = 0, ok = 1, uncut_at = 0;
+    for (long long pb = 0; pb <= (1LL << 30); pb = pb ? pb * 4 : 1024) {
+      walk_cut q = plan_cut(bw, bw.nk, 1, 132, 0, false, pb);
+      ok &= q.C >= lastC;
+      lastC = q.C;
+      if (q.nc == 1 && !uncut_at) uncut_at = (int)(pb >> 10);
+    }
+    check(ok && uncut_at > 0, "backward seq %d: chunks grow with the partials' "
+          "bytes, uncut from %d KiB", t, uncut_at);
+  }
+  /* the memo returns what plan_cut plans, for a shape planned before and
+   * after more than CUT_MEMO_ENTRIES others replaced its entry */
+  {
+    cut_memo m = {};
+    int bad = 0;
+    for (int round = 0; round < 3; round++)
+      for (int t = 1024; t <= 32768 + 1024 * (CUT_MEMO_ENTRIES + 2); t += 1024 * (t < 32768 ? 3 : 1)) {
+        fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
+        const int key[] = {0, 1, t, t, 129};
+        walk_cut a = plan_cut_memo(&m, key, fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
+        walk_cut b = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
+        bad += a.C != b.C || a.nc != b.nc || a.units != b.units || a.us != b.us;
+      }
+    check(bad == 0, "plan_cut_memo agrees with plan_cut (%d shapes differ)", bad);
   }
   return tl_finish();
 }

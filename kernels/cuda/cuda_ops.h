@@ -18,6 +18,7 @@
 #define TL_KERNELS_CUDA_OPS_H
 
 #include "kernels/engine_internal.h"
+#include "kernels/cuda/cut_memo.h"
 
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
@@ -80,6 +81,7 @@ typedef struct cuda_engine {
                                            cut into chunks of C (tests, so
                                            that small shapes run the cut
                                            kernels and their merges) */
+  cut_memo cuts;                        /* their plans by launch shape */
 } cuda_engine;
 
 static inline cuda_engine *cuda_impl(const engine *e) {

@@ -77,11 +77,14 @@ using bwd_walks = bwd_walks_t<BK>;   /* flash_cut.cuh */
 
 /* The walks and the cut of a launch at these sizes (launch; the tests
  * count its chunks through cuda_flash_bwd_chunks). */
-walk_cut bwd_plan(const cuda_engine *ce, int bh, int tq, int tk, int dh,
+walk_cut bwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
                   int causal, bwd_walks *bw) {
   int BQ = bwd_rows(dh);
   *bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
-  return plan_cut(*bw, bw->nk, bh, ce->sms, ce->flash_cut_force, false);
+  const int key[] = {1, bh, tq, tk, dh * 2 + !!causal};
+  /* a cut unit's partials: BK rows of dK and of dV, fp32 */
+  return plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh, ce->sms,
+                       ce->flash_cut_force, false, 2LL * BK * dh * 4);
 }
 
 /* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of

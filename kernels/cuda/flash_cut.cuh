@@ -24,6 +24,8 @@
 #ifndef TRAINLAB_FLASH_CUT_CUH
 #define TRAINLAB_FLASH_CUT_CUH
 
+#include "kernels/cuda/cut_memo.h"
+
 #include <algorithm>
 #include <functional>
 #include <queue>
@@ -172,20 +174,43 @@ inline long long cut_floor(const walk_cut &p, long long work, int bh, int sms) {
   return (work + (long long)bh * (p.units + p.us) + sms - 1) / sms;
 }
 
+/* Fewest tiles a chunk: below this a chunk's fixed costs (its loads, the
+ * pipeline's fill, its partial store) outweigh its tiles. Measured on one
+ * H200 (bf16, one head, causal, seq 1024-4096): at least 4 tiles a chunk
+ * ran the backward 1.3-2x and the forward up to 1.6x faster than at least
+ * 16, which left most SMs idle at those lengths. */
+constexpr int CUT_MIN_TILES = 4;
+/* The bytes that cost an SM about one tile's time (an H200 SM's share of
+ * HBM against one backward tile at Dh 128, whose fp32 dK and dV partials
+ * are 128 KiB): what converts the partials' traffic into tiles. */
+constexpr long long CUT_TILE_BYTES = 128 << 10;
+
+/* The partials' traffic in tiles: each of the bh x us partials (of
+ * partial_bytes) written by its block and read by the merge, spread over
+ * every SM. The replay's per-block charge covers a chunk's latency; this
+ * covers the bandwidth that many small chunks spend (the backward at Dh
+ * 128, seq 4096: chunks of 4 tiles ran 0.071 ms against 0.063 in 16). */
+inline long long cut_traffic(const walk_cut &p, int bh, int sms,
+                             long long partial_bytes) {
+  long long per = (long long)sms * CUT_TILE_BYTES;
+  return (2LL * bh * p.us * partial_bytes + per - 1) / per;
+}
+
 /* The cut to launch: uncut unless a cut balances the SMs better. The host
  * replays the scheduler (cut_replay) uncut and cut into chunks of C =
- * max(16, the work over K times the SMs), K = 2, 4, 8, charging a cut two
- * tiles more for the merge kernel's launch and tail, and keeps a cut only
- * if it saves 3%. With many walks a head (bh x n >= 8 x SMs) the
+ * CUT_MIN_TILES x 2^i and C = max(CUT_MIN_TILES, the work over K times
+ * the SMs), K = 2, 4, 8, charging a cut two tiles more for the merge
+ * kernel's launch and tail and its partials' traffic (cut_traffic), keeps
+ * the cheapest (on a tie the larger chunks: fewer partials), and launches
+ * it only if it saves 3%. With many walks a head (bh x n >= 8 x SMs) the
  * scheduler balances them already: uncut, not replayed; nor is a cut
- * whose cut_floor already misses the 3%, which spares the host the
- * replays where the walks balance well uncut (one head of 32768: 40 us a
- * launch). force > 0 (tests): chunks of force tiles wherever a walk is
- * longer, unreplayed. */
+ * whose cut_floor already misses the 3%. The replays cost the host up to
+ * a few hundred us at long sequences, so launches plan once a shape
+ * (plan_cut_memo). force > 0 (tests): chunks of force tiles wherever a
+ * walk is longer, unreplayed. partial_bytes: one cut unit's partials. */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
-                         bool heads_fastest) {
-  constexpr int cmin = 16;   /* fewer tiles a chunk: its fixed costs dominate */
+                         bool heads_fastest, long long partial_bytes) {
   int longest = n > 0 ? w.walk(0) : 0;
   walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
   if (force > 0) {
@@ -193,27 +218,61 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
     walk_cut p = make_cut(w, n, force);
     return p.nc > 1024 || p.units > 65535 ? uncut : p;
   }
-  if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms || longest <= cmin)
+  if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms ||
+      longest <= CUT_MIN_TILES)
     return uncut;
   long long work = 0;
   for (int x = 0; x < n; x++) work += w.walk(x);
   work *= bh;
+  std::vector<int> sizes;
+  for (long long C = CUT_MIN_TILES; C < longest; C *= 2) sizes.push_back((int)C);
+  for (int K = 2; K <= 8; K *= 2) {
+    long long C = std::max<long long>(
+        CUT_MIN_TILES, (work + (long long)sms * K - 1) / ((long long)sms * K));
+    if (C < longest) sizes.push_back((int)C);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   walk_cut best = uncut;
   long long t_uncut = cut_replay(uncut, w, bh, sms, heads_fastest), t_best = t_uncut;
-  for (int K = 2; K <= 8; K *= 2) {
-    long long C = std::max<long long>(cmin, (work + (long long)sms * K - 1) / ((long long)sms * K));
-    if (C >= longest) continue;
-    walk_cut p = make_cut(w, n, (int)C);
+  for (int C : sizes) {   /* ascending: a later tie is a larger chunk */
+    walk_cut p = make_cut(w, n, C);
     if (p.nc > 1024 || p.units > 65535) continue;
-    /* the merge's launch and tail: two tiles */
-    if ((cut_floor(p, work, bh, sms) + 2) * 100 >= t_uncut * 97) continue;
-    long long t = cut_replay(p, w, bh, sms, heads_fastest) + 2;
-    if (t < t_best && t * 100 < t_uncut * 97) {
+    long long extra = 2 + cut_traffic(p, bh, sms, partial_bytes);
+    long long floor = cut_floor(p, work, bh, sms) + extra;
+    if (floor * 100 >= t_uncut * 97 || floor > t_best) continue;
+    long long t = cut_replay(p, w, bh, sms, heads_fastest) + extra;
+    if (t <= t_best && t * 100 < t_uncut * 97) {
       best = p;
       t_best = t;
     }
   }
   return best;
+}
+
+/* plan_cut once a launch shape: key names the shape (the caller's sizes;
+ * sms, force and partial_bytes are added here), a hit rebuilds the cut
+ * from its chunk size. The key holds everything plan_cut reads, so an
+ * entry never goes stale; a miss replaces the oldest entry. */
+template <class W>
+inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
+                              const W &w, int n, int bh, int sms, int force,
+                              bool heads_fastest, long long partial_bytes) {
+  int k[CUT_MEMO_KEY];
+  for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
+  k[CUT_MEMO_KEY - 3] = sms;
+  k[CUT_MEMO_KEY - 2] = force;
+  k[CUT_MEMO_KEY - 1] = (int)partial_bytes;
+  for (int e = 0; e < CUT_MEMO_ENTRIES; e++) {
+    const cut_memo_entry &x = m->e[e];
+    if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return make_cut(w, n, x.C);
+  }
+  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes);
+  cut_memo_entry &x = m->e[m->next];
+  m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
+  std::copy(k, k + CUT_MEMO_KEY, x.key);
+  x.C = p.C;
+  return p;
 }
 
 #endif

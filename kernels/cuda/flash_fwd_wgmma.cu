@@ -44,12 +44,15 @@ __host__ __device__ constexpr bool fwd_heads_fastest(int dh) { return dh == 64; 
 
 /* The walks and the cut of a launch at these sizes (launch_n; the tests
  * count its chunks through cuda_flash_fwd_chunks). */
-walk_cut fwd_plan(const cuda_engine *ce, int bh, int tq, int tk, int dh,
+walk_cut fwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
                   int causal, fwd_walks *fw) {
   int BQ = 64 * fwd_warpgroups(dh);
   *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  return plan_cut(*fw, fw->nq, bh, ce->sms, ce->flash_cut_force,
-                  fwd_heads_fastest(dh));
+  const int key[] = {0, bh, tq, tk, dh * 2 + !!causal};
+  /* a cut unit's partials: BQ rows of O and one of the log-sum-exp, fp32 */
+  return plan_cut_memo(&ce->cuts, key, *fw, fw->nq, bh, ce->sms,
+                       ce->flash_cut_force, fwd_heads_fastest(dh),
+                       (long long)BQ * (dh + 1) * 4);
 }
 
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
