@@ -184,6 +184,14 @@ constexpr int CUT_MIN_TILES = 4;
  * HBM against one backward tile at Dh 128, whose fp32 dK and dV partials
  * are 128 KiB): what converts the partials' traffic into tiles. */
 constexpr long long CUT_TILE_BYTES = 128 << 10;
+/* The saving, in percent of the replayed time, that a smaller chunk must
+ * make over a larger one: the replay counts whole tiles and guesses the
+ * fixed costs, so closer calls are noise in its model. With ties alone to
+ * the larger chunk, the forward at Dh 64, seq 8192 took chunks of 6 tiles
+ * (20 tiles replayed) over 16 (21) and ran 1-2% slower on an H200. (Over
+ * no cut 3% stays: at 5% the forward at Dh 64, seq 65536 ran uncut, 3%
+ * slower than in chunks of 84.) */
+constexpr int CUT_MARGIN = 5;
 
 /* The partials' traffic in tiles: each of the bh x us partials (of
  * partial_bytes) written by its block and read by the merge, spread over
@@ -200,13 +208,13 @@ inline long long cut_traffic(const walk_cut &p, int bh, int sms,
  * replays the scheduler (cut_replay) uncut and cut into chunks of C =
  * CUT_MIN_TILES x 2^i and C = max(CUT_MIN_TILES, the work over K times
  * the SMs), K = 2, 4, 8, charging a cut two tiles more for the merge
- * kernel's launch and tail and its partials' traffic (cut_traffic), keeps
- * the cheapest (on a tie the larger chunks: fewer partials), and launches
- * it only if it saves 3%. With many walks a head (bh x n >= 8 x SMs) the
- * scheduler balances them already: uncut, not replayed; nor is a cut
- * whose cut_floor already misses the 3%. The replays cost the host up to
- * a few hundred us at long sequences, so launches plan once a shape
- * (plan_cut_memo). force > 0 (tests): chunks of force tiles wherever a
+ * kernel's launch and tail and its partials' traffic (cut_traffic), and
+ * keeps the cheapest: a cut only where it saves 3% over none, a smaller
+ * chunk only where it saves CUT_MARGIN over the larger ones. With many
+ * walks a head (bh x n >= 8 x SMs) the scheduler balances them already:
+ * uncut, not replayed; nor is a cut whose cut_floor already misses the
+ * saving. The replays cost the host up to a few hundred us at long
+ * sequences, so launches plan once a shape (plan_cut_memo). force > 0 (tests): chunks of force tiles wherever a
  * walk is longer, unreplayed. partial_bytes: one cut unit's partials. */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
@@ -235,14 +243,17 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   walk_cut best = uncut;
   long long t_uncut = cut_replay(uncut, w, bh, sms, heads_fastest), t_best = t_uncut;
-  for (int C : sizes) {   /* ascending: a later tie is a larger chunk */
-    walk_cut p = make_cut(w, n, C);
+  /* largest first: a cut must save 3% over none, a smaller chunk
+   * CUT_MARGIN % over the best larger one */
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    walk_cut p = make_cut(w, n, *it);
     if (p.nc > 1024 || p.units > 65535) continue;
     long long extra = 2 + cut_traffic(p, bh, sms, partial_bytes);
     long long floor = cut_floor(p, work, bh, sms) + extra;
-    if (floor * 100 >= t_uncut * 97 || floor > t_best) continue;
+    int keep = best.nc > 1 ? 100 - CUT_MARGIN : 97;
+    if (floor * 100 >= t_best * keep) continue;
     long long t = cut_replay(p, w, bh, sms, heads_fastest) + extra;
-    if (t <= t_best && t * 100 < t_uncut * 97) {
+    if (t * 100 < t_best * keep) {
       best = p;
       t_best = t;
     }
