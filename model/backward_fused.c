@@ -100,14 +100,16 @@ static int linear_dx(model *m, const void *dy, const void *W, void *dx,
 #define LAYER_VIEW(i, t) (1 + (i) * PER_LAYER_TENSORS + (t))
 
 /* Gradient slots (model_options.grad_slots): group g (grad_group: the
- * head L, layer i, the embedding -1) writes into slot grad_slot(g) once
- * the side stream has updated the group that used it before (g + 2,
- * whose last update marked the slot free); the gradients backward adds
+ * head L, layer i, the embedding -1) writes into slot grad_slot(g, L)
+ * once the side stream has updated the group that used it before (g + 2,
+ * or layer 0 before the embedding where L is even; its last update marked
+ * the slot free); the gradients backward adds
  * into (the norms' gains, the embedding's rows) start from zero. Every
  * product writes its gradient (model_backward_adamw defers the zeroing). */
 static int slot_take(model *m, int g) {
-  eng_event *ev = m->slot_ev[grad_slot(g)];
-  m->slot_ev[grad_slot(g)] = NULL;
+  int s = grad_slot(g, m->c.layers);
+  eng_event *ev = m->slot_ev[s];
+  m->slot_ev[s] = NULL;
   if (ev) TRY(eng_event_wait(m->be, ev));
   const size_t D = (size_t)m->c.d_model * sizeof(float);
   if (g < 0) return eng_memset0(m->be, m->g.emb, (size_t)m->c.vocab * D);

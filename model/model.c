@@ -348,7 +348,7 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
 }
 
 /* Where each view's gradient lives (model_internal.h: ngrads, gmap): at
- * its own offset, or with grad_slots in slot grad_slot(grad_group(v)) at
+ * its own offset, or with grad_slots in slot grad_slot(grad_group(v), layers) at
  * its offset within its group. A group's views are one run of the table
  * (model_layout: the embedding, the layers end to end, the final norm and
  * the head), checked here. With the optimizer in the products the weight
@@ -358,23 +358,27 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
 static int grad_layout(model *m) {
   m->ngrads = m->nparams;
   if (m->opt.bound_weights) {
-    /* two slots of the largest group's packed run, then the 1-D views'
-     * gradients, which live through the whole backward */
-    size_t slot = 0;
+    /* two slots, each of the largest packed run of the groups it holds,
+     * then the 1-D views' gradients, which live through the whole
+     * backward */
+    size_t slot[2] = {0, 0};
     for (int g = -1; g <= m->c.layers; g++) {
       size_t w = (size_t)m->opt.bound_weights * model_group_chunk(m, g);
-      if (w > slot) slot = w;
+      int s = grad_slot(g, m->c.layers);
+      if (w > slot[s]) slot[s] = w;
     }
+    m->slot_at[0] = 0;
+    m->slot_at[1] = slot[0];
     m->gmap = malloc((size_t)m->nviews * sizeof *m->gmap);
     CHECK_ALLOC(m->gmap, (size_t)m->nviews * sizeof *m->gmap);
     for (int v = 0; v < m->nviews; v++) {
       int g;
       size_t at;
       model_view_place(m, v, &g, &at);
-      m->gmap[v] = g == MODEL_NORMS ? 2 * slot + at
-                                    : (size_t)grad_slot(g) * slot + at;
+      m->gmap[v] = g == MODEL_NORMS ? slot[0] + slot[1] + at
+                                    : m->slot_at[grad_slot(g, m->c.layers)] + at;
     }
-    m->ngrads = 2 * slot + m->nnorm;
+    m->ngrads = slot[0] + slot[1] + m->nnorm;
     return 0;
   }
   if (!m->opt.grad_slots) return 0;
@@ -385,7 +389,7 @@ static int grad_layout(model *m) {
       grad_group(nv - 3, nv, L) != L - 1)
     FAIL(ERR_FAIL, "gradient slots: layers not laid out end to end");
   per /= (size_t)L;
-  size_t head = m->nparams - tail, slot = 0, packed = 0;
+  size_t head = m->nparams - tail, slot[2] = {0, 0}, packed = 0;
   m->gmap = malloc((size_t)nv * sizeof *m->gmap);
   CHECK_ALLOC(m->gmap, (size_t)nv * sizeof *m->gmap);
   for (int v = 0; v < nv; v++) {   /* each view's place in its group's run */
@@ -398,12 +402,15 @@ static int grad_layout(model *m) {
     if (m->views[v].offset < start || in + stored > run)
       FAIL(ERR_FAIL, "gradient slots: view %d outside its group's run", v);
     packed += stored;
-    if (in + stored > slot) slot = in + stored;
+    int s = grad_slot(g, L);
+    if (in + stored > slot[s]) slot[s] = in + stored;
     m->gmap[v] = in;
   }
+  m->slot_at[0] = 0;
+  m->slot_at[1] = slot[0];
   for (int v = 0; v < nv; v++)
-    m->gmap[v] += (size_t)grad_slot(grad_group(v, nv, L)) * slot;
-  m->ngrads = 2 * slot;
+    m->gmap[v] += m->slot_at[grad_slot(grad_group(v, nv, L), L)];
+  m->ngrads = slot[0] + slot[1];
   return 0;
 }
 
@@ -1009,7 +1016,7 @@ int model_adamw_view(model *m, int v) {
   int grp = grad_group(v, m->nviews, m->c.layers);
   if (m->gmap && (grp < 0 || grp == m->c.layers ||
                   (v - 1) % PER_LAYER_TENSORS == P_LN1)) {
-    int s = grad_slot(grp);
+    int s = grad_slot(grp, m->c.layers);
     eng_event_free(m->side, m->slot_ev[s]);
     TRY(eng_event_record(m->side, &m->slot_ev[s]));
   }
@@ -1200,16 +1207,19 @@ int model_hold_slot(model *m, int g, eng_event *ev) {
     eng_event_free(m->e, ev);
     FAIL(ERR_FAIL, "model_hold_slot: the model has no gradient slots");
   }
-  int s = grad_slot(g);
+  int s = grad_slot(g, m->c.layers);
   eng_event_free(m->e, m->slot_ev[s]);
   m->slot_ev[s] = ev;
   return 0;
 }
 
+int model_group_slot(const model *m, int g) {
+  return grad_slot(g, m->c.layers);
+}
+
 const float *model_group_grad(const model *m, int g) {
   if (!m->pack) return NULL;
-  size_t slot = (m->ngrads - m->nnorm) / 2;
-  return m->grads + (size_t)grad_slot(g) * slot;
+  return m->grads + m->slot_at[grad_slot(g, m->c.layers)];
 }
 
 float *model_norm_grads(model *m) {

@@ -90,9 +90,10 @@ typedef struct model_options {
                         * recorded as a CUDA graph (the cuda engine only)
                         * and replayed, see model_graph_replays */
   int grad_slots;      /* 1 (fused path): trained with model_backward_adamw
-                        * only; the gradients live in two slots, each the
-                        * size of a layer's (or the head's, or the
-                        * embedding's, if larger), each group's only until
+                        * only; the gradients live in two slots, one the
+                        * size of a layer's, the other of a layer's or
+                        * the head's or the embedding's, if larger (both
+                        * in it), each group's only until
                         * its update, not in a buffer of every gradient
                         * (model_grads is then NULL); and backward
                         * rebuilds, rather than forward saves, the norms'
@@ -360,6 +361,10 @@ int model_hold_slot(model *m, int g, eng_event *ev);
  * hook of its last view until the slot's next group) and the 1-D views'
  * gradients (packed as model_params, valid after backward). */
 const float *model_group_grad(const model *m, int g);
+/* The slot (0 or 1) of group g's gradients: consecutive groups of
+ * backward mostly alternate; 0 holds the head and the embedding, 1 layers
+ * only (model_internal.h, grad_slot). */
+int model_group_slot(const model *m, int g);
 float *model_norm_grads(model *m);
 /* The initial value of elements [lo, lo + n) of view v (model_init's
  * rule for that view and seed) written to x (the model's engine), so a

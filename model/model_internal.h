@@ -207,7 +207,16 @@ static inline int grad_group(int v, int nviews, int layers) {
   if (v >= nviews - 2) return layers;
   return (v - 1) / PER_LAYER_TENSORS;
 }
-static inline int grad_slot(int group) { return group & 1; }
+/* The gradient slot of group g (model_options.grad_slots): backward's
+ * groups (the head, layers L - 1 .. 0, the embedding) alternate between
+ * the two, the head and the embedding both in slot 0, so that slot 1
+ * holds layers only and is sized for a layer: with a large vocabulary the
+ * head and the embedding are several layers' size (the 8B model's fp32
+ * embedding 3x a layer). Where L is even, layer 0 is in slot 0 too and
+ * the embedding waits for its update (slot_ev), once a step. */
+static inline int grad_slot(int group, int layers) {
+  return group < 0 ? 0 : (layers - group) & 1;
+}
 /* model.c, bound weights: group g (-1 the embedding, i a layer, layers
  * the head) is about to be read (need 1: the hook binds it, checked) or
  * its last read is queued (need 0). Nothing without bound weights. */
@@ -246,14 +255,16 @@ struct model {
    * side; NULL otherwise. */
   engine *bview;
   /* model_options.grad_slots: grads holds ngrads elements (nparams
-   * without slots): two slots, each as large as the largest group of
-   * views backward finishes together (grad_group: the head's, a layer's,
-   * the embedding's); gmap[v] is view v's offset in it, group g's views
-   * in slot grad_slot(g). slot_ev[s]: slot s's last group update queued
-   * on the side stream, waited for before the next group in slot s writes
-   * its gradients (NULL: nothing pending). */
+   * without slots): two slots, slot s at slot_at[s], each as large as the
+   * largest group of views backward finishes together (grad_group: the
+   * head's, a layer's, the embedding's) that it holds; gmap[v] is view
+   * v's offset in grads, group g's views in slot grad_slot(g, layers).
+   * slot_ev[s]: slot s's last group update queued on the side stream,
+   * waited for before the next group in slot s writes its gradients
+   * (NULL: nothing pending). */
   size_t ngrads;
   size_t *gmap;
+  size_t slot_at[2];
   eng_event *slot_ev[2];
   model_config c;
   int B, T;           /* the largest batch and sequence forward accepts */

@@ -56,14 +56,17 @@ struct fsdp {
   size_t shard;                 /* sum of chunks */
   float *master, *adam_m, *adam_v;   /* [shard] each */
   /* after backward: the gradient shard [shard]; in backward: two
-   * buffers of the largest chunk, each group's reduce-scatter landing in
-   * the one its group two before used, AdamW on it at once */
+   * buffers, gring[s] for the groups of the model's gradient slot s
+   * (model_group_slot: 0 the head's, the embedding's and every other
+   * layer's, 1 the other layers'), each as large as their largest chunk:
+   * a group's reduce-scatter lands in the one the group before it in its
+   * slot used, AdamW on it at once */
   float *gshard;
   float *gring[2];
   eng_event *ring_ev[2];        /* ov: the update that reads gring[i],
                                    waited for before the next
                                    reduce-scatter into it (NULL: none) */
-  int in_bwd, ring;
+  int in_bwd;
   int *updated;                 /* [G] in backward: the group's shard was
                                    updated this step (a gather of it then
                                    waits for ov) */
@@ -281,9 +284,9 @@ static int grad_hook(int v, void *arg) {
   if (g == MODEL_NORMS || --f->left[g + 1] > 0) return 0;
   const float *src = model_group_grad(f->m, g);
   if (f->cv) TRY(eng_wait_for(f->cv, f->e));
-  int k = f->in_bwd ? (f->ring ^= 1) : 0;
+  int k = f->in_bwd ? model_group_slot(f->m, g) : 0;
   float *dst = f->in_bwd ? f->gring[k] : f->gshard + f->at[g + 1];
-  if (f->ring_ev[k]) {   /* ov: the update two groups back has read it */
+  if (f->ring_ev[k]) {   /* ov: the slot's last update has read it */
     TRY(eng_event_wait(ce(f), f->ring_ev[k]));
     f->ring_ev[k] = NULL;
   }
@@ -406,11 +409,13 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_m", (void **)&f->adam_m));
   TRY(alloc0(e, f->shard * sizeof(float), "fsdp.adam_v", (void **)&f->adam_v));
   if (f->in_bwd) {
-    size_t big = 0;
-    for (int g = -1; g <= f->L; g++)
-      if (f->chunk[g + 1] > big) big = f->chunk[g + 1];
+    size_t big[2] = {0, 0};
+    for (int g = -1; g <= f->L; g++) {
+      int s = model_group_slot(f->m, g);
+      if (f->chunk[g + 1] > big[s]) big[s] = f->chunk[g + 1];
+    }
     for (int i = 0; i < 2; i++)
-      TRY(alloc0(e, big * sizeof(float), "fsdp.grads", (void **)&f->gring[i]));
+      TRY(alloc0(e, big[i] * sizeof(float), "fsdp.grads", (void **)&f->gring[i]));
   } else {
     TRY(alloc0(e, f->shard * sizeof(float), "fsdp.grads", (void **)&f->gshard));
   }

@@ -74,7 +74,9 @@ typedef struct fsdp_options {
  * reduce-scatter lands (on GPUs on a side stream, so that the gathers
  * queued behind the reduce-scatter do not wait for it; the next
  * reduce-scatter into its buffer does), so no gradient shard lives
- * through backward: two buffers of a chunk take its place; fsdp_optimizer_step then updates the gains alone. The
+ * through backward: two buffers take its place, as the model's gradient
+ * slots (model_group_slot): one of a layer's chunk, one of the head's or
+ * the embedding's, if larger; fsdp_optimizer_step then updates the gains alone. The
  * same weights as after backward (AdamW is elementwise). */
 int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
                 const adamw_config *o, const fsdp_options *fo);

@@ -212,8 +212,23 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
   double tol = prec != DT_F32 ? 2e-4   /* bf16 and fp16 */
                : x->backend == COMM_NCCL ? 2e-5
                : x->world == 1 ? 0.0 : 1e-6;
-  size_t own = 0;
+  size_t own = 0, gbytes = 0, gshard = 0;
   eng_tag_bytes(e, "params", &own, NULL);
+  eng_tag_bytes(e, "grads", &gbytes, NULL);
+  eng_tag_bytes(e, "fsdp.grads", &gshard, NULL);
+  /* AdamW in backward: gradients in two slots (the model's whole groups,
+   * then the shards they reduce-scatter to), the second for layers only,
+   * the first for the head, the embedding and (two layers or more) the
+   * other layers; the gains' gradients beside them */
+  size_t sg[2] = {0, 0}, sc[2] = {0, 0};
+  for (int g = -1; g <= x->cfg.layers; g++) {
+    size_t c = model_group_chunk(m, g);
+    int s = g >= 0 && g < x->cfg.layers && (x->cfg.layers - g) % 2;
+    if ((size_t)x->world * c > sg[s]) sg[s] = (size_t)x->world * c;
+    if (c > sc[s]) sc[s] = c;
+  }
+  size_t want_g = (sg[0] + sg[1] + model_group_numel(m, MODEL_NORMS)) * sizeof(float),
+         want_s = (sc[0] + sc[1]) * sizeof(float);
   /* the window: two slots fit the largest group, the rest a layer */
   size_t big = 0, lay = 0;
   for (int g = -1; g <= x->cfg.layers; g++) {
@@ -240,6 +255,12 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
           "%s: the window is two slots of the largest group's %zu bytes "
           "and %d of a layer's %zu (%zu bytes)", name, big,
           fi.window_groups - 2, lay, fi.window_bytes);
+    if (inb)
+      check(gbytes == want_g && gshard == want_s,
+            "%s: gradients in a slot of %zu floats (the head's, the "
+            "embedding's) and one of a layer's %zu, %zu bytes, and shards "
+            "of %zu and %zu floats (%zu bytes)", name, sg[0], sg[1], gbytes,
+            sc[0], sc[1], gshard);
     /* CPU ranks only: on GPUs two engines' runs of one form differ in
      * the last bits already (their products' algorithms) */
     if (inb && x->backend == COMM_MPI)

@@ -147,19 +147,20 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     gb[k] = in_use - (k ? gb[0] : 0);
   }
   if (os.grad_slots) {
-    /* two slots, each the largest group backward finishes together: a
-     * layer, the head (final norm and lm_head), the embedding */
+    /* two slots, each the largest group backward finishes together that
+     * it holds: slot 0 the head (final norm and lm_head), the embedding
+     * and, with two layers or more, every other layer from L - 2 down;
+     * slot 1 the other layers */
     int nv;
     const tensor_view *v = model_views(m[1], &nv);
     size_t layer = (v[nv - 2].offset - v[1].offset) / (size_t)c->layers;
-    size_t head = v[nv - 2].numel + v[nv - 1].numel, slot = layer;
-    if (v[0].numel > slot) slot = v[0].numel;
-    if (head > slot) slot = head;
-    check(gb[1] == 2 * slot * sizeof(float) && model_grads(m[1]) == NULL,
-          "%s: gradient slots hold %zu of the %zu gradient bytes (two of "
-          "the largest group's %zu floats: a layer %zu, the head %zu, the "
-          "embedding %zu)", what, gb[1], gb[0], slot, layer, head,
-          v[0].numel);
+    size_t head = v[nv - 2].numel + v[nv - 1].numel;
+    size_t s0 = head > v[0].numel ? head : v[0].numel;
+    if (c->layers >= 2 && layer > s0) s0 = layer;
+    check(gb[1] == (s0 + layer) * sizeof(float) && model_grads(m[1]) == NULL,
+          "%s: gradient slots hold %zu of the %zu gradient bytes (%zu floats "
+          "for the head %zu, the embedding %zu and even layers, %zu for odd "
+          "layers)", what, gb[1], gb[0], s0, head, v[0].numel, layer);
     /* ...and the residual after attention is rebuilt, not saved */
     int kept[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
@@ -203,14 +204,19 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
     }
     size_t now;
     hard(eng_tag_bytes(e, "grads", &now, NULL) < 0, "grads tag");
-    /* its slots hold no weight matrix's gradient: the largest group left
-     * is the embedding (a layer's norms and the final norm are smaller) */
+    /* its slots hold no weight matrix's gradient: slot 0 the embedding
+     * (the final norm's gain and a layer's are smaller), slot 1 a layer's
+     * norms' gains */
     int nvp;
     const tensor_view *vp = model_views(mp[1], &nvp);
-    check(now - gp[1] == 2 * vp[0].numel * sizeof(float),
+    size_t gains = 0;
+    for (int j = 1; j < 1 + (nvp - 3) / c->layers; j++)
+      if (vp[j].ndim == 1) gains += vp[j].numel;
+    check(now - gp[1] == (vp[0].numel + gains) * sizeof(float),
           "%s: with AdamW in the products the slots hold %zu gradient bytes: "
-          "two of the embedding's %zu floats, the largest group without "
-          "weight matrices", what, now - gp[1], vp[0].numel);
+          "the embedding's %zu floats and a layer's %zu gains, the largest "
+          "groups without weight matrices", what, now - gp[1], vp[0].numel,
+          gains);
     check(adamw_forms_agree(mp[0], mp[1], B, T, 3),
           "%s: AdamW in the weight-gradient products gives the weights and "
           "losses of AdamW after backward, bit for bit, over 3 steps", what);

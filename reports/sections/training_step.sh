@@ -257,7 +257,7 @@ TEXT
     vi=$(printf '%s\n' "$pi" | awk -F, -v k="$k" '$1 == k { print $2 }')
     case $k in
       params) w="fp32 weights (4 bytes a parameter) and their bf16 copy the products read (2)" ;;
-      grads) w="fp32 gradients: the whole buffer after backward; in backward two slots of a layer's size, which the head and the embedding use too" ;;
+      grads) w="fp32 gradients: the whole buffer after backward; in backward two slots of a layer's size (one larger where the head or the embedding is), which the head and the embedding use too" ;;
       optimizer) w="AdamW's two fp32 moments (8 bytes a parameter)" ;;
       activations) w="what forward saves for backward (per layer: the input, q, k, v, o, the FFN's two projections and more) and backward's scratch" ;;
       workspace) w="cuBLAS's workspace" ;;
