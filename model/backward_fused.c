@@ -103,8 +103,8 @@ static int linear_dx(model *m, const void *dy, const void *W, void *dx,
  * head L, layer i, the embedding -1) writes into slot grad_slot(g, L)
  * once the side stream has updated the group that used it before (g + 2,
  * or layer 0 before the embedding where L is even; its last update marked
- * the slot free); the gradients backward adds
- * into (the norms' gains, the embedding's rows) start from zero. Every
+ * the slot free); the gradients backward adds into (the norms' gains,
+ * the embedding's rows) start from zero. Every
  * product writes its gradient (model_backward_adamw defers the zeroing). */
 static int slot_take(model *m, int g) {
   int s = grad_slot(g, m->c.layers);

@@ -348,8 +348,8 @@ static int alloc_f32(engine *e, float **p, size_t n, const char *tag) {
 }
 
 /* Where each view's gradient lives (model_internal.h: ngrads, gmap): at
- * its own offset, or with grad_slots in slot grad_slot(grad_group(v), layers) at
- * its offset within its group. A group's views are one run of the table
+ * its own offset, or with grad_slots in slot grad_slot(grad_group(v),
+ * layers) at its offset within its group. A group's views are one run of the table
  * (model_layout: the embedding, the layers end to end, the final norm and
  * the head), checked here. With the optimizer in the products the weight
  * matrices' gradients are never stored: a group's other views (the norms'

@@ -90,10 +90,10 @@ typedef struct model_options {
                         * recorded as a CUDA graph (the cuda engine only)
                         * and replayed, see model_graph_replays */
   int grad_slots;      /* 1 (fused path): trained with model_backward_adamw
-                        * only; the gradients live in two slots, one the
-                        * size of a layer's, the other of a layer's or
-                        * the head's or the embedding's, if larger (both
-                        * in it), each group's only until
+                        * only; the gradients live in two slots, one of a
+                        * layer's size, the other of the largest of a
+                        * layer, the head and the embedding (which both
+                        * use it), each group's only until
                         * its update, not in a buffer of every gradient
                         * (model_grads is then NULL); and backward
                         * rebuilds, rather than forward saves, the norms'

@@ -214,8 +214,9 @@ inline long long cut_traffic(const walk_cut &p, int bh, int sms,
  * walks a head (bh x n >= 8 x SMs) the scheduler balances them already:
  * uncut, not replayed; nor is a cut whose cut_floor already misses the
  * saving. The replays cost the host up to a few hundred us at long
- * sequences, so launches plan once a shape (plan_cut_memo). force > 0 (tests): chunks of force tiles wherever a
- * walk is longer, unreplayed. partial_bytes: one cut unit's partials. */
+ * sequences, so launches plan once a shape (plan_cut_memo). force > 0
+ * (tests): chunks of force tiles wherever a walk is longer, unreplayed.
+ * partial_bytes: one cut unit's partials. */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
                          bool heads_fastest, long long partial_bytes) {
