@@ -118,10 +118,14 @@ floors() {
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 is_true() { awk "BEGIN { exit !($1) }"; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
-# "**we lose, 1.04x its time**".
+# "**we lose, 1.04x its time**"; a factor that two decimals would show as
+# 1.00 gets three, so a verdict never reads "1.00x".
+factor() { # RATIO (>= 1)
+  if is_true "$1 < 1.005"; then calc '%.3f' "$1"; else calc '%.2f' "$1"; fi
+}
 verdict() { # OURS_MS THEIRS_MS
-  if is_true "$1 <= $2"; then echo "ours $(calc '%.2f' "$2 / $1")x as fast"
-  else echo "**we lose, $(calc '%.2f' "$1 / $2")x its time**"; fi
+  if is_true "$1 <= $2"; then echo "ours $(factor "$2 / $1")x as fast"
+  else echo "**we lose, $(factor "$1 / $2")x its time**"; fi
 }
 
 # MiB as GiB, and a number, to one decimal; "-" for none (a table cell).
