@@ -183,28 +183,31 @@ static int find(const fsdp *f, int g) {
   return -1;
 }
 
-/* A slot large enough for group g that no pass holds: the smallest empty
- * one (a layer leaves the large slots to the embedding and the head), else
- * the one whose group is needed again last (never this step first; the
- * step's uses are known, so this is the optimal eviction), released
- * longest ago among equals; never `keep`'s. -1 if none. */
+/* A slot large enough for group g that no pass holds, never `keep`'s:
+ * of the smallest such slots (a layer leaves the large ones to the
+ * embedding and the head) an empty one, else the one whose group is
+ * needed again last (never this step first; the step's uses are known,
+ * so this is the optimal eviction), released longest ago among equals.
+ * -1 if none. */
 static int free_slot(const fsdp *f, int g, int keep) {
-  int empty = -1, evict = -1;
+  int best = -1;
   for (int s = 0; s < f->nslots; s++) {
     const fsdp_slot *x = &f->slot[s];
     if (x->holds || x->ahead || x->group == keep || x->bytes < gbytes(f, g))
       continue;
-    if (x->group == -3) {
-      if (empty < 0 || x->bytes < f->slot[empty].bytes) empty = s;
-    } else if (evict < 0) {
-      evict = s;
-    } else {
-      const fsdp_slot *y = &f->slot[evict];
-      if (x->next > y->next || (x->next == y->next && x->released < y->released))
-        evict = s;
+    if (best < 0) {
+      best = s;
+      continue;
     }
+    const fsdp_slot *y = &f->slot[best];
+    int xe = x->group == -3, ye = y->group == -3;
+    if (x->bytes != y->bytes ? x->bytes < y->bytes
+        : xe != ye           ? xe
+        : !xe && (x->next > y->next ||
+                  (x->next == y->next && x->released < y->released)))
+      best = s;
   }
-  return empty >= 0 ? empty : evict;
+  return best;
 }
 
 static int weight_hook(int g, int need, void *arg) {
@@ -429,11 +432,12 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->nslots = fo->keep_gathered ? f->L + 2 : (k > 0 ? k : 1) + 2;
   f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
   CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);
-  /* Two slots fit any group, the rest the largest layer. The embedding
+  /* One slot fits any group, the rest the largest layer. The embedding
    * and the head (large with a large vocabulary: the fp32 embedding of the
    * 8B model is 6x a bf16 layer) are needed only at the ends of forward
-   * and backward, where one other group at most is held, so one of the two
-   * is free for each; layers take the others first (free_slot). */
+   * and backward, one at a time, and layers take the others first
+   * (free_slot), so the one is free for each; keep_gathered holds both
+   * through the step: two. */
   size_t big = 0, layer = 0;
   for (int g = -1; g <= f->L; g++) {
     size_t b = gbytes(f, g);
@@ -443,7 +447,7 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   for (int s = 0; s < f->nslots; s++) {
     fsdp_slot *x = &f->slot[s];
     x->group = -3;
-    x->bytes = s < 2 || layer == 0 ? big : layer;
+    x->bytes = s < (fo->keep_gathered ? 2 : 1) || layer == 0 ? big : layer;
     TRY(alloc0(e, x->bytes, "fsdp.window", &x->buf));
     f->info.window_bytes += x->bytes;
   }

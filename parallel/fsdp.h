@@ -68,9 +68,10 @@ typedef struct fsdp_options {
  * engine with MPI, the CUDA engine of c's device with NCCL). The shards
  * start as model_init(seed) would make the whole model; the gains are
  * initialised in m. The window holds model_options.ckpt_layers (at least
- * 1, at most the layers) + 2 groups (keep_gathered: layers + 2): two slots the size of the
- * largest group (the embedding or the head, with a large vocabulary), the
- * others of the largest layer. in_backward: each group's AdamW runs the moment its
+ * 1, at most the layers) + 2 groups (keep_gathered: layers + 2): one slot
+ * the size of the largest group (the embedding or the head, with a large
+ * vocabulary; keep_gathered: two, as both stay), the others of the
+ * largest layer. in_backward: each group's AdamW runs the moment its
  * reduce-scatter lands (on GPUs on a side stream, so that the gathers
  * queued behind the reduce-scatter do not wait for it; the next
  * reduce-scatter into its buffer does), so no gradient shard lives
