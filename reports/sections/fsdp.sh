@@ -489,9 +489,9 @@ ROW
         echo
         # FSDP2's MixedPrecisionPolicy gathers the embedding in bf16 too,
         # so PyTorch's residual stream, which its checkpoints save, is
-        # bf16 (dev/anchors/residual_dtype_check.py); ours is fp32
+        # bf16 (reports/anchors/residual_dtype_check.py); ours is fp32
         echo "Part of its memory is precision: its residual stream is bf16 (FSDP2 gathers the embedding in bf16;"
-        echo "dev/anchors/residual_dtype_check.py), ours fp32 as the course's model, so at k = 1 its checkpoints hold"
+        echo "reports/anchors/residual_dtype_check.py), ours fp32 as the course's model, so at k = 1 its checkpoints hold"
         echo "$(calc %.1f "$bL * $bR * $bT * $bd * 2 / 1073741824") GiB a GPU less."
       else
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"

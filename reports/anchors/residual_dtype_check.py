@@ -5,11 +5,11 @@
 # block group's input in one training forward, and prints them. Ours
 # keeps the residual in fp32 (model/model.c), as the course's autocast
 # model does (torch_lm.py without FSDP: checked here too). Exits 1 if the
-# unsharded autocast model's residual is not fp32. On a GPU machine, from
-# the repository root:
-#   python3 dev/anchors/residual_dtype_check.py
+# unsharded autocast model's residual is not fp32. On a GPU machine:
+#   python3 reports/anchors/residual_dtype_check.py
+# (the section 2026.9 cites its result: fp32 and bfloat16.)
 import os, sys, torch
-sys.path.insert(0, "reports/anchors")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch.distributed as dist
 from torch_lm import LM
 from torch_ddp import shard
