@@ -210,20 +210,28 @@ int main(void) {
     check(ok && uncut_at > 0, "backward seq %d: chunks grow with the partials' "
           "bytes, uncut from %d KiB", t, uncut_at);
   }
-  /* the memo returns what plan_cut plans, for a shape planned before and
-   * after more than CUT_MEMO_ENTRIES others replaced its entry */
+  /* the memo returns what plan_cut plans: each shape twice in a row (the
+   * second a hit: no entry replaced), over more shapes than
+   * CUT_MEMO_ENTRIES, three rounds (a replaced entry planned anew) */
   {
     cut_memo m = {};
-    int bad = 0;
+    int bad = 0, misses = 0, shapes = 0;
     for (int round = 0; round < 3; round++)
       for (int t = 1024; t <= 32768 + 1024 * (CUT_MEMO_ENTRIES + 2); t += 1024 * (t < 32768 ? 3 : 1)) {
         fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
         const int key[] = {0, 1, t, t, 129};
-        walk_cut a = plan_cut_memo(&m, key, fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
         walk_cut b = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
-        bad += a.C != b.C || a.nc != b.nc || a.units != b.units || a.us != b.us;
+        for (int again = 0; again < 2; again++) {
+          int next = m.next;
+          walk_cut a = plan_cut_memo(&m, key, fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
+          bad += a.C != b.C || a.nc != b.nc || a.units != b.units || a.us != b.us;
+          misses += again && m.next != next;
+        }
+        shapes += round == 0;
       }
-    check(bad == 0, "plan_cut_memo agrees with plan_cut (%d shapes differ)", bad);
+    check(bad == 0 && misses == 0 && shapes > CUT_MEMO_ENTRIES,
+          "plan_cut_memo agrees with plan_cut over %d shapes, three rounds "
+          "(%d plans differ; %d repeats missed)", shapes, bad, misses);
   }
   return tl_finish();
 }
