@@ -432,22 +432,28 @@ int fsdp_create(fsdp **out, comm *c, model *m, uint64_t seed,
   f->nslots = fo->keep_gathered ? f->L + 2 : (k > 0 ? k : 1) + 2;
   f->slot = calloc((size_t)f->nslots, sizeof *f->slot);
   CHECK_ALLOC(f->slot, (size_t)f->nslots * sizeof *f->slot);
-  /* One slot fits any group, the rest the largest layer. The embedding
+  /* Slots fit the largest layer, but one fits any group. The embedding
    * and the head (large with a large vocabulary: the fp32 embedding of the
    * 8B model is 6x a bf16 layer) are needed only at the ends of forward
    * and backward, one at a time, and layers take the others first
-   * (free_slot), so the one is free for each; keep_gathered holds both
-   * through the step: two. */
+   * (free_slot), so the one is free for each. keep_gathered holds every
+   * group through the step: a large slot for each of the two that does
+   * not fit a layer's (a 16-bit head can, beside an fp32 embedding that
+   * cannot), so that every group has a slot it fits. */
   size_t big = 0, layer = 0;
+  int nbig = 0;
   for (int g = -1; g <= f->L; g++) {
     size_t b = gbytes(f, g);
     if (b > big) big = b;
     if (g >= 0 && g < f->L && b > layer) layer = b;
   }
+  if (f->L > 0)
+    nbig = (gbytes(f, -1) > layer) + (gbytes(f, f->L) > layer);
+  if (!fo->keep_gathered && nbig > 1) nbig = 1;
   for (int s = 0; s < f->nslots; s++) {
     fsdp_slot *x = &f->slot[s];
     x->group = -3;
-    x->bytes = s < (fo->keep_gathered ? 2 : 1) || layer == 0 ? big : layer;
+    x->bytes = s < nbig || layer == 0 ? big : layer;
     TRY(alloc0(e, x->bytes, "fsdp.window", &x->buf));
     f->info.window_bytes += x->bytes;
   }

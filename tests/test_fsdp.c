@@ -252,8 +252,13 @@ static void one_case(ctx *x, dtype prec, attn_impl a, int ckpt, int inb,
             "%s: every step gathers each group once, into a window of a "
             "slot per group (%d)", name, fi.window_groups);
     /* one slot fits the embedding and the head in turn; kept gathered,
-     * both */
-    int nbig = keep ? 2 : 1;
+     * one each where it is larger than a layer (a 16-bit head beside the
+     * fp32 embedding may not be) */
+    int nbig = 0;
+    for (int g = -1; g <= x->cfg.layers; g += x->cfg.layers + 1)
+      nbig += (size_t)x->world * model_group_chunk(m, g) *
+                  (g < 0 ? sizeof(float) : dtype_size(prec)) > lay;
+    if (!keep && nbig > 1) nbig = 1;
     check(fi.window_bytes == nbig * big + (size_t)(fi.window_groups - nbig) * lay,
           "%s: the window is %d slot(s) of the largest group's %zu bytes "
           "and %d of a layer's %zu (%zu bytes)", name, nbig, big,
