@@ -63,25 +63,23 @@ int range_id(const char *name) {
 }
 
 /* "void (anonymous namespace)::k<128>(float*, int)" -> "(anonymous
- * namespace)::k<128>"; cuBLAS's unmangled names stay as they are. */
+ * namespace)::k<128>"; cuBLAS's unmangled names stay as they are. The
+ * return type goes first: the name ends at the first '(' outside template
+ * arguments after it, past the namespace's own parenthesis. */
 std::string short_name(const char *mangled) {
   int st = 0;
   char *d = abi::__cxa_demangle(mangled, nullptr, nullptr, &st);
   std::string s = st == 0 && d ? d : mangled;
   free(d);
+  if (s.compare(0, 5, "void ") == 0) s = s.substr(5);
+  static const char anon[] = "(anonymous namespace)";
+  size_t start = s.compare(0, sizeof anon - 1, anon) == 0 ? sizeof anon - 1 : 0;
   int angle = 0;
-  size_t end = s.size();
-  for (size_t i = 0; i < s.size(); i++) {
+  for (size_t i = start; i < s.size(); i++) {
     if (s[i] == '<') angle++;
     else if (s[i] == '>') angle--;
-    else if (s[i] == '(' && angle == 0 && i > 0 &&
-             s.compare(0, 1, "(") != 0) {
-      end = i;
-      break;
-    }
+    else if (s[i] == '(' && angle == 0) return s.substr(0, i);
   }
-  s = s.substr(0, end);
-  if (s.compare(0, 5, "void ") == 0) s = s.substr(5);
   return s;
 }
 
