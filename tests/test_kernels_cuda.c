@@ -1052,6 +1052,89 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   engine_destroy(view[1]);
 }
 
+/* k_adamw_ex (the fused path's AdamW writing p's bf16 copy): three steps
+ * uncapped against the CPU engine's k_adamw (p, m, v within 1e-5), the
+ * copy p rounded bit for bit; the same steps capped at `cap` blocks (on
+ * Hopper the bulk-copy form) from the same start give the same bits in p,
+ * m, v and the copy. */
+static void adamw_ex_case(size_t n, int cap) {
+  float *v0 = host_rand(n, 1);
+  for (size_t i = 0; i < n; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
+  float *p0 = host_rand(n, 1), *m0 = host_rand(n, 0.1f);
+  pair p = pair_f(p0, n), m = pair_f(m0, n), v = pair_f(v0, n), g = pair_f(NULL, n);
+  eng_ctx ctx = {NULL, 0, cap};
+  engine *view = NULL;
+  float *bp = NULL, *bm = NULL, *bv = NULL;
+  void *la = NULL, *lb = NULL;
+  if (eng_view(GPU, &ctx, &view) < 0 ||
+      eng_alloc(GPU, n * 4, "test", (void **)&bp) < 0 ||
+      eng_alloc(GPU, n * 4, "test", (void **)&bm) < 0 ||
+      eng_alloc(GPU, n * 4, "test", (void **)&bv) < 0 ||
+      eng_alloc(GPU, n * 2, "test", &la) < 0 ||
+      eng_alloc(GPU, n * 2, "test", &lb) < 0 ||
+      eng_upload(GPU, bp, p0, n * 4) < 0 || eng_upload(GPU, bm, m0, n * 4) < 0 ||
+      eng_upload(GPU, bv, v0, n * 4) < 0)
+    hard_error("adamw_ex buffers");
+  char line[160];
+  snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %d blocks%s", n, cap,
+           adamw_form);
+  int rc = 0;
+  for (long long t = 1; t <= 3 && rc == 0; t++) {
+    float *gh = host_rand(n, 1);
+    pair_set(g, gh);
+    free(gh);
+    rc = k_adamw(CPU, p.c, g.c, m.c, v.c, n, 1e-2f, 0.9f, 0.999f, 1e-8f,
+                 0.01f, t);
+    if (rc == 0)
+      rc = k_adamw_ex(GPU, p.g, la, DT_BF16, g.g, m.g, v.g, n, 1e-2f, 0.9f,
+                      0.999f, 1e-8f, 0.01f, t);
+    if (rc == 0)
+      rc = k_adamw_ex(view, bp, lb, DT_BF16, g.g, bm, bv, n, 1e-2f, 0.9f,
+                      0.999f, 1e-8f, 0.01f, t);
+  }
+  if (rc < 0) {
+    check(0, "%s: %s", line, err1());
+    err_clear();
+  } else {
+    char what[200];
+    snprintf(what, sizeof what, "%s, 3 steps uncapped: p", line);
+    cmp(what, p, 1e-5);
+    snprintf(what, sizeof what, "%s uncapped: m", line);
+    cmp(what, m, 1e-5);
+    snprintf(what, sizeof what, "%s uncapped: v", line);
+    cmp(what, v, 1e-5);
+    float *pa = down(GPU, p.g, n * 4);
+    uint16_t *lo = down(GPU, la, n * 2);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+      float r = pa[i];
+      round_bf16(&r, 1);
+      uint32_t u;
+      memcpy(&u, &r, 4);
+      diff += lo[i] != (uint16_t)(u >> 16);
+    }
+    check(diff == 0, "%s uncapped: the bf16 copy is p rounded (%zu of %zu "
+          "differ)", line, diff, n);
+    const void *a[4] = {p.g, m.g, v.g, la}, *b[4] = {bp, bm, bv, lb};
+    static const char *names[4] = {"p", "m", "v", "the bf16 copy"};
+    for (int k = 0; k < 4; k++) {
+      size_t bytes = n * (k < 3 ? 4 : 2);
+      unsigned char *x = down(GPU, a[k], bytes), *y = down(GPU, b[k], bytes);
+      check(memcmp(x, y, bytes) == 0, "%s: %s the same bits as uncapped",
+            line, names[k]);
+      free(x);
+      free(y);
+    }
+    free(pa);
+    free(lo);
+  }
+  eng_free(GPU, bp); eng_free(GPU, bm); eng_free(GPU, bv);
+  eng_free(GPU, la); eng_free(GPU, lb);
+  engine_destroy(view);
+  pair_free(p); pair_free(m); pair_free(v); pair_free(g);
+  free(p0); free(m0); free(v0);
+}
+
 static void add_scale_case(size_t n, int misalign) {
   int o = misalign;
   pair a = pair_rand(n + o, 1), b = pair_rand(n + o, 1), out = pair_f(NULL, n + o);
@@ -1404,6 +1487,11 @@ static void test_adamw_elementwise(void) {
   adamw_mean_case(4099, 2, 1, 2);
   adamw_mean_case(4099, 2, 0, 2);
   adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
+  /* adamw_ex capped: several chunks a block, a partial last chunk and a
+   * tail of n mod 4; fewer chunks than blocks */
+  adamw_ex_case(((size_t)1 << 18) + 7, 3);
+  adamw_ex_case(4099, 2);
+  adamw_ex_case(1001, 16);
 #ifdef HAVE_CUDA
   /* on Hopper, once more with the register-unrolled form other GPUs use */
   int hopper = cuda_impl(GPU)->wgmma;
@@ -1412,6 +1500,7 @@ static void test_adamw_elementwise(void) {
     adamw_form = " (register form)";
     adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
     adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
+    adamw_ex_case(((size_t)1 << 18) + 7, 3);
     cuda_impl(GPU)->wgmma = hopper;
     adamw_form = "";
   }
@@ -1826,6 +1915,18 @@ static void bench(void) {
   TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, pg, pm, pv, nw, 1e-3f, 0.9f,
                           0.999f, 1e-8f, 0.01f, 1));
   row("2.7B W1: adamw_ex (+ bf16 copy), 26.2M", ms, 30.0 * nw, 0);
+  /* capped: what AdamW beside backward gets from that many SMs */
+  for (int cap = 16; cap <= 64; cap *= 2) {
+    eng_ctx cx = {NULL, 0, cap};
+    engine *cv = NULL;
+    if (eng_view(GPU, &cx, &cv) < 0) hard_error("adamw_ex view");
+    TIME(ms, 10, k_adamw_ex(cv, pp, wl, DT_BF16, pg, pm, pv, nw, 1e-3f, 0.9f,
+                            0.999f, 1e-8f, 0.01f, 1));
+    char name[64];
+    snprintf(name, sizeof name, "2.7B W1: adamw_ex capped at %d blocks", cap);
+    row(name, ms, 30.0 * nw, 0);
+    engine_destroy(cv);
+  }
   TIME(ms, 10, k_matmul_adamw(GPU, R2, C2, K2, yb, R2, xb, C2, DT_BF16, pp,
                               wl, pm, pv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
                               1));

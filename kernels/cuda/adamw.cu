@@ -20,6 +20,7 @@
 #include "kernels/cuda/wgmma.cuh"
 
 #include <math.h>
+#include <type_traits>
 
 enum { THREADS = 256 };
 
@@ -71,10 +72,12 @@ __device__ __forceinline__ void adamw1(float &p, float g, float &m, float &v,
   p = p * a.decay - a.step * m / (sqrtf(v) + a.eps);
 }
 
-/* Group i of p, m, v updated from (pp, g, mm, vv), their old values. */
-__device__ __forceinline__ void adamw4(float *p, float *m, float *v, size_t i,
-                                       float4 pp, float4 g, float4 mm,
-                                       float4 vv, const adamw_args &a) {
+/* Group i of p, m, v updated from (pp, g, mm, vv), their old values;
+ * p's new values returned (for a 16-bit copy). */
+__device__ __forceinline__ float4 adamw4(float *p, float *m, float *v,
+                                         size_t i, float4 pp, float4 g,
+                                         float4 mm, float4 vv,
+                                         const adamw_args &a) {
   adamw1(pp.x, g.x, mm.x, vv.x, a);
   adamw1(pp.y, g.y, mm.y, vv.y, a);
   adamw1(pp.z, g.z, mm.z, vv.z, a);
@@ -82,6 +85,7 @@ __device__ __forceinline__ void adamw4(float *p, float *m, float *v, size_t i,
   ((float4 *)p)[i] = pp;
   ((float4 *)m)[i] = mm;
   ((float4 *)v)[i] = vv;
+  return pp;
 }
 
 /* Elements from, from + stride, ... below n, one at a time. */
@@ -156,7 +160,8 @@ __global__ void __launch_bounds__(THREADS)
  * NSTAGE chunks in flight whatever the latency, and its threads never wait
  * on memory themselves. 16-byte aligned buffers; n a multiple of 4 (the
  * caller updates the rest). One block per SM (the stages take most of the
- * shared memory), so the cap is the SMs AdamW holds. */
+ * shared memory), so the cap is the SMs AdamW holds. L: the type of p's
+ * 16-bit copy pl, written beside p (adamw_ex); float: none (pl NULL). */
 enum { NSTAGE = 4 };
 
 template <int NG> struct bulk_shape {
@@ -181,9 +186,10 @@ __device__ __forceinline__ void bulk_queue(float *stage, uint64_t *bar,
   bulk_load(stage + (NG + 2) * C, v + lo, bytes, bar);
 }
 
-template <int NG>
+template <int NG, typename L>
 __global__ void __launch_bounds__(THREADS)
-    adamw_bulk_k(float *p, float *m, float *v, size_t n, adamw_args a) {
+    adamw_bulk_k(float *p, L *pl, float *m, float *v, size_t n,
+                 adamw_args a) {
 #if TL_WGMMA
   constexpr int C = bulk_shape<NG>::C, A = bulk_shape<NG>::ARRAYS;
   extern __shared__ __align__(128) float sm[];
@@ -212,11 +218,14 @@ __global__ void __launch_bounds__(THREADS)
     const float *src[NG];
 #pragma unroll
     for (int q = 0; q < NG; q++) src[q] = st + q * C;
-    for (size_t i = threadIdx.x; i < len / 4; i += THREADS)
-      adamw4(p + lo, m + lo, v + lo, i, ((const float4 *)(st + NG * C))[i],
-             mean4<NG>(src, i, a.inv_ng),
-             ((const float4 *)(st + (NG + 1) * C))[i],
-             ((const float4 *)(st + (NG + 2) * C))[i], a);
+    for (size_t i = threadIdx.x; i < len / 4; i += THREADS) {
+      float4 np = adamw4(p + lo, m + lo, v + lo, i,
+                         ((const float4 *)(st + NG * C))[i],
+                         mean4<NG>(src, i, a.inv_ng),
+                         ((const float4 *)(st + (NG + 1) * C))[i],
+                         ((const float4 *)(st + (NG + 2) * C))[i], a);
+      if (!std::is_same<L, float>::value) st4(pl + lo, 4 * i, &np.x);
+    }
     __syncthreads();   /* every thread is done with stage s */
     size_t next = c + NSTAGE * G;
     if (threadIdx.x == 0 && next < nchunks) {
@@ -228,17 +237,17 @@ __global__ void __launch_bounds__(THREADS)
 #endif
 }
 
-template <int NG>
-static int launch_bulk(float *p, float *m, float *v, size_t n,
+template <int NG, typename L = float>
+static int launch_bulk(float *p, L *pl, float *m, float *v, size_t n,
                        const adamw_args &a, unsigned grid, cudaStream_t s) {
   /* per device, so set at every launch (a host call of microseconds) */
   size_t smem = bulk_shape<NG>::SMEM;
-  CHECK_CUDA(cudaFuncSetAttribute(adamw_bulk_k<NG>,
+  CHECK_CUDA(cudaFuncSetAttribute(adamw_bulk_k<NG, L>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
   size_t chunks = (n + bulk_shape<NG>::C - 1) / bulk_shape<NG>::C;
   if (grid > chunks) grid = (unsigned)chunks;
-  adamw_bulk_k<NG><<<grid, THREADS, smem, s>>>(p, m, v, n, a);
+  adamw_bulk_k<NG, L><<<grid, THREADS, smem, s>>>(p, pl, m, v, n, a);
   return 0;
 }
 
@@ -267,7 +276,7 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
 #define ADAMW_NG(NG)                                                          \
   case NG:                                                                    \
     if (bulk) {                                                               \
-      TRY(launch_bulk<NG>(p, m, v, n4, a, grid, s));                          \
+      TRY(launch_bulk<NG>(p, (float *)NULL, m, v, n4, a, grid, s));                          \
       if (n4 < n) {                                                           \
         adamw_args t = a;                                                     \
         for (int k = 0; k < NG; k++) t.g[k] = a.g[k] + n4;                    \
@@ -327,6 +336,20 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
   }
 }
 
+/* The capped form on Hopper: the bulk-copy kernel over the first n - n % 4
+ * elements, the plain one over the rest. */
+template <typename T>
+static int ex_bulk(float *p, T *pl, float *m, float *v, size_t n,
+                   const adamw_args &a, unsigned grid, cudaStream_t s) {
+  size_t n4 = n & ~(size_t)3;
+  TRY(launch_bulk<1>(p, pl, m, v, n4, a, grid, s));
+  if (n4 < n)
+    adamw_ex_k<T><<<1, 32, 0, s>>>(p + n4, pl + n4, a.g[0] + n4, m + n4,
+                                   v + n4, n - n4, a.b1, a.b2, a.one_b1,
+                                   a.one_b2, a.eps, a.step, a.decay);
+  return 0;
+}
+
 int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
                   float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, long long t) {
@@ -341,17 +364,27 @@ int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
   /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
-  /* Capped (eng_ctx.adamw_blocks): one block of 1024 threads per SM it
-   * may hold, each looping over its share (grid-stride: the same element
-   * updates, so the same bits). */
-  int threads = e->ctx.adamw_blocks > 0 ? 1024 : THREADS;
+  /* Capped (eng_ctx.adamw_blocks): on Hopper the bulk-copy form of
+   * cuda_adamw_mean with the copy written beside p (the plain kernel over
+   * the last n % 4 elements); elsewhere one block of 1024 threads per SM
+   * it may hold, each looping over its share. Both the same element
+   * updates as the uncapped kernel, so the same bits. */
+  int cap = e->ctx.adamw_blocks;
+  int threads = cap > 0 ? 1024 : THREADS;
   unsigned grid = cuda_grid(e, (n + 3) / 4, threads);
-  if (e->ctx.adamw_blocks > 0 && grid > (unsigned)e->ctx.adamw_blocks)
-    grid = (unsigned)e->ctx.adamw_blocks;
-  WITH_T(lt, (adamw_ex_k<T><<<grid, threads, 0, cuda_stream(e)>>>(
-                 p, (T *)p_low, g, m, v, n, b1, b2, (float)(1.0 - (double)b1),
-                 (float)(1.0 - (double)b2), eps, (float)step,
-                 (float)(1.0 - (double)lr * wd))));
+  if (cap > 0 && grid > (unsigned)cap) grid = (unsigned)cap;
+  float one_b1 = (float)(1.0 - (double)b1), one_b2 = (float)(1.0 - (double)b2),
+        decay = (float)(1.0 - (double)lr * wd);
+  cudaStream_t s = cuda_stream(e);
+  if (cap > 0 && cuda_impl(e)->wgmma && n >= 4) {
+    adamw_args a = {b1, b2, one_b1, one_b2, eps, (float)step, decay, 1.0f, 1,
+                    {g}};
+    WITH_T(lt, TRY(ex_bulk<T>(p, (T *)p_low, m, v, n, a, (unsigned)cap, s)));
+  } else {
+    WITH_T(lt, (adamw_ex_k<T><<<grid, threads, 0, s>>>(
+                   p, (T *)p_low, g, m, v, n, b1, b2, one_b1, one_b2, eps,
+                   (float)step, decay)));
+  }
   CHECK_LAUNCH();
   return 0;
 }
