@@ -154,21 +154,24 @@ __global__ void __launch_bounds__(THREADS)
 /* The capped form on Hopper: every input arrives by bulk copies. Each of
  * the (few, persistent) blocks walks chunks of C elements, chunk c =
  * block + k * grid; one thread queues the chunk's p, m, v and gradient
- * arrays into one of NSTAGE shared-memory stages with cp.async.bulk
- * (without holding a thread), all threads update from shared memory and store p, m, v, and
- * the stage is refilled with the chunk NSTAGE trips ahead. So a block has
- * NSTAGE chunks in flight whatever the latency, and its threads never wait
- * on memory themselves. 16-byte aligned buffers; n a multiple of 4 (the
+ * arrays into one of S shared-memory stages with cp.async.bulk
+ * (without holding a thread), all T threads update from shared memory and
+ * store p, m, v, and the stage is refilled with the chunk S trips ahead.
+ * So a block has S chunks in flight whatever the latency, and its threads
+ * never wait on memory themselves. With one gradient array (adamw_ex, a
+ * single process's AdamW) the update's arithmetic (IEEE square root and
+ * divide), not memory, sets a capped block's pace: 1024 threads there,
+ * over chunks of 4096 in three stages. 16-byte aligned buffers; n a multiple of 4 (the
  * caller updates the rest). One block per SM (the stages take most of the
  * shared memory), so the cap is the SMs AdamW holds. L: the type of p's
  * 16-bit copy pl, written beside p (adamw_ex); float: none (pl NULL). */
-enum { NSTAGE = 4 };
-
 template <int NG> struct bulk_shape {
-  static constexpr int C = NG <= 2 ? 2048 : 1024;   /* elements a chunk */
+  static constexpr int T = NG == 1 ? 1024 : THREADS;   /* threads a block */
+  static constexpr int S = NG == 1 ? 3 : 4;            /* stages */
+  static constexpr int C = NG == 1 ? 4096 : NG == 2 ? 2048 : 1024;   /* elements a chunk */
   static constexpr int ARRAYS = NG + 3;              /* g[0..NG), p, m, v */
   static constexpr size_t SMEM =
-      (size_t)NSTAGE * ARRAYS * C * sizeof(float) + NSTAGE * sizeof(uint64_t);
+      (size_t)S * ARRAYS * C * sizeof(float) + S * sizeof(uint64_t);
 };
 
 template <int NG>
@@ -187,11 +190,12 @@ __device__ __forceinline__ void bulk_queue(float *stage, uint64_t *bar,
 }
 
 template <int NG, typename L>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(bulk_shape<NG>::T)
     adamw_bulk_k(float *p, L *pl, float *m, float *v, size_t n,
                  adamw_args a) {
 #if TL_WGMMA
-  constexpr int C = bulk_shape<NG>::C, A = bulk_shape<NG>::ARRAYS;
+  constexpr int C = bulk_shape<NG>::C, A = bulk_shape<NG>::ARRAYS,
+                NSTAGE = bulk_shape<NG>::S;
   extern __shared__ __align__(128) float sm[];
   uint64_t *bar = (uint64_t *)(sm + (size_t)NSTAGE * A * C);
   size_t nchunks = (n + C - 1) / C;
@@ -218,7 +222,7 @@ __global__ void __launch_bounds__(THREADS)
     const float *src[NG];
 #pragma unroll
     for (int q = 0; q < NG; q++) src[q] = st + q * C;
-    for (size_t i = threadIdx.x; i < len / 4; i += THREADS) {
+    for (size_t i = threadIdx.x; i < len / 4; i += bulk_shape<NG>::T) {
       float4 np = adamw4(p + lo, m + lo, v + lo, i,
                          ((const float4 *)(st + NG * C))[i],
                          mean4<NG>(src, i, a.inv_ng),
@@ -247,7 +251,7 @@ static int launch_bulk(float *p, L *pl, float *m, float *v, size_t n,
                                   (int)smem));
   size_t chunks = (n + bulk_shape<NG>::C - 1) / bulk_shape<NG>::C;
   if (grid > chunks) grid = (unsigned)chunks;
-  adamw_bulk_k<NG, L><<<grid, THREADS, smem, s>>>(p, pl, m, v, n, a);
+  adamw_bulk_k<NG, L><<<grid, bulk_shape<NG>::T, smem, s>>>(p, pl, m, v, n, a);
   return 0;
 }
 
@@ -307,6 +311,8 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
                            float *v, size_t n, float b1, float b2,
                            float one_b1, float one_b2, float eps, float step,
                            float decay) {
+  /* adamw1's arithmetic, as every other form: the same bits */
+  const adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay, 1.0f, 1, {NULL}};
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nv = n / 4;
@@ -315,20 +321,15 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
            mm = ((float4 *)m)[i], vv = ((float4 *)v)[i];
     float *P = &pp.x, *G = &gg.x, *M = &mm.x, *V = &vv.x;
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      M[c] = b1 * M[c] + one_b1 * G[c];
-      V[c] = b2 * V[c] + one_b2 * (G[c] * G[c]);
-      P[c] = P[c] * decay - step * M[c] / (sqrtf(V[c]) + eps);
-    }
+    for (int c = 0; c < 4; c++) adamw1(P[c], G[c], M[c], V[c], a);
     st4(pl, 4 * i, P);   /* one 8-byte store of the four 16-bit copies */
     ((float4 *)p)[i] = pp;
     ((float4 *)m)[i] = mm;
     ((float4 *)v)[i] = vv;
   }
   for (size_t i = nv * 4 + i0; i < n; i += stride) {
-    float mi = b1 * m[i] + one_b1 * g[i];
-    float vi = b2 * v[i] + one_b2 * (g[i] * g[i]);
-    float pi = p[i] * decay - step * mi / (sqrtf(vi) + eps);
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamw1(pi, g[i], mi, vi, a);
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
