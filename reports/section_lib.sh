@@ -270,6 +270,22 @@ dirty_rows() {
   echo
 }
 
+# commits_note CSV: where CSV's ok rows were measured from more than one
+# commit, "; rows from N commits (abc1234: 12 rows, ...; newest first):
+# compare rows of one commit where a difference is small" (for a table's
+# footnote: code between the commits may move a row); else nothing.
+commits_note() {
+  [ -f "$1" ] || return 0
+  case ",$(head -n 1 "$1")," in *,git_commit,*) ;; *) return 0 ;; esac
+  tool select "$1" --cols utc,git_commit --where status=ok | sed 1d | sort -r |
+    awk -F, '!($2 in c) { o[++n] = $2 } { c[$2]++ }
+      END { if (n < 2) exit
+            printf "; rows from %d commits (", n
+            for (i = 1; i <= n; i++)
+              printf "%s%s: %d%s", (i > 1 ? ", " : ""), substr(o[i], 1, 7), c[o[i]], (i == 1 ? " rows" : "")
+            printf "; newest first): compare rows of one commit where a difference is small" }'
+}
+
 # failed_jobs CSV COLS HEAD: rows from an uncommitted tree (dirty_rows),
 # jobs with no row (unmeasured), then the jobs without a measurement, each
 # job by its latest row (a job is COLS less status, message and machine; a

@@ -337,7 +337,7 @@ leaderboard_2026)
       echo "| $k | $rs | $ka | ${ch:-0} | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
     done
     echo
-    echo "_${GPU}s; median of 5 steps._"
+    echo "_${GPU}s; median of 5 steps$(commits_note "$csv")._"
     echo
     # the best row, its model FLOPs (6 a non-embedding parameter a token,
     # causal attention's 6 L d T a token; recomputation not counted) and
