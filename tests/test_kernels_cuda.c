@@ -1052,6 +1052,34 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
   engine_destroy(view[1]);
 }
 
+/* After AdamW steps on both engines: p, m and v within 1e-5 of max |cpu|,
+ * and the GPU's bf16 copy `low` of p equal to its p rounded, bit for bit
+ * (refreshed by the same pass). */
+static void adamw_low_result(const char *line, const char *steps, pair p,
+                             pair m, pair v, const void *low, size_t n) {
+  char what[240];
+  snprintf(what, sizeof what, "%s%s: p", line, steps);
+  cmp(what, p, 1e-5);
+  snprintf(what, sizeof what, "%s: m", line);
+  cmp(what, m, 1e-5);
+  snprintf(what, sizeof what, "%s: v", line);
+  cmp(what, v, 1e-5);
+  float *pg = down(GPU, p.g, n * 4);
+  uint16_t *lo = down(GPU, low, n * 2);
+  size_t diff = 0;
+  for (size_t i = 0; i < n; i++) {
+    float r = pg[i];
+    round_bf16(&r, 1);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    diff += lo[i] != (uint16_t)(u >> 16);
+  }
+  check(diff == 0, "%s: the bf16 copy is p rounded (%zu of %zu differ)",
+        line, diff, n);
+  free(pg);
+  free(lo);
+}
+
 /* k_adamw_ex (the fused path's AdamW writing p's bf16 copy): three steps
  * uncapped against the CPU engine's k_adamw (p, m, v within 1e-5), the
  * copy p rounded bit for bit; the same steps capped at `cap` blocks (on
@@ -1096,25 +1124,9 @@ static void adamw_ex_case(size_t n, int cap) {
     check(0, "%s: %s", line, err1());
     err_clear();
   } else {
-    char what[200];
-    snprintf(what, sizeof what, "%s, 3 steps uncapped: p", line);
-    cmp(what, p, 1e-5);
-    snprintf(what, sizeof what, "%s uncapped: m", line);
-    cmp(what, m, 1e-5);
-    snprintf(what, sizeof what, "%s uncapped: v", line);
-    cmp(what, v, 1e-5);
-    float *pa = down(GPU, p.g, n * 4);
-    uint16_t *lo = down(GPU, la, n * 2);
-    size_t diff = 0;
-    for (size_t i = 0; i < n; i++) {
-      float r = pa[i];
-      round_bf16(&r, 1);
-      uint32_t u;
-      memcpy(&u, &r, 4);
-      diff += lo[i] != (uint16_t)(u >> 16);
-    }
-    check(diff == 0, "%s uncapped: the bf16 copy is p rounded (%zu of %zu "
-          "differ)", line, diff, n);
+    char unc[200];
+    snprintf(unc, sizeof unc, "%s uncapped", line);
+    adamw_low_result(unc, ", 3 steps", p, m, v, la, n);
     const void *a[4] = {p.g, m.g, v.g, la}, *b[4] = {bp, bm, bv, lb};
     static const char *names[4] = {"p", "m", "v", "the bf16 copy"};
     for (int k = 0; k < 4; k++) {
@@ -1125,8 +1137,6 @@ static void adamw_ex_case(size_t n, int cap) {
       free(x);
       free(y);
     }
-    free(pa);
-    free(lo);
   }
   eng_free(GPU, bp); eng_free(GPU, bm); eng_free(GPU, bv);
   eng_free(GPU, la); eng_free(GPU, lb);
@@ -1419,27 +1429,7 @@ static void matmul_adamw_case(int rows, int cols, int k, int pad) {
     check(0, "%s: %s", line, err1());
     err_clear();
   } else {
-    char what[240];
-    snprintf(what, sizeof what, "%s, 2 steps: p", line);
-    cmp(what, p, 1e-5);
-    snprintf(what, sizeof what, "%s: m", line);
-    cmp(what, m, 1e-5);
-    snprintf(what, sizeof what, "%s: v", line);
-    cmp(what, v, 1e-5);
-    float *pg = down(GPU, p.g, n * 4);
-    uint16_t *lo = down(GPU, pl, n * 2);
-    size_t diff = 0;
-    for (size_t i = 0; i < n; i++) {
-      float r = pg[i];
-      round_bf16(&r, 1);
-      uint32_t u;
-      memcpy(&u, &r, 4);
-      diff += lo[i] != (uint16_t)(u >> 16);
-    }
-    check(diff == 0, "%s: the bf16 copy is p rounded (%zu of %zu differ)",
-          line, diff, n);
-    free(pg);
-    free(lo);
+    adamw_low_result(line, ", 2 steps", p, m, v, pl, n);
   }
   eng_free(GPU, yb); eng_free(GPU, xb); eng_free(GPU, pl);
   pair_free(y); pair_free(x); pair_free(v); pair_free(p); pair_free(m);
