@@ -154,21 +154,21 @@ __global__ void __launch_bounds__(THREADS)
 /* The capped form on Hopper: every input arrives by bulk copies. Each of
  * the (few, persistent) blocks walks chunks of C elements, chunk c =
  * block + k * grid; one thread queues the chunk's p, m, v and gradient
- * arrays into one of S shared-memory stages with cp.async.bulk
- * (without holding a thread), all T threads update from shared memory and
- * store p, m, v, and the stage is refilled with the chunk S trips ahead.
- * So a block has S chunks in flight whatever the latency, and its threads
- * never wait on memory themselves. With one gradient array (adamw_ex, a
- * single process's AdamW) the update's arithmetic (IEEE square root and
- * divide), not memory, sets a capped block's pace: 1024 threads there,
- * over chunks of 4096 in three stages. 16-byte aligned buffers; n a multiple of 4 (the
+ * arrays into one of S shared-memory stages with cp.async.bulk (without
+ * holding a thread), all T threads update from shared memory and store p,
+ * m, v, and the stage is refilled with the chunk S trips ahead. So a block
+ * has S chunks in flight whatever the latency, and its threads never wait
+ * on memory themselves. With one gradient array (adamw_ex, a single
+ * process's AdamW) the update's arithmetic (IEEE square root and divide),
+ * not memory, sets a capped block's pace: 1024 threads there, over chunks
+ * of 4096 in three stages. 16-byte aligned buffers; n a multiple of 4 (the
  * caller updates the rest). One block per SM (the stages take most of the
  * shared memory), so the cap is the SMs AdamW holds. L: the type of p's
  * 16-bit copy pl, written beside p (adamw_ex); float: none (pl NULL). */
 template <int NG> struct bulk_shape {
   static constexpr int T = NG == 1 ? 1024 : THREADS;   /* threads a block */
   static constexpr int S = NG == 1 ? 3 : 4;            /* stages */
-  static constexpr int C = NG == 1 ? 4096 : NG == 2 ? 2048 : 1024;   /* elements a chunk */
+  static constexpr int C = NG == 1 ? 4096 : NG == 2 ? 2048 : 1024;   /* chunk */
   static constexpr int ARRAYS = NG + 3;              /* g[0..NG), p, m, v */
   static constexpr size_t SMEM =
       (size_t)S * ARRAYS * C * sizeof(float) + S * sizeof(uint64_t);
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(bulk_shape<NG>::T)
 #endif
 }
 
-template <int NG, typename L = float>
+template <int NG, typename L>
 static int launch_bulk(float *p, L *pl, float *m, float *v, size_t n,
                        const adamw_args &a, unsigned grid, cudaStream_t s) {
   /* per device, so set at every launch (a host call of microseconds) */
@@ -280,7 +280,7 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
 #define ADAMW_NG(NG)                                                          \
   case NG:                                                                    \
     if (bulk) {                                                               \
-      TRY(launch_bulk<NG>(p, (float *)NULL, m, v, n4, a, grid, s));                          \
+      TRY(launch_bulk<NG>(p, (float *)NULL, m, v, n4, a, grid, s));         \
       if (n4 < n) {                                                           \
         adamw_args t = a;                                                     \
         for (int k = 0; k < NG; k++) t.g[k] = a.g[k] + n4;                    \
@@ -312,7 +312,8 @@ __global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
                            float one_b1, float one_b2, float eps, float step,
                            float decay) {
   /* adamw1's arithmetic, as every other form: the same bits */
-  const adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay, 1.0f, 1, {NULL}};
+  const adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay,
+                        1.0f, 1, {NULL}};
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nv = n / 4;
