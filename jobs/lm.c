@@ -126,9 +126,12 @@ static const char *const metrics[] = {
     "loss_last",    "engine_peak_mib", "peak_rss_mib", "loss_scale",
     "skipped_steps", "graph_replays",
     /* kernel_profile: GPU time in kernels of one forward / training step,
-     * the products' share of it, and attention's parts in forward */
+     * the products' share of it, and attention's parts in forward; the
+     * time from its first kernel's start to its last one's end, and how
+     * much of that no kernel ran (launch gaps, waits on the host) */
     "kp_fwd_ms", "kp_fwd_gemm_share", "kp_step_ms", "kp_step_gemm_share",
-    "kp_softmax_ms", "kp_attn_matmul_ms", NULL,
+    "kp_softmax_ms", "kp_attn_matmul_ms", "kp_fwd_span_ms", "kp_fwd_idle_ms",
+    "kp_step_span_ms", "kp_step_idle_ms", NULL,
 };
 
 /* The optimizer steps during backward (in_backward or in_products). */
@@ -339,18 +342,19 @@ static int is_gemm(const char *name) {
  * "kernel|PASS|RANGE|NAME" ("-": outside any range) = [calls, total ms];
  * the total GPU time and the products' share of it in *ms and *gemm,
  * attention's softmax and products (forward) in *softmax and *attn_mm,
- * the top kernel in top. */
+ * the kernels' span and the GPU's idle time within it in *time, the top
+ * kernel in top. */
 static int profile_step(model *m, engine *e, const char *mode, int in_bwd,
                         const char *pass, int32_t *ids, int32_t *tgt, int b,
                         int t, int vocab, rng *r, result *res, double *ms,
                         double *gemm, double *softmax, double *attn_mm,
-                        char *top, size_t ntop) {
+                        eng_kprof_time *time, char *top, size_t ntop) {
   eng_kernel_stat *k = NULL;
   int n = 0;
   TRY(eng_kprof_begin(e));
   int rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, vocab, r, NULL, -1,
                     NULL);
-  int re = eng_kprof_end(e, &k, &n);
+  int re = eng_kprof_end(e, &k, &n, time);
   if (rc < 0 || re < 0) {
     free(k);
     return rc < 0 ? rc : re;
@@ -569,14 +573,19 @@ static int run(const void *settings, result *r) {
            fam);
   if (s->kernel_profile) {
     double fms, fg, sm, amm, sms, sg;
+    eng_kprof_time ft, st;
     char ftop[256], stop[256];
     if ((rc = profile_step(m, e, "forward", 0, "forward", ids, tgt, b, t,
-                           c.vocab, &batches, r, &fms, &fg, &sm, &amm, ftop,
-                           sizeof ftop)) < 0 ||
+                           c.vocab, &batches, r, &fms, &fg, &sm, &amm, &ft,
+                           ftop, sizeof ftop)) < 0 ||
         (rc = profile_step(m, e, "train_step", in_bwd, "train_step", ids, tgt,
                            b, t, c.vocab, &batches, r, &sms, &sg, NULL, NULL,
-                           stop, sizeof stop)) < 0)
+                           &st, stop, sizeof stop)) < 0)
       goto fail;
+    result_set(r, "kp_fwd_span_ms", ft.span_ms);
+    result_set(r, "kp_fwd_idle_ms", ft.span_ms - ft.busy_ms);
+    result_set(r, "kp_step_span_ms", st.span_ms);
+    result_set(r, "kp_step_idle_ms", st.span_ms - st.busy_ms);
     result_set(r, "kp_fwd_ms", fms);
     result_set(r, "kp_fwd_gemm_share", fg);
     result_set(r, "kp_step_ms", sms);

@@ -400,13 +400,17 @@ int eng_kprof_begin(engine *e) {
   return 0;
 }
 
-int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n) {
+int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,
+                  eng_kprof_time *time) {
   e = base_of(e);
   *out = NULL;
   *n = 0;
+  eng_kprof_time none;
+  if (!time) time = &none;
+  time->span_ms = time->busy_ms = 0;
   if (!e->kprof_on) FAIL(ERR_FAIL, "eng_kprof_end: no eng_kprof_begin");
   e->kprof_on = 0;
-  return e->ops->kprof_end(e, out, n);
+  return e->ops->kprof_end(e, out, n, time);
 }
 
 int eng_range_push(engine *e, const char *name) {

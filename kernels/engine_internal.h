@@ -64,7 +64,8 @@ typedef struct engine_ops {
   /* Kernel-level profile and named ranges (kernels.h eng_kprof_begin;
    * NULL: none, and ranges are no-ops). kprof_end waits for the device. */
   int (*kprof_begin)(engine *e);
-  int (*kprof_end)(engine *e, eng_kernel_stat **out, int *n);
+  int (*kprof_end)(engine *e, eng_kernel_stat **out, int *n,
+                   eng_kprof_time *time);
   int (*range_push)(engine *e, const char *name);
   int (*range_pop)(engine *e);
   /* CUDA graphs (NULL: none). graph_end ends the recording whatever

@@ -234,8 +234,16 @@ typedef struct eng_kernel_stat {
   long calls;
   double total_ms;
 } eng_kernel_stat;
+/* The profile's time line (when `time` is not NULL): span_ms from the
+ * first kernel's start to the last one's end, busy_ms the part of it with
+ * a kernel running (kernels side by side counted once), so span - busy is
+ * the GPU idle between kernels: launch gaps, waits on the host. */
+typedef struct eng_kprof_time {
+  double span_ms, busy_ms;
+} eng_kprof_time;
 int eng_kprof_begin(engine *e);
-int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n);
+int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,
+                  eng_kprof_time *time);
 int eng_range_push(engine *e, const char *name);
 int eng_range_pop(engine *e);
 

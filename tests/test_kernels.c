@@ -18,6 +18,7 @@
 #include "kernels/engine_internal.h"   /* a table with a missing op */
 
 #include "common/check.h"
+#include "common/intervals.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1431,6 +1432,52 @@ static void test_init_normal(void) {
   free(t); free(x); free(x2); free(x3);
 }
 
+/* intervals_covered (the kernel profile's busy time): hand-made cases,
+ * then random sets against counting covered unit steps one by one. */
+static void test_intervals(void) {
+  static const struct {
+    const char *what;
+    uint64_t s[4], e[4];
+    size_t n;
+    uint64_t want;
+  } cases[] = {
+      {"none", {0}, {0}, 0, 0},
+      {"one", {5}, {9}, 1, 4},
+      {"two apart, out of order", {20, 5}, {30, 9}, 2, 14},
+      {"one inside another", {0, 3}, {10, 4}, 2, 10},
+      {"two overlapping", {0, 6}, {8, 12}, 2, 12},
+      {"touching", {0, 8}, {8, 12}, 2, 12},
+      {"equal, and empty ones", {2, 2, 7, 9}, {6, 6, 7, 9}, 4, 4},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    uint64_t s[4], e[4];
+    memcpy(s, cases[c].s, sizeof s);
+    memcpy(e, cases[c].e, sizeof e);
+    uint64_t got = intervals_covered(s, e, cases[c].n);
+    check(got == cases[c].want, "intervals_covered, %s: %llu (want %llu)",
+          cases[c].what, (unsigned long long)got,
+          (unsigned long long)cases[c].want);
+  }
+  enum { N = 40, T = 1000 };
+  int bad = 0;
+  for (int trial = 0; trial < 200; trial++) {
+    uint64_t s[N], e[N];
+    unsigned char on[T] = {0};
+    size_t n = 1 + next_u64() % N;
+    for (size_t i = 0; i < n; i++) {
+      s[i] = next_u64() % T;
+      e[i] = s[i] + next_u64() % (T - s[i] + 1) / (1 + next_u64() % 8);
+      for (uint64_t t = s[i]; t < e[i]; t++) on[t] = 1;
+    }
+    uint64_t want = 0;
+    for (int t = 0; t < T; t++) want += on[t];
+    bad += intervals_covered(s, e, n) != want;
+  }
+  check(bad == 0, "intervals_covered of 200 random sets of up to %d "
+        "intervals equals the covered steps counted one by one (%d differ)",
+        (int)N, bad);
+}
+
 int main(void) {
   tl_seed(0x9e3779b97f4a7c15ull);
   if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
@@ -1452,6 +1499,7 @@ int main(void) {
   test_cast();
   test_threads();
   test_view();
+  test_intervals();
   /* A side view of the CPU engine has no stream; ordering is a no-op. */
   {
     engine *side = NULL;

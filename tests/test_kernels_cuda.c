@@ -1215,9 +1215,12 @@ static void test_side_view(void) {
 }
 
 /* eng_kprof (the kernel-level profile, CUPTI): three scales inside a named
- * range and one product outside it come back as one entry per (range,
+ * range and one more outside it come back as one entry per (range,
  * kernel), with the calls counted and a positive GPU time; the scale's
- * name is demangled to its function. Skipped (with a note) in a build
+ * name is demangled to its function, and a kernel in an anonymous
+ * namespace (k_matmul_adamw's plain form) keeps its name. The time line:
+ * the kernels, one after another on one stream, kept the GPU busy for
+ * their summed time, within their span. Skipped (with a note) in a build
  * without CUPTI, where eng_kprof_begin must fail saying so. */
 static void test_kprof(void) {
   pair a = pair_rand(4099, 1);
@@ -1246,8 +1249,28 @@ static void test_kprof(void) {
     if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
   if (eng_range_pop(GPU) < 0) hard_error("eng_range_pop");
   if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
+  /* p, m, v from a's first 3 x 1024 floats (v's NaN after a negative
+   * square root does not matter here) */
+  if (k_matmul_adamw(GPU, 32, 32, 0, NULL, 32, NULL, 32, DT_BF16, a.g, NULL,
+                     (float *)a.g + 1024, (float *)a.g + 2048, 1e-3f, 0.9f,
+                     0.999f, 1e-8f, 0.0f, 1) < 0)
+    hard_error("k_matmul_adamw");
   check(eng_profiling(GPU), "eng_profiling is 1 during a kernel profile");
-  if (eng_kprof_end(GPU, &st, &n) < 0) hard_error("eng_kprof_end");
+  eng_kprof_time tm;
+  if (eng_kprof_end(GPU, &st, &n, &tm) < 0) hard_error("eng_kprof_end");
+  double sum = 0;
+  int named = 1, anon = 0;
+  for (int i = 0; i < n; i++) {
+    sum += st[i].total_ms;
+    named &= st[i].name[0] != '\0';
+    anon |= strstr(st[i].name, "(anonymous namespace)::mm_adamw") == st[i].name;
+  }
+  check(named && anon, "every kernel named, one in an anonymous namespace "
+        "too (%d entries)", n);
+  check(tm.busy_ms > 0 && tm.busy_ms <= tm.span_ms &&
+            fabs(tm.busy_ms - sum) <= 1e-6 * sum + 1e-9,
+        "one stream: busy %.6f ms = the kernels' %.6f ms, within their span "
+        "of %.6f ms", tm.busy_ms, sum, tm.span_ms);
   int in = -1, out = -1;
   for (int i = 0; i < n; i++) {
     if (strstr(st[i].name, "scale_k") && strcmp(st[i].range, "three.scales") == 0) in = i;
@@ -1262,7 +1285,7 @@ static void test_kprof(void) {
   check(!eng_profiling(GPU), "eng_profiling is 0 after it");
   free(st);
   st = NULL;
-  check(eng_kprof_end(GPU, &st, &n) < 0 && st == NULL && n == 0,
+  check(eng_kprof_end(GPU, &st, &n, NULL) < 0 && st == NULL && n == 0,
         "an end without a begin fails");
   pair_free(a);
 }

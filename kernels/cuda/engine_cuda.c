@@ -284,9 +284,10 @@ static int cu_kprof_begin(engine *e) {
   return kprof_begin();
 }
 
-static int cu_kprof_end(engine *e, eng_kernel_stat **out, int *n) {
+static int cu_kprof_end(engine *e, eng_kernel_stat **out, int *n,
+                        eng_kprof_time *time) {
   CHECK_CUDA(cudaDeviceSynchronize());
-  return kprof_end(out, n);
+  return kprof_end(out, n, time);
 }
 
 static int cu_range_push(engine *e, const char *name) {

@@ -2,7 +2,8 @@
  * runs between kprof_begin and kprof_end arrives as an activity record
  * (name, start and end on the GPU's clock) in buffers CUPTI asks for and
  * hands back; kprof_end flushes them and sums the records by (range,
- * name). Ranges attribute kernels: each push also pushes a CUPTI external
+ * name), and measures the span they cover on the GPU's clock and how much
+ * of it some kernel was running (common/intervals.h). Ranges attribute kernels: each push also pushes a CUPTI external
  * correlation id (the range's index), so CUPTI pairs every launch inside
  * it with that id (EXTERNAL_CORRELATION records, by correlation id); the
  * innermost range wins. CUPTI writes those records only beside the API
@@ -18,6 +19,7 @@
 #include "kernels/cuda/kprof.h"
 
 #include "common/check.h"
+#include "common/intervals.h"
 
 #include <cxxabi.h>
 #include <nvtx3/nvToolsExt.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -41,7 +44,7 @@ enum { MAX_RANGES = 64, MAX_DEPTH = 16 };
 struct kernel_rec {
   uint32_t correlation;
   std::string name;
-  double ms;
+  uint64_t start, end;   /* ns, the GPU's clock */
 };
 
 struct state {
@@ -122,8 +125,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buf, size_t,
     if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
         rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-      S.kernels.push_back({k->correlationId, short_name(k->name),
-                           (double)(k->end - k->start) * 1e-6});
+      S.kernels.push_back({k->correlationId, short_name(k->name), k->start,
+                           k->end > k->start ? k->end : k->start});
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const CUpti_ActivityExternalCorrelation *x =
           (const CUpti_ActivityExternalCorrelation *)rec;
@@ -159,7 +162,7 @@ int kprof_begin(void) {
 #endif
 }
 
-int kprof_end(eng_kernel_stat **out, int *n) {
+int kprof_end(eng_kernel_stat **out, int *n, eng_kprof_time *time) {
   *out = NULL;
   *n = 0;
 #ifdef HAVE_CUPTI
@@ -173,7 +176,10 @@ int kprof_end(eng_kernel_stat **out, int *n) {
   if (r != CUPTI_SUCCESS)
     FAIL(ERR_FAIL, "cuptiActivityFlushAll: %s", cupti_msg(r));
   std::map<std::pair<std::string, std::string>, std::pair<long, double>> sum;
+  std::vector<uint64_t> starts, ends;
   for (const kernel_rec &k : S.kernels) {
+    starts.push_back(k.start);
+    ends.push_back(k.end);
     auto it = S.range_of.find(k.correlation);
     std::string range = it != S.range_of.end() && it->second >= 1 &&
                                 it->second <= S.ranges.size()
@@ -181,7 +187,15 @@ int kprof_end(eng_kernel_stat **out, int *n) {
                             : "";
     auto &v = sum[{range, k.name}];
     v.first++;
-    v.second += k.ms;
+    v.second += (double)(k.end - k.start) * 1e-6;
+  }
+  if (!starts.empty()) {
+    uint64_t first = *std::min_element(starts.begin(), starts.end()),
+             last = *std::max_element(ends.begin(), ends.end());
+    time->span_ms = (double)(last - first) * 1e-6;
+    time->busy_ms =
+        (double)intervals_covered(starts.data(), ends.data(), starts.size()) *
+        1e-6;
   }
   eng_kernel_stat *t =
       (eng_kernel_stat *)calloc(sum.size() ? sum.size() : 1, sizeof *t);

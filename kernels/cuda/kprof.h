@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 int kprof_begin(void);
-int kprof_end(eng_kernel_stat **out, int *n);
+int kprof_end(eng_kernel_stat **out, int *n, eng_kprof_time *time);
 int kprof_active(void);
 /* An NVTX range (Nsight Systems shows it) and, while a profile is being
  * taken, the range kernels launched inside it are attributed to. */

@@ -85,6 +85,21 @@ TEXT
     echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel[;,] //')."
   done
   echo
+  # the GPU's idle time between kernels (rows since the job records it)
+  idle=
+  case ",$(head -n 1 "$kp")," in *,kp_step_idle_ms,*)
+    idle=$(tool select "$kp" --cols size,context,kp_fwd_idle_ms,kp_fwd_span_ms,kp_step_idle_ms,kp_step_span_ms \
+             --where status=ok | tail -n +2 | awk -F, '$3 != "" && $5 != ""') ;;
+  esac
+  if [ -n "$idle" ]; then
+    echo "From the first kernel's start to the last one's end, the GPU ran no"
+    echo "kernel (launch gaps, waits on the host) for:"
+    echo
+    printf '%s\n' "$idle" | while IFS=, read -r size ctx fi fs si ss; do
+      echo "- $size, context $ctx: $(calc %.2f "$fi") of $(calc %.2f "$fs") ms in forward, $(calc %.2f "$si") of $(calc %.2f "$ss") ms in the training step."
+    done
+    echo
+  fi
 else
   echo "**Missing:** per-kernel names, launch counts and NVTX-range filtering"
   echo "come from \`./runner experiments/nsys_profile.cfg\` (the lm kind's CUPTI"
