@@ -3,14 +3,15 @@
  * (name, start and end on the GPU's clock) in buffers CUPTI asks for and
  * hands back; kprof_end flushes them and sums the records by (range,
  * name), and measures the span they cover on the GPU's clock and how much
- * of it some kernel was running (common/intervals.h). Ranges attribute kernels: each push also pushes a CUPTI external
- * correlation id (the range's index), so CUPTI pairs every launch inside
- * it with that id (EXTERNAL_CORRELATION records, by correlation id); the
- * innermost range wins. CUPTI writes those records only beside the API
- * records of the launching call, so the runtime's and the driver's API
- * activity is enabled too (their records are read and dropped): our
- * kernels launch through the runtime, cuBLAS's through the driver. Names are demangled and shortened to the function
- * (no return type, no parameter list).
+ * of it some kernel was running (common/intervals.h). Ranges attribute
+ * kernels: each push also pushes a CUPTI external correlation id (the
+ * range's index), so CUPTI pairs every launch inside it with that id
+ * (EXTERNAL_CORRELATION records, by correlation id); the innermost range
+ * wins. CUPTI writes those records only beside the API records of the
+ * launching call, so the runtime's and the driver's API activity is
+ * enabled too (their records are read and dropped): our kernels launch
+ * through the runtime, cuBLAS's through the driver. Names are demangled
+ * and shortened to the function (no return type, no parameter list).
  *
  * CUPTI's activity state is the process's, not an engine's: one profile at
  * a time, in one thread. Built only with CUPTI (HAVE_CUPTI); without it
