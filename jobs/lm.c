@@ -81,7 +81,8 @@ static const param_def params[] = {
      NULL, NULL, "false",
      "true: after timing, one forward and one training step are profiled "
      "kernel by kernel (CUPTI, as Nsight Systems): every kernel's name, "
-     "calls and time by range, in NAME.samples.jsonl (cuda only)"},
+     "calls and time by range, in NAME.samples.jsonl, and the time no "
+     "kernel ran between the first and the last (cuda only)"},
     {"run", "optimizer", STRING_FIELD(lm_settings, optimizer), 0, 0,
      optimizers, NULL, "after_backward",
      "train_step's AdamW: after_backward (one pass over every parameter "
