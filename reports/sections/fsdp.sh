@@ -368,6 +368,10 @@ ROW
         --where reshard_after_forward="$2" --where checkpoint_keep_attention="${4:-$bka}" \
         ${hc:+--where head_chunk="${5:-$bch}"} --agg first --default ''
     }
+    # " (rows from two commits)" where the best row and the one it is
+    # compared with were measured from different commits
+    b_git=$(atk git_commit "$brs")
+    vintage() { [ "$1" = "$b_git" ] || printf ' (rows from two commits)'; }
     ok_ms=$(atk step_ms_median "$other")   # the same k the other way
     ok_pk=$(atk engine_peak_mib "$other")
     b_pk=$(atk engine_peak_mib "$brs")
@@ -383,14 +387,14 @@ ROW
     if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
       num "leaderboard_2026 peak" "$ok_pk"
       num "leaderboard_2026 peak" "$b_pk"
-      echo "Resharded: $brs against $other at k = $bk: $(calc %+.1f "100 * ($bms - $ok_ms) / $ok_ms")% of the step, $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU;"
+      echo "Resharded: $brs against $other at k = $bk: $(calc %+.1f "100 * ($bms - $ok_ms) / $ok_ms")% of the step, $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$other")");"
     fi
     echo "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most: every k reruns one forward."
     na=$([ "$bka" = true ] && echo false || echo true)
     ka_ms=$(atk step_ms_median "$brs" "$bk" "$na") ka_pk=$(atk engine_peak_mib "$brs" "$bk" "$na")
     if [ -n "$ka_ms" ] && [ -n "$ka_pk" ]; then
       num "leaderboard_2026 step" "$ka_ms"
-      echo "Attention kept: $bka against $na: $(calc %+.1f "100 * ($bms - $ka_ms) / $ka_ms")% of the step, $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU."
+      echo "Attention kept: $bka against $na: $(calc %+.1f "100 * ($bms - $ka_ms) / $ka_ms")% of the step, $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$brs" "$bk" "$na")")."
     fi
     # the head in chunks against whole (or back), at the best row's k,
     # resharding and attention
@@ -400,7 +404,7 @@ ROW
       ch_ms=$(atk step_ms_median "$brs" "$bk" "$bka" "$och") ch_pk=$(atk engine_peak_mib "$brs" "$bk" "$bka" "$och")
       if [ -n "$och" ] && [ -n "$ch_ms" ] && [ -n "$ch_pk" ]; then
         num "leaderboard_2026 step" "$ch_ms"
-        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU;"
+        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$brs" "$bk" "$bka" "$och")");"
         # chunks rerun the head's product in backward: 2 x tokens x d x V
         echo "chunks rerun the head's product: $(calc %.1f "100 * 2 * $btok * $bd * $bV / $flops")% of the model FLOPs more."
       fi
