@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static int intervals_cmp_u64(const void *a, const void *b) {
+static inline int intervals_cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);
 }
