@@ -77,14 +77,14 @@ lm() { # PRECISION OPTIMIZER COL
 plm() { # PRECISION COL: from lm_anchor
   pt_compiled "$lm_anchor" 2.7B 512 "$1" "$2"
 }
-ms=$(lm bf16 after_backward step_ms_mean)
+ms=$(lm bf16 after_backward step_ms_median)
 mib=$(lm bf16 after_backward engine_peak_mib)
 gpu=$(lm bf16 after_backward gpu_name)
 lm_anchor=$(for_gpu torch_lm "$gpu")
 pms=$(plm bf16 step_ms_median)
 pgib=$(plm bf16 peak_gib)
 pgpu=$(plm bf16 gpu)
-ims=$(lm bf16 in_backward step_ms_mean)
+ims=$(lm bf16 in_backward step_ms_median)
 imib=$(lm bf16 in_backward engine_peak_mib)
 if [ -n "$ms" ]; then
   num ms "$ms"; num mib "$mib"
@@ -107,14 +107,14 @@ if [ -n "$ms" ]; then
 fi
 # fp32: our faster of section T's row (flash) and torch_compile's fused
 # steps (materialised attention runs on cuBLAS, flash on CUDA cores).
-fms=$(lm fp32 after_backward step_ms_mean)
+fms=$(lm fp32 after_backward step_ms_median)
 fgpu=$(lm fp32 after_backward gpu_name)
 fatt=flash
 tc() { # COL
-  val "$DATA/torch_compile.csv" "$1" --sort step_ms_mean --where size=2.7B --where context=512 \
+  val "$DATA/torch_compile.csv" "$1" --sort step_ms_median --where size=2.7B --where context=512 \
     --where precision=fp32 --where mode=train_step --where fusion=fused
 }
-tms=$(tc step_ms_mean)
+tms=$(tc step_ms_median)
 if [ -n "$tms" ] && { [ -z "$fms" ] || is_true "$tms < $fms"; }; then
   fms=$tms; fgpu=$(tc gpu_name); fatt=$(tc attention)
 fi
@@ -140,8 +140,8 @@ gc() { # COL
   val "$gck" "$1" --sort -utc --where precision=bf16 --where optimizer="$copt" --where checkpoint_layers=1
 }
 copt=in_backward
-cms=$(gc step_ms_mean)
-[ -n "$cms" ] || { copt=after_backward; cms=$(gc step_ms_mean); }
+cms=$(gc step_ms_median)
+[ -n "$cms" ] || { copt=after_backward; cms=$(gc step_ms_median); }
 if [ -n "$cms" ]; then
   cgpu=$(gc gpu_name) cmib=$(gc engine_peak_mib)
   num cms "$cms"; num cmib "$cmib"

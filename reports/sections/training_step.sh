@@ -67,7 +67,7 @@ PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
 torch.compile + SDPA + fused AdamW, default mode or CUDA graphs
 (\`reduce-overhead\`), the faster where both ran; \`compiled_inbwd\` the
 same in default mode, stepped per parameter from
-register_post_accumulate_grad_hook. $mfu_words Step in ms, peak in GiB
+register_post_accumulate_grad_hook. $mfu_words Step: median ms (as PyTorch's), peak in GiB
 (ours: our allocator; PyTorch's: max_memory_allocated, with CUDA graphs
 max_memory_reserved, whose pool holds a replay's intermediates).
 
@@ -79,9 +79,9 @@ tool select "$csv" --cols size,context,precision --where status=ok --where adamw
   awk -F, 'BEGIN { o["small"]=1; o["medium"]=2; o["large"]=3; o["xl"]=4; o["2.7B"]=5 }
     { print (o[$1] ? o[$1] : 9) "," $0 }' | sort -t, -k4,4 -k1,1n -k3,3n | cut -d, -f2- |
   while IFS=, read -r s c p; do
-    a=$(ours "$s" "$c" "$p" after_backward step_ms_mean)
+    a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
     am=$(ours "$s" "$c" "$p" after_backward engine_peak_mib)
-    i=$(ours "$s" "$c" "$p" in_backward step_ms_mean)
+    i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
     im=$(ours "$s" "$c" "$p" in_backward engine_peak_mib)
     np=$(ours "$s" "$c" "$p" in_backward params)
     tk=$(ours "$s" "$c" "$p" in_backward tokens_per_step)
@@ -99,8 +99,8 @@ fi
 failed_jobs "$csv" size,context,precision,optimizer,status,message "size,context,precision,optimizer,status,message"
 
 # The headline: 2.7B, bf16, context 512.
-a=$(ours 2.7B 512 bf16 after_backward step_ms_mean)
-i=$(ours 2.7B 512 bf16 in_backward step_ms_mean)
+a=$(ours 2.7B 512 bf16 after_backward step_ms_median)
+i=$(ours 2.7B 512 bf16 in_backward step_ms_median)
 if [ -n "$a" ] && [ -n "$i" ]; then
   am=$(ours 2.7B 512 bf16 after_backward engine_peak_mib)
   im=$(ours 2.7B 512 bf16 in_backward engine_peak_mib)
@@ -176,23 +176,23 @@ else
 The updates held to \`adamw_blocks\` persistent blocks (one an SM) beside
 backward, whose matrix products are shaped for the GPU's SMs minus
 \`gemm_sm_reserve\` (experiments/optimizer_in_backward_sms.cfg: 2.7B, bf16,
-context 512, in backward; $same_row). Step and backward
-(with the updates beside it) in ms, peak in GiB:
+context 512, in backward; $same_row). Step (median) and backward
+(mean, with the updates beside it) in ms, peak in GiB:
 
 | AdamW blocks | SMs reserved | step | backward + updates | peak |
 |--:|--:|--:|--:|--:|
 TEXT
-  i0=$(ours 2.7B 512 bf16 in_backward step_ms_mean)
+  i0=$(ours 2.7B 512 bf16 in_backward step_ms_median)
   if [ -n "$i0" ]; then
     echo "| 0 | 0 | $(f1 "$i0") | $(f1 "$(ours 2.7B 512 bf16 in_backward bwd_ms_mean)") | $(gib "$(ours 2.7B 512 bf16 in_backward engine_peak_mib)") |"
   fi
-  tool select "$sms" --cols adamw_blocks,gemm_sm_reserve,step_ms_mean,bwd_ms_mean,engine_peak_mib \
+  tool select "$sms" --cols adamw_blocks,gemm_sm_reserve,step_ms_median,bwd_ms_mean,engine_peak_mib \
     --where status=ok --latest adamw_blocks,gemm_sm_reserve | sed 1d | sort -t, -k1,1n -k2,2n |
     while IFS=, read -r nb nr st bw pk; do
       echo "| $nb | $nr | $(f1 "$st") | $(f1 "$bw") | $(gib "$pk") |"
     done
   echo
-  best=$(tool select "$sms" --cols step_ms_mean,adamw_blocks,gemm_sm_reserve,engine_peak_mib --where status=ok \
+  best=$(tool select "$sms" --cols step_ms_median,adamw_blocks,gemm_sm_reserve,engine_peak_mib --where status=ok \
     --latest adamw_blocks,gemm_sm_reserve | sed 1d | sort -t, -k1,1g | head -1)
   bst=${best%%,*}; r=${best#*,}; bnb=${r%%,*}; r=${r#*,}; bnr=${r%%,*}; bpk=${r#*,}
   if [ -z "$i0" ]; then
@@ -216,8 +216,8 @@ fi
 loses=$(tool select "$csv" --cols size,context,precision --where status=ok --where adamw_blocks=0 |
   sed 1d | sort -u | while IFS=, read -r s c p; do
     tc=$(theirs "$s" "$c" "$p" compiled step_ms_median)
-    a=$(ours "$s" "$c" "$p" after_backward step_ms_mean)
-    i=$(ours "$s" "$c" "$p" in_backward step_ms_mean)
+    a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
+    i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
     [ -n "$tc" ] && [ -n "$a" ] && [ -n "$i" ] || continue
     best=$(calc %.1f "($a < $i) ? $a : $i")
     is_true "$tc < $best" || continue
@@ -311,9 +311,9 @@ if has_rows "$ip"; then
     echo "|---|--:|--:|"
   fi
   tool distinct "$ip" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    cell="$(f1 "$(inp "$s" "$c" step_ms_mean)"), $(gib "$(inp "$s" "$c" engine_peak_mib)")"
+    cell="$(f1 "$(inp "$s" "$c" step_ms_median)"), $(gib "$(inp "$s" "$c" engine_peak_mib)")"
     if [ "$ipgpu" = "$gpu" ]; then
-      echo "| $s | $c | $(f1 "$(ours "$s" "$c" bf16 after_backward step_ms_mean)"), $(gib "$(ours "$s" "$c" bf16 after_backward engine_peak_mib)") | $(f1 "$(ours "$s" "$c" bf16 in_backward step_ms_mean)"), $(gib "$(ours "$s" "$c" bf16 in_backward engine_peak_mib)") | $cell |"
+      echo "| $s | $c | $(f1 "$(ours "$s" "$c" bf16 after_backward step_ms_median)"), $(gib "$(ours "$s" "$c" bf16 after_backward engine_peak_mib)") | $(f1 "$(ours "$s" "$c" bf16 in_backward step_ms_median)"), $(gib "$(ours "$s" "$c" bf16 in_backward engine_peak_mib)") | $cell |"
     else
       echo "| $s | $c | $cell |"
     fi
