@@ -114,7 +114,11 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   echo "**Answer.** At 2.7B, bf16, context 512, AdamW in backward takes the"
   echo "step from $(f1 "$a") ms to $(f1 "$i") ms and the peak from $(gib "$am") GiB to"
   echo "$(gib "$im") GiB: the full gradient buffer ($(calc %.1f "($am - $im) / 1024") GiB) is gone."
-  echo "Of AdamW's $(f1 "$ao") ms after backward, only $hidden ms hide under"
+  if is_true "$hidden > 0"; then
+    echo "Of AdamW's $(f1 "$ao") ms after backward, only $hidden ms hide under"
+  else   # the updates beside backward cost more than after it
+    echo "None of AdamW's $(f1 "$ao") ms after backward hides under"
+  fi
   echo "backward ($(f1 "$ab") ms alone, $(f1 "$ib") ms with the updates beside it):"
   echo "the update is a pass over 30 bytes a parameter at the memory's speed,"
   echo "and backward's products, which hold every SM, leave it little room."
