@@ -600,6 +600,11 @@ static int run(const void *settings, result *r) {
     size_t len = strlen(r->message);
     snprintf(r->message + len, sizeof r->message - len,
              "; top kernel, forward: %s; training step: %s", ftop, stop);
+    len = strlen(r->message);
+    if (ft.host_api[0] || st.host_api[0])
+      snprintf(r->message + len, sizeof r->message - len,
+               "; host's CUDA calls, forward: %s; training step: %s",
+               ft.host_api, st.host_api);
   }
 
   result_set(r, "params", (double)model_nparams(m));

@@ -408,6 +408,7 @@ int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,
   eng_kprof_time none;
   if (!time) time = &none;
   time->span_ms = time->busy_ms = 0;
+  time->host_api[0] = '\0';
   if (!e->kprof_on) FAIL(ERR_FAIL, "eng_kprof_end: no eng_kprof_begin");
   e->kprof_on = 0;
   return e->ops->kprof_end(e, out, n, time);

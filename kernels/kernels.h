@@ -237,9 +237,13 @@ typedef struct eng_kernel_stat {
 /* The profile's time line (when `time` is not NULL): span_ms from the
  * first kernel's start to the last one's end, busy_ms the part of it with
  * a kernel running (kernels side by side counted once), so span - busy is
- * the GPU idle between kernels: launch gaps, waits on the host. */
+ * the GPU idle between kernels: launch gaps, waits on the host. host_api:
+ * where the host's time in CUDA calls went, the four runtime or driver
+ * calls with the most ("cudaStreamSynchronize 61.2 ms x3, ..."; waits
+ * for the GPU count as the call's time), "" when none was recorded. */
 typedef struct eng_kprof_time {
   double span_ms, busy_ms;
+  char host_api[200];
 } eng_kprof_time;
 int eng_kprof_begin(engine *e);
 int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,

@@ -1220,7 +1220,8 @@ static void test_side_view(void) {
  * name is demangled to its function, and a kernel in an anonymous
  * namespace (k_matmul_adamw's plain form) keeps its name. The time line:
  * the kernels, one after another on one stream, kept the GPU busy for
- * their summed time, within their span. Skipped (with a note) in a build
+ * their summed time, within their span; the host's CUDA calls are named
+ * with their time. Skipped (with a note) in a build
  * without CUPTI, where eng_kprof_begin must fail saying so. */
 static void test_kprof(void) {
   pair a = pair_rand(4099, 1);
@@ -1271,6 +1272,9 @@ static void test_kprof(void) {
             fabs(tm.busy_ms - sum) <= 1e-6 * sum + 1e-9,
         "one stream: busy %.6f ms = the kernels' %.6f ms, within their span "
         "of %.6f ms", tm.busy_ms, sum, tm.span_ms);
+  check(strncmp(tm.host_api, "cu", 2) == 0 && strstr(tm.host_api, " ms x"),
+        "the host's CUDA calls named with their time (%s)",
+        tm.host_api);
   int in = -1, out = -1;
   for (int i = 0; i < n; i++) {
     if (strstr(st[i].name, "scale_k") && strcmp(st[i].range, "three.scales") == 0) in = i;

@@ -51,6 +51,8 @@ struct kernel_rec {
 struct state {
   bool active = false;
   std::vector<kernel_rec> kernels;
+  /* host time in CUDA calls: (domain, callback id) -> calls, ns */
+  std::map<std::pair<int, uint32_t>, std::pair<long, uint64_t>> api;
   std::map<uint32_t, uint64_t> range_of;   /* correlation id -> range id */
   std::vector<std::string> ranges;         /* id - 1 -> name */
   int depth = 0;
@@ -128,6 +130,15 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buf, size_t,
       const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
       S.kernels.push_back({k->correlationId, short_name(k->name), k->start,
                            k->end > k->start ? k->end : k->start});
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+               rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+      const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+      int dom = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                    ? CUPTI_CB_DOMAIN_RUNTIME_API
+                    : CUPTI_CB_DOMAIN_DRIVER_API;
+      auto &v = S.api[{dom, a->cbid}];
+      v.first++;
+      v.second += a->end > a->start ? a->end - a->start : 0;
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const CUpti_ActivityExternalCorrelation *x =
           (const CUpti_ActivityExternalCorrelation *)rec;
@@ -150,6 +161,7 @@ int kprof_begin(void) {
   if (S.active) FAIL(ERR_FAIL, "eng_kprof_begin: a profile is being taken");
   S.kernels.clear();
   S.range_of.clear();
+  S.api.clear();
   CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
@@ -198,6 +210,27 @@ int kprof_end(eng_kernel_stat **out, int *n, eng_kprof_time *time) {
         (double)intervals_covered(starts.data(), ends.data(), starts.size()) *
         1e-6;
   }
+  {   /* the calls with the most host time, most first */
+    std::vector<std::pair<uint64_t, std::pair<int, uint32_t>>> by;
+    for (const auto &kv : S.api) by.push_back({kv.second.second, kv.first});
+    std::sort(by.rbegin(), by.rend());
+    size_t len = 0;
+    for (size_t i = 0; i < by.size() && i < 4; i++) {
+      const char *name = nullptr;
+      if (cuptiGetCallbackName((CUpti_CallbackDomain)by[i].second.first,
+                               by[i].second.second, &name) != CUPTI_SUCCESS ||
+          !name)
+        name = "?";
+      std::string nm = name;   /* "cudaMemcpy_v3020" -> "cudaMemcpy" */
+      size_t v = nm.find("_v");
+      if (v != std::string::npos) nm.resize(v);
+      int w = snprintf(time->host_api + len, sizeof time->host_api - len,
+                       "%s%s %.1f ms x%ld", i ? ", " : "", nm.c_str(),
+                       (double)by[i].first * 1e-6, S.api[by[i].second].first);
+      if (w < 0 || (size_t)w >= sizeof time->host_api - len) break;
+      len += (size_t)w;
+    }
+  }
   eng_kernel_stat *t =
       (eng_kernel_stat *)calloc(sum.size() ? sum.size() : 1, sizeof *t);
   CHECK_ALLOC(t, sum.size() * sizeof *t);
@@ -211,6 +244,7 @@ int kprof_end(eng_kernel_stat **out, int *n, eng_kprof_time *time) {
   }
   S.kernels.clear();
   S.range_of.clear();
+  S.api.clear();
   *out = t;
   *n = i;
   return 0;
