@@ -136,7 +136,10 @@ static const char *const metrics[] = {
      * much of that no kernel ran (launch gaps, waits on the host) */
     "kp_fwd_ms", "kp_fwd_gemm_share", "kp_step_ms", "kp_step_gemm_share",
     "kp_softmax_ms", "kp_attn_matmul_ms", "kp_fwd_span_ms", "kp_fwd_idle_ms",
-    "kp_step_span_ms", "kp_step_idle_ms", NULL,
+    "kp_step_span_ms", "kp_step_idle_ms",
+    /* over the timed steps (cuda, where NVML is): the SM clock's and the
+     * power's means and the share of readings the power cap throttled */
+    "gpu_sm_mhz", "gpu_power_w", "gpu_power_capped", NULL,
 };
 
 /* The optimizer steps during backward (in_backward or in_products). */
@@ -538,6 +541,7 @@ static int run(const void *settings, result *r) {
 
   engine *e = NULL;
   model *m = NULL;
+  int monitored = 0;   /* no monitor (the cpu engine, no NVML): no columns */
   int32_t *ids = malloc(sizeof *ids * (size_t)b * (size_t)t);
   int32_t *tgt = malloc(sizeof *tgt * (size_t)b * (size_t)t);
   double *buf = calloc((size_t)steps * 5, sizeof *buf);
@@ -559,11 +563,22 @@ static int run(const void *settings, result *r) {
   created = clock_now_s();
   for (int k = 0; k < warmup + steps; k++) {
     int timed = k >= warmup;
+    if (k == warmup && !(monitored = eng_monitor_begin(e) == 0)) err_clear();
     if ((rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, c.vocab, &batches,
                        timed ? &tm : NULL, timed ? k - warmup : -1,
                        k == 0 ? marks : NULL)) < 0)
       goto fail;
     if (k == 0) eng_memlog(e, 0);
+  }
+  eng_monitor mon = {0};
+  if (monitored) {
+    monitored = 0;
+    if ((rc = eng_monitor_end(e, &mon)) < 0) goto fail;
+  }
+  if (mon.samples > 0) {
+    result_set(r, "gpu_sm_mhz", mon.sm_mhz);
+    result_set(r, "gpu_power_w", mon.power_w);
+    result_set(r, "gpu_power_capped", mon.power_capped);
   }
 
   /* One more, untimed step with every operation bracketed: where the time
@@ -637,6 +652,10 @@ static int run(const void *settings, result *r) {
 fail:
   err_trace(__FILE__, __LINE__);
 done:
+  if (monitored) {   /* a timed step failed */
+    eng_monitor left;
+    (void)eng_monitor_end(e, &left);
+  }
   if (m) model_destroy(m);
   if (e) engine_destroy(e);
   free(ids);

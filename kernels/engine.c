@@ -414,6 +414,23 @@ int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,
   return e->ops->kprof_end(e, out, n, time);
 }
 
+int eng_monitor_begin(engine *e) {
+  e = base_of(e);
+  if (!e->ops->monitor_begin)
+    FAIL(ERR_FAIL, "eng_monitor_begin: the %s engine has no clock and power "
+         "monitor (allowed: the cuda engine)", e->ops->name);
+  return e->ops->monitor_begin(e);
+}
+
+int eng_monitor_end(engine *e, eng_monitor *out) {
+  e = base_of(e);
+  memset(out, 0, sizeof *out);
+  if (!e->ops->monitor_end)
+    FAIL(ERR_FAIL, "eng_monitor_end: the %s engine has no monitor",
+         e->ops->name);
+  return e->ops->monitor_end(e, out);
+}
+
 int eng_range_push(engine *e, const char *name) {
   return e->ops->range_push ? e->ops->range_push(e, name) : 0;
 }

@@ -68,6 +68,9 @@ typedef struct engine_ops {
                    eng_kprof_time *time);
   int (*range_push)(engine *e, const char *name);
   int (*range_pop)(engine *e);
+  /* The clock and power monitor (kernels.h eng_monitor_begin; NULL: none) */
+  int (*monitor_begin)(engine *e);
+  int (*monitor_end)(engine *e, eng_monitor *out);
   /* CUDA graphs (NULL: none). graph_end ends the recording whatever
    * happens and instantiates it; *g stays NULL on failure. */
   int (*graph_begin)(engine *e);

@@ -251,6 +251,20 @@ int eng_kprof_end(engine *e, eng_kernel_stat **out, int *n,
 int eng_range_push(engine *e, const char *name);
 int eng_range_pop(engine *e);
 
+/* The GPU's clock and power while work runs: between eng_monitor_begin
+ * and eng_monitor_end a thread reads, every 10 ms, the SM clock, the power
+ * drawn and whether the power cap holds the clock down (NVML, through the
+ * driver). samples: readings taken; sm_mhz, power_w: their means;
+ * power_capped: the share of them throttled by the power cap. CUDA engine
+ * only, one monitor at a time in a process; eng_monitor_begin fails saying
+ * why elsewhere or without NVML. */
+typedef struct eng_monitor {
+  long samples;
+  double sm_mhz, power_w, power_capped;
+} eng_monitor;
+int eng_monitor_begin(engine *e);
+int eng_monitor_end(engine *e, eng_monitor *out);
+
 /* The memory timeline (memory_profiling): with eng_memlog(e, 1) every
  * eng_alloc and eng_free is recorded, with the host clock (seconds since
  * the call), its tag, the bytes it added (negative for a free) and the

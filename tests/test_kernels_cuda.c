@@ -1214,6 +1214,43 @@ static void test_side_view(void) {
   pair_free(one);
 }
 
+/* eng_monitor (the clock and power monitor, NVML): over ~0.2 s of
+ * kernels it takes readings whose clock, power and power-capped share are
+ * in range; a second monitor while one runs, an end without a begin and
+ * the cpu engine's monitor fail, saying why. */
+static void test_monitor(void) {
+  eng_monitor mon;
+  int rc = eng_monitor_begin(CPU);
+  check(rc < 0 && strstr(err_msg(), "no clock and power monitor"),
+        "the cpu engine has no monitor, saying so: %s", rc < 0 ? err1() : "no");
+  err_clear();
+  check(eng_monitor_end(GPU, &mon) < 0 && strstr(err_msg(), "no eng_monitor_begin"),
+        "eng_monitor_end without a begin fails");
+  err_clear();
+  if (eng_monitor_begin(GPU) < 0) {   /* no NVML: a failed check, said */
+    check(0, "eng_monitor_begin: %s", err1());
+    err_clear();
+    return;
+  }
+  check(eng_monitor_begin(GPU) < 0 && strstr(err_msg(), "a monitor is running"),
+        "a second monitor fails while one runs");
+  err_clear();
+  pair a = pair_rand(1 << 22, 1);
+  double t0 = clock_now_s();
+  while (clock_now_s() - t0 < 0.2) {
+    for (int i = 0; i < 50; i++)
+      if (k_scale(GPU, a.g, 1.0f, 1 << 22) < 0) hard_error("k_scale");
+    if (eng_sync(GPU) < 0) hard_error("eng_sync");
+  }
+  if (eng_monitor_end(GPU, &mon) < 0) hard_error("eng_monitor_end");
+  check(mon.samples >= 5 && mon.sm_mhz > 100 && mon.sm_mhz < 5000 &&
+            mon.power_w > 1 && mon.power_w < 5000 && mon.power_capped >= 0 &&
+            mon.power_capped <= 1,
+        "%ld readings over 0.2 s of kernels: %.0f MHz, %.0f W, %.2f of them "
+        "power-capped", mon.samples, mon.sm_mhz, mon.power_w, mon.power_capped);
+  pair_free(a);
+}
+
 /* eng_kprof (the kernel-level profile, CUPTI): three scales inside a named
  * range and one more outside it come back as one entry per (range,
  * kernel), with the calls counted and a positive GPU time; the scale's
@@ -1993,6 +2030,7 @@ int main(int argc, char **argv) {
 #ifdef HAVE_CUDA
   test_view();
   test_kprof();
+  test_monitor();
   test_side_view();
 #endif
   test_copy();

@@ -122,6 +122,11 @@ int cuda_release(engine *e, void *p);
  * their bandwidth (AdamW on an H100: 2.83 vs 3.00 TB/s, measured). */
 unsigned cuda_grid(const engine *e, size_t work, int threads);
 
+/* The clock and power monitor of GPU `device` (gpu_monitor.c; kernels.h
+ * eng_monitor_begin). */
+int cuda_monitor_begin(int device);
+int cuda_monitor_end(eng_monitor *out);
+
 /* The fused path's product through cuBLASLt with a per-shape algorithm
  * chosen by timing (matmul_lt.c); cuda_matmul_ex's arguments, m, n, k > 0.
  * cuda_lt_plans_free releases the plans (engine teardown). */

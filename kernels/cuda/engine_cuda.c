@@ -296,6 +296,15 @@ static int cu_range_push(engine *e, const char *name) {
 
 static int cu_range_pop(engine *e) { return kprof_range_pop(); }
 
+static int cu_monitor_begin(engine *e) {
+  return cuda_monitor_begin(cuda_impl(e)->device);
+}
+
+static int cu_monitor_end(engine *e, eng_monitor *out) {
+  (void)e;
+  return cuda_monitor_end(out);
+}
+
 /* TF32 through cuBLAS's math mode; 3xTF32 is matmul.c's own form. */
 static int cu_f32_products(engine *e, f32_products p) {
   cuda_engine *c = cuda_impl(e);
@@ -401,6 +410,8 @@ static const engine_ops cuda_ops = {
   .prof_release = cu_prof_release,
   .kprof_begin = cu_kprof_begin,
   .kprof_end = cu_kprof_end,
+  .monitor_begin = cu_monitor_begin,
+  .monitor_end = cu_monitor_end,
   .range_push = cu_range_push,
   .range_pop = cu_range_pop,
   .graph_begin = cu_graph_begin,
