@@ -67,12 +67,13 @@ PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
 torch.compile + SDPA + fused AdamW, default mode or CUDA graphs
 (\`reduce-overhead\`), the faster where both ran; \`compiled_inbwd\` the
 same in default mode, stepped per parameter from
-register_post_accumulate_grad_hook. $mfu_words Step: median ms (as PyTorch's), peak in GiB
+register_post_accumulate_grad_hook. $mfu_words MHz: the mean SM clock
+(NVML). Step: median ms (as PyTorch's), peak in GiB
 (ours: our allocator; PyTorch's: max_memory_allocated, with CUDA graphs
 max_memory_reserved, whose pool holds a replay's intermediates).
 
-| size | context | precision | after backward | peak | in backward | peak | MFU in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
-|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
+| size | context | precision | after backward | peak | in backward | peak | MFU in bwd | MHz in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
+|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 TEXT
 tool select "$csv" --cols size,context,precision --where status=ok --where adamw_blocks=0 |
   sed 1d | sort -u |
@@ -84,12 +85,13 @@ tool select "$csv" --cols size,context,precision --where status=ok --where adamw
     i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
     im=$(ours "$s" "$c" "$p" in_backward engine_peak_mib)
     np=$(ours "$s" "$c" "$p" in_backward params)
+    mhz=$(ours "$s" "$c" "$p" in_backward gpu_sm_mhz)
     tk=$(ours "$s" "$c" "$p" in_backward tokens_per_step)
     tc=$(theirs "$s" "$c" "$p" compiled step_ms_median)
     tcm=$(theirs "$s" "$c" "$p" compiled peak_gib)
     ti=$(theirs "$s" "$c" "$p" compiled_inbwd step_ms_median)
     tim=$(theirs "$s" "$c" "$p" compiled_inbwd peak_gib)
-    echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
+    echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(if [ -n "$mhz" ]; then calc %.0f "$mhz"; else printf -- -; fi) | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
   done
 echo
 if ! has_anchor "$anchor"; then
