@@ -107,7 +107,10 @@ static const char *const metrics[] = {
     "fwd_ms_per_pass",  "bwd_ms_per_pass",    "fwd_bwd_ms_per_pass",
     "fwd_tflops",       "bwd_tflops",         "fwd_bwd_tflops",
     "mem_before_bwd_mib", "peak_mib",         "device_mib",
-    "fwd_passes",       "bwd_passes",         "fwd_bwd_passes", NULL,
+    "fwd_passes",       "bwd_passes",         "fwd_bwd_passes",
+    /* each counted loop's mean SM clock (NVML; cuda): the power a pass
+     * draws sets it, and published rates are often at a locked clock */
+    "fwd_sm_mhz",       "bwd_sm_mhz",         "fwd_bwd_sm_mhz", NULL,
 };
 
 static int validate(const void *settings, char *err, size_t n) {
@@ -161,18 +164,27 @@ enum { LOOP_FWD, LOOP_BWD, LOOP_BOTH };
 
 /* One timed loop of *n passes (forward, backward or both), closed by a
  * synchronisation; while it lasts less than min_ms, again with *n scaled
- * to reach it. On return *n is the counted loop's passes, *secs its time. */
+ * to reach it. On return *n is the counted loop's passes, *secs its time,
+ * *mhz the GPU's mean SM clock over it (NAN: not read). */
 static int timed_loop(engine *e, const shape *s, bufs *b, int what,
-                      double min_ms, int *n, double *secs) {
+                      double min_ms, int *n, double *secs, double *mhz) {
   const int most = 1000000;   /* `passes`' own limit */
   for (;;) {
+    int on = monitor_try_begin(e), rc = 0;
     double t0 = clock_now_s();
-    for (int i = 0; i < *n; i++) {
-      if (what != LOOP_BWD) TRY(fwd(e, s, b));
-      if (what != LOOP_FWD) TRY(bwd(e, s, b));
+    for (int i = 0; i < *n && rc == 0; i++) {
+      if (what != LOOP_BWD) rc = fwd(e, s, b);
+      if (rc == 0 && what != LOOP_FWD) rc = bwd(e, s, b);
     }
-    TRY(eng_sync(e));
+    if (rc == 0) rc = eng_sync(e);
     *secs = clock_now_s() - t0;
+    eng_monitor mon = {0};
+    if (on) {   /* stopped whatever happened */
+      int re = eng_monitor_end(e, &mon);
+      if (rc == 0) rc = re;
+    }
+    TRY(rc);
+    *mhz = mon.samples > 0 ? mon.sm_mhz : NAN;
     if (*secs * 1e3 >= min_ms || *n >= most) return 0;
     double want = ceil(*n * 1.1 * min_ms / fmax(*secs * 1e3, 1e-3));
     *n = want >= most ? most : want > *n ? (int)want : *n + 1;
@@ -217,13 +229,13 @@ static int measure(engine *e, const void *settings, result *r) {
   }
   TRY(eng_sync(e));
   int n_f = passes, n_b = passes, n_fb = passes;
-  double t_fwd, t_bwd, t_both;
-  TRY(timed_loop(e, &s, &b, LOOP_FWD, a->min_loop_ms, &n_f, &t_fwd));
+  double t_fwd, t_bwd, t_both, mhz[3];
+  TRY(timed_loop(e, &s, &b, LOOP_FWD, a->min_loop_ms, &n_f, &t_fwd, &mhz[0]));
   TRY(fwd(e, &s, &b));
   TRY(eng_sync(e));
   double mem_before_bwd = (double)eng_bytes_in_use(e);
-  TRY(timed_loop(e, &s, &b, LOOP_BWD, a->min_loop_ms, &n_b, &t_bwd));
-  TRY(timed_loop(e, &s, &b, LOOP_BOTH, a->min_loop_ms, &n_fb, &t_both));
+  TRY(timed_loop(e, &s, &b, LOOP_BWD, a->min_loop_ms, &n_b, &t_bwd, &mhz[1]));
+  TRY(timed_loop(e, &s, &b, LOOP_BOTH, a->min_loop_ms, &n_fb, &t_both, &mhz[2]));
 
   double pairs = (double)s.bh * s.t * s.t * (s.causal ? 0.5 : 1.0);
   double f_fwd = 4.0 * pairs * s.d, f_bwd = 10.0 * pairs * s.d;
@@ -235,6 +247,10 @@ static int measure(engine *e, const void *settings, result *r) {
   result_set(r, "fwd_passes", n_f);
   result_set(r, "bwd_passes", n_b);
   result_set(r, "fwd_bwd_passes", n_fb);
+  static const char *const mhz_col[3] = {"fwd_sm_mhz", "bwd_sm_mhz",
+                                         "fwd_bwd_sm_mhz"};
+  for (int i = 0; i < 3; i++)
+    if (!isnan(mhz[i])) result_set(r, mhz_col[i], mhz[i]);
   result_set(r, "fwd_tflops", f_fwd / (ms_f * 1e-3) / 1e12);
   result_set(r, "bwd_tflops", f_bwd / (ms_b * 1e-3) / 1e12);
   result_set(r, "fwd_bwd_tflops", (f_fwd + f_bwd) / (ms_fb * 1e-3) / 1e12);

@@ -139,6 +139,12 @@ sample_stats stats_of(const double *v, int n) {
   return s;
 }
 
+int monitor_try_begin(engine *e) {
+  if (eng_monitor_begin(e) == 0) return 1;
+  err_clear();
+  return 0;
+}
+
 /* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
  * the host, in chunks through an fp32 staging buffer, cast by the engine. */
 int random_tensor(engine *e, void *dst, size_t n, dtype dt,

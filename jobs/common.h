@@ -182,4 +182,9 @@ typedef struct sample_stats {
  * with no memory for the sorted copy, median, min and max are NaN. */
 sample_stats stats_of(const double *v, int n);
 
+/* eng_monitor_begin (the GPU's clock and power) where it can run: 1 if a
+ * monitor now runs, 0 where none can (the cpu engine, no NVML; the error
+ * is cleared and the job's monitor columns stay empty). */
+int monitor_try_begin(engine *e);
+
 #endif

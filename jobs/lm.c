@@ -563,7 +563,7 @@ static int run(const void *settings, result *r) {
   created = clock_now_s();
   for (int k = 0; k < warmup + steps; k++) {
     int timed = k >= warmup;
-    if (k == warmup && !(monitored = eng_monitor_begin(e) == 0)) err_clear();
+    if (k == warmup) monitored = monitor_try_begin(e);
     if ((rc = one_step(m, e, mode, in_bwd, ids, tgt, b, t, c.vocab, &batches,
                        timed ? &tm : NULL, timed ? k - warmup : -1,
                        k == 0 ? marks : NULL)) < 0)

@@ -252,7 +252,7 @@ int eng_range_push(engine *e, const char *name);
 int eng_range_pop(engine *e);
 
 /* The GPU's clock and power while work runs: between eng_monitor_begin
- * and eng_monitor_end a thread reads, every 10 ms, the SM clock, the power
+ * and eng_monitor_end a thread reads, every 5 ms, the SM clock, the power
  * drawn and whether the power cap holds the clock down (NVML, through the
  * driver). samples: readings taken; sm_mhz, power_w: their means;
  * power_capped: the share of them throttled by the power cap. CUDA engine
