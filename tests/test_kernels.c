@@ -1527,6 +1527,13 @@ int main(void) {
               "no kernel-level profile (allowed: the cuda engine)");
   check(eng_range_push(E, "r") == 0 && eng_range_pop(E) == 0,
         "ranges on the CPU engine are no-ops");
+  /* so is the clock and power monitor, which the jobs do without */
+  expect_fail("eng_monitor_begin on the CPU engine", eng_monitor_begin(E),
+              "no clock and power monitor (allowed: the cuda engine)");
+  eng_monitor mon;
+  expect_fail("eng_monitor_end on the CPU engine", eng_monitor_end(E, &mon),
+              "has no monitor");
+  check(mon.samples == 0, "no readings from the CPU engine");
   size_t left = eng_bytes_in_use(E);
   check(left == 0, "the tests freed all engine memory (%zu bytes left)", left);
   engine_destroy(E);
