@@ -145,6 +145,29 @@ int monitor_try_begin(engine *e) {
   return 0;
 }
 
+int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
+                    void *ctx, result *r) {
+  int on = monitor_try_begin(e), rc = 0;
+  for (int k = 0; k < steps && rc == 0; k++) rc = step(ctx, k);
+  eng_monitor mon = {0};
+  if (on) {   /* stopped whatever happened */
+    int re = eng_monitor_end(e, &mon);
+    if (rc == 0) rc = re;
+  }
+  TRY(rc);
+  /* a rank without readings sends what any reading beats */
+  double g[3] = {mon.samples ? -mon.sm_mhz : -1e30,
+                 mon.samples ? mon.power_w : -1,
+                 mon.samples ? mon.power_capped : -1};
+  TRY(comm_world_max(g, 3));
+  if (g[0] > -1e29) {
+    result_set(r, "gpu_sm_mhz", -g[0]);
+    result_set(r, "gpu_power_w", g[1]);
+    result_set(r, "gpu_power_capped", g[2]);
+  }
+  return 0;
+}
+
 /* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
  * the host, in chunks through an fp32 staging buffer, cast by the engine. */
 int random_tensor(engine *e, void *dst, size_t n, dtype dt,

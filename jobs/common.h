@@ -187,4 +187,15 @@ sample_stats stats_of(const double *v, int n);
  * is cleared and the job's monitor columns stay empty). */
 int monitor_try_begin(engine *e);
 
+/* The metric names monitored_steps writes, for a kind's metrics table. */
+#define MONITOR_METRICS "gpu_sm_mhz", "gpu_power_w", "gpu_power_capped"
+
+/* step(ctx, k) for k = 0 .. steps - 1, the GPU monitor around them; the
+ * row gets MONITOR_METRICS over those steps: of every rank's GPU (each
+ * rank calls this, in step with the others) the lowest mean SM clock (the
+ * slowest GPU paces a synchronous step), the highest mean power and the
+ * highest power-capped share; none where no rank could read them. */
+int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
+                    void *ctx, result *r);
+
 #endif

@@ -127,7 +127,8 @@ static const char *const metrics[] = {
     "mem_init_mib",     "mem_before_opt_mib",  "mem_after_opt_mib",
     "params_mib",       "grads_mib",           "optstate_mib",
     "activations_mib",  "engine_peak_mib",     "loss_first",
-    "loss_last",        NULL,
+    "loss_last",        MONITOR_METRICS,   /* timed steps, cuda with NVML */
+    NULL,
 };
 
 /* ddp_check_combination says what is wrong, not which setting to blame:
@@ -341,9 +342,11 @@ static int timeline(bench *x, result *r) {
   return 0;
 }
 
+static int timed_step(void *x, int k) { return step(x, k); }
+
 static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
-  for (int k = 0; k < steps; k++) TRY(step(x, k));
+  TRY(monitored_steps(x->e, steps, timed_step, x, r));
   const ddp_step_info *s = &x->last;
   sample_stats st = stats_of(x->v[S_STEP], steps);
   double step_mean = st.mean;

@@ -109,9 +109,7 @@ static const char *const metrics[] = {
     "shards_mib",      "window_mib",         "grads_mib",
     "optstate_mib",    "activations_mib",    "engine_peak_mib",
     "loss_first",      "loss_last",
-    /* over the timed steps (cuda, where NVML is): the lowest mean SM clock
-     * of the ranks' GPUs, the highest mean power and power-capped share */
-    "gpu_sm_mhz",      "gpu_power_w",        "gpu_power_capped", NULL,
+    MONITOR_METRICS,   NULL,   /* over the timed steps, cuda with NVML */
 };
 
 static int validate(const void *settings, char *err, size_t n) {
@@ -180,27 +178,11 @@ static int step(bench *x, int k) {
   return 0;
 }
 
+static int timed_step(void *x, int k) { return step(x, k); }
+
 static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
-  int on = monitor_try_begin(x->e), rc = 0;
-  for (int k = 0; k < steps && rc == 0; k++) rc = step(x, k);
-  eng_monitor mon = {0};
-  if (on) {   /* stopped whatever happened */
-    int re = eng_monitor_end(x->e, &mon);
-    if (rc == 0) rc = re;
-  }
-  TRY(rc);
-  /* every rank takes part; one without readings sends what any reading
-   * beats */
-  double g[3] = {mon.samples ? -mon.sm_mhz : -1e30,
-                 mon.samples ? mon.power_w : -1,
-                 mon.samples ? mon.power_capped : -1};
-  TRY(comm_world_max(g, 3));
-  if (g[0] > -1e29) {
-    result_set(r, "gpu_sm_mhz", -g[0]);
-    result_set(r, "gpu_power_w", g[1]);
-    result_set(r, "gpu_power_capped", g[2]);
-  }
+  TRY(monitored_steps(x->e, steps, timed_step, x, r));
   sample_stats st = stats_of(x->step_ms, steps);
   fsdp_info fi;
   fsdp_info_get(x->f, &fi);

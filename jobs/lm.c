@@ -139,7 +139,7 @@ static const char *const metrics[] = {
     "kp_step_span_ms", "kp_step_idle_ms",
     /* over the timed steps (cuda, where NVML is): the SM clock's and the
      * power's means and the share of readings the power cap throttled */
-    "gpu_sm_mhz", "gpu_power_w", "gpu_power_capped", NULL,
+    MONITOR_METRICS, NULL,
 };
 
 /* The optimizer steps during backward (in_backward or in_products). */
