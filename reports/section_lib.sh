@@ -254,12 +254,18 @@ unmeasured() {
   echo
 }
 
+# has_col CSV COL: whether CSV's header names COL (files written before
+# a kind had a column lack it).
+has_col() {
+  case ",$(head -n 1 "$1")," in *,"$2",*) return 0 ;; *) return 1 ;; esac
+}
+
 # dirty_rows CSV: one sentence when some of CSV's ok rows were measured
 # from a tree with uncommitted changes (git_dirty 1), so no commit holds
 # the code that made them; nothing when every row names its commit.
 dirty_rows() {
   [ -f "$1" ] || return 0
-  case ",$(head -n 1 "$1")," in *,git_dirty,*) ;; *) return 0 ;; esac
+  has_col "$1" git_dirty || return 0
   _dn=$(tool count "$1" --where status=ok --where git_dirty=1) || exit 1
   [ "$_dn" -gt 0 ] || return 0
   _dt=$(tool count "$1" --where status=ok)
@@ -276,7 +282,7 @@ dirty_rows() {
 # footnote: code between the commits may move a row); else nothing.
 commits_note() {
   [ -f "$1" ] || return 0
-  case ",$(head -n 1 "$1")," in *,git_commit,*) ;; *) return 0 ;; esac
+  has_col "$1" git_commit || return 0
   tool select "$1" --cols utc,git_commit --where status=ok | sed 1d | sort -r |
     awk -F, '!($2 in c) { o[++n] = $2 } { c[$2]++ }
       END { if (n < 2) exit

@@ -473,24 +473,38 @@ EOF
   echo "**Against FlashAttention-3's speed.** The goals: forward at d_head 64"
   echo ">= 480 TFLOP/s and at 128 >= 620, backward at 128 >= 500, at both shapes:"
   echo
-  echo "| shape | pass | d_head | ours (TFLOP/s) | goal | met |"
-  echo "|---|---|--:|--:|--:|---|"
+  # a clock column once rows read it (NVML; older rows have none)
+  clk=""
+  for s in "$(shape_src 1 128)" "$(shape_src 16 128)"; do
+    if [ -n "$s" ] && has_col "$s" fwd_sm_mhz &&
+       [ "$(tool count "$s" --where status=ok --where impl=flash --where 'fwd_sm_mhz!=')" -gt 0 ]; then
+      clk=1
+    fi
+  done
+  echo "| shape | pass | d_head | ours (TFLOP/s) | goal | met |${clk:+ our SM clock, MHz (the FA3 paper's: 1830, locked) |}"
+  echo "|---|---|--:|--:|--:|---|${clk:+--:|}"
   for g in 1:1:65536:64:fwd:480 1:1:65536:128:fwd:620 1:1:65536:128:bwd:500 \
            1:16:16384:64:fwd:480 1:16:16384:128:fwd:620 1:16:16384:128:bwd:500; do
     IFS=: read -r B H T D P G <<EOF
 $g
 EOF
     src=$(shape_src "$H" "$D")
-    v=""
+    v="" mhz=""
     [ -z "$src" ] || v=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
       --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_tflops")
+    # the loop's mean clock (NVML), in rows that read it
+    if [ -n "$v" ] && has_col "$src" "${P}_sm_mhz"; then
+      mhz=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
+        --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_sm_mhz")
+    fi
+    [ -n "$mhz" ] && mhz=$(calc %.0f "$mhz") || mhz=-
     case $P in fwd) pw=forward ;; *) pw=backward ;; esac
     if [ -z "$v" ]; then
-      echo "| ${B}x${H}x${T} | $pw | $D | not measured on the $GPU_KIND | $G | - |"
+      echo "| ${B}x${H}x${T} | $pw | $D | not measured on the $GPU_KIND | $G | - |${clk:+ - |}"
     else
       num "our ${pw} TFLOP/s at ${B}x${H}x${T}, d $D" "$v"
       if is_true "$v >= $G"; then m=yes; else m=no; fi
-      echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m |"
+      echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m |${clk:+ $mhz |}"
     fi
   done
   echo
