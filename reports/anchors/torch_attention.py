@@ -24,7 +24,8 @@ unsupported; any other failure, error (its message printed).
 
 Appends rows with columns: source, gpu, impl, batch, heads, seq, d_head,
 precision, causal, status, fwd_ms, bwd_ms, fwd_bwd_ms, fwd_bwd_tflops,
-torch, utc. TFLOP/s counts the matrix products only: 4 B H T^2 D forward
+fwd_sm_mhz, bwd_sm_mhz, fwd_bwd_sm_mhz (the GPU's mean SM clock over each
+do_bench, NVML; empty without it), torch, utc. TFLOP/s counts the matrix products only: 4 B H T^2 D forward
 (two products), 2.5 times that backward (five), 3.5 times in all; halved
 when causal (FlashAttention's convention).
 """
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from anchor_csv import AnchorCSV
+from anchor_csv import AnchorCSV, GpuMonitor, bus_id
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 BACKEND = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -71,14 +72,20 @@ def measure(impl, b, h, t, d, dt, causal):
                for _ in range(3))
     g = torch.randn(b, h, t, d, device="cuda", dtype=dt)
     o = attend(impl, q, k, v, causal)
-    fwd = triton.testing.do_bench(lambda: attend(impl, q, k, v, causal))
-    bwd = triton.testing.do_bench(lambda: o.backward(g, retain_graph=True),
-                                  grad_to_none=[q, k, v])
+    bus, mhz = bus_id(q.device), []
+
+    def bench(fn, **kw):   # do_bench's time, and the clock over it
+        with GpuMonitor(bus) as mon:
+            ms = triton.testing.do_bench(fn, **kw)
+        mhz.append(mon.cells()[0])
+        return ms
+    fwd = bench(lambda: attend(impl, q, k, v, causal))
+    bwd = bench(lambda: o.backward(g, retain_graph=True), grad_to_none=[q, k, v])
 
     def both():
         attend(impl, q, k, v, causal).backward(g)
-    fb = triton.testing.do_bench(both, grad_to_none=[q, k, v])
-    return fwd, bwd, fb
+    fb = bench(both, grad_to_none=[q, k, v])
+    return fwd, bwd, fb, mhz
 
 
 def main():
@@ -99,7 +106,8 @@ def main():
     causal = bool(a.causal)
     columns = ["source", "gpu", "impl", "batch", "heads", "seq", "d_head",
                "precision", "causal", "status", "fwd_ms", "bwd_ms",
-               "fwd_bwd_ms", "fwd_bwd_tflops"]
+               "fwd_bwd_ms", "fwd_bwd_tflops", "fwd_sm_mhz", "bwd_sm_mhz",
+               "fwd_bwd_sm_mhz"]
     with AnchorCSV(a.out, columns) as out:
         for shape in a.shapes.split(";"):
             b, h, t, d = map(int, shape.split(","))
@@ -109,12 +117,12 @@ def main():
                                                 d_head=d, precision=prec,
                                                 causal=str(causal).lower()):
                         continue
-                    status, cols = "ok", ["", "", "", ""]
+                    status, cols = "ok", [""] * 7
                     try:
-                        fwd, bwd, fb = measure(impl, b, h, t, d, DT[prec], causal)
+                        fwd, bwd, fb, mhz = measure(impl, b, h, t, d, DT[prec], causal)
                         flops = 3.5 * 4 * b * h * t * t * d / (2 if causal else 1)
                         cols = [f"{fwd:.4f}", f"{bwd:.4f}", f"{fb:.4f}",
-                                f"{flops / fb / 1e9:.1f}"]
+                                f"{flops / fb / 1e9:.1f}", *mhz]
                     except torch.OutOfMemoryError:
                         status = "oom"
                     except RuntimeError as e:

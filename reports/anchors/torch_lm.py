@@ -23,7 +23,9 @@ torch.autocast(bfloat16) over fp32 weights, as the handout asks.
 
 Timing (the anchors' method, shared/anchors/README.md): random token ids,
 5 warm-up steps, then --steps timed steps, torch.cuda.synchronize() around
-each; the row gives the median and the mean. Peak (GiB = 2^30 bytes):
+each; the row gives the median and the mean, and the GPU's mean SM clock,
+power and power-capped share over the timed steps (NVML; empty where it
+is not there), as our lm rows. Peak (GiB = 2^30 bytes):
 torch.cuda.max_memory_allocated over the timed steps; with CUDA graphs
 (compiled_cudagraphs) max_memory_reserved instead, after emptying the
 cache the warm-up left (peak_memory: a replay bypasses the allocator).
@@ -40,7 +42,8 @@ goes on where it stopped.
 
 Appends one row per (size, context, precision, config) to OUT.csv, header
 written if new; columns: source, gpu, size, context, batch, precision,
-config, status, step_ms_median, step_ms_mean, peak_gib, torch, utc.
+config, status, step_ms_median, step_ms_mean, peak_gib, sm_mhz, power_w,
+power_capped, torch, utc.
 """
 import argparse
 import statistics
@@ -51,7 +54,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from anchor_csv import AnchorCSV
+from anchor_csv import AnchorCSV, GpuMonitor, bus_id
 
 VOCAB, THETA, EPS = 10000, 10000.0, 1e-5
 SIZES = {  # d_model, d_ff, layers, heads (model.md)
@@ -235,21 +238,23 @@ def peak_memory(dev, graphs):
 
 def timed(run, steps, graphs=False):
     """5 warm-up calls of run(), then `steps` timed ones, each between two
-    torch.cuda.synchronize(): the times (ms) and the peak over the timed
-    calls (GiB; graphs, run() replays CUDA graphs: reset_peak)."""
+    torch.cuda.synchronize(): the times (ms), the peak over the timed
+    calls (GiB; graphs, run() replays CUDA graphs: reset_peak) and the
+    GPU's readings over them (GpuMonitor)."""
     dev = torch.cuda.current_device()
     for _ in range(5):
         run()
     torch.cuda.synchronize()
     reset_peak(dev, graphs)
     times = []
-    for _ in range(steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times, peak_memory(dev, graphs)
+    with GpuMonitor(bus_id(dev)) as mon:
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times, peak_memory(dev, graphs), mon
 
 
 def measure(size, ctx, batch, precision, config, steps):
@@ -281,7 +286,7 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     columns = ["source", "gpu", "size", "context", "batch", "precision",
                "config", "status", "step_ms_median", "step_ms_mean",
-               "peak_gib"]
+               "peak_gib", "sm_mhz", "power_w", "power_capped"]
     with AnchorCSV(a.out, columns) as out:
         for size in a.sizes.split(","):
             for ctx in map(int, a.contexts.split(",")):
@@ -292,17 +297,20 @@ def main():
                                                     config=config):
                             continue
                         status, med, mean, peak = "ok", "", "", ""
+                        gpu_cells = ("", "", "")
                         try:
-                            times, gib = measure(size, ctx, a.batch, prec, config, a.steps)
+                            times, gib, mon = measure(size, ctx, a.batch, prec, config, a.steps)
                             med = f"{statistics.median(times):.2f}"
                             mean = f"{statistics.fmean(times):.2f}"
                             peak = f"{gib:.2f}"
+                            gpu_cells = mon.cells()
                         except torch.OutOfMemoryError:
                             status = "oom"
                         torch._dynamo.reset()
                         torch.cuda.empty_cache()
                         out.row("reports/anchors/torch_lm.py", gpu, size, ctx,
-                                a.batch, prec, config, status, med, mean, peak)
+                                a.batch, prec, config, status, med, mean, peak,
+                                *gpu_cells)
 
 if __name__ == "__main__":
     main()

@@ -55,7 +55,7 @@ def measure(size, ctx, batch, precision, mode, steps):
         if mode == "train_step":
             opt.step()
 
-    times, gib = timed(run, steps)
+    times, gib, _ = timed(run, steps)
     return statistics.fmean(times), gib
 
 
