@@ -97,9 +97,13 @@ class GpuMonitor:
 
 
 def bus_id(device=0):
-    """The PCI bus id of a CUDA device, as NVML takes it."""
+    """The PCI bus id of a CUDA device, as NVML takes it ("" where this
+    PyTorch's device properties lack it: GpuMonitor then reads nothing)."""
     p = torch.cuda.get_device_properties(device)
-    return f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    try:
+        return f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    except AttributeError:
+        return ""
 
 
 class AnchorCSV:
