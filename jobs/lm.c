@@ -125,8 +125,8 @@ static const char *const metrics[] = {
     "bwd_ms_mean",  "bwd_ms_std",      "opt_ms_mean",  "opt_ms_std",
     "step_ms_mean", "step_ms_std",
     /* what PyTorch's anchors report (reports/anchors/torch_lm.py): a few
-     * slow steps (the GPU's clocks settling under a sustained load) move
-     * the mean, not the median */
+     * slow steps (where a GPU at its power cap swings its clock down)
+     * move the mean, not the median */
     "step_ms_median", "tokens_per_s", "loss_first",
     "loss_last",    "engine_peak_mib", "peak_rss_mib", "loss_scale",
     "skipped_steps", "graph_replays",
