@@ -419,6 +419,49 @@ TEXT
   fi
 fi
 
+# ---- the GPU's clock and power (optimizer_in_backward.csv's NVML readings) ----
+oib="$DATA/optimizer_in_backward.csv"
+if [ -f "$oib" ] && has_col "$oib" gpu_sm_mhz &&
+   [ "$(tool count "$oib" --where status=ok --where 'gpu_sm_mhz!=')" -gt 0 ]; then
+  pgpu=$(tool value "$oib" --agg first --where status=ok --where 'gpu_sm_mhz!=' --col gpu_name)
+  echo "#### The GPU's clock and power"
+  echo
+  cat <<TEXT
+Section T's training steps (experiments/optimizer_in_backward.cfg, fused +
+flash, batch 4, on $pgpu) with what NVML read every 5 ms over their timed
+steps: the mean SM clock, the mean power, the share of readings the power
+cap throttled, and the energy a step (mean power x median step). Where the
+cap throttles, a step's time follows its energy rather than its work's
+rate, and work overlapped with other work slows both.
+
+| size | context | precision | optimizer | step (ms) | SM clock (MHz) | power (W) | power-capped | energy a step (J) |
+|---|--:|---|---|--:|--:|--:|--:|--:|
+TEXT
+  tool select "$oib" --cols size,context,precision,optimizer,step_ms_median,gpu_sm_mhz,gpu_power_w,gpu_power_capped \
+      --where status=ok --where adamw_blocks=0 --where 'gpu_sm_mhz!=' --latest size,context,precision,optimizer |
+    sed 1d |
+    awk -F, 'BEGIN { o["small"]=1; o["medium"]=2; o["large"]=3; o["xl"]=4; o["2.7B"]=5 }
+      { print (o[$1] ? o[$1] : 9) "," $0 }' | sort -t, -k4,4 -k1,1n -k3,3n -k5,5 | cut -d, -f2- |
+    while IFS=, read -r s c p o st mhz w cap; do
+      echo "| $s | $c | $p | ${o%_backward} backward | $(calc %.1f "$st") | $(calc %.0f "$mhz") | $(calc %.0f "$w") | $(calc %.0f "$cap * 100")% | $(calc %.1f "$w * $st / 1000") |"
+    done
+  echo
+  # which rows the cap throttles (most readings), against their mean power
+  tool select "$oib" --cols gpu_power_w,gpu_power_capped --where status=ok --where adamw_blocks=0 \
+      --where 'gpu_sm_mhz!=' --latest size,context,precision,optimizer | sed 1d |
+    awk -F, '{ n++; if ($2 >= 0.5) { k++; if (!c || $1 < c) c = $1 } else if ($1 > u) u = $1 }
+      END { printf "%d %d %.0f %.0f\n", n, k, c, u }' > "$REPORT_TMP/capped"
+  read -r cn ck cmin umax < "$REPORT_TMP/capped"
+  printf 'The cap throttles most readings in %s of these %s steps' "$ck" "$cn"
+  if [ "$ck" -gt 0 ] && [ "$ck" -lt "$cn" ] && is_true "$umax < $cmin"; then
+    printf ': every step averaging %s W or more, none averaging %s W or less\n' "$cmin" "$umax"
+    echo "(NVML's power is an average; the cap acts on the peaks within it)."
+  else
+    echo "."
+  fi
+  echo
+fi
+
 exit 0
 fi
 
