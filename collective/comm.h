@@ -16,6 +16,8 @@
 #include <stddef.h>
 
 typedef enum { COMM_MPI, COMM_NCCL } comm_backend;
+/* MPI has no 16-bit float: it moves f16 and bf16 (broadcast, all-gather,
+ * all-to-all) as 2-byte words and refuses to reduce them. */
 typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_F16, COMM_BF16 } comm_dtype;
 /* COMM_AVG: the sum divided by the number of ranks, in the reduction itself
  * (NCCL's ncclAvg; MPI scales the result on completion); float dtypes only.

@@ -37,7 +37,10 @@ static const char *dtype_name(comm_dtype t) {
   return "?";
 }
 
-static int check_dtype(comm_dtype t) {
+/* A reduction's dtype: MPI has no 16-bit float to add. Collectives that
+ * only move data (broadcast, all-gather, all-to-all) take f16 and bf16 as
+ * 2-byte words (mpi_type). */
+static int check_reducible(comm_dtype t) {
   if (t == COMM_F16 || t == COMM_BF16)
     FAIL(ERR_FAIL,
          "backend mpi cannot reduce %s (MPI has no such datatype; use f32, "
@@ -93,7 +96,8 @@ static MPI_Datatype mpi_type(comm_dtype t) {
   case COMM_F32: return MPI_FLOAT;
   case COMM_F64: return MPI_DOUBLE;
   case COMM_I32: return MPI_INT;
-  default: break;
+  case COMM_F16:
+  case COMM_BF16: return MPI_UINT16_T;   /* moved, never reduced */
   }
   ASSERT(!"mpi_type: dtype not checked");
   return MPI_DATATYPE_NULL;
@@ -110,8 +114,8 @@ static MPI_Op mpi_op(comm_op op) {
   return MPI_OP_NULL;
 }
 
-/* The sum of a COMM_AVG over the ranks becomes their mean (check_dtype
- * has limited MPI to f32, f64, i32, and comm.c refuses avg of i32). */
+/* The sum of a COMM_AVG over the ranks becomes their mean (check_reducible
+ * has limited MPI's sums to f32, f64, i32, and comm.c refuses avg of i32). */
 static void average(comm *c, void *buf, size_t n, comm_dtype t) {
   if (t == COMM_F32) {
     float *p = buf, k = 1.0f / (float)c->size;
@@ -156,7 +160,7 @@ static int mpi_wait(comm *c, comm_req *req) {
 static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count,
                          comm_dtype t, comm_op op, comm_req **req) {
   int n = 0;
-  TRY(check_dtype(t));
+  TRY(check_reducible(t));
   TRY(check_count(count, &n));
   const void *s = send == recv ? MPI_IN_PLACE : send;
   if (!req) {
@@ -175,7 +179,6 @@ static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count,
 static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype t,
                          int root, comm_req **req) {
   int n = 0;
-  TRY(check_dtype(t));
   TRY(check_count(count, &n));
   if (!req) {
     CHECK_MPI(MPI_Bcast(buf, n, mpi_type(t), root, mcomm(c)));
@@ -191,7 +194,7 @@ static int mpi_reduce_scatter(comm *c, const void *send, void *recv,
                               size_t recvcount, comm_dtype t, comm_op op,
                               comm_req **req) {
   int n = 0;
-  TRY(check_dtype(t));
+  TRY(check_reducible(t));
   TRY(check_count(recvcount, &n));
   size_t block = recvcount * comm_dtype_size(t);
   int inplace =
@@ -219,7 +222,6 @@ static int mpi_reduce_scatter(comm *c, const void *send, void *recv,
 static int mpi_allgather(comm *c, const void *send, void *recv,
                          size_t sendcount, comm_dtype t, comm_req **req) {
   int n = 0;
-  TRY(check_dtype(t));
   TRY(check_count(sendcount, &n));
   size_t block = sendcount * comm_dtype_size(t);
   const void *s =
@@ -240,7 +242,6 @@ static int mpi_allgather(comm *c, const void *send, void *recv,
 static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count,
                         comm_dtype t, comm_req **req) {
   int n = 0;
-  TRY(check_dtype(t));
   TRY(check_count(count, &n));
   if (!req) {
     CHECK_MPI(MPI_Alltoall(send, n, mpi_type(t), recv, n, mpi_type(t),
@@ -321,7 +322,6 @@ int comm_mpi_open(comm *c) {
 static int one_copy(void *dst, const void *src, size_t count, comm_dtype t,
                     comm_req **req, comm *c) {
   int n = 0;
-  TRY(check_dtype(t));
   TRY(check_count(count, &n));
   if (dst != src) memmove(dst, src, count * comm_dtype_size(t));
   if (req) {
@@ -335,6 +335,7 @@ static int one_copy(void *dst, const void *src, size_t count, comm_dtype t,
 
 static int one_allreduce(comm *c, const void *send, void *recv, size_t count,
                          comm_dtype t, comm_op op, comm_req **req) {
+  TRY(check_reducible(t));
   TRY(one_copy(recv, send, count, t, req, c));
   return 0;
 }
@@ -348,6 +349,7 @@ static int one_broadcast(comm *c, void *buf, size_t count, comm_dtype t,
 static int one_reduce_scatter(comm *c, const void *send, void *recv,
                               size_t recvcount, comm_dtype t, comm_op op,
                               comm_req **req) {
+  TRY(check_reducible(t));
   TRY(one_copy(recv, send, recvcount, t, req, c));
   return 0;
 }

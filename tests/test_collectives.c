@@ -452,6 +452,25 @@ static void check_refusals(suite *s, comm_backend b) {
     }
     verdict(s, bad, name);
 
+    /* ...but moves it: an all-gather and a broadcast carry its 2-byte
+     * words unchanged (FSDP gathers 16-bit weights on CPU ranks) */
+    name = "mpi all-gathers and broadcasts bf16 words bit for bit";
+    err_clear();
+    bad = 0;
+    enum { W = 3 };
+    uint16_t mine[W], all[64 * W], root[W];
+    for (int i = 0; i < W; i++) mine[i] = (uint16_t)(0x3f80 + 97 * s->rank + i);
+    int many = s->size <= 64;
+    if (many && comm_allgather(s->c, mine, all, W, COMM_BF16, NULL) < 0) bad = 1;
+    for (int r = 0; many && !bad && r < s->size; r++)
+      for (int i = 0; i < W; i++)
+        bad |= all[r * W + i] != (uint16_t)(0x3f80 + 97 * r + i);
+    memcpy(root, mine, sizeof root);
+    if (!bad && comm_broadcast(s->c, root, W, COMM_BF16, 0, NULL) < 0) bad = 1;
+    for (int i = 0; !bad && i < W; i++) bad |= root[i] != (uint16_t)(0x3f80 + i);
+    if (bad) fprintf(stderr, "rank %d: FAIL %s: %s\n", s->rank, name, err_msg());
+    verdict(s, bad, name);
+
     /* The count is refused before MPI sees the (too small) buffer. */
     name = "mpi refuses counts beyond INT_MAX";
     err_clear();

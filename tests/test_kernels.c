@@ -1243,6 +1243,70 @@ static void test_dtypes(void) {
 /* views (eng_view): one engine, calls with their own context               */
 /* ======================================================================= */
 
+/* 16-bit storage of the fused ops (kernels/cpu/cpu.h, cpu_stage): from
+ * bf16 operands each gives its fp32 form's results on the widened values,
+ * rounded once, bit for bit. k_matmul_ex into columns of a wider bf16 C
+ * (ldc > n) adds into them with beta = 1 and leaves the columns between
+ * as they were; k_swiglu_fwd_ex, k_split_heads_ex and k_add_rmsnorm_fwd's
+ * y are the fp32 results rounded. */
+static void test_16bit_storage(void) {
+  enum { M = 5, N = 6, K = 7, LDC = 9, B = 2, T = 3, H = 2, DH = 4,
+         D = H * DH, NE = B * T * D };
+  float *a = host_rand(M * K, 1.0f), *b = host_rand(K * N, 1.0f),
+        *c = host_rand(M * LDC, 1.0f);
+  uint16_t ab[M * K], bb[K * N], cb[M * LDC], cb0[M * LDC], r[M * LDC];
+  if (cast_n(a, DT_F32, ab, DT_BF16, M * K) < 0 ||
+      cast_n(ab, DT_BF16, a, DT_F32, M * K) < 0 ||
+      cast_n(b, DT_F32, bb, DT_BF16, K * N) < 0 ||
+      cast_n(bb, DT_BF16, b, DT_F32, K * N) < 0 ||
+      cast_n(c, DT_F32, cb, DT_BF16, M * LDC) < 0 ||
+      cast_n(cb, DT_BF16, c, DT_F32, M * LDC) < 0)
+    hard_error("k_cast");
+  memcpy(cb0, cb, sizeof cb);
+  if (k_matmul_ex(E, 0, 0, M, N, K, 0.5f, a, K, b, N, DT_F32, 1.0f, c, LDC,
+                  DT_F32, F32_EXACT) < 0 ||
+      k_matmul_ex(E, 0, 0, M, N, K, 0.5f, ab, K, bb, N, DT_BF16, 1.0f, cb, LDC,
+                  DT_BF16, F32_EXACT) < 0 ||
+      cast_n(c, DT_F32, r, DT_BF16, M * LDC) < 0)
+    hard_error("k_matmul_ex");
+  int same = 1, gaps = 1;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < LDC; j++) {
+      size_t x = (size_t)i * LDC + j;
+      if (j < N) same &= cb[x] == r[x];
+      else gaps &= cb[x] == cb0[x];
+    }
+  check(same && gaps, "k_matmul_ex bf16 into a wider C (beta 1): the fp32 "
+        "product rounded (%s), the columns between untouched (%s)",
+        same ? "yes" : "no", gaps ? "yes" : "no");
+
+  float *x = host_rand(NE, 2.0f), *y = host_rand(NE, 2.0f), h[NE], s[NE];
+  uint16_t xb[NE], yb[NE], hb[NE], rb[NE];
+  if (cast_n(x, DT_F32, xb, DT_BF16, NE) < 0 || cast_n(xb, DT_BF16, x, DT_F32, NE) < 0 ||
+      cast_n(y, DT_F32, yb, DT_BF16, NE) < 0 || cast_n(yb, DT_BF16, y, DT_F32, NE) < 0)
+    hard_error("k_cast");
+  if (k_swiglu_fwd_ex(E, x, y, h, DT_F32, NE) < 0 ||
+      k_swiglu_fwd_ex(E, xb, yb, hb, DT_BF16, NE) < 0 ||
+      cast_n(h, DT_F32, rb, DT_BF16, NE) < 0)
+    hard_error("k_swiglu_fwd_ex");
+  check(memcmp(hb, rb, sizeof hb) == 0, "k_swiglu_fwd_ex bf16: the fp32 "
+        "result rounded, bit for bit");
+  if (k_split_heads_ex(E, x, DT_F32, h, DT_BF16, B, T, H, DH) < 0 ||
+      k_split_heads_ex(E, xb, DT_BF16, hb, DT_BF16, B, T, H, DH) < 0)
+    hard_error("k_split_heads_ex");
+  check(memcmp(hb, (uint16_t *)h, NE * sizeof(uint16_t)) == 0,
+        "k_split_heads_ex bf16 -> bf16 moves the same bits as f32 -> bf16");
+  float g[D], rstd[B * T], rstd16[B * T];
+  for (int j = 0; j < D; j++) g[j] = 1.0f + 0.1f * (float)j;
+  if (k_add_rmsnorm_fwd(E, x, y, s, g, h, DT_F32, rstd, B * T, D, 1e-5f) < 0 ||
+      k_add_rmsnorm_fwd(E, x, y, s, g, hb, DT_BF16, rstd16, B * T, D, 1e-5f) < 0 ||
+      cast_n(h, DT_F32, rb, DT_BF16, NE) < 0)
+    hard_error("k_add_rmsnorm_fwd");
+  check(memcmp(hb, rb, sizeof hb) == 0 && memcmp(rstd, rstd16, sizeof rstd) == 0,
+        "k_add_rmsnorm_fwd bf16 y: the fp32 y rounded, rstd the same");
+  free(a); free(b); free(c); free(x); free(y);
+}
+
 static void test_view(void) {
   engine *v = NULL, *vv = NULL;
   eng_ctx ctx = {NULL, 0, 4};   /* adamw_blocks: a GPU hint, ignored here */
@@ -1497,6 +1561,7 @@ int main(void) {
   test_adamw();
   test_add_scale();
   test_cast();
+  test_16bit_storage();
   test_threads();
   test_view();
   test_intervals();

@@ -44,9 +44,14 @@ int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
 int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
                  float *m, float *v, size_t n, float lr, float b1, float b2,
                  float eps, float wd, long long t) {
-  TRY(cpu_f32_only("k_adamw_ex", lt));
   TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
-  if (p_low && p_low != p) memcpy(p_low, p, n * sizeof(float));
+  if (!p_low || p_low == p) return 0;
+  if (lt == DT_F32) {
+    memcpy(p_low, p, n * sizeof(float));
+    return 0;
+  }
+#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
+  for (size_t i = 0; i < n; i++) cpu_store(p_low, lt, i, p[i]);
   return 0;
 }
 
@@ -56,7 +61,6 @@ int cpu_matmul_adamw(engine *e, int rows, int cols, int k, const void *dy,
                      int ldy, const void *x, int ldx, dtype in_t, float *p,
                      void *p_low, float *m, float *v, float lr, float b1,
                      float b2, float eps, float wd, long long t) {
-  TRY(cpu_f32_only("k_matmul_adamw", in_t));
   size_t n = (size_t)rows * cols;
   float *g = malloc(n * sizeof *g);
   CHECK_ALLOC(g, n * sizeof *g);

@@ -13,20 +13,14 @@
  * double, so this is also the accurate reference the tests lean on. P is
  * the caller's [BH, Tq, Tk] buffer; backward's dS row is per-head scratch.
  * Heads are independent: one OpenMP iteration per head, so results do not
- * depend on the thread count. fp32 only (as the CPU matmul). */
+ * depend on the thread count. Computed in fp32 (16-bit operands staged,
+ * cpu_stage), as the CPU matmul. */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
 #include "common/check.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static int need_f32(const char *op, dtype dt) {
-  if (dt != DT_F32)
-    FAIL(ERR_FAIL, "%s: the CPU engine computes attention in f32 only (got "
-         "%s; allowed: f32)", op, dtype_name(dt));
-  return 0;
-}
 
 static void mat_fwd_head(const float *q, const float *k, const float *v,
                          float *o, float *lse, float *P, int tq, int tk,
@@ -94,11 +88,10 @@ static void mat_bwd_head(const float *q, const float *k, const float *v,
   }
 }
 
-int cpu_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
-                      const void *v, void *o, float *lse, void *P, int bh,
-                      int tq, int tk, int dh, int causal, float scale,
-                      dtype dt) {
-  TRY(need_f32("k_attention_fwd", dt));
+static int attention_fwd(engine *e, attn_impl impl, const float *q,
+                         const float *k, const float *v, float *o, float *lse,
+                         float *P, int bh, int tq, int tk, int dh, int causal,
+                         float scale) {
   if (impl == ATTN_FLASH)
     return cpu_flash_fwd(e, q, k, v, o, lse, bh, tq, tk, dh, causal, scale);
   size_t sq = (size_t)tq * dh, sk = (size_t)tk * dh, sp = (size_t)tq * tk;
@@ -111,12 +104,11 @@ int cpu_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
   return 0;
 }
 
-int cpu_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
-                      const void *v, const void *o, const void *dout,
-                      const float *lse, const void *P, void *dq, void *dk,
-                      void *dv, int bh, int tq, int tk, int dh, int causal,
-                      float scale, dtype dt) {
-  TRY(need_f32("k_attention_bwd", dt));
+static int attention_bwd(engine *e, attn_impl impl, const float *q,
+                         const float *k, const float *v, const float *o,
+                         const float *dout, const float *lse, const float *P,
+                         float *dq, float *dk, float *dv, int bh, int tq,
+                         int tk, int dh, int causal, float scale) {
   if (impl == ATTN_FLASH)
     return cpu_flash_bwd(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, dh,
                          causal, scale);
@@ -137,4 +129,46 @@ int cpu_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
   }
   free(scratch);
   return 0;
+}
+
+/* 16-bit q, k, v, o, dout and P (materialised) widened, o, P, dq, dk, dv
+ * computed in fp32 and rounded (cpu_stage); lse stays fp32. */
+int cpu_attention_fwd(engine *e, attn_impl impl, const void *q, const void *k,
+                      const void *v, void *o, float *lse, void *P, int bh,
+                      int tq, int tk, int dh, int causal, float scale,
+                      dtype dt) {
+  size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh;
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fq = cpu_stage_in(&s, q, dt, nq), *fk = cpu_stage_in(&s, k, dt, nk),
+              *fv = cpu_stage_in(&s, v, dt, nk);
+  float *fo = cpu_stage_out(&s, o, dt, nq, 0);
+  float *fp = impl == ATTN_FLASH ? NULL
+                                 : cpu_stage_out(&s, P, dt, (size_t)bh * tq * tk, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? attention_fwd(e, impl, fq, fk, fv, fo, lse, fp, bh,
+                                               tq, tk, dh, causal, scale)
+                               : 0);
+}
+
+int cpu_attention_bwd(engine *e, attn_impl impl, const void *q, const void *k,
+                      const void *v, const void *o, const void *dout,
+                      const float *lse, const void *P, void *dq, void *dk,
+                      void *dv, int bh, int tq, int tk, int dh, int causal,
+                      float scale, dtype dt) {
+  size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh;
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fq = cpu_stage_in(&s, q, dt, nq), *fk = cpu_stage_in(&s, k, dt, nk),
+              *fv = cpu_stage_in(&s, v, dt, nk), *fo = cpu_stage_in(&s, o, dt, nq),
+              *fdo = cpu_stage_in(&s, dout, dt, nq);
+  const float *fp = impl == ATTN_FLASH ? NULL
+                                       : cpu_stage_in(&s, P, dt, (size_t)bh * tq * tk);
+  float *fdq = cpu_stage_out(&s, dq, dt, nq, 0), *fdk = cpu_stage_out(&s, dk, dt, nk, 0),
+        *fdv = cpu_stage_out(&s, dv, dt, nk, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? attention_bwd(e, impl, fq, fk, fv, fo, fdo, lse, fp,
+                                               fdq, fdk, fdv, bh, tq, tk, dh, causal,
+                                               scale)
+                               : 0);
 }

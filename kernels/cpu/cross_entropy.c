@@ -66,7 +66,11 @@ int cpu_cross_entropy_bwd_ex(engine *e, const float *logits,
                              const int32_t *targets, const float *lse,
                              void *dlogits, dtype dt, int n, int vocab,
                              float scale) {
-  TRY(cpu_f32_only("k_cross_entropy_bwd_ex", dt));
-  return cpu_cross_entropy_bwd(e, logits, targets, lse, dlogits, n, vocab,
-                               scale);
+  cpu_stage s;   /* a 16-bit dlogits: the fp32 gradient rounded */
+  cpu_stage_init(&s, e);
+  float *fd = cpu_stage_out(&s, dlogits, dt, (size_t)n * vocab, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? cpu_cross_entropy_bwd(e, logits, targets, lse,
+                                                       fd, n, vocab, scale)
+                               : 0);
 }

@@ -96,7 +96,7 @@ static float f16_to_f32(uint16_t h) {
   return float_of(sign | ((exp + 127 - 15) << 23) | (mant << 13));
 }
 
-static float load(const void *src, dtype t, size_t i) {
+float cpu_load(const void *src, dtype t, size_t i) {
   switch (t) {
   case DT_BF16: return bf16_to_f32(((const uint16_t *)src)[i]);
   case DT_F16: return f16_to_f32(((const uint16_t *)src)[i]);
@@ -104,7 +104,7 @@ static float load(const void *src, dtype t, size_t i) {
   }
 }
 
-static void store(void *dst, dtype t, size_t i, float f) {
+void cpu_store(void *dst, dtype t, size_t i, float f) {
   switch (t) {
   case DT_BF16: ((uint16_t *)dst)[i] = f32_to_bf16(f); break;
   case DT_F16: ((uint16_t *)dst)[i] = f32_to_f16(f); break;
@@ -119,7 +119,7 @@ int cpu_cast(engine *e, const void *src, dtype st, void *dst, dtype dt,
     return 0;
   }
 #pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
-  for (size_t i = 0; i < n; i++) store(dst, dt, i, load(src, st, i));
+  for (size_t i = 0; i < n; i++) cpu_store(dst, dt, i, cpu_load(src, st, i));
   return 0;
 }
 

@@ -22,13 +22,6 @@ int cpu_threads(const engine *e) {
   return ((const cpu_engine *)e->impl)->threads;
 }
 
-int cpu_f32_only(const char *op, dtype t) {
-  if (t != DT_F32)
-    FAIL(ERR_FAIL, "%s: the cpu engine computes in f32 only (asked for %s; "
-         "allowed: f32)", op, dtype_name(t));
-  return 0;
-}
-
 static void cpu_destroy(engine *e) { free(e->impl); }
 
 static int cpu_alloc(engine *e, size_t bytes, const char *tag, void **p) {

@@ -39,16 +39,24 @@ int cpu_merge_heads(engine *e, const float *x, float *y, int batch, int seq,
   return 0;
 }
 
+/* The typed forms: x widened, y rounded (cpu_stage). */
+static int permute_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
+                      int batch, int seq, int heads, int dh, int split) {
+  size_t n = (size_t)batch * seq * heads * dh;
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fx = cpu_stage_in(&s, x, xt, n);
+  float *fy = cpu_stage_out(&s, y, yt, n, 0);
+  if (cpu_stage_ok(&s)) permute(e, fx, fy, batch, seq, heads, dh, split);
+  return cpu_stage_end(&s, 0);
+}
+
 int cpu_split_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
                        int batch, int seq, int heads, int dh) {
-  TRY(cpu_f32_only("k_split_heads_ex", xt));
-  TRY(cpu_f32_only("k_split_heads_ex", yt));
-  return cpu_split_heads(e, x, y, batch, seq, heads, dh);
+  return permute_ex(e, x, xt, y, yt, batch, seq, heads, dh, 1);
 }
 
 int cpu_merge_heads_ex(engine *e, const void *x, dtype xt, void *y, dtype yt,
                        int batch, int seq, int heads, int dh) {
-  TRY(cpu_f32_only("k_merge_heads_ex", xt));
-  TRY(cpu_f32_only("k_merge_heads_ex", yt));
-  return cpu_merge_heads(e, x, y, batch, seq, heads, dh);
+  return permute_ex(e, x, xt, y, yt, batch, seq, heads, dh, 0);
 }

@@ -136,14 +136,28 @@ int cpu_matmul_batched(engine *e, int trans_a, int trans_b, int m, int n,
   return 0;
 }
 
+/* Elements a rows x cols matrix with row stride ld spans. */
+static size_t span(int rows, int cols, int ld) {
+  return rows > 0 && cols > 0 ? (size_t)(rows - 1) * ld + cols : 0;
+}
+
+/* 16-bit A and B widened, a 16-bit C computed in fp32 and rounded once
+ * (cpu_stage). C is read back first where beta adds to it or its rows have
+ * gaps (ldc > n: columns of a wider matrix, which must come back as they
+ * were: widening and rounding a 16-bit value again gives its bits). */
 int cpu_matmul_ex(engine *e, int ta, int tb, int m, int n, int k, float alpha,
                   const void *A, int lda, const void *B, int ldb, dtype in_t,
                   float beta, void *C, int ldc, dtype ct, f32_products f32) {
-  TRY(cpu_f32_only("k_matmul_ex", in_t));
-  if (f32 != F32_EXACT)
+  if (f32 != F32_EXACT && in_t == DT_F32)
     FAIL(ERR_FAIL, "k_matmul_ex: the cpu engine has no TF32 tensor cores for "
          "%s products (allowed: fp32)", f32_products_name(f32));
-  TRY(cpu_f32_only("k_matmul_ex", ct));
-  return cpu_matmul(e, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
-                    DT_F32);
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fa = cpu_stage_in(&s, A, in_t, ta ? span(k, m, lda) : span(m, k, lda));
+  const float *fb = cpu_stage_in(&s, B, in_t, tb ? span(n, k, ldb) : span(k, n, ldb));
+  float *fc = cpu_stage_out(&s, C, ct, span(m, n, ldc), beta != 0.0f || ldc != n);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? cpu_matmul(e, ta, tb, m, n, k, alpha, fa, lda, fb,
+                                            ldb, beta, fc, ldc, DT_F32)
+                               : 0);
 }

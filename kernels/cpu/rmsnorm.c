@@ -66,7 +66,6 @@ int cpu_rmsnorm_bwd(engine *e, const float *dy, const float *x,
 int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
                         const float *g, void *y, dtype yt, float *rstd, int n,
                         int d, float eps) {
-  TRY(cpu_f32_only("k_add_rmsnorm_fwd", yt));
   const float *x = a;
   if (b) {
     TRY(cpu_add(e, a, b, sum, (size_t)n * d));
@@ -74,23 +73,35 @@ int cpu_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
   } else if (sum && sum != a) {
     memcpy(sum, a, (size_t)n * d * sizeof(float));
   }
-  return cpu_rmsnorm_fwd(e, x, g, y, rstd, n, d, eps);
+  cpu_stage s;   /* a 16-bit y: the fp32 result rounded */
+  cpu_stage_init(&s, e);
+  float *fy = cpu_stage_out(&s, y, yt, (size_t)n * d, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? cpu_rmsnorm_fwd(e, x, g, fy, rstd, n, d, eps)
+                               : 0);
 }
 
 int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
                        const float *g, const float *rstd, const float *dres,
                        float *dx, void *dx_low, dtype lt, float *dg, int n,
                        int d) {
-  TRY(cpu_f32_only("k_rmsnorm_bwd_ex", lt));
-  const float *dy = dy_in;
   size_t nd = (size_t)n * d;
+  cpu_stage s;   /* a 16-bit dy widened, dx_low rounded from dx */
+  cpu_stage_init(&s, e);
+  const float *dy = cpu_stage_in(&s, dy_in, lt, nd);
   float *t = malloc(nd * sizeof *t);
-  CHECK_ALLOC(t, nd * sizeof *t);
-  int rc = cpu_rmsnorm_bwd(e, dy, x, g, rstd, t, dg, n, d);
-  if (rc == 0) {
+  int rc = t && cpu_stage_ok(&s) ? cpu_rmsnorm_bwd(e, dy, x, g, rstd, t, dg, n, d) : 0;
+  if (rc == 0 && t && cpu_stage_ok(&s)) {
     for (size_t i = 0; i < nd; i++) dx[i] = (dres ? dres[i] : 0.0f) + t[i];
-    if (dx_low && dx_low != dx) memcpy(dx_low, dx, nd * sizeof(float));
+    if (dx_low && dx_low != dx) {
+      if (lt == DT_F32) memcpy(dx_low, dx, nd * sizeof(float));
+      else
+        for (size_t i = 0; i < nd; i++) cpu_store(dx_low, lt, i, dx[i]);
+    }
   }
+  if (!t && rc == 0)
+    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory (%zu bytes)",
+                 nd * sizeof *t);
   free(t);
-  return rc;
+  return cpu_stage_end(&s, rc);
 }

@@ -49,11 +49,9 @@ int cpu_rope(engine *e, float *x, int batch, int heads, int seq, int dh,
 
 /* Row r = (b, t) of qkv [B*T, 3D]; part p (0 q, 1 k, 2 v), head h: its Dh
  * values are qkv[r, p*D + h*Dh ...], and land at [b, h, t, :]. */
-int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
-                       void *v, dtype lt, int batch, int seq, int heads,
-                       int dh, float theta) {
-  TRY(cpu_f32_only("k_qkv_split_rope", lt));
-  const float *qkv = qkv_in;
+static int split_rope(engine *e, const float *qkv, float *q, float *k,
+                      float *v, int batch, int seq, int heads, int dh,
+                      float theta) {
   const int D = heads * dh;
   float *out[3] = {q, k, v};
   for (int p = 0; p < 3; p++)
@@ -69,10 +67,24 @@ int cpu_qkv_split_rope(engine *e, const void *qkv_in, void *q, void *k,
   return 0;
 }
 
-int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
-                           const void *dv, void *dqkv, dtype lt, int batch,
-                           int seq, int heads, int dh, float theta) {
-  TRY(cpu_f32_only("k_qkv_merge_rope_bwd", lt));
+/* 16-bit: qkv widened, q, k, v rotated in fp32 and rounded (cpu_stage). */
+int cpu_qkv_split_rope(engine *e, const void *qkv, void *q, void *k,
+                       void *v, dtype lt, int batch, int seq, int heads,
+                       int dh, float theta) {
+  size_t n = (size_t)batch * seq * heads * dh;
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fqkv = cpu_stage_in(&s, qkv, lt, 3 * n);
+  float *fq = cpu_stage_out(&s, q, lt, n, 0), *fk = cpu_stage_out(&s, k, lt, n, 0),
+        *fv = cpu_stage_out(&s, v, lt, n, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s) ? split_rope(e, fqkv, fq, fk, fv, batch,
+                                                         seq, heads, dh, theta)
+                                            : 0);
+}
+
+static int merge_rope_bwd(engine *e, const float *dq, const float *dk,
+                          const float *dv, float *dqkv, int batch, int seq,
+                          int heads, int dh, float theta) {
   const int D = heads * dh;
   size_t per = (size_t)batch * heads * seq * dh;
   float *rot = malloc(2 * per * sizeof *rot);
@@ -93,4 +105,18 @@ int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
                  dh * sizeof(float));
   free(rot);
   return rc;
+}
+
+int cpu_qkv_merge_rope_bwd(engine *e, const void *dq, const void *dk,
+                           const void *dv, void *dqkv, dtype lt, int batch,
+                           int seq, int heads, int dh, float theta) {
+  size_t n = (size_t)batch * seq * heads * dh;
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fdq = cpu_stage_in(&s, dq, lt, n), *fdk = cpu_stage_in(&s, dk, lt, n),
+              *fdv = cpu_stage_in(&s, dv, lt, n);
+  float *fo = cpu_stage_out(&s, dqkv, lt, 3 * n, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s) ? merge_rope_bwd(e, fdq, fdk, fdv, fo, batch,
+                                                             seq, heads, dh, theta)
+                                            : 0);
 }

@@ -45,12 +45,22 @@ int cpu_swiglu_bwd(engine *e, const float *dh, const float *a,
 
 int cpu_swiglu_fwd_ex(engine *e, const void *a, const void *b, void *h,
                       dtype lt, size_t n) {
-  TRY(cpu_f32_only("k_swiglu_fwd_ex", lt));
-  return cpu_swiglu_fwd(e, a, b, h, n);
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fa = cpu_stage_in(&s, a, lt, n), *fb = cpu_stage_in(&s, b, lt, n);
+  float *fh = cpu_stage_out(&s, h, lt, n, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s) ? cpu_swiglu_fwd(e, fa, fb, fh, n) : 0);
 }
 
 int cpu_swiglu_bwd_ex(engine *e, const void *dh, const void *a, const void *b,
                       void *da, void *db, void *h, dtype lt, size_t n) {
-  TRY(cpu_f32_only("k_swiglu_bwd_ex", lt));
-  return swiglu_bwd_pass(e, dh, a, b, da, db, h, n);
+  cpu_stage s;
+  cpu_stage_init(&s, e);
+  const float *fdh = cpu_stage_in(&s, dh, lt, n), *fa = cpu_stage_in(&s, a, lt, n),
+              *fb = cpu_stage_in(&s, b, lt, n);
+  float *fda = cpu_stage_out(&s, da, lt, n, 0), *fdb = cpu_stage_out(&s, db, lt, n, 0),
+        *fh = cpu_stage_out(&s, h, lt, n, 0);
+  return cpu_stage_end(&s, cpu_stage_ok(&s)
+                               ? swiglu_bwd_pass(e, fdh, fa, fb, fda, fdb, fh, n)
+                               : 0);
 }
