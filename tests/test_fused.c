@@ -6,7 +6,8 @@
  *
  * On the CPU both paths compute in fp32 with the same kernels underneath,
  * in a different order (q, k, v as one product; the residual added inside
- * the norm), so they agree to rounding: 1e-5 of each tensor's scale. The
+ * the norm), so they agree to rounding: 1e-5 of each tensor's scale; the
+ * fused path in bf16 (16-bit storage on the CPU engine) within 1e-2. The
  * gradient hook must announce every tensor once in both paths. Also here:
  * weights written after the fused path has run (a checkpoint loaded into a
  * model that has trained, and every other way of writing them) are what it
@@ -689,33 +690,39 @@ int main(void) {
   check(ref.hook_calls == 2 * nv, "op-by-op: %d gradient announcements "
         "in two backwards (%d tensors)", ref.hook_calls, nv);
 
+  /* fp32 to rounding; bf16 (the CPU engine stores 16-bit operands
+   * narrower: kernels/cpu/cpu.h, cpu_stage) within its rounding */
   const attn_impl impls[] = {ATTN_MATERIALIZED, ATTN_FLASH};
-  for (int k = 0; k < 2; k++) {
-    model_options of = {.compute = DT_F32, .fused = 1, .attention = impls[k],
-                        .f32 = F32_EXACT};
+  for (int k = 0; k < 4; k++) {
+    int half = k >= 2;
+    model_options of = {.compute = half ? DT_BF16 : DT_F32, .fused = 1,
+                        .attention = impls[k % 2], .f32 = F32_EXACT};
+    const double tol = half ? BF16_TOL : 1e-5;
     run_out o;
     run(e, &c, w, np, ids, tg, B, T, &of, &o);
-    const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
+    char an[32];
+    snprintf(an, sizeof an, "%s%s", half ? "bf16, " : "",
+             impls[k % 2] == ATTN_FLASH ? "flash" : "materialized");
     char what[160];
     for (int s = 0; s < 2; s++)
-      check(fabs(o.loss[s] - ref.loss[s]) <= 1e-5 * fabs(ref.loss[s]),
+      check(fabs(o.loss[s] - ref.loss[s]) <= tol * fabs(ref.loss[s]),
             "fused (%s) loss of step %d %.7f vs op-by-op %.7f", an, s + 1,
             o.loss[s], ref.loss[s]);
     snprintf(what, sizeof what, "fused (%s) logits", an);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, 1e-5);
-    for (int i = 0; i < nv; i++) {
+    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
+    for (int i = 0; !half && i < nv; i++) {
       snprintf(what, sizeof what, "fused (%s) grad %s", an, v[i].name);
       compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
               v[i].numel, 1e-5);
     }
     snprintf(what, sizeof what, "fused (%s) weights after two AdamW steps",
              an);
-    compare(what, o.params_after, ref.params_after, np, 1e-5);
+    compare(what, o.params_after, ref.params_after, np, tol);
     check(o.hook_calls == 2 * nv, "fused (%s): %d gradient announcements "
           "in two backwards", an, o.hook_calls);
-    if (impls[k] == ATTN_FLASH)
-      check(o.act_bytes < ref.act_bytes, "fused (flash) keeps fewer "
-            "activation bytes than op-by-op (%zu < %zu)", o.act_bytes,
+    if (impls[k % 2] == ATTN_FLASH)
+      check(o.act_bytes < ref.act_bytes, "fused (%s) keeps fewer "
+            "activation bytes than op-by-op (%zu < %zu)", an, o.act_bytes,
             ref.act_bytes);
     free(o.logits); free(o.grads); free(o.params_after);
   }
@@ -774,25 +781,6 @@ int main(void) {
     model_destroy(pm);
   }
 
-  /* 16-bit storage on the CPU engine (kernels/cpu/cpu.h, cpu_stage): the
-   * bf16 fused model trains, within bf16's rounding of the fp32 one. */
-  for (int k = 0; k < 2; k++) {
-    model_options o16 = {.compute = DT_BF16, .fused = 1, .attention = impls[k],
-                         .f32 = F32_EXACT};
-    run_out o;
-    run(e, &c, w, np, ids, tg, B, T, &o16, &o);
-    const char *an = impls[k] == ATTN_FLASH ? "flash" : "materialized";
-    char what[160];
-    for (int s = 0; s < 2; s++)
-      check(fabs(o.loss[s] - ref.loss[s]) <= BF16_TOL * fabs(ref.loss[s]),
-            "bf16 fused (%s) loss of step %d %.5f vs fp32 op-by-op %.5f", an,
-            s + 1, o.loss[s], ref.loss[s]);
-    snprintf(what, sizeof what, "bf16 fused (%s) logits", an);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, BF16_TOL);
-    snprintf(what, sizeof what, "bf16 fused (%s) weights after two AdamW steps", an);
-    compare(what, o.params_after, ref.params_after, np, BF16_TOL);
-    free(o.logits); free(o.grads); free(o.params_after);
-  }
   model *m;
   model_options opflash = {.compute = DT_F32, .attention = ATTN_FLASH,
                            .f32 = F32_EXACT};
