@@ -13,7 +13,8 @@
  * model that has trained, and every other way of writing them) are what it
  * computes with; the loss-scale unscaling pass and the per-family profiler
  * (eng_profile), which the fused path's timings rely on. Activation
- * checkpoints (groups of 1, 2, 3, 5, 7 of 5 layers) against none: losses,
+ * checkpoints (groups of 1, 2, 3, 5, 7 of 5 layers; groups of 2 in bf16
+ * too) against none: losses,
  * gradients and weights bit for bit over three steps, also keeping each
  * layer's attention output through the reruns (flash; materialised is
  * refused). The head in chunks (head_chunk) against the whole head: losses
@@ -286,12 +287,14 @@ static model *model_from(engine *e, const model_config *c, int B, int T,
  * later group. */
 static void test_checkpointing(engine *e, const model_config *c,
                                const float *w, size_t np, int B, int T,
-                               attn_impl impl, int G) {
-  model_options o = {.compute = DT_F32, .fused = 1, .attention = impl,
+                               attn_impl impl, int G, dtype dt) {
+  model_options o = {.compute = dt, .fused = 1, .attention = impl,
                      .f32 = F32_EXACT};
   model_options oc = o;
   oc.ckpt_layers = G;
-  const char *an = impl == ATTN_FLASH ? "flash" : "materialized";
+  char an[32];
+  snprintf(an, sizeof an, "%s%s", dt == DT_F32 ? "" : "bf16, ",
+           impl == ATTN_FLASH ? "flash" : "materialized");
   const int L = c->layers, kept = G < L ? G : L;
   const int inputs = G < L ? (L + G - 1) / G - 1 : 0;
   model *m[2];
@@ -664,7 +667,12 @@ int main(void) {
     for (int k = 0; k < 2; k++) {
       static const int groups[] = {1, 2, 3, 5, 7};
       for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
-        test_checkpointing(e, &c5, w5, np5, B, T, impls_ck[k], groups[g]);
+        test_checkpointing(e, &c5, w5, np5, B, T, impls_ck[k], groups[g],
+                           DT_F32);
+    /* bf16 (16-bit storage on the CPU engine): the reruns rebuild the
+     * 16-bit tensors forward saved */
+    for (int k = 0; k < 2; k++)
+      test_checkpointing(e, &c5, w5, np5, B, T, impls_ck[k], 2, DT_BF16);
     }
     /* the head in chunks: uneven (26 tokens in 5s), and one chunk */
     test_head_chunk(e, &c5, w5, np5, ids, tg, B, T, 5);
