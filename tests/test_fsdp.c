@@ -21,7 +21,8 @@
  * attention output for the reruns), AdamW after backward and
  * in it; with flash, also every group kept gathered from forward to
  * backward (FSDP2's reshard_after_forward = False: one gather a group a
- * step). Global batch 12 sequences of 8 tokens, rank r takes sequences
+ * step); on CPU ranks also those kept-gathered cases in bf16 at vocab 61,
+ * where the bf16 head fits a layer's slot and the fp32 embedding does not. Global batch 12 sequences of 8 tokens, rank r takes sequences
  * [r*12/W, (r+1)*12/W); 3 AdamW steps on fresh random batches, each
  * rank's weights drawn by fsdp_create from the seed as its own shard.
  *
@@ -476,6 +477,22 @@ int main(int argc, char **argv) {
           for (int inb = 0; inb < (precs[p] == DT_F16 ? 1 : 2); inb++)
             one_case(&x, precs[p], a ? ATTN_MATERIALIZED : ATTN_FLASH, k,
                      inb, keep);
+  /* On CPU ranks, a vocabulary whose bf16 head fits a bf16 layer's slot
+   * while the fp32 embedding does not: kept gathered, the window needs a
+   * large slot for the embedding alone, and a head that took a layer's
+   * slot must not cost a layer a second gather (a layout the window once
+   * got wrong). */
+  if (x.backend == COMM_MPI) {
+    x.cfg.vocab = 61;
+    for (int s = 0; s < STEPS; s++)
+      for (int i = 0; i < B * T; i++) {
+        x.ids[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
+        x.tgt[s][i] = (int32_t)(next_u64() % (uint64_t)x.cfg.vocab);
+      }
+    for (int k = 0; k <= 2; k++)
+      for (int inb = 0; inb < 2; inb++)
+        one_case(&x, DT_BF16, ATTN_FLASH, k, inb, 1);
+  }
   free(x.after);
   comm_close(x.c);
   int status = x.rank == 0 ? tl_finish() : 0;
