@@ -17,7 +17,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
                    float *m, float *v, size_t n, float lr, float b1, float b2,
@@ -46,13 +45,7 @@ int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
                  float eps, float wd, long long t) {
   TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
   if (!p_low || p_low == p) return 0;
-  if (lt == DT_F32) {
-    memcpy(p_low, p, n * sizeof(float));
-    return 0;
-  }
-#pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
-  for (size_t i = 0; i < n; i++) cpu_store(p_low, lt, i, p[i]);
-  return 0;
+  return cpu_cast(e, p, DT_F32, p_low, lt, n);   /* the copy, rounded */
 }
 
 /* The product into a buffer of its own, then k_adamw_ex: the reference the

@@ -93,11 +93,7 @@ int cpu_rmsnorm_bwd_ex(engine *e, const void *dy_in, const float *x,
   int rc = t && cpu_stage_ok(&s) ? cpu_rmsnorm_bwd(e, dy, x, g, rstd, t, dg, n, d) : 0;
   if (rc == 0 && t && cpu_stage_ok(&s)) {
     for (size_t i = 0; i < nd; i++) dx[i] = (dres ? dres[i] : 0.0f) + t[i];
-    if (dx_low && dx_low != dx) {
-      if (lt == DT_F32) memcpy(dx_low, dx, nd * sizeof(float));
-      else
-        for (size_t i = 0; i < nd; i++) cpu_store(dx_low, lt, i, dx[i]);
-    }
+    if (dx_low && dx_low != dx) rc = cpu_cast(e, dx, DT_F32, dx_low, lt, nd);
   }
   if (!t && rc == 0)
     rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory (%zu bytes)",
