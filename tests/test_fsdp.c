@@ -3,9 +3,9 @@
  *
  *   mpirun -np W tests/test_fsdp [mpi|nccl]
  *
- * mpi: CPU engine on each rank (fp32 and bf16, stored narrower: its
- * 16-bit layouts); nccl: CUDA engine + NCCL, one GPU
- * per rank (exit 77 without), fp32, bf16 and fp16 (the course's test
+ * mpi: CPU engine on each rank, nccl: CUDA engine + NCCL, one GPU per
+ * rank (exit 77 without); both in fp32, bf16 and fp16 (the CPU engine
+ * stores 16-bit operands narrower: kernels/cpu/cpu.h) (the course's test
  * takes fp16 compute; AdamW after backward only, as its loss scaling
  * needs every gradient first).
  *
@@ -406,7 +406,7 @@ static void refusals(ctx *x) {
   bad.attention = ATTN_MATERIALIZED;
   expect_fail("bound weights on the op-by-op path",
               model_create_ex(&m, e, &x->cfg, B, T, &bad));
-  if (x->backend == COMM_NCCL) {   /* fp16 on the GPUs only (main) */
+  {
     model_options h = options(DT_F16, ATTN_FLASH, 0, x->world);
     hard(model_create_ex(&m, e, &x->cfg, B / x->world, T, &h),
          "model_create_ex fp16 bound");
@@ -465,11 +465,11 @@ int main(int argc, char **argv) {
     }
   if (x.rank == 0) refusals(&x);
   window_cap(&x);
-  if (x.backend == COMM_NCCL) fp16_skip(&x);   /* 16-bit products: GPUs */
+  fp16_skip(&x);
   dtype precs[] = {DT_F32, DT_BF16, DT_F16};
   /* MPI: the CPU engine stores bf16 operands narrower (kernels/cpu/cpu.h),
    * so the 16-bit window and shard layouts are checked without a GPU */
-  int nprec = x.backend == COMM_NCCL ? 3 : 2;
+  int nprec = 3;
   for (int p = 0; p < nprec; p++)
     for (int a = 0; a < 2; a++)
       for (int k = 0; k <= 2; k++)
