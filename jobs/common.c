@@ -145,6 +145,13 @@ int monitor_try_begin(engine *e) {
   return 0;
 }
 
+void monitor_set(result *r, const eng_monitor *mon) {
+  if (mon->samples <= 0) return;
+  result_set(r, "gpu_sm_mhz", mon->sm_mhz);
+  result_set(r, "gpu_power_w", mon->power_w);
+  result_set(r, "gpu_power_capped", mon->power_capped);
+}
+
 int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
                     void *ctx, result *r) {
   int on = monitor_try_begin(e), rc = 0;
@@ -160,11 +167,8 @@ int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
                  mon.samples ? mon.power_w : -1,
                  mon.samples ? mon.power_capped : -1};
   TRY(comm_world_max(g, 3));
-  if (g[0] > -1e29) {
-    result_set(r, "gpu_sm_mhz", -g[0]);
-    result_set(r, "gpu_power_w", g[1]);
-    result_set(r, "gpu_power_capped", g[2]);
-  }
+  eng_monitor all = {g[0] > -1e29, -g[0], g[1], g[2]};
+  monitor_set(r, &all);
   return 0;
 }
 

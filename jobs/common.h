@@ -187,8 +187,11 @@ sample_stats stats_of(const double *v, int n);
  * is cleared and the job's monitor columns stay empty). */
 int monitor_try_begin(engine *e);
 
-/* The metric names monitored_steps writes, for a kind's metrics table. */
+/* The metric names monitor_set writes, for a kind's metrics table. */
 #define MONITOR_METRICS "gpu_sm_mhz", "gpu_power_w", "gpu_power_capped"
+
+/* MONITOR_METRICS from one monitor's readings (none when it took none). */
+void monitor_set(result *r, const eng_monitor *mon);
 
 /* step(ctx, k) for k = 0 .. steps - 1, the GPU monitor around them; the
  * row gets MONITOR_METRICS over those steps: of every rank's GPU (each

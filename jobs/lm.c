@@ -575,11 +575,7 @@ static int run(const void *settings, result *r) {
     monitored = 0;
     if ((rc = eng_monitor_end(e, &mon)) < 0) goto fail;
   }
-  if (mon.samples > 0) {
-    result_set(r, "gpu_sm_mhz", mon.sm_mhz);
-    result_set(r, "gpu_power_w", mon.power_w);
-    result_set(r, "gpu_power_capped", mon.power_capped);
-  }
+  monitor_set(r, &mon);
 
   /* One more, untimed step with every operation bracketed: where the time
    * goes, by kernel family, in the row's message. */
