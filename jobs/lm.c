@@ -38,6 +38,7 @@ static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
 static const char *const optimizers[] = {"after_backward", "in_backward",
                                          "in_products", NULL};
 static const char *const norms[] = {"rmsnorm", "layernorm", NULL};
+static const char *const weight_grad_types[] = {"fp32", "compute", NULL};
 
 typedef struct lm_settings {
   run_settings run;
@@ -49,6 +50,7 @@ typedef struct lm_settings {
   bool cuda_graphs;
   bool kernel_profile;
   const char *optimizer;
+  const char *weight_grads;
   int adamw_blocks;
   int gemm_sm_reserve;
   int checkpoint_layers;
@@ -92,6 +94,12 @@ static const param_def params[] = {
      "in_products (in_backward, but each weight matrix updated inside the "
      "product that makes its gradient, which is never stored; fused path; "
      "cuda: bf16)"},
+    {"run", "weight_grads", STRING_FIELD(lm_settings, weight_grads), 0, 0,
+     weight_grad_types, NULL, "fp32",
+     "optimizer in_backward on the fused path: the weight matrices' "
+     "gradients stored in fp32, or in the products' input dtype (compute: "
+     "bf16 rounds them as PyTorch's autocast does; half the bytes the "
+     "products write and AdamW reads; fp32 precisions: the same as fp32)"},
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
      "optimizer in_backward or in_products: thread blocks the updates "
@@ -221,6 +229,15 @@ static int validate(const void *settings, char *err, size_t n) {
              s->head_chunk, s->fusion, s->optimizer);
     return BLAME(lm_settings, head_chunk);
   }
+  if (strcmp(s->weight_grads, "fp32") != 0 &&
+      (strcmp(s->optimizer, "in_backward") != 0 ||
+       strcmp(s->fusion, "fused") != 0)) {
+    snprintf(err, n, "weight_grads = \"%s\" stores the gradients that the "
+             "fused path's updates in backward read, each layer's only until "
+             "its update (allowed with optimizer %s and fusion %s: fp32)",
+             s->weight_grads, s->optimizer, s->fusion);
+    return BLAME(lm_settings, weight_grads);
+  }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -265,6 +282,7 @@ static model_options options(const lm_settings *s) {
    * until its update (two layer-sized slots, not every gradient) */
   o.grad_slots = o.fused && in_backward(s);
   o.adamw_in_products = strcmp(s->optimizer, "in_products") == 0;
+  o.grad_lt = strcmp(s->weight_grads, "compute") == 0;
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
   o.ckpt_layers = s->checkpoint_layers;

@@ -182,11 +182,12 @@ static int check_cross_entropy_bwd_ex(engine *e, const float *logits,
 }
 
 static int check_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
-                          const float *g, float *m, float *v, size_t n,
-                          float lr, float b1, float b2, float eps, float wd,
-                          long long t) {
+                          const void *g, dtype gt, float *m, float *v,
+                          size_t n, float lr, float b1, float b2, float eps,
+                          float wd, long long t) {
   const char *op = "k_adamw_ex";
   TRY(need_fused(e, op, lt));
+  TRY(need_fused(e, op, gt));
   NEED(t >= 1, "%s: step t=%lld must be >= 1", op, t);
   NEED(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1,
        "%s: betas (%g, %g) must be in [0, 1)", op, (double)b1, (double)b2);

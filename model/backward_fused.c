@@ -24,11 +24,13 @@
  * product updates W (its moments and 16-bit copy) instead, and dW is not
  * written: so it comes after every read of W's copy in backward (each dx
  * product, each forward product rebuilt). */
-/* dW[dout, din] = dy^T x (beta 0) or += (beta 1), into fp32. */
-static int product_dw(model *m, const void *dy, const void *x, float *dW,
-                      int n, int din, int dout, float beta) {
+/* dW[dout, din] = dy^T x (beta 0) or += (beta 1), into fp32, or (beta 0)
+ * into m->wgt: model_options.grad_lt's 16-bit gradient, the product's
+ * fp32 sums rounded once. */
+static int product_dw(model *m, const void *dy, const void *x, void *dW,
+                      dtype wt, int n, int din, int dout, float beta) {
   return k_matmul_ex(m->be, 1, 0, dout, din, n, 1.0f, dy, dout, x, din, m->lt,
-                     beta, dW, din, DT_F32, m->opt.f32);
+                     beta, dW, din, wt, m->opt.f32);
 }
 
 static int linear_dw(model *m, const void *dy, const void *x, const float *W,
@@ -43,7 +45,7 @@ static int linear_dw(model *m, const void *dy, const void *x, const float *W,
                           m->adam_v + at, o->lr, o->beta1, o->beta2, o->eps,
                           o->weight_decay, m->step + 1);
   }
-  return product_dw(m, dy, x, dW, n, din, dout,
+  return product_dw(m, dy, x, dW, m->wgt, n, din, dout,
                     m->grads_deferred_zero ? 0.0f : 1.0f);
 }
 
@@ -55,8 +57,9 @@ static int linear_dw(model *m, const void *dy, const void *x, const float *W,
 static int linear_dw_qkv(model *m, const void *dqkv, const void *x,
                          const layer_ptrs *p, const layer_low *w,
                          const layer_ptrs *g, int n, int D) {
-  const size_t DD = (size_t)D * D;
-  if ((g->wk == g->wq + DD && g->wv == g->wk + DD) ||
+  const size_t DB = (size_t)D * D * dtype_size(m->wgt);   /* bytes each */
+  const char *q = (const char *)g->wq;
+  if (((const char *)g->wk == q + DB && (const char *)g->wv == q + 2 * DB) ||
       (m->adamw_in_bwd && m->opt.adamw_in_products))
     return linear_dw(m, dqkv, x, p->wq, w->wqkv, g->wq, n, D, 3 * D);
   float *dW[3] = {g->wq, g->wk, g->wv};
@@ -64,7 +67,7 @@ static int linear_dw_qkv(model *m, const void *dqkv, const void *x,
     TRY(k_matmul_ex(m->be, 1, 0, D, D, n, 1.0f,
                     (const char *)dqkv + (size_t)j * D * dtype_size(m->lt),
                     3 * D, x, D, m->lt, m->grads_deferred_zero ? 0.0f : 1.0f,
-                    dW[j], D, DT_F32, m->opt.f32));
+                    dW[j], D, m->wgt, m->opt.f32));
   return 0;
 }
 
@@ -171,7 +174,7 @@ int model_backward_fused(model *m) {
       /* dW_lm: the first chunk writes it where zeroing was deferred, the
        * rest add */
       TRY(product_dw(m, a->dlogits, (const char *)a->lnf + (size_t)r0 * D * lz,
-                     m->g.lm, n, D, V,
+                     m->g.lm, DT_F32, n, D, V,
                      r0 == 0 && m->grads_deferred_zero ? 0.0f : 1.0f));
     }
     TRY(model_weights(m, L, 0));

@@ -399,6 +399,16 @@ static int grad_layout(model *m) {
     size_t stored = view_in_product(m, v) ? 0 : m->views[v].numel;
     if (v == 0 || g != grad_group(v - 1, nv, L)) packed = 0;
     size_t in = m->opt.adamw_in_products ? packed : m->views[v].offset - start;
+    if (m->wgt != DT_F32) {
+      /* grad_lt: packed in table order, each view at a 16-byte boundary
+       * (AdamW's vector accesses), a 16-bit one in half the floats, so
+       * q, k and v's (sizes multiples of 8) stay end to end for their
+       * one product */
+      size_t bytes = m->views[v].numel * dtype_size(view_grad_type(m, v));
+      stored = (bytes + 15) / 16 * 4;
+      in = packed;
+      run = in + stored;
+    }
     if (m->views[v].offset < start || in + stored > run)
       FAIL(ERR_FAIL, "gradient slots: view %d outside its group's run", v);
     packed += stored;
@@ -551,6 +561,7 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
   m->loss_scale = o->compute == DT_F16 ? 65536.0f : 1.0f;
   m->opt = *o;
   m->lt = o->fused ? o->compute : DT_F32;
+  m->wgt = o->grad_lt ? m->lt : DT_F32;
   if (!o->fused && o->attention != ATTN_MATERIALIZED) {
     free(m);
     FAIL(ERR_FAIL, "model_create: the op-by-op path materialises attention "
@@ -607,6 +618,15 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "backward's weights as it goes, so the model trains with "
          "model_backward_adamw only (allowed: adamw_in_products with "
          "grad_slots)");
+  }
+  if (o->grad_lt && (!o->grad_slots || o->bound_weights ||
+                     o->adamw_in_products)) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: grad_lt stores the weight gradients "
+         "that model_backward_adamw's updates read, private to the model "
+         "(allowed: with grad_slots, without bound weights, whose "
+         "gradients the caller reduces, or the optimizer in the products, "
+         "which stores none)");
   }
   if (o->graphs && !eng_graphs_supported(e)) {
     free(m);
@@ -957,7 +977,7 @@ static int adamw_step(model *m, const adamw_config *o) {
      * the copy is current after it, whatever it was before, with no
      * second pass over the weights. */
     TRY(k_adamw_ex(m->e, p, low ? m->params_low : NULL, m->lt, m->grads,
-                   m->adam_m, m->adam_v, m->nparams, o->lr, o->beta1,
+                   DT_F32, m->adam_m, m->adam_v, m->nparams, o->lr, o->beta1,
                    o->beta2, o->eps, o->weight_decay, m->step + 1));
     if (low) m->low_gen = m->params_gen;
   } else {
@@ -1003,9 +1023,9 @@ int model_adamw_view(model *m, int v) {
   if (m->opt.fused) {
     int low = m->params_low != (const void *)m->params;
     void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
-    TRY(k_adamw_ex(m->side, p, pl, m->lt, g, m->adam_m + at, m->adam_v + at,
-                   n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
-                   m->step + 1));
+    TRY(k_adamw_ex(m->side, p, pl, m->lt, g, view_grad_type(m, v),
+                   m->adam_m + at, m->adam_v + at, n, o->lr, o->beta1,
+                   o->beta2, o->eps, o->weight_decay, m->step + 1));
   } else {
     TRY(k_adamw(m->side, p, g, m->adam_m + at, m->adam_v + at, n, o->lr,
                 o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));

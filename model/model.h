@@ -159,6 +159,18 @@ typedef struct model_options {
                         * backward's stream; the gradient is never
                         * stored); the norms' gains and the embedding as
                         * without it, beside backward */
+  int grad_lt;         /* 1 (with grad_slots, not bound_weights or
+                        * adamw_in_products): the weight matrices'
+                        * gradients (every 2-D view but the embedding's,
+                        * and the head's only when it is made whole,
+                        * head_chunk 0) are stored as the products' input
+                        * dtype, rounded by the product that makes them,
+                        * and AdamW widens them as it reads them: what
+                        * PyTorch's autocast computes (its weight
+                        * gradient is the 16-bit product's output), for
+                        * half the bytes written and read. The norms'
+                        * gains and the embedding, sums over rows, stay
+                        * fp32. Nothing with an fp32 compute dtype. */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

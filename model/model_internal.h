@@ -264,6 +264,8 @@ struct model {
    * (NULL: nothing pending). */
   size_t ngrads;
   size_t *gmap;
+  dtype wgt;   /* the weight matrices' gradients: lt with grad_lt, else
+                * fp32 (view_grad_type) */
   size_t slot_at[2];
   eng_event *slot_ev[2];
   model_config c;
@@ -356,6 +358,14 @@ struct model {
  * so its gradient is never stored. */
 static inline int view_in_product(const model *m, int v) {
   return m->opt.adamw_in_products && v > 0 && m->views[v].ndim == 2;
+}
+
+/* The dtype view v's gradient is stored as (model_options.grad_lt):
+ * m->wgt for a weight matrix a product writes whole (the head's only
+ * without head_chunk, whose chunks add into it), fp32 for the rest. */
+static inline dtype view_grad_type(const model *m, int v) {
+  if (m->wgt == DT_F32 || v == 0 || m->views[v].ndim != 2) return DT_F32;
+  return v == m->nviews - 1 && m->opt.head_chunk ? DT_F32 : m->wgt;
 }
 
 /* model.c: if zeroing was deferred, zero the buffer now. */

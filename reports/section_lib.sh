@@ -131,6 +131,7 @@ verdict() { # OURS_MS THEIRS_MS
 # MiB as GiB, and a number, to one decimal; "-" for none (a table cell).
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }
 f1() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
+f0() { [ -n "$1" ] && calc %.0f "$1" || printf -- '-'; }
 
 # Stops the report unless $2 is a number: a quoted measurement that is not
 # one would otherwise turn into a wrong verdict rather than an error.

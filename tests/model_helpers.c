@@ -28,12 +28,42 @@ model *initial_model(engine *e, const model_config *c, int B, int T,
   return m;
 }
 
+static int forms_agree(model *after, engine *after_bwd, model *in_bwd,
+                       int B, int T, int steps, dtype wt, int head_fp32);
+
 int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps) {
-  return adamw_forms_agree_on(after, NULL, in_bwd, B, T, steps);
+  return forms_agree(after, NULL, in_bwd, B, T, steps, DT_F32, 0);
 }
 
 int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
                          int B, int T, int steps) {
+  return forms_agree(after, after_bwd, in_bwd, B, T, steps, DT_F32, 0);
+}
+
+int adamw_forms_agree_lt(model *after, model *in_bwd, int B, int T,
+                         int steps, dtype wt, int head_fp32) {
+  return forms_agree(after, NULL, in_bwd, B, T, steps, wt, head_fp32);
+}
+
+void round_weight_grads(model *m, dtype wt, int head_fp32) {
+  engine *e = model_engine(m);
+  int nv;
+  const tensor_view *v = model_views(m, &nv);
+  float *g = model_grads(m);
+  void *tmp;
+  hard(eng_alloc(e, model_nparams(m) * dtype_size(wt), "test", &tmp),
+       "eng_alloc");
+  for (int i = 1; i < nv; i++) {
+    if (v[i].ndim != 2 || (i == nv - 1 && head_fp32)) continue;
+    hard(k_cast(e, g + v[i].offset, DT_F32, tmp, wt, v[i].numel), "k_cast");
+    hard(k_cast(e, tmp, wt, g + v[i].offset, DT_F32, v[i].numel), "k_cast");
+  }
+  hard(eng_sync(e), "eng_sync");
+  eng_free(e, tmp);
+}
+
+static int forms_agree(model *after, engine *after_bwd, model *in_bwd,
+                       int B, int T, int steps, dtype wt, int head_fp32) {
   model *m[2] = {after, in_bwd};
   int vocab = model_get_config(after)->vocab, same = 1;
   size_t n = model_nparams(after);
@@ -53,6 +83,7 @@ int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
         hard(after_bwd ? model_backward_on(m[k], after_bwd)
                        : model_backward(m[k]),
              "backward");
+        if (wt != DT_F32) round_weight_grads(m[k], wt, head_fp32);
         hard(model_adamw_step(m[k], &a), "adamw");
       } else {
         hard(model_backward_adamw(m[k], &a), "backward_adamw");

@@ -19,6 +19,15 @@ model *initial_model(engine *e, const model_config *c, int B, int T,
  * adamw_forms_agree_on runs `after`'s backward on after_bwd (its engine or
  * a view of it: model_backward_on). */
 int adamw_forms_agree(model *after, model *in_bwd, int B, int T, int steps);
+/* ...and with `in_bwd`'s weight gradients stored in wt
+ * (model_options.grad_lt): `after`'s are rounded to wt and back (k_cast)
+ * between backward and AdamW, those of every 2-D view but the
+ * embedding's, and the head's unless head_fp32 (head_chunk). */
+int adamw_forms_agree_lt(model *after, model *in_bwd, int B, int T,
+                         int steps, dtype wt, int head_fp32);
+/* m's weight-matrix gradients (as adamw_forms_agree_lt picks them) rounded
+ * to wt and back, in place, in m's buffer (model_backward's). */
+void round_weight_grads(model *m, dtype wt, int head_fp32);
 int adamw_forms_agree_on(model *after, engine *after_bwd, model *in_bwd,
                          int B, int T, int steps);
 

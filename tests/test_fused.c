@@ -261,6 +261,54 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
   for (int k = 0; k < 2; k++) model_destroy(m[k]);
 }
 
+/* The weight matrices' gradients in the products' dtype
+ * (model_options.grad_lt) with AdamW in backward: three steps give the
+ * losses and weights, bit for bit, of AdamW after backward whose
+ * gradients are rounded to that dtype (and back) before the update: each
+ * product's fp32 sums rounded once, as the 16-bit gradient stores them.
+ * With head_chunk the head's gradient, which the chunks add into, stays
+ * fp32. The slots then hold fewer bytes; without slots it is refused. */
+static void test_grad_lt(engine *e, const model_config *c, const float *w,
+                         size_t np, int B, int T, dtype lt, int head_chunk) {
+  model_options oa = {.compute = lt, .fused = 1, .attention = ATTN_FLASH,
+                      .f32 = F32_EXACT, .head_chunk = head_chunk};
+  model_options os = oa, ol = oa;
+  os.grad_slots = ol.grad_slots = 1;
+  ol.grad_lt = 1;
+  const model_options *opts[3] = {&oa, &ol, &os};
+  model *m[3];
+  size_t gb[3];
+  for (int k = 0; k < 3; k++) {
+    size_t before;
+    hard(eng_tag_bytes(e, "grads", &before, NULL) < 0, "grads tag");
+    hard(model_create_ex(&m[k], e, c, B, T, opts[k]), "model_create_ex");
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+    hard(eng_tag_bytes(e, "grads", &gb[k], NULL) < 0, "grads tag");
+    gb[k] -= before;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "%s weight gradients, %d layers, vocab %d%s",
+           dtype_name(lt), c->layers, c->vocab,
+           head_chunk ? ", the head in chunks (its gradient fp32)" : "");
+  check(adamw_forms_agree_lt(m[0], m[1], B, T, 3, lt, head_chunk),
+        "%s: AdamW in backward gives the weights and losses of AdamW after "
+        "backward on gradients rounded to %s, bit for bit, over 3 steps",
+        what, dtype_name(lt));
+  if (lt != DT_F32)
+    check(gb[1] < gb[2], "%s: the slots hold %zu bytes, fewer than the %zu "
+          "of fp32 gradients", what, gb[1], gb[2]);
+  else
+    check(gb[1] == gb[2], "%s: fp32 products: the slots as without it (%zu "
+          "bytes, %zu)", what, gb[1], gb[2]);
+  for (int k = 0; k < 3; k++) model_destroy(m[k]);
+  model *bad = NULL;
+  ol.grad_slots = 0;
+  check(model_create_ex(&bad, e, c, B, T, &ol) == ERR_FAIL && !bad &&
+            strstr(err_msg(), "grad_lt") != NULL,
+        "%s: without gradient slots refused (%s)", what, err_msg());
+  err_clear();
+}
+
 /* A model of c with options o from weights w; *act: the activation
  * bytes it allocated. */
 static model *model_from(engine *e, const model_config *c, int B, int T,
@@ -661,6 +709,13 @@ int main(void) {
     test_adamw_in_backward(e, &c5, w5, np5, B, T, &o16, "bf16 fused, 5 layers");
     test_adamw_in_backward(e, &cv, wv, npv, B, T, &o16,
                            "bf16 fused, 8x the vocabulary");
+    /* weight gradients in bf16 (f16 has no AdamW in backward: its loss
+     * scaling), and fp32 where that is the products' dtype; the head in
+     * chunks keeps its own fp32 */
+    test_grad_lt(e, &c5, w5, np5, B, T, DT_BF16, 0);
+    test_grad_lt(e, &cv, wv, npv, B, T, DT_BF16, 0);
+    test_grad_lt(e, &c5, w5, np5, B, T, DT_BF16, 7);
+    test_grad_lt(e, &c5, w5, np5, B, T, DT_F32, 0);
     free(wv);
     /* checkpoint groups of 1, 2 (the last one shorter) and 3 layers of
      * 5, the whole model (nothing rebuilt) and more than it */

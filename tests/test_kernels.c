@@ -1304,6 +1304,29 @@ static void test_16bit_storage(void) {
     hard_error("k_add_rmsnorm_fwd");
   check(memcmp(hb, rb, sizeof hb) == 0 && memcmp(rstd, rstd16, sizeof rstd) == 0,
         "k_add_rmsnorm_fwd bf16 y: the fp32 y rounded, rstd the same");
+  /* k_adamw_ex with a bf16 gradient (model_options.grad_lt): the update
+   * of the fp32 gradient holding the same values, bit for bit, p's bf16
+   * copy too */
+  float p2[2][NE], m2[2][NE], v2[2][NE];
+  uint16_t pl[2][NE];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < NE; i++) {
+      p2[k][i] = x[i];
+      m2[k][i] = 0.1f * y[i];
+      v2[k][i] = 0.01f * y[i] * y[i];
+    }
+  for (long long t = 1; t <= 2; t++)
+    if (k_adamw_ex(E, p2[0], pl[0], DT_BF16, x, DT_F32, m2[0], v2[0], NE,
+                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t) < 0 ||
+        k_adamw_ex(E, p2[1], pl[1], DT_BF16, xb, DT_BF16, m2[1], v2[1], NE,
+                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t) < 0)
+      hard_error("k_adamw_ex");
+  check(memcmp(p2[0], p2[1], sizeof p2[0]) == 0 &&
+            memcmp(m2[0], m2[1], sizeof m2[0]) == 0 &&
+            memcmp(v2[0], v2[1], sizeof v2[0]) == 0 &&
+            memcmp(pl[0], pl[1], sizeof pl[0]) == 0,
+        "k_adamw_ex with a bf16 gradient: the fp32 gradient's update (the "
+        "same values), bit for bit");
   free(a); free(b); free(c); free(x); free(y);
 }
 

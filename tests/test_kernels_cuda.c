@@ -1083,9 +1083,11 @@ static void adamw_low_result(const char *line, const char *steps, pair p,
 /* k_adamw_ex (the fused path's AdamW writing p's bf16 copy): three steps
  * uncapped against the CPU engine's k_adamw (p, m, v within 1e-5), the
  * copy p rounded bit for bit; the same steps capped at `cap` blocks (on
- * Hopper the bulk-copy form) from the same start give the same bits in p,
- * m, v and the copy. */
-static void adamw_ex_case(size_t n, int cap) {
+ * Hopper the bulk-copy form, with an fp32 gradient) from the same start
+ * give the same bits in p, m, v and the copy. gt: the gradient's dtype on
+ * the GPU (bf16: model_options.grad_lt's; the CPU's fp32 gradient holds
+ * the same values). */
+static void adamw_ex_case(size_t n, int cap, dtype gt) {
   float *v0 = host_rand(n, 1);
   for (size_t i = 0; i < n; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
   float *p0 = host_rand(n, 1), *m0 = host_rand(n, 0.1f);
@@ -1103,21 +1105,28 @@ static void adamw_ex_case(size_t n, int cap) {
       eng_upload(GPU, bp, p0, n * 4) < 0 || eng_upload(GPU, bm, m0, n * 4) < 0 ||
       eng_upload(GPU, bv, v0, n * 4) < 0)
     hard_error("adamw_ex buffers");
+  void *g16 = NULL;   /* the GPU's 16-bit gradient */
+  if (gt != DT_F32 && eng_alloc(GPU, n * 2, "test", &g16) < 0)
+    hard_error("adamw_ex 16-bit gradient");
+  const void *gg = gt == DT_F32 ? g.g : g16;
   char line[160];
-  snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %d blocks%s", n, cap,
-           adamw_form);
+  snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %s gradient, %d "
+           "blocks%s", n, dtype_name(gt), cap, adamw_form);
   int rc = 0;
   for (long long t = 1; t <= 3 && rc == 0; t++) {
     float *gh = host_rand(n, 1);
+    if (gt != DT_F32) round_bf16(gh, n);
     pair_set(g, gh);
     free(gh);
-    rc = k_adamw(CPU, p.c, g.c, m.c, v.c, n, 1e-2f, 0.9f, 0.999f, 1e-8f,
-                 0.01f, t);
+    if (gt != DT_F32) rc = k_cast(GPU, g.g, DT_F32, g16, gt, n);   /* exact */
     if (rc == 0)
-      rc = k_adamw_ex(GPU, p.g, la, DT_BF16, g.g, m.g, v.g, n, 1e-2f, 0.9f,
-                      0.999f, 1e-8f, 0.01f, t);
+      rc = k_adamw(CPU, p.c, g.c, m.c, v.c, n, 1e-2f, 0.9f, 0.999f, 1e-8f,
+                   0.01f, t);
     if (rc == 0)
-      rc = k_adamw_ex(view, bp, lb, DT_BF16, g.g, bm, bv, n, 1e-2f, 0.9f,
+      rc = k_adamw_ex(GPU, p.g, la, DT_BF16, gg, gt, m.g, v.g, n, 1e-2f,
+                      0.9f, 0.999f, 1e-8f, 0.01f, t);
+    if (rc == 0)
+      rc = k_adamw_ex(view, bp, lb, DT_BF16, gg, gt, bm, bv, n, 1e-2f, 0.9f,
                       0.999f, 1e-8f, 0.01f, t);
   }
   if (rc < 0) {
@@ -1140,6 +1149,7 @@ static void adamw_ex_case(size_t n, int cap) {
   }
   eng_free(GPU, bp); eng_free(GPU, bm); eng_free(GPU, bv);
   eng_free(GPU, la); eng_free(GPU, lb);
+  if (g16) eng_free(GPU, g16);
   engine_destroy(view);
   pair_free(p); pair_free(m); pair_free(v); pair_free(g);
   free(p0); free(m0); free(v0);
@@ -1543,9 +1553,13 @@ static void test_adamw_elementwise(void) {
   adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
   /* adamw_ex capped: several chunks a block, a partial last chunk and a
    * tail of n mod 4; fewer chunks than blocks */
-  adamw_ex_case(((size_t)1 << 18) + 7, 3);
-  adamw_ex_case(4099, 2);
-  adamw_ex_case(1001, 16);
+  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32);
+  adamw_ex_case(4099, 2, DT_F32);
+  adamw_ex_case(1001, 16, DT_F32);
+  /* a bf16 gradient (grad_lt): uncapped and capped (the register form on
+   * every GPU), a tail of n mod 4 */
+  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_BF16);
+  adamw_ex_case(1001, 16, DT_BF16);
 #ifdef HAVE_CUDA
   /* on Hopper, once more with the register-unrolled form other GPUs use */
   int hopper = cuda_impl(GPU)->wgmma;
@@ -1554,7 +1568,7 @@ static void test_adamw_elementwise(void) {
     adamw_form = " (register form)";
     adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
     adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
-    adamw_ex_case(((size_t)1 << 18) + 7, 3);
+    adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32);
     cuda_impl(GPU)->wgmma = hopper;
     adamw_form = "";
   }
@@ -1966,16 +1980,30 @@ static void bench(void) {
   TIME(ms, 10, k_matmul_ex(GPU, 1, 0, R2, C2, K2, 1.0f, yb, R2, xb, C2,
                            DT_BF16, 0.0f, pg, C2, DT_F32, F32_EXACT));
   row("2.7B W1 grad: matmul_ex bf16 -> f32", ms, mm_b, 2.0 * K2 * nw);
-  TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, pg, pm, pv, nw, 1e-3f, 0.9f,
-                          0.999f, 1e-8f, 0.01f, 1));
+  TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, pg, DT_F32, pm, pv, nw,
+                          1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
   row("2.7B W1: adamw_ex (+ bf16 copy), 26.2M", ms, 30.0 * nw, 0);
+  {   /* the gradient in bf16 (grad_lt): the product writes 2 bytes, not 4 */
+    void *gb;
+    if (eng_alloc(GPU, nw * 2, "bench", &gb) < 0 ||
+        k_cast(GPU, pg, DT_F32, gb, DT_BF16, nw) < 0)
+      hard_error("bench bf16 gradient");
+    TIME(ms, 10, k_matmul_ex(GPU, 1, 0, R2, C2, K2, 1.0f, yb, R2, xb, C2,
+                             DT_BF16, 0.0f, gb, C2, DT_BF16, F32_EXACT));
+    row("2.7B W1 grad: matmul_ex bf16 -> bf16", ms,
+        2.0 * ((size_t)K2 * (R2 + C2)) + 2.0 * nw, 2.0 * K2 * nw);
+    TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, gb, DT_BF16, pm, pv, nw,
+                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+    row("2.7B W1: adamw_ex, bf16 gradient (+ bf16 copy)", ms, 28.0 * nw, 0);
+    eng_free(GPU, gb);
+  }
   /* capped: what AdamW beside backward gets from that many SMs */
   for (int cap = 16; cap <= 64; cap *= 2) {
     eng_ctx cx = {NULL, 0, cap};
     engine *cv = NULL;
     if (eng_view(GPU, &cx, &cv) < 0) hard_error("adamw_ex view");
-    TIME(ms, 10, k_adamw_ex(cv, pp, wl, DT_BF16, pg, pm, pv, nw, 1e-3f, 0.9f,
-                            0.999f, 1e-8f, 0.01f, 1));
+    TIME(ms, 10, k_adamw_ex(cv, pp, wl, DT_BF16, pg, DT_F32, pm, pv, nw,
+                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
     char name[64];
     snprintf(name, sizeof name, "2.7B W1: adamw_ex capped at %d blocks", cap);
     row(name, ms, 30.0 * nw, 0);

@@ -371,16 +371,24 @@ static void test_checkpointing(engine *gpu, const model_config *tiny, int B,
  * weight may differ by up to 2 lr only where g is ~1e-6 of its terms:
  * allowed for at most 1 in 1000 weights, the rest within 1e-3 lr. The
  * next forward (which reads the 16-bit copy the products refreshed) gives
- * the same loss within 1e-4. */
+ * the same loss within 1e-4.
+ * grad_lt: instead AdamW in backward with bf16 weight gradients
+ * (model_options.grad_lt) against AdamW after backward on gradients
+ * rounded to bf16: the same test, as cuBLASLt may sum a product with a
+ * bf16 output in another order than the fp32 one (the CPU engine's test
+ * holds them to the same bits). */
 static void test_adamw_in_products(engine *gpu, const model_config *tiny,
-                                   int B, int T) {
+                                   int B, int T, int grad_lt) {
   model_config c = *tiny;
   c.layers = 5;
   model_options opt = {.compute = DT_BF16, .fused = 1,
                        .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT};
   model_options op = opt;
   op.grad_slots = 1;
-  op.adamw_in_products = 1;
+  op.adamw_in_products = !grad_lt;
+  op.grad_lt = grad_lt;
+  const char *form = grad_lt ? "AdamW in backward on bf16 weight gradients"
+                             : "AdamW in the weight-gradient products";
   model *m[2];
   for (int k = 0; k < 2; k++) {
     hard(model_create_ex(&m[k], gpu, &c, B, T, k ? &op : &opt),
@@ -400,6 +408,7 @@ static void test_adamw_in_products(engine *gpu, const model_config *tiny,
     hard(model_forward(m[k], ids, tg, B, T, &loss[k][0]), "forward");
     if (k == 0) {
       hard(model_backward(m[k]), "backward");
+      if (grad_lt) round_weight_grads(m[k], DT_BF16, 0);
       hard(model_adamw_step(m[k], &a), "adamw");
     } else {
       hard(model_backward_adamw(m[k], &a), "backward_adamw");
@@ -423,15 +432,15 @@ static void test_adamw_in_products(engine *gpu, const model_config *tiny,
     mid += d > 1e-6 * a.lr;
   }
   check(loss[0][0] == loss[1][0] && far <= n / 1000 && worst <= 2.01 * a.lr,
-        "bf16 fused: AdamW in the weight-gradient products, one step: the "
-        "same loss (%.6f, %.6f); %zu of %zu weights differ by more than "
-        "1e-3 lr (at most 1 in 1000), %zu by more than 1e-6 lr; worst %.2e "
-        "(at most 2 lr)", loss[0][0], loss[1][0], far, n, mid, worst);
+        "bf16 fused: %s, one step: the same loss (%.6f, %.6f); %zu of %zu "
+        "weights differ by more than 1e-3 lr (at most 1 in 1000), %zu by "
+        "more than 1e-6 lr; worst %.2e (at most 2 lr)", form, loss[0][0],
+        loss[1][0], far, n, mid, worst);
   double rel = fabs((double)loss[0][1] - loss[1][1]) / fabs(loss[0][1]);
   check(rel <= 1e-4 && loss[1][1] != loss[1][0],
-        "bf16 fused: after the step, forward reads the refreshed 16-bit "
+        "bf16 fused: %s: after the step, forward reads the refreshed 16-bit "
         "copy: loss %.6f (after backward's form %.6f, before the step "
-        "%.6f)", loss[1][1], loss[0][1], loss[1][0]);
+        "%.6f)", form, loss[1][1], loss[0][1], loss[1][0]);
   for (int k = 0; k < 2; k++) {
     free(w[k]);
     model_destroy(m[k]);
@@ -792,7 +801,8 @@ int main(void) {
   test_repeats(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
-  test_adamw_in_products(gpu, &c, B, T);
+  test_adamw_in_products(gpu, &c, B, T, 0);
+  test_adamw_in_products(gpu, &c, B, T, 1);
   test_checkpointing(gpu, &c, B, T);
   test_head_chunk(gpu, &c, B, T);
   test_layernorm(cpu, gpu, B, T);

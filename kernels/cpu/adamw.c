@@ -40,12 +40,18 @@ int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
   return 0;
 }
 
-int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
-                 float *m, float *v, size_t n, float lr, float b1, float b2,
-                 float eps, float wd, long long t) {
-  TRY(cpu_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
-  if (!p_low || p_low == p) return 0;
-  return cpu_cast(e, p, DT_F32, p_low, lt, n);   /* the copy, rounded */
+int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const void *g,
+                 dtype gt, float *m, float *v, size_t n, float lr, float b1,
+                 float b2, float eps, float wd, long long t) {
+  cpu_stage st;
+  cpu_stage_init(&st, e);
+  const float *g32 = cpu_stage_in(&st, g, gt, n);   /* a 16-bit g widened */
+  int rc = cpu_stage_ok(&st) ? cpu_adamw_mean(e, p, &g32, 1, m, v, n, lr, b1,
+                                              b2, eps, wd, t)
+                             : 0;
+  if (rc == 0 && cpu_stage_ok(&st) && p_low && p_low != p)
+    rc = cpu_cast(e, p, DT_F32, p_low, lt, n);   /* the copy, rounded */
+  return cpu_stage_end(&st, rc);
 }
 
 /* The product into a buffer of its own, then k_adamw_ex: the reference the
@@ -60,7 +66,8 @@ int cpu_matmul_adamw(engine *e, int rows, int cols, int k, const void *dy,
   int rc = cpu_matmul_ex(e, 1, 0, rows, cols, k, 1.0f, dy, ldy, x, ldx, in_t,
                          0.0f, g, cols, DT_F32, F32_EXACT);
   if (rc == 0)
-    rc = cpu_adamw_ex(e, p, p_low, in_t, g, m, v, n, lr, b1, b2, eps, wd, t);
+    rc = cpu_adamw_ex(e, p, p_low, in_t, g, DT_F32, m, v, n, lr, b1, b2, eps,
+                      wd, t);
   free(g);
   return rc;
 }

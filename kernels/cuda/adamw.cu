@@ -306,35 +306,41 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
 
 /* ---- AdamW with the low-precision copy -------------------------------------- */
 
-template <typename T>
-__global__ void adamw_ex_k(float *p, T *pl, const float *g, float *m,
-                           float *v, size_t n, float b1, float b2,
+/* T: the type of p's 16-bit copy pl (float: none, pl NULL); G: the
+ * gradient's (float, or 16 bits: widened as read). The first nv groups of
+ * four by 16- and 8-byte accesses (the caller checked their alignment),
+ * the rest one at a time. */
+template <typename T, typename G>
+__global__ void adamw_ex_k(float *p, T *pl, const G *g, float *m, float *v,
+                           size_t n, size_t nv, float b1, float b2,
                            float one_b1, float one_b2, float eps, float step,
                            float decay) {
   /* adamw1's arithmetic, as every other form: the same bits */
   const adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay,
                         1.0f, 1, {NULL}};
+  constexpr bool copy = !std::is_same<T, float>::value;
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  size_t nv = n / 4;
   for (size_t i = i0; i < nv; i += stride) {
-    float4 pp = ((float4 *)p)[i], gg = ((const float4 *)g)[i],
-           mm = ((float4 *)m)[i], vv = ((float4 *)v)[i];
-    float *P = &pp.x, *G = &gg.x, *M = &mm.x, *V = &vv.x;
+    float4 pp = ((float4 *)p)[i], mm = ((float4 *)m)[i],
+           vv = ((float4 *)v)[i];
+    float G4[4];
+    ld4(g, 4 * i, G4);
+    float *P = &pp.x, *M = &mm.x, *V = &vv.x;
 #pragma unroll
-    for (int c = 0; c < 4; c++) adamw1(P[c], G[c], M[c], V[c], a);
-    st4(pl, 4 * i, P);   /* one 8-byte store of the four 16-bit copies */
+    for (int c = 0; c < 4; c++) adamw1(P[c], G4[c], M[c], V[c], a);
+    if (copy) st4(pl, 4 * i, P);   /* one 8-byte store of the four copies */
     ((float4 *)p)[i] = pp;
     ((float4 *)m)[i] = mm;
     ((float4 *)v)[i] = vv;
   }
   for (size_t i = nv * 4 + i0; i < n; i += stride) {
     float pi = p[i], mi = m[i], vi = v[i];
-    adamw1(pi, g[i], mi, vi, a);
+    adamw1(pi, ld(g, i), mi, vi, a);
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
-    st(pl, i, pi);
+    if (copy) st(pl, i, pi);
   }
 }
 
@@ -346,19 +352,22 @@ static int ex_bulk(float *p, T *pl, float *m, float *v, size_t n,
   size_t n4 = n & ~(size_t)3;
   TRY(launch_bulk<1>(p, pl, m, v, n4, a, grid, s));
   if (n4 < n)
-    adamw_ex_k<T><<<1, 32, 0, s>>>(p + n4, pl + n4, a.g[0] + n4, m + n4,
-                                   v + n4, n - n4, a.b1, a.b2, a.one_b1,
-                                   a.one_b2, a.eps, a.step, a.decay);
+    adamw_ex_k<T, float><<<1, 32, 0, s>>>(
+        p + n4, pl + n4, a.g[0] + n4, m + n4, v + n4, n - n4, 0, a.b1, a.b2,
+        a.one_b1, a.one_b2, a.eps, a.step, a.decay);
   return 0;
 }
 
-int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
-                  float *m, float *v, size_t n, float lr, float b1, float b2,
-                  float eps, float wd, long long t) {
-  if (p_low == NULL || p_low == (void *)p || lt == DT_F32 ||
-      !(aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
-        aligned16(p_low))) {
-    TRY(cuda_adamw_mean(e, p, &g, 1, m, v, n, lr, b1, b2, eps, wd, t));
+int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const void *g,
+                  dtype gt, float *m, float *v, size_t n, float lr, float b1,
+                  float b2, float eps, float wd, long long t) {
+  bool copy = p_low != NULL && p_low != (void *)p && lt != DT_F32;
+  bool vec = aligned16(p) && aligned16(m) && aligned16(v) &&
+             (!copy || aligned16(p_low)) &&
+             (size_t)g % (4 * dtype_size(gt)) == 0;
+  if (gt == DT_F32 && !(copy && vec)) {
+    const float *g32 = (const float *)g;
+    TRY(cuda_adamw_mean(e, p, &g32, 1, m, v, n, lr, b1, b2, eps, wd, t));
     if (p_low && p_low != (void *)p)
       TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
     return 0;
@@ -366,26 +375,37 @@ int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const float *g,
   /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
   double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
                 (1.0 - pow(b1, (double)t));
-  /* Capped (eng_ctx.adamw_blocks): on Hopper the bulk-copy form of
-   * cuda_adamw_mean with the copy written beside p (the plain kernel over
-   * the last n % 4 elements); elsewhere one block of 1024 threads per SM
-   * it may hold, each looping over its share. Both the same element
-   * updates as the uncapped kernel, so the same bits. */
+  /* Capped (eng_ctx.adamw_blocks): on Hopper, with an fp32 gradient, the
+   * bulk-copy form of cuda_adamw_mean with the copy written beside p (the
+   * plain kernel over the last n % 4 elements); otherwise one block of
+   * 1024 threads per SM it may hold, each looping over its share. Both
+   * the same element updates as the uncapped kernel, so the same bits. */
   int cap = e->ctx.adamw_blocks;
   int threads = cap > 0 ? 1024 : THREADS;
-  unsigned grid = cuda_grid(e, (n + 3) / 4, threads);
+  size_t nv = vec ? n / 4 : 0;
+  unsigned grid = cuda_grid(e, vec ? (n + 3) / 4 : n, threads);
   if (cap > 0 && grid > (unsigned)cap) grid = (unsigned)cap;
   float one_b1 = (float)(1.0 - (double)b1), one_b2 = (float)(1.0 - (double)b2),
         decay = (float)(1.0 - (double)lr * wd);
   cudaStream_t s = cuda_stream(e);
-  if (cap > 0 && cuda_impl(e)->wgmma && n >= 4) {
+  if (gt == DT_F32 && cap > 0 && cuda_impl(e)->wgmma && n >= 4) {
     adamw_args a = {b1, b2, one_b1, one_b2, eps, (float)step, decay, 1.0f, 1,
-                    {g}};
+                    {(const float *)g}};
     WITH_T(lt, TRY(ex_bulk<T>(p, (T *)p_low, m, v, n, a, (unsigned)cap, s)));
+  } else if (gt == DT_F32) {
+    WITH_T(lt, (adamw_ex_k<T, float><<<grid, threads, 0, s>>>(
+                   p, (T *)p_low, (const float *)g, m, v, n, nv, b1, b2,
+                   one_b1, one_b2, eps, (float)step, decay)));
   } else {
-    WITH_T(lt, (adamw_ex_k<T><<<grid, threads, 0, s>>>(
-                   p, (T *)p_low, g, m, v, n, b1, b2, one_b1, one_b2, eps,
-                   (float)step, decay)));
+    /* a 16-bit gradient: no copy (T float, pl NULL) or lt's */
+    dtype ct = copy ? lt : DT_F32;
+#define EX_G(Gt)                                                              \
+  WITH_T(ct, (adamw_ex_k<T, Gt><<<grid, threads, 0, s>>>(                     \
+                 p, copy ? (T *)p_low : NULL, (const Gt *)g, m, v, n, nv, b1, \
+                 b2, one_b1, one_b2, eps, (float)step, decay)))
+    if (gt == DT_BF16) EX_G(__nv_bfloat16);
+    else EX_G(__half);
+#undef EX_G
   }
   CHECK_LAUNCH();
   return 0;

@@ -337,8 +337,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
   echo "| $what, xl, context 128, 2 sequences a GPU, fp32 / bf16 | 2 x $(kind "$dg") | $(calc '%.1f' "$d32") / $(calc '%.1f' "$d16") ms | $them |"
 done
 echo
-echo "Each row's machine, commit and breakdown of time and bytes are in its"
-echo "section and CSV."
+echo "Each row's machine, commit and breakdown are in its section and CSV."
 if [ -n "$losses" ]; then
   printf '%s\n' "$losses" | tr '|' '\n' | awk '
     { w[++n] = $0 }

@@ -5,7 +5,8 @@
 # torch.compile + SDPA + fused AdamW, and the same with the optimizer in
 # backward), and where the bytes of the peak go (the rows' samples:
 # mem_* at the largest total); and AdamW inside the weight-gradient
-# products ($DATA/optimizer_in_products.csv, when measured). Environment
+# products ($DATA/optimizer_in_products.csv, when measured), and with bf16
+# weight gradients ($DATA/optimizer_weight_grads.csv). Environment
 # as for every section.
 set -eu
 LC_ALL=C
@@ -55,22 +56,19 @@ gpu=$(tool value "$csv" --agg first --where status=ok --col gpu_name)
 batch=$(tool value "$csv" --agg first --where status=ok --col batch)
 
 cat <<TEXT
-The goal: a training step faster than the strongest PyTorch's and no
-larger (2.7B, bf16, context 512: <= 95 ms and <= 50 GiB). One
-training step on the fastest path (fused, FlashAttention-2, CUDA graphs
-for forward), batch $batch, on $gpu, with AdamW after backward against AdamW
-in backward (\`optimizer = "in_backward"\`: each tensor's update queued on a
-low-priority stream once its gradient is final, gradients in two
-layer-sized slots, not a full buffer). Both give
-the same weights bit for bit (tests/test_fused, tests/test_model_cuda).
-PyTorch (reports/anchors/torch_lm.py, on the same GPU): \`compiled\` is
-torch.compile + SDPA + fused AdamW, default mode or CUDA graphs
-(\`reduce-overhead\`), the faster where both ran; \`compiled_inbwd\` the
-same in default mode, stepped per parameter from
-register_post_accumulate_grad_hook. $mfu_words MHz: the mean SM clock
-(NVML). Step: median ms (as PyTorch's), peak in GiB
-(ours: our allocator; PyTorch's: max_memory_allocated, with CUDA graphs
-max_memory_reserved, whose pool holds a replay's intermediates).
+The goal: a step faster than the strongest PyTorch's and no larger
+(2.7B, bf16, context 512: <= 95 ms and <= 50 GiB). The fastest path
+(fused, FlashAttention-2, CUDA graphs for forward), batch $batch, on $gpu;
+AdamW after backward against AdamW in backward (\`optimizer =
+"in_backward"\`: each tensor's update on a low-priority stream once its
+gradient is final, gradients in two layer-sized slots). The same weights
+bit for bit (tests/test_fused, tests/test_model_cuda). PyTorch
+(reports/anchors/torch_lm.py, same GPU): \`compiled\` is torch.compile +
+SDPA + fused AdamW, default mode or \`reduce-overhead\`, the faster;
+\`compiled_inbwd\` steps each parameter from
+register_post_accumulate_grad_hook. $mfu_words MHz: mean SM clock (NVML).
+Step: median ms; peak GiB (ours: our allocator; PyTorch's:
+max_memory_allocated, max_memory_reserved with CUDA graphs).
 
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | MHz in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
@@ -91,7 +89,7 @@ tool select "$csv" --cols size,context,precision --where status=ok --where adamw
     tcm=$(theirs "$s" "$c" "$p" compiled peak_gib)
     ti=$(theirs "$s" "$c" "$p" compiled_inbwd step_ms_median)
     tim=$(theirs "$s" "$c" "$p" compiled_inbwd peak_gib)
-    echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(if [ -n "$mhz" ]; then calc %.0f "$mhz"; else printf -- -; fi) | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
+    echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(f0 "$mhz") | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
   done
 echo
 if ! has_anchor "$anchor"; then
@@ -286,8 +284,8 @@ TEXT
   over=$(printf '%s\n' "$pi" | awk -F, '$2 > 1024 { printf "%s%s (%.1f GiB)", s, $1, $2 / 1024; s = ", " }')
   echo "Above 1 GiB at the in-backward peak: $over. The weights' two copies"
   echo "and the moments are the floor a step with fp32 AdamW state keeps;"
-  echo "the activations are what remains to cut (which tensors each form saves"
-  echo "and which it rebuilds in backward: model/model.c, fused_act_table)."
+  echo "the activations are what remains to cut (model/model.c,"
+  echo "fused_act_table: what each form saves or rebuilds)."
   echo
 fi
 # ---- AdamW inside the products (optimizer_in_products.csv) -------------------
@@ -295,15 +293,13 @@ ip="$DATA/optimizer_in_products.csv"
 echo "#### AdamW inside the weight-gradient products"
 echo
 cat <<TEXT
-\`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg) goes a
-step further: each weight matrix is updated by the product that makes its
-gradient (\`k_matmul_adamw\`), so the gradient never reaches memory: 26
-bytes of traffic a parameter instead of the 34 of a product that writes it
-and an update that reads it back. The norms' gains and the embedding are
-updated beside backward, as in backward. Within rounding of the other
-forms (tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the
-CPU engine (tests/test_fused); the Hopper kernel's warp specialisation is
-in kernels/cuda/NOTES.md.
+\`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg)
+updates each weight matrix inside the product that makes its gradient
+(\`k_matmul_adamw\`): the gradient never reaches memory, 26 bytes of
+traffic a parameter instead of 34. Gains and embedding are updated
+beside backward. Within rounding of the other forms
+(tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the CPU
+(tests/test_fused); the Hopper kernel: kernels/cuda/NOTES.md.
 TEXT
 echo
 if has_rows "$ip"; then
@@ -362,5 +358,50 @@ if [ -f "$ip" ]; then
   failed_jobs "$ip" size,context,status,message "size,context,status,message"
 else
   echo "_No rows yet: run \`./runner experiments/optimizer_in_products.cfg\` on a GPU._"
+  echo
+fi
+# ---- bf16 weight gradients (optimizer_weight_grads.csv) -----------------------
+wg="$DATA/optimizer_weight_grads.csv"
+echo "#### Weight gradients in bf16"
+echo
+cat <<TEXT
+\`weight_grads = "compute"\` (experiments/optimizer_weight_grads.cfg):
+weight gradients stored in bf16, rounded once by their product, as
+autocast's are; AdamW in backward moves 28 bytes a parameter, not 30
+(tests/test_fused: bit for bit AdamW on gradients so rounded).
+TEXT
+echo
+if has_rows "$wg"; then
+  # wgr SIZE CTX GRADS COL: the latest ok row's COL, or "".
+  wgr() {
+    tool value "$wg" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+      --where context="$2" --where weight_grads="$3" --col "$4"
+  }
+  wggpu=$(tool value "$wg" --agg first --where status=ok --col gpu_name)
+  echo "In backward, bf16, $wggpu: step (median ms), peak (GiB), SM MHz:"
+  echo
+  echo "| size | context | fp32 gradients | bf16 gradients | change |"
+  echo "|---|--:|--:|--:|--:|"
+  tool distinct "$wg" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
+    f=$(wgr "$s" "$c" fp32 step_ms_median)
+    b=$(wgr "$s" "$c" compute step_ms_median)
+    cf="$(f1 "$f"), $(gib "$(wgr "$s" "$c" fp32 engine_peak_mib)"), $(f0 "$(wgr "$s" "$c" fp32 gpu_sm_mhz)")"
+    cb="$(f1 "$b"), $(gib "$(wgr "$s" "$c" compute engine_peak_mib)"), $(f0 "$(wgr "$s" "$c" compute gpu_sm_mhz)")"
+    ch=-
+    [ -z "$f" ] || [ -z "$b" ] || ch="$(calc %+.1f "($b - $f) / $f * 100")%"
+    echo "| $s | $c | $cf | $cb | $ch |"
+  done
+  echo
+  f=$(wgr 2.7B 512 fp32 step_ms_median)
+  b=$(wgr 2.7B 512 compute step_ms_median)
+  if [ -n "$f" ] && [ -n "$b" ]; then
+    echo "At 2.7B, context 512: $(f1 "$b") ms against $(f1 "$f"), $(gib "$(wgr 2.7B 512 compute engine_peak_mib)") GiB."
+    echo
+  fi
+fi
+if [ -f "$wg" ]; then
+  failed_jobs "$wg" size,context,weight_grads,status,message "size,context,weight_grads,status,message"
+else
+  echo "_No rows yet: run \`./runner experiments/optimizer_weight_grads.cfg\` on a GPU._"
   echo
 fi
