@@ -37,6 +37,14 @@ theirs() {
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
+# wg_best COL: 2.7B, bf16, context 512, in backward with bf16 weight
+# gradients (optimizer_weight_grads.csv), on this section's GPU, or "".
+wg_best() {
+  [ -f "$DATA/optimizer_weight_grads.csv" ] || return 0
+  tool value "$DATA/optimizer_weight_grads.csv" --sort -utc --agg first --default "" \
+    --where status=ok --where size=2.7B --where context=512 --where weight_grads=compute \
+    --where gpu_name="$gpu" --col "$1"
+}
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
 mfu() {
@@ -137,9 +145,16 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     num tc "$tc"; num tcm "$tcm"
     echo "Against torch.compile + SDPA + fused AdamW ($(f1 "$tc") ms, $tcm GiB) we are"
     echo "$(calc %.2f "$tc / $i")x as fast and use $(calc %.2f "$im / 1024 / $tcm")x its memory."
+    # the goal's judge: the faster in-backward form, with the weight
+    # gradients in bf16 (optimizer_weight_grads.csv) where measured here
+    gi=$i; gim=$im; gform=""
+    wgi=$(wg_best step_ms_median); wgm=$(wg_best engine_peak_mib)
+    if [ -n "$wgi" ] && [ -n "$wgm" ] && is_true "$wgi < $i"; then
+      gi=$wgi; gim=$wgm; gform=" (bf16 weight gradients)"
+    fi
     echo "The goal, <= 95 ms and <= 50 GiB, is"
-    if is_true "$i <= 95 && $im / 1024 <= 50"; then echo "met."
-    else echo "**not met**: $(f1 "$i") ms and $(gib "$im") GiB."; fi
+    if is_true "$gi <= 95 && $gim / 1024 <= 50"; then echo "met$gform."
+    else echo "**not met**: $(f1 "$gi") ms and $(gib "$gim") GiB$gform."; fi
   fi
   echo
   # Where the time goes: each row's message has its step's time by kernel
