@@ -51,6 +51,7 @@ typedef struct lm_settings {
   bool kernel_profile;
   const char *optimizer;
   const char *weight_grads;
+  bool adamw_overlap;
   int adamw_blocks;
   int gemm_sm_reserve;
   int checkpoint_layers;
@@ -100,6 +101,12 @@ static const param_def params[] = {
      "gradients stored in fp32, or in the products' input dtype (compute: "
      "bf16 rounds them as PyTorch's autocast does; half the bytes the "
      "products write and AdamW reads; fp32 precisions: the same as fp32)"},
+    {"run", "adamw_overlap", BOOL_FIELD(lm_settings, adamw_overlap), 0, 0,
+     NULL, NULL, "true",
+     "optimizer in_backward or in_products: true runs the updates beside "
+     "backward on a low-priority stream; false on backward's own stream, "
+     "each as its gradient is final (the same memory and weights, no "
+     "overlap: what a GPU at its power cap may prefer)"},
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
      "optimizer in_backward or in_products: thread blocks the updates "
@@ -238,6 +245,14 @@ static int validate(const void *settings, char *err, size_t n) {
              s->weight_grads, s->optimizer, s->fusion);
     return BLAME(lm_settings, weight_grads);
   }
+  if (!s->adamw_overlap && (!in_backward(s) || s->adamw_blocks ||
+                            s->gemm_sm_reserve)) {
+    snprintf(err, n, "adamw_overlap = false runs the optimizer in "
+             "backward's updates on backward's stream (allowed with "
+             "optimizer %s, adamw_blocks %d and gemm_sm_reserve %d: true)",
+             s->optimizer, s->adamw_blocks, s->gemm_sm_reserve);
+    return BLAME(lm_settings, adamw_overlap);
+  }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -283,6 +298,7 @@ static model_options options(const lm_settings *s) {
   o.grad_slots = o.fused && in_backward(s);
   o.adamw_in_products = strcmp(s->optimizer, "in_products") == 0;
   o.grad_lt = strcmp(s->weight_grads, "compute") == 0;
+  o.adamw_serial = !s->adamw_overlap;
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
   o.ckpt_layers = s->checkpoint_layers;

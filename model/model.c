@@ -619,6 +619,12 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "model_backward_adamw only (allowed: adamw_in_products with "
          "grad_slots)");
   }
+  if (o->adamw_serial && (o->adamw_blocks || o->sm_reserve)) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: adamw_serial runs the updates on "
+         "backward's stream, so there are no SMs to split between them "
+         "(allowed: adamw_blocks 0 and sm_reserve 0)");
+  }
   if (o->grad_lt && (!o->grad_slots || o->bound_weights ||
                      o->adamw_in_products)) {
     free(m);
@@ -1018,24 +1024,27 @@ int model_adamw_view(model *m, int v) {
   size_t at = m->views[v].offset, n = m->views[v].numel;
   float *p = (float *)m->params + at;
   const float *g = m->grads + (m->gmap ? m->gmap[v] : at);
-  /* after the tensor's gradient, on the side stream */
-  TRY(eng_wait_for(m->side, m->be));
+  /* after the tensor's gradient: on the side stream, or (adamw_serial) on
+   * backward's own, in its order */
+  engine *u = m->opt.adamw_serial ? m->be : m->side;
+  if (u != m->be) TRY(eng_wait_for(u, m->be));
   if (m->opt.fused) {
     int low = m->params_low != (const void *)m->params;
     void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
-    TRY(k_adamw_ex(m->side, p, pl, m->lt, g, view_grad_type(m, v),
+    TRY(k_adamw_ex(u, p, pl, m->lt, g, view_grad_type(m, v),
                    m->adam_m + at, m->adam_v + at, n, o->lr, o->beta1,
                    o->beta2, o->eps, o->weight_decay, m->step + 1));
   } else {
-    TRY(k_adamw(m->side, p, g, m->adam_m + at, m->adam_v + at, n, o->lr,
+    TRY(k_adamw(u, p, g, m->adam_m + at, m->adam_v + at, n, o->lr,
                 o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
   }
   /* A layer's last view (its first norm's gain, backward's last for the
    * layer), any of the head's two, the embedding: the group's slot is free
-   * once this update (the side stream runs them in order) is done. */
+   * once this update (the side stream runs them in order) is done; on
+   * backward's stream the next group's products come after it anyway. */
   int grp = grad_group(v, m->nviews, m->c.layers);
-  if (m->gmap && (grp < 0 || grp == m->c.layers ||
-                  (v - 1) % PER_LAYER_TENSORS == P_LN1)) {
+  if (m->gmap && u != m->be && (grp < 0 || grp == m->c.layers ||
+                                (v - 1) % PER_LAYER_TENSORS == P_LN1)) {
     int s = grad_slot(grp, m->c.layers);
     eng_event_free(m->side, m->slot_ev[s]);
     TRY(eng_event_record(m->side, &m->slot_ev[s]));
@@ -1060,7 +1069,8 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   if (m->gmap) m->grads_deferred_zero = 1;
   TRY(model_params_low_current(m));   /* backward reads the current copy */
   TRY(adamw_state(m));
-  if (!m->side) TRY(eng_side_view(m->e, m->opt.adamw_blocks, &m->side));
+  if (!m->side && !m->opt.adamw_serial)
+    TRY(eng_side_view(m->e, m->opt.adamw_blocks, &m->side));
   /* Views a forward does not reach (none in this model) keep a zero
    * gradient and are still updated, as by model_adamw_step. */
   int low = m->opt.fused && m->params_low != (const void *)m->params;
@@ -1070,7 +1080,7 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   int rc = model_backward_on(m, m->bview ? m->bview : m->e);
   m->adamw_in_bwd = NULL;
   /* the next pass reads the weights the side stream wrote */
-  int rw = eng_wait_for(m->e, m->side);
+  int rw = m->side ? eng_wait_for(m->e, m->side) : 0;
   if (rc < 0) return rc;
   TRY(rw);
   m->step++;

@@ -171,6 +171,14 @@ typedef struct model_options {
                         * half the bytes written and read. The norms'
                         * gains and the embedding, sums over rows, stay
                         * fp32. Nothing with an fp32 compute dtype. */
+  int adamw_serial;    /* 1: model_backward_adamw's updates run on
+                        * backward's own stream, each as its gradient is
+                        * final, rather than beside backward on a side
+                        * stream: the optimizer in backward's memory
+                        * without the overlap, for a GPU at its power cap
+                        * (where updates beside the products slow every
+                        * kernel by more than they hide). The same
+                        * weights. */
 } model_options;
 /* model_create with options; model_create is {compute, op-by-op,
  * materialised, F32_EXACT, no graphs}. On the fused path with 16-bit

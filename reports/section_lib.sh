@@ -261,6 +261,28 @@ has_col() {
   case ",$(head -n 1 "$1")," in *,"$2",*) return 0 ;; *) return 1 ;; esac
 }
 
+# inbwd_best GPU: the fastest variant of AdamW in backward with bf16 weight
+# gradients (beside backward or on its stream) at 2.7B, bf16, context 512
+# on GPU ($DATA/optimizer_weight_grads.csv, section T): "MS MIB FORM",
+# FORM its words; nothing where none was measured there.
+inbwd_best() {
+  f=$DATA/optimizer_weight_grads.csv
+  [ -f "$f" ] || return 0
+  for ov in true false; do
+    if has_col "$f" adamw_overlap; then set -- "$1" --where adamw_overlap="$ov"
+    elif [ "$ov" = false ]; then continue
+    else set -- "$1"; fi
+    ms=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok --where size=2.7B \
+      --where context=512 --where weight_grads=compute --where gpu_name="$@" --col step_ms_median)
+    mib=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok --where size=2.7B \
+      --where context=512 --where weight_grads=compute --where gpu_name="$@" --col engine_peak_mib)
+    [ -n "$ms" ] && [ -n "$mib" ] || continue
+    form="bf16 weight gradients"
+    [ "$ov" = true ] || form="$form, updates on backward's stream"
+    echo "$ms $mib $form"
+  done | sort -g | head -n 1
+}
+
 # dirty_rows CSV: one sentence when some of CSV's ok rows were measured
 # from a tree with uncommitted changes (git_dirty 1), so no commit holds
 # the code that made them; nothing when every row names its commit.

@@ -709,6 +709,10 @@ int main(void) {
     test_adamw_in_backward(e, &c5, w5, np5, B, T, &o16, "bf16 fused, 5 layers");
     test_adamw_in_backward(e, &cv, wv, npv, B, T, &o16,
                            "bf16 fused, 8x the vocabulary");
+    model_options o16s = o16;   /* the updates on backward's own stream */
+    o16s.adamw_serial = 1;
+    test_adamw_in_backward(e, &c5, w5, np5, B, T, &o16s,
+                           "bf16 fused, 5 layers, updates in backward's order");
     /* weight gradients in bf16 (f16 has no AdamW in backward: its loss
      * scaling), and fp32 where that is the products' dtype; the head in
      * chunks keeps its own fp32 */

@@ -266,12 +266,14 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
    * products shaped for 8 fewer SMs, and so AdamW after backward's
    * backward too (a view with the same reserve: the same cuBLASLt plans,
    * which the engine keys on the SM target) */
-  static const struct { dtype t; int fused; attn_impl a; int cap, rsv; const char *n; }
-      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, 0, "fp32 op by op"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, "bf16 fused"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 0, "bf16 fused, updates on 3 blocks"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 8,
-                  "bf16 fused, updates on 3 blocks, products on 8 SMs fewer"}};
+  static const struct { dtype t; int fused; attn_impl a; int cap, rsv, serial; const char *n; }
+      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, 0, 0, "fp32 op by op"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 0, "bf16 fused"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 0, 0, "bf16 fused, updates on 3 blocks"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 8, 0,
+                  "bf16 fused, updates on 3 blocks, products on 8 SMs fewer"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 1,
+                  "bf16 fused, updates on backward's stream (adamw_serial)"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_options opt = {.compute = cases[i].t, .fused = cases[i].fused,
                          .attention = cases[i].a, .f32 = F32_EXACT};
@@ -280,6 +282,7 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
     os.grad_slots = opt.fused;
     os.adamw_blocks = cases[i].cap;
     os.sm_reserve = cases[i].rsv;
+    os.adamw_serial = cases[i].serial;
     for (int k = 0; k < 2; k++) {
       hard(model_create_ex(&m[k], gpu, c, B, T, k ? &os : &opt),
            "model_create_ex");

@@ -583,6 +583,9 @@ static void defaults(void) {
   check_text(e, 0, "seed", "336");
   check_text(e, 0, "vocab", "10000");
   check_text(e, 0, "norm", "rmsnorm");
+  check_text(e, 0, "optimizer", "after_backward");
+  check_text(e, 0, "weight_grads", "fp32");
+  check_text(e, 0, "adamw_overlap", "true");
   experiment_free(e);
 }
 

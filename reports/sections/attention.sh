@@ -112,7 +112,7 @@ intro_timing() { # the passes, warm-up and shortest loop of CSV $1
   m=0
   [ "$ml" = passes ] || m=$(tool value "$1" --col min_loop_ms --agg first)
   if is_true "$m > 0"; then
-    printf '%s warm-up passes, then loops of forwards, backwards and forward+backward pairs, each of at least %s ms and %s passes (the passes each loop took are in the CSV), closed by a synchronisation (per pass: loop time / its passes)' "$w" "$m" "$p"
+    printf '%s warm-up passes, then loops of forwards, backwards and forward+backward pairs, each of at least %s ms and %s passes, closed by a synchronisation (per pass: loop time / its passes)' "$w" "$m" "$p"
   else
     printf '%s warm-up passes, then loops of %s forwards, backwards and forward+backward pairs, each closed by a synchronisation (per pass: loop time / %s)' "$w" "$p" "$p"
   fi

@@ -87,14 +87,12 @@ pgpu=$(plm bf16 gpu)
 ims=$(lm bf16 in_backward step_ms_median)
 imib=$(lm bf16 in_backward engine_peak_mib)
 iform="AdamW in backward"
-# ...or, where faster on the same GPU, with bf16 weight gradients
-wg=$DATA/optimizer_weight_grads.csv
-if [ -f "$wg" ] && [ -n "$ims" ]; then
-  wms=$(val "$wg" step_ms_median --sort -utc --where size=2.7B --where context=512 --where weight_grads=compute --where gpu_name="$gpu")
-  if [ -n "$wms" ] && is_true "$wms < $ims"; then
-    ims=$wms
-    imib=$(val "$wg" engine_peak_mib --sort -utc --where size=2.7B --where context=512 --where weight_grads=compute --where gpu_name="$gpu")
-    iform="AdamW in backward, bf16 weight gradients"
+# ...or, where faster on the same GPU, a variant of it (section T)
+best=$(inbwd_best "$gpu")
+if [ -n "$best" ] && [ -n "$ims" ]; then
+  set -- $best
+  if is_true "$1 < $ims"; then
+    ims=$1; imib=$2; shift 2; iform="AdamW in backward, $*"
   fi
 fi
 if [ -n "$ms" ]; then

@@ -37,14 +37,6 @@ theirs() {
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
-# wg_best COL: 2.7B, bf16, context 512, in backward with bf16 weight
-# gradients (optimizer_weight_grads.csv), on this section's GPU, or "".
-wg_best() {
-  [ -f "$DATA/optimizer_weight_grads.csv" ] || return 0
-  tool value "$DATA/optimizer_weight_grads.csv" --sort -utc --agg first --default "" \
-    --where status=ok --where size=2.7B --where context=512 --where weight_grads=compute \
-    --where gpu_name="$gpu" --col "$1"
-}
 # mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
 # dense peak, in percent.
 mfu() {
@@ -69,8 +61,8 @@ The goal: a step faster than the strongest PyTorch's and no larger
 (fused, FlashAttention-2, CUDA graphs for forward), batch $batch, on $gpu;
 AdamW after backward against AdamW in backward (\`optimizer =
 "in_backward"\`: each tensor's update on a low-priority stream once its
-gradient is final, gradients in two layer-sized slots). The same weights
-bit for bit (tests/test_fused, tests/test_model_cuda). PyTorch
+gradient is final, gradients in two layer-sized slots; the same
+weights). PyTorch
 (reports/anchors/torch_lm.py, same GPU): \`compiled\` is torch.compile +
 SDPA + fused AdamW, default mode or \`reduce-overhead\`, the faster;
 \`compiled_inbwd\` steps each parameter from
@@ -148,9 +140,12 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     # the goal's judge: the faster in-backward form, with the weight
     # gradients in bf16 (optimizer_weight_grads.csv) where measured here
     gi=$i; gim=$im; gform=""
-    wgi=$(wg_best step_ms_median); wgm=$(wg_best engine_peak_mib)
-    if [ -n "$wgi" ] && [ -n "$wgm" ] && is_true "$wgi < $i"; then
-      gi=$wgi; gim=$wgm; gform=" (bf16 weight gradients)"
+    best=$(inbwd_best "$gpu")
+    if [ -n "$best" ]; then
+      set -- $best
+      if is_true "$1 < $i"; then
+        gi=$1; gim=$2; shift 2; gform=" ($*)"
+      fi
     fi
     echo "The goal, <= 95 ms and <= 50 GiB, is"
     if is_true "$gi <= 95 && $gim / 1024 <= 50"; then echo "met$gform."
@@ -165,8 +160,8 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   imsg=$(ours 2.7B 512 bf16 in_backward message)
   fams=$(families "$amsg" | awk '$1 != "adamw" && $2 >= 1 { print $1 }')
   if [ -n "$fams" ]; then
-    echo "Backward's own kernels beside the updates (2.7B, bf16, context 512;"
-    echo "ms per step by kernel family, from each row's message):"
+    echo "Backward's kernels beside the updates (2.7B, bf16, context 512; ms"
+    echo "per step by family):"
     echo
     echo "| kernel family | AdamW after backward | AdamW in backward | more |"
     echo "|---|--:|--:|--:|"
@@ -203,11 +198,11 @@ else
   if [ -z "$o" ]; then same_row="0 and 0 is the row above"
   else same_row="$o, where the rows above are from the $GPU_KIND"; fi
   cat <<TEXT
-The updates held to \`adamw_blocks\` persistent blocks (one an SM) beside
+The updates held to \`adamw_blocks\` persistent blocks beside
 backward, whose matrix products are shaped for the GPU's SMs minus
 \`gemm_sm_reserve\` (experiments/optimizer_in_backward_sms.cfg: 2.7B, bf16,
 context 512, in backward; $same_row). Step (median) and backward
-(mean, with the updates beside it) in ms, peak in GiB:
+(mean) in ms, peak in GiB:
 
 | AdamW blocks | SMs reserved | step | backward + updates | peak |
 |--:|--:|--:|--:|--:|
@@ -382,37 +377,52 @@ echo
 cat <<TEXT
 \`weight_grads = "compute"\` (experiments/optimizer_weight_grads.cfg):
 weight gradients stored in bf16, rounded once by their product, as
-autocast's are; AdamW in backward moves 28 bytes a parameter, not 30
-(tests/test_fused: bit for bit AdamW on gradients so rounded).
+autocast's are; AdamW in backward moves 28 bytes a parameter, not 30.
 TEXT
 echo
 if has_rows "$wg"; then
-  # wgr SIZE CTX GRADS COL: the latest ok row's COL, or "".
+  # wgr SIZE CTX GRADS COL [OVERLAP]: the latest ok row's COL (updates
+  # beside backward unless OVERLAP is false), or "". Rows from before the
+  # adamw_overlap column are all beside backward.
   wgr() {
-    tool value "$wg" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-      --where context="$2" --where weight_grads="$3" --col "$4"
+    if has_col "$wg" adamw_overlap; then
+      set -- "$1" "$2" "$3" "$4" --where adamw_overlap="${5:-true}"
+    elif [ "${5:-true}" = false ]; then
+      return 0
+    else
+      set -- "$1" "$2" "$3" "$4"
+    fi
+    a1=$1 a2=$2 a3=$3 a4=$4
+    shift 4
+    tool value "$wg" --sort -utc --agg first --default "" --where status=ok --where size="$a1" \
+      --where context="$a2" --where weight_grads="$a3" --col "$a4" "$@"
   }
+  # cell SIZE CTX GRADS [OVERLAP]: "step, peak, MHz"
+  cell() {
+    echo "$(f1 "$(wgr "$1" "$2" "$3" step_ms_median "${4:-}")"), $(gib "$(wgr "$1" "$2" "$3" engine_peak_mib "${4:-}")"), $(f0 "$(wgr "$1" "$2" "$3" gpu_sm_mhz "${4:-}")")"
+  }
+  # pct NEW OLD: NEW's change from OLD in percent, or "-"
+  pct() { if [ -n "$1" ] && [ -n "$2" ]; then echo "$(calc %+.1f "($1 - $2) / $2 * 100")%"; else echo -; fi; }
   wggpu=$(tool value "$wg" --agg first --where status=ok --col gpu_name)
-  echo "In backward, bf16, $wggpu: step (median ms), peak (GiB), SM MHz:"
+  echo "In backward, bf16, $wggpu (median ms, GiB, SM MHz); last, bf16"
+  echo "gradients updated on backward's stream (\`adamw_overlap = false\`):"
   echo
-  echo "| size | context | fp32 gradients | bf16 gradients | change |"
-  echo "|---|--:|--:|--:|--:|"
+  echo "| size | context | fp32 gradients | bf16 gradients | change | on backward's stream | change |"
+  echo "|---|--:|--:|--:|--:|--:|--:|"
   tool distinct "$wg" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
     f=$(wgr "$s" "$c" fp32 step_ms_median)
     b=$(wgr "$s" "$c" compute step_ms_median)
-    cf="$(f1 "$f"), $(gib "$(wgr "$s" "$c" fp32 engine_peak_mib)"), $(f0 "$(wgr "$s" "$c" fp32 gpu_sm_mhz)")"
-    cb="$(f1 "$b"), $(gib "$(wgr "$s" "$c" compute engine_peak_mib)"), $(f0 "$(wgr "$s" "$c" compute gpu_sm_mhz)")"
-    ch=-
-    [ -z "$f" ] || [ -z "$b" ] || ch="$(calc %+.1f "($b - $f) / $f * 100")%"
-    echo "| $s | $c | $cf | $cb | $ch |"
+    q=$(wgr "$s" "$c" compute step_ms_median false)
+    cq=-; [ -z "$q" ] || cq=$(cell "$s" "$c" compute false)
+    echo "| $s | $c | $(cell "$s" "$c" fp32) | $(cell "$s" "$c" compute) | $(pct "$b" "$f") | $cq | $(pct "$q" "$b") |"
   done
   echo
-  f=$(wgr 2.7B 512 fp32 step_ms_median)
-  b=$(wgr 2.7B 512 compute step_ms_median)
-  if [ -n "$f" ] && [ -n "$b" ]; then
-    echo "At 2.7B, context 512: $(f1 "$b") ms against $(f1 "$f"), $(gib "$(wgr 2.7B 512 compute engine_peak_mib)") GiB."
-    echo
-  fi
+  # how often updating on backward's stream wins (bf16 gradients)
+  tool distinct "$wg" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
+    b=$(wgr "$s" "$c" compute step_ms_median)
+    q=$(wgr "$s" "$c" compute step_ms_median false)
+    [ -z "$b" ] || [ -z "$q" ] || echo "$(is_true "$q < $b" && echo 1 || echo 0)"
+  done | awk '{ n++; w += $1 } END { if (n) printf "On backward'"'"'s stream the step is faster at %d of %d shapes.\n\n", w, n }'
 fi
 if [ -f "$wg" ]; then
   failed_jobs "$wg" size,context,weight_grads,status,message "size,context,weight_grads,status,message"
