@@ -995,6 +995,12 @@ static int check_attention_bwd(engine *e, attn_impl impl, const void *q,
 
 /* ---- the entry points ------------------------------------------------------ */
 
+
+float k_adamw_step_size(float lr, float b1, float b2, long long t) {
+  return (float)((double)lr * sqrt(1.0 - pow(b2, (double)t)) /
+                 (1.0 - pow(b1, (double)t)));
+}
+
 /* k_NAME for every K_OP and K_OP_AS row of ops.def: check_NAME above, then
  * the backend (engine_internal.h, ENG_ENTRY). */
 #define K_OP(name, family, params, args)                                     \

@@ -184,7 +184,7 @@ static int check_cross_entropy_bwd_ex(engine *e, const float *logits,
 static int check_adamw_ex(engine *e, float *p, void *p_low, dtype lt,
                           const void *g, dtype gt, float *m, float *v,
                           size_t n, float lr, float b1, float b2, float eps,
-                          float wd, long long t) {
+                          float wd, long long t, const float *step_dev) {
   const char *op = "k_adamw_ex";
   TRY(need_fused(e, op, lt));
   TRY(need_fused(e, op, gt));

@@ -291,6 +291,10 @@ typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
 int attn_impl_parse(const char *s, attn_impl *out);
 /* The most gradient arrays k_adamw_mean averages. */
 enum { K_ADAMW_MAX_GRADS = 8 };
+/* AdamW's bias-corrected step size at step t >= 1, lr sqrt(1 - b2^t) /
+ * (1 - b1^t), computed in double and rounded to fp32: what the CUDA
+ * engine's updates use, and what k_adamw_ex's step_dev must hold. */
+float k_adamw_step_size(float lr, float b1, float b2, long long t);
 /* k_init_normal's table (kernels/init_normal.h): the quantiles of the
  * standard normal truncated to [-3, 3] at k / 65536, k = 0 .. 65536, in
  * fixed point with 29 fraction bits, into t (65537 values, host memory),

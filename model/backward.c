@@ -227,7 +227,8 @@ static int backward_on(model *m, engine *e) {
   TRY(model_params_low_current(m));
   const int key[3] = {m->fwd_b, m->fwd_t, m->grads_deferred_zero};
   if (e == m->e)
-    TRY(model_run_graphed(m, &m->gbwd, key, m->loss_scale, backward_work));
+    TRY(model_run_graphed(m, m->adamw_in_bwd ? &m->gbwa : &m->gbwd, key,
+                          m->loss_scale, backward_work));
   else
     TRY(backward_work(m));   /* a view records no graphs */
   /* the fused path wrote, not added, every gradient (model_zero_grad) */

@@ -665,6 +665,8 @@ void model_destroy(model *m) {
   if (m == NULL) return;
   eng_graph_destroy(m->e, m->gfwd.g);
   eng_graph_destroy(m->e, m->gbwd.g);
+  eng_graph_destroy(m->e, m->gbwa.g);
+  if (m->step_dev) eng_free(m->e, m->step_dev);
   for (int s = 0; s < 2; s++) eng_event_free(m->e, m->slot_ev[s]);
   engine_destroy(m->side);   /* its work: joined by every backward */
   engine_destroy(m->bview);
@@ -787,9 +789,11 @@ int model_run_graphed(model *m, graph_slot *s, const int key[3], float scale,
                       int (*work)(model *m)) {
   engine *e = m->e;
   /* A hook or an update in backward acts per call (its own arguments, the
-   * step count): run op by op, as a recording would replay stale ones. */
-  if (!m->opt.graphs || m->grad_hook || m->weight_hook || m->adamw_in_bwd ||
-      eng_profiling(e))
+   * step count): run op by op, as a recording would replay stale ones;
+   * but updates that read their step size from engine memory
+   * (adamw_step_dev) replay right. */
+  if (!m->opt.graphs || m->grad_hook || m->weight_hook ||
+      (m->adamw_in_bwd && !m->adamw_step_dev) || eng_profiling(e))
     return work(m);
   if (!s->seen || memcmp(s->key, key, sizeof s->key) != 0 ||
       s->scale != scale) {
@@ -879,8 +883,8 @@ int model_place_grads(model *m, float *base, const size_t *off) {
 
 /* Recorded graphs hold the old addresses: record again. */
 static void drop_graphs(model *m) {
-  graph_slot *s[] = {&m->gfwd, &m->gbwd};
-  for (int i = 0; i < 2; i++) {
+  graph_slot *s[] = {&m->gfwd, &m->gbwd, &m->gbwa};
+  for (int i = 0; i < 3; i++) {
     eng_graph_destroy(m->e, s[i]->g);
     s[i]->g = NULL;
     s[i]->seen = 0;
@@ -984,7 +988,7 @@ static int adamw_step(model *m, const adamw_config *o) {
      * second pass over the weights. */
     TRY(k_adamw_ex(m->e, p, low ? m->params_low : NULL, m->lt, m->grads,
                    DT_F32, m->adam_m, m->adam_v, m->nparams, o->lr, o->beta1,
-                   o->beta2, o->eps, o->weight_decay, m->step + 1));
+                   o->beta2, o->eps, o->weight_decay, m->step + 1, NULL));
     if (low) m->low_gen = m->params_gen;
   } else {
     TRY(k_adamw(m->e, p, m->grads, m->adam_m, m->adam_v, m->nparams, o->lr,
@@ -1033,7 +1037,8 @@ int model_adamw_view(model *m, int v) {
     void *pl = low ? (char *)m->params_low + at * dtype_size(m->lt) : NULL;
     TRY(k_adamw_ex(u, p, pl, m->lt, g, view_grad_type(m, v),
                    m->adam_m + at, m->adam_v + at, n, o->lr, o->beta1,
-                   o->beta2, o->eps, o->weight_decay, m->step + 1));
+                   o->beta2, o->eps, o->weight_decay, m->step + 1,
+                   m->adamw_step_dev));
   } else {
     TRY(k_adamw(u, p, g, m->adam_m + at, m->adam_v + at, n, o->lr,
                 o->beta1, o->beta2, o->eps, o->weight_decay, m->step + 1));
@@ -1076,9 +1081,26 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   int low = m->opt.fused && m->params_low != (const void *)m->params;
   params_write(m);                    /* the weights change from here on */
   if (low) m->low_gen = m->params_gen;   /* ...and each view's copy with them */
+  /* A graphed backward's updates read this step's size from step_dev;
+   * a recording for other hyperparameters is dropped. */
+  m->adamw_step_dev = NULL;
+  if (adamw_graphable(&m->opt) && m->opt.graphs && !eng_profiling(m->e)) {
+    if (!m->step_dev)
+      TRY(eng_alloc(m->e, sizeof(float), "adam_step", (void **)&m->step_dev));
+    if (memcmp(&m->gbwa_o, o, sizeof *o) != 0) {
+      eng_graph_destroy(m->e, m->gbwa.g);
+      m->gbwa.g = NULL;
+      m->gbwa.seen = 0;
+      m->gbwa_o = *o;
+    }
+    float step = k_adamw_step_size(o->lr, o->beta1, o->beta2, m->step + 1);
+    TRY(eng_upload(m->e, m->step_dev, &step, sizeof step));
+    m->adamw_step_dev = m->step_dev;
+  }
   m->adamw_in_bwd = o;
   int rc = model_backward_on(m, m->bview ? m->bview : m->e);
   m->adamw_in_bwd = NULL;
+  m->adamw_step_dev = NULL;
   /* the next pass reads the weights the side stream wrote */
   int rw = m->side ? eng_wait_for(m->e, m->side) : 0;
   if (rc < 0) return rc;

@@ -222,6 +222,14 @@ static inline int grad_slot(int group, int layers) {
  * its last read is queued (need 0). Nothing without bound weights. */
 int model_weights(model *m, int g, int need);
 
+/* Backward with its AdamW updates can be a CUDA graph: on the fused path
+ * (k_adamw_ex, which reads its step size from engine memory), with the
+ * updates on backward's stream (no side stream to fork and join) and not
+ * inside the products (k_matmul_adamw takes its step size by value). */
+static inline int adamw_graphable(const model_options *o) {
+  return o->fused && o->adamw_serial && !o->adamw_in_products;
+}
+
 /* model.c: AdamW on view v alone (model_backward_adamw's per-tensor step). */
 int model_adamw_view(model *m, int v);
 
@@ -350,6 +358,16 @@ struct model {
   int fwd_targets;         /* it was given targets (computes the loss) */
   int fwd_loss;            /* it had targets and backward has not run */
   graph_slot gfwd, gbwd;   /* model_options.graphs: the two recordings */
+  /* ...and backward with its updates (model_backward_adamw, where
+   * adamw_graphable), recorded for one adamw_config, gbwa_o; the step
+   * size its updates read, step_dev (one float, written before each
+   * such backward: the recording holds the pointer, not the value) */
+  graph_slot gbwa;
+  adamw_config gbwa_o;
+  float *step_dev;
+  /* set for one model_backward_adamw: step_dev where it is graphed, else
+   * NULL (each update then takes its step size from t) */
+  const float *adamw_step_dev;
   long long graph_replays;
 };
 

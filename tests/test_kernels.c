@@ -1315,18 +1315,26 @@ static void test_16bit_storage(void) {
       m2[k][i] = 0.1f * y[i];
       v2[k][i] = 0.01f * y[i] * y[i];
     }
-  for (long long t = 1; t <= 2; t++)
+  for (long long t = 1; t <= 2; t++) {
+    /* the second with its step size from "engine memory" (step_dev) */
+    float sd = k_adamw_step_size(1e-2f, 0.9f, 0.999f, t);
     if (k_adamw_ex(E, p2[0], pl[0], DT_BF16, x, DT_F32, m2[0], v2[0], NE,
-                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t) < 0 ||
+                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL) < 0 ||
         k_adamw_ex(E, p2[1], pl[1], DT_BF16, xb, DT_BF16, m2[1], v2[1], NE,
-                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t) < 0)
+                   1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t, &sd) < 0)
       hard_error("k_adamw_ex");
+  }
   check(memcmp(p2[0], p2[1], sizeof p2[0]) == 0 &&
             memcmp(m2[0], m2[1], sizeof m2[0]) == 0 &&
             memcmp(v2[0], v2[1], sizeof v2[0]) == 0 &&
             memcmp(pl[0], pl[1], sizeof pl[0]) == 0,
         "k_adamw_ex with a bf16 gradient: the fp32 gradient's update (the "
         "same values), bit for bit");
+  float stale = k_adamw_step_size(1e-2f, 0.9f, 0.999f, 2);
+  expect_fail("k_adamw_ex with step 3 and step 2's size in step_dev",
+              k_adamw_ex(E, p2[1], pl[1], DT_BF16, xb, DT_BF16, m2[1], v2[1],
+                         NE, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, &stale),
+              "stale step size");
   free(a); free(b); free(c); free(x); free(y);
 }
 

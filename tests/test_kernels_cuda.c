@@ -1108,6 +1108,9 @@ static void adamw_ex_case(size_t n, int cap, dtype gt) {
   void *g16 = NULL;   /* the GPU's 16-bit gradient */
   if (gt != DT_F32 && eng_alloc(GPU, n * 2, "test", &g16) < 0)
     hard_error("adamw_ex 16-bit gradient");
+  float *sdev = NULL;
+  if (eng_alloc(GPU, sizeof *sdev, "test", (void **)&sdev) < 0)
+    hard_error("adamw_ex step size");
   const void *gg = gt == DT_F32 ? g.g : g16;
   char line[160];
   snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %s gradient, %d "
@@ -1124,10 +1127,14 @@ static void adamw_ex_case(size_t n, int cap, dtype gt) {
                    0.01f, t);
     if (rc == 0)
       rc = k_adamw_ex(GPU, p.g, la, DT_BF16, gg, gt, m.g, v.g, n, 1e-2f,
-                      0.9f, 0.999f, 1e-8f, 0.01f, t);
+                      0.9f, 0.999f, 1e-8f, 0.01f, t, NULL);
+    /* the capped form reads its step size from engine memory (step_dev),
+     * given with step 1's t throughout: the kernels must not use t */
+    float sd = k_adamw_step_size(1e-2f, 0.9f, 0.999f, t);
+    if (rc == 0) rc = eng_upload(GPU, sdev, &sd, sizeof sd);
     if (rc == 0)
       rc = k_adamw_ex(view, bp, lb, DT_BF16, gg, gt, bm, bv, n, 1e-2f, 0.9f,
-                      0.999f, 1e-8f, 0.01f, t);
+                      0.999f, 1e-8f, 0.01f, 1, sdev);
   }
   if (rc < 0) {
     check(0, "%s: %s", line, err1());
@@ -1141,8 +1148,8 @@ static void adamw_ex_case(size_t n, int cap, dtype gt) {
     for (int k = 0; k < 4; k++) {
       size_t bytes = n * (k < 3 ? 4 : 2);
       unsigned char *x = down(GPU, a[k], bytes), *y = down(GPU, b[k], bytes);
-      check(memcmp(x, y, bytes) == 0, "%s: %s the same bits as uncapped",
-            line, names[k]);
+      check(memcmp(x, y, bytes) == 0, "%s: %s the same bits as uncapped "
+            "(its step size from step_dev)", line, names[k]);
       free(x);
       free(y);
     }
@@ -1150,6 +1157,7 @@ static void adamw_ex_case(size_t n, int cap, dtype gt) {
   eng_free(GPU, bp); eng_free(GPU, bm); eng_free(GPU, bv);
   eng_free(GPU, la); eng_free(GPU, lb);
   if (g16) eng_free(GPU, g16);
+  eng_free(GPU, sdev);
   engine_destroy(view);
   pair_free(p); pair_free(m); pair_free(v); pair_free(g);
   free(p0); free(m0); free(v0);
@@ -1981,7 +1989,7 @@ static void bench(void) {
                            DT_BF16, 0.0f, pg, C2, DT_F32, F32_EXACT));
   row("2.7B W1 grad: matmul_ex bf16 -> f32", ms, mm_b, 2.0 * K2 * nw);
   TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, pg, DT_F32, pm, pv, nw,
-                          1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+                          1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL));
   row("2.7B W1: adamw_ex (+ bf16 copy), 26.2M", ms, 30.0 * nw, 0);
   {   /* the gradient in bf16 (grad_lt): the product writes 2 bytes, not 4 */
     void *gb;
@@ -1993,7 +2001,7 @@ static void bench(void) {
     row("2.7B W1 grad: matmul_ex bf16 -> bf16", ms,
         2.0 * ((size_t)K2 * (R2 + C2)) + 2.0 * nw, 2.0 * K2 * nw);
     TIME(ms, 10, k_adamw_ex(GPU, pp, wl, DT_BF16, gb, DT_BF16, pm, pv, nw,
-                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL));
     row("2.7B W1: adamw_ex, bf16 gradient (+ bf16 copy)", ms, 28.0 * nw, 0);
     eng_free(GPU, gb);
   }
@@ -2003,7 +2011,7 @@ static void bench(void) {
     engine *cv = NULL;
     if (eng_view(GPU, &cx, &cv) < 0) hard_error("adamw_ex view");
     TIME(ms, 10, k_adamw_ex(cv, pp, wl, DT_BF16, pg, DT_F32, pm, pv, nw,
-                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+                            1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL));
     char name[64];
     snprintf(name, sizeof name, "2.7B W1: adamw_ex capped at %d blocks", cap);
     row(name, ms, 30.0 * nw, 0);

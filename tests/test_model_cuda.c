@@ -313,6 +313,73 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   }
 }
 
+/* Backward with its updates as a CUDA graph (adamw_serial with graphs:
+ * each update reads its step size from engine memory, written before
+ * the replay): 4 steps, forward and backward recorded at the second and
+ * launched from it, give the weights and losses of AdamW after a
+ * graphed backward bit for bit (fp32 and bf16, materialised attention:
+ * Hopper's flash backward sums dq in any order); with bf16 weight
+ * gradients (grad_lt), those of the same form unrecorded. */
+static void test_adamw_graphed(engine *gpu, const model_config *tiny, int B,
+                               int T) {
+  model_config c = *tiny;
+  c.layers = 5;
+  adamw_config a = adamw_defaults();
+  for (int k = 0; k < 3; k++) {
+    dtype t = k == 1 ? DT_F32 : DT_BF16;
+    int lt_grads = k == 2;
+    model_options ref = {.compute = t, .fused = 1,
+                         .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT,
+                         .graphs = !lt_grads};
+    if (lt_grads) ref.grad_slots = ref.adamw_serial = ref.grad_lt = 1;
+    model_options og = ref;
+    og.graphs = 1;
+    og.grad_slots = og.adamw_serial = 1;
+    model *m[2];
+    for (int j = 0; j < 2; j++) {
+      hard(model_create_ex(&m[j], gpu, &c, B, T, j ? &og : &ref),
+           "model_create_ex");
+      hard(model_init(m[j], 13), "model_init");
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s%s, AdamW in backward's order, graphed",
+             dtype_name(t), lt_grads ? ", bf16 weight gradients" : "");
+    int same = 1;
+    size_t n = model_nparams(m[0]);
+    int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
+    hard(ids ? 0 : -1, "out of host memory");
+    for (int step = 0; step < 4; step++) {
+      fresh_batch(ids, tg, B * T, c.vocab);
+      float loss[2];
+      for (int j = 0; j < 2; j++) {
+        hard(model_zero_grad(m[j]), "zero_grad");
+        hard(model_forward(m[j], ids, tg, B, T, &loss[j]), "forward");
+        if (j == 0 && !lt_grads) {
+          hard(model_backward(m[j]), "backward");
+          hard(model_adamw_step(m[j], &a), "adamw");
+        } else {
+          hard(model_backward_adamw(m[j], &a), "backward_adamw");
+        }
+      }
+      float *w0 = download(gpu, model_params(m[0]), n);
+      float *w1 = download(gpu, model_params(m[1]), n);
+      same &= memcmp(&loss[0], &loss[1], sizeof *loss) == 0 &&
+              memcmp(w0, w1, n * sizeof *w0) == 0;
+      free(w0);
+      free(w1);
+    }
+    free(ids);
+    long long r0 = model_graph_replays(m[0]), r1 = model_graph_replays(m[1]);
+    check(same && r1 == 6, "%s: %s, bit for bit over 4 steps; forward and "
+          "backward launched as graphs from the second step, 6 launches "
+          "(%lld; %s %lld)", what,
+          lt_grads ? "the weights and losses of the same form unrecorded"
+                   : "the weights and losses of AdamW after a graphed backward",
+          r1, lt_grads ? "unrecorded" : "after backward", r0);
+    for (int j = 0; j < 2; j++) model_destroy(m[j]);
+  }
+}
+
 /* Activation checkpointing (model_options.ckpt_layers) on the GPU, 5
  * layers in groups of 2 (the last group one layer): the same losses,
  * gradients and weights as without it, bit for bit over 3 steps, in bf16
@@ -804,6 +871,7 @@ int main(void) {
   test_repeats(gpu, &c, w, np, B, T);
   test_load_after_training(cpu, gpu, &c, w, np, B, T);
   test_adamw_in_backward(gpu, &c, B, T);
+  test_adamw_graphed(gpu, &c, B, T);
   test_adamw_in_products(gpu, &c, B, T, 0);
   test_adamw_in_products(gpu, &c, B, T, 1);
   test_checkpointing(gpu, &c, B, T);

@@ -42,7 +42,14 @@ int cpu_adamw_mean(engine *e, float *p, const float *const *g, int ng,
 
 int cpu_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const void *g,
                  dtype gt, float *m, float *v, size_t n, float lr, float b1,
-                 float b2, float eps, float wd, long long t) {
+                 float b2, float eps, float wd, long long t,
+                 const float *step_dev) {
+  /* no graphs here: t says the step; step_dev must agree with it */
+  if (step_dev && *step_dev != k_adamw_step_size(lr, b1, b2, t))
+    FAIL(ERR_FAIL, "k_adamw_ex: step_dev holds %.9g, step %lld's size is "
+         "%.9g (a stale step size: write k_adamw_step_size for the step "
+         "before the update)", (double)*step_dev, t,
+         (double)k_adamw_step_size(lr, b1, b2, t));
   cpu_stage st;
   cpu_stage_init(&st, e);
   const float *g32 = cpu_stage_in(&st, g, gt, n);   /* a 16-bit g widened */
@@ -67,7 +74,7 @@ int cpu_matmul_adamw(engine *e, int rows, int cols, int k, const void *dy,
                          0.0f, g, cols, DT_F32, F32_EXACT);
   if (rc == 0)
     rc = cpu_adamw_ex(e, p, p_low, in_t, g, DT_F32, m, v, n, lr, b1, b2, eps,
-                      wd, t);
+                      wd, t, NULL);
   free(g);
   return rc;
 }

@@ -28,7 +28,15 @@ struct adamw_args {
   float b1, b2, one_b1, one_b2, eps, step, decay, inv_ng;
   int ng;
   const float *g[K_ADAMW_MAX_GRADS];
+  /* not NULL: the step size, read when the kernel runs (k_adamw_ex's
+   * step_dev, for CUDA graphs' replays), in place of step */
+  const float *step_dev;
 };
+
+/* a.step from a.step_dev where there is one: each kernel's first act */
+__device__ __forceinline__ void step_from_dev(adamw_args &a) {
+  if (a.step_dev) a.step = *a.step_dev;
+}
 
 /* NG is a template argument so a.g[k] is indexed statically: indexed at
  * run time, the argument array goes to local memory (measured: AdamW 60%
@@ -106,6 +114,7 @@ __device__ __forceinline__ void adamw_scalar(float *p, float *m, float *v,
 template <bool VEC, int NG>
 __global__ void adamw_k(float *p, float *m, float *v, size_t n,
                         adamw_args a) {
+  step_from_dev(a);
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nv = VEC ? n / 4 : 0;
@@ -127,6 +136,7 @@ enum { UNROLL = 4 };
 template <int NG>
 __global__ void __launch_bounds__(THREADS)
     adamw_capped_k(float *p, float *m, float *v, size_t n, adamw_args a) {
+  step_from_dev(a);
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nv = n / 4;
@@ -194,6 +204,7 @@ __global__ void __launch_bounds__(bulk_shape<NG>::T)
     adamw_bulk_k(float *p, L *pl, float *m, float *v, size_t n,
                  adamw_args a) {
 #if TL_WGMMA
+  step_from_dev(a);
   constexpr int C = bulk_shape<NG>::C, A = bulk_shape<NG>::ARRAYS,
                 NSTAGE = bulk_shape<NG>::S;
   extern __shared__ __align__(128) float sm[];
@@ -255,14 +266,15 @@ static int launch_bulk(float *p, L *pl, float *m, float *v, size_t n,
   return 0;
 }
 
-int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
-                    float *m, float *v, size_t n, float lr, float b1, float b2,
-                    float eps, float wd, long long t) {
-  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
-                (1.0 - pow(b1, (double)t));
+/* cuda_adamw_mean, the step size from step_dev where it is not NULL */
+static int adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                      float *m, float *v, size_t n, float lr, float b1,
+                      float b2, float eps, float wd, long long t,
+                      const float *step_dev) {
   adamw_args a = {b1, b2, (float)(1.0 - (double)b1), (float)(1.0 - (double)b2),
-                  eps, (float)step, (float)(1.0 - (double)lr * wd),
-                  1.0f / (float)ng, ng, {NULL}};
+                  eps, k_adamw_step_size(lr, b1, b2, t),
+                  (float)(1.0 - (double)lr * wd), 1.0f / (float)ng, ng,
+                  {NULL}, step_dev};
   bool vec = aligned16(p) && aligned16(m) && aligned16(v);
   for (int k = 0; k < ng; k++) {
     a.g[k] = g[k];
@@ -304,6 +316,12 @@ int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
   return 0;
 }
 
+int cuda_adamw_mean(engine *e, float *p, const float *const *g, int ng,
+                    float *m, float *v, size_t n, float lr, float b1, float b2,
+                    float eps, float wd, long long t) {
+  return adamw_mean(e, p, g, ng, m, v, n, lr, b1, b2, eps, wd, t, NULL);
+}
+
 /* ---- AdamW with the low-precision copy -------------------------------------- */
 
 /* T: the type of p's 16-bit copy pl (float: none, pl NULL); G: the
@@ -314,10 +332,11 @@ template <typename T, typename G>
 __global__ void adamw_ex_k(float *p, T *pl, const G *g, float *m, float *v,
                            size_t n, size_t nv, float b1, float b2,
                            float one_b1, float one_b2, float eps, float step,
-                           float decay) {
+                           float decay, const float *step_dev) {
   /* adamw1's arithmetic, as every other form: the same bits */
-  const adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay,
-                        1.0f, 1, {NULL}};
+  const adamw_args a = {b1, b2, one_b1, one_b2, eps,
+                        step_dev ? *step_dev : step, decay, 1.0f, 1, {NULL},
+                        NULL};
   constexpr bool copy = !std::is_same<T, float>::value;
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -354,27 +373,27 @@ static int ex_bulk(float *p, T *pl, float *m, float *v, size_t n,
   if (n4 < n)
     adamw_ex_k<T, float><<<1, 32, 0, s>>>(
         p + n4, pl + n4, a.g[0] + n4, m + n4, v + n4, n - n4, 0, a.b1, a.b2,
-        a.one_b1, a.one_b2, a.eps, a.step, a.decay);
+        a.one_b1, a.one_b2, a.eps, a.step, a.decay, a.step_dev);
   return 0;
 }
 
 int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const void *g,
                   dtype gt, float *m, float *v, size_t n, float lr, float b1,
-                  float b2, float eps, float wd, long long t) {
+                  float b2, float eps, float wd, long long t,
+                  const float *step_dev) {
   bool copy = p_low != NULL && p_low != (void *)p && lt != DT_F32;
   bool vec = aligned16(p) && aligned16(m) && aligned16(v) &&
              (!copy || aligned16(p_low)) &&
              (size_t)g % (4 * dtype_size(gt)) == 0;
   if (gt == DT_F32 && !(copy && vec)) {
     const float *g32 = (const float *)g;
-    TRY(cuda_adamw_mean(e, p, &g32, 1, m, v, n, lr, b1, b2, eps, wd, t));
+    TRY(adamw_mean(e, p, &g32, 1, m, v, n, lr, b1, b2, eps, wd, t, step_dev));
     if (p_low && p_low != (void *)p)
       TRY(cuda_cast(e, p, DT_F32, p_low, lt, n));
     return 0;
   }
   /* The same scalars as cuda_adamw_mean (adamw.cu), so p's bits are the same. */
-  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
-                (1.0 - pow(b1, (double)t));
+  float step = k_adamw_step_size(lr, b1, b2, t);
   /* Capped (eng_ctx.adamw_blocks): on Hopper, with an fp32 gradient, the
    * bulk-copy form of cuda_adamw_mean with the copy written beside p (the
    * plain kernel over the last n % 4 elements); otherwise one block of
@@ -389,20 +408,20 @@ int cuda_adamw_ex(engine *e, float *p, void *p_low, dtype lt, const void *g,
         decay = (float)(1.0 - (double)lr * wd);
   cudaStream_t s = cuda_stream(e);
   if (gt == DT_F32 && cap > 0 && cuda_impl(e)->wgmma && n >= 4) {
-    adamw_args a = {b1, b2, one_b1, one_b2, eps, (float)step, decay, 1.0f, 1,
-                    {(const float *)g}};
+    adamw_args a = {b1, b2, one_b1, one_b2, eps, step, decay, 1.0f, 1,
+                    {(const float *)g}, step_dev};
     WITH_T(lt, TRY(ex_bulk<T>(p, (T *)p_low, m, v, n, a, (unsigned)cap, s)));
   } else if (gt == DT_F32) {
     WITH_T(lt, (adamw_ex_k<T, float><<<grid, threads, 0, s>>>(
                    p, (T *)p_low, (const float *)g, m, v, n, nv, b1, b2,
-                   one_b1, one_b2, eps, (float)step, decay)));
+                   one_b1, one_b2, eps, step, decay, step_dev)));
   } else {
     /* a 16-bit gradient: no copy (T float, pl NULL) or lt's */
     dtype ct = copy ? lt : DT_F32;
 #define EX_G(Gt)                                                              \
   WITH_T(ct, (adamw_ex_k<T, Gt><<<grid, threads, 0, s>>>(                     \
                  p, copy ? (T *)p_low : NULL, (const Gt *)g, m, v, n, nv, b1, \
-                 b2, one_b1, one_b2, eps, (float)step, decay)))
+                 b2, one_b1, one_b2, eps, step, decay, step_dev)))
     if (gt == DT_BF16) EX_G(__nv_bfloat16);
     else EX_G(__half);
 #undef EX_G

@@ -344,11 +344,10 @@ int cuda_matmul_adamw(engine *e, int rows, int cols, int k, const void *dy,
                       int ldy, const void *x, int ldx, dtype in_t, float *p,
                       void *p_low, float *m, float *v, float lr, float b1,
                       float b2, float eps, float wd, long long t) {
-  /* cuda_adamw_ex's scalars, rounded on the host the same way */
-  double step = (double)lr * sqrt(1.0 - pow(b2, (double)t)) /
-                (1.0 - pow(b1, (double)t));
+  /* cuda_adamw_ex's scalars */
   adam_s a = {b1, b2, (float)(1.0 - (double)b1), (float)(1.0 - (double)b2),
-              eps, (float)step, (float)(1.0 - (double)lr * wd)};
+              eps, k_adamw_step_size(lr, b1, b2, t),
+              (float)(1.0 - (double)lr * wd)};
   WITH_T(in_t, return launch<T>(e, rows, cols, k, dy, ldy, x, ldx, in_t, p,
                                 p_low, m, v, a));
   return 0;
