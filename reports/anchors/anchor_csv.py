@@ -8,6 +8,7 @@ timed stretch (GpuMonitor), as our rows have them."""
 import csv
 import ctypes
 import datetime
+import gc
 import os
 import threading
 
@@ -94,6 +95,18 @@ class GpuMonitor:
         """sm_mhz, power_w and power_capped as CSV cells ("" where unread)."""
         return tuple("" if v is None else f"{v:.{p}f}" for v, p in
                      ((self.sm_mhz, 0), (self.power_w, 1), (self.power_capped, 2)))
+
+
+def release_gpu():
+    """Free what the last configuration measured in this process left:
+    its compiled graphs, reference cycles (a gradient hook holding its
+    optimizer holds the parameters) and the allocator's cached blocks.
+    Returns the bytes still allocated, which would count in the next
+    configuration's peak (max_memory_allocated) if measured on top."""
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated()
 
 
 def bus_id(device=0):

@@ -54,7 +54,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from anchor_csv import AnchorCSV, GpuMonitor, bus_id
+from anchor_csv import AnchorCSV, GpuMonitor, bus_id, release_gpu
 
 VOCAB, THETA, EPS = 10000, 10000.0, 1e-5
 SIZES = {  # d_model, d_ff, layers, heads (model.md)
@@ -298,6 +298,11 @@ def main():
                             continue
                         status, med, mean, peak = "ok", "", "", ""
                         gpu_cells = ("", "", "")
+                        left = release_gpu()
+                        if left > 2**26:
+                            raise SystemExit(
+                                f"torch_lm.py: {left / 2**30:.2f} GiB still allocated before "
+                                f"{size}, {ctx}, {prec}, {config}: it would count in its peak")
                         try:
                             times, gib, mon = measure(size, ctx, a.batch, prec, config, a.steps)
                             med = f"{statistics.median(times):.2f}"
@@ -306,8 +311,6 @@ def main():
                             gpu_cells = mon.cells()
                         except torch.OutOfMemoryError:
                             status = "oom"
-                        torch._dynamo.reset()
-                        torch.cuda.empty_cache()
                         out.row("reports/anchors/torch_lm.py", gpu, size, ctx,
                                 a.batch, prec, config, status, med, mean, peak,
                                 *gpu_cells)
