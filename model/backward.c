@@ -166,7 +166,16 @@ static int attention_bwd(model *m, int i, const float *x, int b, int t,
 }
 
 /* Backward's engine work: what model_options.graphs records. */
+static int backward_body(model *m);
+
+/* Backward, and with AdamW in backward its updates joined: inside a
+ * recording the side stream must rejoin before it ends. */
 static int backward_work(model *m) {
+  TRY(backward_body(m));
+  return m->adamw_in_bwd ? model_adamw_join(m) : 0;
+}
+
+static int backward_body(model *m) {
   engine *e = m->be;
   model_acts *a = &m->a;
   if (m->opt.fused) return model_backward_fused(m);

@@ -1057,6 +1057,16 @@ int model_adamw_view(model *m, int v) {
   return 0;
 }
 
+int model_adamw_join(model *m) {
+  if (!m->side) return 0;
+  TRY(eng_wait_for(m->be, m->side));
+  for (int s = 0; s < 2; s++) {
+    eng_event_free(m->side, m->slot_ev[s]);
+    m->slot_ev[s] = NULL;
+  }
+  return 0;
+}
+
 int model_backward_adamw(model *m, const adamw_config *o) {
   TRY(not_bound(m, "model_backward_adamw"));
   if (m->grad_hook)
@@ -1101,10 +1111,13 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   int rc = model_backward_on(m, m->bview ? m->bview : m->e);
   m->adamw_in_bwd = NULL;
   m->adamw_step_dev = NULL;
-  /* the next pass reads the weights the side stream wrote */
-  int rw = m->side ? eng_wait_for(m->e, m->side) : 0;
-  if (rc < 0) return rc;
-  TRY(rw);
+  /* backward's work ended joining the side stream (model_adamw_join), so
+   * the next pass reads the weights it wrote; a backward that failed
+   * midway is joined here */
+  if (rc < 0) {
+    if (m->side) (void)eng_wait_for(m->e, m->side);
+    return rc;
+  }
   m->step++;
   return 0;
 }

@@ -278,7 +278,10 @@ int model_adamw_step(model *m, const adamw_config *o);
  * where the update needs every gradient first: fp16's loss scaling (the
  * step is skipped when any gradient is not finite), a grad hook (data
  * parallelism averages gradients across ranks first), placed gradients or
- * weights. */
+ * weights. With model_options.graphs (fused, without the products'
+ * updates or an SM split: model_internal.h, adamw_graphable) backward and
+ * its updates are one recording, the step size written to engine memory
+ * before each replay; a call with other hyperparameters records again. */
 int model_backward_adamw(model *m, const adamw_config *o);
 /* fp16 mixed precision scales the loss (so the gradients) by a dynamic
  * factor S, as torch.cuda.amp.GradScaler does: S starts at 2^16; a step
@@ -308,8 +311,8 @@ void model_loss_scale_step(model *m, int finite);
  * model_zero_grad deferred the zeroing, the loss scale). The host side
  * (id checks, uploads, the loss read back) runs every call. Calls run
  * directly, never recorded, while a gradient hook is set (the hook must
- * run at each tensor) or eng_profile collects. Returns how many calls were
- * replays so far. */
+ * run at each tensor) or eng_profile collects. Returns how many calls
+ * launched a recording so far (the one that records it included). */
 long long model_graph_replays(const model *m);
 
 long long model_step_count(const model *m);

@@ -223,12 +223,21 @@ static inline int grad_slot(int group, int layers) {
 int model_weights(model *m, int g, int need);
 
 /* Backward with its AdamW updates can be a CUDA graph: on the fused path
- * (k_adamw_ex, which reads its step size from engine memory), with the
- * updates on backward's stream (no side stream to fork and join) and not
- * inside the products (k_matmul_adamw takes its step size by value). */
+ * (k_adamw_ex, which reads its step size from engine memory), not inside
+ * the products (k_matmul_adamw takes its step size by value), on the
+ * whole device (no SM split: products shaped on a view, updates' capped
+ * kernels). The side stream's updates are captured with backward: it
+ * forks from backward's stream at the first update and joins it at the
+ * end of backward's work (model_adamw_join). */
 static inline int adamw_graphable(const model_options *o) {
-  return o->fused && o->adamw_serial && !o->adamw_in_products;
+  return o->fused && !o->adamw_in_products && !o->adamw_blocks &&
+         !o->sm_reserve;
 }
+
+/* model.c: backward's stream waits for the updates queued beside it (the
+ * side stream's last), which orders every slot's reuse too, so the slots'
+ * pending events are dropped. Nothing without a side stream. */
+int model_adamw_join(model *m);
 
 /* model.c: AdamW on view v alone (model_backward_adamw's per-tensor step). */
 int model_adamw_view(model *m, int v);

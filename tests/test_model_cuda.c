@@ -313,37 +313,47 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
   }
 }
 
-/* Backward with its updates as a CUDA graph (adamw_serial with graphs:
- * each update reads its step size from engine memory, written before
- * the replay): 4 steps, forward and backward recorded at the second and
- * launched from it, give the weights and losses of AdamW after a
- * graphed backward bit for bit (fp32 and bf16, materialised attention:
- * Hopper's flash backward sums dq in any order); with bf16 weight
- * gradients (grad_lt), those of the same form unrecorded. */
+/* Backward with its updates as a CUDA graph (each update reads its step
+ * size from engine memory, written before the replay), the updates on
+ * backward's stream (adamw_serial) or beside it on the side stream
+ * (forked and joined inside the recording): 4 steps, forward and
+ * backward recorded at the second and launched from it, give the weights
+ * and losses of AdamW after a graphed backward bit for bit (fp32 and
+ * bf16, materialised attention: Hopper's flash backward sums dq in any
+ * order); with bf16 weight gradients (grad_lt), those of the same form
+ * unrecorded. */
 static void test_adamw_graphed(engine *gpu, const model_config *tiny, int B,
                                int T) {
   model_config c = *tiny;
   c.layers = 5;
   adamw_config a = adamw_defaults();
-  for (int k = 0; k < 3; k++) {
-    dtype t = k == 1 ? DT_F32 : DT_BF16;
-    int lt_grads = k == 2;
+  static const struct { dtype t; int serial, lt_grads; } cases[] = {
+      {DT_BF16, 1, 0}, {DT_F32, 1, 0}, {DT_BF16, 1, 1},
+      {DT_BF16, 0, 0}, {DT_F32, 0, 0}, {DT_BF16, 0, 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    dtype t = cases[k].t;
+    int lt_grads = cases[k].lt_grads;
     model_options ref = {.compute = t, .fused = 1,
                          .attention = ATTN_MATERIALIZED, .f32 = F32_EXACT,
                          .graphs = !lt_grads};
-    if (lt_grads) ref.grad_slots = ref.adamw_serial = ref.grad_lt = 1;
+    if (lt_grads) {
+      ref.grad_slots = ref.grad_lt = 1;
+      ref.adamw_serial = cases[k].serial;
+    }
     model_options og = ref;
     og.graphs = 1;
-    og.grad_slots = og.adamw_serial = 1;
+    og.grad_slots = 1;
+    og.adamw_serial = cases[k].serial;
     model *m[2];
     for (int j = 0; j < 2; j++) {
       hard(model_create_ex(&m[j], gpu, &c, B, T, j ? &og : &ref),
            "model_create_ex");
       hard(model_init(m[j], 13), "model_init");
     }
-    char what[128];
-    snprintf(what, sizeof what, "%s%s, AdamW in backward's order, graphed",
-             dtype_name(t), lt_grads ? ", bf16 weight gradients" : "");
+    char what[160];
+    snprintf(what, sizeof what, "%s%s, AdamW %s, graphed", dtype_name(t),
+             lt_grads ? ", bf16 weight gradients" : "",
+             cases[k].serial ? "in backward's order" : "beside backward");
     int same = 1;
     size_t n = model_nparams(m[0]);
     int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;

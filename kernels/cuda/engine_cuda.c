@@ -330,7 +330,10 @@ static int cu_graph_end(engine *e, void **g) {
   cudaGraphExec_t exec = NULL;
   *g = NULL;
   CHECK_CUDA(cudaStreamEndCapture(cuda_stream(e), &graph));
-  cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  /* each kernel at the priority of the stream it was captured from: a
+   * side stream's updates (eng_side_view) stay below backward's products */
+  cudaError_t rc = cudaGraphInstantiateWithFlags(
+      &exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   (void)cudaGraphDestroy(graph);
   CHECK_CUDA(rc);
   cuda_impl(e)->graphs++;
