@@ -1086,8 +1086,9 @@ static void adamw_low_result(const char *line, const char *steps, pair p,
  * Hopper the bulk-copy form, with an fp32 gradient) from the same start
  * give the same bits in p, m, v and the copy. gt: the gradient's dtype on
  * the GPU (bf16: model_options.grad_lt's; the CPU's fp32 gradient holds
- * the same values). */
-static void adamw_ex_case(size_t n, int cap, dtype gt) {
+ * the same values); shift 1: the 16-bit gradient one element past an
+ * aligned address (the element-wise loop). */
+static void adamw_ex_case(size_t n, int cap, dtype gt, int shift) {
   float *v0 = host_rand(n, 1);
   for (size_t i = 0; i < n; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
   float *p0 = host_rand(n, 1), *m0 = host_rand(n, 0.1f);
@@ -1106,22 +1107,24 @@ static void adamw_ex_case(size_t n, int cap, dtype gt) {
       eng_upload(GPU, bv, v0, n * 4) < 0)
     hard_error("adamw_ex buffers");
   void *g16 = NULL;   /* the GPU's 16-bit gradient */
-  if (gt != DT_F32 && eng_alloc(GPU, n * 2, "test", &g16) < 0)
+  if (gt != DT_F32 && eng_alloc(GPU, (n + 1) * 2, "test", &g16) < 0)
     hard_error("adamw_ex 16-bit gradient");
+  void *g16s = g16 ? (char *)g16 + 2 * shift : NULL;
   float *sdev = NULL;
   if (eng_alloc(GPU, sizeof *sdev, "test", (void **)&sdev) < 0)
     hard_error("adamw_ex step size");
-  const void *gg = gt == DT_F32 ? g.g : g16;
+  const void *gg = gt == DT_F32 ? g.g : g16s;
   char line[160];
-  snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %s gradient, %d "
-           "blocks%s", n, dtype_name(gt), cap, adamw_form);
+  snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %s gradient%s, %d "
+           "blocks%s", n, dtype_name(gt), shift ? " (unaligned)" : "", cap,
+           adamw_form);
   int rc = 0;
   for (long long t = 1; t <= 3 && rc == 0; t++) {
     float *gh = host_rand(n, 1);
     if (gt != DT_F32) round_bf16(gh, n);
     pair_set(g, gh);
     free(gh);
-    if (gt != DT_F32) rc = k_cast(GPU, g.g, DT_F32, g16, gt, n);   /* exact */
+    if (gt != DT_F32) rc = k_cast(GPU, g.g, DT_F32, g16s, gt, n);   /* exact */
     if (rc == 0)
       rc = k_adamw(CPU, p.c, g.c, m.c, v.c, n, 1e-2f, 0.9f, 0.999f, 1e-8f,
                    0.01f, t);
@@ -1561,13 +1564,14 @@ static void test_adamw_elementwise(void) {
   adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
   /* adamw_ex capped: several chunks a block, a partial last chunk and a
    * tail of n mod 4; fewer chunks than blocks */
-  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32);
-  adamw_ex_case(4099, 2, DT_F32);
-  adamw_ex_case(1001, 16, DT_F32);
+  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32, 0);
+  adamw_ex_case(4099, 2, DT_F32, 0);
+  adamw_ex_case(1001, 16, DT_F32, 0);
   /* a bf16 gradient (grad_lt): uncapped and capped (the register form on
    * every GPU), a tail of n mod 4 */
-  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_BF16);
-  adamw_ex_case(1001, 16, DT_BF16);
+  adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_BF16, 0);
+  adamw_ex_case(1001, 16, DT_BF16, 0);
+  adamw_ex_case(4099, 2, DT_BF16, 1);
 #ifdef HAVE_CUDA
   /* on Hopper, once more with the register-unrolled form other GPUs use */
   int hopper = cuda_impl(GPU)->wgmma;
@@ -1576,7 +1580,7 @@ static void test_adamw_elementwise(void) {
     adamw_form = " (register form)";
     adamw_mean_case(((size_t)1 << 18) + 7, 2, 0, 3);
     adamw_mean_case(((size_t)1 << 16) + 5, 3, 0, 4);
-    adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32);
+    adamw_ex_case(((size_t)1 << 18) + 7, 3, DT_F32, 0);
     cuda_impl(GPU)->wgmma = hopper;
     adamw_form = "";
   }
