@@ -889,8 +889,12 @@ static int run_open(session *s, plan *p, const options *o) {
   int rc = survey(p, o, &s->rw, &s->env);
   if (rc) return rc;
   git_info(s->commit, sizeof s->commit, s->dirty, sizeof s->dirty);
-  if (write_sidecar(p->json_path, &p->e, o, p->worker, &s->env, s->commit,
-                    s->dirty) < 0)
+  /* NAME.json describes the run that wrote rows: a run with nothing to do
+   * (every job measured) leaves the last one's, whose rows these are */
+  size_t ntodo = 0;
+  for (size_t i = 0; i < p->njobs; i++) ntodo += !p->done[i];
+  if (ntodo && write_sidecar(p->json_path, &p->e, o, p->worker, &s->env,
+                             s->commit, s->dirty) < 0)
     return io_failure(err_msg(), o->out_dir);
   s->log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (s->log_fd < 0) {

@@ -34,9 +34,13 @@ check "rows from before the kill kept verbatim" \
   sh -c "head -n $((n1 + 1)) '$csv' | cmp -s - '$scratch/after_kill.csv'"
 
 cp "$csv" "$scratch/complete.csv"
-"$RUNNER" --out-dir "$out" "$scratch/resume.cfg" 2> "$scratch/third.err"
+cp "$out/resume.json" "$scratch/complete.json"
+# (--only selecting every job: a sidecar written now would list it)
+"$RUNNER" --out-dir "$out" --only value=1,2,3,4,5,6,7,8 "$scratch/resume.cfg" 2> "$scratch/third.err"
 check "complete sweep reruns nothing" grep -q "8 jobs, 8 already measured, 0 to run" "$scratch/third.err"
 check "complete sweep leaves the CSV alone" cmp -s "$csv" "$scratch/complete.csv"
+check "...and NAME.json, which describes the run that wrote the rows" \
+  cmp -s "$out/resume.json" "$scratch/complete.json"
 
 "$RUNNER" --out-dir "$out" --force --only value=2,5 "$scratch/resume.cfg" 2> "$scratch/force.err"
 check "--force reruns the selected jobs" grep -q "2 jobs, 0 already measured, 2 to run" "$scratch/force.err"
