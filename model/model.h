@@ -281,7 +281,9 @@ int model_adamw_step(model *m, const adamw_config *o);
  * weights. With model_options.graphs (fused, without the products'
  * updates or an SM split: model_internal.h, adamw_graphable) backward and
  * its updates are one recording, the step size written to engine memory
- * before each replay; a call with other hyperparameters records again. */
+ * before each replay (an upload: the host waits for the work queued
+ * before it, forward's, once a step); a call with other hyperparameters
+ * records again. */
 int model_backward_adamw(model *m, const adamw_config *o);
 /* fp16 mixed precision scales the loss (so the gradients) by a dynamic
  * factor S, as torch.cuda.amp.GradScaler does: S starts at 2^16; a step
