@@ -351,12 +351,11 @@ if [ -n "$lf" ]; then
   tn=$(printf '%s' "$top" | cut -d, -f1); te=$(printf '%s' "$top" | cut -d, -f2)
   tl=$(printf '%s' "$top" | cut -d, -f3)
   cat <<TEXT
-Our allocator makes a few large allocations: in the fp32 forward pass at
-context $cmax, the parameters ($(calc %.1f "$(last mem_params_mib) / 1024") GiB, $nparams fp32 values), the
-gradients ($(calc %.1f "$(last mem_grads_mib) / 1024") GiB), the activation table ($(calc %.1f "$(last mem_activations_mib) / 1024") GiB) and the workspace
-($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB); a training step adds the two moments. Below, the tensors
-inside the activation table, as PyTorch's per-tensor allocator would show
-them, each name summed over its layers.
+Our allocator makes a few large allocations ((b): parameters, gradients,
+the activation table, then the moments) and the workspace
+($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB). Below, the tensors
+inside the activation table (fp32 forward, context $cmax), as PyTorch's
+per-tensor allocator would show them, each name summed over its layers.
 TEXT
   if [ "$tn" = attn.scores ]; then
     cat <<TEXT

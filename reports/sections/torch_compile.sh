@@ -206,8 +206,7 @@ if [ -f "$ref" ]; then
     runs="$runs; the op-by-op rows: batch $rb, $rw warm-up and $rs timed steps"
 fi
 cat <<TEXT
-Without a compiler to switch on, we compare our two paths on the same
-model, $runs. **Op by op** (benchmarking_script's rows) is eager's analogue:
+Our two paths on the same model, $runs. **Op by op** (benchmarking_script's rows) is eager's analogue:
 one kernel per operation, fp32 activations, materialised attention.
 **Fused** folds the residual add into RMSNorm, q, k, v into one product,
 RoPE into the head split and the 16-bit weight copy into AdamW, fuses
@@ -215,8 +214,7 @@ SwiGLU and the cross-entropy gradient, keeps activations in the products'
 input dtype and recomputes cheap ones in backward; attention materialised
 or FlashAttention-2. ms, mean of the timed steps; peak: the engine's
 allocation peak in each table's mode.
-GPU: $gpus. PyTorch: eager and torch.compile on the same GPU
-(reports/anchors/).${ref_note:+ $ref_note}
+GPU: $gpus.${ref_note:+ $ref_note}
 
 TEXT
 anchor=$(anchor_rows lm_pytorch)
