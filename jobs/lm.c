@@ -52,6 +52,7 @@ typedef struct lm_settings {
   const char *optimizer;
   const char *weight_grads;
   bool adamw_overlap;
+  bool keep_norms;
   int adamw_blocks;
   int gemm_sm_reserve;
   int checkpoint_layers;
@@ -107,6 +108,13 @@ static const param_def params[] = {
      "backward on a low-priority stream; false on backward's own stream, "
      "each as its gradient is final (the same memory and weights, no "
      "overlap: what a GPU at its power cap may prefer)"},
+    {"run", "keep_norms", BOOL_FIELD(lm_settings, keep_norms), 0, 0, NULL,
+     NULL, "false",
+     "optimizer in_backward or in_products on the fused path: true keeps "
+     "the norms' 16-bit outputs and the fp32 residual after attention "
+     "for backward, as AdamW after backward does (8 x d_model bytes a "
+     "token a layer more); false rebuilds them in backward (two norm "
+     "passes and a d_model^2 product a layer more)"},
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
      "optimizer in_backward or in_products: thread blocks the updates "
@@ -253,6 +261,13 @@ static int validate(const void *settings, char *err, size_t n) {
              s->optimizer, s->adamw_blocks, s->gemm_sm_reserve);
     return BLAME(lm_settings, adamw_overlap);
   }
+  if (s->keep_norms && (!in_backward(s) || strcmp(s->fusion, "fused") != 0)) {
+    snprintf(err, n, "keep_norms = true keeps what the fused path's "
+             "backward with AdamW in it would rebuild; otherwise they are "
+             "kept anyway (allowed with optimizer %s and fusion %s: false)",
+             s->optimizer, s->fusion);
+    return BLAME(lm_settings, keep_norms);
+  }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "
              "(allowed with optimizer %s: 0)", s->adamw_blocks, s->optimizer);
@@ -299,6 +314,7 @@ static model_options options(const lm_settings *s) {
   o.adamw_in_products = strcmp(s->optimizer, "in_products") == 0;
   o.grad_lt = strcmp(s->weight_grads, "compute") == 0;
   o.adamw_serial = !s->adamw_overlap;
+  o.keep_norms = s->keep_norms;
   o.adamw_blocks = s->adamw_blocks;
   o.sm_reserve = s->gemm_sm_reserve;
   o.ckpt_layers = s->checkpoint_layers;

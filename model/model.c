@@ -137,7 +137,9 @@ static int act_table(model *m, act_builder *b) {
  * 0.2% of an fp32 step. With gradient slots (the memory-lean in-backward
  * form) they are recomputed in 16 bits too, and so is the fp32 residual
  * after attention (x + merge(o) Wo^T: one product of d_model^2 a token),
- * each by forward's kernels on the same saved inputs, so the same bits. */
+ * each by forward's kernels on the same saved inputs, so the same bits;
+ * keep_norms keeps both as without slots. Backward rebuilds what it finds
+ * missing (a layer's n1, n2, resid NULL). */
 static int fused_act_table(model *m, act_builder *b) {
   const size_t B = (size_t)m->B, T = (size_t)m->T, N = B * T;
   const size_t D = (size_t)m->c.d_model, F = (size_t)m->c.d_ff;
@@ -150,6 +152,7 @@ static int fused_act_table(model *m, act_builder *b) {
    * rest there), and each later group's first layer has its own input,
    * "checkpoint.G.input". */
   const int L = m->c.layers, G = a->group;
+  const int kept = !m->opt.grad_slots || m->opt.keep_norms;
   TRY(act_add(b, &a->embed, "token_embeddings.out", N, D));
   for (int g = 1; G < L && g * G < L; g++) {
     snprintf(name, sizeof name, "checkpoint.%d.input", g);
@@ -168,7 +171,7 @@ static int fused_act_table(model *m, act_builder *b) {
 #define ACT(field, suffix, rows, cols, esz)                                     do {                                                                           snprintf(name, sizeof name, "layers.%d.%s", i, suffix);                      TRY(act_add_t(b, &l->field, name, rows, cols, esz));                       } while (0)
     if (i > 0) ACT(x, "input", N, D, fz);
     ACT(rstd1, "ln1.rstd", N, 1, fz);
-    const int keep_norms = m->lt != DT_F32 && !m->opt.grad_slots;
+    const int keep_norms = m->lt != DT_F32 && kept;
     if (keep_norms) ACT(n1, "ln1.out", N, D, lz);
     ACT(q, "attn.q", B * H * T, Dh, lz);
     ACT(k, "attn.k", B * H * T, Dh, lz);
@@ -177,7 +180,7 @@ static int fused_act_table(model *m, act_builder *b) {
     ACT(lse, "attn.lse", B * H * T, 1, fz);
     if (m->opt.attention == ATTN_MATERIALIZED)
       ACT(P, "attn.scores", B * H * T, T, lz);
-    if (!m->opt.grad_slots) ACT(resid, "attn.residual", N, D, fz);
+    if (kept) ACT(resid, "attn.residual", N, D, fz);
     ACT(rstd2, "ln2.rstd", N, 1, fz);
     if (keep_norms) ACT(n2, "ln2.out", N, D, lz);
     ACT(a, "ffn.a", N, F, lz);
@@ -199,8 +202,8 @@ static int fused_act_table(model *m, act_builder *b) {
     TRY(act_add_t(b, &a->dlogits, "scratch.grad_logits", HR, V, lz));
   TRY(act_add_t(b, &a->qkv, "scratch.qkv", N, 3 * D, lz));
   TRY(act_add(b, &a->tmp, "scratch.tmp", N, D));
-  if (m->opt.grad_slots) TRY(act_add(b, &a->resid, "scratch.residual", N, D));
-  if (m->lt == DT_F32 || m->opt.grad_slots)
+  if (!kept) TRY(act_add(b, &a->resid, "scratch.residual", N, D));
+  if (m->lt == DT_F32 || !kept)
     TRY(act_add_t(b, &a->norm, "scratch.norm", N, D, lz));
   TRY(act_add_t(b, &a->om, "scratch.attn_merged", N, D, lz));
   TRY(act_add_t(b, &a->h, "scratch.ffn_h", N, F, lz));
@@ -209,7 +212,7 @@ static int fused_act_table(model *m, act_builder *b) {
     TRY(act_add_t(b, &a->dres_low, "scratch.grad_residual_low", N, D, lz));
   TRY(act_add_t(b, &a->dn, "scratch.grad_norm", N, D, lz));
   TRY(act_add_t(b, &a->dom, "scratch.grad_attn_merged", N, D, lz));
-  if (!m->opt.grad_slots)
+  if (kept)   /* else dv shares the rebuilt residual's scratch (create) */
     TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
   /* dh, dO, dq, dk, dqkv (and dv with slots, dlogits where it fits) share
    * buffers (fused_acts): set in create */
@@ -611,6 +614,12 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
     FAIL(ERR_FAIL, "model_create: bound weights are bound group by group "
          "on the fused path, as each pass reaches them (allowed: fused, "
          "without CUDA graphs or the optimizer in the products)");
+  }
+  if (o->keep_norms && !o->grad_slots) {
+    free(m);
+    FAIL(ERR_FAIL, "model_create: keep_norms keeps what backward with "
+         "gradient slots would rebuild; without them forward keeps it "
+         "anyway (allowed: keep_norms with grad_slots)");
   }
   if (o->adamw_in_products && !o->grad_slots) {
     free(m);

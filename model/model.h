@@ -95,12 +95,16 @@ typedef struct model_options {
                         * layer, the head and the embedding (which both
                         * use it), each group's only until
                         * its update, not in a buffer of every gradient
-                        * (model_grads is then NULL); and backward
-                        * rebuilds, rather than forward saves, the norms'
-                        * 16-bit outputs (two RMSNorm passes a layer) and
-                        * the fp32 residual after attention (one product
-                        * of d_model^2 a token): 8 x d_model bytes a
-                        * token a layer with 16-bit products */
+                        * (model_grads is then NULL); and, unless
+                        * keep_norms, backward rebuilds, rather than
+                        * forward saves, the norms' 16-bit outputs (two
+                        * RMSNorm passes a layer) and the fp32 residual
+                        * after attention (one product of d_model^2 a
+                        * token): 8 x d_model bytes a token a layer with
+                        * 16-bit products */
+  int keep_norms;      /* with grad_slots: forward saves those tensors as
+                        * it does without slots (the memory for the time
+                        * of the rebuilds, where the memory is there) */
   int adamw_blocks;    /* model_backward_adamw's updates, beside backward,
                         * hold at most this many thread blocks (one per SM
                         * on Hopper: eng_side_view); 0: as many as they

@@ -46,6 +46,25 @@ losses() {
            { print $a, $b }' "$1" | sort -u | wc -l
 }
 check "the three optimizer forms give the same losses" [ "$(losses "$ocsv")" -eq 1 ]
+# AdamW in backward keeping the norms (experiments/optimizer_keep_norms.cfg
+# on the CPU engine): both forms, the same losses, and keeping them (here
+# fp32: the residual after attention) holds more activation bytes.
+"$RUNNER" --out-dir "$scratch/keep" --set backend=cpu --set precision=fp32 \
+  --set size=tiny --set context=16 --set batch=2 --set cuda_graphs=false \
+  --set warmup=1 --set steps=2 \
+  "$top_srcdir/experiments/optimizer_keep_norms.cfg" 2> "$scratch/keep.err" ||
+  cat "$scratch/keep.err"
+kcsv="$scratch/keep/optimizer_keep_norms.csv"
+check "keep_norms false and true: two ok rows" \
+  [ "$(column "$kcsv" status | tr '\n' ' ')" = "ok ok " ]
+check "and the same losses" [ "$(losses "$kcsv")" -eq 1 ]
+kacts() { # false|true: the activations' MiB of that job
+  grep "\"keep_norms\": \"$1\"" "$scratch/keep/optimizer_keep_norms.samples.jsonl" |
+    sed 's/.*"mem_activations_mib": \[[^]]*, \([0-9.]*\)\].*/\1/'
+}
+k0=$(kacts false) k1=$(kacts true)
+check "keeping them holds more activation bytes ($k1 > $k0 MiB)" \
+  awk -v a="$k1" -v b="$k0" 'BEGIN { exit !(b > 0 && a > b) }'
 # Activation checkpointing through the runner (run.checkpoint_layers):
 # experiments/gradient_checkpointing.cfg on the CPU engine, a model of 6
 # layers at context 32: every group size, with AdamW after backward and

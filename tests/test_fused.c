@@ -186,6 +186,40 @@ static void test_adamw_in_backward(engine *e, const model_config *c,
         "losses of AdamW after it, bit for bit, over 3 steps", what,
         os.grad_slots ? " (gradient slots)" : "");
   if (os.grad_slots) {
+    /* keep_norms: forward saves the residuals after attention and (16-bit
+     * products) the norms' outputs, as without slots; backward rebuilds
+     * none, and the weights are those of the rebuilding form */
+    model_options ok = os;
+    ok.keep_norms = 1;
+    model *mk[2];
+    int saved[2] = {0, 0}, want = c->layers * (o->compute != DT_F32 ? 3 : 1);
+    for (int k = 0; k < 2; k++) {
+      hard(model_create_ex(&mk[k], e, c, B, T, k ? &ok : o), "model_create_ex");
+      hard(model_set_params(mk[k], 0, w, np), "model_set_params");
+      int na;
+      const tensor_view *acts = model_activations(mk[k], &na);
+      for (int j = 0; j < na; j++)
+        saved[k] += strstr(acts[j].name, "attn.residual") != NULL ||
+                    strstr(acts[j].name, "ln1.out") != NULL ||
+                    strstr(acts[j].name, "ln2.out") != NULL;
+    }
+    check(saved[1] == want && saved[0] == want,
+          "%s: with keep_norms the slots' form saves the residuals and "
+          "16-bit norm outputs (%d of %d, AdamW after backward %d)", what,
+          saved[1], want, saved[0]);
+    check(adamw_forms_agree(mk[0], mk[1], B, T, 3),
+          "%s: AdamW in backward keeping the norms gives the weights and "
+          "losses of AdamW after it, bit for bit, over 3 steps", what);
+    for (int k = 0; k < 2; k++) model_destroy(mk[k]);
+    model *bad = NULL;
+    ok.grad_slots = 0;
+    check(model_create_ex(&bad, e, c, B, T, &ok) == ERR_FAIL && !bad &&
+              strstr(err_msg(), "keep_norms with grad_slots"),
+          "%s: keep_norms without gradient slots is refused (%s)", what,
+          err_msg());
+    err_clear();
+  }
+  if (os.grad_slots) {
     int32_t i2[B * T], t2[B * T];
     batch(i2, t2, B * T, c->vocab);
     float l2;
@@ -414,6 +448,17 @@ static void test_checkpointing(engine *e, const model_config *c,
         "checkpoint groups of %d of %d layers (%s) with AdamW in backward "
         "and gradient slots: the weights and losses of AdamW after "
         "backward without checkpoints, bit for bit, over 3 steps", G, L, an);
+  /* ...keeping the norms: the groups' reruns write them again */
+  oc.keep_norms = 1;
+  for (int k = 0; k < 2; k++) {
+    model_destroy(m[k]);
+    hard(model_create_ex(&m[k], e, c, B, T, k ? &oc : &o), "model_create_ex");
+    hard(model_set_params(m[k], 0, w, np), "model_set_params");
+  }
+  check(adamw_forms_agree(m[0], m[1], B, T, 3),
+        "checkpoint groups of %d of %d layers (%s) with AdamW in backward "
+        "keeping the norms: the weights and losses of AdamW after backward "
+        "without checkpoints, bit for bit, over 3 steps", G, L, an);
   for (int k = 0; k < 2; k++) model_destroy(m[k]);
 }
 

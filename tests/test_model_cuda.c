@@ -266,14 +266,20 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
    * products shaped for 8 fewer SMs, and so AdamW after backward's
    * backward too (a view with the same reserve: the same cuBLASLt plans,
    * which the engine keys on the SM target) */
-  static const struct { dtype t; int fused; attn_impl a; int cap, rsv, serial; const char *n; }
-      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, 0, 0, "fp32 op by op"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 0, "bf16 fused"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 0, 0, "bf16 fused, updates on 3 blocks"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 8, 0,
+  /* keep: model_options.keep_norms, forward keeps what the slots' form
+   * would rebuild */
+  static const struct { dtype t; int fused; attn_impl a; int cap, rsv, serial, keep; const char *n; }
+      cases[] = {{DT_F32, 0, ATTN_MATERIALIZED, 0, 0, 0, 0, "fp32 op by op"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 0, 0, "bf16 fused"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 0, 0, 0, "bf16 fused, updates on 3 blocks"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 3, 8, 0, 0,
                   "bf16 fused, updates on 3 blocks, products on 8 SMs fewer"},
-                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 1,
-                  "bf16 fused, updates on backward's stream (adamw_serial)"}};
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 1, 0,
+                  "bf16 fused, updates on backward's stream (adamw_serial)"},
+                 {DT_BF16, 1, ATTN_MATERIALIZED, 0, 0, 0, 1,
+                  "bf16 fused, norms kept (keep_norms)"},
+                 {DT_F32, 1, ATTN_MATERIALIZED, 0, 0, 1, 1,
+                  "fp32 fused, norms kept, updates on backward's stream"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_options opt = {.compute = cases[i].t, .fused = cases[i].fused,
                          .attention = cases[i].a, .f32 = F32_EXACT};
@@ -283,13 +289,15 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
     os.adamw_blocks = cases[i].cap;
     os.sm_reserve = cases[i].rsv;
     os.adamw_serial = cases[i].serial;
+    os.keep_norms = cases[i].keep;
     for (int k = 0; k < 2; k++) {
       hard(model_create_ex(&m[k], gpu, c, B, T, k ? &os : &opt),
            "model_create_ex");
       hard(model_init(m[k], 7), "model_init");
     }
     if (opt.fused && opt.compute != DT_F32 && cases[i].cap == 0) {
-      /* with slots the norms' 16-bit outputs are recomputed, not saved */
+      /* with slots the norms' 16-bit outputs are recomputed, not saved,
+       * unless kept */
       int na[2], kept[2] = {0, 0};
       for (int k = 0; k < 2; k++) {
         const tensor_view *acts = model_activations(m[k], &na[k]);
@@ -297,10 +305,11 @@ static void test_adamw_in_backward(engine *gpu, const model_config *tiny,
           kept[k] += strstr(acts[j].name, "ln1.out") != NULL ||
                      strstr(acts[j].name, "ln2.out") != NULL;
       }
-      check(kept[0] == 2 * c->layers && kept[1] == 0,
+      int want = cases[i].keep ? 2 * c->layers : 0;
+      check(kept[0] == 2 * c->layers && kept[1] == want,
             "%s: norm outputs saved without gradient slots (%d, want %d), "
-            "recomputed with them (%d saved)", cases[i].n, kept[0],
-            2 * c->layers, kept[1]);
+            "with them %d (want %d)", cases[i].n, kept[0], 2 * c->layers,
+            kept[1], want);
     }
     engine *after_bwd = NULL;
     eng_ctx bc = {NULL, cases[i].rsv, 0};

@@ -586,6 +586,7 @@ static void defaults(void) {
   check_text(e, 0, "optimizer", "after_backward");
   check_text(e, 0, "weight_grads", "fp32");
   check_text(e, 0, "adamw_overlap", "true");
+  check_text(e, 0, "keep_norms", "false");
   experiment_free(e);
 }
 

@@ -296,9 +296,8 @@ TEXT
   echo
   over=$(printf '%s\n' "$pi" | awk -F, '$2 > 1024 { printf "%s%s (%.1f GiB)", s, $1, $2 / 1024; s = ", " }')
   echo "Above 1 GiB at the in-backward peak: $over. The weights' two copies"
-  echo "and the moments are the floor a step with fp32 AdamW state keeps;"
-  echo "the activations are what remains to cut (model/model.c,"
-  echo "fused_act_table: what each form saves or rebuilds)."
+  echo "and the moments are fp32 AdamW's floor; the activations remain to cut"
+  echo "(model/model.c, fused_act_table)."
   echo
 fi
 # ---- AdamW inside the products (optimizer_in_products.csv) -------------------
@@ -310,9 +309,7 @@ cat <<TEXT
 updates each weight matrix inside the product that makes its gradient
 (\`k_matmul_adamw\`): the gradient never reaches memory, 26 bytes of
 traffic a parameter instead of 34. Gains and embedding are updated
-beside backward. Within rounding of the other forms
-(tests/test_kernels_cuda, tests/test_model_cuda), bit for bit on the CPU
-(tests/test_fused); the Hopper kernel: kernels/cuda/NOTES.md.
+beside backward; the Hopper kernel: kernels/cuda/NOTES.md.
 TEXT
 echo
 if has_rows "$ip"; then
@@ -431,5 +428,46 @@ if [ -f "$wg" ]; then
   failed_jobs "$wg" size,context,weight_grads,status,message "size,context,weight_grads,status,message"
 else
   echo "_No rows yet: run \`./runner experiments/optimizer_weight_grads.cfg\` on a GPU._"
+  echo
+fi
+# ---- norms kept for backward (optimizer_keep_norms.csv) -----------------------
+kn="$DATA/optimizer_keep_norms.csv"
+echo "#### Keeping the norms' outputs"
+echo
+cat <<TEXT
+\`keep_norms = true\` (experiments/optimizer_keep_norms.cfg): forward
+keeps, rather than backward rebuilds, the norms' bf16 outputs and the
+residual after attention: 8 x d_model bytes a token a layer for two norm
+passes and a product.
+TEXT
+echo
+if has_rows "$kn"; then
+  # knr SIZE CTX KEEP COL: the latest ok row's COL, or ""
+  knr() {
+    tool value "$kn" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+      --where context="$2" --where keep_norms="$3" --col "$4"
+  }
+  kngpu=$(tool value "$kn" --agg first --where status=ok --col gpu_name)
+  echo "Bf16 weight gradients, $kngpu (median ms, GiB):"
+  echo
+  echo "| size | context | rebuilt | kept | change |"
+  echo "|---|--:|--:|--:|--:|"
+  tool distinct "$kn" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
+    r=$(knr "$s" "$c" false step_ms_median); k=$(knr "$s" "$c" true step_ms_median)
+    ch=-
+    [ -z "$r" ] || [ -z "$k" ] || ch="$(calc %+.1f "($k - $r) / $r * 100")%"
+    echo "| $s | $c | $(f1 "$r"), $(gib "$(knr "$s" "$c" false engine_peak_mib)") | $(f1 "$k"), $(gib "$(knr "$s" "$c" true engine_peak_mib)") | $ch |"
+  done
+  echo
+  tool distinct "$kn" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
+    r=$(knr "$s" "$c" false step_ms_median); k=$(knr "$s" "$c" true step_ms_median)
+    [ -z "$r" ] || [ -z "$k" ] || echo "$(is_true "$k < $r" && echo 1 || echo 0)"
+  done | awk '{ n++; w += $1 } END { if (n) printf "Kept, the step is faster at %d of %d shapes.\n\n", w, n }'
+fi
+if [ -f "$kn" ]; then
+  failed_jobs "$kn" size,context,keep_norms,status,message "size,context,keep_norms,status,message"
+else   # a variant's table: the section itself is measured
+  echo "_No rows yet: run \`./runner experiments/optimizer_keep_norms.cfg\` on a GPU._"
+  todo "optimizer_keep_norms.csv (\`./runner experiments/optimizer_keep_norms.cfg\`)"
   echo
 fi
