@@ -214,8 +214,8 @@ static int fused_act_table(model *m, act_builder *b) {
   TRY(act_add_t(b, &a->dom, "scratch.grad_attn_merged", N, D, lz));
   if (kept)   /* else dv shares the rebuilt residual's scratch (create) */
     TRY(act_add_t(b, &a->dv, "scratch.grad_v", B * H * T, Dh, lz));
-  /* dh, dO, dq, dk, dqkv (and dv with slots, dlogits where it fits) share
-   * buffers (fused_acts): set in create */
+  /* dh, dO, dq, dk, dqkv (and dv where the residual is rebuilt, dlogits
+   * where it fits) share buffers (fused_acts): set in create */
   return 0;
 }
 
