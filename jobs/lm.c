@@ -112,9 +112,10 @@ static const param_def params[] = {
      NULL, "false",
      "optimizer in_backward or in_products on the fused path: true keeps "
      "the norms' 16-bit outputs and the fp32 residual after attention "
-     "for backward, as AdamW after backward does (8 x d_model bytes a "
-     "token a layer more); false rebuilds them in backward (two norm "
-     "passes and a d_model^2 product a layer more)"},
+     "for backward (8 x d_model bytes a token a layer more; with "
+     "checkpoint_layers, a group's); false rebuilds them in backward (two "
+     "norm passes and a d_model^2 product a layer more). AdamW after "
+     "backward and op by op keep them either way"},
     {"run", "adamw_blocks", INT_FIELD(lm_settings, adamw_blocks), 0, 1 << 20,
      NULL, NULL, "0",
      "optimizer in_backward or in_products: thread blocks the updates "
@@ -260,13 +261,6 @@ static int validate(const void *settings, char *err, size_t n) {
              "optimizer %s, adamw_blocks %d and gemm_sm_reserve %d: true)",
              s->optimizer, s->adamw_blocks, s->gemm_sm_reserve);
     return BLAME(lm_settings, adamw_overlap);
-  }
-  if (s->keep_norms && (!in_backward(s) || strcmp(s->fusion, "fused") != 0)) {
-    snprintf(err, n, "keep_norms = true keeps what the fused path's "
-             "backward with AdamW in it would rebuild; otherwise they are "
-             "kept anyway (allowed with optimizer %s and fusion %s: false)",
-             s->optimizer, s->fusion);
-    return BLAME(lm_settings, keep_norms);
   }
   if (s->adamw_blocks && !in_backward(s)) {
     snprintf(err, n, "adamw_blocks = %d caps the optimizer in backward "

@@ -615,12 +615,6 @@ int model_create_ex(model **out, engine *e, const model_config *c, int batch,
          "on the fused path, as each pass reaches them (allowed: fused, "
          "without CUDA graphs or the optimizer in the products)");
   }
-  if (o->keep_norms && !o->grad_slots) {
-    free(m);
-    FAIL(ERR_FAIL, "model_create: keep_norms keeps what backward with "
-         "gradient slots would rebuild; without them forward keeps it "
-         "anyway (allowed: keep_norms with grad_slots)");
-  }
   if (o->adamw_in_products && !o->grad_slots) {
     free(m);
     FAIL(ERR_FAIL, "model_create: the optimizer in the products steps "

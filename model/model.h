@@ -104,7 +104,8 @@ typedef struct model_options {
                         * 16-bit products */
   int keep_norms;      /* with grad_slots: forward saves those tensors as
                         * it does without slots (the memory for the time
-                        * of the rebuilds, where the memory is there) */
+                        * of the rebuilds, where the memory is there);
+                        * without slots they are saved anyway */
   int adamw_blocks;    /* model_backward_adamw's updates, beside backward,
                         * hold at most this many thread blocks (one per SM
                         * on Hopper: eng_side_view); 0: as many as they
