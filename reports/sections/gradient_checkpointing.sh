@@ -67,6 +67,16 @@ acts() {
 in_mib=$(calc %.1f "4 * $batch * $context * $dmodel / 1048576")
 ks=$(tool distinct "$csv" --cols checkpoint_layers --where status=ok --sort checkpoint_layers)
 has_inbwd=$(tool count "$csv" --where status=ok --where optimizer=in_backward)
+# the in-backward steps keeping the norms' outputs (keep_norms), where run
+kcsv="$DATA/gradient_checkpointing_keep_norms.csv"
+has_keep=0
+! has_rows "$kcsv" || has_keep=1
+# rowk PREC K COL: that run's latest ok row's COL, or "".
+rowk() {
+  [ $has_keep -eq 1 ] || return 0
+  tool value "$kcsv" --sort -utc --agg first --default "" --where status=ok \
+    --where precision="$1" --where checkpoint_layers="$2" --col "$3"
+}
 
 cat <<TEXT
 The 2026 handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch
@@ -88,7 +98,10 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
   p0=$(row "$prec" $o 0 engine_peak_mib) s0=$(row "$prec" $o 0 step_ms_mean)
   echo "$prec:"
   echo
-  if [ "$has_inbwd" -gt 0 ]; then
+  if [ "$has_inbwd" -gt 0 ] && [ $has_keep -eq 1 ]; then
+    echo "| k (layers a group) | groups | activations | peak | step | step against none | peak, in backward | step, in backward | peak, in backward, norms kept | step, in backward, norms kept |"
+    echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  elif [ "$has_inbwd" -gt 0 ]; then
     echo "| k (layers a group) | groups | activations | peak | step | step against none | peak, in backward | step, in backward |"
     echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
   else
@@ -108,6 +121,8 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
     line="| $k | $g | $(gib "$ac") | $(gib "$pk") | $(f1 "$sm") | $rel |"
     [ "$has_inbwd" -eq 0 ] ||
       line="$line $(gib "$(row "$prec" in_backward "$k" engine_peak_mib)") | $(f1 "$(row "$prec" in_backward "$k" step_ms_mean)") |"
+    [ "$has_inbwd" -eq 0 ] || [ $has_keep -eq 0 ] ||
+      line="$line $(gib "$(rowk "$prec" "$k" engine_peak_mib)") | $(f1 "$(rowk "$prec" "$k" step_ms_mean)") |"
     echo "$line"
     if [ "$k" != 0 ] && { [ -z "$bestp" ] || is_true "$pk < $bestp"; }; then best=$k bestp=$pk; fi
   done
@@ -148,6 +163,14 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
     echo
   fi
 done
+if [ "$has_inbwd" -gt 0 ] && [ $has_keep -eq 0 ]; then
+  # a variant's columns: the section itself is measured
+  echo "_keep_norms in backward: no rows yet (\`./runner experiments/gradient_checkpointing_keep_norms.cfg\`)._"
+  todo "gradient_checkpointing_keep_norms.csv (\`./runner experiments/gradient_checkpointing_keep_norms.cfg\`)"
+  echo
+elif [ -f "$kcsv" ]; then
+  failed_jobs "$kcsv" precision,checkpoint_layers,status,message "precision,checkpoint_layers,status,message"
+fi
 
 # The tables as a figure: peak and step time against k.
 if [ -n "$GNUPLOT" ]; then
@@ -233,6 +256,8 @@ for prec in $(tool distinct "$anchor" --cols precision --where size="$size" --wh
       else sent="${sent}**we lose on memory, $(calc %.2f "$op / 1024 / $tp")x its peak**."; fi
       ip=$(row "$prec" in_backward 1 engine_peak_mib)
       [ -z "$ip" ] || sent="$sent With AdamW in backward ours is $(gib "$ip") GiB at $(f1 "$(row "$prec" in_backward 1 step_ms_mean)") ms, $(calc %.2f "$ip / 1024 / $tp")x its peak."
+      kp=$(rowk "$prec" 1 engine_peak_mib)
+      [ -z "$ip" ] || [ -z "$kp" ] || sent="$sent Keeping the norms: $(gib "$kp") GiB at $(f1 "$(rowk "$prec" 1 step_ms_mean)") ms."
     fi
   done
 done
