@@ -183,7 +183,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     if [ -n "$mx" ] && [ -n "$my" ]; then
       num mx "$mx"; num my "$my"
       echo "The products slow by $(calc %.0f "($my / $mx - 1) * 100")%; part of rmsnorm's increase is work"
-      echo "(in backward the norms' outputs are rebuilt, not kept)."
+      echo "(in backward the norms' outputs are rebuilt, unless kept: below)."
     fi
     echo
   fi
