@@ -277,9 +277,9 @@ _inbwd_keep_norms() {
   f=$DATA/optimizer_keep_norms.csv
   [ -f "$f" ] || return 0
   ms=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok --where size=2.7B \
-    --where context=512 --where keep_norms=true --where gpu_name="$1" --col step_ms_median)
+    --where context=512 --where keep_norms=true --where weight_grads=compute --where gpu_name="$1" --col step_ms_median)
   mib=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok --where size=2.7B \
-    --where context=512 --where keep_norms=true --where gpu_name="$1" --col engine_peak_mib)
+    --where context=512 --where keep_norms=true --where weight_grads=compute --where gpu_name="$1" --col engine_peak_mib)
   [ -z "$ms" ] || [ -z "$mib" ] || echo "$ms $mib bf16 weight gradients, norms kept"
 }
 _inbwd_weight_grads() {
