@@ -58,11 +58,13 @@ kcsv="$scratch/keep/optimizer_keep_norms.csv"
 check "keep_norms false and true: two ok rows" \
   [ "$(column "$kcsv" status | tr '\n' ' ')" = "ok ok " ]
 check "and the same losses" [ "$(losses "$kcsv")" -eq 1 ]
-kacts() { # false|true: the activations' MiB of that job
-  grep "\"keep_norms\": \"$1\"" "$scratch/keep/optimizer_keep_norms.samples.jsonl" |
-    sed 's/.*"mem_activations_mib": \[[^]]*, \([0-9.]*\)\].*/\1/'
+# act_mib SAMPLES PATTERN: the activations' MiB (the last reading) of the
+# job whose samples line matches PATTERN
+act_mib() {
+  grep "$2" "$1" | sed 's/.*"mem_activations_mib": \[[^]]*, \([0-9.]*\)\].*/\1/'
 }
-k0=$(kacts false) k1=$(kacts true)
+ksam="$scratch/keep/optimizer_keep_norms.samples.jsonl"
+k0=$(act_mib "$ksam" '"keep_norms": "false"') k1=$(act_mib "$ksam" '"keep_norms": "true"')
 check "keeping them holds more activation bytes ($k1 > $k0 MiB)" \
   awk -v a="$k1" -v b="$k0" 'BEGIN { exit !(b > 0 && a > b) }'
 # Activation checkpointing through the runner (run.checkpoint_layers):
@@ -80,9 +82,8 @@ check "checkpoint groups of 0, 1, 2 and 8 layers, both optimizer forms: 8 ok row
   [ "$(column "$ccsv" status | tr '\n' ' ')" = "ok ok ok ok ok ok ok ok " ]
 check "and the same losses" [ "$(losses "$ccsv")" -eq 1 ]
 acts() { # K: the activations' MiB of group size K's job, AdamW after backward
-  grep "\"optimizer\": \"after_backward\".*\"checkpoint_layers\": \"$1\"" \
-    "$scratch/ckpt/gradient_checkpointing.samples.jsonl" |
-    sed 's/.*"mem_activations_mib": \[[^]]*, \([0-9.]*\)\].*/\1/'
+  act_mib "$scratch/ckpt/gradient_checkpointing.samples.jsonl" \
+    "\"optimizer\": \"after_backward\".*\"checkpoint_layers\": \"$1\""
 }
 a0=$(acts 0) a2=$(acts 2)
 check "groups of 2 layers keep fewer activation bytes than none ($a2 < $a0 MiB)" \
