@@ -520,6 +520,13 @@ static void test_rmsnorm(void) {
   rms_case(7, 13, 0);
   rms_case(5, 1001, 0);
   rms_case(9, 20, 1);
+  /* rows in registers: 2, 4 and 8 float4s a thread, the last with a
+   * partial turn; then one too wide for them (the loop) */
+  rms_case(6, 2048, 0);
+  rms_case(5, 4096, 1);
+  rms_case(4, 4100, 1);
+  rms_case(3, 8192, 0);
+  rms_case(3, 8200, 1);
   if (!small_only) {
     rms_case(512, 768, 0);
     rms_case(2048, 768, 1);

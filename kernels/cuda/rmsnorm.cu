@@ -10,7 +10,10 @@
  * All in fp32. Row sums: one block per row, each thread a serial partial
  * sum over its columns (float4 when d % 4 = 0), then a fixed tree over the
  * warp (shuffles) and over the warps; 1/sqrt is the correctly rounded
- * 1.0f / sqrtf, not rsqrtf.
+ * 1.0f / sqrtf, not rsqrtf. Up to 8 float4s a thread (d <= 8192 with 256
+ * threads) the row stays in registers between the sum and the write, so
+ * forward reads x once and dx reads dy and x once; wider rows are read
+ * twice (the second time mostly from L2).
  *
  * dg is a column sum over all rows, done without atomics in two kernels:
  * blocks of 32 columns x a chunk of rows write partial sums [chunks, d],
@@ -55,13 +58,50 @@ __global__ void rmsnorm_fwd_k(const float *x, const float *g, float *y,
   }
 }
 
+/* rmsnorm_fwd_k<true> with the row in registers (row_load4): x read once,
+ * the same sums in the same order. */
+template <int NV>
+__global__ void rmsnorm_fwd_reg_k(const float *x, const float *g, float *y,
+                                  float *rstd, int d, float eps) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 v[NV];
+  row_load4<NV>(x + row * d, units, v);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (threadIdx.x + k * blockDim.x < units)
+      ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z +
+            v[k].w * v[k].w;
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  float4 *yr = (float4 *)(y + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 w = ((const float4 *)g)[j];
+      yr[j] = make_float4(v[k].x * r * w.x, v[k].y * r * w.y,
+                          v[k].z * r * w.z, v[k].w * r * w.w);
+    }
+  }
+}
+
 int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
                      float *rstd, int n, int d, float eps) {
   bool vec = d % 4 == 0 && aligned16(x) && aligned16(g) && aligned16(y);
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  if (vec) rmsnorm_fwd_k<true><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
-  else rmsnorm_fwd_k<false><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+    rmsnorm_fwd_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  });
+  if (!held && vec)
+    rmsnorm_fwd_k<true><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  else if (!held)
+    rmsnorm_fwd_k<false><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
   CHECK_LAUNCH();
   return 0;
 }
@@ -146,6 +186,46 @@ __global__ void rmsnorm_dx_k(const float *dy, const float *x, const float *g,
   }
 }
 
+/* rmsnorm_dx_k<true> with dy's and x's share of the row in registers:
+ * each read once, the same sums in the same order. dx may be dy: a thread
+ * writes only the units it has read. */
+template <int NV>
+__global__ void rmsnorm_dx_reg_k(const float *dy, const float *x,
+                                 const float *g, const float *rstd, float *dx,
+                                 int d) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 b[NV], v[NV];
+  row_load4<NV>(dy + row * d, units, b);
+  row_load4<NV>(x + row * d, units, v);
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 a = ((const float4 *)g)[j];
+      dot += a.x * b[k].x * v[k].x + a.y * b[k].y * v[k].y +
+             a.z * b[k].z * v[k].z + a.w * b[k].w * v[k].w;
+    }
+  }
+  dot = block_sum(dot, sh);
+  float r = rstd[row];
+  float c = r * r * r * (dot / (float)d);
+  float4 *dxr = (float4 *)(dx + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 a = ((const float4 *)g)[j];
+      dxr[j] = make_float4(r * a.x * b[k].x - v[k].x * c,
+                           r * a.y * b[k].y - v[k].y * c,
+                           r * a.z * b[k].z - v[k].z * c,
+                           r * a.w * b[k].w - v[k].w * c);
+    }
+  }
+}
+
 /* dg += sum_i dy * x * rstd, deterministic (shared with the fused path,
  * whose dy may be 16-bit: dt). */
 int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
@@ -182,8 +262,14 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
              aligned16(dx);
   int threads = row_threads(vec ? d / 4 : d);
-  if (vec) rmsnorm_dx_k<true><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
-  else rmsnorm_dx_k<false><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+    rmsnorm_dx_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  });
+  if (!held && vec)
+    rmsnorm_dx_k<true><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  else if (!held)
+    rmsnorm_dx_k<false><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
   CHECK_LAUNCH();
   return 0;
 }
