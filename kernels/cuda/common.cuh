@@ -37,11 +37,15 @@ static inline int row_threads(long long units) {
  * a row of `units` float4s gives each thread at most NV of them, unit
  * threadIdx.x + k * blockDim.x in v[k], so a kernel that reduces a row and
  * then writes it reads the row from memory once, all of a thread's loads
- * in flight together. row_nv: the NV for a row, 1, 2, 4 or 8; 0 when the
- * row holds more than 8 units a thread (the caller loops instead). */
-static inline int row_nv(long long units, int threads) {
-  long long k = (units + threads - 1) / threads;
-  return k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
+ * in flight together. row_nv: the NV for a row, 1, 2, 4 or 8, and
+ * *threads lowered to what NV units a thread need (2560 columns: 160
+ * threads of 4, not 256 of 2 or 3); 0, *threads as it was, when the row
+ * holds more than 8 units a thread (the caller loops instead). */
+static inline int row_nv(long long units, int *threads) {
+  long long k = (units + *threads - 1) / *threads;
+  int nv = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
+  if (nv) *threads = row_threads((units + nv - 1) / nv);
+  return nv;
 }
 
 /* Calls f(std::integral_constant<int, nv>()) for nv = 1, 2, 4, 8 (a

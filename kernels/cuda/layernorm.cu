@@ -105,7 +105,7 @@ int cuda_layernorm_fwd(engine *e, const float *x, const float *w,
   bool vec = d % 4 == 0 && aligned16(x) && aligned16(w) && aligned16(b) &&
              aligned16(y);
   int threads = row_threads(vec ? d / 4 : d);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     layernorm_fwd_reg_k<decltype(nv)::value>
         <<<n, threads, 0, s>>>(x, w, b, y, mean, rstd, d, eps);
   });
@@ -255,7 +255,7 @@ int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(w) &&
              aligned16(dx);
   int threads = row_threads(vec ? d / 4 : d);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     layernorm_dx_reg_k<decltype(nv)::value>
         <<<n, threads, 0, s>>>(dy, x, w, mean, rstd, dx, d);
   });

@@ -95,7 +95,7 @@ int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
   bool vec = d % 4 == 0 && aligned16(x) && aligned16(g) && aligned16(y);
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     rmsnorm_fwd_reg_k<decltype(nv)::value>
         <<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
   });
@@ -263,7 +263,7 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
              aligned16(dx);
   int threads = row_threads(vec ? d / 4 : d);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     rmsnorm_dx_reg_k<decltype(nv)::value>
         <<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
   });
@@ -367,7 +367,7 @@ int cuda_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
   bool vec = d % 4 == 0 && vec4_ok({a, b, sum, g, y});
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     WITH_T(yt, (add_rmsnorm_reg_k<T, decltype(nv)::value>
                 <<<n, threads, 0, s>>>(a, b, sum, g, (T *)y, rstd, d, eps)));
   });
@@ -486,7 +486,7 @@ int cuda_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
   bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  bool held = vec && with_row_nv(row_nv(d / 4, threads), [&](auto nv) {
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
     WITH_T(lt, (rmsnorm_dx_ex_reg_k<T, decltype(nv)::value>
                 <<<n, threads, 0, s>>>((const T *)dy, x, g, rstd, dres, dx,
                                        (T *)dx_low, d)));
