@@ -520,6 +520,13 @@ static void test_rmsnorm(void) {
   rms_case(7, 13, 0);
   rms_case(5, 1001, 0);
   rms_case(9, 20, 1);
+  /* rows in registers: 2, 4 and 8 float4s a thread, the last with a
+   * partial turn; then one too wide for them (the loop) */
+  rms_case(6, 2048, 0);
+  rms_case(5, 4096, 1);
+  rms_case(4, 4100, 1);
+  rms_case(3, 8192, 0);
+  rms_case(3, 8200, 1);
   if (!small_only) {
     rms_case(512, 768, 0);
     rms_case(2048, 768, 1);
@@ -596,12 +603,60 @@ static void rms_ex_bf16_case(int n, int d) {
   pair_free(dg); pair_free(dx);
 }
 
+/* The fused path's residual add and norm: sum = a + b (b may be NULL;
+ * sum NULL, separate, or a itself), y in fp32 or bf16 (compared through
+ * k_cast to fp32 on each engine: the two may round an fp32 value that
+ * differs in its last bits to neighbouring bf16s, one bf16 step). */
+static void add_rms_case(int n, int d, int with_b, int sum_mode, dtype yt) {
+  size_t nd = (size_t)n * d;
+  pair a = pair_rand(nd, 2), b = pair_rand(nd, 1), g = pair_rand(d, 1);
+  pair sum = pair_f(NULL, nd), r = pair_f(NULL, n);
+  pair y = pair_new(NULL, nd * dtype_size(yt)), y32 = pair_f(NULL, nd);
+  char line[200], what[120];
+  snprintf(what, sizeof what, "k_add_rmsnorm_fwd n=%d d=%d%s%s, y %s", n, d,
+           with_b ? "" : " (no b)",
+           sum_mode == 0 ? " (no sum)" : sum_mode == 2 ? " (sum over a)" : "",
+           yt == DT_F32 ? "fp32" : "bf16");
+  BOTH(k_add_rmsnorm_fwd(e, W(a), with_b ? W(b) : NULL,
+                         sum_mode == 0 ? NULL : sum_mode == 2 ? W(a) : W(sum),
+                         W(g), W(y), yt, W(r), n, d, 1e-5f));
+  BOTH(k_cast(e, W(y), yt, W(y32), DT_F32, nd));
+  snprintf(line, sizeof line, "%s: y", what);
+  cmp(line, y32, yt == DT_F32 ? 1e-5 : 8e-3);
+  snprintf(line, sizeof line, "%s: rstd", what);
+  cmp(line, r, 1e-5);
+  if (sum_mode) {
+    snprintf(line, sizeof line, "%s: sum", what);
+    cmp(line, sum_mode == 2 ? a : sum, 1e-6);
+  }
+  pair_free(a); pair_free(b); pair_free(g); pair_free(sum); pair_free(r);
+  pair_free(y); pair_free(y32);
+}
+
 static void test_rmsnorm_ex(void) {
   rms_ex_bf16_case(9, 20);
   rms_ex_bf16_case(7, 13);
   rms_ex_case(7, 13, 1, 0);
   rms_ex_case(5, 1001, 0, 0);
   rms_ex_case(9, 20, 1, 1);
+  /* rows in registers (1, 2, 4 and 8 float4s a thread, partial turns),
+   * then too wide for them */
+  rms_ex_case(6, 2048, 1, 0);
+  rms_ex_case(4, 4100, 1, 1);
+  rms_ex_case(3, 8192, 0, 0);
+  rms_ex_case(3, 8200, 1, 1);
+  rms_ex_bf16_case(5, 2560);
+  rms_ex_bf16_case(3, 8192);
+  add_rms_case(7, 13, 1, 1, DT_F32);
+  add_rms_case(7, 13, 1, 2, DT_BF16);
+  add_rms_case(5, 1001, 0, 2, DT_F32);
+  add_rms_case(9, 768, 1, 1, DT_BF16);
+  add_rms_case(6, 2048, 1, 2, DT_F32);
+  add_rms_case(5, 2560, 1, 1, DT_BF16);
+  add_rms_case(4, 4100, 0, 0, DT_F32);
+  add_rms_case(3, 8192, 1, 1, DT_BF16);
+  add_rms_case(3, 8200, 1, 1, DT_F32);
+  add_rms_case(3, 8200, 1, 2, DT_BF16);
   if (!small_only) {
     rms_ex_case(1100, 2560, 1, 1);
     rms_ex_case(2048, 768, 1, 0);

@@ -225,6 +225,14 @@ static void test_layernorm(void) {
   test_layernorm_case(5, 10);
   test_layernorm_case(3, 1000);
   test_layernorm_case(2048, 768);
+  /* rows in registers: 2, 4 and 8 float4s a thread, partial turns; then
+   * rows too wide for them (the loop) */
+  test_layernorm_case(64, 2048);
+  test_layernorm_case(9, 1540);
+  test_layernorm_case(17, 4096);
+  test_layernorm_case(5, 4100);
+  test_layernorm_case(9, 8192);
+  test_layernorm_case(3, 8200);
   test_layernorm_case(70001, 10);
   test_layernorm_case(1, 1);
 }

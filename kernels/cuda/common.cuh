@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <initializer_list>
+#include <type_traits>
 #include <stdint.h>
 
 #define FULL_MASK 0xffffffffu
@@ -30,6 +31,44 @@ static inline bool aligned16(const void *p) {
 static inline int row_threads(long long units) {
   long long t = (units + 31) / 32 * 32;
   return t < 32 ? 32 : t > 256 ? 256 : (int)t;
+}
+
+/* A row held in registers: a block of `threads` threads (row_threads) over
+ * a row of `units` float4s gives each thread at most NV of them, unit
+ * threadIdx.x + k * blockDim.x in v[k], so a kernel that reduces a row and
+ * then writes it reads the row from memory once, all of a thread's loads
+ * in flight together. row_nv: the NV for a row, 1, 2, 4 or 8, and
+ * *threads lowered to what NV units a thread need (2560 columns: 160
+ * threads of 4, not 256 of 2 or 3); 0, *threads as it was, when the row
+ * holds more than 8 units a thread (the caller loops instead). */
+static inline int row_nv(long long units, int *threads) {
+  long long k = (units + *threads - 1) / *threads;
+  int nv = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
+  if (nv) *threads = row_threads((units + nv - 1) / nv);
+  return nv;
+}
+
+/* Calls f(std::integral_constant<int, nv>()) for nv = 1, 2, 4, 8 (a
+ * launch of the kernel instantiated for it); false for any other nv. */
+template <typename F>
+static bool with_row_nv(int nv, F f) {
+  switch (nv) {
+    case 1: f(std::integral_constant<int, 1>()); return true;
+    case 2: f(std::integral_constant<int, 2>()); return true;
+    case 4: f(std::integral_constant<int, 4>()); return true;
+    case 8: f(std::integral_constant<int, 8>()); return true;
+    default: return false;
+  }
+}
+
+template <int NV>
+__device__ __forceinline__ void row_load4(const float *r, int units,
+                                          float4 (&v)[NV]) {
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    v[k] = j < units ? ((const float4 *)r)[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 }
 
 /* One element of p as fp32, whatever its dtype (the fused path's kernels). */

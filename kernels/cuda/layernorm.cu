@@ -15,8 +15,11 @@
  * All in fp32. Row sums: one block per row, each thread a serial partial
  * sum over its columns, then block_sum's fixed tree; the variance is a
  * second pass over x - mean, as on the CPU engine (E[x^2] - mean^2 loses
- * the spread when |mean| is large). No float4 path: LayerNorm serves the
- * toy model (d = 10), where a row is a fraction of a warp anyway.
+ * the spread when |mean| is large). With d % 4 = 0 and up to 8 float4s a
+ * thread (d <= 8192: the 2024 norm benchmark's widths) the row is read
+ * once into registers (row_load4) and both passes and the write work
+ * from there, as does dx with dy and x; otherwise (the toy's d = 10, where
+ * a row is a fraction of a warp anyway) each pass reads the row.
  *
  * dw and db are column sums over all rows, done without atomics as RMSNorm's
  * dg: blocks of 32 columns x a chunk of rows write partial sums [chunks, d]
@@ -52,11 +55,63 @@ __global__ void layernorm_fwd_k(const float *x, const float *w,
     yr[j] = (xr[j] - mu) * r * w[j] + b[j];
 }
 
+template <int NV>
+__global__ void layernorm_fwd_reg_k(const float *x, const float *w,
+                                    const float *b, float *y, float *mean,
+                                    float *rstd, int d, float eps) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 v[NV];
+  row_load4<NV>(x + row * d, units, v);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (threadIdx.x + k * blockDim.x < units)
+      s += v[k].x + v[k].y + v[k].z + v[k].w;
+  float mu = block_sum(s, sh) / (float)d;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (threadIdx.x + k * blockDim.x < units) {
+      float cx = v[k].x - mu, cy = v[k].y - mu, cz = v[k].z - mu,
+            cw = v[k].w - mu;
+      ss += cx * cx + cy * cy + cz * cz + cw * cw;
+    }
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) {
+    mean[row] = mu;
+    rstd[row] = r;
+  }
+  float4 *yr = (float4 *)(y + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 wj = ((const float4 *)w)[j], bj = ((const float4 *)b)[j];
+      yr[j] = make_float4((v[k].x - mu) * r * wj.x + bj.x,
+                          (v[k].y - mu) * r * wj.y + bj.y,
+                          (v[k].z - mu) * r * wj.z + bj.z,
+                          (v[k].w - mu) * r * wj.w + bj.w);
+    }
+  }
+}
+
 int cuda_layernorm_fwd(engine *e, const float *x, const float *w,
                        const float *b, float *y, float *mean, float *rstd,
                        int n, int d, float eps) {
-  layernorm_fwd_k<<<n, row_threads(d), 0, cuda_stream(e)>>>(x, w, b, y, mean,
-                                                             rstd, d, eps);
+  cudaStream_t s = cuda_stream(e);
+  bool vec = d % 4 == 0 && aligned16(x) && aligned16(w) && aligned16(b) &&
+             aligned16(y);
+  int threads = row_threads(vec ? d / 4 : d);
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    layernorm_fwd_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(x, w, b, y, mean, rstd, d, eps);
+  });
+  if (!held)
+    layernorm_fwd_k<<<n, row_threads(d), 0, s>>>(x, w, b, y, mean, rstd, d,
+                                                 eps);
   CHECK_LAUNCH();
   return 0;
 }
@@ -136,6 +191,49 @@ __global__ void layernorm_dx_k(const float *dy, const float *x, const float *w,
   }
 }
 
+/* layernorm_dx_k with dy's and x's share of the row in registers. dx may
+ * be dy: a thread writes only the units it has read. */
+template <int NV>
+__global__ void layernorm_dx_reg_k(const float *dy, const float *x,
+                                   const float *w, const float *mean,
+                                   const float *rstd, float *dx, int d) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 gv[NV], hv[NV];   /* g = dy * w, then xhat = (x - mean) * rstd */
+  row_load4<NV>(dy + row * d, units, gv);
+  row_load4<NV>(x + row * d, units, hv);
+  float mu = mean[row], r = rstd[row];
+  float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 wj = ((const float4 *)w)[j];
+      float4 g = make_float4(gv[k].x * wj.x, gv[k].y * wj.y, gv[k].z * wj.z,
+                             gv[k].w * wj.w);
+      float4 h = make_float4((hv[k].x - mu) * r, (hv[k].y - mu) * r,
+                             (hv[k].z - mu) * r, (hv[k].w - mu) * r);
+      sg += g.x + g.y + g.z + g.w;
+      sgx += g.x * h.x + g.y * h.y + g.z * h.z + g.w * h.w;
+      gv[k] = g;
+      hv[k] = h;
+    }
+  }
+  sg = block_sum(sg, sh) / (float)d;
+  sgx = block_sum(sgx, sh) / (float)d;
+  float4 *dxr = (float4 *)(dx + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units)
+      dxr[j] = make_float4(r * (gv[k].x - sg - hv[k].x * sgx),
+                           r * (gv[k].y - sg - hv[k].y * sgx),
+                           r * (gv[k].z - sg - hv[k].z * sgx),
+                           r * (gv[k].w - sg - hv[k].w * sgx));
+  }
+}
+
 int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
                        const float *w, const float *mean, const float *rstd,
                        float *dx, float *dw, float *db, int n, int d) {
@@ -154,7 +252,15 @@ int cuda_layernorm_bwd(engine *e, const float *dy, const float *x,
   layernorm_dwdb_sum_k<<<(d + 255) / 256, 256, 0, s>>>(part, dw, db, chunks,
                                                        d);
   CHECK_LAUNCH();
-  layernorm_dx_k<<<n, row_threads(d), 0, s>>>(dy, x, w, mean, rstd, dx, d);
+  bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(w) &&
+             aligned16(dx);
+  int threads = row_threads(vec ? d / 4 : d);
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    layernorm_dx_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(dy, x, w, mean, rstd, dx, d);
+  });
+  if (!held)
+    layernorm_dx_k<<<n, row_threads(d), 0, s>>>(dy, x, w, mean, rstd, dx, d);
   CHECK_LAUNCH();
   return 0;
 }

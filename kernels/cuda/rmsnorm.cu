@@ -10,7 +10,11 @@
  * All in fp32. Row sums: one block per row, each thread a serial partial
  * sum over its columns (float4 when d % 4 = 0), then a fixed tree over the
  * warp (shuffles) and over the warps; 1/sqrt is the correctly rounded
- * 1.0f / sqrtf, not rsqrtf.
+ * 1.0f / sqrtf, not rsqrtf. Up to 8 float4s a thread (d <= 8192 with 256
+ * threads) the row stays in registers between the sum and the write, so
+ * forward reads x once and dx reads dy and x once, as do the fused path's
+ * residual add + norm (a and b) and its backward (dy and x); wider rows
+ * are read twice (the second time mostly from L2).
  *
  * dg is a column sum over all rows, done without atomics in two kernels:
  * blocks of 32 columns x a chunk of rows write partial sums [chunks, d],
@@ -55,13 +59,50 @@ __global__ void rmsnorm_fwd_k(const float *x, const float *g, float *y,
   }
 }
 
+/* rmsnorm_fwd_k<true> with the row in registers (row_load4): x read once,
+ * the same sums in the same order. */
+template <int NV>
+__global__ void rmsnorm_fwd_reg_k(const float *x, const float *g, float *y,
+                                  float *rstd, int d, float eps) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 v[NV];
+  row_load4<NV>(x + row * d, units, v);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (threadIdx.x + k * blockDim.x < units)
+      ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z +
+            v[k].w * v[k].w;
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  float4 *yr = (float4 *)(y + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 w = ((const float4 *)g)[j];
+      yr[j] = make_float4(v[k].x * r * w.x, v[k].y * r * w.y,
+                          v[k].z * r * w.z, v[k].w * r * w.w);
+    }
+  }
+}
+
 int cuda_rmsnorm_fwd(engine *e, const float *x, const float *g, float *y,
                      float *rstd, int n, int d, float eps) {
   bool vec = d % 4 == 0 && aligned16(x) && aligned16(g) && aligned16(y);
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  if (vec) rmsnorm_fwd_k<true><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
-  else rmsnorm_fwd_k<false><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    rmsnorm_fwd_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  });
+  if (!held && vec)
+    rmsnorm_fwd_k<true><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
+  else if (!held)
+    rmsnorm_fwd_k<false><<<n, threads, 0, s>>>(x, g, y, rstd, d, eps);
   CHECK_LAUNCH();
   return 0;
 }
@@ -146,6 +187,46 @@ __global__ void rmsnorm_dx_k(const float *dy, const float *x, const float *g,
   }
 }
 
+/* rmsnorm_dx_k<true> with dy's and x's share of the row in registers:
+ * each read once, the same sums in the same order. dx may be dy: a thread
+ * writes only the units it has read. */
+template <int NV>
+__global__ void rmsnorm_dx_reg_k(const float *dy, const float *x,
+                                 const float *g, const float *rstd, float *dx,
+                                 int d) {
+  __shared__ float sh[32];
+  long long row = blockIdx.x;
+  int units = d / 4;
+  float4 b[NV], v[NV];
+  row_load4<NV>(dy + row * d, units, b);
+  row_load4<NV>(x + row * d, units, v);
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 a = ((const float4 *)g)[j];
+      dot += a.x * b[k].x * v[k].x + a.y * b[k].y * v[k].y +
+             a.z * b[k].z * v[k].z + a.w * b[k].w * v[k].w;
+    }
+  }
+  dot = block_sum(dot, sh);
+  float r = rstd[row];
+  float c = r * r * r * (dot / (float)d);
+  float4 *dxr = (float4 *)(dx + row * d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int j = threadIdx.x + k * blockDim.x;
+    if (j < units) {
+      float4 a = ((const float4 *)g)[j];
+      dxr[j] = make_float4(r * a.x * b[k].x - v[k].x * c,
+                           r * a.y * b[k].y - v[k].y * c,
+                           r * a.z * b[k].z - v[k].z * c,
+                           r * a.w * b[k].w - v[k].w * c);
+    }
+  }
+}
+
 /* dg += sum_i dy * x * rstd, deterministic (shared with the fused path,
  * whose dy may be 16-bit: dt). */
 int cuda_rmsnorm_dg_t(engine *e, const void *dy, dtype dt, const float *x,
@@ -182,8 +263,14 @@ int cuda_rmsnorm_bwd(engine *e, const float *dy, const float *x,
   bool vec = d % 4 == 0 && aligned16(dy) && aligned16(x) && aligned16(g) &&
              aligned16(dx);
   int threads = row_threads(vec ? d / 4 : d);
-  if (vec) rmsnorm_dx_k<true><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
-  else rmsnorm_dx_k<false><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    rmsnorm_dx_reg_k<decltype(nv)::value>
+        <<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  });
+  if (!held && vec)
+    rmsnorm_dx_k<true><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
+  else if (!held)
+    rmsnorm_dx_k<false><<<n, threads, 0, s>>>(dy, x, g, rstd, dx, d);
   CHECK_LAUNCH();
   return 0;
 }
@@ -216,19 +303,59 @@ __global__ void add_rmsnorm_k(const float *a, const float *b, float *sum,
   ss = block_sum(ss, sh);
   float r = 1.0f / sqrtf(ss / (float)d + eps);
   if (threadIdx.x == 0) rstd[row] = r;
+  /* the sum again: from `sum` where written (always, with b), else a; a
+   * thread reads back only what it wrote, so sum may be a */
+  const float *x0 = sum ? sum : a;
   if (VEC) {
     for (int j = 4 * threadIdx.x; j < d; j += 4 * blockDim.x) {
-      float x[4], z[4] = {0, 0, 0, 0}, w[4];
-      ld4(a, o + j, x);
-      if (b) ld4(b, o + j, z);
+      float x[4], w[4];
+      ld4(x0, o + j, x);
       ld4(g, j, w);
-      for (int c = 0; c < 4; c++) x[c] = (x[c] + z[c]) * r * w[c];
+      for (int c = 0; c < 4; c++) x[c] = x[c] * r * w[c];
       st4(y, o + j, x);
     }
   } else {
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      float x = a[o + j] + (b ? b[o + j] : 0.0f);
-      st(y, o + j, x * r * g[j]);
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      st(y, o + j, x0[o + j] * r * g[j]);
+  }
+}
+
+/* add_rmsnorm_k<T, true> with a + b held in registers (row_load4's
+ * layout): a and b read once, the same sums in the same order. */
+template <typename T, int NV>
+__global__ void add_rmsnorm_reg_k(const float *a, const float *b, float *sum,
+                                  const float *g, T *y, float *rstd, int d,
+                                  float eps) {
+  __shared__ float sh[32];
+  size_t o = (size_t)blockIdx.x * d;
+  int units = d / 4;
+  float4 xa[NV], xb[NV];
+  row_load4<NV>(a + o, units, xa);
+  if (b) row_load4<NV>(b + o, units, xb);
+  float ss = 0.0f, x[NV][4];
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int u = threadIdx.x + k * blockDim.x;
+    float z[4] = {0, 0, 0, 0};
+    if (b) { z[0] = xb[k].x; z[1] = xb[k].y; z[2] = xb[k].z; z[3] = xb[k].w; }
+    x[k][0] = xa[k].x + z[0]; x[k][1] = xa[k].y + z[1];
+    x[k][2] = xa[k].z + z[2]; x[k][3] = xa[k].w + z[3];
+    if (u < units) {
+      for (int c = 0; c < 4; c++) ss += x[k][c] * x[k][c];
+      if (sum) st4(sum, o + 4 * u, x[k]);
+    }
+  }
+  ss = block_sum(ss, sh);
+  float r = 1.0f / sqrtf(ss / (float)d + eps);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int u = threadIdx.x + k * blockDim.x;
+    if (u < units) {
+      float w[4];
+      ld4(g, 4 * u, w);
+      for (int c = 0; c < 4; c++) x[k][c] = x[k][c] * r * w[c];
+      st4(y, o + 4 * u, x[k]);
     }
   }
 }
@@ -236,14 +363,18 @@ __global__ void add_rmsnorm_k(const float *a, const float *b, float *sum,
 int cuda_add_rmsnorm_fwd(engine *e, const float *a, const float *b, float *sum,
                          const float *g, void *y, dtype yt, float *rstd, int n,
                          int d, float eps) {
-  if (sum == a) sum = NULL;
+  if (sum == a && !b) sum = NULL;   /* sum is a already */
   bool vec = d % 4 == 0 && vec4_ok({a, b, sum, g, y});
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  if (vec)
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    WITH_T(yt, (add_rmsnorm_reg_k<T, decltype(nv)::value>
+                <<<n, threads, 0, s>>>(a, b, sum, g, (T *)y, rstd, d, eps)));
+  });
+  if (!held && vec)
     WITH_T(yt, (add_rmsnorm_k<T, true><<<n, threads, 0, s>>>(
                    a, b, sum, g, (T *)y, rstd, d, eps)));
-  else
+  else if (!held)
     WITH_T(yt, (add_rmsnorm_k<T, false><<<n, threads, 0, s>>>(
                    a, b, sum, g, (T *)y, rstd, d, eps)));
   CHECK_LAUNCH();
@@ -296,6 +427,54 @@ __global__ void rmsnorm_dx_ex_k(const T *dy, const float *x,
   }
 }
 
+/* rmsnorm_dx_ex_k<T, true> with dy (widened) and x held in registers:
+ * each read once, the same sums in the same order. dx may be dres: a
+ * thread writes only the units it has read. */
+template <typename T, int NV>
+__global__ void rmsnorm_dx_ex_reg_k(const T *dy, const float *x,
+                                    const float *g, const float *rstd,
+                                    const float *dres, float *dx, T *dx_low,
+                                    int d) {
+  __shared__ float sh[32];
+  size_t o = (size_t)blockIdx.x * d;
+  int units = d / 4;
+  float yy[NV][4], xx[NV][4];
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int u = threadIdx.x + k * blockDim.x;
+    if (u < units) {
+      ld4(dy, o + 4 * u, yy[k]);
+      ld4(x, o + 4 * u, xx[k]);
+    }
+  }
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int u = threadIdx.x + k * blockDim.x;
+    if (u < units) {
+      float gg[4];
+      ld4(g, 4 * u, gg);
+      for (int c = 0; c < 4; c++) dot += gg[c] * yy[k][c] * xx[k][c];
+    }
+  }
+  dot = block_sum(dot, sh);
+  float r = rstd[blockIdx.x];
+  float c = r * r * r * (dot / (float)d);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int u = threadIdx.x + k * blockDim.x;
+    if (u < units) {
+      float gg[4], rr[4] = {0, 0, 0, 0}, v[4];
+      ld4(g, 4 * u, gg);
+      if (dres) ld4(dres, o + 4 * u, rr);
+      for (int q = 0; q < 4; q++)
+        v[q] = r * gg[q] * yy[k][q] - xx[k][q] * c + rr[q];
+      st4(dx, o + 4 * u, v);
+      if (dx_low) st4(dx_low, o + 4 * u, v);
+    }
+  }
+}
+
 int cuda_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
                         const float *g, const float *rstd, const float *dres,
                         float *dx, void *dx_low, dtype lt, float *dg, int n,
@@ -307,10 +486,15 @@ int cuda_rmsnorm_bwd_ex(engine *e, const void *dy, const float *x,
   bool vec = d % 4 == 0 && vec4_ok({dy, x, g, dres, dx, dx_low});
   int threads = row_threads(vec ? d / 4 : d);
   cudaStream_t s = cuda_stream(e);
-  if (vec)
+  bool held = vec && with_row_nv(row_nv(d / 4, &threads), [&](auto nv) {
+    WITH_T(lt, (rmsnorm_dx_ex_reg_k<T, decltype(nv)::value>
+                <<<n, threads, 0, s>>>((const T *)dy, x, g, rstd, dres, dx,
+                                       (T *)dx_low, d)));
+  });
+  if (!held && vec)
     WITH_T(lt, (rmsnorm_dx_ex_k<T, true><<<n, threads, 0, s>>>(
                    (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
-  else
+  else if (!held)
     WITH_T(lt, (rmsnorm_dx_ex_k<T, false><<<n, threads, 0, s>>>(
                    (const T *)dy, x, g, rstd, dres, dx, (T *)dx_low, d)));
   CHECK_LAUNCH();
