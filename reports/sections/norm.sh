@@ -175,11 +175,13 @@ trend() { # "d r" lines on stdin
       up = 1; down = 1
       for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
       printf "from %.2fx at %d to %.2fx at %d", r[0], d[0], r[n-1], d[n-1]
-      if (n > 2 && !up && !down) {
-        lo = 0; hi = 0
-        for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
+      lo = 0; hi = 0
+      for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
+      # the extremes said only where they are not the two ends
+      ends = (lo == 0 || lo == n - 1) && (hi == 0 || hi == n - 1)
+      if (n > 2 && !up && !down && !ends)
         printf " (not steadily: lowest %.2fx at %d, highest %.2fx at %d)", r[lo], d[lo], r[hi], d[hi]
-      } else if (n > 2) printf " (%s at every step)", up ? "growing" : "shrinking" }'
+      else if (n > 2 && (up || down)) printf " (%s at every step)", up ? "growing" : "shrinking" }'
 }
 
 # Our forward's traffic (x read, y written: 8 bytes an element) over a
@@ -202,7 +204,7 @@ kernels_forward() {
     r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
     [ -n "$r" ] && [ -n "$l" ] || continue
     n=$((n + 1))
-    ! is_true "$r < $l" || nfast=$((nfast + 1))
+    ! is_true "$r * 1.02 < $l" || nfast=$((nfast + 1))
   done
   ours_trend=$(for d in $(widths); do
       r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
@@ -223,16 +225,15 @@ kernels_forward() {
     nw=$((nw + 1))
     ! is_true "$c < $l && $f < $l" || nfused=$((nfused + 1))
   done
+  less="one reduction per row where LayerNorm needs two, no subtraction or bias"
   if [ "$nfast" -eq "$n" ]; then
-    why="RMSNorm does less:"
+    why="RMSNorm does less: $less; both load four floats at a time."
   else
-    why="RMSNorm does less, though not everywhere faster here:"
+    why="RMSNorm does less ($less), but both read and write the same bytes, four floats at a time, and the bytes bound them."
   fi
   cat <<TEXT
-**Which is faster.** Of our two kernels RMSNorm is faster at $nfast of $n
-widths; LayerNorm takes $ours_trend RMSNorm's time. $why one
-reduction per row where LayerNorm needs two, no subtraction or bias; both
-load four floats at a time. Eager PyTorch RMSNorm is several kernels, each a pass
+**Which is faster.** Of our two kernels RMSNorm is faster by more than 2%
+at $nfast of $n widths; LayerNorm takes $ours_trend RMSNorm's time. $why Eager PyTorch RMSNorm is several kernels, each a pass
 through memory, against F.layer_norm's one, so it takes $pt_trend F.layer_norm's time; fused (compiled, F.rms_norm),
 RMSNorm beats F.layer_norm at $nfused of $nw widths.
 
