@@ -265,11 +265,12 @@ has_col() {
 # gradients (beside backward or on its stream; norms rebuilt or kept) at
 # 2.7B, bf16, context 512 on GPU (section T: $DATA/optimizer_weight_grads
 # .csv, optimizer_keep_norms.csv) that stays within the goal's 50 GiB, else
-# the fastest: "MS MIB FORM", FORM its words; nothing where none was
-# measured there.
+# (or with a second argument "any") the fastest: "MS MIB FORM", FORM its
+# words; nothing where none was measured there.
 inbwd_best() {
   { _inbwd_weight_grads "$1"; _inbwd_keep_norms "$1"; } | sort -g |
-    awk '$2 / 1024 <= 50 && fit == "" { fit = $0 } NR == 1 { fast = $0 }
+    awk -v any="${2:-}" '$2 / 1024 <= 50 && fit == "" && any == "" { fit = $0 }
+         NR == 1 { fast = $0 }
          END { if (fit != "") print fit; else if (fast != "") print fast }'
 }
 # ...its candidates, "MS MIB FORM" each
