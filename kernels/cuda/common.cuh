@@ -71,6 +71,19 @@ __device__ __forceinline__ void row_load4(const float *r, int units,
   }
 }
 
+/* This thread's share of a row held by row_load4: the sum of f(v[k]) over
+ * the units it holds, in k's order (a row's sums then reduce through
+ * block_sum). */
+template <int NV, typename F>
+__device__ __forceinline__ float row_sum4(const float4 (&v)[NV], int units,
+                                          F f) {
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (threadIdx.x + k * blockDim.x < units) s += f(v[k]);
+  return s;
+}
+
 /* One element of p as fp32, whatever its dtype (the fused path's kernels). */
 __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) {

@@ -64,20 +64,13 @@ __global__ void layernorm_fwd_reg_k(const float *x, const float *w,
   int units = d / 4;
   float4 v[NV];
   row_load4<NV>(x + row * d, units, v);
-  float s = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++)
-    if (threadIdx.x + k * blockDim.x < units)
-      s += v[k].x + v[k].y + v[k].z + v[k].w;
+  float s = row_sum4<NV>(v, units,
+                         [](float4 a) { return a.x + a.y + a.z + a.w; });
   float mu = block_sum(s, sh) / (float)d;
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++)
-    if (threadIdx.x + k * blockDim.x < units) {
-      float cx = v[k].x - mu, cy = v[k].y - mu, cz = v[k].z - mu,
-            cw = v[k].w - mu;
-      ss += cx * cx + cy * cy + cz * cz + cw * cw;
-    }
+  float ss = row_sum4<NV>(v, units, [mu](float4 a) {
+    float cx = a.x - mu, cy = a.y - mu, cz = a.z - mu, cw = a.w - mu;
+    return cx * cx + cy * cy + cz * cz + cw * cw;
+  });
   ss = block_sum(ss, sh);
   float r = 1.0f / sqrtf(ss / (float)d + eps);
   if (threadIdx.x == 0) {

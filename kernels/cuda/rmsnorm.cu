@@ -69,12 +69,9 @@ __global__ void rmsnorm_fwd_reg_k(const float *x, const float *g, float *y,
   int units = d / 4;
   float4 v[NV];
   row_load4<NV>(x + row * d, units, v);
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++)
-    if (threadIdx.x + k * blockDim.x < units)
-      ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z +
-            v[k].w * v[k].w;
+  float ss = row_sum4<NV>(v, units, [](float4 a) {
+    return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+  });
   ss = block_sum(ss, sh);
   float r = 1.0f / sqrtf(ss / (float)d + eps);
   if (threadIdx.x == 0) rstd[row] = r;
