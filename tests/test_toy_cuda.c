@@ -8,8 +8,10 @@
  * the GPU never writes then fails), runs both and compares.
  *
  * - LayerNorm at odd sizes, the toy's (d = 10), rows longer than a block
- *   (d = 1000 > 256 threads), the model's (2048 x 768) and many rows
- *   (n = 70001, d = 10: the column sums of dw and db in many chunks).
+ *   (d = 1000 > 256 threads), the model's (2048 x 768), rows held in
+ *   registers (d = 1000 to 8192: 1 to 8 float4s a thread, partial turns)
+ *   and a row too wide for that (8200), and many rows (n = 70001, d = 10:
+ *   the column sums of dw and db in many chunks).
  *   y, mean, rstd, dx: max |cuda - cpu| <= 1e-5 * max |cpu| (fp32 with a
  *   few roundings per element against the CPU's double sums). dw, db
  *   (accumulated onto random values): per element within 1e-5 of its own
