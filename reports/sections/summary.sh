@@ -107,7 +107,11 @@ if [ -n "$ms" ]; then
     lost "$mib / 1024" "$pgib" "on memory with AdamW after backward"
     if [ -n "$ims" ]; then
       num ims "$ims"; num imib "$imib"
-      echo "| the same step with $iform (section T) | $(kind "$gpu") | $(calc '%.1f' "$ims") ms, $(calc '%.1f' "$imib / 1024") GiB | the same $(calc '%.1f' "$pms") ms, $(calc '%.1f' "$pgib") GiB: $(verdict "$ims" "$pms") in $(calc '%.2f' "$imib / 1024 / $pgib")x the memory |"
+      # inbwd_row LABEL MS MIB: an in-backward form against PyTorch's step
+      inbwd_row() {
+        echo "| $1 (section T) | $(kind "$gpu") | $(calc '%.1f' "$2") ms, $(calc '%.1f' "$3 / 1024") GiB | the same $(calc '%.1f' "$pms") ms, $(calc '%.1f' "$pgib") GiB: $(verdict "$2" "$pms") in $(calc '%.2f' "$3 / 1024 / $pgib")x the memory |"
+      }
+      inbwd_row "the same step with $iform" "$ims" "$imib"
       lost "$imib / 1024" "$pgib" "on memory even with AdamW in backward"
       # the fastest form where it is not the one above (past the goal's
       # 50 GiB, say)
@@ -116,7 +120,7 @@ if [ -n "$ms" ]; then
         set -- $fast
         if is_true "$1 < $ims"; then
           fms=$1; fmib=$2; shift 2
-          echo "| its fastest form: $* (section T) | $(kind "$gpu") | $(calc '%.1f' "$fms") ms, $(calc '%.1f' "$fmib / 1024") GiB | the same $(calc '%.1f' "$pms") ms, $(calc '%.1f' "$pgib") GiB: $(verdict "$fms" "$pms") in $(calc '%.2f' "$fmib / 1024 / $pgib")x the memory |"
+          inbwd_row "its fastest form: $*" "$fms" "$fmib"
           lost "$fmib / 1024" "$pgib" "on memory with the fastest in-backward form"
         fi
       fi
