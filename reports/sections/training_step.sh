@@ -55,6 +55,14 @@ fi
 gpu=$(tool value "$csv" --agg first --where status=ok --col gpu_name)
 batch=$(tool value "$csv" --agg first --where status=ok --col batch)
 
+# shapes: "size,context,precision" of the main rows, by precision, then
+# size as the model table orders them, then context
+shapes() {
+  tool select "$csv" --cols size,context,precision --where status=ok --where adamw_blocks=0 |
+    sed 1d | sort -u |
+    awk -F, 'BEGIN { o["small"]=1; o["medium"]=2; o["large"]=3; o["xl"]=4; o["2.7B"]=5 }
+      { print (o[$1] ? o[$1] : 9) "," $0 }' | sort -t, -k4,4 -k1,1n -k3,3n | cut -d, -f2-
+}
 cat <<TEXT
 The goal: a step faster than the strongest PyTorch's and no larger
 (2.7B, bf16, context 512: <= 95 ms and <= 50 GiB). The fastest path
@@ -74,10 +82,7 @@ max_memory_allocated, max_memory_reserved with CUDA graphs).
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | MHz in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 TEXT
-tool select "$csv" --cols size,context,precision --where status=ok --where adamw_blocks=0 |
-  sed 1d | sort -u |
-  awk -F, 'BEGIN { o["small"]=1; o["medium"]=2; o["large"]=3; o["xl"]=4; o["2.7B"]=5 }
-    { print (o[$1] ? o[$1] : 9) "," $0 }' | sort -t, -k4,4 -k1,1n -k3,3n | cut -d, -f2- |
+shapes |
   while IFS=, read -r s c p; do
     a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
     am=$(ours "$s" "$c" "$p" after_backward engine_peak_mib)
@@ -241,26 +246,26 @@ TEXT
 fi
 
 # Every row with an anchor where PyTorch's compiled step is the faster.
-loses=$(tool select "$csv" --cols size,context,precision --where status=ok --where adamw_blocks=0 |
-  sed 1d | sort -u | while IFS=, read -r s c p; do
+loses=$(shapes | while IFS=, read -r s c p; do
     tc=$(theirs "$s" "$c" "$p" compiled step_ms_median)
     a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
     i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
     [ -n "$tc" ] && [ -n "$a" ] && [ -n "$i" ] || continue
     best=$(calc %.1f "($a < $i) ? $a : $i")
     is_true "$tc < $best" || continue
-    printf '%s, %s, context %s: ours %s ms at best with flash attention, PyTorch %s ms' "$s" "$p" "$c" "$best" "$(f1 "$tc")"
     # fp32 flash runs on CUDA cores; the fused step with materialised
     # attention (torch_compile (b)) may be the faster of ours
     m=$(tool value "$DATA/torch_compile.csv" --col step_ms_mean --default "" --where status=ok \
           --where size="$s" --where precision="$p" --where context="$c" --where mode=train_step \
           --where attention=materialized --where gpu_name="$gpu" --sort -utc --agg first 2> /dev/null)
-    [ -z "$m" ] || printf ' (with materialised attention, torch_compile (b): %s ms%s)' "$(f1 "$m")" \
-      "$(is_true "$m < $tc" && printf ', ours the faster')"
-    printf '; '
+    echo "| $s | $p | $c | $best | $(f1 "$tc") | $([ -n "$m" ] && f1 "$m" || echo -) |"
   done)
 if [ -n "$loses" ]; then
-  echo "**Where we lose on time:** ${loses%; }."
+  echo "**Where we lose on time** (PyTorch compiled the faster; step, median ms):"
+  echo
+  echo "| size | precision | context | ours, flash attention | PyTorch compiled | ours, materialised attention (torch_compile (b)) |"
+  echo "|---|---|--:|--:|--:|--:|"
+  echo "$loses"
   echo
 fi
 
