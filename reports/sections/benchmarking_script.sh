@@ -381,15 +381,18 @@ product. Measured on an H100 (test_kernels_cuda, error relative to the
 sum of |a||b|): 5.5e-7 to 8.8e-7 on the model's products where cuBLAS's
 true fp32 errs by 0.5e-7 to 3.3e-7 and TF32 by 7.7e-5; the model's gradients
 agree with the CPU engine to the same 1e-4 as true fp32 (test_model_cuda).
-It is not bit-for-bit PyTorch's fp32: PyTorch has no such mode, and its
-fp32 rows are the true-fp32 ones above. Step times, train step, context 512:
+PyTorch has no such mode for its products (its fp32 rows multiply in
+true fp32), but its fp32 SDPA, the memory-efficient kernel on this GPU,
+computes attention this way (CUTLASS's 3xTF32). Step times, train step,
+context 512; the ratio against torch.compile + SDPA + fused AdamW:
 
 TEXT
   # this CSV's rows against PyTorch on their own GPU
   on_gpu "$x3"
   anchor=$(anchor_rows lm_pytorch)
-  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) | PyTorch fp32 eager (ms) | best 3xtf32 / PyTorch |"
-  echo "|---|--:|--:|--:|--:|--:|"
+  strong3=$(anchor_rows torch_lm) nocomp=""
+  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) | PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
+  echo "|---|--:|--:|--:|--:|--:|--:|"
   for size in small medium large xl 2.7B; do
     f32=$(best "$size" fp32 512 step_ms_mean | cut -d, -f1)
     ob=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
@@ -403,16 +406,23 @@ TEXT
     pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
            --where context=512 --where precision=fp32 --where mode=train_step \
            --where config=reference --col time_ms)
+    ct=$(pt_compiled "$strong3" "$size" 512 fp32 step_ms_mean)
     [ -n "$ob$fu" ] || continue
+    [ -n "$ct" ] || nocomp="$nocomp${nocomp:+,}$size"
     # the faster of the two, and its row's GPU
     b=$(printf '%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" | awk 'NF > 1' | sort -g | head -n 1)
     bg=${b#* }; b=${b%% *}
     r=""
-    [ -n "$pt" ] && [ "$bg" = "$GPU" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $pt }")
+    [ -n "$ct" ] && [ "$bg" = "$GPU" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $ct }")
     [ -n "$f32" ] && f32=$(awk "BEGIN { printf \"%.1f\", $f32 }")
-    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} | ${pt:--} | ${r:--} |"
+    [ -n "$ct" ] && ct=$(awk "BEGIN { printf \"%.1f\", $ct }")
+    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} | ${pt:--} | ${ct:--} | ${r:--} |"
   done
   echo
+  if [ -n "$nocomp" ]; then
+    anchor_missing "torch.compile steps" are reports/anchors/torch_lm.py reports/anchors/torch_lm.csv --sizes "$nocomp" --precisions fp32
+    echo
+  fi
   if ! has_anchor "$anchor"; then
     anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
     echo
