@@ -16,9 +16,10 @@
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
  * next product in registers, the streamed tiles double-buffered with
- * cp.async. fp32: CUDA cores (true fp32), 4 threads per owned row. Head
- * dims 16, 32, 64, 80, 128. D lives
- * in the engine's workspace (bh * Tq floats). */
+ * cp.async. fp32: CUDA cores (true fp32, the engine's default fp32
+ * products), 4 threads per owned row; with TF32 or 3xTF32 products,
+ * flash_bwd_tf32.cu on tensor cores. Head dims 16, 32, 64, 80, 128. D
+ * lives in the engine's workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
@@ -496,6 +497,15 @@ int launch(engine *e, const bwd_args &a, const void *o, int dh) {
   flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
       (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
   CHECK_LAUNCH();
+  /* fp32 products as the engine's setting says (kernels.h): true fp32 on
+   * CUDA cores here, TF32 or 3xTF32 on tensor cores */
+  if constexpr (sizeof(T) == 4)
+    if (cuda_impl(e)->f32 != F32_EXACT)
+      return cuda_flash_bwd_tf32(e, (const float *)a.q, (const float *)a.k,
+                                 (const float *)a.v, (const float *)a.dout,
+                                 a.lse, a.D, (float *)a.dq, (float *)a.dk,
+                                 (float *)a.dv, a.bh, a.tq, a.tk, dh,
+                                 a.causal, a.scale, cuda_impl(e)->f32);
 #define FLASH_BWD_CASE(DH)                                                    \
   case DH:                                                                    \
     if constexpr (sizeof(T) == 4) return launch_simt<T, DH>(e, a);            \

@@ -14,9 +14,10 @@
  * bf16 / f16: tensor cores (mma.sync m16n8k16, fp32 accumulators), 4 warps
  * of 16 or 32 query rows, key tiles of 64 or 32 (mma_cfg) double-buffered with cp.async; P goes
  * from the S accumulators to the PV product in registers (flash_common.cuh).
- * fp32: the same algorithm on CUDA cores (true fp32, as the precision
- * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
- * memory, 4 threads per query row. Head dims 16, 32, 64, 80, 128. */
+ * fp32: the same algorithm on CUDA cores (true fp32, the engine's default
+ * fp32 products), 32 x 32 tiles in shared memory, 4 threads per query row;
+ * with TF32 or 3xTF32 products, flash_fwd_tf32.cu on tensor cores. Head
+ * dims 16, 32, 64, 80, 128. */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
@@ -331,6 +332,12 @@ int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
       (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_fwd_wgmma(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
                                 sl2, dt);
+  /* fp32 products as the engine's setting says (kernels.h): true fp32 on
+   * CUDA cores here, TF32 or 3xTF32 on tensor cores */
+  if (dt == DT_F32 && cuda_impl(e)->f32 != F32_EXACT)
+    return cuda_flash_fwd_tf32(e, (const float *)q, (const float *)k,
+                               (const float *)v, (float *)o, lse, bh, tq, tk,
+                               dh, causal, sl2, cuda_impl(e)->f32);
   switch (dt) {
   case DT_F32:
     return launch<float>(e, q, k, v, o, lse, bh, tq, tk, dh, causal, sl2);
