@@ -429,6 +429,71 @@ TEXT
   fi
 fi
 
+# ---- fp32 attention on TF32 tensor cores (flash_fp32_tensor_cores.csv) ----
+ftc="$DATA/flash_fp32_tensor_cores.csv"
+if has_rows "$ftc"; then
+  echo "#### fp32 attention on TF32 tensor cores"
+  echo
+  on_gpu "$ftc"
+  tanchor=$(anchor_rows torch_attention)
+  fb="$DATA/flash_benchmarking.csv"
+  cat <<TEXT
+Precisions \`3xtf32\` and \`tf32\` run FlashAttention's five products on
+TF32 tensor cores (kernels/cuda/flash_fwd_tf32.cu, flash_bwd_tf32.cu):
+3xTF32 from hi + lo parts at fp32's accuracy (test_attention_cuda holds it
+to fp32's 1e-4), TF32 from hi parts alone (5e-3); true fp32 stays on CUDA
+cores. Forward+backward TFLOP/s (causal counted as half), batch 1, one
+head, causal, on $GPU_KIND (experiments/flash_fp32_tensor_cores.cfg); true
+fp32 from flash_benchmarking.csv; PyTorch's fp32 SDPA (its
+memory-efficient kernel, itself 3xTF32; reports/anchors/torch_attention.py,
+same GPU):
+
+| d_head | seq | fp32 flash (CUDA cores) | 3xtf32 flash | 3xtf32 materialised | tf32 flash | tf32 materialised | PyTorch fp32 SDPA |
+|--:|--:|--:|--:|--:|--:|--:|--:|
+TEXT
+  # ftv PRECISION IMPL D SEQ: the latest ok row's fwd_bwd_tflops, or ""
+  ftv() {
+    tool value "$ftc" --sort -utc --agg first --default "" --where status=ok \
+      --where precision="$1" --where impl="$2" --where d_head="$3" --where seq="$4" \
+      --col fwd_bwd_tflops
+  }
+  tool distinct "$ftc" --cols d_head,seq --sep , --where status=ok | sort -t, -k1,1n -k2,2n |
+    while IFS=, read -r d t; do
+      f32=""
+      [ -f "$fb" ] && f32=$(tool value "$fb" --sort -utc --agg first --default "" --where status=ok \
+        --where precision=fp32 --where impl=flash --where d_head="$d" --where seq="$t" \
+        --where gpu_name="$GPU" --col fwd_bwd_tflops)
+      pt=$(tool value "$tanchor" --agg first --default "" --where status=ok --where impl=sdpa \
+        --where batch=1 --where heads=1 --where seq="$t" --where d_head="$d" \
+        --where precision=fp32 --where causal=true --col fwd_bwd_tflops)
+      x3=$(ftv 3xtf32 flash "$d" "$t")
+      echo "| $d | $t | $(f1 "$f32") | $(f1 "$x3") | $(f1 "$(ftv 3xtf32 materialized "$d" "$t")") | $(f1 "$(ftv tf32 flash "$d" "$t")") | $(f1 "$(ftv tf32 materialized "$d" "$t")") | $(f1 "$pt") |"
+      # for the answer: "D T X3 F32 PT" where all three are measured
+      [ -n "$x3" ] && printf '%s %s %s %s %s\n' "$d" "$t" "$x3" "${f32:--}" "${pt:--}" >> "$REPORT_TMP/ftc.rows"
+    done
+  echo
+  if [ -s "$REPORT_TMP/ftc.rows" ]; then
+    awk '$4 != "-" { n++; r = $3 / $4; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
+      $5 != "-" { m++; if ($3 >= $5) w++ }
+      END {
+        if (n) printf "3xTF32 flash runs at %.1f to %.1f times true fp32 flash'"'"'s rate at the same accuracy.", lo, hi
+        if (m) printf " Against PyTorch'"'"'s fp32 SDPA it is as fast or faster at %d of %d shapes.", w, m
+        if (n || m) printf "\n\n"
+      }' "$REPORT_TMP/ftc.rows"
+    rm -f "$REPORT_TMP/ftc.rows"
+  fi
+  if ! has_anchor "$tanchor" ||
+     [ "$(tool count "$tanchor" --where status=ok --where impl=sdpa --where batch=1 \
+          --where heads=1 --where precision=fp32)" -eq 0 ]; then
+    shp=$(tool distinct "$ftc" --cols d_head,seq --sep , --where status=ok |
+      awk -F, '{ printf "%s1,1,%s,%s", (NR > 1 ? ";" : ""), $2, $1 }')
+    anchor_missing "fp32 SDPA numbers at these shapes" are reports/anchors/torch_attention.py \
+      reports/anchors/torch_attention.csv --precisions fp32 --impls sdpa --shapes "'$shp'"
+    echo
+  fi
+  failed_jobs "$ftc" precision,impl,d_head,seq,status,message "precision,impl,d_head,seq,status,message"
+fi
+
 # ---- the GPU's clock and power (optimizer_in_backward.csv's NVML readings) ----
 oib="$DATA/optimizer_in_backward.csv"
 if [ -f "$oib" ] && has_col "$oib" gpu_sm_mhz &&
