@@ -23,9 +23,9 @@
  * chunks of 2 tiles (1 with --small) wherever they are longer
  * (flash_cut.cuh), so that short shapes run the cut kernels too.
  * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
- * tensor cores (the flash forward: flash_fwd_tf32.cu): 3xTF32 held to
- * fp32's 1e-4, TF32 (10-bit mantissas on every product's inputs) to f16's
- * 5e-3.
+ * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
+ * parts): 3xTF32 held to fp32's 1e-4, TF32 (10-bit mantissas on every
+ * product's inputs) to f16's 5e-3.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -48,8 +48,8 @@ static int WGMMA;   /* the engine's wgmma switch in this pass */
  * the cases whose walks either kernel cut. */
 static int SPLIT, CUT[2];
 /* The GPU engine's fp32 products in this pass (kernels.h f32_products):
- * with TF32 or 3xTF32 the fp32 flash forward runs on tensor cores
- * (flash_fwd_tf32.cu) and the materialised path's products likewise. */
+ * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
+ * cores, and the materialised path's products likewise. */
 static f32_products F32P = F32_EXACT;
 
 /* The experiment setting's word for impl (attn_impl_parse's inverse), to
@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
   cuda_impl(GPU)->flash_cut_force = 0;
 #endif
   /* fp32 with TF32 and 3xTF32 products: both implementations, every shape
-   * (the fp32 flash forward on tensor cores, flash_fwd_tf32.cu). */
+   * (fp32 flash on tensor cores). */
   static const f32_products f32ps[2] = {F32_TF32, F32_3XTF32};
   for (int p = 0; p < 2; p++) {
     F32P = f32ps[p];

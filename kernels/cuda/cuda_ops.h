@@ -160,13 +160,6 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          const void *v, void *o, float *lse, int bh, int tq,
                          int tk, int dh, int causal, float scale_log2,
                          dtype dt);
-/* fp32 on TF32 tensor cores, 3xTF32 or TF32 as p says
- * (flash_fwd_tf32.cu); cuda_flash_fwd calls it unless the engine's fp32
- * products are F32_EXACT. */
-int cuda_flash_fwd_tf32(engine *e, const float *q, const float *k,
-                        const float *v, float *o, float *lse, int bh, int tq,
-                        int tk, int dh, int causal, float scale_log2,
-                        f32_products p);
 /* The chunks the wgmma forward (backward) cuts its longest walk into at
  * this shape (flash_cut.cuh; 1: uncut), for tests. */
 int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
@@ -177,14 +170,6 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,
                    int dh, int causal, float scale, dtype dt);
-/* fp32 on TF32 tensor cores, 3xTF32 or TF32 as p says, from D = rowsum
- * (dO * O) (flash_bwd_tf32.cu); cuda_flash_bwd calls it unless the
- * engine's fp32 products are F32_EXACT. */
-int cuda_flash_bwd_tf32(engine *e, const float *q, const float *k,
-                        const float *v, const float *dout, const float *lse,
-                        const float *D, float *dq, float *dk, float *dv,
-                        int bh, int tq, int tk, int dh, int causal,
-                        float scale, f32_products p);
 /* One pass, bf16 / f16 at dh 64, when cuda_engine.wgmma
  * (flash_bwd_wgmma.cu); cuda_flash_bwd calls it. */
 int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,
