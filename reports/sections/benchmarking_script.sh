@@ -391,8 +391,12 @@ TEXT
   on_gpu "$x3"
   anchor=$(anchor_rows lm_pytorch)
   strong3=$(anchor_rows torch_lm) nocomp=""
-  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) | PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
-  echo "|---|--:|--:|--:|--:|--:|--:|"
+  # the fused step with flash on TF32 tensor cores, where measured
+  x3f="$DATA/benchmarking_3xtf32_flash.csv"
+  fcol=""
+  has_rows "$x3f" && fcol=" 3xtf32 fused, flash (ms) |"
+  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) |$fcol PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
+  echo "|---|--:|--:|--:|${fcol:+--:|}--:|--:|--:|"
   for size in small medium large xl 2.7B; do
     f32=$(best "$size" fp32 512 step_ms_mean | cut -d, -f1)
     ob=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
@@ -407,16 +411,23 @@ TEXT
            --where context=512 --where precision=fp32 --where mode=train_step \
            --where config=reference --col time_ms)
     ct=$(pt_compiled "$strong3" "$size" 512 fp32 step_ms_mean)
-    [ -n "$ob$fu" ] || continue
+    ff="" fg2=""
+    if [ -n "$fcol" ]; then
+      ff=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$size" --where context=512 --col step_ms_mean --fmt %.1f)
+      fg2=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$size" --where context=512 --col gpu_name)
+    fi
+    [ -n "$ob$fu$ff" ] || continue
     [ -n "$ct" ] || nocomp="$nocomp${nocomp:+,}$size"
-    # the faster of the two, and its row's GPU
-    b=$(printf '%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" | awk 'NF > 1' | sort -g | head -n 1)
+    # the fastest of them, and its row's GPU
+    b=$(printf '%s %s\n%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" "$ff" "$fg2" | awk 'NF > 1' | sort -g | head -n 1)
     bg=${b#* }; b=${b%% *}
     r=""
     [ -n "$ct" ] && [ "$bg" = "$GPU" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $ct }")
     [ -n "$f32" ] && f32=$(awk "BEGIN { printf \"%.1f\", $f32 }")
     [ -n "$ct" ] && ct=$(awk "BEGIN { printf \"%.1f\", $ct }")
-    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} | ${pt:--} | ${ct:--} | ${r:--} |"
+    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} |${fcol:+ ${ff:--} |} ${pt:--} | ${ct:--} | ${r:--} |"
   done
   echo
   if [ -n "$nocomp" ]; then
