@@ -28,17 +28,17 @@ namespace {
 
 /* Tile shapes of the tensor-core kernel: 4 warps of MT m-tiles (16 query
  * rows each), key tiles of BK, Q in registers (QREG, 16-bit only) or
- * re-read from shared memory per key tile. MT 2 halves the shared-memory reads per
- * product but halves the blocks too, which short sequences feel. Chosen
- * per head dim from timings of each variant on the H100 (bf16, causal;
- * README, Attention): MT 2 takes Dh 64 at 16 heads x 16384 from 2.68 to
- * 2.36 ms and Dh 128 at 65536 from 5.7 to 3.8 ms; at Dh 80 on 128 heads x
- * 512 (the 2.7B model) MT 1 is as fast and keeps more blocks; Dh 16 / 32
- * stay at MT 1 (within 4% at 65536, twice the blocks at short lengths).
- * BK 64 spills registers at Dh 128 with MT 2. fp32 on TF32 parts: one
- * m-tile (an fp32 operand takes twice the registers and shared memory);
- * key tiles of 32 at Dh 128, where S's registers give way to O's, shared
- * memory staying near 100 KB, two blocks an SM. */
+ * re-read from shared memory per key tile. MT 2 halves the shared-memory
+ * reads per product but halves the blocks too, which short sequences
+ * feel. Chosen per head dim from timings of each variant on the H100
+ * (bf16, causal; README, Attention): MT 2 takes Dh 64 at 16 heads x 16384
+ * from 2.68 to 2.36 ms and Dh 128 at 65536 from 5.7 to 3.8 ms; at Dh 80 on
+ * 128 heads x 512 (the 2.7B model) MT 1 is as fast and keeps more blocks;
+ * Dh 16 / 32 stay at MT 1 (within 4% at 65536, twice the blocks at short
+ * lengths). BK 64 spills registers at Dh 128 with MT 2. fp32 on TF32
+ * parts: one m-tile (an fp32 operand takes twice the registers and shared
+ * memory); key tiles of 32 at Dh 128, where S's registers give way to
+ * O's, shared memory staying near 100 KB, two blocks an SM. */
 constexpr int MMA_WARPS = 4;
 template <typename T, int DH> struct mma_cfg {
   static constexpr int MT = DH == 64 || DH == 128 ? 2 : 1;
