@@ -3,9 +3,10 @@
 # every GPU of the machine, so a 2- or 8-GPU loan measures 2 or 8 times as
 # many configurations per second of device time. Each (size, precision)
 # goes to one GPU, round robin, in the order given; each GPU runs its
-# share one after another, pinned to its own slice of the CPU cores (and
-# inductor's compile workers to that slice), so one process's compiling
-# does not take cores from another's timed steps. Each shard resumes from
+# share one after another, pinned to its own slice of the physical cores
+# (both hyperthreads of each, from lscpu; inductor's compile workers to
+# that slice), so one process's compiling does not take cores, or a
+# core's other thread, from another's timed steps. Each shard resumes from
 # a copy of OUT (--resume skips what it answers); at the end the new rows
 # of every shard are appended to OUT (shards and logs: OUT's folder/shards).
 #   SIZES=small,xl PRECISIONS=bf16,fp32 CONTEXTS=128,256,512,1024 \
@@ -20,8 +21,16 @@ out=${1:?usage: torch_lm_shards.sh OUT.csv}
 : "${CONFIGS:=compiled,compiled_inbwd}" "${UNIT_S:=420}"
 ngpu=$(nvidia-smi -L | wc -l)
 [ "$ngpu" -ge 1 ] || { echo "torch_lm_shards.sh: no GPU" >&2; exit 1; }
-ncpu=$(nproc)
-per=$((ncpu / ngpu))
+# GPU g's logical CPUs: the g-th of ngpu equal runs of physical cores
+cpus_of() {
+  lscpu -p=CPU,CORE | grep -v '^#' | sort -t, -k2,2n -k1,1n |
+    awk -F, -v g="$1" -v n="$ngpu" '
+      { cpu[NR] = $1; core[NR] = $2; if (!($2 in seen)) { seen[$2] = nc++ } }
+      END { per = int(nc / n); lo = g * per; hi = lo + per
+            for (i = 1; i <= NR; i++) { c = seen[core[i]]
+              if (c >= lo && c < hi) printf "%s%s", (k++ ? "," : ""), cpu[i] } }'
+}
+per=$(( $(lscpu -p=CORE | grep -vc '^#') / ngpu ))   # logical CPUs a GPU
 [ -f "$out" ] || : > "$out"
 units=()
 for s in ${SIZES//,/ }; do
@@ -36,7 +45,7 @@ for ((g = 0; g < ngpu; g++)); do
       set -- ${units[$u]}
       t0=$SECONDS
       CUDA_VISIBLE_DEVICES=$g TORCHINDUCTOR_COMPILE_THREADS=$per \
-        timeout -s INT "$UNIT_S" taskset -c $((g * per))-$((g * per + per - 1)) \
+        timeout -s INT "$UNIT_S" taskset -c "$(cpus_of $g)" \
         python3 reports/anchors/torch_lm.py "$dir/shard$g.csv" --resume \
         --sizes "$1" --precisions "$2" --contexts "$CONTEXTS" --configs "$CONFIGS" \
         > "$dir/gpu$g.$1.$2.log" 2>&1
