@@ -29,17 +29,25 @@ check "fused and op-by-op give the same first loss" \
   "$top_srcdir/experiments/smoke_lm.cfg" 2> "$scratch/flash.err"
 check "the fused path with flash attention runs" [ $? -eq 0 ]
 check "samples hold 3 timed steps" grep -q '"step_ms": \[[^],]*, [^],]*, [^],]*\]' "$out/smoke_lm.samples.jsonl"
+# sweep DIR NAME ARGS...: experiments/NAME.cfg through the runner into
+# $scratch/DIR (its stderr shown when it fails); its CSV is DIR/NAME.csv.
+sweep() {
+  _d=$1 _n=$2
+  shift 2
+  "$RUNNER" --out-dir "$scratch/$_d" "$@" "$top_srcdir/experiments/$_n.cfg" \
+    2> "$scratch/$_d.err" || cat "$scratch/$_d.err"
+}
+# all_ok CSV N: CSV holds N rows, each ok.
+all_ok() { [ "$(column "$1" status | tr '\n' ' ')" = "$(printf 'ok %.0s' $(seq "$2"))" ]; }
 # The optimizer's three forms on the CPU engine's fused path: after
 # backward, beside it, inside the weight-gradient products. The same
 # arithmetic in another order, so the same losses to the last digit.
 for o in after_backward in_backward in_products; do
-  "$RUNNER" --out-dir "$scratch/opt" --set fusion=fused --set size=tiny \
-    --set mode=train_step --set optimizer=$o \
-    "$top_srcdir/experiments/smoke_lm.cfg" 2>> "$scratch/opt.err" || cat "$scratch/opt.err"
+  sweep opt smoke_lm --set fusion=fused --set size=tiny --set mode=train_step \
+    --set optimizer=$o
 done
 ocsv="$scratch/opt/smoke_lm.csv"
-check "the three optimizer forms each give an ok row" \
-  [ "$(column "$ocsv" status | tr '\n' ' ')" = "ok ok ok " ]
+check "the three optimizer forms each give an ok row" all_ok "$ocsv" 3
 # losses CSV: the distinct (first, last) loss pairs of CSV's rows.
 losses() {
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "loss_first") a = i; if ($i == "loss_last") b = i }; next }
@@ -49,14 +57,11 @@ check "the three optimizer forms give the same losses" [ "$(losses "$ocsv")" -eq
 # AdamW in backward keeping the norms (experiments/optimizer_keep_norms.cfg
 # on the CPU engine): both forms, the same losses, and keeping them (here
 # fp32: the residual after attention) holds more activation bytes.
-"$RUNNER" --out-dir "$scratch/keep" --set backend=cpu --set precision=fp32 \
+sweep keep optimizer_keep_norms --set backend=cpu --set precision=fp32 \
   --set size=tiny --set context=16 --set batch=2 --set cuda_graphs=false \
-  --set warmup=1 --set steps=2 \
-  "$top_srcdir/experiments/optimizer_keep_norms.cfg" 2> "$scratch/keep.err" ||
-  cat "$scratch/keep.err"
+  --set warmup=1 --set steps=2
 kcsv="$scratch/keep/optimizer_keep_norms.csv"
-check "keep_norms false and true: two ok rows" \
-  [ "$(column "$kcsv" status | tr '\n' ' ')" = "ok ok " ]
+check "keep_norms false and true: two ok rows" all_ok "$kcsv" 2
 check "and the same losses" [ "$(losses "$kcsv")" -eq 1 ]
 # act_mib SAMPLES PATTERN: the activations' MiB (the last reading) of the
 # job whose samples line matches PATTERN
@@ -72,14 +77,12 @@ check "keeping them holds more activation bytes ($k1 > $k0 MiB)" \
 # layers at context 32: every group size, with AdamW after backward and
 # in it, gives an ok row with the same losses as none, and groups of 2
 # keep less than none.
-"$RUNNER" --out-dir "$scratch/ckpt" --set backend=cpu --set size=64/192/6/4 \
+sweep ckpt gradient_checkpointing --set backend=cpu --set size=64/192/6/4 \
   --set vocab=256 --set context=32 --set batch=2 --only precision=fp32 \
-  --only checkpoint_layers=0,1,2,8 \
-  "$top_srcdir/experiments/gradient_checkpointing.cfg" 2> "$scratch/ckpt.err" ||
-  cat "$scratch/ckpt.err"
+  --only checkpoint_layers=0,1,2,8
 ccsv="$scratch/ckpt/gradient_checkpointing.csv"
 check "checkpoint groups of 0, 1, 2 and 8 layers, both optimizer forms: 8 ok rows" \
-  [ "$(column "$ccsv" status | tr '\n' ' ')" = "ok ok ok ok ok ok ok ok " ]
+  all_ok "$ccsv" 8
 check "and the same losses" [ "$(losses "$ccsv")" -eq 1 ]
 acts() { # K: the activations' MiB of group size K's job, AdamW after backward
   act_mib "$scratch/ckpt/gradient_checkpointing.samples.jsonl" \
