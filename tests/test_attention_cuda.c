@@ -25,7 +25,7 @@
  * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
  * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
  * parts): 3xTF32 held to fp32's 1e-4, TF32 (10-bit mantissas on every
- * product's inputs) to f16's 5e-3.
+ * product's inputs, the reference's fp32 inputs included) to 1e-2.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -178,9 +178,11 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
     float *go = to_host(o, nq, dt), *gl = to_host(lse, nl, DT_F32),
           *gq = to_host(dq, nq, dt), *gk = to_host(dk, nk, dt),
           *gv = to_host(dv, nk, dt);
-    /* TF32's 10-bit mantissas on Q, K, P and V as f16's 11 bits: f16's
-     * tolerance; 3xTF32 is held to fp32's */
-    double tol = dt == DT_F32 ? (F32P == F32_TF32 ? 5e-3 : 1e-4)
+    /* TF32 rounds every product input to 10-bit mantissas, Q, K, V and
+     * dO included (f16's inputs reach the reference rounded alike, TF32's
+     * do not): the course's 1e-2, as test_model_cuda's fused TF32; the
+     * same kernels under 3xTF32 are held to fp32's 1e-4 */
+    double tol = dt == DT_F32 ? (F32P == F32_TF32 ? 1e-2 : 1e-4)
                : dt == DT_F16 ? 5e-3 : 2e-2;
     double e[5] = {rel_err(go, ro, nq), rel_err(gl, rl, nl),
                    rel_err(gq, rq, nq), rel_err(gk, rk, nk),

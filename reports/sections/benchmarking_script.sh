@@ -453,7 +453,7 @@ Precisions \`3xtf32\` and \`tf32\` run FlashAttention's five products on
 TF32 tensor cores (the mma.sync kernels of kernels/cuda/flash_fwd.cu and
 flash_bwd.cu on TF32 parts of each operand):
 3xTF32 from hi + lo parts at fp32's accuracy (test_attention_cuda holds it
-to fp32's 1e-4), TF32 from hi parts alone (5e-3); true fp32 stays on CUDA
+to fp32's 1e-4), TF32 from hi parts alone (1e-2); true fp32 stays on CUDA
 cores. Forward+backward TFLOP/s (causal counted as half), batch 1, one
 head, causal, on $GPU_KIND (experiments/flash_fp32_tensor_cores.cfg); true
 fp32 from flash_benchmarking.csv; PyTorch's fp32 SDPA (its
