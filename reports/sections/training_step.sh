@@ -102,9 +102,7 @@ echo
 # graphs a step there may be launch-bound, a weaker anchor than PyTorch's best
 nograph=$(shapes | while IFS=, read -r s c p; do
     [ "$p" = bf16 ] && [ -n "$(theirs "$s" "$c" "$p" compiled step_ms_median)" ] || continue
-    [ -n "$(tool value "$anchor" --agg first --default "" --where status=ok --where size="$s" \
-             --where context="$c" --where precision=bf16 --where config=compiled_cudagraphs \
-             --col step_ms_median)" ] || printf '%s %s, ' "$s" "$c"
+    [ -n "$(theirs "$s" "$c" bf16 compiled_cudagraphs step_ms_median)" ] || printf '%s %s, ' "$s" "$c"
   done)
 if [ -n "$nograph" ]; then
   echo "PyTorch compiled at ${nograph%, } (bf16) is the default mode only: \`reduce-overhead\` is not yet measured there."
@@ -278,7 +276,7 @@ loses=$(shapes | while IFS=, read -r s c p; do
     [ "$p" != fp32 ] || ! has_rows "$x3f" ||
       x=$(tool value "$x3f" --col step_ms_median --default "" --where status=ok \
             --where size="$s" --where context="$c" --where gpu_name="$gpu" --sort -utc --agg first)
-    echo "| $s | $p | $c | $best | $(f1 "$tc") | $([ -n "$m" ] && f1 "$m" || echo -)$(has_rows "$x3f" && echo " | $(f1 "$x")") |"
+    echo "| $s | $p | $c | $best | $(f1 "$tc") | $(f1 "$m")$(has_rows "$x3f" && echo " | $(f1 "$x")") |"
   done)
 if [ -n "$loses" ]; then
   echo "**Where we lose on time** (PyTorch compiled the faster; step, median ms):"
