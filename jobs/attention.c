@@ -4,7 +4,9 @@
  *
  * Shapes: q, k, v, o, dO [batch * heads, seq, d_head] in the job's precision
  * (bf16 / fp16 are the tensors' own dtype here, with fp32 accumulation
- * inside the kernels; fp32 is true fp32), L [batch * heads, seq] fp32, and
+ * inside the kernels; fp32 is true fp32; tf32 and 3xtf32 are fp32 tensors
+ * whose products run on TF32 tensor cores, kernels.h f32_products), L
+ * [batch * heads, seq] fp32, and
  * for impl materialized the probabilities P [batch * heads, seq, seq] kept
  * for backward (tag "attn.P"). Inputs are seeded random values, never zero,
  * drawn once per job; scale = 1/sqrt(d_head).
@@ -49,7 +51,8 @@
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const impls[] = {"materialized", "flash", NULL};
-static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "3xtf32", "bf16",
+                                         "fp16", NULL};
 
 typedef struct attention_settings {
   run_settings run;
@@ -74,8 +77,10 @@ static const param_def params[] = {
      "compute engine: cpu (the reference) or cuda (one GPU)"},
     {"run", "precision", STRING_FIELD(attention_settings, precision), 0, 0,
      precisions, NULL, "fp32",
-     "dtype of q, k, v, o and the gradients: fp32 (true fp32), bf16 or fp16 "
-     "(fp32 accumulation; CPU: fp32 only)"},
+     "dtype of q, k, v, o and the gradients: fp32 (true fp32), tf32 / 3xtf32 "
+     "(fp32 tensors, products on TF32 tensor cores: TF32's precision / "
+     "fp32's from three TF32 ones), bf16 or fp16 (fp32 accumulation; CPU: "
+     "fp32 only)"},
     {"run", "passes", INT_FIELD(attention_settings, passes), 1, 1000000, NULL,
      NULL, NULL,
      "passes in each timed loop (forward, backward, forward+backward)"},
@@ -202,6 +207,7 @@ static int measure(engine *e, const void *settings, result *r) {
   s.causal = a->causal;
   s.scale = 1.0f / sqrtf((float)s.d);
   s.dt = dtype_of_precision(a->precision);
+  TRY(eng_f32_products(e, f32_products_of_precision(a->precision)));
   int passes = a->passes, warmup = a->warmup;
   size_t n = (size_t)s.bh * s.t * s.d, es = dtype_size(s.dt);
   bufs b = {0};

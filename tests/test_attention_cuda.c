@@ -22,6 +22,10 @@
  * GPUs use, and once more with the walks of the wgmma kernels cut into
  * chunks of 2 tiles (1 with --small) wherever they are longer
  * (flash_cut.cuh), so that short shapes run the cut kernels too.
+ * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
+ * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
+ * parts): 3xTF32 held to fp32's 1e-4, TF32 (10-bit mantissas on every
+ * product's inputs, the reference's fp32 inputs included) to 1e-2.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -43,6 +47,10 @@ static int WGMMA;   /* the engine's wgmma switch in this pass */
  * small shapes run the cut kernels and their merges; CUT[SPLIT] counts
  * the cases whose walks either kernel cut. */
 static int SPLIT, CUT[2];
+/* The GPU engine's fp32 products in this pass (kernels.h f32_products):
+ * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
+ * cores, and the materialised path's products likewise. */
+static f32_products F32P = F32_EXACT;
 
 /* The experiment setting's word for impl (attn_impl_parse's inverse), to
  * name the case in messages. */
@@ -148,10 +156,12 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
   }
 #endif
   char what[200];
-  snprintf(what, sizeof what, "%s%s%s%s %s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
+  snprintf(what, sizeof what, "%s%s%s%s %s%s%s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
            impl_name(impl), WGMMA ? " (wgmma" : "", WGMMA ? cut : "",
-           WGMMA ? ")" : "", dtype_name(dt), bh, tq, tk, dh, causal,
-           RAMP > 0 ? " (scores growing along the keys)" : "");
+           WGMMA ? ")" : "", dtype_name(dt),
+           dt == DT_F32 && F32P != F32_EXACT ? " products " : "",
+           dt == DT_F32 && F32P != F32_EXACT ? f32_products_name(F32P) : "",
+           bh, tq, tk, dh, causal, RAMP > 0 ? " (scores growing along the keys)" : "");
   if (rc < 0) {
     check(0, "%s: %s", what, err_msg());
   } else {
@@ -168,7 +178,12 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
     float *go = to_host(o, nq, dt), *gl = to_host(lse, nl, DT_F32),
           *gq = to_host(dq, nq, dt), *gk = to_host(dk, nk, dt),
           *gv = to_host(dv, nk, dt);
-    double tol = dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 5e-3 : 2e-2;
+    /* TF32 rounds every product input to 10-bit mantissas, Q, K, V and
+     * dO included (f16's inputs reach the reference rounded alike, TF32's
+     * do not): the course's 1e-2, as test_model_cuda's fused TF32; the
+     * same kernels under 3xTF32 are held to fp32's 1e-4 */
+    double tol = dt == DT_F32 ? (F32P == F32_TF32 ? 1e-2 : 1e-4)
+               : dt == DT_F16 ? 5e-3 : 2e-2;
     double e[5] = {rel_err(go, ro, nq), rel_err(gl, rl, nl),
                    rel_err(gq, rq, nq), rel_err(gk, rk, nk),
                    rel_err(gv, rv, nk)};
@@ -186,6 +201,41 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
   void *bufs[] = {q, k, v, g, o, dq, dk, dv, lse, P};
   for (int i = 0; i < 10; i++) eng_free(GPU, bufs[i]);
   free(hq); free(hk); free(hv); free(hg);
+}
+
+/* Every shape of a pass: the course's, odd ones, several tiles, rising
+ * maxima; wg: the wgmma kernels run, and more of their tiles. */
+static void shapes(attn_impl impl, dtype dt, int small, int wg) {
+  for (int causal = 0; causal < 2; causal++) {
+    one(impl, dt, 4, 128, 128, 64, causal);   /* the course's shape */
+    one(impl, dt, 3, 37, 53, 16, causal);
+    one(impl, dt, 2, 131, 70, 32, causal);
+    one(impl, dt, 2, 200, 259, 64, causal);
+    one(impl, dt, 1, 1, 77, 128, causal);
+    one(impl, dt, 3, 131, 131, 80, causal);   /* the 2.7B model's */
+    one(impl, dt, 2, 190, 190, 128, causal);
+    if (small) continue;
+    /* Several 128-row tiles and a partial one, Tq != Tk both ways. */
+    one(impl, dt, 1, 389, 389, 80, causal);
+    one(impl, dt, 1, 300, 333, 128, causal);
+    one(impl, dt, 1, 333, 270, 64, causal);
+    if (wg) {   /* more wgmma tiles: Tq > Tk, Tq < Tk, many tiles */
+      one(impl, dt, 2, 700, 517, 128, causal);
+      one(impl, dt, 1, 257, 900, 64, causal);
+      one(impl, dt, 1, 1100, 1100, 128, causal);
+      one(impl, dt, 2, 600, 555, 80, causal);
+      /* walks long enough for the planner to cut (non-causal);
+       * in the split pass 1 x 100 x 9000 forward (non-causal) cuts its
+       * walk into 36 chunks, more than the merge's 32 lanes */
+      one(impl, dt, 1, 100, 9000, 128, causal);
+      if (causal) one(impl, dt, 1, 4100, 4100, 64, causal);
+    }
+    RAMP = 8.f;   /* a running max that rises over many key tiles */
+    one(impl, dt, 1, 300, 1100, 128, causal);
+    one(impl, dt, 2, 400, 900, 64, causal);
+    RAMP = 0.f;
+  }
+  if (!small) one(impl, dt, 1, 1500, 1500, 64, 1);
 }
 
 int main(int argc, char **argv) {
@@ -226,42 +276,25 @@ int main(int argc, char **argv) {
       for (int d = 0; d < 3; d++) {
         attn_impl impl = m ? ATTN_FLASH : ATTN_MATERIALIZED;
         if (SPLIT && dts[d] == DT_F32) continue;   /* no wgmma in f32 */
-        int wg = WGMMA && dts[d] != DT_F32;
-        for (int causal = 0; causal < 2; causal++) {
-          one(impl, dts[d], 4, 128, 128, 64, causal);   /* the course's shape */
-          one(impl, dts[d], 3, 37, 53, 16, causal);
-          one(impl, dts[d], 2, 131, 70, 32, causal);
-          one(impl, dts[d], 2, 200, 259, 64, causal);
-          one(impl, dts[d], 1, 1, 77, 128, causal);
-          one(impl, dts[d], 3, 131, 131, 80, causal);   /* the 2.7B model's */
-          one(impl, dts[d], 2, 190, 190, 128, causal);
-          if (small) continue;
-          /* Several 128-row tiles and a partial one, Tq != Tk both ways. */
-          one(impl, dts[d], 1, 389, 389, 80, causal);
-          one(impl, dts[d], 1, 300, 333, 128, causal);
-          one(impl, dts[d], 1, 333, 270, 64, causal);
-          if (wg) {   /* more wgmma tiles: Tq > Tk, Tq < Tk, many tiles */
-            one(impl, dts[d], 2, 700, 517, 128, causal);
-            one(impl, dts[d], 1, 257, 900, 64, causal);
-            one(impl, dts[d], 1, 1100, 1100, 128, causal);
-            one(impl, dts[d], 2, 600, 555, 80, causal);
-            /* walks long enough for the planner to cut (non-causal);
-             * in the split pass 1 x 100 x 9000 forward (non-causal) cuts its
-             * walk into 36 chunks, more than the merge's 32 lanes */
-            one(impl, dts[d], 1, 100, 9000, 128, causal);
-            if (causal) one(impl, dts[d], 1, 4100, 4100, 64, causal);
-          }
-          RAMP = 8.f;   /* a running max that rises over many key tiles */
-          one(impl, dts[d], 1, 300, 1100, 128, causal);
-          one(impl, dts[d], 2, 400, 900, 64, causal);
-          RAMP = 0.f;
-        }
-        if (!small) one(impl, dts[d], 1, 1500, 1500, 64, 1);
+        shapes(impl, dts[d], small, WGMMA && dts[d] != DT_F32);
       }
     }
 #ifdef HAVE_CUDA
   cuda_impl(GPU)->wgmma = have_wgmma;
   cuda_impl(GPU)->flash_cut_force = 0;
+#endif
+  /* fp32 with TF32 and 3xTF32 products: both implementations, every shape
+   * (fp32 flash on tensor cores). */
+  static const f32_products f32ps[2] = {F32_TF32, F32_3XTF32};
+  for (int p = 0; p < 2; p++) {
+    F32P = f32ps[p];
+    hard(eng_f32_products(GPU, F32P), "eng_f32_products");
+    for (int m = 0; m < 2; m++)
+      shapes(m ? ATTN_FLASH : ATTN_MATERIALIZED, DT_F32, small, 0);
+  }
+  F32P = F32_EXACT;
+  hard(eng_f32_products(GPU, F32P), "eng_f32_products");
+#ifdef HAVE_CUDA
   /* The cut walks ran. Forced, exactly in the cases with a walk longer
    * than the chunk: 27 shapes (--small: 6), each in bf16 and f16. As
    * planned, at least 1 x 100 x 9000 (71 key tiles a walk, chunks of 16

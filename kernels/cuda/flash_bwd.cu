@@ -16,9 +16,13 @@
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
  * next product in registers, the streamed tiles double-buffered with
- * cp.async. fp32: CUDA cores (true fp32), 4 threads per owned row. Head
- * dims 16, 32, 64, 80, 128. D lives
- * in the engine's workspace (bh * Tq floats). */
+ * cp.async. fp32 with TF32 or 3xTF32 products (the engine's setting): the
+ * same kernels on TF32 parts (flash_fwd.cu says how), every tile's rows
+ * padded by 8 floats (conflict-free as the products' A or B; the tiles
+ * also read as P^T dO's or dS K's B, Q and dO or K, take two-way
+ * conflicts there). True fp32 (the default): CUDA cores, 4 threads per
+ * owned row. Head dims 16, 32, 64, 80, 128. D lives in the engine's
+ * workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
@@ -44,23 +48,33 @@ __global__ void flash_bwd_d(const T *__restrict__ o, const T *__restrict__ dout,
  * dim from measurements on the H100 (bf16, causal: Dh 64 at 16 heads x
  * 16384, Dh 80 at 128 x 512, Dh 128 at 1 x 65536). */
 constexpr int MMA_WARPS = 4;
-template <int DH> struct dkdv_cfg {
+template <typename T, int DH> struct dkdv_cfg {
   static constexpr int MT = 1;
   static constexpr int BS = DH == 64 ? 128 : DH == 80 ? 32 : 64;
 };
-template <int DH> struct dq_cfg {
+template <typename T, int DH> struct dq_cfg {
   static constexpr int MT = DH == 128 ? 2 : 1;
   static constexpr int BS = DH == 64 || DH == 80 || DH == 128 ? 32 : 64;
 };
+/* fp32 on TF32 parts: one m-tile, and streamed tiles as long as keep two
+ * blocks an SM (shared memory (2 x 64 + 4 x BS) x (Dh + 8) floats <= ~110
+ * KB) with the accumulators (dK and dV: Dh floats a thread) in registers. */
+template <int DH> struct dkdv_cfg<float, DH> {
+  static constexpr int MT = 1;
+  static constexpr int BS = DH >= 128 ? 16 : DH >= 80 ? 32 : 64;
+};
+template <int DH> struct dq_cfg<float, DH> : dkdv_cfg<float, DH> {};
 
-/* dK, dV of one key tile of OWN rows; query tiles of BS stream by. */
-template <typename T, int DH, int MT, int BQ>
+/* dK, dV of one key tile of OWN rows; query tiles of BS stream by. X3
+ * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). */
+template <typename T, int DH, int MT, int BQ, bool X3>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
                    T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
                    int causal, float scale, float scale_log2) {
+  typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
@@ -128,8 +142,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
         for (int n = 0; n < BQ / 8; n++)
 #pragma unroll
           for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
-      warp_abt<T, MT, BQ / 8, DH>(p, sk + w * 16 * MT * LD, qt, LD);    /* S^T = K Q^T */
-      warp_abt<T, MT, BQ / 8, DH>(ds, sv + w * 16 * MT * LD, dot, LD);  /* dP^T = V dO^T */
+      M::template abt<MT, BQ / 8, DH>(p, sk + w * 16 * MT * LD, qt, LD);    /* S^T = K Q^T */
+      M::template abt<MT, BQ / 8, DH>(ds, sv + w * 16 * MT * LD, dot, LD);  /* dP^T = V dO^T */
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -156,8 +170,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
           for (int e = 0; e < 4; e++)
             ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - dt[n * 8 + 2 * t + (e & 1)]);
-      warp_cb<T, MT, BQ / 16, DH>(gv, p, dot, LD);   /* dV += P^T dO */
-      warp_cb<T, MT, BQ / 16, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+      M::template cb<MT, BQ / 8, DH>(gv, p, dot, LD);   /* dV += P^T dO */
+      M::template cb<MT, BQ / 8, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
     }
     __syncthreads();
   }
@@ -172,22 +186,21 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++) {
-        *reinterpret_cast<uint32_t *>(rk + n * 8 + 2 * t) =
-            elt<T>::pack(gk[m][n][2 * h] * scale, gk[m][n][2 * h + 1] * scale);
-        *reinterpret_cast<uint32_t *>(rv + n * 8 + 2 * t) =
-            elt<T>::pack(gv[m][n][2 * h], gv[m][n][2 * h + 1]);
+        M::store2(rk + n * 8 + 2 * t, gk[m][n][2 * h] * scale, gk[m][n][2 * h + 1] * scale);
+        M::store2(rv + n * 8 + 2 * t, gv[m][n][2 * h], gv[m][n][2 * h + 1]);
       }
     }
 }
 
 /* dQ of one query tile of OWN rows; key tiles of BS stream by. */
-template <typename T, int DH, int MT, int BK>
+template <typename T, int DH, int MT, int BK, bool X3>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
                  const T *__restrict__ v, const T *__restrict__ dout,
                  const float *__restrict__ lse, const float *__restrict__ D,
                  T *__restrict__ dq, int tq, int tk, int causal, float scale,
                  float scale_log2) {
+  typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
@@ -249,8 +262,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
         for (int n = 0; n < BK / 8; n++)
 #pragma unroll
           for (int e = 0; e < 4; e++) p[m][n][e] = ds[m][n][e] = 0.f;
-      warp_abt<T, MT, BK / 8, DH>(p, sq + w * 16 * MT * LD, kt, LD);    /* S = Q K^T */
-      warp_abt<T, MT, BK / 8, DH>(ds, sdo + w * 16 * MT * LD, vt, LD);  /* dP = dO V^T */
+      M::template abt<MT, BK / 8, DH>(p, sq + w * 16 * MT * LD, kt, LD);    /* S = Q K^T */
+      M::template abt<MT, BK / 8, DH>(ds, sdo + w * 16 * MT * LD, vt, LD);  /* dP = dO V^T */
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -278,7 +291,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
           for (int e = 0; e < 4; e++)
             ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - drow[m][e >> 1]);
-      warp_cb<T, MT, BK / 16, DH>(gq, ds, kt, LD);   /* dQ += dS K */
+      M::template cb<MT, BK / 8, DH>(gq, ds, kt, LD);   /* dQ += dS K */
     }
     __syncthreads();
   }
@@ -292,8 +305,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       T *rq = dq + ((size_t)b * tq + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++)
-        *reinterpret_cast<uint32_t *>(rq + n * 8 + 2 * t) =
-            elt<T>::pack(gq[m][n][2 * h] * scale, gq[m][n][2 * h + 1] * scale);
+        M::store2(rq + n * 8 + 2 * t, gq[m][n][2 * h] * scale, gq[m][n][2 * h + 1] * scale);
     }
 }
 
@@ -450,25 +462,26 @@ typedef struct bwd_args {
   float scale, sl2;
 } bwd_args;
 
-template <typename T, int DH>
+template <typename T, int DH, bool X3 = false>
 int launch_mma(engine *e, const bwd_args &a) {
-  constexpr int LD = DH + 8, O1 = 16 * dkdv_cfg<DH>::MT * MMA_WARPS,
-                B1 = dkdv_cfg<DH>::BS, O2 = 16 * dq_cfg<DH>::MT * MMA_WARPS,
-                B2 = dq_cfg<DH>::BS;
+  typedef dkdv_cfg<T, DH> C1;
+  typedef dq_cfg<T, DH> C2;
+  constexpr int LD = DH + 8, O1 = 16 * C1::MT * MMA_WARPS, B1 = C1::BS,
+                O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
   size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float);
   size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, dkdv_cfg<DH>::MT, B1>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, C1::MT, B1, X3>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem1));
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, dq_cfg<DH>::MT, B2>,
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem2));
   dim3 g1((a.tk + O1 - 1) / O1, a.bh), g2((a.tq + O2 - 1) / O2, a.bh);
-  flash_dkdv_mma<T, DH, dkdv_cfg<DH>::MT, B1><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+  flash_dkdv_mma<T, DH, C1::MT, B1, X3><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
       a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
-  flash_dq_mma<T, DH, dq_cfg<DH>::MT, B2><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
+  flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
       a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
@@ -496,10 +509,15 @@ int launch(engine *e, const bwd_args &a, const void *o, int dh) {
   flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
       (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
   CHECK_LAUNCH();
+  /* fp32 products as the engine's setting says (kernels.h f32_products):
+   * true fp32 on CUDA cores, TF32 or 3xTF32 on tensor cores */
+  f32_products f32 = cuda_impl(e)->f32;
 #define FLASH_BWD_CASE(DH)                                                    \
   case DH:                                                                    \
-    if constexpr (sizeof(T) == 4) return launch_simt<T, DH>(e, a);            \
-    else return launch_mma<T, DH>(e, a);
+    if constexpr (sizeof(T) != 4) return launch_mma<T, DH>(e, a);             \
+    else if (f32 == F32_3XTF32) return launch_mma<T, DH, true>(e, a);         \
+    else if (f32 == F32_TF32) return launch_mma<T, DH>(e, a);                 \
+    else return launch_simt<T, DH>(e, a);
   switch (dh) {
     FLASH_BWD_CASE(16)
     FLASH_BWD_CASE(32)

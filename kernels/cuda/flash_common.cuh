@@ -1,8 +1,9 @@
 /* What the FlashAttention-2 kernels (flash_fwd.cu, flash_bwd.cu) share:
  * element types, tensor-core fragments (mma.sync m16n8k16 with bf16 / f16
- * inputs and fp32 accumulators, fed by ldmatrix from shared memory), tile
- * loads with cp.async that zero-fill rows past the sequence end, and the
- * warp-level products the kernels are built from.
+ * inputs and fp32 accumulators, fed by ldmatrix from shared memory;
+ * m16n8k8 with TF32 parts of fp32 inputs), tile loads with cp.async that
+ * zero-fill rows past the sequence end, and the warp-level products the
+ * kernels are built from (warp_mma: one interface for both).
  *
  * Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4):
  *   A 16x16, 4 regs of 2 halves: (g, 2t) (g+8, 2t) (g, 2t+8) (g+8, 2t+8)
@@ -125,16 +126,18 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 }
 
 /* rows x DH elements from g (row stride DH, rows from row0, valid below
- * nrows) into s (row stride DH + 8), by all NT threads of the block. */
-template <typename T, int DH, int NT>
+ * nrows) into s (row stride LD, 16-byte multiple), by all NT threads of
+ * the block. */
+template <typename T, int DH, int NT, int LD = DH + 8>
 __device__ __forceinline__ void load_tile(T *s, const T *g, int row0,
                                           int rows, int nrows) {
   constexpr int CH = DH * (int)sizeof(T) / 16;   /* 16-byte chunks per row */
+  static_assert(LD * sizeof(T) % 16 == 0, "rows of 16-byte chunks");
   for (int x = threadIdx.x; x < rows * CH; x += NT) {
     int r = x / CH, c = x % CH;
     bool ok = row0 + r < nrows;
     const T *src = g + (size_t)(ok ? row0 + r : 0) * DH + c * (16 / sizeof(T));
-    cp_async16(s + r * (DH + 8) + c * (16 / sizeof(T)), src, ok);
+    cp_async16(s + r * LD + c * (16 / sizeof(T)), src, ok);
   }
 }
 
@@ -244,5 +247,155 @@ __device__ __forceinline__ void warp_cb(float acc[][DH / 8][4],
     }
   }
 }
+
+/* ---- fp32 on TF32 tensor cores ---------------------------------------------------- */
+
+/* Fragments of mma.m16n8k8 with tf32 inputs (one 32-bit register each):
+ *   A 16x8: (g, t) (g+8, t) (g, t+4) (g+8, t+4);  B 8x8: (k = t, n = g)
+ *   (k = t+4, n = g);  C as m16n8k16's.
+ * A product sums over k, so k may be relabelled alike in A and B: the
+ * kernels feed physical columns 2t, 2t+1 as k = t, t+4. Then a thread's A
+ * operand is two adjacent floats of a row (one 8-byte load), and a C
+ * fragment (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1), its middle two swapped,
+ * is the A fragment of the next product over those 8 columns: P goes from
+ * S to PV in registers, as in 16 bits. */
+
+/* x rounded to TF32, nearest (ties away), in a 32-bit register. */
+__device__ __forceinline__ uint32_t tf32_of(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/* An fp32 operand as TF32 parts: hi = tf32(x), lo = tf32(x - hi) (x - hi
+ * is exact in fp32); X3 false: hi only (TF32's precision). */
+template <bool X3, int N> struct tf32_frag {
+  uint32_t hi[N], lo[X3 ? N : 1];
+  __device__ __forceinline__ void set(int i, float x) {
+    hi[i] = tf32_of(x);
+    if constexpr (X3) lo[i] = tf32_of(x - __uint_as_float(hi[i]));
+  }
+};
+
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4],
+                                         const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* c += a b in fp32 from TF32 parts: 3xTF32 (split_tf32.cu's reasoning), the
+ * two small terms first; or hi hi alone. */
+template <bool X3>
+__device__ __forceinline__ void mma_f32x(float c[4], const tf32_frag<X3, 4> &a,
+                                         const tf32_frag<X3, 2> &b) {
+  if constexpr (X3) {
+    mma_tf32(c, a.lo, b.hi);
+    mma_tf32(c, a.hi, b.lo);
+  }
+  mma_tf32(c, a.hi, b.hi);
+}
+
+/* acc[m][n] (MT m-tiles, NTL n-tiles of 8) += A B^T in fp32 from TF32
+ * parts: A the warp's MT*16 rows, B NTL*8 rows, both in shared memory with
+ * k contiguous (row stride ld, 8 or 24 banks mod 32: conflict-free 8-byte
+ * reads). Each B part read and split feeds MT products. */
+template <bool X3, int MT, int NTL, int KD>
+__device__ __forceinline__ void warp_abt_f32(float acc[][NTL][4],
+                                             const float *A, const float *B,
+                                             int ld) {
+  int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const float *ar = A + g * ld + 2 * t, *br = B + g * ld + 2 * t;
+#pragma unroll
+  for (int c = 0; c < KD; c += 8) {
+    tf32_frag<X3, 4> a[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * ld + c),
+             bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * ld + c);
+      a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
+    }
+#pragma unroll
+    for (int n = 0; n < NTL; n++) {
+      float2 x = *reinterpret_cast<const float2 *>(br + n * 8 * ld + c);
+      tf32_frag<X3, 2> b;
+      b.set(0, x.x); b.set(1, x.y);
+#pragma unroll
+      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
+    }
+  }
+}
+
+/* acc[m][d] (DH/8 n-tiles) += P[m] B in fp32 from TF32 parts: P the C
+ * fragments of MT m-tiles x KN n-tiles (16 x KN*8 each), B row-major
+ * [k][n] in shared memory (KN*8 x DH, row stride ld). A thread reads rows
+ * 2t, 2t+1 at column g: rows 2t ld apart are 8t banks apart when ld is 4
+ * or 12 mod 16 (conflict-free); 8 mod 16 (a tile also read by
+ * warp_abt_f32) costs two ways. */
+template <bool X3, int MT, int KN, int DH>
+__device__ __forceinline__ void warp_cb_f32(float acc[][DH / 8][4],
+                                            const float p[][KN][4],
+                                            const float *B, int ld) {
+  int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+  for (int n = 0; n < KN; n++) {
+    tf32_frag<X3, 4> a[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      a[m].set(0, p[m][n][0]); a[m].set(1, p[m][n][2]);
+      a[m].set(2, p[m][n][1]); a[m].set(3, p[m][n][3]);
+    }
+    const float *br = B + (n * 8 + 2 * t) * ld + g;
+#pragma unroll
+    for (int d = 0; d < DH / 8; d++) {
+      tf32_frag<X3, 2> b;
+      b.set(0, br[d * 8]); b.set(1, br[ld + d * 8]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][d], a[m], b);
+    }
+  }
+}
+
+/* The tensor-core kernels' warp products by element type, so one kernel
+ * body serves both: 16-bit inputs on m16n8k16 (ldmatrix), or fp32 as TF32
+ * parts on m16n8k8 (X3: 3xTF32), with V-like tiles (read by cb only)
+ * padded by VPAD elements a row. p is MT x NTL C fragments of 8 columns. */
+template <typename T, bool X3 = false> struct warp_mma {
+  static constexpr int VPAD = 8;
+  template <int MT, int NTL, int KD>
+  static __device__ __forceinline__ void abt(float acc[][NTL][4], const T *A,
+                                             const T *B, int ld) {
+    warp_abt<T, MT, NTL, KD>(acc, A, B, ld);
+  }
+  template <int MT, int NTL, int DH>
+  static __device__ __forceinline__ void cb(float acc[][DH / 8][4],
+                                            const float p[][NTL][4],
+                                            const T *B, int ld) {
+    warp_cb<T, MT, NTL / 2, DH>(acc, p, B, ld);
+  }
+  static __device__ __forceinline__ void store2(T *dst, float lo, float hi) {
+    *reinterpret_cast<uint32_t *>(dst) = elt<T>::pack(lo, hi);
+  }
+};
+template <bool X3> struct warp_mma<float, X3> {
+  static constexpr int VPAD = 4;
+  template <int MT, int NTL, int KD>
+  static __device__ __forceinline__ void abt(float acc[][NTL][4],
+                                             const float *A, const float *B,
+                                             int ld) {
+    warp_abt_f32<X3, MT, NTL, KD>(acc, A, B, ld);
+  }
+  template <int MT, int NTL, int DH>
+  static __device__ __forceinline__ void cb(float acc[][DH / 8][4],
+                                            const float p[][NTL][4],
+                                            const float *B, int ld) {
+    warp_cb_f32<X3, MT, NTL, DH>(acc, p, B, ld);
+  }
+  static __device__ __forceinline__ void store2(float *dst, float lo, float hi) {
+    *reinterpret_cast<float2 *>(dst) = make_float2(lo, hi);
+  }
+};
 
 #endif

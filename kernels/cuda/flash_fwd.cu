@@ -14,42 +14,57 @@
  * bf16 / f16: tensor cores (mma.sync m16n8k16, fp32 accumulators), 4 warps
  * of 16 or 32 query rows, key tiles of 64 or 32 (mma_cfg) double-buffered with cp.async; P goes
  * from the S accumulators to the PV product in registers (flash_common.cuh).
- * fp32: the same algorithm on CUDA cores (true fp32, as the precision
- * policy says; tensor cores would mean TF32), 32 x 32 tiles in shared
- * memory, 4 threads per query row. Head dims 16, 32, 64, 80, 128. */
+ * fp32 with TF32 or 3xTF32 products (the engine's setting, kernels.h): the
+ * same kernel on mma.sync m16n8k8 from TF32 parts of each operand, split
+ * in registers as they are read (flash_common.cuh), V's rows padded by 4
+ * floats so its column reads are conflict-free; what 3xTF32 does is what
+ * PyTorch's fp32 SDPA (CUTLASS's memory-efficient kernel) does on Ampere
+ * and later. True fp32 (the default): the same algorithm on CUDA cores,
+ * 32 x 32 tiles in shared memory, 4 threads per query row. Head dims 16,
+ * 32, 64, 80, 128. */
 #include "kernels/cuda/flash_common.cuh"
 
 namespace {
 
 /* Tile shapes of the tensor-core kernel: 4 warps of MT m-tiles (16 query
- * rows each), key tiles of BK, Q in registers (QREG) or re-read from
- * shared memory per key tile. MT 2 halves the shared-memory reads per
- * product but halves the blocks too, which short sequences feel. Chosen
- * per head dim from timings of each variant on the H100 (bf16, causal;
- * README, Attention): MT 2 takes Dh 64 at 16 heads x 16384 from 2.68 to
- * 2.36 ms and Dh 128 at 65536 from 5.7 to 3.8 ms; at Dh 80 on 128 heads x
- * 512 (the 2.7B model) MT 1 is as fast and keeps more blocks; Dh 16 / 32
- * stay at MT 1 (within 4% at 65536, twice the blocks at short lengths).
- * BK 64 spills registers at Dh 128 with MT 2. */
+ * rows each), key tiles of BK, Q in registers (QREG, 16-bit only) or
+ * re-read from shared memory per key tile. MT 2 halves the shared-memory
+ * reads per product but halves the blocks too, which short sequences
+ * feel. Chosen per head dim from timings of each variant on the H100
+ * (bf16, causal; README, Attention): MT 2 takes Dh 64 at 16 heads x 16384
+ * from 2.68 to 2.36 ms and Dh 128 at 65536 from 5.7 to 3.8 ms; at Dh 80 on
+ * 128 heads x 512 (the 2.7B model) MT 1 is as fast and keeps more blocks;
+ * Dh 16 / 32 stay at MT 1 (within 4% at 65536, twice the blocks at short
+ * lengths). BK 64 spills registers at Dh 128 with MT 2. fp32 on TF32
+ * parts: one m-tile (an fp32 operand takes twice the registers and shared
+ * memory); key tiles of 32 at Dh 128, where S's registers give way to
+ * O's, shared memory staying near 100 KB, two blocks an SM. */
 constexpr int MMA_WARPS = 4;
-template <int DH> struct mma_cfg {
+template <typename T, int DH> struct mma_cfg {
   static constexpr int MT = DH == 64 || DH == 128 ? 2 : 1;
   static constexpr int BK = DH >= 128 ? 32 : 64;
   static constexpr bool QREG = MT == 2 && DH <= 80;
 };
+template <int DH> struct mma_cfg<float, DH> {
+  static constexpr int MT = 1;
+  static constexpr int BK = DH >= 128 ? 32 : 64;
+  static constexpr bool QREG = false;
+};
 
-template <typename T, int DH, int MT, int MMA_BK, bool QREG>
+/* X3 (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). */
+template <typename T, int DH, int MT, int MMA_BK, bool QREG, bool X3>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_fwd_mma(const T *__restrict__ q, const T *__restrict__ k,
                   const T *__restrict__ v, T *__restrict__ o,
                   float *__restrict__ lse, int tq, int tk, int causal,
                   float scale_log2) {
-  constexpr int LD = DH + 8, NT = MMA_WARPS * 32, BQ = 16 * MT * MMA_WARPS,
-                NS = MMA_BK / 8;
+  typedef warp_mma<T, X3> M;
+  constexpr int LD = DH + 8, LDV = DH + M::VPAD, NT = MMA_WARPS * 32,
+                BQ = 16 * MT * MMA_WARPS, NS = MMA_BK / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
   T *sk = sq + BQ * LD;            /* two buffers of MMA_BK rows */
-  T *sv = sk + 2 * MMA_BK * LD;
+  T *sv = sk + 2 * MMA_BK * LD;    /* two buffers of MMA_BK rows, stride LDV */
 
   /* Causal: the last query tiles have the most key tiles; start them
    * first, so the short ones fill the tail. */
@@ -65,7 +80,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 
   load_tile<T, DH, NT>(sq, q, q0, BQ, tq);
   load_tile<T, DH, NT>(sk, k, 0, MMA_BK, tk);
-  load_tile<T, DH, NT>(sv, v, 0, MMA_BK, tk);
+  load_tile<T, DH, NT, LDV>(sv, v, 0, MMA_BK, tk);
   cp_async_commit();
 
   float acc[MT][DH / 8][4];
@@ -84,7 +99,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     int buf = j & 1, k0 = j * MMA_BK;
     if (j + 1 < ntiles) {   /* the next tile streams in while this one runs */
       load_tile<T, DH, NT>(sk + (buf ^ 1) * MMA_BK * LD, k, k0 + MMA_BK, MMA_BK, tk);
-      load_tile<T, DH, NT>(sv + (buf ^ 1) * MMA_BK * LD, v, k0 + MMA_BK, MMA_BK, tk);
+      load_tile<T, DH, NT, LDV>(sv + (buf ^ 1) * MMA_BK * LDV, v, k0 + MMA_BK, MMA_BK, tk);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -93,12 +108,12 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     __syncthreads();
     if constexpr (QREG)
       if (j == 0) load_a<T, MT, DH>(qa, sq + w * 16 * MT * LD, LD);
-    const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LD;
+    const T *kt = sk + buf * MMA_BK * LD, *vt = sv + buf * MMA_BK * LDV;
 
     /* Causal: a key tile wholly after this warp's last row adds nothing
-     * (the block's other warps may still need it; with MT 1 the tiles
-     * align with the block and that never happens). */
-    if (MT == 1 || !(causal && k0 > wq0 + 16 * MT - 1)) {
+     * (the block's other warps may still need it; with key tiles as long
+     * as the block's query tile, that never happens). */
+    if (MMA_BK >= BQ || !(causal && k0 > wq0 + 16 * MT - 1)) {
       float s[MT][NS][4];
 #pragma unroll
       for (int m = 0; m < MT; m++)
@@ -108,7 +123,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       if constexpr (QREG)
         warp_abt_r<T, MT, NS, DH>(s, qa, kt, LD);
       else
-        warp_abt<T, MT, NS, DH>(s, sq + w * 16 * MT * LD, kt, LD);
+        M::template abt<MT, NS, DH>(s, sq + w * 16 * MT * LD, kt, LD);
 
 #pragma unroll
       for (int m = 0; m < MT; m++)
@@ -158,7 +173,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
             acc[m][n][2 * h + 1] *= alpha;
           }
         }
-      warp_cb<T, MT, MMA_BK / 16, DH>(acc, s, vt, LD);
+      M::template cb<MT, NS, DH>(acc, s, vt, LDV);
     }
     __syncthreads();   /* the buffer is refilled next iteration */
   }
@@ -175,10 +190,9 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       if (r < tq) {
         T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
-        for (int n = 0; n < DH / 8; n++) {
-          uint32_t pk = elt<T>::pack(acc[m][n][2 * h] * inv, acc[m][n][2 * h + 1] * inv);
-          *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) = pk;
-        }
+        for (int n = 0; n < DH / 8; n++)
+          M::store2(orow + n * 8 + 2 * t, acc[m][n][2 * h] * inv,
+                    acc[m][n][2 * h + 1] * inv);
         if (t == 0) lse[(size_t)b * tq + r] = (mrow[m][h] + log2f(sum)) * FLASH_LN2;
       }
     }
@@ -264,18 +278,19 @@ __global__ void __launch_bounds__(SIMT_THREADS)
   }
 }
 
-template <typename T, int DH>
+template <typename T, int DH, bool X3 = false>
 int launch_mma(engine *e, const void *q, const void *k, const void *v,
                void *o, float *lse, int bh, int tq, int tk, int causal,
                float scale_log2) {
-  typedef mma_cfg<DH> C;
+  typedef mma_cfg<T, DH> C;
   constexpr int BQ = 16 * C::MT * MMA_WARPS, BK = C::BK;
-  size_t smem = (size_t)(BQ + 4 * BK) * (DH + 8) * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG>,
+  size_t smem = ((size_t)(BQ + 2 * BK) * (DH + 8) +
+                 (size_t)2 * BK * (DH + warp_mma<T, X3>::VPAD)) * sizeof(T);
+  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
   dim3 grid((tq + BQ - 1) / BQ, bh);
-  flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
+  flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
       (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
       scale_log2);
   CHECK_LAUNCH();
@@ -294,16 +309,23 @@ int launch_simt(engine *e, const void *q, const void *k, const void *v,
   return 0;
 }
 
+/* fp32 products as the engine's setting says (kernels.h f32_products):
+ * true fp32 on CUDA cores, TF32 or 3xTF32 on tensor cores. */
 template <typename T>
 int launch(engine *e, const void *q, const void *k, const void *v,
            void *o, float *lse, int bh, int tq, int tk, int dh, int causal,
            float sl2) {
+  f32_products f32 = cuda_impl(e)->f32;
 #define FLASH_FWD_CASE(D)                                                     \
   case D:                                                                     \
-    if constexpr (sizeof(T) == 4)                                             \
-      return launch_simt<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);  \
+    if constexpr (sizeof(T) != 4)                                             \
+      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);   \
+    else if (f32 == F32_3XTF32)                                               \
+      return launch_mma<T, D, true>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2); \
+    else if (f32 == F32_TF32)                                                 \
+      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);   \
     else                                                                      \
-      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+      return launch_simt<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
   switch (dh) {
     FLASH_FWD_CASE(16)
     FLASH_FWD_CASE(32)

@@ -391,8 +391,12 @@ TEXT
   on_gpu "$x3"
   anchor=$(anchor_rows lm_pytorch)
   strong3=$(anchor_rows torch_lm) nocomp=""
-  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) | PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
-  echo "|---|--:|--:|--:|--:|--:|--:|"
+  # the fused step with flash on TF32 tensor cores, where measured
+  x3f="$DATA/benchmarking_3xtf32_flash.csv"
+  fcol=""
+  has_rows "$x3f" && fcol=" 3xtf32 fused, flash (ms) |"
+  echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) |$fcol PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
+  echo "|---|--:|--:|--:|${fcol:+--:|}--:|--:|--:|"
   for size in small medium large xl 2.7B; do
     f32=$(best "$size" fp32 512 step_ms_mean | cut -d, -f1)
     ob=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
@@ -407,16 +411,23 @@ TEXT
            --where context=512 --where precision=fp32 --where mode=train_step \
            --where config=reference --col time_ms)
     ct=$(pt_compiled "$strong3" "$size" 512 fp32 step_ms_mean)
-    [ -n "$ob$fu" ] || continue
+    ff="" fg2=""
+    if [ -n "$fcol" ]; then
+      ff=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$size" --where context=512 --col step_ms_mean --fmt %.1f)
+      fg2=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
+             --where size="$size" --where context=512 --col gpu_name)
+    fi
+    [ -n "$ob$fu$ff" ] || continue
     [ -n "$ct" ] || nocomp="$nocomp${nocomp:+,}$size"
-    # the faster of the two, and its row's GPU
-    b=$(printf '%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" | awk 'NF > 1' | sort -g | head -n 1)
+    # the fastest of them, and its row's GPU
+    b=$(printf '%s %s\n%s %s\n%s %s\n' "$ob" "$og" "$fu" "$fg" "$ff" "$fg2" | awk 'NF > 1' | sort -g | head -n 1)
     bg=${b#* }; b=${b%% *}
     r=""
     [ -n "$ct" ] && [ "$bg" = "$GPU" ] && r=$(awk "BEGIN { printf \"%.2f\", $b / $ct }")
     [ -n "$f32" ] && f32=$(awk "BEGIN { printf \"%.1f\", $f32 }")
     [ -n "$ct" ] && ct=$(awk "BEGIN { printf \"%.1f\", $ct }")
-    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} | ${pt:--} | ${ct:--} | ${r:--} |"
+    echo "| $size | ${f32:--} | ${ob:--} | ${fu:--} |${fcol:+ ${ff:--} |} ${pt:--} | ${ct:--} | ${r:--} |"
   done
   echo
   if [ -n "$nocomp" ]; then
@@ -427,6 +438,72 @@ TEXT
     anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
     echo
   fi
+fi
+
+# ---- fp32 attention on TF32 tensor cores (flash_fp32_tensor_cores.csv) ----
+ftc="$DATA/flash_fp32_tensor_cores.csv"
+if has_rows "$ftc"; then
+  echo "#### fp32 attention on TF32 tensor cores"
+  echo
+  on_gpu "$ftc"
+  tanchor=$(anchor_rows torch_attention)
+  fb="$DATA/flash_benchmarking.csv"
+  cat <<TEXT
+Precisions \`3xtf32\` and \`tf32\` run FlashAttention's five products on
+TF32 tensor cores (the mma.sync kernels of kernels/cuda/flash_fwd.cu and
+flash_bwd.cu on TF32 parts of each operand):
+3xTF32 from hi + lo parts at fp32's accuracy (test_attention_cuda holds it
+to fp32's 1e-4), TF32 from hi parts alone (1e-2); true fp32 stays on CUDA
+cores. Forward+backward TFLOP/s (causal counted as half), batch 1, one
+head, causal, on $GPU_KIND (experiments/flash_fp32_tensor_cores.cfg); true
+fp32 from flash_benchmarking.csv; PyTorch's fp32 SDPA (its
+memory-efficient kernel, itself 3xTF32; reports/anchors/torch_attention.py,
+same GPU):
+
+| d_head | seq | fp32 flash (CUDA cores) | 3xtf32 flash | 3xtf32 materialised | tf32 flash | tf32 materialised | PyTorch fp32 SDPA |
+|--:|--:|--:|--:|--:|--:|--:|--:|
+TEXT
+  # ftv PRECISION IMPL D SEQ: the latest ok row's fwd_bwd_tflops, or ""
+  ftv() {
+    tool value "$ftc" --sort -utc --agg first --default "" --where status=ok \
+      --where precision="$1" --where impl="$2" --where d_head="$3" --where seq="$4" \
+      --col fwd_bwd_tflops
+  }
+  tool distinct "$ftc" --cols d_head,seq --sep , --where status=ok | sort -t, -k1,1n -k2,2n |
+    while IFS=, read -r d t; do
+      f32=""
+      [ -f "$fb" ] && f32=$(tool value "$fb" --sort -utc --agg first --default "" --where status=ok \
+        --where precision=fp32 --where impl=flash --where d_head="$d" --where seq="$t" \
+        --where gpu_name="$GPU" --col fwd_bwd_tflops)
+      pt=$(tool value "$tanchor" --agg first --default "" --where status=ok --where impl=sdpa \
+        --where batch=1 --where heads=1 --where seq="$t" --where d_head="$d" \
+        --where precision=fp32 --where causal=true --col fwd_bwd_tflops)
+      x3=$(ftv 3xtf32 flash "$d" "$t")
+      echo "| $d | $t | $(f1 "$f32") | $(f1 "$x3") | $(f1 "$(ftv 3xtf32 materialized "$d" "$t")") | $(f1 "$(ftv tf32 flash "$d" "$t")") | $(f1 "$(ftv tf32 materialized "$d" "$t")") | $(f1 "$pt") |"
+      # for the answer: "D T X3 F32 PT" where all three are measured
+      [ -n "$x3" ] && printf '%s %s %s %s %s\n' "$d" "$t" "$x3" "${f32:--}" "${pt:--}" >> "$REPORT_TMP/ftc.rows"
+    done
+  echo
+  if [ -s "$REPORT_TMP/ftc.rows" ]; then
+    awk '$4 != "-" { n++; r = $3 / $4; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
+      $5 != "-" { m++; if ($3 >= $5) w++ }
+      END {
+        if (n) printf "3xTF32 flash runs at %.1f to %.1f times true fp32 flash'"'"'s rate at the same accuracy.", lo, hi
+        if (m) printf " Against PyTorch'"'"'s fp32 SDPA it is as fast or faster at %d of %d shapes.", w, m
+        if (n || m) printf "\n\n"
+      }' "$REPORT_TMP/ftc.rows"
+    rm -f "$REPORT_TMP/ftc.rows"
+  fi
+  if ! has_anchor "$tanchor" ||
+     [ "$(tool count "$tanchor" --where status=ok --where impl=sdpa --where batch=1 \
+          --where heads=1 --where precision=fp32)" -eq 0 ]; then
+    shp=$(tool distinct "$ftc" --cols d_head,seq --sep , --where status=ok |
+      awk -F, '{ printf "%s1,1,%s,%s", (NR > 1 ? ";" : ""), $2, $1 }')
+    anchor_missing "fp32 SDPA numbers at these shapes" are reports/anchors/torch_attention.py \
+      reports/anchors/torch_attention.csv --precisions fp32 --impls sdpa --shapes "'$shp'"
+    echo
+  fi
+  failed_jobs "$ftc" precision,impl,d_head,seq,status,message "precision,impl,d_head,seq,status,message"
 fi
 
 # ---- the GPU's clock and power (optimizer_in_backward.csv's NVML readings) ----
