@@ -486,10 +486,12 @@ TEXT
   echo
   if [ -s "$REPORT_TMP/ftc.rows" ]; then
     awk '$4 != "-" { n++; r = $3 / $4; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
-      $5 != "-" { m++; if ($3 >= $5) w++ }
+      $5 != "-" { m++; if ($3 >= $5) w++
+                  else { l = l (l ? ", " : "") $1 "/" $2; lr = (!lr || $3 / $5 < lr) ? $3 / $5 : lr } }
       END {
         if (n) printf "3xTF32 flash runs at %.1f to %.1f times true fp32 flash'"'"'s rate at the same accuracy.", lo, hi
         if (m) printf " Against PyTorch'"'"'s fp32 SDPA it is as fast or faster at %d of %d shapes.", w, m
+        if (l) printf " It loses at d_head/seq %s, down to %.2f of SDPA'"'"'s rate.", l, lr
         if (n || m) printf "\n\n"
       }' "$REPORT_TMP/ftc.rows"
     rm -f "$REPORT_TMP/ftc.rows"

@@ -154,6 +154,16 @@ elif [ -n "$fms" ]; then
   num fms "$fms"
   echo "| the same step in fp32 (no TF32) | $(kind "$fgpu") | $(calc '%.0f' "$fms") ms | not yet measured on the $(kind "$fgpu") (reports/anchors/torch_lm.py) |"
 fi
+# 3xtf32: the same step with every fp32 product on TF32 tensor cores at
+# fp32's accuracy (flash included), against the same fp32 anchor: PyTorch's
+# fp32 attention multiplies so too (appendix A)
+xms=$(val "$DATA/benchmarking_3xtf32_flash.csv" step_ms_median --sort -utc --where size=2.7B --where context=512)
+xgpu=$(val "$DATA/benchmarking_3xtf32_flash.csv" gpu_name --sort -utc --where size=2.7B --where context=512)
+if [ -n "$xms" ] && [ -n "$pfms" ] && same_kind "$xgpu" "$pfgpu"; then
+  num xms "$xms"
+  echo "| the same step in 3xtf32 (fp32-accurate products on TF32 tensor cores; flash) | $(kind "$xgpu") | $(calc '%.0f' "$xms") ms | the same $(calc '%.0f' "$pfms") ms: $(verdict "$xms" "$pfms") |"
+  lost "$xms" "$pfms" "on the 3xtf32 step"
+fi
 
 # Activation checkpointing (2026.1): the 2.7B at context 2048, one
 # checkpoint a layer, against torch.compile with torch.utils.checkpoint
@@ -268,7 +278,8 @@ fb=$(val "$DATA/flash_leaderboard.csv" fwd_bwd_ms_per_pass --sort -utc --where i
 fbgpu=$(val "$DATA/flash_leaderboard.csv" gpu_name --sort -utc --where impl=flash)
 at_anchor=$(for_gpu torch_attention "$fbgpu")
 at() { # IMPL SEQ DHEAD HEADS COL: from at_anchor
-  val "$at_anchor" "$5" --sort -utc --where impl="$1" --where seq="$2" --where d_head="$3" --where heads="$4"
+  val "$at_anchor" "$5" --sort -utc --where impl="$1" --where seq="$2" --where d_head="$3" --where heads="$4" \
+    --where precision=bf16 --where causal=true
 }
 cu=$(at sdpa_cudnn 16384 64 16 fwd_bwd_ms)
 sd=$(at sdpa 16384 64 16 fwd_bwd_ms)
