@@ -17,10 +17,11 @@
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
  * next product in registers, the streamed tiles double-buffered with
  * cp.async. fp32 with TF32 or 3xTF32 products (the engine's setting): the
- * same kernels on TF32 parts (flash_fwd.cu says how), every tile's rows
- * padded by 8 floats (conflict-free as the products' A or B; the tiles
- * also read as P^T dO's or dS K's B, Q and dO or K, take two-way
- * conflicts there). True fp32 (the default): CUDA cores, 4 threads per
+ * dK/dV kernel on TF32 parts (flash_fwd.cu says how), which computes dQ
+ * too in the same pass and adds it into dq atomically (dq_fused); every
+ * tile's rows padded by 8 floats (conflict-free as the products' A or B;
+ * the tiles also read as P^T dO's or dS K's B, Q and dO or K, take
+ * two-way conflicts there). True fp32 (the default): CUDA cores, 4 threads per
  * owned row. Head dims 16, 32, 64, 80, 128. D lives in the engine's
  * workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
@@ -51,6 +52,7 @@ constexpr int MMA_WARPS = 4;
 template <typename T, int DH> struct dkdv_cfg {
   static constexpr int MT = 1;
   static constexpr int BS = DH == 64 ? 128 : DH == 80 ? 32 : 64;
+  static constexpr bool FDQ = false;
 };
 template <typename T, int DH> struct dq_cfg {
   static constexpr int MT = DH == 128 ? 2 : 1;
@@ -61,21 +63,101 @@ template <typename T, int DH> struct dq_cfg {
  * KB) with the accumulators (dK and dV: Dh floats a thread) in registers. */
 template <int DH> struct dkdv_cfg<float, DH> {
   static constexpr int MT = 1;
-  static constexpr int BS = DH >= 128 ? 16 : DH >= 80 ? 32 : 64;
+  static constexpr int BS = DH >= 128 ? 16 : DH >= 64 ? 32 : 64;
+  /* dQ in this pass (dq_fused): its dS tile (BS x 72 floats) on top, so
+   * Dh 64 streams 32 rows, not 64, to keep two blocks an SM */
+  static constexpr bool FDQ = true;
 };
 template <int DH> struct dq_cfg<float, DH> : dkdv_cfg<float, DH> {};
 
+/* x, y added into p[0], p[1] (global memory) atomically */
+__device__ __forceinline__ void atomic_add2(float *p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(x, y));
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+#endif
+}
+
+/* dQ in the dK/dV pass (fp32 on TF32 parts): S and dP are computed once
+ * for dK, dV and dQ, 5 products per (query, key) pair instead of the two
+ * passes' 7. A block's warps hold dS^T of their 16 keys each; a tile's dS,
+ * times the scale, goes to shared memory as [BQ queries][OWN keys], and
+ * the four warps compute dS K (BQ x DH) between them, adding it into dq
+ * (fp32, zeroed before the launch) with atomics. dq's sums arrive in any
+ * order, so its last bits may differ from run to run, as the Hopper 16-bit
+ * kernel's do (flash_bwd_wgmma.cu); dk and dv still repeat bit for bit. */
+template <int BQ, int OWN> struct dq_fused {
+  /* rows 8 floats past a multiple of 32: the product's 8-byte A reads are
+   * conflict-free (warp_abt_f32's); put's stores take two ways */
+  static constexpr int LDS = OWN + 8;
+  static constexpr size_t bytes = (size_t)BQ * LDS * sizeof(float);
+  /* warp w's dS^T (C fragments: key 16w + g + 8 (e >> 1), query
+   * 8n + 2t + (e & 1)) into sds[query][key], times scale; zero: a warp
+   * whose keys no query of the tile sees */
+  static __device__ __forceinline__ void put(float *sds, const float ds[][BQ / 8][4],
+                                             int w, float scale) {
+    int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        sds[(n * 8 + 2 * t + (e & 1)) * LDS + 16 * w + g + 8 * (e >> 1)] = ds[0][n][e] * scale;
+  }
+  static __device__ __forceinline__ void zero(float *sds, int w) {
+    int l = threadIdx.x & 31;
+    for (int x = l; x < BQ * 16; x += 32) sds[(x >> 4) * LDS + 16 * w + (x & 15)] = 0.f;
+  }
+  /* dq rows r0 .. r0 + BQ (those below tq) += sds (BQ x OWN) K (OWN x DH:
+   * sk, row stride ld); the warps split the tile's m-tiles of queries,
+   * then its n-tiles of DH */
+  template <bool X3, int DH>
+  static __device__ __forceinline__ void add(float *dq, const float *sds,
+                                             const float *sk, int ld, int r0,
+                                             int tq) {
+    constexpr int MQ = BQ / 16, WM = MQ < MMA_WARPS ? MQ : MMA_WARPS,
+                  WN = MMA_WARPS / WM, MTQ = MQ / WM, NQ = DH / 8 / WN;
+    static_assert(MQ % WM == 0 && MMA_WARPS % WM == 0 && (DH / 8) % WN == 0,
+                  "the warps split the dQ tile evenly");
+    int w = threadIdx.x >> 5, wm = w / WN, wn = w % WN, l = threadIdx.x & 31,
+        g = l >> 2, t = l & 3;
+    float acc[MTQ][NQ][4];
+#pragma unroll
+    for (int m = 0; m < MTQ; m++)
+#pragma unroll
+      for (int n = 0; n < NQ; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[m][n][e] = 0.f;
+    warp_ab_f32<X3, MTQ, NQ, OWN>(acc, sds + wm * MTQ * 16 * LDS, LDS,
+                                  sk + wn * NQ * 8, ld);
+#pragma unroll
+    for (int m = 0; m < MTQ; m++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int r = r0 + (wm * MTQ + m) * 16 + g + 8 * h;
+        if (r >= tq) continue;
+        float *rq = dq + (size_t)r * DH + wn * NQ * 8 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < NQ; n++) atomic_add2(rq + n * 8, acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+      }
+  }
+};
+
 /* dK, dV of one key tile of OWN rows; query tiles of BS stream by. X3
- * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). */
-template <typename T, int DH, int MT, int BQ, bool X3>
+ * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). FDQ
+ * (fp32 only): dQ too, in the same pass (dq_fused says why and how). */
+template <typename T, int DH, int MT, int BQ, bool X3, bool FDQ = false>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
-                   T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
-                   int causal, float scale, float scale_log2) {
+                   T *__restrict__ dk, T *__restrict__ dv,
+                   float *__restrict__ dq, int tq, int tk, int causal,
+                   float scale, float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
+  static_assert(!FDQ || (sizeof(T) == 4 && MT == 1), "fused dQ: fp32, one m-tile");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
   T *sv = sk + OWN * LD;
@@ -83,6 +165,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sdo = sq + 2 * BQ * LD;
   float *sl = reinterpret_cast<float *>(sdo + 2 * BQ * LD);   /* 2 x BQ */
   float *sd = sl + 2 * BQ;
+  float *sds = sd + 2 * BQ;       /* FDQ: the tile's dS, BQ x DS_LD */
 
   /* Causal: the first key tiles see the most query tiles; start them
    * first, so the short ones fill the tail. */
@@ -95,6 +178,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   v += (size_t)b * tk * DH;
   lse += (size_t)b * tq;
   D += (size_t)b * tq;
+  if constexpr (FDQ) dq += (size_t)b * tq * DH;
 
   int first = causal ? k0 / BQ : 0, last = (tq + BQ - 1) / BQ;
   load_tile<T, DH, NT>(sk, k, k0, OWN, tk);
@@ -134,7 +218,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     const float *lt = sl + buf * BQ, *dt = sd + buf * BQ;
 
     /* Causal: queries wholly before this warp's first key see none of them. */
-    if (!(causal && r0 + BQ - 1 < wk0)) {
+    bool sees = !(causal && r0 + BQ - 1 < wk0);
+    if (sees) {
       float p[MT][BQ / 8][4], ds[MT][BQ / 8][4];
 #pragma unroll
       for (int m = 0; m < MT; m++)
@@ -170,8 +255,15 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
           for (int e = 0; e < 4; e++)
             ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - dt[n * 8 + 2 * t + (e & 1)]);
+      if constexpr (FDQ) dq_fused<BQ, OWN>::put(sds, ds, w, scale);
       M::template cb<MT, BQ / 8, DH>(gv, p, dot, LD);   /* dV += P^T dO */
       M::template cb<MT, BQ / 8, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+    } else if constexpr (FDQ) {
+      dq_fused<BQ, OWN>::zero(sds, w);
+    }
+    if constexpr (FDQ) {
+      __syncthreads();   /* every warp's dS is in */
+      dq_fused<BQ, OWN>::template add<X3, DH>(dq, sds, sk, LD, r0, tq);
     }
     __syncthreads();
   }
@@ -468,23 +560,33 @@ int launch_mma(engine *e, const bwd_args &a) {
   typedef dq_cfg<T, DH> C2;
   constexpr int LD = DH + 8, O1 = 16 * C1::MT * MMA_WARPS, B1 = C1::BS,
                 O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
-  size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float);
-  size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, C1::MT, B1, X3>,
+  constexpr bool F = C1::FDQ;
+  size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float) +
+                 (F ? dq_fused<B1, O1>::bytes : 0);
+  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, C1::MT, B1, X3, F>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem1));
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem2));
-  dim3 g1((a.tk + O1 - 1) / O1, a.bh), g2((a.tq + O2 - 1) / O2, a.bh);
-  flash_dkdv_mma<T, DH, C1::MT, B1, X3><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+  dim3 g1((a.tk + O1 - 1) / O1, a.bh);
+  /* fused: the pass adds dq's sums into it */
+  if (F)
+    CHECK_CUDA(cudaMemsetAsync(a.dq, 0, (size_t)a.bh * a.tq * DH * sizeof(float),
+                               cuda_stream(e)));
+  flash_dkdv_mma<T, DH, C1::MT, B1, X3, F><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      a.D, (T *)a.dk, (T *)a.dv, F ? (float *)a.dq : nullptr, a.tq, a.tk,
+      a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
-  flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
-      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
-  CHECK_LAUNCH();
+  if constexpr (!F) {   /* dQ in a pass of its own */
+    size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
+    CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem2));
+    dim3 g2((a.tq + O2 - 1) / O2, a.bh);
+    flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
+        (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+        a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+    CHECK_LAUNCH();
+  }
   return 0;
 }
 

@@ -358,6 +358,34 @@ __device__ __forceinline__ void warp_cb_f32(float acc[][DH / 8][4],
   }
 }
 
+/* acc[m][n] (MT m-tiles, NQ n-tiles of 8) += A B in fp32 from TF32 parts:
+ * A the warp's MT*16 rows with k contiguous (row stride lda, as
+ * warp_abt_f32's A), B row-major [k][n] (KD x NQ*8, row stride ldb, as
+ * warp_cb_f32's B). */
+template <bool X3, int MT, int NQ, int KD>
+__device__ __forceinline__ void warp_ab_f32(float acc[][NQ][4], const float *A,
+                                            int lda, const float *B, int ldb) {
+  int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const float *ar = A + g * lda + 2 * t, *br = B + 2 * t * ldb + g;
+#pragma unroll
+  for (int c = 0; c < KD; c += 8) {
+    tf32_frag<X3, 4> a[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * lda + c),
+             bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * lda + c);
+      a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
+    }
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+      tf32_frag<X3, 2> b;
+      b.set(0, br[c * ldb + n * 8]); b.set(1, br[(c + 1) * ldb + n * 8]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
+    }
+  }
+}
+
 /* The tensor-core kernels' warp products by element type, so one kernel
  * body serves both: 16-bit inputs on m16n8k16 (ldmatrix), or fp32 as TF32
  * parts on m16n8k8 (X3: 3xTF32), with V-like tiles (read by cb only)
