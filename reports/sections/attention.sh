@@ -337,7 +337,7 @@ The \`attention\` job on $machine, batch 1, one head, causal, bf16 and fp32:
 $(intro_timing "$csv"). **materialised** is pytorch_attention's computation
 (P stored in the precision; cuBLAS with fp32 accumulation).
 **FlashAttention-2** is ours (kernels/cuda/flash_*.cu; 1.3.2, 1.3.3), bf16
-on tensor cores, fp32 on CUDA cores (no TF32). On Hopper the bf16 forward
+on tensor cores, fp32 on CUDA cores (no TF32; 3xTF32 on tensor cores: appendix A). On Hopper the bf16 forward
 and backward at d_head 64 / 80 / 128 run on wgmma (the backward in one
 pass, dQ by atomic adds); the other head dims run mma.sync, the backward
 in two passes (S and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward

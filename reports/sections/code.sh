@@ -23,7 +23,7 @@ reference the GPU kernels are checked against.
 ### (b) The fused GPU kernel
 
 `kernels/cuda/flash_fwd.cu` (mma.sync tensor cores for bf16 / fp16 at head
-dims 16, 32, 64, 80 and 128, CUDA cores for fp32) and, on Hopper, `flash_fwd_wgmma.cu`
+dims 16, 32, 64, 80 and 128; fp32 on CUDA cores, or on TF32 parts with precision tf32 / 3xtf32, appendix A) and, on Hopper, `flash_fwd_wgmma.cu`
 (warpgroup MMA with TMA loads) at head dims 64, 80 and 128. One thread block
 per query tile (on Hopper, with few tiles a head, per chunk of its keys,
 the chunks merged after: `flash_cut.cuh`), the online softmax in
