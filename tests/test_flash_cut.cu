@@ -1,5 +1,6 @@
 /* The cut walks' arithmetic (kernels/cuda/flash_cut.cuh) against brute
- * force, on the host (no GPU needed; built where nvcc is):
+ * force, on the host (no GPU needed; built where nvcc is), for the tiles of
+ * every kernel that cuts (the wgmma forward and backward, flash_fwd.cu's):
  *   - each walk family's count(c, C) is the number of walks longer than
  *     c C tiles, and walk lengths never grow along x;
  *   - for every cut (C from 1 to past the longest walk), cut_unit maps the
@@ -114,6 +115,14 @@ int main(void) {
           fwd_walks_t<BK> fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
           snprintf(what, sizeof what, "forward BQ %d", BQ);
           bad += family(fw, fw.nq, false, what);
+        }
+        for (int BQ : {64, 128}) {   /* flash_fwd.cu's: key tiles of 32 or 64 */
+          fwd_walks_t<32> f32 = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+          fwd_walks_t<64> f64 = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+          snprintf(what, sizeof what, "mma forward BQ %d BK 32", BQ);
+          bad += family(f32, f32.nq, false, what);
+          snprintf(what, sizeof what, "mma forward BQ %d BK 64", BQ);
+          bad += family(f64, f64.nq, false, what);
         }
         for (int BQ : {64, 128}) {   /* the backward's */
           int tqp = (tq + BQ - 1) / BQ * BQ;

@@ -1,5 +1,6 @@
-/* Cut walks: how the Hopper flash kernels (flash_fwd_wgmma.cu,
- * flash_bwd_wgmma.cu) spread few, long walks over the SMs.
+/* Cut walks: how the flash kernels (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu,
+ * and flash_fwd.cu's tensor-core forward) spread few, long walks over the
+ * SMs.
  *
  * A block of those kernels walks a run of tiles: the forward a query
  * tile's key tiles, the backward a key block's query tiles. Causal walks
@@ -25,6 +26,9 @@
 #define TRAINLAB_FLASH_CUT_CUH
 
 #include "kernels/cuda/cut_memo.h"
+#ifdef __CUDACC__
+#include "kernels/cuda/flash_common.cuh"
+#endif
 
 #include <algorithm>
 #include <functional>
@@ -121,6 +125,87 @@ __device__ inline int cut_slots(const walk_cut &p, const W &w, int x,
   for (int c = threadIdx.x; c < n; c += blockDim.x) slots[c] = cut_slot(p, w, x, c);
   __syncthreads();
   return n;
+}
+
+namespace {
+/* The forward kernels' merge (W: their walk family, fwd_walks_t): O and L
+ * of the cut tiles (walk x, query tile nq - 1 - x, of head y)
+ * from their chunks' partials: with l_c a chunk's logsumexp (log2 units)
+ * and m their max, O = sum_c 2^(l_c - m) O_c / sum_c 2^(l_c - m),
+ * L = (m + log2 of that sum) ln 2, the sums in chunk order. Block
+ * (g, y): CUT_MERGE_ROWS rows of walk g / (BQ / CUT_MERGE_ROWS), a warp a
+ * row, lanes over its columns (the max over the chunks' l, lanes over the
+ * chunks); the chunks' slots in shared memory (cut.nc of them). */
+template <typename T, int DH, int BQ, class W>
+__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
+    flash_fwd_merge(const float *__restrict__ part_o,
+                    const float *__restrict__ part_l, T *__restrict__ o,
+                    float *__restrict__ lse, walk_cut cut, W fw,
+                    int tq) {
+  extern __shared__ int slots[];
+  constexpr int GROUPS = BQ / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
+  int x = blockIdx.x / GROUPS, b = blockIdx.y, q0 = (fw.nq - 1 - x) * BQ;
+  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
+      lane = threadIdx.x & 31;
+  int n = cut_slots(cut, fw, x, slots);
+  if (q0 + r >= tq) return;   /* past the last row: after the barrier */
+  const float *l = part_l + (size_t)b * cut.us * BQ + r;   /* slot s: l[s BQ] */
+  float m = -INFINITY;
+  for (int c = lane; c < n; c += 32) m = fmaxf(m, l[(size_t)slots[c] * BQ]);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+  /* chunk 0 holds key 0, which every row sees: m is finite */
+  float wsum = 0.f, acc[PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) acc[i] = 0.f;
+#pragma unroll 4
+  for (int c = 0; c < n; c++) {
+    size_t sl = (size_t)b * cut.us + slots[c];
+    float wt = exp2f(part_l[sl * BQ + r] - m);
+    wsum += wt;
+    const float *src = part_o + (sl * BQ + r) * DH;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) acc[i] += wt * src[lane + 32 * i];
+  }
+  float inv = 1.f / wsum;
+  T *dst = o + ((size_t)b * tq + q0 + r) * DH;
+#pragma unroll
+  for (int i = 0; i < PER; i++)
+    if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
+  if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
+}
+}  // namespace
+
+/* A cut forward's partials in the engine's workspace: one row of O (Dh
+ * floats) and one logsumexp (log2 units) per query row of each of the
+ * bh x us cut units (none uncut). */
+inline int fwd_cut_partials(engine *e, const walk_cut &cut, int bh, int BQ,
+                            int dh, float **part_o, float **part_l) {
+  *part_o = *part_l = NULL;
+  if (cut.us == 0) return 0;
+  size_t rows = (size_t)bh * cut.us * BQ;
+  void *ws;
+  TRY(cuda_workspace(e, rows * (dh + 1) * sizeof(float), &ws));
+  *part_o = (float *)ws;
+  *part_l = *part_o + rows * dh;
+  return 0;
+}
+
+/* After a cut forward on the engine's stream: its cut walks' O and L from
+ * their partials (nothing uncut). */
+template <typename T, int DH, int BQ, class W>
+inline int fwd_cut_merge(engine *e, const walk_cut &cut, const W &fw,
+                         const float *part_o, const float *part_l, void *o,
+                         float *lse, int bh, int tq) {
+  if (cut.us == 0) return 0;
+  static_assert(BQ % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
+  flash_fwd_merge<T, DH, BQ, W><<<dim3((cut.n - cut.whole) * (BQ / CUT_MERGE_ROWS), bh),
+                                  32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
+                                  cuda_stream(e)>>>(part_o, part_l, (T *)o, lse,
+                                                    cut, fw, tq);
+  CHECK_LAUNCH();
+  return 0;
 }
 #endif
 
