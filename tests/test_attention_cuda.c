@@ -21,11 +21,11 @@
  * flash case runs with them and again with the mma.sync kernels that other
  * GPUs use, and each of the two once more with the walks cut into chunks
  * of 2 tiles (1 with --small) wherever they are longer (flash_cut.cuh: the
- * wgmma forward and backward, the mma.sync forward), so that short shapes
- * run the cut kernels and their merges too.
+ * wgmma forward and backward, the mma.sync forward and dK/dV pass), so
+ * that short shapes run the cut kernels and their merges too.
  * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
  * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
- * parts), flash also with its forward's walks cut so: 3xTF32 held to
+ * parts), flash also with its walks cut so: 3xTF32 held to
  * fp32's 1e-4, TF32 (10-bit mantissas on every product's inputs, the
  * reference's fp32 inputs included) to 1e-2.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
@@ -47,7 +47,8 @@ static int WGMMA;   /* the engine's wgmma switch in this pass */
 /* Cut walks (flash_cut.cuh): a pass with SPLIT forces chunks of 2 tiles
  * (1 with --small) on every walk longer, so that small shapes run the cut
  * kernels and their merges; CUT[SPLIT] counts the cases whose walks either
- * wgmma kernel cut, MCUT[SPLIT] those the mma.sync forward cut. */
+ * wgmma kernel cut, MCUT[SPLIT] those either mma.sync kernel (the
+ * forward, the dK/dV pass) cut. */
 static int SPLIT, CUT[2], MCUT[2];
 /* The GPU engine's fp32 products in this pass (kernels.h f32_products):
  * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
@@ -155,13 +156,14 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
       CUT[SPLIT]++;
       snprintf(cut, sizeof cut, ", walks cut: fwd %d, bwd %d chunks", nf, nb);
     }
-  } else if (impl == ATTN_FLASH) {   /* the mma.sync forward, or CUDA cores (1) */
-    int nf = cuda_flash_fwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt);
-    if (nf > 1) {
+  } else if (impl == ATTN_FLASH) {   /* the mma.sync kernels, or CUDA cores (1) */
+    int nf = cuda_flash_fwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt),
+        nb = cuda_flash_bwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt);
+    if (nf < 0 || nb < 0) {
+      check(0, "cuda_flash_{fwd,bwd}_mma_chunks: %s", err_msg());
+    } else if (nf > 1 || nb > 1) {
       MCUT[SPLIT]++;
-      snprintf(cut, sizeof cut, " (fwd walks cut: %d chunks)", nf);
-    } else if (nf < 0) {
-      check(0, "cuda_flash_fwd_mma_chunks: %s", err_msg());
+      snprintf(cut, sizeof cut, " (walks cut: fwd %d, bwd %d chunks)", nf, nb);
     }
   }
 #endif
@@ -326,9 +328,9 @@ int main(int argc, char **argv) {
       check(CUT[0] >= 2, "the planner cut the walks of %d cases (at least 2)",
             CUT[0]);
   }
-  /* the mma.sync forward's split passes (bf16, f16; fp32 on TF32 and
-   * 3xTF32): how many cases cut depends on its tiles, but some do */
-  check(MCUT[1] > 0, "the split passes cut the mma.sync forward's walks in "
+  /* the mma.sync kernels' split passes (bf16, f16; fp32 on TF32 and
+   * 3xTF32): how many cases cut depends on their tiles, but some do */
+  check(MCUT[1] > 0, "the split passes cut the mma.sync kernels' walks in "
         "%d cases (some)", MCUT[1]);
 #endif
   /* Refusals: a head dim the flash kernels do not take. */

@@ -1,6 +1,7 @@
 /* The cut walks' arithmetic (kernels/cuda/flash_cut.cuh) against brute
  * force, on the host (no GPU needed; built where nvcc is), for the tiles of
- * every kernel that cuts (the wgmma forward and backward, flash_fwd.cu's):
+ * every kernel that cuts (the wgmma forward and backward, flash_fwd.cu's
+ * forward and flash_bwd.cu's dK/dV pass):
  *   - each walk family's count(c, C) is the number of walks longer than
  *     c C tiles, and walk lengths never grow along x;
  *   - for every cut (C from 1 to past the longest walk), cut_unit maps the
@@ -128,6 +129,11 @@ int main(void) {
           int tqp = (tq + BQ - 1) / BQ * BQ;
           bwd_walks_t<BK> bw = {tqp / BQ, (tk + BK - 1) / BK, BQ, causal};
           snprintf(what, sizeof what, "backward BQ %d", BQ);
+          bad += family(bw, bw.nk, true, what);
+        }
+        for (int BQ : {16, 32, 64, 128}) {   /* flash_bwd.cu's: key tiles of 64 */
+          bwd_walks_t<64> bw = {(tq + BQ - 1) / BQ, (tk + 63) / 64, BQ, causal};
+          snprintf(what, sizeof what, "mma backward BQ %d", BQ);
           bad += family(bw, bw.nk, true, what);
         }
         check(bad == 0, "walks and cuts, tq %d tk %d causal %d: %d mismatches",

@@ -12,6 +12,9 @@
  * block owns a query tile and walks its key tiles (causal: up to the
  * diagonal). Each recomputes P and dS for its pairs, which costs the
  * products S and dP twice; in exchange nothing is summed across blocks.
+ * With few key tiles a head the dK/dV kernel's walks may be cut into
+ * chunks (flash_cut.cuh), whose fp32 partials flash_bwd_merge sums in
+ * chunk order, so dk and dv still repeat bit for bit.
  *
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
@@ -25,6 +28,7 @@
  * owned row. Head dims 16, 32, 64, 80, 128. D lives in the engine's
  * workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
+#include "kernels/cuda/flash_cut.cuh"
 
 namespace {
 
@@ -146,15 +150,20 @@ template <int BQ, int OWN> struct dq_fused {
 
 /* dK, dV of one key tile of OWN rows; query tiles of BS stream by. X3
  * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). FDQ
- * (fp32 only): dQ too, in the same pass (dq_fused says why and how). */
-template <typename T, int DH, int MT, int BQ, bool X3, bool FDQ = false>
+ * (fp32 only): dQ too, in the same pass (dq_fused says why and how). CUT:
+ * compiled for a cut launch (flash_cut.cuh; cut.us > 0): unit blockIdx.x
+ * walks one chunk of its key tile's query tiles, and a cut walk's chunks
+ * write dV and dK (fp32) to the partials, which flash_bwd_merge sums; the
+ * uncut instance folds that away. */
+template <typename T, int DH, int MT, int BQ, bool X3, bool FDQ, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
                    T *__restrict__ dk, T *__restrict__ dv,
-                   float *__restrict__ dq, int tq, int tk, int causal,
-                   float scale, float scale_log2) {
+                   float *__restrict__ dq, float *__restrict__ part,
+                   walk_cut cut, bwd_walks_t<16 * MT * MMA_WARPS> bw, int tq,
+                   int tk, int causal, float scale, float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
   static_assert(!FDQ || (sizeof(T) == 4 && MT == 1), "fused dQ: fp32, one m-tile");
@@ -168,8 +177,11 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   float *sds = sd + 2 * BQ;       /* FDQ: the tile's dS, BQ x DS_LD */
 
   /* Causal: the first key tiles see the most query tiles; start them
-   * first, so the short ones fill the tail. */
-  int b = blockIdx.y, k0 = blockIdx.x * OWN;
+   * first, so the short ones fill the tail. Unit blockIdx.x: chunk kc of
+   * walk x, key tile x (uncut: x = blockIdx.x). */
+  int b = blockIdx.y, x = blockIdx.x, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, bw, (int)blockIdx.x, &x, &kc, &slot);
+  int k0 = CUT ? x * OWN : (int)(blockIdx.x * OWN);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
   int wk0 = k0 + w * 16 * MT;     /* this warp's first key */
   q += (size_t)b * tq * DH;
@@ -181,6 +193,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   if constexpr (FDQ) dq += (size_t)b * tq * DH;
 
   int first = causal ? k0 / BQ : 0, last = (tq + BQ - 1) / BQ;
+  /* a cut walk (bw.walk(x) tiles, past C): this unit's chunk of it, and
+   * its partials to its slot */
+  bool partial = false;
+  if constexpr (CUT) {
+    partial = last - first > cut.C;
+    first += kc * cut.C;
+    last = min(last, first + cut.C);
+  }
   load_tile<T, DH, NT>(sk, k, k0, OWN, tk);
   load_tile<T, DH, NT>(sv, v, k0, OWN, tk);
   auto stream_in = [&](int it, int buf) {
@@ -275,6 +295,18 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int h = 0; h < 2; h++) {
       int r = wk0 + m * 16 + g + 8 * h;
       if (r >= tk) continue;
+      if (partial) {   /* slot: dV's OWN rows, then dK's */
+        float *pv = part + (((size_t)b * cut.us + slot) * 2 * OWN + (r - k0)) * DH,
+              *pk = pv + (size_t)OWN * DH;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++) {
+          *reinterpret_cast<float2 *>(pv + n * 8 + 2 * t) =
+              make_float2(gv[m][n][2 * h], gv[m][n][2 * h + 1]);
+          *reinterpret_cast<float2 *>(pk + n * 8 + 2 * t) =
+              make_float2(gk[m][n][2 * h] * scale, gk[m][n][2 * h + 1] * scale);
+        }
+        continue;
+      }
       T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++) {
@@ -547,35 +579,86 @@ __global__ void __launch_bounds__(4 * B)
 }
 
 typedef struct bwd_args {
-  const void *q, *k, *v, *dout;
-  const float *lse, *D;
+  const void *q, *k, *v, *o, *dout;
+  const float *lse;
   void *dq, *dk, *dv;
   int bh, tq, tk, causal;
   float scale, sl2;
 } bwd_args;
 
+/* D = rowsum(dO * O) into the engine's workspace, `extra` floats after it
+ * (a cut's partials, 16-byte aligned: *extra_p), then flash_bwd_d. */
+template <typename T>
+int bwd_prep(engine *e, const bwd_args &a, int dh, size_t extra, float **D,
+             float **extra_p) {
+  size_t rows = (size_t)a.bh * a.tq, off = (rows + 3) & ~(size_t)3;
+  void *ws;
+  TRY(cuda_workspace(e, (off + extra) * sizeof(float), &ws));
+  *D = (float *)ws;
+  *extra_p = extra ? *D + off : NULL;
+  flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
+      (const T *)a.o, (const T *)a.dout, *D, (long long)rows, dh);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* The dK/dV kernel's walks and cut at these sizes (as the forward's:
+ * flash_fwd.cu's fwd_mma_plan), its shared memory and its instance. */
+template <typename T, int DH, bool X3>
+struct dkdv_launch {
+  typedef dkdv_cfg<T, DH> C;
+  static constexpr int LD = DH + 8, OWN = 16 * C::MT * MMA_WARPS, BQ = C::BS;
+  static constexpr bool F = C::FDQ;
+  typedef bwd_walks_t<OWN> walks;
+  static constexpr size_t smem = (size_t)(2 * OWN + 4 * BQ) * LD * sizeof(T) +
+                                 4 * BQ * sizeof(float) +
+                                 (F ? dq_fused<BQ, OWN>::bytes : 0);
+  template <bool CUT> static constexpr auto kernel() {
+    return flash_dkdv_mma<T, DH, C::MT, BQ, X3, F, CUT>;
+  }
+  static int plan(engine *e, int bh, int tq, int tk, int causal, walks *bw,
+                  walk_cut *cut) {
+    *bw = {(tq + BQ - 1) / BQ, (tk + OWN - 1) / OWN, BQ, causal};
+    int per_sm = 0;
+    CHECK_CUDA(cudaFuncSetAttribute(kernel<false>(),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
+    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel<false>(),
+                                                             MMA_WARPS * 32, smem));
+    cuda_engine *ce = cuda_impl(e);
+    /* key: the kernel (4: this one, 5 with fp32's tiles), the shape */
+    const int key[] = {sizeof(T) == 4 ? 5 : 4, bh, tq, tk, DH * 2 + !!causal};
+    *cut = plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh,
+                         ce->sms * (per_sm > 0 ? per_sm : 1), ce->flash_cut_force,
+                         false, 2LL * OWN * DH * 4);
+    return 0;
+  }
+};
+
 template <typename T, int DH, bool X3 = false>
 int launch_mma(engine *e, const bwd_args &a) {
-  typedef dkdv_cfg<T, DH> C1;
+  typedef dkdv_launch<T, DH, X3> L;
   typedef dq_cfg<T, DH> C2;
-  constexpr int LD = DH + 8, O1 = 16 * C1::MT * MMA_WARPS, B1 = C1::BS,
-                O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
-  constexpr bool F = C1::FDQ;
-  size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float) +
-                 (F ? dq_fused<B1, O1>::bytes : 0);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, C1::MT, B1, X3, F>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem1));
-  dim3 g1((a.tk + O1 - 1) / O1, a.bh);
+  constexpr int LD = DH + 8, O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
+  constexpr bool F = L::F;
+  typename L::walks bw;
+  walk_cut cut;
+  TRY(L::plan(e, a.bh, a.tq, a.tk, a.causal, &bw, &cut));
+  float *D, *part;
+  TRY(bwd_prep<T>(e, a, DH, (size_t)a.bh * cut.us * 2 * L::OWN * DH, &D, &part));
+  auto kernel = cut.us > 0 ? L::template kernel<true>() : L::template kernel<false>();
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)L::smem));
   /* fused: the pass adds dq's sums into it */
   if (F)
     CHECK_CUDA(cudaMemsetAsync(a.dq, 0, (size_t)a.bh * a.tq * DH * sizeof(float),
                                cuda_stream(e)));
-  flash_dkdv_mma<T, DH, C1::MT, B1, X3, F><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+  kernel<<<dim3(cut.units, a.bh), MMA_WARPS * 32, L::smem, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dk, (T *)a.dv, F ? (float *)a.dq : nullptr, a.tq, a.tk,
-      a.causal, a.scale, a.sl2);
+      D, (T *)a.dk, (T *)a.dv, F ? (float *)a.dq : nullptr, part, cut, bw, a.tq,
+      a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
+  TRY((bwd_cut_merge<T, DH, L::OWN>(e, cut, bw, part, a.dk, a.dv, a.bh, a.tk)));
   if constexpr (!F) {   /* dQ in a pass of its own */
     size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
     CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
@@ -584,7 +667,7 @@ int launch_mma(engine *e, const bwd_args &a) {
     dim3 g2((a.tq + O2 - 1) / O2, a.bh);
     flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
         (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-        a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+        D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
     CHECK_LAUNCH();
   }
   return 0;
@@ -593,44 +676,39 @@ int launch_mma(engine *e, const bwd_args &a) {
 template <typename T, int DH>
 int launch_simt(engine *e, const bwd_args &a) {
   constexpr int B = simt_tile<DH>::B;
+  float *D, *none;
+  TRY(bwd_prep<T>(e, a, DH, 0, &D, &none));
   dim3 g1((a.tk + B - 1) / B, a.bh), g2((a.tq + B - 1) / B, a.bh);
   flash_dkdv_simt<T, DH><<<g1, 4 * B, 0, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
   flash_dq_simt<T, DH><<<g2, 4 * B, 0, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
   return 0;
 }
 
-template <typename T>
-int launch(engine *e, const bwd_args &a, const void *o, int dh) {
-  long long rows = (long long)a.bh * a.tq;
-  flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
-      (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
-  CHECK_LAUNCH();
-  /* fp32 products as the engine's setting says (kernels.h f32_products):
-   * true fp32 on CUDA cores, TF32 or 3xTF32 on tensor cores */
-  f32_products f32 = cuda_impl(e)->f32;
-#define FLASH_BWD_CASE(DH)                                                    \
-  case DH:                                                                    \
-    if constexpr (sizeof(T) != 4) return launch_mma<T, DH>(e, a);             \
-    else if (f32 == F32_3XTF32) return launch_mma<T, DH, true>(e, a);         \
-    else if (f32 == F32_TF32) return launch_mma<T, DH>(e, a);                 \
-    else return launch_simt<T, DH>(e, a);
-  switch (dh) {
-    FLASH_BWD_CASE(16)
-    FLASH_BWD_CASE(32)
-    FLASH_BWD_CASE(64)
-    FLASH_BWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
-    FLASH_BWD_CASE(128)
+/* flash_dispatch's ops: the launch, and the dK/dV kernel's chunks (1: CUDA
+ * cores, never cut) */
+struct bwd_launch {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, const bwd_args &a) { return launch_mma<T, D, X3>(e, a); }
+  template <typename T, int D>
+  static int simt(engine *e, const bwd_args &a) { return launch_simt<T, D>(e, a); }
+};
+struct bwd_chunks {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, int bh, int tq, int tk, int causal) {
+    typename dkdv_launch<T, D, X3>::walks bw;
+    walk_cut cut;
+    TRY((dkdv_launch<T, D, X3>::plan(e, bh, tq, tk, causal, &bw, &cut)));
+    return cut.nc;
   }
-#undef FLASH_BWD_CASE
-  FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, 32, "
-       "64, 80, 128 (got dh=%d)", dh);
-}
+  template <typename T, int D>
+  static int simt(engine *, int, int, int, int) { return 1; }
+};
 
 }  // namespace
 
@@ -652,14 +730,25 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
       (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_bwd_wgmma(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq,
                                 tk, dh, causal, scale, dt);
-  void *ws;
-  TRY(cuda_workspace(e, (size_t)bh * tq * sizeof(float), &ws));
-  bwd_args a = {q, k, v, dout, lse, (const float *)ws, dq, dk, dv, bh, tq,
-                tk, causal, scale, scale * FLASH_LOG2E};
+  bwd_args a = {q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale,
+                scale * FLASH_LOG2E};
+  static const char *op = "k_attention_bwd";
   switch (dt) {
-  case DT_F32: return launch<float>(e, a, o, dh);
-  case DT_BF16: return launch<__nv_bfloat16>(e, a, o, dh);
-  case DT_F16: return launch<__half>(e, a, o, dh);
+  case DT_F32: return flash_dispatch<bwd_launch, float>(e, op, dh, a);
+  case DT_BF16: return flash_dispatch<bwd_launch, __nv_bfloat16>(e, op, dh, a);
+  case DT_F16: return flash_dispatch<bwd_launch, __half>(e, op, dh, a);
   }
-  FAIL(ERR_FAIL, "k_attention_bwd: unknown dtype %d", (int)dt);
+  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
+}
+
+int cuda_flash_bwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
+                              int causal, dtype dt) {
+  static const char *op = "cuda_flash_bwd_mma_chunks";
+  switch (dt) {
+  case DT_F32: return flash_dispatch<bwd_chunks, float>(e, op, dh, bh, tq, tk, causal);
+  case DT_BF16:
+    return flash_dispatch<bwd_chunks, __nv_bfloat16>(e, op, dh, bh, tq, tk, causal);
+  case DT_F16: return flash_dispatch<bwd_chunks, __half>(e, op, dh, bh, tq, tk, causal);
+  }
+  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
 }

@@ -426,4 +426,29 @@ template <bool X3> struct warp_mma<float, X3> {
   }
 };
 
+/* The kernel the engine's settings choose for element type T at head dim
+ * dh (op names the caller in the error), as Op sees it: Op::mma<T, D, X3>
+ * for the tensor-core kernels (16-bit, or fp32 with TF32 / 3xTF32 products:
+ * kernels.h f32_products), Op::simt<T, D> for true fp32 on CUDA cores. */
+template <class Op, typename T, typename... A>
+int flash_dispatch(engine *e, const char *op, int dh, A... a) {
+  f32_products f32 = cuda_impl(e)->f32;
+#define FLASH_CASE(D)                                                         \
+  case D:                                                                     \
+    if constexpr (sizeof(T) != 4) return Op::template mma<T, D, false>(e, a...); \
+    else if (f32 == F32_3XTF32) return Op::template mma<T, D, true>(e, a...); \
+    else if (f32 == F32_TF32) return Op::template mma<T, D, false>(e, a...);  \
+    else return Op::template simt<T, D>(e, a...);
+  switch (dh) {
+    FLASH_CASE(16)
+    FLASH_CASE(32)
+    FLASH_CASE(64)
+    FLASH_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
+    FLASH_CASE(128)
+  }
+#undef FLASH_CASE
+  FAIL(ERR_FAIL, "%s: flash on the GPU takes head dims 16, 32, 64, 80, 128 "
+       "(got dh=%d)", op, dh);
+}
+
 #endif

@@ -175,6 +175,44 @@ __global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
     if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
   if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
 }
+/* The backward kernels' merge (W: their walk family, bwd_walks_t; BK keys
+ * a block): dK, dV of the cut walks (walk x: key block x of head y), the
+ * sums of their chunks' partials, in chunk order. Block (g, y): CUT_MERGE_ROWS
+ * keys of walk g / (BK / CUT_MERGE_ROWS), a warp a key, lanes over its
+ * columns; the chunks' slots in shared memory (cut.nc of them). */
+template <typename T, int DH, int BK, class W>
+__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
+    flash_bwd_merge(const float *__restrict__ part, T *__restrict__ dk,
+                    T *__restrict__ dv, walk_cut cut, W bw, int tk) {
+  extern __shared__ int slots[];
+  constexpr int GROUPS = BK / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
+  int x = blockIdx.x / GROUPS, b = blockIdx.y, k0 = x * BK;
+  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
+      lane = threadIdx.x & 31;
+  int n = cut_slots(cut, bw, x, slots);
+  if (k0 + r >= tk) return;   /* past the last key: after the barrier */
+  float sv[PER], sk[PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) sv[i] = sk[i] = 0.f;
+#pragma unroll 4
+  for (int c = 0; c < n; c++) {
+    const float *pv = part + (((size_t)b * cut.us + slots[c]) * 2 * BK + r) * DH,
+                *pk = pv + (size_t)BK * DH;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) {
+        sv[i] += pv[lane + 32 * i];
+        sk[i] += pk[lane + 32 * i];
+      }
+  }
+  size_t row = ((size_t)b * tk + k0 + r) * DH;
+#pragma unroll
+  for (int i = 0; i < PER; i++)
+    if (lane + 32 * i < DH) {
+      dv[row + lane + 32 * i] = elt<T>::store(sv[i]);
+      dk[row + lane + 32 * i] = elt<T>::store(sk[i]);
+    }
+}
 }  // namespace
 
 /* A cut forward's partials in the engine's workspace: one row of O (Dh
@@ -204,6 +242,22 @@ inline int fwd_cut_merge(engine *e, const walk_cut &cut, const W &fw,
                                   32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
                                   cuda_stream(e)>>>(part_o, part_l, (T *)o, lse,
                                                     cut, fw, tq);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* After a cut backward on the engine's stream: its cut walks' dK and dV
+ * from their partials (part: per cut unit, BK rows of dV then BK of dK,
+ * fp32; nothing uncut). */
+template <typename T, int DH, int BK, class W>
+inline int bwd_cut_merge(engine *e, const walk_cut &cut, const W &bw,
+                         const float *part, void *dk, void *dv, int bh, int tk) {
+  if (cut.us == 0) return 0;
+  static_assert(BK % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
+  flash_bwd_merge<T, DH, BK, W><<<dim3((cut.n - cut.whole) * (BK / CUT_MERGE_ROWS), bh),
+                                  32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
+                                  cuda_stream(e)>>>(part, (T *)dk, (T *)dv, cut,
+                                                    bw, tk);
   CHECK_LAUNCH();
   return 0;
 }

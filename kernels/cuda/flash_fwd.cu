@@ -371,32 +371,7 @@ int launch_simt(engine *e, const void *q, const void *k, const void *v,
   return 0;
 }
 
-/* The kernel the engine's settings choose for element type T at head dim
- * dh, as Op sees it: Op::mma<T, D, X3> for the tensor-core kernel (16-bit,
- * or fp32 products on TF32 / 3xTF32: kernels.h f32_products),
- * Op::simt<T, D> for true fp32 on CUDA cores. */
-template <class Op, typename T, typename... A>
-int dispatch(engine *e, int dh, A... a) {
-  f32_products f32 = cuda_impl(e)->f32;
-#define FLASH_FWD_CASE(D)                                                     \
-  case D:                                                                     \
-    if constexpr (sizeof(T) != 4) return Op::template mma<T, D, false>(e, a...); \
-    else if (f32 == F32_3XTF32) return Op::template mma<T, D, true>(e, a...); \
-    else if (f32 == F32_TF32) return Op::template mma<T, D, false>(e, a...);  \
-    else return Op::template simt<T, D>(e, a...);
-  switch (dh) {
-    FLASH_FWD_CASE(16)
-    FLASH_FWD_CASE(32)
-    FLASH_FWD_CASE(64)
-    FLASH_FWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
-    FLASH_FWD_CASE(128)
-  }
-#undef FLASH_FWD_CASE
-  FAIL(ERR_FAIL, "k_attention_fwd: flash on the GPU takes head dims 16, 32, "
-       "64, 80, 128 (got dh=%d)", dh);
-}
-
-/* dispatch's ops: the launch, and its cut's chunks (1: CUDA cores, never cut) */
+/* flash_dispatch's ops: the launch, and its cut's chunks (1: CUDA cores, never cut) */
 struct fwd_launch {
   template <typename T, int D, bool X3>
   static int mma(engine *e, const void *q, const void *k, const void *v,
@@ -441,22 +416,26 @@ int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
                                 sl2, dt);
   switch (dt) {
   case DT_F32:
-    return dispatch<fwd_launch, float>(e, dh, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+    return flash_dispatch<fwd_launch, float>(e, "k_attention_fwd", dh, q, k, v, o,
+                                             lse, bh, tq, tk, causal, sl2);
   case DT_BF16:
-    return dispatch<fwd_launch, __nv_bfloat16>(e, dh, q, k, v, o, lse, bh, tq, tk,
-                                               causal, sl2);
+    return flash_dispatch<fwd_launch, __nv_bfloat16>(e, "k_attention_fwd", dh, q, k, v, o,
+                                                     lse, bh, tq, tk, causal, sl2);
   case DT_F16:
-    return dispatch<fwd_launch, __half>(e, dh, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+    return flash_dispatch<fwd_launch, __half>(e, "k_attention_fwd", dh, q, k, v, o,
+                                              lse, bh, tq, tk, causal, sl2);
   }
   FAIL(ERR_FAIL, "k_attention_fwd: unknown dtype %d", (int)dt);
 }
 
 int cuda_flash_fwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
                               int causal, dtype dt) {
+  static const char *op = "cuda_flash_fwd_mma_chunks";
   switch (dt) {
-  case DT_F32: return dispatch<fwd_chunks, float>(e, dh, bh, tq, tk, causal);
-  case DT_BF16: return dispatch<fwd_chunks, __nv_bfloat16>(e, dh, bh, tq, tk, causal);
-  case DT_F16: return dispatch<fwd_chunks, __half>(e, dh, bh, tq, tk, causal);
+  case DT_F32: return flash_dispatch<fwd_chunks, float>(e, op, dh, bh, tq, tk, causal);
+  case DT_BF16:
+    return flash_dispatch<fwd_chunks, __nv_bfloat16>(e, op, dh, bh, tq, tk, causal);
+  case DT_F16: return flash_dispatch<fwd_chunks, __half>(e, op, dh, bh, tq, tk, causal);
   }
-  FAIL(ERR_FAIL, "cuda_flash_fwd_mma_chunks: unknown dtype %d", (int)dt);
+  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
 }
