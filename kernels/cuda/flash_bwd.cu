@@ -630,7 +630,7 @@ struct dkdv_launch {
     const int key[] = {sizeof(T) == 4 ? 5 : 4, bh, tq, tk, DH * 2 + !!causal};
     *cut = plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh,
                          ce->sms * (per_sm > 0 ? per_sm : 1), ce->flash_cut_force,
-                         false, 2LL * OWN * DH * 4);
+                         false, 2LL * OWN * DH * 4, cut_min_tiles(BQ));
     return 0;
   }
 };

@@ -332,7 +332,8 @@ int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
   /* key: the kernel (2: this one, 3 with fp32's tiles), the shape */
   const int key[] = {sizeof(T) == 4 ? 3 : 2, bh, tq, tk, DH * 2 + !!causal};
   *cut = plan_cut_memo(&ce->cuts, key, *fw, fw->nq, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
-                       ce->flash_cut_force, false, (long long)BQ * (DH + 1) * 4);
+                       ce->flash_cut_force, false, (long long)BQ * (DH + 1) * 4,
+                       cut_min_tiles(BK));
   return 0;
 }
 
