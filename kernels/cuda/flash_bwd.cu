@@ -732,23 +732,11 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                                 tk, dh, causal, scale, dt);
   bwd_args a = {q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale,
                 scale * FLASH_LOG2E};
-  static const char *op = "k_attention_bwd";
-  switch (dt) {
-  case DT_F32: return flash_dispatch<bwd_launch, float>(e, op, dh, a);
-  case DT_BF16: return flash_dispatch<bwd_launch, __nv_bfloat16>(e, op, dh, a);
-  case DT_F16: return flash_dispatch<bwd_launch, __half>(e, op, dh, a);
-  }
-  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
+  return flash_dispatch<bwd_launch>(e, "k_attention_bwd", dt, dh, a);
 }
 
 int cuda_flash_bwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
                               int causal, dtype dt) {
-  static const char *op = "cuda_flash_bwd_mma_chunks";
-  switch (dt) {
-  case DT_F32: return flash_dispatch<bwd_chunks, float>(e, op, dh, bh, tq, tk, causal);
-  case DT_BF16:
-    return flash_dispatch<bwd_chunks, __nv_bfloat16>(e, op, dh, bh, tq, tk, causal);
-  case DT_F16: return flash_dispatch<bwd_chunks, __half>(e, op, dh, bh, tq, tk, causal);
-  }
-  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
+  return flash_dispatch<bwd_chunks>(e, "cuda_flash_bwd_mma_chunks", dt, dh, bh, tq,
+                                    tk, causal);
 }

@@ -298,6 +298,21 @@ __device__ __forceinline__ void mma_f32x(float c[4], const tf32_frag<X3, 4> &a,
   mma_tf32(c, a.hi, b.hi);
 }
 
+/* The A parts of MT m-tiles at k-step c from a tile with k contiguous
+ * (ar: the thread's first element, row g and column 2t; row stride ld):
+ * rows g and g + 8 of each 16, columns c + 2t and c + 2t + 1 as k = t and
+ * t + 4, one 8-byte read each. */
+template <bool X3, int MT>
+__device__ __forceinline__ void a_parts_f32(tf32_frag<X3, 4> a[MT],
+                                            const float *ar, int ld, int c) {
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * ld + c),
+           bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * ld + c);
+    a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
+  }
+}
+
 /* acc[m][n] (MT m-tiles, NTL n-tiles of 8) += A B^T in fp32 from TF32
  * parts: A the warp's MT*16 rows, B NTL*8 rows, both in shared memory with
  * k contiguous (row stride ld, 8 or 24 banks mod 32: conflict-free 8-byte
@@ -311,12 +326,7 @@ __device__ __forceinline__ void warp_abt_f32(float acc[][NTL][4],
 #pragma unroll
   for (int c = 0; c < KD; c += 8) {
     tf32_frag<X3, 4> a[MT];
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * ld + c),
-             bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * ld + c);
-      a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
-    }
+    a_parts_f32<X3, MT>(a, ar, ld, c);
 #pragma unroll
     for (int n = 0; n < NTL; n++) {
       float2 x = *reinterpret_cast<const float2 *>(br + n * 8 * ld + c);
@@ -370,12 +380,7 @@ __device__ __forceinline__ void warp_ab_f32(float acc[][NQ][4], const float *A,
 #pragma unroll
   for (int c = 0; c < KD; c += 8) {
     tf32_frag<X3, 4> a[MT];
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * lda + c),
-             bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * lda + c);
-      a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
-    }
+    a_parts_f32<X3, MT>(a, ar, lda, c);
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
       tf32_frag<X3, 2> b;
@@ -431,7 +436,7 @@ template <bool X3> struct warp_mma<float, X3> {
  * for the tensor-core kernels (16-bit, or fp32 with TF32 / 3xTF32 products:
  * kernels.h f32_products), Op::simt<T, D> for true fp32 on CUDA cores. */
 template <class Op, typename T, typename... A>
-int flash_dispatch(engine *e, const char *op, int dh, A... a) {
+int flash_dispatch_dh(engine *e, const char *op, int dh, A... a) {
   f32_products f32 = cuda_impl(e)->f32;
 #define FLASH_CASE(D)                                                         \
   case D:                                                                     \
@@ -449,6 +454,17 @@ int flash_dispatch(engine *e, const char *op, int dh, A... a) {
 #undef FLASH_CASE
   FAIL(ERR_FAIL, "%s: flash on the GPU takes head dims 16, 32, 64, 80, 128 "
        "(got dh=%d)", op, dh);
+}
+
+/* The same for element type dt. */
+template <class Op, typename... A>
+int flash_dispatch(engine *e, const char *op, dtype dt, int dh, A... a) {
+  switch (dt) {
+  case DT_F32: return flash_dispatch_dh<Op, float>(e, op, dh, a...);
+  case DT_BF16: return flash_dispatch_dh<Op, __nv_bfloat16>(e, op, dh, a...);
+  case DT_F16: return flash_dispatch_dh<Op, __half>(e, op, dh, a...);
+  }
+  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
 }
 
 #endif

@@ -415,28 +415,12 @@ int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
       (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_fwd_wgmma(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
                                 sl2, dt);
-  switch (dt) {
-  case DT_F32:
-    return flash_dispatch<fwd_launch, float>(e, "k_attention_fwd", dh, q, k, v, o,
-                                             lse, bh, tq, tk, causal, sl2);
-  case DT_BF16:
-    return flash_dispatch<fwd_launch, __nv_bfloat16>(e, "k_attention_fwd", dh, q, k, v, o,
-                                                     lse, bh, tq, tk, causal, sl2);
-  case DT_F16:
-    return flash_dispatch<fwd_launch, __half>(e, "k_attention_fwd", dh, q, k, v, o,
-                                              lse, bh, tq, tk, causal, sl2);
-  }
-  FAIL(ERR_FAIL, "k_attention_fwd: unknown dtype %d", (int)dt);
+  return flash_dispatch<fwd_launch>(e, "k_attention_fwd", dt, dh, q, k, v, o, lse,
+                                    bh, tq, tk, causal, sl2);
 }
 
 int cuda_flash_fwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
                               int causal, dtype dt) {
-  static const char *op = "cuda_flash_fwd_mma_chunks";
-  switch (dt) {
-  case DT_F32: return flash_dispatch<fwd_chunks, float>(e, op, dh, bh, tq, tk, causal);
-  case DT_BF16:
-    return flash_dispatch<fwd_chunks, __nv_bfloat16>(e, op, dh, bh, tq, tk, causal);
-  case DT_F16: return flash_dispatch<fwd_chunks, __half>(e, op, dh, bh, tq, tk, causal);
-  }
-  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
+  return flash_dispatch<fwd_chunks>(e, "cuda_flash_fwd_mma_chunks", dt, dh, bh, tq,
+                                    tk, causal);
 }
