@@ -166,9 +166,9 @@ int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal);
 int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal);
-/* The same for flash_fwd.cu's kernel (flash_bwd.cu's dK/dV kernel) at
- * dtype dt under the engine's fp32 products (1 where it runs on CUDA
- * cores), whether or not the engine would run the wgmma one there. */
+/* The same for flash_fwd.cu's kernel (flash_bwd.cu's two: the more) at
+ * dtype dt under the engine's fp32 products (1 where they run on CUDA
+ * cores), whether or not the engine would run the wgmma ones there. */
 int cuda_flash_fwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
                               int causal, dtype dt);
 int cuda_flash_bwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,

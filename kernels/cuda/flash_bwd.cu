@@ -13,7 +13,7 @@
  * diagonal). Each recomputes P and dS for its pairs, which costs the
  * products S and dP twice; in exchange nothing is summed across blocks.
  * With few key tiles a head the dK/dV kernel's walks may be cut into
- * chunks (flash_cut.cuh), whose fp32 partials flash_bwd_merge sums in
+ * chunks (flash_cut.cuh), whose fp32 partials flash_sum_merge sums in
  * chunk order, so dk and dv still repeat bit for bit.
  *
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
@@ -153,7 +153,7 @@ template <int BQ, int OWN> struct dq_fused {
  * (fp32 only): dQ too, in the same pass (dq_fused says why and how). CUT:
  * compiled for a cut launch (flash_cut.cuh; cut.us > 0): unit blockIdx.x
  * walks one chunk of its key tile's query tiles, and a cut walk's chunks
- * write dV and dK (fp32) to the partials, which flash_bwd_merge sums; the
+ * write dV and dK (fp32) to the partials, which flash_sum_merge sums; the
  * uncut instance folds that away. */
 template <typename T, int DH, int MT, int BQ, bool X3, bool FDQ, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
@@ -316,13 +316,17 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     }
 }
 
-/* dQ of one query tile of OWN rows; key tiles of BS stream by. */
-template <typename T, int DH, int MT, int BK, bool X3>
+/* dQ of one query tile of OWN rows; key tiles of BS stream by. CUT: as
+ * the forward's (flash_fwd.cu): unit blockIdx.x walks one chunk of its
+ * query tile's key tiles, and a cut tile's chunks write dQ (fp32) to the
+ * partials, which flash_sum_merge sums. */
+template <typename T, int DH, int MT, int BK, bool X3, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
                  const T *__restrict__ v, const T *__restrict__ dout,
                  const float *__restrict__ lse, const float *__restrict__ D,
-                 T *__restrict__ dq, int tq, int tk, int causal, float scale,
+                 T *__restrict__ dq, float *__restrict__ part, walk_cut cut,
+                 fwd_walks_t<BK> fw, int tq, int tk, int causal, float scale,
                  float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
@@ -332,7 +336,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sk = sdo + OWN * LD;         /* two buffers of BK rows each */
   T *sv = sk + 2 * BK * LD;
 
-  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * OWN;
+  /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x). */
+  int b = blockIdx.y, x = blockIdx.x, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, fw, (int)blockIdx.x, &x, &kc, &slot);
+  int q0 = CUT ? (fw.nq - 1 - x) * OWN : (int)((gridDim.x - 1 - blockIdx.x) * OWN);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
   int wq0 = q0 + w * 16 * MT;     /* this warp's first query row */
   q += (size_t)b * tq * DH;
@@ -341,11 +348,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   v += (size_t)b * tk * DH;
 
   int kend = causal ? min(tk, q0 + OWN) : tk;
-  int ntiles = (kend + BK - 1) / BK;
+  int walk = (kend + BK - 1) / BK;   /* fw.walk(x) */
+  int jb = CUT ? kc * cut.C : 0;     /* this unit's key tiles from jb */
+  int ntiles = CUT ? min(walk, jb + cut.C) - jb : walk;
+  bool partial = CUT && walk > cut.C;
   load_tile<T, DH, NT>(sq, q, q0, OWN, tq);
   load_tile<T, DH, NT>(sdo, dout, q0, OWN, tq);
-  load_tile<T, DH, NT>(sk, k, 0, BK, tk);
-  load_tile<T, DH, NT>(sv, v, 0, BK, tk);
+  load_tile<T, DH, NT>(sk, k, jb * BK, BK, tk);
+  load_tile<T, DH, NT>(sv, v, jb * BK, BK, tk);
   cp_async_commit();
 
   float lrow[MT][2], drow[MT][2];
@@ -366,7 +376,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       gq[m][n][0] = gq[m][n][1] = gq[m][n][2] = gq[m][n][3] = 0.f;
 
   for (int j = 0; j < ntiles; j++) {
-    int buf = j & 1, c0 = j * BK;
+    int buf = j & 1, c0 = (jb + j) * BK;
     if (j + 1 < ntiles) {
       load_tile<T, DH, NT>(sk + (buf ^ 1) * BK * LD, k, c0 + BK, BK, tk);
       load_tile<T, DH, NT>(sv + (buf ^ 1) * BK * LD, v, c0 + BK, BK, tk);
@@ -426,6 +436,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int h = 0; h < 2; h++) {
       int r = wq0 + m * 16 + g + 8 * h;
       if (r >= tq) continue;
+      if (partial) {
+        float *pq = part + (((size_t)b * cut.us + slot) * OWN + (r - q0)) * DH;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++)
+          *reinterpret_cast<float2 *>(pq + n * 8 + 2 * t) =
+              make_float2(gq[m][n][2 * h] * scale, gq[m][n][2 * h + 1] * scale);
+        continue;
+      }
       T *rq = dq + ((size_t)b * tq + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++)
@@ -602,73 +620,84 @@ int bwd_prep(engine *e, const bwd_args &a, int dh, size_t extra, float **D,
   return 0;
 }
 
-/* The dK/dV kernel's walks and cut at these sizes (as the forward's:
- * flash_fwd.cu's fwd_mma_plan), its shared memory and its instance. */
+/* The two tensor-core kernels' launches at these sizes: their walks,
+ * cuts (as the forward's, flash_fwd.cu's fwd_mma_plan), shared memory and
+ * instances. dK/dV: key tiles of OWN walk query tiles of BQ; dQ (a pass
+ * of its own unless FDQ): query tiles of OWN walk key tiles of BK. */
 template <typename T, int DH, bool X3>
-struct dkdv_launch {
-  typedef dkdv_cfg<T, DH> C;
-  static constexpr int LD = DH + 8, OWN = 16 * C::MT * MMA_WARPS, BQ = C::BS;
-  static constexpr bool F = C::FDQ;
-  typedef bwd_walks_t<OWN> walks;
-  static constexpr size_t smem = (size_t)(2 * OWN + 4 * BQ) * LD * sizeof(T) +
-                                 4 * BQ * sizeof(float) +
-                                 (F ? dq_fused<BQ, OWN>::bytes : 0);
-  template <bool CUT> static constexpr auto kernel() {
-    return flash_dkdv_mma<T, DH, C::MT, BQ, X3, F, CUT>;
+struct bwd_kernels {
+  typedef dkdv_cfg<T, DH> C1;
+  typedef dq_cfg<T, DH> C2;
+  static constexpr int LD = DH + 8, OWN = 16 * C1::MT * MMA_WARPS, BQ = C1::BS,
+                       OWN2 = 16 * C2::MT * MMA_WARPS, BK = C2::BS;
+  static constexpr bool F = C1::FDQ;
+  typedef bwd_walks_t<OWN> walks1;
+  typedef fwd_walks_t<BK> walks2;
+  static constexpr size_t smem1 = (size_t)(2 * OWN + 4 * BQ) * LD * sizeof(T) +
+                                  4 * BQ * sizeof(float) +
+                                  (F ? dq_fused<BQ, OWN>::bytes : 0);
+  static constexpr size_t smem2() { return (size_t)(2 * OWN2 + 4 * BK) * LD * sizeof(T); }
+  template <bool CUT> static constexpr auto dkdv() {
+    return flash_dkdv_mma<T, DH, C1::MT, BQ, X3, F, CUT>;
   }
-  static int plan(engine *e, int bh, int tq, int tk, int causal, walks *bw,
-                  walk_cut *cut) {
-    *bw = {(tq + BQ - 1) / BQ, (tk + OWN - 1) / OWN, BQ, causal};
-    int per_sm = 0;
-    CHECK_CUDA(cudaFuncSetAttribute(kernel<false>(),
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem));
-    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel<false>(),
-                                                             MMA_WARPS * 32, smem));
-    cuda_engine *ce = cuda_impl(e);
-    /* key: the kernel (4: this one, 5 with fp32's tiles), the shape */
-    const int key[] = {sizeof(T) == 4 ? 5 : 4, bh, tq, tk, DH * 2 + !!causal};
-    *cut = plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh,
-                         ce->sms * (per_sm > 0 ? per_sm : 1), ce->flash_cut_force,
-                         false, 2LL * OWN * DH * 4, cut_min_tiles(BQ));
+  template <bool CUT> static constexpr auto dq() {
+    return flash_dq_mma<T, DH, C2::MT, BK, X3, CUT>;
+  }
+  /* the cuts: key[0] names the kernel (4 / 6: dK/dV / dQ, 5 / 7 with
+   * fp32's tiles); the dQ pass's none when fused */
+  static int plan(engine *e, int bh, int tq, int tk, int causal, walks1 *w1,
+                  walk_cut *c1, walks2 *w2, walk_cut *c2) {
+    *w1 = {(tq + BQ - 1) / BQ, (tk + OWN - 1) / OWN, BQ, causal};
+    *w2 = {(tq + OWN2 - 1) / OWN2, OWN2, tk, causal};
+    int f = sizeof(T) == 4;
+    const int k1[] = {4 + f, bh, tq, tk, DH * 2 + !!causal},
+              k2[] = {6 + f, bh, tq, tk, DH * 2 + !!causal};
+    TRY(plan_cut_blocks(e, dkdv<false>(), MMA_WARPS * 32, smem1, k1, *w1, w1->nk,
+                        bh, 2LL * OWN * DH * 4, cut_min_tiles(BQ), c1));
+    *c2 = make_cut(*w2, w2->nq, 1 << 30);   /* uncut */
+    if constexpr (!F)
+      TRY(plan_cut_blocks(e, dq<false>(), MMA_WARPS * 32, smem2(), k2, *w2, w2->nq,
+                          bh, (long long)OWN2 * DH * 4, cut_min_tiles(BK), c2));
     return 0;
   }
 };
 
 template <typename T, int DH, bool X3 = false>
 int launch_mma(engine *e, const bwd_args &a) {
-  typedef dkdv_launch<T, DH, X3> L;
-  typedef dq_cfg<T, DH> C2;
-  constexpr int LD = DH + 8, O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
-  constexpr bool F = L::F;
-  typename L::walks bw;
-  walk_cut cut;
-  TRY(L::plan(e, a.bh, a.tq, a.tk, a.causal, &bw, &cut));
-  float *D, *part;
-  TRY(bwd_prep<T>(e, a, DH, (size_t)a.bh * cut.us * 2 * L::OWN * DH, &D, &part));
-  auto kernel = cut.us > 0 ? L::template kernel<true>() : L::template kernel<false>();
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)L::smem));
+  typedef bwd_kernels<T, DH, X3> K;
+  typename K::walks1 w1;
+  typename K::walks2 w2;
+  walk_cut c1, c2;
+  TRY(K::plan(e, a.bh, a.tq, a.tk, a.causal, &w1, &c1, &w2, &c2));
+  /* the partials of both cuts after D, 16-byte aligned */
+  size_t n1 = ((size_t)a.bh * c1.us * 2 * K::OWN * DH + 3) & ~(size_t)3,
+         n2 = (size_t)a.bh * c2.us * K::OWN2 * DH;
+  float *D, *part1;
+  TRY(bwd_prep<T>(e, a, DH, n1 + n2, &D, &part1));
+  float *part2 = n2 ? part1 + n1 : NULL;
+  cudaStream_t st = cuda_stream(e);
+  auto k1 = c1.us > 0 ? K::template dkdv<true>() : K::template dkdv<false>();
+  CHECK_CUDA(cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)K::smem1));
   /* fused: the pass adds dq's sums into it */
-  if (F)
-    CHECK_CUDA(cudaMemsetAsync(a.dq, 0, (size_t)a.bh * a.tq * DH * sizeof(float),
-                               cuda_stream(e)));
-  kernel<<<dim3(cut.units, a.bh), MMA_WARPS * 32, L::smem, cuda_stream(e)>>>(
+  if (K::F)
+    CHECK_CUDA(cudaMemsetAsync(a.dq, 0, (size_t)a.bh * a.tq * DH * sizeof(float), st));
+  k1<<<dim3(c1.units, a.bh), MMA_WARPS * 32, K::smem1, st>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      D, (T *)a.dk, (T *)a.dv, F ? (float *)a.dq : nullptr, part, cut, bw, a.tq,
-      a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dk, (T *)a.dv, K::F ? (float *)a.dq : nullptr, part1, c1, w1,
+      a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
-  TRY((bwd_cut_merge<T, DH, L::OWN>(e, cut, bw, part, a.dk, a.dv, a.bh, a.tk)));
-  if constexpr (!F) {   /* dQ in a pass of its own */
-    size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
-    CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem2));
-    dim3 g2((a.tq + O2 - 1) / O2, a.bh);
-    flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
+  /* a slot: dV's OWN rows, then dK's */
+  TRY((sum_cut_merge<T, DH, K::OWN, 2>(e, c1, w1, part1, a.dv, a.dk, a.bh, a.tk)));
+  if constexpr (!K::F) {   /* dQ in a pass of its own */
+    auto k2 = c2.us > 0 ? K::template dq<true>() : K::template dq<false>();
+    CHECK_CUDA(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)K::smem2()));
+    k2<<<dim3(c2.units, a.bh), MMA_WARPS * 32, K::smem2(), st>>>(
         (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-        D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+        D, (T *)a.dq, part2, c2, w2, a.tq, a.tk, a.causal, a.scale, a.sl2);
     CHECK_LAUNCH();
+    TRY((sum_cut_merge<T, DH, K::OWN2, 1>(e, c2, w2, part2, a.dq, NULL, a.bh, a.tq)));
   }
   return 0;
 }
@@ -690,8 +719,8 @@ int launch_simt(engine *e, const bwd_args &a) {
   return 0;
 }
 
-/* flash_dispatch's ops: the launch, and the dK/dV kernel's chunks (1: CUDA
- * cores, never cut) */
+/* flash_dispatch's ops: the launch, and the most chunks either tensor-core
+ * kernel cuts a walk into (1: CUDA cores, never cut) */
 struct bwd_launch {
   template <typename T, int D, bool X3>
   static int mma(engine *e, const bwd_args &a) { return launch_mma<T, D, X3>(e, a); }
@@ -701,10 +730,12 @@ struct bwd_launch {
 struct bwd_chunks {
   template <typename T, int D, bool X3>
   static int mma(engine *e, int bh, int tq, int tk, int causal) {
-    typename dkdv_launch<T, D, X3>::walks bw;
-    walk_cut cut;
-    TRY((dkdv_launch<T, D, X3>::plan(e, bh, tq, tk, causal, &bw, &cut)));
-    return cut.nc;
+    typedef bwd_kernels<T, D, X3> K;
+    typename K::walks1 w1;
+    typename K::walks2 w2;
+    walk_cut c1, c2;
+    TRY(K::plan(e, bh, tq, tk, causal, &w1, &c1, &w2, &c2));
+    return c1.nc > c2.nc ? c1.nc : c2.nc;
   }
   template <typename T, int D>
   static int simt(engine *, int, int, int, int) { return 1; }

@@ -42,7 +42,7 @@
  * Cut walks (flash_cut.cuh): with few key blocks a head, a block's walk
  * over the query tiles may be cut into chunks, a block a chunk; the chunks
  * of a cut walk add their dQ as every block does and write their dK, dV
- * (fp32) to the scratch, which flash_bwd_merge sums in chunk order (dk, dv
+ * (fp32) to the scratch, which flash_sum_merge sums in chunk order (dk, dv
  * still repeat bit for bit). */
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/flash_cut.cuh"
@@ -444,7 +444,8 @@ int launch(engine *e, const void *q, const void *k, const void *v,
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
       causal, scale, scale * FLASH_LOG2E);
   CHECK_LAUNCH();
-  TRY((bwd_cut_merge<T, DH, BK>(e, cut, bw, part, dk, dv, bh, tk)));
+  /* a slot: dV's BK rows, then dK's */
+  TRY((sum_cut_merge<T, DH, BK, 2>(e, cut, bw, part, dv, dk, bh, tk)));
   flash_dq_convert<T, DH><<<dim3(tqp / 64 * C::CB, bh), 128, 0, st>>>(
       acc, (T *)dq, tq, tqp, scale);
   CHECK_LAUNCH();

@@ -40,6 +40,8 @@
  * tiles of BK keys it sees. */
 template <int BK> struct fwd_walks_t {
   int nq, BQ, tk, causal;
+  /* the first row of walk x's query tile */
+  __host__ __device__ int row0(int x) const { return (nq - 1 - x) * BQ; }
   __host__ __device__ int walk(int x) const {
     int end = (nq - x) * BQ;   /* past the tile's last row */
     int kend = causal && end < tk ? end : tk;
@@ -60,6 +62,8 @@ template <int BK> struct fwd_walks_t {
  * all. */
 template <int BK> struct bwd_walks_t {
   int nq, nk, BQ, causal;
+  /* the first row (key) of walk x's key block */
+  __host__ __device__ int row0(int x) const { return x * BK; }
   __host__ __device__ int walk(int x) const {
     if (!causal) return nq;
     long long i0 = (long long)x * BK / BQ;   /* the first tile that sees it */
@@ -110,7 +114,7 @@ __host__ __device__ inline int cut_slot(const walk_cut &p, const W &w, int x,
 
 #ifdef __CUDACC__
 /* The rows a merge block combines, a warp each (flash_fwd_merge,
- * flash_bwd_merge): a cut walk's rows spread over many blocks. With one
+ * flash_sum_merge): a cut walk's rows spread over many blocks. With one
  * block a walk, each warp took its rows one after another through every
  * chunk, a dependent load at a time, and the merge cost about what the cut
  * saved (1 x 32768, Dh 64, H200: forward 0.45 ms uncut, 0.50 cut). */
@@ -175,43 +179,47 @@ __global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
     if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
   if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
 }
-/* The backward kernels' merge (W: their walk family, bwd_walks_t; BK keys
- * a block): dK, dV of the cut walks (walk x: key block x of head y), the
- * sums of their chunks' partials, in chunk order. Block (g, y): CUT_MERGE_ROWS
- * keys of walk g / (BK / CUT_MERGE_ROWS), a warp a key, lanes over its
- * columns; the chunks' slots in shared memory (cut.nc of them). */
-template <typename T, int DH, int BK, class W>
+/* The merge of partials that add up (the backward's dK and dV, the dQ
+ * pass's dQ): for cut walk x (its owned tile of ROWS rows from w.row0(x),
+ * of head y), each of NT tensors is the sum of its chunks' partials in
+ * chunk order, so results repeat bit for bit. A slot holds the NT
+ * tensors' ROWS rows one after another; out0, out1 their destinations
+ * (nrows rows a head). Block (g, y): CUT_MERGE_ROWS rows of walk
+ * g / (ROWS / CUT_MERGE_ROWS), a warp a row, lanes over its columns; the
+ * chunks' slots in shared memory (cut.nc of them). */
+template <typename T, int DH, int ROWS, int NT, class W>
 __global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
-    flash_bwd_merge(const float *__restrict__ part, T *__restrict__ dk,
-                    T *__restrict__ dv, walk_cut cut, W bw, int tk) {
+    flash_sum_merge(const float *__restrict__ part, T *__restrict__ out0,
+                    T *__restrict__ out1, walk_cut cut, W w, int nrows) {
   extern __shared__ int slots[];
-  constexpr int GROUPS = BK / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
-  int x = blockIdx.x / GROUPS, b = blockIdx.y, k0 = x * BK;
+  constexpr int GROUPS = ROWS / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
+  int x = blockIdx.x / GROUPS, b = blockIdx.y, r0 = w.row0(x);
   int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
       lane = threadIdx.x & 31;
-  int n = cut_slots(cut, bw, x, slots);
-  if (k0 + r >= tk) return;   /* past the last key: after the barrier */
-  float sv[PER], sk[PER];
+  int n = cut_slots(cut, w, x, slots);
+  if (r0 + r >= nrows) return;   /* past the last row: after the barrier */
+  float sum[NT][PER];
 #pragma unroll
-  for (int i = 0; i < PER; i++) sv[i] = sk[i] = 0.f;
+  for (int u = 0; u < NT; u++)
+#pragma unroll
+    for (int i = 0; i < PER; i++) sum[u][i] = 0.f;
 #pragma unroll 4
   for (int c = 0; c < n; c++) {
-    const float *pv = part + (((size_t)b * cut.us + slots[c]) * 2 * BK + r) * DH,
-                *pk = pv + (size_t)BK * DH;
+    const float *p = part + (((size_t)b * cut.us + slots[c]) * NT * ROWS + r) * DH;
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (lane + 32 * i < DH) sum[u][i] += p[(size_t)u * ROWS * DH + lane + 32 * i];
+  }
+  size_t row = ((size_t)b * nrows + r0 + r) * DH;
+#pragma unroll
+  for (int u = 0; u < NT; u++) {
+    T *dst = u == 0 ? out0 : out1;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-      if (lane + 32 * i < DH) {
-        sv[i] += pv[lane + 32 * i];
-        sk[i] += pk[lane + 32 * i];
-      }
+      if (lane + 32 * i < DH) dst[row + lane + 32 * i] = elt<T>::store(sum[u][i]);
   }
-  size_t row = ((size_t)b * tk + k0 + r) * DH;
-#pragma unroll
-  for (int i = 0; i < PER; i++)
-    if (lane + 32 * i < DH) {
-      dv[row + lane + 32 * i] = elt<T>::store(sv[i]);
-      dk[row + lane + 32 * i] = elt<T>::store(sk[i]);
-    }
 }
 }  // namespace
 
@@ -246,18 +254,19 @@ inline int fwd_cut_merge(engine *e, const walk_cut &cut, const W &fw,
   return 0;
 }
 
-/* After a cut backward on the engine's stream: its cut walks' dK and dV
- * from their partials (part: per cut unit, BK rows of dV then BK of dK,
- * fp32; nothing uncut). */
-template <typename T, int DH, int BK, class W>
-inline int bwd_cut_merge(engine *e, const walk_cut &cut, const W &bw,
-                         const float *part, void *dk, void *dv, int bh, int tk) {
+/* After a cut launch on the engine's stream whose partials add up
+ * (flash_sum_merge): its cut walks' NT tensors, out0 and out1, from them
+ * (part: per cut unit, ROWS rows of each in turn, fp32; nothing uncut). */
+template <typename T, int DH, int ROWS, int NT, class W>
+inline int sum_cut_merge(engine *e, const walk_cut &cut, const W &w,
+                         const float *part, void *out0, void *out1, int bh,
+                         int nrows) {
   if (cut.us == 0) return 0;
-  static_assert(BK % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
-  flash_bwd_merge<T, DH, BK, W><<<dim3((cut.n - cut.whole) * (BK / CUT_MERGE_ROWS), bh),
-                                  32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
-                                  cuda_stream(e)>>>(part, (T *)dk, (T *)dv, cut,
-                                                    bw, tk);
+  static_assert(ROWS % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
+  flash_sum_merge<T, DH, ROWS, NT, W><<<dim3((cut.n - cut.whole) * (ROWS / CUT_MERGE_ROWS), bh),
+                                        32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
+                                        cuda_stream(e)>>>(part, (T *)out0, (T *)out1,
+                                                          cut, w, nrows);
   CHECK_LAUNCH();
   return 0;
 }
@@ -439,5 +448,27 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
   x.C = p.C;
   return p;
 }
+
+#ifdef __CUDACC__
+/* plan_cut_memo for a kernel that holds several blocks an SM (the
+ * mma.sync ones): planned over every block the GPU holds at once (SMs x
+ * the kernel's occupancy at `threads` and `smem`, which this sets as its
+ * dynamic shared memory), heads slowest. */
+template <class W, class K>
+inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
+                           const int key[CUT_MEMO_KEY - 3], const W &w, int n,
+                           int bh, long long partial_bytes, int min_tiles,
+                           walk_cut *cut) {
+  int per_sm = 0;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                           smem));
+  cuda_engine *ce = cuda_impl(e);
+  *cut = plan_cut_memo(&ce->cuts, key, w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
+                       ce->flash_cut_force, false, partial_bytes, min_tiles);
+  return 0;
+}
+#endif
 
 #endif

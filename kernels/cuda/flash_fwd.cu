@@ -310,9 +310,7 @@ __global__ void __launch_bounds__(SIMT_THREADS)
 }
 
 /* The walks and the cut of the tensor-core forward at these sizes (the
- * tests count its chunks through cuda_flash_fwd_mma_chunks). The cut is
- * planned over every block the GPU holds at once (SMs x blocks an SM),
- * as the wgmma kernels' one block an SM. */
+ * tests count its chunks through cuda_flash_fwd_mma_chunks). */
 template <typename T, int DH, bool X3>
 int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
                  fwd_walks_t<mma_cfg<T, DH>::BK> *fw, size_t *smem,
@@ -322,19 +320,11 @@ int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
   *smem = ((size_t)(BQ + 2 * BK) * (DH + 8) +
            (size_t)2 * BK * (DH + warp_mma<T, X3>::VPAD)) * sizeof(T);
   *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  cuda_engine *ce = cuda_impl(e);
-  int per_sm = 0;
-  auto kernel = flash_fwd_mma<T, DH, C::MT, BK, C::QREG, X3, false>;
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)*smem));
-  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
-                                                           MMA_WARPS * 32, *smem));
   /* key: the kernel (2: this one, 3 with fp32's tiles), the shape */
   const int key[] = {sizeof(T) == 4 ? 3 : 2, bh, tq, tk, DH * 2 + !!causal};
-  *cut = plan_cut_memo(&ce->cuts, key, *fw, fw->nq, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
-                       ce->flash_cut_force, false, (long long)BQ * (DH + 1) * 4,
-                       cut_min_tiles(BK));
-  return 0;
+  return plan_cut_blocks(e, flash_fwd_mma<T, DH, C::MT, BK, C::QREG, X3, false>,
+                         MMA_WARPS * 32, *smem, key, *fw, fw->nq, bh,
+                         (long long)BQ * (DH + 1) * 4, cut_min_tiles(BK), cut);
 }
 
 template <typename T, int DH, bool X3 = false>
