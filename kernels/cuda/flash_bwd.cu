@@ -12,9 +12,9 @@
  * block owns a query tile and walks its key tiles (causal: up to the
  * diagonal). Each recomputes P and dS for its pairs, which costs the
  * products S and dP twice; in exchange nothing is summed across blocks.
- * With few key tiles a head the dK/dV kernel's walks may be cut into
- * chunks (flash_cut.cuh), whose fp32 partials flash_sum_merge sums in
- * chunk order, so dk and dv still repeat bit for bit.
+ * With few tiles a head either kernel's walks may be cut into chunks
+ * (flash_cut.cuh), whose fp32 partials flash_sum_merge sums in chunk
+ * order, so the results still repeat bit for bit.
  *
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
