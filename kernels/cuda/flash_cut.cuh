@@ -223,6 +223,25 @@ __global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
 }
 }  // namespace
 
+/* A cut forward's query row rr (of its tile) into the unit's partials
+ * (slot pslot, tiles of BQ rows): O over the chunk, its columns
+ * 8n + 2t, +1 from o2(n) unnormalised, divided by the row's sum, and L =
+ * ref + log2 sum (log2 units). A row with no key in the chunk (causal:
+ * keys past it) has sum 0: O 0 and L -inf, which the merge weighs 0. */
+template <int DH, int BQ, class O2>
+__device__ __forceinline__ void fwd_partial_row(float *part_o, float *part_l,
+                                                size_t pslot, int rr, int t,
+                                                float sum, float ref, O2 o2) {
+  float pinv = sum > 0.f ? 1.f / sum : 0.f;
+  float *prow = part_o + (pslot * BQ + rr) * DH;
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++) {
+    float2 v = o2(n);
+    *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) = make_float2(v.x * pinv, v.y * pinv);
+  }
+  if (t == 0) part_l[pslot * BQ + rr] = sum > 0.f ? ref + log2f(sum) : -INFINITY;
+}
+
 /* A cut forward's partials in the engine's workspace: one row of O (Dh
  * floats) and one logsumexp (log2 units) per query row of each of the
  * bh x us cut units (none uncut). */

@@ -305,19 +305,11 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     float inv = 1.f / sum;
     int r = wq0 + 16 * w + g + 8 * h;
     if (partial) {
-      /* A row with no key in this chunk (causal: keys past it) has sum 0:
-       * O 0 and L -inf, which the merge weighs 0. */
-      if (r < tq) {
-        float pinv = sum > 0.f ? inv : 0.f;
-        float *prow = part_o + (pslot * BQ + (r - q0)) * DH;
-#pragma unroll
-        for (int n = 0; n < DH / 8; n++)
-          *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) =
-              make_float2(acc[4 * n + 2 * h] * pinv, acc[4 * n + 2 * h + 1] * pinv);
-        if (t == 0)
-          part_l[pslot * BQ + (r - q0)] =
-              sum > 0.f ? mrow[h] * scale_log2 + log2f(sum) : -INFINITY;
-      }
+      if (r < tq)
+        fwd_partial_row<DH, BQ>(part_o, part_l, pslot, r - q0, t, sum,
+                                mrow[h] * scale_log2, [&](int n) {
+                                  return make_float2(acc[4 * n + 2 * h], acc[4 * n + 2 * h + 1]);
+                                });
     } else if (r < tq) {
       T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
