@@ -21,8 +21,8 @@
  * flash case runs with them and again with the mma.sync kernels that other
  * GPUs use, and each of the two once more with the walks cut into chunks
  * of 2 tiles (1 with --small) wherever they are longer (flash_cut.cuh: the
- * wgmma forward and backward, the mma.sync forward and dK/dV pass), so
- * that short shapes run the cut kernels and their merges too.
+ * wgmma forward and backward, the mma.sync forward and both backward
+ * passes), so that short shapes run the cut kernels and their merges too.
  * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
  * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
  * parts), flash also with its walks cut so: 3xTF32 held to
@@ -47,8 +47,8 @@ static int WGMMA;   /* the engine's wgmma switch in this pass */
 /* Cut walks (flash_cut.cuh): a pass with SPLIT forces chunks of 2 tiles
  * (1 with --small) on every walk longer, so that small shapes run the cut
  * kernels and their merges; CUT[SPLIT] counts the cases whose walks either
- * wgmma kernel cut, MCUT[SPLIT] those either mma.sync kernel (the
- * forward, the dK/dV pass) cut. */
+ * wgmma kernel cut, MCUT[SPLIT] those any mma.sync kernel (the forward,
+ * the backward's passes) cut. */
 static int SPLIT, CUT[2], MCUT[2];
 /* The GPU engine's fp32 products in this pass (kernels.h f32_products):
  * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
