@@ -19,13 +19,15 @@
  * On an sm_90 GPU the bf16 / f16 flash forward and backward at dh 64, 80
  * and 128 run on wgmma (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu); every
  * flash case runs with them and again with the mma.sync kernels that other
- * GPUs use, and once more with the walks of the wgmma kernels cut into
- * chunks of 2 tiles (1 with --small) wherever they are longer
- * (flash_cut.cuh), so that short shapes run the cut kernels too.
+ * GPUs use, and each of the two once more with the walks cut into chunks
+ * of 2 tiles (1 with --small) wherever they are longer (flash_cut.cuh: the
+ * wgmma forward and backward, the mma.sync forward and both backward
+ * passes), so that short shapes run the cut kernels and their merges too.
  * fp32 runs again with the engine's fp32 products on TF32 and on 3xTF32
  * tensor cores (flash_fwd.cu's and flash_bwd.cu's mma kernels on TF32
- * parts): 3xTF32 held to fp32's 1e-4, TF32 (10-bit mantissas on every
- * product's inputs, the reference's fp32 inputs included) to 1e-2.
+ * parts), flash also with its walks cut so: 3xTF32 held to
+ * fp32's 1e-4, TF32 (10-bit mantissas on every product's inputs, the
+ * reference's fp32 inputs included) to 1e-2.
  * Exit 0 / 1 / 77 (no GPU or no CUDA build) / 99. */
 #include "config.h"
 #include "tests/testlib.h"
@@ -42,11 +44,12 @@
 
 static engine *CPU, *GPU;
 static int WGMMA;   /* the engine's wgmma switch in this pass */
-/* The wgmma kernels' cut walks (flash_cut.cuh): the pass with SPLIT
- * forces chunks of 2 tiles (1 with --small) on every walk longer, so that
- * small shapes run the cut kernels and their merges; CUT[SPLIT] counts
- * the cases whose walks either kernel cut. */
-static int SPLIT, CUT[2];
+/* Cut walks (flash_cut.cuh): a pass with SPLIT forces chunks of 2 tiles
+ * (1 with --small) on every walk longer, so that small shapes run the cut
+ * kernels and their merges; CUT[SPLIT] counts the cases whose walks either
+ * wgmma kernel cut, MCUT[SPLIT] those any mma.sync kernel (the forward,
+ * the backward's passes) cut. */
+static int SPLIT, CUT[2], MCUT[2];
 /* The GPU engine's fp32 products in this pass (kernels.h f32_products):
  * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
  * cores, and the materialised path's products likewise. */
@@ -153,11 +156,20 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
       CUT[SPLIT]++;
       snprintf(cut, sizeof cut, ", walks cut: fwd %d, bwd %d chunks", nf, nb);
     }
+  } else if (impl == ATTN_FLASH) {   /* the mma.sync kernels, or CUDA cores (1) */
+    int nf = cuda_flash_fwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt),
+        nb = cuda_flash_bwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt);
+    if (nf < 0 || nb < 0) {
+      check(0, "cuda_flash_{fwd,bwd}_mma_chunks: %s", err_msg());
+    } else if (nf > 1 || nb > 1) {
+      MCUT[SPLIT]++;
+      snprintf(cut, sizeof cut, " (walks cut: fwd %d, bwd %d chunks)", nf, nb);
+    }
   }
 #endif
   char what[200];
   snprintf(what, sizeof what, "%s%s%s%s %s%s%s bh=%d tq=%d tk=%d dh=%d causal=%d%s",
-           impl_name(impl), WGMMA ? " (wgmma" : "", WGMMA ? cut : "",
+           impl_name(impl), WGMMA ? " (wgmma" : "", cut,
            WGMMA ? ")" : "", dtype_name(dt),
            dt == DT_F32 && F32P != F32_EXACT ? " products " : "",
            dt == DT_F32 && F32P != F32_EXACT ? f32_products_name(F32P) : "",
@@ -263,19 +275,20 @@ int main(int argc, char **argv) {
 #else
   int have_wgmma = 0;
 #endif
-  /* Flash passes on an sm_90 GPU: wgmma, mma.sync, wgmma with split walks. */
+  /* Flash passes: on an sm_90 GPU wgmma, mma.sync, both again with split
+   * walks; elsewhere mma.sync, and again split. */
   for (int m = 0; m < 2; m++)
-    for (int pass = 0; pass < (m && have_wgmma ? 3 : 1); pass++) {
+    for (int pass = 0; pass < (m ? (have_wgmma ? 4 : 2) : 1); pass++) {
 #ifdef HAVE_CUDA
-      WGMMA = have_wgmma && pass != 1;
-      SPLIT = WGMMA && pass == 2;
+      WGMMA = have_wgmma && pass % 2 == 0;
+      SPLIT = m && pass >= (have_wgmma ? 2 : 1);
       cuda_impl(GPU)->wgmma = WGMMA;
       /* --small's walks are at most 3 tiles: chunks of 1 cut them */
       cuda_impl(GPU)->flash_cut_force = SPLIT ? (small ? 1 : 2) : 0;
 #endif
       for (int d = 0; d < 3; d++) {
         attn_impl impl = m ? ATTN_FLASH : ATTN_MATERIALIZED;
-        if (SPLIT && dts[d] == DT_F32) continue;   /* no wgmma in f32 */
+        if (SPLIT && dts[d] == DT_F32) continue;   /* CUDA cores: never cut */
         shapes(impl, dts[d], small, WGMMA && dts[d] != DT_F32);
       }
     }
@@ -284,16 +297,25 @@ int main(int argc, char **argv) {
   cuda_impl(GPU)->flash_cut_force = 0;
 #endif
   /* fp32 with TF32 and 3xTF32 products: both implementations, every shape
-   * (fp32 flash on tensor cores). */
+   * (fp32 flash on tensor cores), flash again with split walks. */
   static const f32_products f32ps[2] = {F32_TF32, F32_3XTF32};
   for (int p = 0; p < 2; p++) {
     F32P = f32ps[p];
     hard(eng_f32_products(GPU, F32P), "eng_f32_products");
-    for (int m = 0; m < 2; m++)
-      shapes(m ? ATTN_FLASH : ATTN_MATERIALIZED, DT_F32, small, 0);
+    for (int pass = 0; pass < 3; pass++) {
+      SPLIT = pass == 2;
+#ifdef HAVE_CUDA
+      cuda_impl(GPU)->flash_cut_force = SPLIT ? (small ? 1 : 2) : 0;
+#endif
+      shapes(pass ? ATTN_FLASH : ATTN_MATERIALIZED, DT_F32, small, 0);
+    }
   }
   F32P = F32_EXACT;
+  SPLIT = 0;
   hard(eng_f32_products(GPU, F32P), "eng_f32_products");
+#ifdef HAVE_CUDA
+  cuda_impl(GPU)->flash_cut_force = 0;
+#endif
 #ifdef HAVE_CUDA
   /* The cut walks ran. Forced, exactly in the cases with a walk longer
    * than the chunk: 27 shapes (--small: 6), each in bf16 and f16. As
@@ -306,6 +328,10 @@ int main(int argc, char **argv) {
       check(CUT[0] >= 2, "the planner cut the walks of %d cases (at least 2)",
             CUT[0]);
   }
+  /* the mma.sync kernels' split passes (bf16, f16; fp32 on TF32 and
+   * 3xTF32): how many cases cut depends on their tiles, but some do */
+  check(MCUT[1] > 0, "the split passes cut the mma.sync kernels' walks in "
+        "%d cases (some)", MCUT[1]);
 #endif
   /* Refusals: a head dim the flash kernels do not take. */
   void *x;

@@ -1,5 +1,7 @@
 /* The cut walks' arithmetic (kernels/cuda/flash_cut.cuh) against brute
- * force, on the host (no GPU needed; built where nvcc is):
+ * force, on the host (no GPU needed; built where nvcc is), for the tiles of
+ * every kernel that cuts (the wgmma forward and backward, flash_fwd.cu's
+ * forward and flash_bwd.cu's dK/dV pass):
  *   - each walk family's count(c, C) is the number of walks longer than
  *     c C tiles, and walk lengths never grow along x;
  *   - for every cut (C from 1 to past the longest walk), cut_unit maps the
@@ -12,7 +14,8 @@
  *     uncut and cut, over both launch orders and several SM counts;
  *   - plan_cut: chunks of exactly the forced size when forced, uncut when
  *     there are many walks a head, otherwise a cut of at least
- *     CUT_MIN_TILES a chunk within the grid's limits; chunks that never
+ *     CUT_MIN_TILES (or the min_tiles asked for) a chunk within the
+ *     grid's limits; chunks that never
  *     shrink as the partials grow dearer, then no cut;
  *   - plan_cut_memo returns plan_cut's plan, hit or replaced.
  * The kernels' own results with cuts are checked on the GPU
@@ -115,10 +118,23 @@ int main(void) {
           snprintf(what, sizeof what, "forward BQ %d", BQ);
           bad += family(fw, fw.nq, false, what);
         }
+        for (int BQ : {64, 128}) {   /* flash_fwd.cu's: key tiles of 32 or 64 */
+          fwd_walks_t<32> f32 = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+          fwd_walks_t<64> f64 = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+          snprintf(what, sizeof what, "mma forward BQ %d BK 32", BQ);
+          bad += family(f32, f32.nq, false, what);
+          snprintf(what, sizeof what, "mma forward BQ %d BK 64", BQ);
+          bad += family(f64, f64.nq, false, what);
+        }
         for (int BQ : {64, 128}) {   /* the backward's */
           int tqp = (tq + BQ - 1) / BQ * BQ;
           bwd_walks_t<BK> bw = {tqp / BQ, (tk + BK - 1) / BK, BQ, causal};
           snprintf(what, sizeof what, "backward BQ %d", BQ);
+          bad += family(bw, bw.nk, true, what);
+        }
+        for (int BQ : {16, 32, 64, 128}) {   /* flash_bwd.cu's: key tiles of 64 */
+          bwd_walks_t<64> bw = {(tq + BQ - 1) / BQ, (tk + 63) / 64, BQ, causal};
+          snprintf(what, sizeof what, "mma backward BQ %d", BQ);
           bad += family(bw, bw.nk, true, what);
         }
         check(bad == 0, "walks and cuts, tq %d tk %d causal %d: %d mismatches",
@@ -184,6 +200,17 @@ int main(void) {
     walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
     check(p.nc > 1, "plan_cut cuts one head at 16384 on 132 SMs (%d chunks of %d)",
           p.nc, p.C);
+  }
+  /* the mma.sync kernels' shorter tiles: one head of the backward's dK/dV
+   * pass at 16384 (tiles of 16 queries, 264 blocks at once) cuts, into
+   * chunks of at least cut_min_tiles(16) = 16 tiles */
+  {
+    bwd_walks_t<64> bw = {1024, 256, 16, 1};
+    walk_cut p = plan_cut(bw, bw.nk, 1, 264, 0, false, 2 * 64 * 128 * 4,
+                          cut_min_tiles(16));
+    check(p.nc > 1 && p.C >= 16 && cut_min_tiles(16) == 16 &&
+              cut_min_tiles(128) == CUT_MIN_TILES,
+          "plan_cut with min_tiles 16: %d chunks of %d", p.nc, p.C);
   }
   /* forced: exactly the chunk asked for, wherever a walk is longer */
   for (int force : {1, 2, 5}) {

@@ -42,7 +42,8 @@ cd "$top"
 git status --short reports/data reports/anchors
 # rows added to a tracked experiment CSV from an uncommitted tree
 for f in $(git diff --name-only -- 'reports/data/*.csv'); do
-  n=$(git diff -U0 -- "$f" | grep '^+[^+]' |
+  # (a header that gained columns shows as added: not a row)
+  n=$(git diff -U0 -- "$f" | grep '^+[^+]' | grep -v -x -F "+$(head -1 "$f")" |
       awk -F, -v col="$(head -1 "$f" | tr ',' '\n' | grep -n -x git_dirty | cut -d: -f1)" \
         'col && $col != 0 { n++ } END { print n + 0 }')
   [ "$n" -eq 0 ] || echo "collect.sh: $f: $n new rows from a dirty tree (git_dirty != 0)"

@@ -74,7 +74,7 @@ typedef struct cuda_engine {
   int wgmma;                            /* sm_90: flash forward on wgmma
                                            (flash_fwd_wgmma.cu); tests clear
                                            it to check the mma.sync kernel */
-  int flash_cut_force;                  /* 0: the wgmma flash kernels cut
+  int flash_cut_force;                  /* 0: the flash kernels cut
                                            their walks where the replay says
                                            it pays (flash_cut.cuh); C > 0:
                                            every walk longer than C tiles is
@@ -166,6 +166,13 @@ int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal);
 int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
                           int causal);
+/* The same for flash_fwd.cu's kernel (flash_bwd.cu's two: the more) at
+ * dtype dt under the engine's fp32 products (1 where they run on CUDA
+ * cores), whether or not the engine would run the wgmma ones there. */
+int cuda_flash_fwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
+                              int causal, dtype dt);
+int cuda_flash_bwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
+                              int causal, dtype dt);
 int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,

@@ -12,18 +12,23 @@
  * block owns a query tile and walks its key tiles (causal: up to the
  * diagonal). Each recomputes P and dS for its pairs, which costs the
  * products S and dP twice; in exchange nothing is summed across blocks.
+ * With few tiles a head either kernel's walks may be cut into chunks
+ * (flash_cut.cuh), whose fp32 partials flash_sum_merge sums in chunk
+ * order, so the results still repeat bit for bit.
  *
  * bf16 / f16: tensor cores, one warp per 16 or 32 rows of the owned tile
  * (dkdv_cfg, dq_cfg), P^T and dS^T (or dS) passed from accumulators to the
  * next product in registers, the streamed tiles double-buffered with
  * cp.async. fp32 with TF32 or 3xTF32 products (the engine's setting): the
- * same kernels on TF32 parts (flash_fwd.cu says how), every tile's rows
- * padded by 8 floats (conflict-free as the products' A or B; the tiles
- * also read as P^T dO's or dS K's B, Q and dO or K, take two-way
- * conflicts there). True fp32 (the default): CUDA cores, 4 threads per
+ * dK/dV kernel on TF32 parts (flash_fwd.cu says how), which computes dQ
+ * too in the same pass and adds it into dq atomically (dq_fused); every
+ * tile's rows padded by 8 floats (conflict-free as the products' A or B;
+ * the tiles also read as P^T dO's or dS K's B, Q and dO or K, take
+ * two-way conflicts there). True fp32 (the default): CUDA cores, 4 threads per
  * owned row. Head dims 16, 32, 64, 80, 128. D lives in the engine's
  * workspace (bh * Tq floats). */
 #include "kernels/cuda/flash_common.cuh"
+#include "kernels/cuda/flash_cut.cuh"
 
 namespace {
 
@@ -51,6 +56,7 @@ constexpr int MMA_WARPS = 4;
 template <typename T, int DH> struct dkdv_cfg {
   static constexpr int MT = 1;
   static constexpr int BS = DH == 64 ? 128 : DH == 80 ? 32 : 64;
+  static constexpr bool FDQ = false;
 };
 template <typename T, int DH> struct dq_cfg {
   static constexpr int MT = DH == 128 ? 2 : 1;
@@ -61,21 +67,106 @@ template <typename T, int DH> struct dq_cfg {
  * KB) with the accumulators (dK and dV: Dh floats a thread) in registers. */
 template <int DH> struct dkdv_cfg<float, DH> {
   static constexpr int MT = 1;
-  static constexpr int BS = DH >= 128 ? 16 : DH >= 80 ? 32 : 64;
+  static constexpr int BS = DH >= 128 ? 16 : DH >= 64 ? 32 : 64;
+  /* dQ in this pass (dq_fused): its dS tile (BS x 72 floats) on top, so
+   * Dh 64 streams 32 rows, not 64, to keep two blocks an SM */
+  static constexpr bool FDQ = true;
 };
 template <int DH> struct dq_cfg<float, DH> : dkdv_cfg<float, DH> {};
 
+/* x, y added into p[0], p[1] (global memory) atomically */
+__device__ __forceinline__ void atomic_add2(float *p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(x, y));
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+#endif
+}
+
+/* dQ in the dK/dV pass (fp32 on TF32 parts): S and dP are computed once
+ * for dK, dV and dQ, 5 products per (query, key) pair instead of the two
+ * passes' 7. A block's warps hold dS^T of their 16 keys each; a tile's dS,
+ * times the scale, goes to shared memory as [BQ queries][OWN keys], and
+ * the four warps compute dS K (BQ x DH) between them, adding it into dq
+ * (fp32, zeroed before the launch) with atomics. dq's sums arrive in any
+ * order, so its last bits may differ from run to run, as the Hopper 16-bit
+ * kernel's do (flash_bwd_wgmma.cu); dk and dv still repeat bit for bit. */
+template <int BQ, int OWN> struct dq_fused {
+  /* rows 8 floats past a multiple of 32: the product's 8-byte A reads are
+   * conflict-free (warp_abt_f32's); put's stores take two ways */
+  static constexpr int LDS = OWN + 8;
+  static constexpr size_t bytes = (size_t)BQ * LDS * sizeof(float);
+  /* warp w's dS^T (C fragments: key 16w + g + 8 (e >> 1), query
+   * 8n + 2t + (e & 1)) into sds[query][key], times scale; zero: a warp
+   * whose keys no query of the tile sees */
+  static __device__ __forceinline__ void put(float *sds, const float ds[][BQ / 8][4],
+                                             int w, float scale) {
+    int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        sds[(n * 8 + 2 * t + (e & 1)) * LDS + 16 * w + g + 8 * (e >> 1)] = ds[0][n][e] * scale;
+  }
+  static __device__ __forceinline__ void zero(float *sds, int w) {
+    int l = threadIdx.x & 31;
+    for (int x = l; x < BQ * 16; x += 32) sds[(x >> 4) * LDS + 16 * w + (x & 15)] = 0.f;
+  }
+  /* dq rows r0 .. r0 + BQ (those below tq) += sds (BQ x OWN) K (OWN x DH:
+   * sk, row stride ld); the warps split the tile's m-tiles of queries,
+   * then its n-tiles of DH */
+  template <bool X3, int DH>
+  static __device__ __forceinline__ void add(float *dq, const float *sds,
+                                             const float *sk, int ld, int r0,
+                                             int tq) {
+    constexpr int MQ = BQ / 16, WM = MQ < MMA_WARPS ? MQ : MMA_WARPS,
+                  WN = MMA_WARPS / WM, MTQ = MQ / WM, NQ = DH / 8 / WN;
+    static_assert(MQ % WM == 0 && MMA_WARPS % WM == 0 && (DH / 8) % WN == 0,
+                  "the warps split the dQ tile evenly");
+    int w = threadIdx.x >> 5, wm = w / WN, wn = w % WN, l = threadIdx.x & 31,
+        g = l >> 2, t = l & 3;
+    float acc[MTQ][NQ][4];
+#pragma unroll
+    for (int m = 0; m < MTQ; m++)
+#pragma unroll
+      for (int n = 0; n < NQ; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[m][n][e] = 0.f;
+    warp_ab_f32<X3, MTQ, NQ, OWN>(acc, sds + wm * MTQ * 16 * LDS, LDS,
+                                  sk + wn * NQ * 8, ld);
+#pragma unroll
+    for (int m = 0; m < MTQ; m++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int r = r0 + (wm * MTQ + m) * 16 + g + 8 * h;
+        if (r >= tq) continue;
+        float *rq = dq + (size_t)r * DH + wn * NQ * 8 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < NQ; n++) atomic_add2(rq + n * 8, acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+      }
+  }
+};
+
 /* dK, dV of one key tile of OWN rows; query tiles of BS stream by. X3
- * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). */
-template <typename T, int DH, int MT, int BQ, bool X3>
+ * (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). FDQ
+ * (fp32 only): dQ too, in the same pass (dq_fused says why and how). CUT:
+ * compiled for a cut launch (flash_cut.cuh; cut.us > 0): unit blockIdx.x
+ * walks one chunk of its key tile's query tiles, and a cut walk's chunks
+ * write dV and dK (fp32) to the partials, which flash_sum_merge sums; the
+ * uncut instance folds that away. */
+template <typename T, int DH, int MT, int BQ, bool X3, bool FDQ, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dkdv_mma(const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const T *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ D,
-                   T *__restrict__ dk, T *__restrict__ dv, int tq, int tk,
-                   int causal, float scale, float scale_log2) {
+                   T *__restrict__ dk, T *__restrict__ dv,
+                   float *__restrict__ dq, float *__restrict__ part,
+                   walk_cut cut, bwd_walks_t<16 * MT * MMA_WARPS> bw, int tq,
+                   int tk, int causal, float scale, float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
+  static_assert(!FDQ || (sizeof(T) == 4 && MT == 1), "fused dQ: fp32, one m-tile");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
   T *sv = sk + OWN * LD;
@@ -83,10 +174,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sdo = sq + 2 * BQ * LD;
   float *sl = reinterpret_cast<float *>(sdo + 2 * BQ * LD);   /* 2 x BQ */
   float *sd = sl + 2 * BQ;
+  float *sds = sd + 2 * BQ;       /* FDQ: the tile's dS, BQ x DS_LD */
 
   /* Causal: the first key tiles see the most query tiles; start them
-   * first, so the short ones fill the tail. */
-  int b = blockIdx.y, k0 = blockIdx.x * OWN;
+   * first, so the short ones fill the tail. Unit blockIdx.x: chunk kc of
+   * walk x, key tile x (uncut: x = blockIdx.x). */
+  int b = blockIdx.y, x = blockIdx.x, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, bw, (int)blockIdx.x, &x, &kc, &slot);
+  int k0 = CUT ? x * OWN : (int)(blockIdx.x * OWN);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
   int wk0 = k0 + w * 16 * MT;     /* this warp's first key */
   q += (size_t)b * tq * DH;
@@ -95,8 +190,17 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   v += (size_t)b * tk * DH;
   lse += (size_t)b * tq;
   D += (size_t)b * tq;
+  if constexpr (FDQ) dq += (size_t)b * tq * DH;
 
   int first = causal ? k0 / BQ : 0, last = (tq + BQ - 1) / BQ;
+  /* a cut walk (bw.walk(x) tiles, past C): this unit's chunk of it, and
+   * its partials to its slot */
+  bool partial = false;
+  if constexpr (CUT) {
+    partial = last - first > cut.C;
+    first += kc * cut.C;
+    last = min(last, first + cut.C);
+  }
   load_tile<T, DH, NT>(sk, k, k0, OWN, tk);
   load_tile<T, DH, NT>(sv, v, k0, OWN, tk);
   auto stream_in = [&](int it, int buf) {
@@ -134,7 +238,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     const float *lt = sl + buf * BQ, *dt = sd + buf * BQ;
 
     /* Causal: queries wholly before this warp's first key see none of them. */
-    if (!(causal && r0 + BQ - 1 < wk0)) {
+    bool sees = !(causal && r0 + BQ - 1 < wk0);
+    if (sees) {
       float p[MT][BQ / 8][4], ds[MT][BQ / 8][4];
 #pragma unroll
       for (int m = 0; m < MT; m++)
@@ -170,8 +275,15 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
           for (int e = 0; e < 4; e++)
             ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - dt[n * 8 + 2 * t + (e & 1)]);
+      if constexpr (FDQ) dq_fused<BQ, OWN>::put(sds, ds, w, scale);
       M::template cb<MT, BQ / 8, DH>(gv, p, dot, LD);   /* dV += P^T dO */
       M::template cb<MT, BQ / 8, DH>(gk, ds, qt, LD);   /* dK += dS^T Q */
+    } else if constexpr (FDQ) {
+      dq_fused<BQ, OWN>::zero(sds, w);
+    }
+    if constexpr (FDQ) {
+      __syncthreads();   /* every warp's dS is in */
+      dq_fused<BQ, OWN>::template add<X3, DH>(dq, sds, sk, LD, r0, tq);
     }
     __syncthreads();
   }
@@ -183,6 +295,18 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int h = 0; h < 2; h++) {
       int r = wk0 + m * 16 + g + 8 * h;
       if (r >= tk) continue;
+      if (partial) {   /* slot: dV's OWN rows, then dK's */
+        float *pv = part + (((size_t)b * cut.us + slot) * 2 * OWN + (r - k0)) * DH,
+              *pk = pv + (size_t)OWN * DH;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++) {
+          *reinterpret_cast<float2 *>(pv + n * 8 + 2 * t) =
+              make_float2(gv[m][n][2 * h], gv[m][n][2 * h + 1]);
+          *reinterpret_cast<float2 *>(pk + n * 8 + 2 * t) =
+              make_float2(gk[m][n][2 * h] * scale, gk[m][n][2 * h + 1] * scale);
+        }
+        continue;
+      }
       T *rk = dk + ((size_t)b * tk + r) * DH, *rv = dv + ((size_t)b * tk + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++) {
@@ -192,13 +316,17 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     }
 }
 
-/* dQ of one query tile of OWN rows; key tiles of BS stream by. */
-template <typename T, int DH, int MT, int BK, bool X3>
+/* dQ of one query tile of OWN rows; key tiles of BS stream by. CUT: as
+ * the forward's (flash_fwd.cu): unit blockIdx.x walks one chunk of its
+ * query tile's key tiles, and a cut tile's chunks write dQ (fp32) to the
+ * partials, which flash_sum_merge sums. */
+template <typename T, int DH, int MT, int BK, bool X3, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_dq_mma(const T *__restrict__ q, const T *__restrict__ k,
                  const T *__restrict__ v, const T *__restrict__ dout,
                  const float *__restrict__ lse, const float *__restrict__ D,
-                 T *__restrict__ dq, int tq, int tk, int causal, float scale,
+                 T *__restrict__ dq, float *__restrict__ part, walk_cut cut,
+                 fwd_walks_t<BK> fw, int tq, int tk, int causal, float scale,
                  float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, NT = MMA_WARPS * 32, OWN = 16 * MT * MMA_WARPS;
@@ -208,7 +336,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sk = sdo + OWN * LD;         /* two buffers of BK rows each */
   T *sv = sk + 2 * BK * LD;
 
-  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * OWN;
+  /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x). */
+  int b = blockIdx.y, x = blockIdx.x, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, fw, (int)blockIdx.x, &x, &kc, &slot);
+  int q0 = CUT ? (fw.nq - 1 - x) * OWN : (int)((gridDim.x - 1 - blockIdx.x) * OWN);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
   int wq0 = q0 + w * 16 * MT;     /* this warp's first query row */
   q += (size_t)b * tq * DH;
@@ -217,11 +348,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   v += (size_t)b * tk * DH;
 
   int kend = causal ? min(tk, q0 + OWN) : tk;
-  int ntiles = (kend + BK - 1) / BK;
+  int walk = (kend + BK - 1) / BK;   /* fw.walk(x) */
+  int jb = CUT ? kc * cut.C : 0;     /* this unit's key tiles from jb */
+  int ntiles = CUT ? min(walk, jb + cut.C) - jb : walk;
+  bool partial = CUT && walk > cut.C;
   load_tile<T, DH, NT>(sq, q, q0, OWN, tq);
   load_tile<T, DH, NT>(sdo, dout, q0, OWN, tq);
-  load_tile<T, DH, NT>(sk, k, 0, BK, tk);
-  load_tile<T, DH, NT>(sv, v, 0, BK, tk);
+  load_tile<T, DH, NT>(sk, k, jb * BK, BK, tk);
+  load_tile<T, DH, NT>(sv, v, jb * BK, BK, tk);
   cp_async_commit();
 
   float lrow[MT][2], drow[MT][2];
@@ -242,7 +376,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       gq[m][n][0] = gq[m][n][1] = gq[m][n][2] = gq[m][n][3] = 0.f;
 
   for (int j = 0; j < ntiles; j++) {
-    int buf = j & 1, c0 = j * BK;
+    int buf = j & 1, c0 = (jb + j) * BK;
     if (j + 1 < ntiles) {
       load_tile<T, DH, NT>(sk + (buf ^ 1) * BK * LD, k, c0 + BK, BK, tk);
       load_tile<T, DH, NT>(sv + (buf ^ 1) * BK * LD, v, c0 + BK, BK, tk);
@@ -302,6 +436,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
     for (int h = 0; h < 2; h++) {
       int r = wq0 + m * 16 + g + 8 * h;
       if (r >= tq) continue;
+      if (partial) {
+        float *pq = part + (((size_t)b * cut.us + slot) * OWN + (r - q0)) * DH;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++)
+          *reinterpret_cast<float2 *>(pq + n * 8 + 2 * t) =
+              make_float2(gq[m][n][2 * h] * scale, gq[m][n][2 * h + 1] * scale);
+        continue;
+      }
       T *rq = dq + ((size_t)b * tq + r) * DH;
 #pragma unroll
       for (int n = 0; n < DH / 8; n++)
@@ -455,80 +597,149 @@ __global__ void __launch_bounds__(4 * B)
 }
 
 typedef struct bwd_args {
-  const void *q, *k, *v, *dout;
-  const float *lse, *D;
+  const void *q, *k, *v, *o, *dout;
+  const float *lse;
   void *dq, *dk, *dv;
   int bh, tq, tk, causal;
   float scale, sl2;
 } bwd_args;
 
-template <typename T, int DH, bool X3 = false>
-int launch_mma(engine *e, const bwd_args &a) {
+/* D = rowsum(dO * O) into the engine's workspace, `extra` floats after it
+ * (a cut's partials, 16-byte aligned: *extra_p), then flash_bwd_d. */
+template <typename T>
+int bwd_prep(engine *e, const bwd_args &a, int dh, size_t extra, float **D,
+             float **extra_p) {
+  size_t rows = (size_t)a.bh * a.tq, off = (rows + 3) & ~(size_t)3;
+  void *ws;
+  TRY(cuda_workspace(e, (off + extra) * sizeof(float), &ws));
+  *D = (float *)ws;
+  *extra_p = extra ? *D + off : NULL;
+  flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
+      (const T *)a.o, (const T *)a.dout, *D, (long long)rows, dh);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* The two tensor-core kernels' launches at these sizes: their walks,
+ * cuts (as the forward's, flash_fwd.cu's fwd_mma_plan), shared memory and
+ * instances. dK/dV: key tiles of OWN walk query tiles of BQ; dQ (a pass
+ * of its own unless FDQ): query tiles of OWN walk key tiles of BK. */
+template <typename T, int DH, bool X3>
+struct bwd_kernels {
   typedef dkdv_cfg<T, DH> C1;
   typedef dq_cfg<T, DH> C2;
-  constexpr int LD = DH + 8, O1 = 16 * C1::MT * MMA_WARPS, B1 = C1::BS,
-                O2 = 16 * C2::MT * MMA_WARPS, B2 = C2::BS;
-  size_t smem1 = (size_t)(2 * O1 + 4 * B1) * LD * sizeof(T) + 4 * B1 * sizeof(float);
-  size_t smem2 = (size_t)(2 * O2 + 4 * B2) * LD * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dkdv_mma<T, DH, C1::MT, B1, X3>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem1));
-  CHECK_CUDA(cudaFuncSetAttribute(flash_dq_mma<T, DH, C2::MT, B2, X3>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem2));
-  dim3 g1((a.tk + O1 - 1) / O1, a.bh), g2((a.tq + O2 - 1) / O2, a.bh);
-  flash_dkdv_mma<T, DH, C1::MT, B1, X3><<<g1, MMA_WARPS * 32, smem1, cuda_stream(e)>>>(
+  static constexpr int LD = DH + 8, OWN = 16 * C1::MT * MMA_WARPS, BQ = C1::BS,
+                       OWN2 = 16 * C2::MT * MMA_WARPS, BK = C2::BS;
+  static constexpr bool F = C1::FDQ;
+  typedef bwd_walks_t<OWN> walks1;
+  typedef fwd_walks_t<BK> walks2;
+  static constexpr size_t smem1 = (size_t)(2 * OWN + 4 * BQ) * LD * sizeof(T) +
+                                  4 * BQ * sizeof(float) +
+                                  (F ? dq_fused<BQ, OWN>::bytes : 0);
+  static constexpr size_t smem2() { return (size_t)(2 * OWN2 + 4 * BK) * LD * sizeof(T); }
+  template <bool CUT> static constexpr auto dkdv() {
+    return flash_dkdv_mma<T, DH, C1::MT, BQ, X3, F, CUT>;
+  }
+  template <bool CUT> static constexpr auto dq() {
+    return flash_dq_mma<T, DH, C2::MT, BK, X3, CUT>;
+  }
+  /* the cuts: key[0] names the kernel (4 / 6: dK/dV / dQ, 5 / 7 with
+   * fp32's tiles); the dQ pass's none when fused */
+  static int plan(engine *e, int bh, int tq, int tk, int causal, walks1 *w1,
+                  walk_cut *c1, walks2 *w2, walk_cut *c2) {
+    *w1 = {(tq + BQ - 1) / BQ, (tk + OWN - 1) / OWN, BQ, causal};
+    *w2 = {(tq + OWN2 - 1) / OWN2, OWN2, tk, causal};
+    int f = sizeof(T) == 4;
+    const int k1[] = {4 + f, bh, tq, tk, DH * 2 + !!causal},
+              k2[] = {6 + f, bh, tq, tk, DH * 2 + !!causal};
+    TRY(plan_cut_blocks(e, dkdv<false>(), MMA_WARPS * 32, smem1, k1, *w1, w1->nk,
+                        bh, 2LL * OWN * DH * 4, cut_min_tiles(BQ), c1));
+    *c2 = make_cut(*w2, w2->nq, 1 << 30);   /* uncut */
+    if constexpr (!F)
+      TRY(plan_cut_blocks(e, dq<false>(), MMA_WARPS * 32, smem2(), k2, *w2, w2->nq,
+                          bh, (long long)OWN2 * DH * 4, cut_min_tiles(BK), c2));
+    return 0;
+  }
+};
+
+template <typename T, int DH, bool X3 = false>
+int launch_mma(engine *e, const bwd_args &a) {
+  typedef bwd_kernels<T, DH, X3> K;
+  typename K::walks1 w1;
+  typename K::walks2 w2;
+  walk_cut c1, c2;
+  TRY(K::plan(e, a.bh, a.tq, a.tk, a.causal, &w1, &c1, &w2, &c2));
+  /* the partials of both cuts after D, 16-byte aligned */
+  size_t n1 = ((size_t)a.bh * c1.us * 2 * K::OWN * DH + 3) & ~(size_t)3,
+         n2 = (size_t)a.bh * c2.us * K::OWN2 * DH;
+  float *D, *part1;
+  TRY(bwd_prep<T>(e, a, DH, n1 + n2, &D, &part1));
+  float *part2 = n2 ? part1 + n1 : NULL;
+  cudaStream_t st = cuda_stream(e);
+  auto k1 = c1.us > 0 ? K::template dkdv<true>() : K::template dkdv<false>();
+  CHECK_CUDA(cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)K::smem1));
+  /* fused: the pass adds dq's sums into it */
+  if (K::F)
+    CHECK_CUDA(cudaMemsetAsync(a.dq, 0, (size_t)a.bh * a.tq * DH * sizeof(float), st));
+  k1<<<dim3(c1.units, a.bh), MMA_WARPS * 32, K::smem1, st>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dk, (T *)a.dv, K::F ? (float *)a.dq : nullptr, part1, c1, w1,
+      a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
-  flash_dq_mma<T, DH, C2::MT, B2, X3><<<g2, MMA_WARPS * 32, smem2, cuda_stream(e)>>>(
-      (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
-  CHECK_LAUNCH();
+  /* a slot: dV's OWN rows, then dK's */
+  TRY((sum_cut_merge<T, DH, K::OWN, 2>(e, c1, w1, part1, a.dv, a.dk, a.bh, a.tk)));
+  if constexpr (!K::F) {   /* dQ in a pass of its own */
+    auto k2 = c2.us > 0 ? K::template dq<true>() : K::template dq<false>();
+    CHECK_CUDA(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)K::smem2()));
+    k2<<<dim3(c2.units, a.bh), MMA_WARPS * 32, K::smem2(), st>>>(
+        (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
+        D, (T *)a.dq, part2, c2, w2, a.tq, a.tk, a.causal, a.scale, a.sl2);
+    CHECK_LAUNCH();
+    TRY((sum_cut_merge<T, DH, K::OWN2, 1>(e, c2, w2, part2, a.dq, NULL, a.bh, a.tq)));
+  }
   return 0;
 }
 
 template <typename T, int DH>
 int launch_simt(engine *e, const bwd_args &a) {
   constexpr int B = simt_tile<DH>::B;
+  float *D, *none;
+  TRY(bwd_prep<T>(e, a, DH, 0, &D, &none));
   dim3 g1((a.tk + B - 1) / B, a.bh), g2((a.tq + B - 1) / B, a.bh);
   flash_dkdv_simt<T, DH><<<g1, 4 * B, 0, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dk, (T *)a.dv, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
   flash_dq_simt<T, DH><<<g2, 4 * B, 0, cuda_stream(e)>>>(
       (const T *)a.q, (const T *)a.k, (const T *)a.v, (const T *)a.dout, a.lse,
-      a.D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
+      D, (T *)a.dq, a.tq, a.tk, a.causal, a.scale, a.sl2);
   CHECK_LAUNCH();
   return 0;
 }
 
-template <typename T>
-int launch(engine *e, const bwd_args &a, const void *o, int dh) {
-  long long rows = (long long)a.bh * a.tq;
-  flash_bwd_d<T><<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(e)>>>(
-      (const T *)o, (const T *)a.dout, (float *)a.D, rows, dh);
-  CHECK_LAUNCH();
-  /* fp32 products as the engine's setting says (kernels.h f32_products):
-   * true fp32 on CUDA cores, TF32 or 3xTF32 on tensor cores */
-  f32_products f32 = cuda_impl(e)->f32;
-#define FLASH_BWD_CASE(DH)                                                    \
-  case DH:                                                                    \
-    if constexpr (sizeof(T) != 4) return launch_mma<T, DH>(e, a);             \
-    else if (f32 == F32_3XTF32) return launch_mma<T, DH, true>(e, a);         \
-    else if (f32 == F32_TF32) return launch_mma<T, DH>(e, a);                 \
-    else return launch_simt<T, DH>(e, a);
-  switch (dh) {
-    FLASH_BWD_CASE(16)
-    FLASH_BWD_CASE(32)
-    FLASH_BWD_CASE(64)
-    FLASH_BWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
-    FLASH_BWD_CASE(128)
+/* flash_dispatch's ops: the launch, and the most chunks either tensor-core
+ * kernel cuts a walk into (1: CUDA cores, never cut) */
+struct bwd_launch {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, const bwd_args &a) { return launch_mma<T, D, X3>(e, a); }
+  template <typename T, int D>
+  static int simt(engine *e, const bwd_args &a) { return launch_simt<T, D>(e, a); }
+};
+struct bwd_chunks {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, int bh, int tq, int tk, int causal) {
+    typedef bwd_kernels<T, D, X3> K;
+    typename K::walks1 w1;
+    typename K::walks2 w2;
+    walk_cut c1, c2;
+    TRY(K::plan(e, bh, tq, tk, causal, &w1, &c1, &w2, &c2));
+    return c1.nc > c2.nc ? c1.nc : c2.nc;
   }
-#undef FLASH_BWD_CASE
-  FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, 32, "
-       "64, 80, 128 (got dh=%d)", dh);
-}
+  template <typename T, int D>
+  static int simt(engine *, int, int, int, int) { return 1; }
+};
 
 }  // namespace
 
@@ -550,14 +761,13 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
       (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_bwd_wgmma(e, q, k, v, o, dout, lse, dq, dk, dv, bh, tq,
                                 tk, dh, causal, scale, dt);
-  void *ws;
-  TRY(cuda_workspace(e, (size_t)bh * tq * sizeof(float), &ws));
-  bwd_args a = {q, k, v, dout, lse, (const float *)ws, dq, dk, dv, bh, tq,
-                tk, causal, scale, scale * FLASH_LOG2E};
-  switch (dt) {
-  case DT_F32: return launch<float>(e, a, o, dh);
-  case DT_BF16: return launch<__nv_bfloat16>(e, a, o, dh);
-  case DT_F16: return launch<__half>(e, a, o, dh);
-  }
-  FAIL(ERR_FAIL, "k_attention_bwd: unknown dtype %d", (int)dt);
+  bwd_args a = {q, k, v, o, dout, lse, dq, dk, dv, bh, tq, tk, causal, scale,
+                scale * FLASH_LOG2E};
+  return flash_dispatch<bwd_launch>(e, "k_attention_bwd", dt, dh, a);
+}
+
+int cuda_flash_bwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
+                              int causal, dtype dt) {
+  return flash_dispatch<bwd_chunks>(e, "cuda_flash_bwd_mma_chunks", dt, dh, bh, tq,
+                                    tk, causal);
 }

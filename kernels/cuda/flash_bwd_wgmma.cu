@@ -42,7 +42,7 @@
  * Cut walks (flash_cut.cuh): with few key blocks a head, a block's walk
  * over the query tiles may be cut into chunks, a block a chunk; the chunks
  * of a cut walk add their dQ as every block does and write their dK, dV
- * (fp32) to the scratch, which flash_bwd_merge sums in chunk order (dk, dv
+ * (fp32) to the scratch, which flash_sum_merge sums in chunk order (dk, dv
  * still repeat bit for bit). */
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/flash_cut.cuh"
@@ -407,44 +407,6 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
-/* dK, dV of the cut walks (walk x: key block x of head y): the sums of
- * their chunks' partials, in chunk order. Block (g, y): CUT_MERGE_ROWS
- * keys of walk g / (BK / CUT_MERGE_ROWS), a warp a key, lanes over its
- * columns; the chunks' slots in shared memory (cut.nc of them). */
-template <typename T, int DH>
-__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
-    flash_bwd_merge(const float *__restrict__ part, T *__restrict__ dk,
-                    T *__restrict__ dv, walk_cut cut, bwd_walks bw, int tk) {
-  extern __shared__ int slots[];
-  constexpr int GROUPS = BK / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
-  int x = blockIdx.x / GROUPS, b = blockIdx.y, k0 = x * BK;
-  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
-      lane = threadIdx.x & 31;
-  int n = cut_slots(cut, bw, x, slots);
-  if (k0 + r >= tk) return;   /* past the last key: after the barrier */
-  float sv[PER], sk[PER];
-#pragma unroll
-  for (int i = 0; i < PER; i++) sv[i] = sk[i] = 0.f;
-#pragma unroll 4
-  for (int c = 0; c < n; c++) {
-    const float *pv = part + (((size_t)b * cut.us + slots[c]) * 2 * BK + r) * DH,
-                *pk = pv + (size_t)BK * DH;
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-      if (lane + 32 * i < DH) {
-        sv[i] += pv[lane + 32 * i];
-        sk[i] += pk[lane + 32 * i];
-      }
-  }
-  size_t row = ((size_t)b * tk + k0 + r) * DH;
-#pragma unroll
-  for (int i = 0; i < PER; i++)
-    if (lane + 32 * i < DH) {
-      dv[row + lane + 32 * i] = elt<T>::store(sv[i]);
-      dk[row + lane + 32 * i] = elt<T>::store(sk[i]);
-    }
-}
-
 template <typename T, int DH>
 int launch(engine *e, const void *q, const void *k, const void *v,
            const void *o, const void *dout, const float *lse, void *dq,
@@ -482,12 +444,8 @@ int launch(engine *e, const void *q, const void *k, const void *v,
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
       causal, scale, scale * FLASH_LOG2E);
   CHECK_LAUNCH();
-  if (cut.us > 0) {
-    flash_bwd_merge<T, DH><<<dim3((cut.n - cut.whole) * (BK / CUT_MERGE_ROWS), bh),
-                             32 * CUT_MERGE_ROWS, cut.nc * sizeof(int), st>>>(
-        part, (T *)dk, (T *)dv, cut, bw, tk);
-    CHECK_LAUNCH();
-  }
+  /* a slot: dV's BK rows, then dK's */
+  TRY((sum_cut_merge<T, DH, BK, 2>(e, cut, bw, part, dv, dk, bh, tk)));
   flash_dq_convert<T, DH><<<dim3(tqp / 64 * C::CB, bh), 128, 0, st>>>(
       acc, (T *)dq, tq, tqp, scale);
   CHECK_LAUNCH();

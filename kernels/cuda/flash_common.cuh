@@ -298,6 +298,21 @@ __device__ __forceinline__ void mma_f32x(float c[4], const tf32_frag<X3, 4> &a,
   mma_tf32(c, a.hi, b.hi);
 }
 
+/* The A parts of MT m-tiles at k-step c from a tile with k contiguous
+ * (ar: the thread's first element, row g and column 2t; row stride ld):
+ * rows g and g + 8 of each 16, columns c + 2t and c + 2t + 1 as k = t and
+ * t + 4, one 8-byte read each. */
+template <bool X3, int MT>
+__device__ __forceinline__ void a_parts_f32(tf32_frag<X3, 4> a[MT],
+                                            const float *ar, int ld, int c) {
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * ld + c),
+           bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * ld + c);
+    a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
+  }
+}
+
 /* acc[m][n] (MT m-tiles, NTL n-tiles of 8) += A B^T in fp32 from TF32
  * parts: A the warp's MT*16 rows, B NTL*8 rows, both in shared memory with
  * k contiguous (row stride ld, 8 or 24 banks mod 32: conflict-free 8-byte
@@ -311,12 +326,7 @@ __device__ __forceinline__ void warp_abt_f32(float acc[][NTL][4],
 #pragma unroll
   for (int c = 0; c < KD; c += 8) {
     tf32_frag<X3, 4> a[MT];
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      float2 top = *reinterpret_cast<const float2 *>(ar + m * 16 * ld + c),
-             bot = *reinterpret_cast<const float2 *>(ar + (m * 16 + 8) * ld + c);
-      a[m].set(0, top.x); a[m].set(1, bot.x); a[m].set(2, top.y); a[m].set(3, bot.y);
-    }
+    a_parts_f32<X3, MT>(a, ar, ld, c);
 #pragma unroll
     for (int n = 0; n < NTL; n++) {
       float2 x = *reinterpret_cast<const float2 *>(br + n * 8 * ld + c);
@@ -354,6 +364,29 @@ __device__ __forceinline__ void warp_cb_f32(float acc[][DH / 8][4],
       b.set(0, br[d * 8]); b.set(1, br[ld + d * 8]);
 #pragma unroll
       for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][d], a[m], b);
+    }
+  }
+}
+
+/* acc[m][n] (MT m-tiles, NQ n-tiles of 8) += A B in fp32 from TF32 parts:
+ * A the warp's MT*16 rows with k contiguous (row stride lda, as
+ * warp_abt_f32's A), B row-major [k][n] (KD x NQ*8, row stride ldb, as
+ * warp_cb_f32's B). */
+template <bool X3, int MT, int NQ, int KD>
+__device__ __forceinline__ void warp_ab_f32(float acc[][NQ][4], const float *A,
+                                            int lda, const float *B, int ldb) {
+  int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const float *ar = A + g * lda + 2 * t, *br = B + 2 * t * ldb + g;
+#pragma unroll
+  for (int c = 0; c < KD; c += 8) {
+    tf32_frag<X3, 4> a[MT];
+    a_parts_f32<X3, MT>(a, ar, lda, c);
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+      tf32_frag<X3, 2> b;
+      b.set(0, br[c * ldb + n * 8]); b.set(1, br[(c + 1) * ldb + n * 8]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
     }
   }
 }
@@ -397,5 +430,41 @@ template <bool X3> struct warp_mma<float, X3> {
     *reinterpret_cast<float2 *>(dst) = make_float2(lo, hi);
   }
 };
+
+/* The kernel the engine's settings choose for element type T at head dim
+ * dh (op names the caller in the error), as Op sees it: Op::mma<T, D, X3>
+ * for the tensor-core kernels (16-bit, or fp32 with TF32 / 3xTF32 products:
+ * kernels.h f32_products), Op::simt<T, D> for true fp32 on CUDA cores. */
+template <class Op, typename T, typename... A>
+int flash_dispatch_dh(engine *e, const char *op, int dh, A... a) {
+  f32_products f32 = cuda_impl(e)->f32;
+#define FLASH_CASE(D)                                                         \
+  case D:                                                                     \
+    if constexpr (sizeof(T) != 4) return Op::template mma<T, D, false>(e, a...); \
+    else if (f32 == F32_3XTF32) return Op::template mma<T, D, true>(e, a...); \
+    else if (f32 == F32_TF32) return Op::template mma<T, D, false>(e, a...);  \
+    else return Op::template simt<T, D>(e, a...);
+  switch (dh) {
+    FLASH_CASE(16)
+    FLASH_CASE(32)
+    FLASH_CASE(64)
+    FLASH_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
+    FLASH_CASE(128)
+  }
+#undef FLASH_CASE
+  FAIL(ERR_FAIL, "%s: flash on the GPU takes head dims 16, 32, 64, 80, 128 "
+       "(got dh=%d)", op, dh);
+}
+
+/* The same for element type dt. */
+template <class Op, typename... A>
+int flash_dispatch(engine *e, const char *op, dtype dt, int dh, A... a) {
+  switch (dt) {
+  case DT_F32: return flash_dispatch_dh<Op, float>(e, op, dh, a...);
+  case DT_BF16: return flash_dispatch_dh<Op, __nv_bfloat16>(e, op, dh, a...);
+  case DT_F16: return flash_dispatch_dh<Op, __half>(e, op, dh, a...);
+  }
+  FAIL(ERR_FAIL, "%s: unknown dtype %d", op, (int)dt);
+}
 
 #endif

@@ -1,5 +1,6 @@
-/* Cut walks: how the Hopper flash kernels (flash_fwd_wgmma.cu,
- * flash_bwd_wgmma.cu) spread few, long walks over the SMs.
+/* Cut walks: how the flash kernels (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu,
+ * and flash_fwd.cu's tensor-core forward) spread few, long walks over the
+ * SMs.
  *
  * A block of those kernels walks a run of tiles: the forward a query
  * tile's key tiles, the backward a key block's query tiles. Causal walks
@@ -25,6 +26,9 @@
 #define TRAINLAB_FLASH_CUT_CUH
 
 #include "kernels/cuda/cut_memo.h"
+#ifdef __CUDACC__
+#include "kernels/cuda/flash_common.cuh"
+#endif
 
 #include <algorithm>
 #include <functional>
@@ -36,6 +40,8 @@
  * tiles of BK keys it sees. */
 template <int BK> struct fwd_walks_t {
   int nq, BQ, tk, causal;
+  /* the first row of walk x's query tile */
+  __host__ __device__ int row0(int x) const { return (nq - 1 - x) * BQ; }
   __host__ __device__ int walk(int x) const {
     int end = (nq - x) * BQ;   /* past the tile's last row */
     int kend = causal && end < tk ? end : tk;
@@ -56,6 +62,8 @@ template <int BK> struct fwd_walks_t {
  * all. */
 template <int BK> struct bwd_walks_t {
   int nq, nk, BQ, causal;
+  /* the first row (key) of walk x's key block */
+  __host__ __device__ int row0(int x) const { return x * BK; }
   __host__ __device__ int walk(int x) const {
     if (!causal) return nq;
     long long i0 = (long long)x * BK / BQ;   /* the first tile that sees it */
@@ -106,7 +114,7 @@ __host__ __device__ inline int cut_slot(const walk_cut &p, const W &w, int x,
 
 #ifdef __CUDACC__
 /* The rows a merge block combines, a warp each (flash_fwd_merge,
- * flash_bwd_merge): a cut walk's rows spread over many blocks. With one
+ * flash_sum_merge): a cut walk's rows spread over many blocks. With one
  * block a walk, each warp took its rows one after another through every
  * chunk, a dependent load at a time, and the merge cost about what the cut
  * saved (1 x 32768, Dh 64, H200: forward 0.45 ms uncut, 0.50 cut). */
@@ -121,6 +129,165 @@ __device__ inline int cut_slots(const walk_cut &p, const W &w, int x,
   for (int c = threadIdx.x; c < n; c += blockDim.x) slots[c] = cut_slot(p, w, x, c);
   __syncthreads();
   return n;
+}
+
+namespace {
+/* The forward kernels' merge (W: their walk family, fwd_walks_t): O and L
+ * of the cut tiles (walk x, query tile nq - 1 - x, of head y)
+ * from their chunks' partials: with l_c a chunk's logsumexp (log2 units)
+ * and m their max, O = sum_c 2^(l_c - m) O_c / sum_c 2^(l_c - m),
+ * L = (m + log2 of that sum) ln 2, the sums in chunk order. Block
+ * (g, y): CUT_MERGE_ROWS rows of walk g / (BQ / CUT_MERGE_ROWS), a warp a
+ * row, lanes over its columns (the max over the chunks' l, lanes over the
+ * chunks); the chunks' slots in shared memory (cut.nc of them). */
+template <typename T, int DH, int BQ, class W>
+__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
+    flash_fwd_merge(const float *__restrict__ part_o,
+                    const float *__restrict__ part_l, T *__restrict__ o,
+                    float *__restrict__ lse, walk_cut cut, W fw,
+                    int tq) {
+  extern __shared__ int slots[];
+  constexpr int GROUPS = BQ / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
+  int x = blockIdx.x / GROUPS, b = blockIdx.y, q0 = (fw.nq - 1 - x) * BQ;
+  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
+      lane = threadIdx.x & 31;
+  int n = cut_slots(cut, fw, x, slots);
+  if (q0 + r >= tq) return;   /* past the last row: after the barrier */
+  const float *l = part_l + (size_t)b * cut.us * BQ + r;   /* slot s: l[s BQ] */
+  float m = -INFINITY;
+  for (int c = lane; c < n; c += 32) m = fmaxf(m, l[(size_t)slots[c] * BQ]);
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+  /* chunk 0 holds key 0, which every row sees: m is finite */
+  float wsum = 0.f, acc[PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) acc[i] = 0.f;
+#pragma unroll 4
+  for (int c = 0; c < n; c++) {
+    size_t sl = (size_t)b * cut.us + slots[c];
+    float wt = exp2f(part_l[sl * BQ + r] - m);
+    wsum += wt;
+    const float *src = part_o + (sl * BQ + r) * DH;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) acc[i] += wt * src[lane + 32 * i];
+  }
+  float inv = 1.f / wsum;
+  T *dst = o + ((size_t)b * tq + q0 + r) * DH;
+#pragma unroll
+  for (int i = 0; i < PER; i++)
+    if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
+  if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
+}
+/* The merge of partials that add up (the backward's dK and dV, the dQ
+ * pass's dQ): for cut walk x (its owned tile of ROWS rows from w.row0(x),
+ * of head y), each of NT tensors is the sum of its chunks' partials in
+ * chunk order, so results repeat bit for bit. A slot holds the NT
+ * tensors' ROWS rows one after another; out0, out1 their destinations
+ * (nrows rows a head). Block (g, y): CUT_MERGE_ROWS rows of walk
+ * g / (ROWS / CUT_MERGE_ROWS), a warp a row, lanes over its columns; the
+ * chunks' slots in shared memory (cut.nc of them). */
+template <typename T, int DH, int ROWS, int NT, class W>
+__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
+    flash_sum_merge(const float *__restrict__ part, T *__restrict__ out0,
+                    T *__restrict__ out1, walk_cut cut, W w, int nrows) {
+  extern __shared__ int slots[];
+  constexpr int GROUPS = ROWS / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
+  int x = blockIdx.x / GROUPS, b = blockIdx.y, r0 = w.row0(x);
+  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
+      lane = threadIdx.x & 31;
+  int n = cut_slots(cut, w, x, slots);
+  if (r0 + r >= nrows) return;   /* past the last row: after the barrier */
+  float sum[NT][PER];
+#pragma unroll
+  for (int u = 0; u < NT; u++)
+#pragma unroll
+    for (int i = 0; i < PER; i++) sum[u][i] = 0.f;
+#pragma unroll 4
+  for (int c = 0; c < n; c++) {
+    const float *p = part + (((size_t)b * cut.us + slots[c]) * NT * ROWS + r) * DH;
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (lane + 32 * i < DH) sum[u][i] += p[(size_t)u * ROWS * DH + lane + 32 * i];
+  }
+  size_t row = ((size_t)b * nrows + r0 + r) * DH;
+#pragma unroll
+  for (int u = 0; u < NT; u++) {
+    T *dst = u == 0 ? out0 : out1;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (lane + 32 * i < DH) dst[row + lane + 32 * i] = elt<T>::store(sum[u][i]);
+  }
+}
+}  // namespace
+
+/* A cut forward's query row rr (of its tile) into the unit's partials
+ * (slot pslot, tiles of BQ rows): O over the chunk, its columns
+ * 8n + 2t, +1 from o2(n) unnormalised, divided by the row's sum, and L =
+ * ref + log2 sum (log2 units). A row with no key in the chunk (causal:
+ * keys past it) has sum 0: O 0 and L -inf, which the merge weighs 0. */
+template <int DH, int BQ, class O2>
+__device__ __forceinline__ void fwd_partial_row(float *part_o, float *part_l,
+                                                size_t pslot, int rr, int t,
+                                                float sum, float ref, O2 o2) {
+  float pinv = sum > 0.f ? 1.f / sum : 0.f;
+  float *prow = part_o + (pslot * BQ + rr) * DH;
+#pragma unroll
+  for (int n = 0; n < DH / 8; n++) {
+    float2 v = o2(n);
+    *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) = make_float2(v.x * pinv, v.y * pinv);
+  }
+  if (t == 0) part_l[pslot * BQ + rr] = sum > 0.f ? ref + log2f(sum) : -INFINITY;
+}
+
+/* A cut forward's partials in the engine's workspace: one row of O (Dh
+ * floats) and one logsumexp (log2 units) per query row of each of the
+ * bh x us cut units (none uncut). */
+inline int fwd_cut_partials(engine *e, const walk_cut &cut, int bh, int BQ,
+                            int dh, float **part_o, float **part_l) {
+  *part_o = *part_l = NULL;
+  if (cut.us == 0) return 0;
+  size_t rows = (size_t)bh * cut.us * BQ;
+  void *ws;
+  TRY(cuda_workspace(e, rows * (dh + 1) * sizeof(float), &ws));
+  *part_o = (float *)ws;
+  *part_l = *part_o + rows * dh;
+  return 0;
+}
+
+/* After a cut forward on the engine's stream: its cut walks' O and L from
+ * their partials (nothing uncut). */
+template <typename T, int DH, int BQ, class W>
+inline int fwd_cut_merge(engine *e, const walk_cut &cut, const W &fw,
+                         const float *part_o, const float *part_l, void *o,
+                         float *lse, int bh, int tq) {
+  if (cut.us == 0) return 0;
+  static_assert(BQ % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
+  flash_fwd_merge<T, DH, BQ, W><<<dim3((cut.n - cut.whole) * (BQ / CUT_MERGE_ROWS), bh),
+                                  32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
+                                  cuda_stream(e)>>>(part_o, part_l, (T *)o, lse,
+                                                    cut, fw, tq);
+  CHECK_LAUNCH();
+  return 0;
+}
+
+/* After a cut launch on the engine's stream whose partials add up
+ * (flash_sum_merge): its cut walks' NT tensors, out0 and out1, from them
+ * (part: per cut unit, ROWS rows of each in turn, fp32; nothing uncut). */
+template <typename T, int DH, int ROWS, int NT, class W>
+inline int sum_cut_merge(engine *e, const walk_cut &cut, const W &w,
+                         const float *part, void *out0, void *out1, int bh,
+                         int nrows) {
+  if (cut.us == 0) return 0;
+  static_assert(ROWS % CUT_MERGE_ROWS == 0, "merge blocks of whole rows");
+  flash_sum_merge<T, DH, ROWS, NT, W><<<dim3((cut.n - cut.whole) * (ROWS / CUT_MERGE_ROWS), bh),
+                                        32 * CUT_MERGE_ROWS, cut.nc * sizeof(int),
+                                        cuda_stream(e)>>>(part, (T *)out0, (T *)out1,
+                                                          cut, w, nrows);
+  CHECK_LAUNCH();
+  return 0;
 }
 #endif
 
@@ -180,6 +347,15 @@ inline long long cut_floor(const walk_cut &p, long long work, int bh, int sms) {
  * ran the backward 1.3-2x and the forward up to 1.6x faster than at least
  * 16, which left most SMs idle at those lengths. */
 constexpr int CUT_MIN_TILES = 4;
+/* The mma.sync kernels (flash_fwd.cu, flash_bwd.cu) walk tiles of 16-64
+ * rows, a quarter to a half of the wgmma kernels': their chunks take at
+ * least this many rows (min_tiles = max(CUT_MIN_TILES, this / tile rows)),
+ * so that a chunk's fixed costs stay the share 4 tiles of 64-128 rows
+ * give (a scaling of that measurement, not a measurement of its own). */
+constexpr int CUT_MIN_ROWS = 256;
+constexpr int cut_min_tiles(int rows) {
+  return CUT_MIN_ROWS / rows > CUT_MIN_TILES ? CUT_MIN_ROWS / rows : CUT_MIN_TILES;
+}
 /* The bytes that cost an SM about one tile's time (an H200 SM's share of
  * HBM against one backward tile at Dh 128, whose fp32 dK and dV partials
  * are 128 KiB): what converts the partials' traffic into tiles. */
@@ -216,10 +392,12 @@ inline long long cut_traffic(const walk_cut &p, int bh, int sms,
  * saving. The replays cost the host up to a few hundred us at long
  * sequences, so launches plan once a shape (plan_cut_memo). force > 0
  * (tests): chunks of force tiles wherever a walk is longer, unreplayed.
- * partial_bytes: one cut unit's partials. */
+ * partial_bytes: one cut unit's partials; min_tiles: the fewest tiles a
+ * chunk (CUT_MIN_TILES, or cut_min_tiles for shorter tiles). */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
-                         bool heads_fastest, long long partial_bytes) {
+                         bool heads_fastest, long long partial_bytes,
+                         int min_tiles = CUT_MIN_TILES) {
   int longest = n > 0 ? w.walk(0) : 0;
   walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
   if (force > 0) {
@@ -228,16 +406,16 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
     return p.nc > 1024 || p.units > 65535 ? uncut : p;
   }
   if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms ||
-      longest <= CUT_MIN_TILES)
+      longest <= min_tiles)
     return uncut;
   long long work = 0;
   for (int x = 0; x < n; x++) work += w.walk(x);
   work *= bh;
   std::vector<int> sizes;
-  for (long long C = CUT_MIN_TILES; C < longest; C *= 2) sizes.push_back((int)C);
+  for (long long C = min_tiles; C < longest; C *= 2) sizes.push_back((int)C);
   for (int K = 2; K <= 8; K *= 2) {
     long long C = std::max<long long>(
-        CUT_MIN_TILES, (work + (long long)sms * K - 1) / ((long long)sms * K));
+        min_tiles, (work + (long long)sms * K - 1) / ((long long)sms * K));
     if (C < longest) sizes.push_back((int)C);
   }
   std::sort(sizes.begin(), sizes.end());
@@ -263,13 +441,15 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
 }
 
 /* plan_cut once a launch shape: key names the shape (the caller's sizes;
- * sms, force and partial_bytes are added here), a hit rebuilds the cut
+ * sms, force and partial_bytes are added here; min_tiles must follow from
+ * the key), a hit rebuilds the cut
  * from its chunk size. The key holds everything plan_cut reads, so an
  * entry never goes stale; a miss replaces the oldest entry. */
 template <class W>
 inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
                               const W &w, int n, int bh, int sms, int force,
-                              bool heads_fastest, long long partial_bytes) {
+                              bool heads_fastest, long long partial_bytes,
+                              int min_tiles = CUT_MIN_TILES) {
   int k[CUT_MEMO_KEY];
   for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
   k[CUT_MEMO_KEY - 3] = sms;
@@ -279,12 +459,35 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
     const cut_memo_entry &x = m->e[e];
     if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return make_cut(w, n, x.C);
   }
-  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes);
+  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes,
+                        min_tiles);
   cut_memo_entry &x = m->e[m->next];
   m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
   std::copy(k, k + CUT_MEMO_KEY, x.key);
   x.C = p.C;
   return p;
 }
+
+#ifdef __CUDACC__
+/* plan_cut_memo for a kernel that holds several blocks an SM (the
+ * mma.sync ones): planned over every block the GPU holds at once (SMs x
+ * the kernel's occupancy at `threads` and `smem`, which this sets as its
+ * dynamic shared memory), heads slowest. */
+template <class W, class K>
+inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
+                           const int key[CUT_MEMO_KEY - 3], const W &w, int n,
+                           int bh, long long partial_bytes, int min_tiles,
+                           walk_cut *cut) {
+  int per_sm = 0;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                           smem));
+  cuda_engine *ce = cuda_impl(e);
+  *cut = plan_cut_memo(&ce->cuts, key, w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
+                       ce->flash_cut_force, false, partial_bytes, min_tiles);
+  return 0;
+}
+#endif
 
 #endif

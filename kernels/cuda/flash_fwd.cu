@@ -23,6 +23,7 @@
  * 32 x 32 tiles in shared memory, 4 threads per query row. Head dims 16,
  * 32, 64, 80, 128. */
 #include "kernels/cuda/flash_common.cuh"
+#include "kernels/cuda/flash_cut.cuh"
 
 namespace {
 
@@ -51,12 +52,19 @@ template <int DH> struct mma_cfg<float, DH> {
   static constexpr bool QREG = false;
 };
 
-/* X3 (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). */
-template <typename T, int DH, int MT, int MMA_BK, bool QREG, bool X3>
+/* X3 (fp32 only): 3xTF32 products, else TF32's (flash_common.cuh). CUT:
+ * compiled for a cut launch (flash_cut.cuh; cut.us > 0): unit blockIdx.x
+ * walks one chunk of its query tile's key tiles, and a cut tile's chunks
+ * write O (fp32, normalised over the chunk) and the logsumexp (log2 units)
+ * to the partials, which flash_fwd_merge combines; the uncut instance
+ * folds that away. */
+template <typename T, int DH, int MT, int MMA_BK, bool QREG, bool X3, bool CUT>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     flash_fwd_mma(const T *__restrict__ q, const T *__restrict__ k,
                   const T *__restrict__ v, T *__restrict__ o,
-                  float *__restrict__ lse, int tq, int tk, int causal,
+                  float *__restrict__ lse, float *__restrict__ part_o,
+                  float *__restrict__ part_l, walk_cut cut,
+                  fwd_walks_t<MMA_BK> fw, int tq, int tk, int causal,
                   float scale_log2) {
   typedef warp_mma<T, X3> M;
   constexpr int LD = DH + 8, LDV = DH + M::VPAD, NT = MMA_WARPS * 32,
@@ -67,8 +75,11 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sv = sk + 2 * MMA_BK * LD;    /* two buffers of MMA_BK rows, stride LDV */
 
   /* Causal: the last query tiles have the most key tiles; start them
-   * first, so the short ones fill the tail. */
-  int b = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+   * first, so the short ones fill the tail. Unit u: chunk kc of walk x,
+   * query tile nq - 1 - x (uncut: u = x, the grid's extent nq). */
+  int b = blockIdx.y, u = blockIdx.x, x = u, kc = 0, slot = 0;
+  if constexpr (CUT) cut_unit(cut, fw, u, &x, &kc, &slot);
+  int q0 = CUT ? (fw.nq - 1 - x) * BQ : (int)((gridDim.x - 1 - blockIdx.x) * BQ);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
   int wq0 = q0 + w * 16 * MT;     /* this warp's first query row */
   q += (size_t)b * tq * DH;
@@ -76,11 +87,17 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   v += (size_t)b * tk * DH;
 
   int kend = causal ? min(tk, q0 + BQ) : tk;
-  int ntiles = (kend + MMA_BK - 1) / MMA_BK;
+  int walk = (kend + MMA_BK - 1) / MMA_BK;   /* fw.walk(x) */
+  /* this unit's key tiles: jb .. jb + ntiles - 1 */
+  int jb = CUT ? kc * cut.C : 0;
+  int ntiles = CUT ? min(walk, jb + cut.C) - jb : walk;
+  /* a cut tile: this unit's partial goes to its slot */
+  bool partial = CUT && walk > cut.C;
+  size_t pslot = (size_t)b * cut.us + slot;
 
   load_tile<T, DH, NT>(sq, q, q0, BQ, tq);
-  load_tile<T, DH, NT>(sk, k, 0, MMA_BK, tk);
-  load_tile<T, DH, NT, LDV>(sv, v, 0, MMA_BK, tk);
+  load_tile<T, DH, NT>(sk, k, jb * MMA_BK, MMA_BK, tk);
+  load_tile<T, DH, NT, LDV>(sv, v, jb * MMA_BK, MMA_BK, tk);
   cp_async_commit();
 
   float acc[MT][DH / 8][4];
@@ -96,7 +113,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   uint32_t qa[QREG ? MT : 1][QREG ? DH / 16 : 1][4];
 
   for (int j = 0; j < ntiles; j++) {
-    int buf = j & 1, k0 = j * MMA_BK;
+    int buf = j & 1, k0 = (jb + j) * MMA_BK;
     if (j + 1 < ntiles) {   /* the next tile streams in while this one runs */
       load_tile<T, DH, NT>(sk + (buf ^ 1) * MMA_BK * LD, k, k0 + MMA_BK, MMA_BK, tk);
       load_tile<T, DH, NT, LDV>(sv + (buf ^ 1) * MMA_BK * LDV, v, k0 + MMA_BK, MMA_BK, tk);
@@ -187,7 +204,13 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
       sum += __shfl_xor_sync(FULL_MASK, sum, 2);
       float inv = 1.f / sum;
       int r = wq0 + m * 16 + g + 8 * h;
-      if (r < tq) {
+      if (partial) {
+        if (r < tq)
+          fwd_partial_row<DH, BQ>(part_o, part_l, pslot, r - q0, t, sum, mrow[m][h],
+                                  [&](int n) {
+                                    return make_float2(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+                                  });
+      } else if (r < tq) {
         T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
         for (int n = 0; n < DH / 8; n++)
@@ -278,23 +301,45 @@ __global__ void __launch_bounds__(SIMT_THREADS)
   }
 }
 
+/* The walks and the cut of the tensor-core forward at these sizes (the
+ * tests count its chunks through cuda_flash_fwd_mma_chunks). */
+template <typename T, int DH, bool X3>
+int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
+                 fwd_walks_t<mma_cfg<T, DH>::BK> *fw, size_t *smem,
+                 walk_cut *cut) {
+  typedef mma_cfg<T, DH> C;
+  constexpr int BQ = 16 * C::MT * MMA_WARPS, BK = C::BK;
+  *smem = ((size_t)(BQ + 2 * BK) * (DH + 8) +
+           (size_t)2 * BK * (DH + warp_mma<T, X3>::VPAD)) * sizeof(T);
+  *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
+  /* key: the kernel (2: this one, 3 with fp32's tiles), the shape */
+  const int key[] = {sizeof(T) == 4 ? 3 : 2, bh, tq, tk, DH * 2 + !!causal};
+  return plan_cut_blocks(e, flash_fwd_mma<T, DH, C::MT, BK, C::QREG, X3, false>,
+                         MMA_WARPS * 32, *smem, key, *fw, fw->nq, bh,
+                         (long long)BQ * (DH + 1) * 4, cut_min_tiles(BK), cut);
+}
+
 template <typename T, int DH, bool X3 = false>
 int launch_mma(engine *e, const void *q, const void *k, const void *v,
                void *o, float *lse, int bh, int tq, int tk, int causal,
                float scale_log2) {
   typedef mma_cfg<T, DH> C;
-  constexpr int BQ = 16 * C::MT * MMA_WARPS, BK = C::BK;
-  size_t smem = ((size_t)(BQ + 2 * BK) * (DH + 8) +
-                 (size_t)2 * BK * (DH + warp_mma<T, X3>::VPAD)) * sizeof(T);
-  CHECK_CUDA(cudaFuncSetAttribute(flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+  constexpr int BQ = 16 * C::MT * MMA_WARPS;
+  fwd_walks_t<C::BK> fw;
+  size_t smem;
+  walk_cut cut;
+  TRY((fwd_mma_plan<T, DH, X3>(e, bh, tq, tk, causal, &fw, &smem, &cut)));
+  auto kernel = cut.us > 0 ? flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3, true>
+                           : flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3, false>;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-  dim3 grid((tq + BQ - 1) / BQ, bh);
-  flash_fwd_mma<T, DH, C::MT, C::BK, C::QREG, X3><<<grid, MMA_WARPS * 32, smem, cuda_stream(e)>>>(
-      (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, tq, tk, causal,
-      scale_log2);
+  float *part_o, *part_l;
+  TRY(fwd_cut_partials(e, cut, bh, BQ, DH, &part_o, &part_l));
+  kernel<<<dim3(cut.units, bh), MMA_WARPS * 32, smem, cuda_stream(e)>>>(
+      (const T *)q, (const T *)k, (const T *)v, (T *)o, lse, part_o, part_l, cut,
+      fw, tq, tk, causal, scale_log2);
   CHECK_LAUNCH();
-  return 0;
+  return fwd_cut_merge<T, DH, BQ>(e, cut, fw, part_o, part_l, o, lse, bh, tq);
 }
 
 template <typename T, int DH>
@@ -309,34 +354,33 @@ int launch_simt(engine *e, const void *q, const void *k, const void *v,
   return 0;
 }
 
-/* fp32 products as the engine's setting says (kernels.h f32_products):
- * true fp32 on CUDA cores, TF32 or 3xTF32 on tensor cores. */
-template <typename T>
-int launch(engine *e, const void *q, const void *k, const void *v,
-           void *o, float *lse, int bh, int tq, int tk, int dh, int causal,
-           float sl2) {
-  f32_products f32 = cuda_impl(e)->f32;
-#define FLASH_FWD_CASE(D)                                                     \
-  case D:                                                                     \
-    if constexpr (sizeof(T) != 4)                                             \
-      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);   \
-    else if (f32 == F32_3XTF32)                                               \
-      return launch_mma<T, D, true>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2); \
-    else if (f32 == F32_TF32)                                                 \
-      return launch_mma<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);   \
-    else                                                                      \
-      return launch_simt<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
-  switch (dh) {
-    FLASH_FWD_CASE(16)
-    FLASH_FWD_CASE(32)
-    FLASH_FWD_CASE(64)
-    FLASH_FWD_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
-    FLASH_FWD_CASE(128)
+/* flash_dispatch's ops: the launch, and its cut's chunks (1: CUDA cores, never cut) */
+struct fwd_launch {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, const void *q, const void *k, const void *v,
+                 void *o, float *lse, int bh, int tq, int tk, int causal,
+                 float sl2) {
+    return launch_mma<T, D, X3>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
   }
-#undef FLASH_FWD_CASE
-  FAIL(ERR_FAIL, "k_attention_fwd: flash on the GPU takes head dims 16, 32, "
-       "64, 80, 128 (got dh=%d)", dh);
-}
+  template <typename T, int D>
+  static int simt(engine *e, const void *q, const void *k, const void *v,
+                  void *o, float *lse, int bh, int tq, int tk, int causal,
+                  float sl2) {
+    return launch_simt<T, D>(e, q, k, v, o, lse, bh, tq, tk, causal, sl2);
+  }
+};
+struct fwd_chunks {
+  template <typename T, int D, bool X3>
+  static int mma(engine *e, int bh, int tq, int tk, int causal) {
+    fwd_walks_t<mma_cfg<T, D>::BK> fw;
+    size_t smem;
+    walk_cut cut;
+    TRY((fwd_mma_plan<T, D, X3>(e, bh, tq, tk, causal, &fw, &smem, &cut)));
+    return cut.nc;
+  }
+  template <typename T, int D>
+  static int simt(engine *, int, int, int, int) { return 1; }
+};
 
 }  // namespace
 
@@ -353,14 +397,12 @@ int cuda_flash_fwd(engine *e, const void *q, const void *k, const void *v,
       (dh == 64 || dh == 80 || dh == 128))
     return cuda_flash_fwd_wgmma(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
                                 sl2, dt);
-  switch (dt) {
-  case DT_F32:
-    return launch<float>(e, q, k, v, o, lse, bh, tq, tk, dh, causal, sl2);
-  case DT_BF16:
-    return launch<__nv_bfloat16>(e, q, k, v, o, lse, bh, tq, tk, dh, causal,
-                                 sl2);
-  case DT_F16:
-    return launch<__half>(e, q, k, v, o, lse, bh, tq, tk, dh, causal, sl2);
-  }
-  FAIL(ERR_FAIL, "k_attention_fwd: unknown dtype %d", (int)dt);
+  return flash_dispatch<fwd_launch>(e, "k_attention_fwd", dt, dh, q, k, v, o, lse,
+                                    bh, tq, tk, causal, sl2);
+}
+
+int cuda_flash_fwd_mma_chunks(engine *e, int bh, int tq, int tk, int dh,
+                              int causal, dtype dt) {
+  return flash_dispatch<fwd_chunks>(e, "cuda_flash_fwd_mma_chunks", dt, dh, bh, tq,
+                                    tk, causal);
 }

@@ -305,19 +305,11 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     float inv = 1.f / sum;
     int r = wq0 + 16 * w + g + 8 * h;
     if (partial) {
-      /* A row with no key in this chunk (causal: keys past it) has sum 0:
-       * O 0 and L -inf, which the merge weighs 0. */
-      if (r < tq) {
-        float pinv = sum > 0.f ? inv : 0.f;
-        float *prow = part_o + (pslot * BQ + (r - q0)) * DH;
-#pragma unroll
-        for (int n = 0; n < DH / 8; n++)
-          *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t) =
-              make_float2(acc[4 * n + 2 * h] * pinv, acc[4 * n + 2 * h + 1] * pinv);
-        if (t == 0)
-          part_l[pslot * BQ + (r - q0)] =
-              sum > 0.f ? mrow[h] * scale_log2 + log2f(sum) : -INFINITY;
-      }
+      if (r < tq)
+        fwd_partial_row<DH, BQ>(part_o, part_l, pslot, r - q0, t, sum,
+                                mrow[h] * scale_log2, [&](int n) {
+                                  return make_float2(acc[4 * n + 2 * h], acc[4 * n + 2 * h + 1]);
+                                });
     } else if (r < tq) {
       T *orow = o + ((size_t)b * tq + r) * DH;
 #pragma unroll
@@ -331,53 +323,6 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 #else
   __trap();
 #endif
-}
-
-/* O and L of the cut tiles (walk x, query tile nq - 1 - x, of head y)
- * from their chunks' partials: with l_c a chunk's logsumexp (log2 units)
- * and m their max, O = sum_c 2^(l_c - m) O_c / sum_c 2^(l_c - m),
- * L = (m + log2 of that sum) ln 2, the sums in chunk order. Block
- * (g, y): CUT_MERGE_ROWS rows of walk g / (BQ / CUT_MERGE_ROWS), a warp a
- * row, lanes over its columns (the max over the chunks' l, lanes over the
- * chunks); the chunks' slots in shared memory (cut.nc of them). */
-template <typename T, int DH, int BQ>
-__global__ void __launch_bounds__(32 * CUT_MERGE_ROWS)
-    flash_fwd_merge(const float *__restrict__ part_o,
-                    const float *__restrict__ part_l, T *__restrict__ o,
-                    float *__restrict__ lse, walk_cut cut, fwd_walks fw,
-                    int tq) {
-  extern __shared__ int slots[];
-  constexpr int GROUPS = BQ / CUT_MERGE_ROWS, PER = (DH + 31) / 32;
-  int x = blockIdx.x / GROUPS, b = blockIdx.y, q0 = (fw.nq - 1 - x) * BQ;
-  int r = blockIdx.x % GROUPS * CUT_MERGE_ROWS + (threadIdx.x >> 5),
-      lane = threadIdx.x & 31;
-  int n = cut_slots(cut, fw, x, slots);
-  if (q0 + r >= tq) return;   /* past the last row: after the barrier */
-  const float *l = part_l + (size_t)b * cut.us * BQ + r;   /* slot s: l[s BQ] */
-  float m = -INFINITY;
-  for (int c = lane; c < n; c += 32) m = fmaxf(m, l[(size_t)slots[c] * BQ]);
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-  /* chunk 0 holds key 0, which every row sees: m is finite */
-  float wsum = 0.f, acc[PER];
-#pragma unroll
-  for (int i = 0; i < PER; i++) acc[i] = 0.f;
-#pragma unroll 4
-  for (int c = 0; c < n; c++) {
-    size_t sl = (size_t)b * cut.us + slots[c];
-    float wt = exp2f(part_l[sl * BQ + r] - m);
-    wsum += wt;
-    const float *src = part_o + (sl * BQ + r) * DH;
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-      if (lane + 32 * i < DH) acc[i] += wt * src[lane + 32 * i];
-  }
-  float inv = 1.f / wsum;
-  T *dst = o + ((size_t)b * tq + q0 + r) * DH;
-#pragma unroll
-  for (int i = 0; i < PER; i++)
-    if (lane + 32 * i < DH) dst[lane + 32 * i] = elt<T>::store(acc[i] * inv);
-  if (lane == 0) lse[(size_t)b * tq + q0 + r] = (m + log2f(wsum)) * FLASH_LN2;
 }
 
 template <typename T, int DH, int NWG>
@@ -402,25 +347,12 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
          "(allowed: at most 65535 %s, a grid dimension's limit)", fw.nq, BQ, bh,
          HF ? "tiles" : "batch x heads");
   float *part_o = NULL, *part_l = NULL;
-  if (cut.us > 0) {
-    size_t rows = (size_t)bh * cut.us * BQ;
-    void *ws;
-    TRY(cuda_workspace(e, rows * (DH + 1) * sizeof(float), &ws));
-    part_o = (float *)ws;
-    part_l = part_o + rows * DH;
-  }
+  TRY(fwd_cut_partials(e, cut, bh, BQ, DH, &part_o, &part_l));
   dim3 grid = HF ? dim3(bh, cut.units) : dim3(cut.units, bh);
   kernel<<<grid, 128 * NWG, smem, cuda_stream(e)>>>(
       qm, km, vm, (T *)o, lse, part_o, part_l, cut, fw, tq, tk, causal, sl2);
   CHECK_LAUNCH();
-  if (cut.us > 0) {
-    flash_fwd_merge<T, DH, BQ><<<dim3((cut.n - cut.whole) * (BQ / CUT_MERGE_ROWS), bh),
-                                 32 * CUT_MERGE_ROWS,
-                                 cut.nc * sizeof(int), cuda_stream(e)>>>(
-        part_o, part_l, (T *)o, lse, cut, fw, tq);
-    CHECK_LAUNCH();
-  }
-  return 0;
+  return fwd_cut_merge<T, DH, BQ>(e, cut, fw, part_o, part_l, o, lse, bh, tq);
 }
 
 template <typename T, int DH>

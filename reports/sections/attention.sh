@@ -529,17 +529,11 @@ EOF
     awk -F, 'NR > 1 { k = $1 "/" $2; t[k, $3] = $4; if (!(k in seen)) { seen[k] = 1; o[n++] = k } }
       END { for (i = 0; i < n; i++) { k = o[i]
               if (t[k, "flash"] > 0 && t[k, "materialized"] > 0 && t[k, "materialized"] < t[k, "flash"]) {
-                printf "%s%s", (m++ ? ", " : ""), k; split(k, p, "/"); if (p[2] > s) s = p[2]
-                if (p[1] == 64 || p[1] == 80 || p[1] == 128) wg = 1 } }
-            if (m) printf "|%d|%d", s, wg }')
+                printf "%s%s", (m++ ? ", " : ""), k; split(k, p, "/"); if (p[2] > s) s = p[2] } }
+            if (m) printf "|%d", s }')
   if [ -n "$lost" ]; then
-    ls=${lost#*|} wg=${ls#*|} ls=${ls%|*}
-    text="$text Materialised attention is faster at d_head/seq ${lost%%|*}, all at seq $ls or less, where S is at most $(calc %.0f "$ls * $ls * 4 / 1048576") MiB and materialising it costs little, while one head gives our kernels at most $(( (ls + 127) / 128 )) tiles of 128 queries, fewer than the GPU has SMs"
-    # only the wgmma kernels (head dims 64, 80, 128) cut walks into chunks
-    # (flash_cut.cuh), so there the idle SMs are the mma.sync kernels'
-    [ "$wg" = 1 ] ||
-      text="$text, and at those head dims our kernels (mma.sync) do not cut walks into chunks (1.3.2)"
-    text="$text."
+    ls=${lost#*|}
+    text="$text Materialised attention is faster at d_head/seq ${lost%%|*}, all at seq $ls or less, where S is at most $(calc %.0f "$ls * $ls * 4 / 1048576") MiB and materialising it costs little, while one head gives our kernels at most $(( (ls + 127) / 128 )) tiles of 128 queries, fewer than the GPU has SMs."
   fi
   # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd fp32)
