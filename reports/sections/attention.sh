@@ -340,7 +340,9 @@ $(intro_timing "$csv"). **materialised** is pytorch_attention's computation
 on tensor cores, fp32 on CUDA cores (no TF32; 3xTF32 on tensor cores: appendix A). On Hopper the bf16 forward
 and backward at d_head 64 / 80 / 128 run on wgmma (the backward in one
 pass, dQ by atomic adds); the other head dims run mma.sync, the backward
-in two passes (S and dP computed twice). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
+in two passes (S and dP computed twice). With fewer query tiles than the
+GPU has room for, each kernel cuts its walks over the keys into chunks and
+merges them after (flash_cut.cuh). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
 FLOPs, causal half. ms per pass; speed-up = materialised / FlashAttention-2
 forward+backward.
 
@@ -473,11 +475,14 @@ EOF
   echo "**Against FlashAttention-3's speed.** The goals: forward at d_head 64"
   echo ">= 480 TFLOP/s and at 128 >= 620, backward at 128 >= 500, at both shapes:"
   echo
-  # a clock column once rows read it (NVML; older rows have none)
+  # a clock column once the goal shapes' rows read it (NVML; older rows
+  # have none, and rows at other shapes may)
   clk=""
-  for s in "$(shape_src 1 128)" "$(shape_src 16 128)"; do
+  for hd in 1:64 1:128 16:64 16:128; do
+    s=$(shape_src "${hd%:*}" "${hd#*:}")
     if [ -n "$s" ] && has_col "$s" fwd_sm_mhz &&
-       [ "$(tool count "$s" --where status=ok --where impl=flash --where 'fwd_sm_mhz!=')" -gt 0 ]; then
+       [ "$(tool count "$s" --where status=ok --where impl=flash --where precision=bf16 \
+              --where heads="${hd%:*}" --where d_head="${hd#*:}" --where 'fwd_sm_mhz!=')" -gt 0 ]; then
       clk=1
     fi
   done

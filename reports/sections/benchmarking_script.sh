@@ -451,7 +451,8 @@ if has_rows "$ftc"; then
   cat <<TEXT
 Precisions \`3xtf32\` and \`tf32\` run FlashAttention's five products on
 TF32 tensor cores (the mma.sync kernels of kernels/cuda/flash_fwd.cu and
-flash_bwd.cu on TF32 parts of each operand):
+flash_bwd.cu on TF32 parts of each operand; the backward in one pass, dQ
+added with atomics, walks cut into chunks where a head has few tiles):
 3xTF32 from hi + lo parts at fp32's accuracy (test_attention_cuda holds it
 to fp32's 1e-4), TF32 from hi parts alone (1e-2); true fp32 stays on CUDA
 cores. Forward+backward TFLOP/s (causal counted as half), batch 1, one

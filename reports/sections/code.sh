@@ -25,8 +25,8 @@ reference the GPU kernels are checked against.
 `kernels/cuda/flash_fwd.cu` (mma.sync tensor cores for bf16 / fp16 at head
 dims 16, 32, 64, 80 and 128; fp32 on CUDA cores, or on TF32 parts with precision tf32 / 3xtf32, appendix A) and, on Hopper, `flash_fwd_wgmma.cu`
 (warpgroup MMA with TMA loads) at head dims 64, 80 and 128. One thread block
-per query tile (on Hopper, with few tiles a head, per chunk of its keys,
-the chunks merged after: `flash_cut.cuh`), the online softmax in
+per query tile (with few tiles a head, per chunk of its keys, the chunks
+merged after: `flash_cut.cuh`), the online softmax in
 registers, O and L written once.
 Reached through `k_attention_fwd(e, ATTN_FLASH, ...)` (`kernels/ops.def`).
 
@@ -41,10 +41,13 @@ TEXT
     cat <<'TEXT'
 The backward recomputes P from the saved L (no scores kept), with D =
 rowsum(dO * O) computed first: `k_attention_bwd(e, ATTN_FLASH, ...)`, CPU in
-`kernels/cpu/attention_flash.c`, GPU in `kernels/cuda/flash_bwd.cu` (two
-passes: dK and dV per key tile, then dQ per query tile, no atomics) and, on
-Hopper at head dims 64, 80 and 128, `flash_bwd_wgmma.cu` (one pass, dQ accumulated with
-atomics, so its last bits may differ between runs).
+`kernels/cpu/attention_flash.c`, GPU in `kernels/cuda/flash_bwd.cu` (for
+bf16 / fp16 two passes: dK and dV per key tile, then dQ per query tile, no
+atomics; for fp32 on TF32 parts one pass, dQ added with atomics) and, on
+Hopper at head dims 64, 80 and 128, `flash_bwd_wgmma.cu` (one pass, dQ
+accumulated with atomics). Where dQ takes atomics its last bits may differ
+between runs. With few tiles a head, every kernel cuts its walks into chunks
+and merges their sums after (`flash_cut.cuh`).
 TEXT
     ;;
   naive_ddp)
