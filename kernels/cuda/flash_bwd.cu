@@ -653,11 +653,11 @@ struct bwd_kernels {
     const int k1[] = {4 + f, bh, tq, tk, DH * 2 + !!causal},
               k2[] = {6 + f, bh, tq, tk, DH * 2 + !!causal};
     TRY(plan_cut_blocks(e, dkdv<false>(), MMA_WARPS * 32, smem1, k1, *w1, w1->nk,
-                        bh, 2LL * OWN * DH * 4, cut_min_tiles(BQ), c1));
+                        bh, 2LL * OWN * DH * 4, c1));
     *c2 = make_cut(*w2, w2->nq, 1 << 30);   /* uncut */
     if constexpr (!F)
       TRY(plan_cut_blocks(e, dq<false>(), MMA_WARPS * 32, smem2(), k2, *w2, w2->nq,
-                          bh, (long long)OWN2 * DH * 4, cut_min_tiles(BK), c2));
+                          bh, (long long)OWN2 * DH * 4, c2));
     return 0;
   }
 };

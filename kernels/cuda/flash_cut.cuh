@@ -345,17 +345,13 @@ inline long long cut_floor(const walk_cut &p, long long work, int bh, int sms) {
  * pipeline's fill, its partial store) outweigh its tiles. Measured on one
  * H200 (bf16, one head, causal, seq 1024-4096): at least 4 tiles a chunk
  * ran the backward 1.3-2x and the forward up to 1.6x faster than at least
- * 16, which left most SMs idle at those lengths. */
+ * 16, which left most SMs idle at those lengths. The same 4 holds for the
+ * mma.sync kernels' tiles of 16-64 rows, though a tile there is a quarter
+ * to a half of a wgmma one: fp32 flash on TF32 / 3xTF32 at seq 1024 (H200,
+ * one head, causal) ran in chunks of at least 4 tiles at 0.42-0.70 of the
+ * time of chunks of at least 256 rows (16 tiles of 16, 8 of 32) at Dh 128
+ * and at Dh 64's backward, and the same from 4096 to 16384. */
 constexpr int CUT_MIN_TILES = 4;
-/* The mma.sync kernels (flash_fwd.cu, flash_bwd.cu) walk tiles of 16-64
- * rows, a quarter to a half of the wgmma kernels': their chunks take at
- * least this many rows (min_tiles = max(CUT_MIN_TILES, this / tile rows)),
- * so that a chunk's fixed costs stay the share 4 tiles of 64-128 rows
- * give (a scaling of that measurement, not a measurement of its own). */
-constexpr int CUT_MIN_ROWS = 256;
-constexpr int cut_min_tiles(int rows) {
-  return CUT_MIN_ROWS / rows > CUT_MIN_TILES ? CUT_MIN_ROWS / rows : CUT_MIN_TILES;
-}
 /* The bytes that cost an SM about one tile's time (an H200 SM's share of
  * HBM against one backward tile at Dh 128, whose fp32 dK and dV partials
  * are 128 KiB): what converts the partials' traffic into tiles. */
@@ -392,12 +388,10 @@ inline long long cut_traffic(const walk_cut &p, int bh, int sms,
  * saving. The replays cost the host up to a few hundred us at long
  * sequences, so launches plan once a shape (plan_cut_memo). force > 0
  * (tests): chunks of force tiles wherever a walk is longer, unreplayed.
- * partial_bytes: one cut unit's partials; min_tiles: the fewest tiles a
- * chunk (CUT_MIN_TILES, or cut_min_tiles for shorter tiles). */
+ * partial_bytes: one cut unit's partials. */
 template <class W>
 inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
-                         bool heads_fastest, long long partial_bytes,
-                         int min_tiles = CUT_MIN_TILES) {
+                         bool heads_fastest, long long partial_bytes) {
   int longest = n > 0 ? w.walk(0) : 0;
   walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
   if (force > 0) {
@@ -406,16 +400,16 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
     return p.nc > 1024 || p.units > 65535 ? uncut : p;
   }
   if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms ||
-      longest <= min_tiles)
+      longest <= CUT_MIN_TILES)
     return uncut;
   long long work = 0;
   for (int x = 0; x < n; x++) work += w.walk(x);
   work *= bh;
   std::vector<int> sizes;
-  for (long long C = min_tiles; C < longest; C *= 2) sizes.push_back((int)C);
+  for (long long C = CUT_MIN_TILES; C < longest; C *= 2) sizes.push_back((int)C);
   for (int K = 2; K <= 8; K *= 2) {
     long long C = std::max<long long>(
-        min_tiles, (work + (long long)sms * K - 1) / ((long long)sms * K));
+        (long long)CUT_MIN_TILES, (work + (long long)sms * K - 1) / ((long long)sms * K));
     if (C < longest) sizes.push_back((int)C);
   }
   std::sort(sizes.begin(), sizes.end());
@@ -441,15 +435,13 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
 }
 
 /* plan_cut once a launch shape: key names the shape (the caller's sizes;
- * sms, force and partial_bytes are added here; min_tiles must follow from
- * the key), a hit rebuilds the cut
+ * sms, force and partial_bytes are added here), a hit rebuilds the cut
  * from its chunk size. The key holds everything plan_cut reads, so an
  * entry never goes stale; a miss replaces the oldest entry. */
 template <class W>
 inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
                               const W &w, int n, int bh, int sms, int force,
-                              bool heads_fastest, long long partial_bytes,
-                              int min_tiles = CUT_MIN_TILES) {
+                              bool heads_fastest, long long partial_bytes) {
   int k[CUT_MEMO_KEY];
   for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
   k[CUT_MEMO_KEY - 3] = sms;
@@ -459,8 +451,7 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
     const cut_memo_entry &x = m->e[e];
     if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return make_cut(w, n, x.C);
   }
-  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes,
-                        min_tiles);
+  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes);
   cut_memo_entry &x = m->e[m->next];
   m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
   std::copy(k, k + CUT_MEMO_KEY, x.key);
@@ -476,8 +467,7 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
 template <class W, class K>
 inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
                            const int key[CUT_MEMO_KEY - 3], const W &w, int n,
-                           int bh, long long partial_bytes, int min_tiles,
-                           walk_cut *cut) {
+                           int bh, long long partial_bytes, walk_cut *cut) {
   int per_sm = 0;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
@@ -485,7 +475,7 @@ inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
                                                            smem));
   cuda_engine *ce = cuda_impl(e);
   *cut = plan_cut_memo(&ce->cuts, key, w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
-                       ce->flash_cut_force, false, partial_bytes, min_tiles);
+                       ce->flash_cut_force, false, partial_bytes);
   return 0;
 }
 #endif

@@ -316,7 +316,7 @@ int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
   const int key[] = {sizeof(T) == 4 ? 3 : 2, bh, tq, tk, DH * 2 + !!causal};
   return plan_cut_blocks(e, flash_fwd_mma<T, DH, C::MT, BK, C::QREG, X3, false>,
                          MMA_WARPS * 32, *smem, key, *fw, fw->nq, bh,
-                         (long long)BQ * (DH + 1) * 4, cut_min_tiles(BK), cut);
+                         (long long)BQ * (DH + 1) * 4, cut);
 }
 
 template <typename T, int DH, bool X3 = false>
