@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
   T *sdo = sq + 2 * BQ * LD;
   float *sl = reinterpret_cast<float *>(sdo + 2 * BQ * LD);   /* 2 x BQ */
   float *sd = sl + 2 * BQ;
-  float *sds = sd + 2 * BQ;       /* FDQ: the tile's dS, BQ x DS_LD */
+  float *sds = sd + 2 * BQ;       /* FDQ: the tile's dS, BQ x dq_fused::LDS */
 
   /* Causal: the first key tiles see the most query tiles; start them
    * first, so the short ones fill the tail. Unit blockIdx.x: chunk kc of
@@ -473,23 +473,13 @@ __global__ void __launch_bounds__(4 * B)
   dout += (size_t)b * tq * DH;
   k += (size_t)b * tk * DH;
   v += (size_t)b * tk * DH;
-  for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
-    int rr = x / DH, d = x % DH;
-    bool ok = k0 + rr < tk;
-    sk[rr][d] = ok ? elt<T>::load(k[(size_t)(k0 + rr) * DH + d]) : 0.f;
-    sv[rr][d] = ok ? elt<T>::load(v[(size_t)(k0 + rr) * DH + d]) : 0.f;
-  }
+  simt_load2<T, B, DH, 4 * B>(sk, sv, k, v, k0, tk);
   float gk[DH / 4], gv[DH / 4];
 #pragma unroll
   for (int d = 0; d < DH / 4; d++) gk[d] = gv[d] = 0.f;
   for (int r0 = causal ? k0 / B * B : 0; r0 < tq; r0 += B) {
     __syncthreads();
-    for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
-      int rr = x / DH, d = x % DH;
-      bool ok = r0 + rr < tq;
-      sq[rr][d] = ok ? elt<T>::load(q[(size_t)(r0 + rr) * DH + d]) : 0.f;
-      sdo[rr][d] = ok ? elt<T>::load(dout[(size_t)(r0 + rr) * DH + d]) : 0.f;
-    }
+    simt_load2<T, B, DH, 4 * B>(sq, sdo, q, dout, r0, tq);
     for (int x = threadIdx.x; x < B; x += 4 * B) {
       bool ok = r0 + x < tq;
       sl[x] = ok ? lse[(size_t)b * tq + r0 + x] * FLASH_LOG2E : INFINITY;
@@ -547,12 +537,7 @@ __global__ void __launch_bounds__(4 * B)
   dout += (size_t)b * tq * DH;
   k += (size_t)b * tk * DH;
   v += (size_t)b * tk * DH;
-  for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
-    int rr = x / DH, d = x % DH;
-    bool ok = q0 + rr < tq;
-    sq[rr][d] = ok ? elt<T>::load(q[(size_t)(q0 + rr) * DH + d]) : 0.f;
-    sdo[rr][d] = ok ? elt<T>::load(dout[(size_t)(q0 + rr) * DH + d]) : 0.f;
-  }
+  simt_load2<T, B, DH, 4 * B>(sq, sdo, q, dout, q0, tq);
   float lrow = row < tq ? lse[(size_t)b * tq + row] * FLASH_LOG2E : 0.f;
   float drow = row < tq ? D[(size_t)b * tq + row] : 0.f;
   float gq[DH / 4];
@@ -561,12 +546,7 @@ __global__ void __launch_bounds__(4 * B)
   int kend = causal ? min(tk, q0 + B) : tk;
   for (int c0 = 0; c0 < kend; c0 += B) {
     __syncthreads();
-    for (int x = threadIdx.x; x < B * DH; x += 4 * B) {
-      int rr = x / DH, d = x % DH;
-      bool ok = c0 + rr < tk;
-      sk[rr][d] = ok ? elt<T>::load(k[(size_t)(c0 + rr) * DH + d]) : 0.f;
-      sv[rr][d] = ok ? elt<T>::load(v[(size_t)(c0 + rr) * DH + d]) : 0.f;
-    }
+    simt_load2<T, B, DH, 4 * B>(sk, sv, k, v, c0, tk);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < B / 4; i++) {

@@ -141,6 +141,22 @@ __device__ __forceinline__ void load_tile(T *s, const T *g, int row0,
   }
 }
 
+/* The CUDA-core kernels' tiles: rows row0 .. row0 + R of a and of b
+ * ([.., DH] each, rows valid below n) as floats into sa and sb (row
+ * strides LDA, LDB: a column of padding keeps a warp's column reads off
+ * one bank), zeros past n, by all NT threads of the block. */
+template <typename T, int R, int DH, int NT, int LDA, int LDB>
+__device__ __forceinline__ void simt_load2(float (*sa)[LDA], float (*sb)[LDB],
+                                           const T *a, const T *b, int row0,
+                                           int n) {
+  for (int x = threadIdx.x; x < R * DH; x += NT) {
+    int rr = x / DH, d = x % DH;
+    bool ok = row0 + rr < n;
+    sa[rr][d] = ok ? elt<T>::load(a[(size_t)(row0 + rr) * DH + d]) : 0.f;
+    sb[rr][d] = ok ? elt<T>::load(b[(size_t)(row0 + rr) * DH + d]) : 0.f;
+  }
+}
+
 /* ---- warp products ------------------------------------------------------------ */
 
 /* A warp computes MT m-tiles (16 rows each) at once: every B fragment read

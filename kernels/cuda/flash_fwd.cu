@@ -253,12 +253,7 @@ __global__ void __launch_bounds__(SIMT_THREADS)
   int kend = causal ? min(tk, q0 + SIMT_B) : tk;
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    for (int x = threadIdx.x; x < BK * DH; x += SIMT_THREADS) {
-      int rr = x / DH, d = x % DH;
-      bool ok = k0 + rr < tk;
-      sk[rr][d] = ok ? elt<T>::load(k[(size_t)(k0 + rr) * DH + d]) : 0.f;
-      sv[rr][d] = ok ? elt<T>::load(v[(size_t)(k0 + rr) * DH + d]) : 0.f;
-    }
+    simt_load2<T, BK, DH, SIMT_THREADS>(sk, sv, k, v, k0, tk);
     __syncthreads();
     float s[BK / 4], mx = m;
 #pragma unroll
