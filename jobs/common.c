@@ -139,6 +139,31 @@ sample_stats stats_of(const double *v, int n) {
   return s;
 }
 
+double set_mean_std(result *r, const char *name, const double *v, int n) {
+  sample_stats st = stats_of(v, n);
+  char col[64];
+  snprintf(col, sizeof col, "%s_mean", name);
+  result_set(r, col, st.mean);
+  snprintf(col, sizeof col, "%s_std", name);
+  result_set(r, col, st.std);
+  return st.mean;
+}
+
+double train_step_results(result *r, engine *e, const model *m,
+                          double tokens, const double *step_ms,
+                          const double *loss, int n) {
+  result_set(r, "params", (double)model_nparams(m));
+  result_set(r, "tokens_per_step", tokens);
+  double mean = set_mean_std(r, "step_ms", step_ms, n);
+  result_set(r, "step_ms_median", stats_of(step_ms, n).median);
+  result_set(r, "loss_first", loss[0]);
+  result_set(r, "loss_last", loss[n - 1]);
+  result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(e)));
+  result_samples(r, "step_ms", step_ms, n);
+  result_samples(r, "loss", loss, n);
+  return mean;
+}
+
 int monitor_try_begin(engine *e) {
   if (eng_monitor_begin(e) == 0) return 1;
   err_clear();

@@ -182,6 +182,17 @@ typedef struct sample_stats {
  * with no memory for the sorted copy, median, min and max are NaN. */
 sample_stats stats_of(const double *v, int n);
 
+/* NAME_mean and NAME_std of n samples into r; returns the mean. */
+double set_mean_std(result *r, const char *name, const double *v, int n);
+
+/* The columns every training job takes from its n >= 1 timed steps:
+ * params, tokens_per_step, step_ms_mean, _std and _median, loss_first,
+ * loss_last, engine_peak_mib, and the samples step_ms and loss. Returns
+ * the mean step in ms. */
+double train_step_results(result *r, engine *e, const model *m,
+                          double tokens, const double *step_ms,
+                          const double *loss, int n);
+
 /* eng_monitor_begin (the GPU's clock and power) where it can run: 1 if a
  * monitor now runs, 0 where none can (the cpu engine, no NVML; the error
  * is cleared and the job's monitor columns stay empty). */

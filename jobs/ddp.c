@@ -348,13 +348,8 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
   TRY(monitored_steps(x->e, steps, timed_step, x, r));
   const ddp_step_info *s = &x->last;
-  sample_stats st = stats_of(x->v[S_STEP], steps);
-  double step_mean = st.mean;
-  result_set(r, "params", (double)model_nparams(x->m));
-  result_set(r, "tokens_per_step", (double)x->rb.B * x->rb.T);
-  result_set(r, "step_ms_mean", step_mean);
-  result_set(r, "step_ms_std", st.std);
-  result_set(r, "step_ms_median", st.median);
+  double step_mean = train_step_results(r, x->e, x->m, (double)x->rb.B * x->rb.T,
+                                        x->v[S_STEP], x->loss, steps);
   result_set(r, "bwd_ms_mean", mean_of(x->v[S_BWD], steps));
   result_set(r, "grad_comm_ms_mean", mean_of(x->v[S_GCOMM], steps));
   result_set(r, "exposed_comm_ms_mean", mean_of(x->v[S_EXPOSED], steps));
@@ -375,14 +370,9 @@ static int measure(bench *x, result *r, int warmup, int steps) {
                  tag_mib(x->e, "grads.received"));
   result_set(r, "optstate_mib", tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
   result_set(r, "activations_mib", tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
-  result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
-  result_set(r, "loss_first", x->loss[0]);
-  result_set(r, "loss_last", x->loss[steps - 1]);
-  result_samples(r, "step_ms", x->v[S_STEP], steps);
   result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
   result_samples(r, "bwd_ms", x->v[S_BWD], steps);
   result_samples(r, "bwd_host_ms", x->v[S_BWD_HOST], steps);
-  result_samples(r, "loss", x->loss, steps);
   /* One more, untimed step with every operation of the model bracketed by
    * events on the compute stream: where the time goes, by kernel family,
    * while the collectives run beside it (rank 0's, in the message). */

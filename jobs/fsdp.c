@@ -183,7 +183,8 @@ static int timed_step(void *x, int k) { return step(x, k); }
 static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
   TRY(monitored_steps(x->e, steps, timed_step, x, r));
-  sample_stats st = stats_of(x->step_ms, steps);
+  train_step_results(r, x->e, x->m, (double)x->rb.B * x->rb.T, x->step_ms,
+                     x->loss, steps);
   fsdp_info fi;
   fsdp_info_get(x->f, &fi);
   double fwd = 0, gat = 0, exp_ = 0;
@@ -192,11 +193,6 @@ static int measure(bench *x, result *r, int warmup, int steps) {
     gat += x->gather_ms[k] / steps;
     exp_ += x->exposed_ms[k] / steps;
   }
-  result_set(r, "params", (double)model_nparams(x->m));
-  result_set(r, "tokens_per_step", (double)x->rb.B * x->rb.T);
-  result_set(r, "step_ms_mean", st.mean);
-  result_set(r, "step_ms_std", st.std);
-  result_set(r, "step_ms_median", st.median);
   result_set(r, "fwd_ms_mean", fwd);
   result_set(r, "gathers", fi.gathers);
   result_set(r, "gather_mib", mib(fi.gather_bytes));
@@ -215,12 +211,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
                  tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
   result_set(r, "activations_mib",
              tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
-  result_set(r, "engine_peak_mib", mib((double)eng_peak_bytes(x->e)));
-  result_set(r, "loss_first", x->loss[0]);
-  result_set(r, "loss_last", x->loss[steps - 1]);
-  result_samples(r, "step_ms", x->step_ms, steps);
   result_samples(r, "fwd_ms", x->fwd_ms, steps);
-  result_samples(r, "loss", x->loss, steps);
   result_samples(r, "exposed_gather_ms", x->exposed_ms, steps);
   /* rank 0's last timed step: each gather's group and interval on the
    * communicator's stream, each use's group and when compute wanted it */

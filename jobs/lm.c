@@ -318,17 +318,6 @@ static model_options options(const lm_settings *s) {
 }
 
 /* Metrics NAME_mean and NAME_std of the n samples v; returns the mean. */
-static double set_mean_std(result *r, const char *name, const double *v,
-                           int n) {
-  sample_stats st = stats_of(v, n);
-  char col[64];
-  snprintf(col, sizeof col, "%s_mean", name);
-  result_set(r, col, st.mean);
-  snprintf(col, sizeof col, "%s_std", name);
-  result_set(r, col, st.std);
-  return st.mean;
-}
-
 typedef struct timings {
   double *fwd, *bwd, *opt, *step, *loss;
 } timings;
@@ -662,18 +651,13 @@ static int run(const void *settings, result *r) {
                ft.host_api, st.host_api);
   }
 
-  result_set(r, "params", (double)model_nparams(m));
-  result_set(r, "tokens_per_step", (double)b * t);
+  double step_ms = train_step_results(r, e, m, (double)b * t, tm.step,
+                                      tm.loss, steps);
+  result_set(r, "tokens_per_s", (double)b * t / (step_ms / 1e3));
   set_mean_std(r, "fwd_ms", tm.fwd, steps);
   if (strcmp(mode, "forward") != 0) set_mean_std(r, "bwd_ms", tm.bwd, steps);
   if (strcmp(mode, "train_step") == 0)
     set_mean_std(r, "opt_ms", tm.opt, steps);
-  double step_ms = set_mean_std(r, "step_ms", tm.step, steps);
-  result_set(r, "step_ms_median", stats_of(tm.step, steps).median);
-  result_set(r, "tokens_per_s", (double)b * t / (step_ms / 1e3));
-  result_set(r, "loss_first", tm.loss[0]);
-  result_set(r, "loss_last", tm.loss[steps - 1]);
-  result_set(r, "engine_peak_mib", (double)eng_peak_bytes(e) / 1048576.0);
   /* fp16: the dynamic loss scale at the end and the steps it skipped */
   result_set(r, "loss_scale", model_loss_scale(m));
   result_set(r, "skipped_steps", (double)model_skipped_steps(m));
@@ -685,8 +669,6 @@ static int run(const void *settings, result *r) {
   result_samples(r, "fwd_ms", tm.fwd, steps);
   if (strcmp(mode, "forward") != 0) result_samples(r, "bwd_ms", tm.bwd, steps);
   if (strcmp(mode, "train_step") == 0) result_samples(r, "opt_ms", tm.opt, steps);
-  result_samples(r, "step_ms", tm.step, steps);
-  result_samples(r, "loss", tm.loss, steps);
   memory_samples(r, e, m, groups0, created, marks, log_t0);
   goto done;
 fail:
