@@ -329,29 +329,44 @@ __device__ __forceinline__ void a_parts_f32(tf32_frag<X3, 4> a[MT],
   }
 }
 
-/* acc[m][n] (MT m-tiles, NTL n-tiles of 8) += A B^T in fp32 from TF32
- * parts: A the warp's MT*16 rows, B NTL*8 rows, both in shared memory with
- * k contiguous (row stride ld, 8 or 24 banks mod 32: conflict-free 8-byte
- * reads). Each B part read and split feeds MT products. */
+/* acc[m][n] (MT m-tiles, NB n-tiles of 8) += A B in fp32 from TF32 parts:
+ * A the warp's MT*16 rows in shared memory with k contiguous (row stride
+ * lda), read as a_parts_f32 does; bpart(c, n) the thread's B parts of
+ * n-tile n at k-step c (k = t and t + 4 standing for physical columns
+ * c + 2t and c + 2t + 1, as in A). Each B part read and split feeds MT
+ * products. */
+template <bool X3, int MT, int NB, int KD, class BPart>
+__device__ __forceinline__ void warp_a_f32(float acc[][NB][4], const float *A,
+                                           int lda, BPart bpart) {
+  int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const float *ar = A + g * lda + 2 * t;
+#pragma unroll
+  for (int c = 0; c < KD; c += 8) {
+    tf32_frag<X3, 4> a[MT];
+    a_parts_f32<X3, MT>(a, ar, lda, c);
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+      tf32_frag<X3, 2> b = bpart(c, n);
+#pragma unroll
+      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
+    }
+  }
+}
+
+/* acc += A B^T: B NTL*8 rows with k contiguous too (row stride ld, 8 or
+ * 24 banks mod 32: conflict-free 8-byte reads, as A's). */
 template <bool X3, int MT, int NTL, int KD>
 __device__ __forceinline__ void warp_abt_f32(float acc[][NTL][4],
                                              const float *A, const float *B,
                                              int ld) {
   int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
-  const float *ar = A + g * ld + 2 * t, *br = B + g * ld + 2 * t;
-#pragma unroll
-  for (int c = 0; c < KD; c += 8) {
-    tf32_frag<X3, 4> a[MT];
-    a_parts_f32<X3, MT>(a, ar, ld, c);
-#pragma unroll
-    for (int n = 0; n < NTL; n++) {
-      float2 x = *reinterpret_cast<const float2 *>(br + n * 8 * ld + c);
-      tf32_frag<X3, 2> b;
-      b.set(0, x.x); b.set(1, x.y);
-#pragma unroll
-      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
-    }
-  }
+  const float *br = B + g * ld + 2 * t;
+  warp_a_f32<X3, MT, NTL, KD>(acc, A, ld, [&](int c, int n) {
+    float2 x = *reinterpret_cast<const float2 *>(br + n * 8 * ld + c);
+    tf32_frag<X3, 2> b;
+    b.set(0, x.x); b.set(1, x.y);
+    return b;
+  });
 }
 
 /* acc[m][d] (DH/8 n-tiles) += P[m] B in fp32 from TF32 parts: P the C
@@ -384,27 +399,18 @@ __device__ __forceinline__ void warp_cb_f32(float acc[][DH / 8][4],
   }
 }
 
-/* acc[m][n] (MT m-tiles, NQ n-tiles of 8) += A B in fp32 from TF32 parts:
- * A the warp's MT*16 rows with k contiguous (row stride lda, as
- * warp_abt_f32's A), B row-major [k][n] (KD x NQ*8, row stride ldb, as
+/* acc += A B: B row-major [k][n] (KD x NQ*8, row stride ldb, as
  * warp_cb_f32's B). */
 template <bool X3, int MT, int NQ, int KD>
 __device__ __forceinline__ void warp_ab_f32(float acc[][NQ][4], const float *A,
                                             int lda, const float *B, int ldb) {
   int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
-  const float *ar = A + g * lda + 2 * t, *br = B + 2 * t * ldb + g;
-#pragma unroll
-  for (int c = 0; c < KD; c += 8) {
-    tf32_frag<X3, 4> a[MT];
-    a_parts_f32<X3, MT>(a, ar, lda, c);
-#pragma unroll
-    for (int n = 0; n < NQ; n++) {
-      tf32_frag<X3, 2> b;
-      b.set(0, br[c * ldb + n * 8]); b.set(1, br[(c + 1) * ldb + n * 8]);
-#pragma unroll
-      for (int m = 0; m < MT; m++) mma_f32x<X3>(acc[m][n], a[m], b);
-    }
-  }
+  const float *br = B + 2 * t * ldb + g;
+  warp_a_f32<X3, MT, NQ, KD>(acc, A, lda, [&](int c, int n) {
+    tf32_frag<X3, 2> b;
+    b.set(0, br[c * ldb + n * 8]); b.set(1, br[(c + 1) * ldb + n * 8]);
+    return b;
+  });
 }
 
 /* The tensor-core kernels' warp products by element type, so one kernel
