@@ -317,7 +317,6 @@ static model_options options(const lm_settings *s) {
   return o;
 }
 
-/* Metrics NAME_mean and NAME_std of the n samples v; returns the mean. */
 typedef struct timings {
   double *fwd, *bwd, *opt, *step, *loss;
 } timings;
