@@ -1,6 +1,6 @@
 /* Cut walks: how the flash kernels (flash_fwd_wgmma.cu, flash_bwd_wgmma.cu,
- * and flash_fwd.cu's tensor-core forward) spread few, long walks over the
- * SMs.
+ * and the tensor-core ones of flash_fwd.cu and flash_bwd.cu) spread few,
+ * long walks over the SMs.
  *
  * A block of those kernels walks a run of tiles: the forward a query
  * tile's key tiles, the backward a key block's query tiles. Causal walks
@@ -409,7 +409,7 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
   for (long long C = CUT_MIN_TILES; C < longest; C *= 2) sizes.push_back((int)C);
   for (int K = 2; K <= 8; K *= 2) {
     long long C = std::max<long long>(
-        (long long)CUT_MIN_TILES, (work + (long long)sms * K - 1) / ((long long)sms * K));
+        CUT_MIN_TILES, (work + (long long)sms * K - 1) / ((long long)sms * K));
     if (C < longest) sizes.push_back((int)C);
   }
   std::sort(sizes.begin(), sizes.end());
