@@ -167,16 +167,19 @@ losses() { # OUR_COL ANCHOR_COL WHAT
   printf '%s' "$text"
 }
 
-# "from A at D1 to B at D2" for a per-width ratio, with its extremes when it
-# does not move one way.
+# "from A at D1 to B at D2 OF" for a per-width ratio of OF ($1), with its
+# extremes when it does not move one way; "A OF at every width" when every
+# ratio prints the same.
 trend() { # "d r" lines on stdin
-  awk 'BEGIN { n = 0 } NF { d[n] = $1; r[n] = $2; n++ }
+  awk -v of="$1" 'BEGIN { n = 0 } NF { d[n] = $1; r[n] = $2; n++ }
     END { if (n == 0) exit
-      up = 1; down = 1
-      for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
-      printf "from %.2fx at %d to %.2fx at %d", r[0], d[0], r[n-1], d[n-1]
       lo = 0; hi = 0
       for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
+      if (sprintf("%.2f", r[lo]) == sprintf("%.2f", r[hi])) {
+        printf "%.2fx %s at every width", r[0], of; exit }
+      up = 1; down = 1
+      for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
+      printf "from %.2fx at %d to %.2fx at %d %s", r[0], d[0], r[n-1], d[n-1], of
       # the extremes said only where they are not the two ends
       ends = (lo == 0 || lo == n - 1) && (hi == 0 || hi == n - 1)
       if (n > 2 && !up && !down && !ends)
@@ -209,11 +212,11 @@ kernels_forward() {
   ours_trend=$(for d in $(widths); do
       r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
       [ -n "$r" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$l / $r")"
-    done | trend)
+    done | trend "RMSNorm's time")
   pt_trend=$(for d in $(widths); do
       e=$(av rmsnorm "$d" fwd_ms); l=$(av layernorm "$d" fwd_ms)
       [ -n "$e" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$e / $l")"
-    done | trend)
+    done | trend "F.layer_norm's time")
   r0=$(ov rmsnorm "$d0" fwd_ms_per_pass); r1=$(ov rmsnorm "$d1" fwd_ms_per_pass)
   c0=$(av rmsnorm_compiled "$d0" fwd_ms); c1=$(av rmsnorm_compiled "$d1" fwd_ms)
   # PyTorch's fused RMSNorms against F.layer_norm: widths where both are
@@ -231,10 +234,14 @@ kernels_forward() {
   else
     why="RMSNorm does less ($less), but both read and write the same bytes, four floats at a time, and the bytes bound them."
   fi
+  if [ "$nfast" -eq 0 ]; then
+    which="Our two kernels are within 2% of each other at all $n widths"
+  else
+    which="Of our two kernels RMSNorm is faster by more than 2% at $nfast of $n widths"
+  fi
   cat <<TEXT
-**Which is faster.** Of our two kernels RMSNorm is faster by more than 2%
-at $nfast of $n widths; LayerNorm takes $ours_trend RMSNorm's time. $why Eager PyTorch RMSNorm is several kernels, each a pass
-through memory, against F.layer_norm's one, so it takes $pt_trend F.layer_norm's time; fused (compiled, F.rms_norm),
+**Which is faster.** $which; LayerNorm takes $ours_trend. $why Eager PyTorch RMSNorm is several kernels, each a pass
+through memory, against F.layer_norm's one, so it takes $pt_trend; fused (compiled, F.rms_norm),
 RMSNorm beats F.layer_norm at $nfused of $nw widths.
 
 **With the hidden size.** A norm reads and writes each element once, so
