@@ -180,10 +180,12 @@ trend() { # "d r" lines on stdin
       up = 1; down = 1
       for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
       printf "from %.2fx at %d to %.2fx at %d %s", r[0], d[0], r[n-1], d[n-1], of
-      # the extremes said only where they are not the two ends
-      ends = (lo == 0 || lo == n - 1) && (hi == 0 || hi == n - 1)
-      if (n > 2 && !up && !down && !ends)
+      # an extreme said only where it is not one of the two ends
+      lo_in = lo > 0 && lo < n - 1; hi_in = hi > 0 && hi < n - 1
+      if (n > 2 && !up && !down && lo_in && hi_in)
         printf " (not steadily: lowest %.2fx at %d, highest %.2fx at %d)", r[lo], d[lo], r[hi], d[hi]
+      else if (n > 2 && !up && !down && (lo_in || hi_in))
+        printf " (not steadily: %s %.2fx at %d)", lo_in ? "lowest" : "highest", lo_in ? r[lo] : r[hi], lo_in ? d[lo] : d[hi]
       else if (n > 2 && (up || down)) printf " (%s at every step)", up ? "growing" : "shrinking" }'
 }
 
