@@ -623,15 +623,14 @@ struct bwd_kernels {
   template <bool CUT> static constexpr auto dq() {
     return flash_dq_mma<T, DH, C2::MT, BK, X3, CUT>;
   }
-  /* the cuts: key[0] names the kernel (4 / 6: dK/dV / dQ, 5 / 7 with
-   * fp32's tiles); the dQ pass's none when fused */
+  /* the cuts (mma_cut_key: 3 the dK/dV pass, 4 the dQ pass); the dQ
+   * pass's none when fused */
   static int plan(engine *e, int bh, int tq, int tk, int causal, walks1 *w1,
                   walk_cut *c1, walks2 *w2, walk_cut *c2) {
     *w1 = {(tq + BQ - 1) / BQ, (tk + OWN - 1) / OWN, BQ, causal};
     *w2 = {(tq + OWN2 - 1) / OWN2, OWN2, tk, causal};
-    int f = sizeof(T) == 4;
-    const int k1[] = {4 + f, bh, tq, tk, DH * 2 + !!causal},
-              k2[] = {6 + f, bh, tq, tk, DH * 2 + !!causal};
+    const int k1[] = {mma_cut_key<T, X3>(3), bh, tq, tk, DH * 2 + !!causal},
+              k2[] = {mma_cut_key<T, X3>(4), bh, tq, tk, DH * 2 + !!causal};
     TRY(plan_cut_blocks(e, dkdv<false>(), MMA_WARPS * 32, smem1, k1, *w1, w1->nk,
                         bh, 2LL * OWN * DH * 4, c1));
     *c2 = make_cut(*w2, w2->nq, 1 << 30);   /* uncut */

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <type_traits>
 #include <vector>
 
 /* The forward's walks (flash_fwd_wgmma.cu): walk x is query tile
@@ -434,6 +435,30 @@ inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
   return best;
 }
 
+/* A memo key: the caller's sizes, then sms, force and partial_bytes. */
+inline void cut_memo_key(const int key[CUT_MEMO_KEY - 3], int sms, int force,
+                         long long partial_bytes, int k[CUT_MEMO_KEY]) {
+  for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
+  k[CUT_MEMO_KEY - 3] = sms;
+  k[CUT_MEMO_KEY - 2] = force;
+  k[CUT_MEMO_KEY - 1] = (int)partial_bytes;
+}
+/* The chunk size kept under k, or 0 when none is. */
+inline int cut_memo_find(const cut_memo *m, const int k[CUT_MEMO_KEY]) {
+  for (int e = 0; e < CUT_MEMO_ENTRIES; e++) {
+    const cut_memo_entry &x = m->e[e];
+    if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return x.C;
+  }
+  return 0;
+}
+/* Keeps C under k in place of the oldest entry. */
+inline void cut_memo_put(cut_memo *m, const int k[CUT_MEMO_KEY], int C) {
+  cut_memo_entry &x = m->e[m->next];
+  m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
+  std::copy(k, k + CUT_MEMO_KEY, x.key);
+  x.C = C;
+}
+
 /* plan_cut once a launch shape: key names the shape (the caller's sizes;
  * sms, force and partial_bytes are added here), a hit rebuilds the cut
  * from its chunk size. The key holds everything plan_cut reads, so an
@@ -443,39 +468,47 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
                               const W &w, int n, int bh, int sms, int force,
                               bool heads_fastest, long long partial_bytes) {
   int k[CUT_MEMO_KEY];
-  for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
-  k[CUT_MEMO_KEY - 3] = sms;
-  k[CUT_MEMO_KEY - 2] = force;
-  k[CUT_MEMO_KEY - 1] = (int)partial_bytes;
-  for (int e = 0; e < CUT_MEMO_ENTRIES; e++) {
-    const cut_memo_entry &x = m->e[e];
-    if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return make_cut(w, n, x.C);
-  }
+  cut_memo_key(key, sms, force, partial_bytes, k);
+  if (int C = cut_memo_find(m, k)) return make_cut(w, n, C);
   walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes);
-  cut_memo_entry &x = m->e[m->next];
-  m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
-  std::copy(k, k + CUT_MEMO_KEY, x.key);
-  x.C = p.C;
+  cut_memo_put(m, k, p.C);
   return p;
 }
 
 #ifdef __CUDACC__
+/* key[0] of an mma.sync kernel's plan: the kernel (KERNEL: 2 the forward,
+ * 3 the dK/dV pass, 4 the dQ pass) and its instance's element type and
+ * products, which set its registers, so its occupancy, so the plan. */
+template <typename T, bool X3>
+constexpr int mma_cut_key(int kernel) {
+  return 4 * kernel + (sizeof(T) == 4 ? 2 + X3 : std::is_same<T, __nv_bfloat16>::value);
+}
+
 /* plan_cut_memo for a kernel that holds several blocks an SM (the
  * mma.sync ones): planned over every block the GPU holds at once (SMs x
- * the kernel's occupancy at `threads` and `smem`, which this sets as its
- * dynamic shared memory), heads slowest. */
+ * the kernel's occupancy at `threads` and `smem`), heads slowest. The
+ * key is taken over the SMs alone, key[0] naming the instance
+ * (mma_cut_key), so a hit asks the driver nothing; a miss sets `smem` as
+ * the kernel's dynamic shared memory and queries its occupancy. */
 template <class W, class K>
 inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
                            const int key[CUT_MEMO_KEY - 3], const W &w, int n,
                            int bh, long long partial_bytes, walk_cut *cut) {
+  cuda_engine *ce = cuda_impl(e);
+  int k[CUT_MEMO_KEY];
+  cut_memo_key(key, ce->sms, ce->flash_cut_force, partial_bytes, k);
+  if (int C = cut_memo_find(&ce->cuts, k)) {
+    *cut = make_cut(w, n, C);
+    return 0;
+  }
   int per_sm = 0;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
   CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
                                                            smem));
-  cuda_engine *ce = cuda_impl(e);
-  *cut = plan_cut_memo(&ce->cuts, key, w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1),
-                       ce->flash_cut_force, false, partial_bytes);
+  *cut = plan_cut(w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1), ce->flash_cut_force,
+                  false, partial_bytes);
+  cut_memo_put(&ce->cuts, k, cut->C);
   return 0;
 }
 #endif

@@ -307,8 +307,7 @@ int fwd_mma_plan(engine *e, int bh, int tq, int tk, int causal,
   *smem = ((size_t)(BQ + 2 * BK) * (DH + 8) +
            (size_t)2 * BK * (DH + warp_mma<T, X3>::VPAD)) * sizeof(T);
   *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
-  /* key: the kernel (2: this one, 3 with fp32's tiles), the shape */
-  const int key[] = {sizeof(T) == 4 ? 3 : 2, bh, tq, tk, DH * 2 + !!causal};
+  const int key[] = {mma_cut_key<T, X3>(2), bh, tq, tk, DH * 2 + !!causal};
   return plan_cut_blocks(e, flash_fwd_mma<T, DH, C::MT, BK, C::QREG, X3, false>,
                          MMA_WARPS * 32, *smem, key, *fw, fw->nq, bh,
                          (long long)BQ * (DH + 1) * 4, cut);
