@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(NT, 1)
      * layout) and dS^T also into shared memory for dQ. */
     bool edge = q0 + BQ > tq || k0 + BK > tk || (causal && wk0 + 63 > q0);
     const float *tl = sl + st * BQ, *td = sd + st * BQ;
-    uint32_t pa[BQ / 16][4];
+    uint32_t pa[BQ / 16][4], dsa[4];
 #pragma unroll
     for (int i = 0; i < BQ / 8; i++) {
       float2 lv = *reinterpret_cast<const float2 *>(tl + 8 * i + 2 * t);
@@ -331,12 +331,20 @@ __global__ void __launch_bounds__(NT, 1)
           ds[e] = p[e] * (dacc[j] - (e ? dd.y : dd.x));
         }
         pa[i / 2][2 * (i & 1) + h] = elt<T>::pack(p[0], p[1]);
-        /* dS^T into shared memory: row = key (0..127 in the block),
-         * 64-query column blocks, 16-byte chunks swizzled by row % 8 (= g). */
-        int r = wg * 64 + 16 * w + g + 8 * h, c = 8 * i;
-        *reinterpret_cast<uint32_t *>(sds + (c >> 6) * BK * 128 + r * 128 +
-                                      ((((c & 63) >> 3) ^ g) << 4) + 4 * t) =
-            elt<T>::pack(ds[0], ds[1]);
+        dsa[2 * (i & 1) + h] = elt<T>::pack(ds[0], ds[1]);
+      }
+      /* dS^T into shared memory, a pair of i at a time: row = key (0..127
+       * in the block), 64-query column blocks, 16-byte chunks swizzled by
+       * row % 8. Matrix m of the stmatrix is dsa[m]: queries 8 (i - 1 +
+       * (m >> 1)) .., keys 16w + 8 (m & 1) ..; lane l gives its row l % 8,
+       * whose chunk (i - 1 + (m >> 1)) % 8 is (i - 1) % 8 ^ (m >> 1), i - 1
+       * being even. */
+      if (i & 1) {
+        int lm = (x & 31) >> 3, lr = x & 7;
+        stmatrix_x4(smem_addr(sds) + ((i - 1) >> 3) * BK * 128 +
+                        (wg * 64 + 16 * w + 8 * (lm & 1) + lr) * 128 +
+                        ((((i - 1) & 7) ^ (lm >> 1) ^ lr) << 4),
+                    dsa);
       }
     }
     fence_async_smem();

@@ -76,6 +76,19 @@ template <int N> __device__ __forceinline__ void wg_hold(float *d) {
   for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* Four 8 x 8 matrices of 16-bit elements from registers into shared
+ * memory (stmatrix .x4): lane l holds row l / 4, columns 2 (l % 4) and
+ * 2 (l % 4) + 1 of matrix m in r[m] (an accumulator fragment's pair,
+ * packed), and gives the address of row l % 8 of matrix l / 8 (16
+ * bytes). One instruction where 4-byte stores take four. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t r[4]) {
+#if TL_WGMMA
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
+
 /* ---- TMA tile loads and their mbarriers -------------------------------------
  * A tensor map (cuTensorMapEncodeTiled on the host, 128-byte swizzle) lets
  * one thread load a whole box into the swizzled layout above; the bytes
