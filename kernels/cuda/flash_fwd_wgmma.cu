@@ -41,6 +41,14 @@ using fwd_walks = fwd_walks_t<BK>;   /* flash_cut.cuh */
 constexpr int fwd_warpgroups(int dh) { return dh == 64 ? 3 : 2; }
 /* At Dh 64 heads vary fastest in the grid (blockIdx.x the head). */
 __host__ __device__ constexpr bool fwd_heads_fastest(int dh) { return dh == 64; }
+/* At Dh 64 the row sums come from the tensor cores: P V runs as m64n72
+ * with B's columns 64..71 read from a block of ones, so O's accumulator
+ * carries each row's sum of P, rescaled with it, and the softmax adds
+ * nothing (a third of its FP32 instructions besides the exponentials and
+ * the max; its issue slots bound Dh 64's loop, NOTES.md). The sums are of
+ * P as rounded for the product, the P that O is the average of. The
+ * ones take two more shared tiles of BK rows, one after each V buffer. */
+__host__ __device__ constexpr bool fwd_sum_by_mma(int dh) { return dh == 64; }
 
 /* The walks and the cut of a launch at these sizes (launch_n; the tests
  * count its chunks through cuda_flash_fwd_chunks). */
@@ -80,6 +88,12 @@ __global__ void __launch_bounds__(128 * NWG, 1)
    * loads' out-of-bounds fill), which the products never read past. */
   constexpr int CB = (DH + 63) / 64, QBYTES = BQ * CB * 128,
                 KBYTES = BK * CB * 128;
+  /* O's accumulator: Dh columns, then with SUMS 8 of row sums. With
+   * SUMS each V buffer is followed by a block of ones, so P V's B reads
+   * its second block of 64 columns one block past V's (LBO), as Dh 80's
+   * reads V's padding there. */
+  constexpr bool SUMS = fwd_sum_by_mma(DH);
+  constexpr int NO = SUMS ? DH + 8 : DH, VSTRIDE = SUMS ? 2 * KBYTES : KBYTES;
   extern __shared__ unsigned char smem_raw[];
   /* Barriers: Q; K and V full (TMA done) and empty (both warpgroups done
    * reading) per buffer. */
@@ -88,7 +102,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   unsigned char *sq =
       smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char *sk = sq + QBYTES;       /* two buffers */
-  unsigned char *sv = sk + 2 * KBYTES;   /* two buffers */
+  unsigned char *sv = sk + 2 * KBYTES;   /* two buffers, VSTRIDE apart */
 
   /* Query tiles go last (most causal work) first. At Dh 64 heads vary
    * fastest, so blocks start in falling order of work across every head;
@@ -136,6 +150,16 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     }
     mbar_fence_init();
   }
+  if constexpr (SUMS) {   /* every element 1, so the swizzle is moot */
+    const uint32_t one = elt<T>::pack(1.f, 1.f);
+#pragma unroll 1
+    for (int i = threadIdx.x; i < 2 * KBYTES / 16; i += WG_THREADS) {
+      int buf = i / (KBYTES / 16);
+      reinterpret_cast<uint4 *>(sv + buf * VSTRIDE + KBYTES)[i % (KBYTES / 16)] =
+          make_uint4(one, one, one, one);
+    }
+    fence_async_smem();   /* the products read them through the async proxy */
+  }
   __syncthreads();
   /* Loads run one tile ahead, V one behind K: iteration j reads K_j and
    * V_{j-1} (the product of P_{j-1}), and fetches K_{j+1} and V_j. */
@@ -144,10 +168,15 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     load(sk, &kmap, &full_k[0], jb * BK, BK);
   }
 
-  float acc[DH / 2];
+  float acc[NO / 2];
 #pragma unroll
-  for (int i = 0; i < DH / 2; i++) acc[i] = 0.f;
+  for (int i = 0; i < NO / 2; i++) acc[i] = 0.f;
+  /* lsum: without SUMS, this thread's share of its rows' sums */
   float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+  /* O += P V over one k-step (with SUMS, also the row sums) */
+  auto pv = [&](const uint32_t a[4], const unsigned char *vt, int kk) {
+    wgmma<T, NO>::rs(acc, a, wg_desc(vt + kk * 16 * 128, BK * 128, 1024));
+  };
   uint32_t pa[BK / 16][4];   /* P of the previous tile, product inputs */
   mbar_wait(&full_q, 0);
   /* Ping-pong (FlashAttention-3): the warpgroups take turns issuing their
@@ -164,9 +193,9 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         load(sk + prev * KBYTES, &kmap, &full_k[prev], k0 + BK, BK);
       }
       if (j >= 2) mbar_wait(&empty_v[cur], (j / 2 - 1) & 1);
-      load(sv + cur * KBYTES, &vmap, &full_v[cur], k0, BK);
+      load(sv + cur * VSTRIDE, &vmap, &full_v[cur], k0, BK);
     }
-    const unsigned char *kt = sk + cur * KBYTES, *vprev = sv + prev * KBYTES;
+    const unsigned char *kt = sk + cur * KBYTES, *vprev = sv + prev * VSTRIDE;
 
     /* S = Q K_j^T, then O += P_{j-1} V_{j-1} behind it: the tensor cores
      * run the second while this warpgroup's softmax works on S. */
@@ -189,8 +218,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
        * which ptxas otherwise injects with an advisory per instance. */
       wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; kk++)
-        wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vprev + kk * 16 * 128, BK * 128, 1024));
+      for (int kk = 0; kk < BK / 16; kk++) pv(pa[kk], vprev, kk);
       wg_commit();
     }
     if (j > 0)
@@ -265,17 +293,17 @@ __global__ void __launch_bounds__(128 * NWG, 1)
       for (int n = 0; n < BK / 8; n++) {
         s[4 * n + 2 * h] = exp2_ftz(fmaf(s[4 * n + 2 * h], scale_log2, -ref));
         s[4 * n + 2 * h + 1] = exp2_ftz(fmaf(s[4 * n + 2 * h + 1], scale_log2, -ref));
-        sum += s[4 * n + 2 * h] + s[4 * n + 2 * h + 1];
+        if constexpr (!SUMS) sum += s[4 * n + 2 * h] + s[4 * n + 2 * h + 1];
       }
-      lsum[h] = lsum[h] * alpha[h] + sum;   /* per thread; summed at the end */
+      if constexpr (!SUMS) lsum[h] = lsum[h] * alpha[h] + sum;
       mrow[h] = mx;
     }
     wg_wait<0>();            /* O += P_{j-1} V_{j-1} is in */
-    wg_hold<DH / 2>(acc);
+    wg_hold<NO / 2>(acc);
     if (j > 0) mbar_arrive(&empty_v[prev]);
     if (grow) {
 #pragma unroll
-      for (int n = 0; n < DH / 8; n++)
+      for (int n = 0; n < NO / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[4 * n + e] *= alpha[e >> 1];
     }
@@ -287,21 +315,25 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   {   /* the last tile's P V */
     int last = ntiles - 1;
     mbar_wait(&full_v[last & 1], (last >> 1) & 1);
-    const unsigned char *vlast = sv + (last & 1) * KBYTES;
+    const unsigned char *vlast = sv + (last & 1) * VSTRIDE;
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; kk++)
-      wgmma<T, DH>::rs(acc, pa[kk], wg_desc(vlast + kk * 16 * 128, BK * 128, 1024));
+    for (int kk = 0; kk < BK / 16; kk++) pv(pa[kk], vlast, kk);
     wg_commit();
     wg_wait<0>();
-    wg_hold<DH / 2>(acc);
+    wg_hold<NO / 2>(acc);
   }
 
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    float sum = lsum[h];
-    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    float sum;
+    if constexpr (SUMS) {
+      sum = acc[DH / 2 + 2 * h];   /* row g + 8h, a column of ones */
+    } else {
+      sum = lsum[h];
+      sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+      sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    }
     float inv = 1.f / sum;
     int r = wq0 + 16 * w + g + 8 * h;
     if (partial) {
@@ -335,7 +367,8 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
   TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, "k_attention_fwd"));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, "k_attention_fwd"));
-  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128;
+  size_t smem = 1024 + (size_t)(BQ + 4 * BK) * ((DH + 63) / 64) * 128 +
+                (fwd_sum_by_mma(DH) ? 2 * BK * 128 : 0);   /* the ones */
   cuda_engine *ce = cuda_impl(e);
   fwd_walks fw;
   walk_cut cut = fwd_plan(ce, bh, tq, tk, DH, causal, &fw);

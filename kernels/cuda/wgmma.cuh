@@ -261,6 +261,10 @@ static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
   "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "   \
   "%58, %59, %60, %61, %62, %63}"
+#define WG_REGS36                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+  "%30, %31, %32, %33, %34, %35}"
 #define WG_REGS40                                                             \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
@@ -276,6 +280,7 @@ static inline int wg_tensor_map(CUtensorMap *m, const void *p, dtype dt,
       "=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), "=f"(d[i + 7])
 #define WG_O32 WG_O8(0), WG_O8(8), WG_O8(16), WG_O8(24)
 #define WG_O64 WG_O32, WG_O8(32), WG_O8(40), WG_O8(48), WG_O8(56)
+#define WG_D36 WG_D32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
 #define WG_D40 WG_D32, WG_D8(32)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
 
@@ -337,6 +342,14 @@ template <typename T, int N> struct wgmma;
                                               uint64_t b) {                   \
       if constexpr (TL_WGMMA)                                                 \
         WG_RS(64, TY, WG_REGS32, WG_D32, "{%32, %33, %34, %35}", "%36");      \
+    }                                                                         \
+  };                                                                          \
+  template <> struct wgmma<T, 72> {   /* Dh 64's P V with the row sums   \
+                                         (flash_fwd_wgmma.cu) */             \
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4],  \
+                                              uint64_t b) {                   \
+      if constexpr (TL_WGMMA)                                                 \
+        WG_RS(72, TY, WG_REGS36, WG_D36, "{%36, %37, %38, %39}", "%40");      \
     }                                                                         \
   };                                                                          \
   template <> struct wgmma<T, 80> {   /* Dh 80 (the 2.7B model): P V, and  \
