@@ -647,7 +647,13 @@ leaderboard() {
     else
       text="$text We beat the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * (1 - $ours / $best)")%"
     fi
-    if is_true "$of / $bf > $ob / $bb"; then where="the forward is where"; else where="the backward is where"; fi
+    # A loss names the pass that trails most; a win says whether both
+    # passes lead or which one carries it.
+    if is_true "$ours > $best"; then
+      if is_true "$of / $bf > $ob / $bb"; then where="the forward is where"; else where="the backward is where"; fi
+    elif is_true "$of <= $bf && $ob <= $bb"; then where="both passes lead"
+    elif is_true "$of / $bf < $ob / $bb"; then where="the forward carries it"
+    else where="the backward carries it"; fi
     text="$text; $where: our forward, $(calc %.3f "$of") ms, is $(pct_vs "$of" "$bf") than the fastest, $(impl_words "$bfi") ($(calc %.3f "$bf") ms), our backward, $(calc %.3f "$ob") ms, is $(pct_vs "$ob" "$bb") than the fastest, $(impl_words "$bbi") ($(calc %.3f "$bb") ms)."
   fi
   if [ -n "$def" ] && [ -n "$fa2" ]; then
