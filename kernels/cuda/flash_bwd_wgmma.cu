@@ -303,35 +303,46 @@ __global__ void __launch_bounds__(NT, 1)
       }
       flush_dq(s - 1);
     }
-    wg_wait<0>();
+    /* P^T needs S^T only: its exponentials (the loop's special-function
+     * work) run while the tensor cores finish dP^T (FlashAttention-3's
+     * order). */
+    wg_wait<1>();
     wg_hold<BQ / 2>(sacc);
-    wg_hold<BQ / 2>(dacc);
 
     /* sacc[4i + e]: key wk0 + 16w + g + 8 (e >> 1), query q0 + 8i + 2t +
-     * (e & 1). P^T and dS^T go straight into A fragments (c_to_a's
-     * layout) and dS^T also into shared memory for dQ. */
+     * (e & 1). P^T overwrites S^T and goes into A fragments (c_to_a's
+     * layout); dS^T also goes into shared memory for dQ. */
     bool edge = q0 + BQ > tq || k0 + BK > tk || (causal && wk0 + 63 > q0);
     const float *tl = sl + st * BQ, *td = sd + st * BQ;
     uint32_t pa[BQ / 16][4], dsa[4];
 #pragma unroll
     for (int i = 0; i < BQ / 8; i++) {
       float2 lv = *reinterpret_cast<const float2 *>(tl + 8 * i + 2 * t);
-      float2 dd = *reinterpret_cast<const float2 *>(td + 8 * i + 2 * t);
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        float p[2], ds[2];
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           int j = 4 * i + 2 * h + e;
-          p[e] = exp2_ftz(fmaf(sacc[j], scale_log2, -(e ? lv.y : lv.x)));
+          float p = exp2_ftz(fmaf(sacc[j], scale_log2, -(e ? lv.y : lv.x)));
           if (edge) {
             int key = wk0 + 16 * w + g + 8 * h, col = q0 + 8 * i + 2 * t + e;
-            if (col >= tq || key >= tk || (causal && key > col)) p[e] = 0.f;
+            if (col >= tq || key >= tk || (causal && key > col)) p = 0.f;
           }
-          ds[e] = p[e] * (dacc[j] - (e ? dd.y : dd.x));
+          sacc[j] = p;
         }
-        pa[i / 2][2 * (i & 1) + h] = elt<T>::pack(p[0], p[1]);
-        dsa[2 * (i & 1) + h] = elt<T>::pack(ds[0], ds[1]);
+        pa[i / 2][2 * (i & 1) + h] = elt<T>::pack(sacc[4 * i + 2 * h], sacc[4 * i + 2 * h + 1]);
+      }
+    }
+    wg_wait<0>();
+    wg_hold<BQ / 2>(dacc);
+#pragma unroll
+    for (int i = 0; i < BQ / 8; i++) {
+      float2 dd = *reinterpret_cast<const float2 *>(td + 8 * i + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int j = 4 * i + 2 * h;
+        dsa[2 * (i & 1) + h] = elt<T>::pack(sacc[j] * (dacc[j] - dd.x),
+                                            sacc[j + 1] * (dacc[j + 1] - dd.y));
       }
       /* dS^T into shared memory, a pair of i at a time: row = key (0..127
        * in the block), 64-query column blocks, 16-byte chunks swizzled by
