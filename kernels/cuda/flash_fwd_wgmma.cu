@@ -67,7 +67,7 @@ walk_cut fwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
  * the chunk arithmetic and the partial stores away, so an uncut shape
  * runs the code it ran before cuts existed. */
 template <typename T, int DH, int NWG, bool CUT>
-__global__ void __launch_bounds__(128 * NWG, 1)
+__global__ void __launch_bounds__(128 * (NWG + 1), 1)
     flash_fwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
                  const __grid_constant__ CUtensorMap vmap, T *__restrict__ o,
@@ -75,7 +75,12 @@ __global__ void __launch_bounds__(128 * NWG, 1)
                  float *__restrict__ part_l, walk_cut cut, fwd_walks fw,
                  int tq, int tk, int causal, float scale_log2) {
 #if TL_WGMMA
-  constexpr int WG_THREADS = 128 * NWG, BQ = 64 * NWG;
+  /* NWG math warpgroups, then the producer warpgroup, whose first thread
+   * issues every load; it keeps 24 or 32 registers and the math
+   * warpgroups take the rest (FlashAttention-3's split). */
+  constexpr int WG_THREADS = 128 * NWG, BQ = 64 * NWG,
+                NT = WG_THREADS + 128, PRODUCER_REGS = NWG == 2 ? 24 : 32,
+                MATH_REGS = NWG == 2 ? 240 : 160;
   /* The growth of a row's max, in the exponent's log2 units, past which
    * its reference moves (the softmax below): P stays under 2^8 = 256.
    * Only at Dh 64, where three warpgroups' softmax bounds the loop by issue
@@ -131,7 +136,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   size_t pslot = (size_t)b * cut.us + slot;
   /* One thread issues every load (a box of 64 columns per column block);
    * rows past the sequence end arrive as zeros. */
-  bool issuer = threadIdx.x == 0;
+  bool issuer = threadIdx.x == WG_THREADS;
   auto load = [&](unsigned char *dst, const CUtensorMap *map, uint64_t *bar,
                   int row0, int rows) {
     mbar_expect_tx(bar, rows * CB * 128);   /* zero fill counts too */
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   if constexpr (SUMS) {   /* every element 1, so the swizzle is moot */
     const uint32_t one = elt<T>::pack(1.f, 1.f);
 #pragma unroll 1
-    for (int i = threadIdx.x; i < 2 * KBYTES / 16; i += WG_THREADS) {
+    for (int i = threadIdx.x; i < 2 * KBYTES / 16; i += NT) {
       int buf = i / (KBYTES / 16);
       reinterpret_cast<uint4 *>(sv + buf * VSTRIDE + KBYTES)[i % (KBYTES / 16)] =
           make_uint4(one, one, one, one);
@@ -162,11 +167,26 @@ __global__ void __launch_bounds__(128 * NWG, 1)
   }
   __syncthreads();
   /* Loads run one tile ahead, V one behind K: iteration j reads K_j and
-   * V_{j-1} (the product of P_{j-1}), and fetches K_{j+1} and V_j. */
-  if (issuer) {
-    load(sq, &qmap, &full_q, q0, BQ);
-    load(sk, &kmap, &full_k[0], jb * BK, BK);
+   * V_{j-1} (the product of P_{j-1}); the producer fetches K_{j+1} once
+   * K_{j-1}'s buffer is free and V_j once V_{j-2}'s is. */
+  if (wg == NWG) {
+    wg_regs_dec<PRODUCER_REGS>();
+    if (issuer) {
+      load(sq, &qmap, &full_q, q0, BQ);
+      load(sk, &kmap, &full_k[0], jb * BK, BK);
+      for (int j = 0; j < ntiles; j++) {
+        int k0 = (jb + j) * BK, cur = j & 1, prev = cur ^ 1;
+        if (j + 1 < ntiles) {
+          if (j >= 1) mbar_wait(&empty_k[prev], ((j + 1) / 2 - 1) & 1);
+          load(sk + prev * KBYTES, &kmap, &full_k[prev], k0 + BK, BK);
+        }
+        if (j >= 2) mbar_wait(&empty_v[cur], (j / 2 - 1) & 1);
+        load(sv + cur * VSTRIDE, &vmap, &full_v[cur], k0, BK);
+      }
+    }
+    return;
   }
+  wg_regs_inc<MATH_REGS>();
 
   float acc[NO / 2];
 #pragma unroll
@@ -187,14 +207,6 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 
   for (int j = 0; j < ntiles; j++) {
     int k0 = (jb + j) * BK, cur = j & 1, prev = cur ^ 1;
-    if (issuer) {   /* a buffer is refilled once both warpgroups left it */
-      if (j + 1 < ntiles) {
-        if (j >= 1) mbar_wait(&empty_k[prev], ((j + 1) / 2 - 1) & 1);
-        load(sk + prev * KBYTES, &kmap, &full_k[prev], k0 + BK, BK);
-      }
-      if (j >= 2) mbar_wait(&empty_v[cur], (j / 2 - 1) & 1);
-      load(sv + cur * VSTRIDE, &vmap, &full_v[cur], k0, BK);
-    }
     const unsigned char *kt = sk + cur * KBYTES, *vprev = sv + prev * VSTRIDE;
 
     /* S = Q K_j^T, then O += P_{j-1} V_{j-1} behind it: the tensor cores
@@ -382,7 +394,7 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
   float *part_o = NULL, *part_l = NULL;
   TRY(fwd_cut_partials(e, cut, bh, BQ, DH, &part_o, &part_l));
   dim3 grid = HF ? dim3(bh, cut.units) : dim3(cut.units, bh);
-  kernel<<<grid, 128 * NWG, smem, cuda_stream(e)>>>(
+  kernel<<<grid, 128 * (NWG + 1), smem, cuda_stream(e)>>>(
       qm, km, vm, (T *)o, lse, part_o, part_l, cut, fw, tq, tk, causal, sl2);
   CHECK_LAUNCH();
   return fwd_cut_merge<T, DH, BQ>(e, cut, fw, part_o, part_l, o, lse, bh, tq);

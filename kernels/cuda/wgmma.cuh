@@ -199,6 +199,21 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
+/* Register reallocation between warpgroups (setmaxnreg): every thread of
+ * the warpgroup executes it; N is a multiple of 8 in 24..256. A warpgroup
+ * that only issues loads gives registers back (dec) for the math
+ * warpgroups to take (inc, which waits until the block has them). */
+template <int N> __device__ __forceinline__ void wg_regs_dec() {
+#if TL_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void wg_regs_inc() {
+#if TL_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 /* ---- host: tensor maps ---------------------------------------------------- */
 
 /* cuTensorMapEncodeTiled from the driver, found through the runtime (no
