@@ -9,8 +9,9 @@
  * 16 of Dh with Q and K read by the tensor cores from swizzled shared
  * memory (wgmma.cuh); P stays in the S registers (c_to_a) and O += P V
  * reads V row-major (MN-major B), so nothing is transposed. Q, K and V
- * tiles come by TMA (one issuing thread) into double buffers guarded by
- * full / empty mbarriers, so the warpgroups never meet at a block barrier
+ * tiles come by TMA, issued by a producer warpgroup of their own, into
+ * double buffers guarded by full / empty mbarriers, so the math
+ * warpgroups never meet at a block barrier nor wait to issue a load
  * (kernels/cuda/NOTES.md has the measurements). Why not mma.sync
  * (flash_fwd.cu): there the warp's ldmatrix reads of K and V cap the
  * tensor cores; a wgmma reads its B operand once for 64 rows.
@@ -34,10 +35,10 @@ constexpr int BK = 128;
 
 using fwd_walks = fwd_walks_t<BK>;   /* flash_cut.cuh */
 
-/* Warpgroups a block (64 query rows each): three at Dh 64, as
- * FlashAttention-3 runs it (H100, leaderboard shape, forward 1.33 ms
- * against 1.43 with two); at Dh 80 / 128 three would need more than 168
- * registers a thread. */
+/* Math warpgroups a block (64 query rows each; the producer is one
+ * more): three at Dh 64, as FlashAttention-3 runs it (H100, leaderboard
+ * shape, forward 1.33 ms against 1.43 with two); at Dh 80 / 128 three
+ * would need more than the 162 registers a thread they could have. */
 constexpr int fwd_warpgroups(int dh) { return dh == 64 ? 3 : 2; }
 /* At Dh 64 heads vary fastest in the grid (blockIdx.x the head). */
 __host__ __device__ constexpr bool fwd_heads_fastest(int dh) { return dh == 64; }
