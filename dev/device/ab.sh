@@ -12,33 +12,49 @@
 #     ARGS_flash_benchmarking="--only impl=flash --only precision=bf16" bash dev/device/ab.sh
 # EXP: one name or several; each runs with ARGS_<name> if set, else ARGS
 # (runner options: --only takes swept settings only, which differ).
-# Rows go to .devres/ab/{base,head}{1,2}/EXP.csv, returned as
-# $OUT/res.tgz. Printed: per job (the keys of the experiment's sweep),
-# each time column's base and head value (the lower of each side's two
-# runs) and head / base, marked "slower" past 1.02 and "faster" under
-# 0.98. COLS (comma-separated) picks the columns; default every column
-# whose name holds "_ms" (but not the standard deviations).
+# ALSO: more candidates (commit ids in HEAD's history), each built in a
+# worktree of its own and run in the same rotation, so that one machine
+# judges several variants of a change against one base.
+# Rows go to .devres/ab/SIDE{1,2}/EXP.csv (SIDE: base, head, each ALSO
+# id), returned as $OUT/res.tgz. Printed: per candidate and job (the keys
+# of the experiment's sweep), each time column's base and candidate value
+# (the lower of each side's two runs) and candidate / base, marked
+# "slower" past 1.02 and "faster" under 0.98. COLS (comma-separated)
+# picks the columns; default every column whose name holds "_ms" (but not
+# the standard deviations).
 set -u
 : "${BASE:?BASE: the commit to compare with (a commit id in the history of HEAD)}"
 : "${EXP:?EXP: the experiments to run, by name}"
+# worktree DIR REV: DIR holds REV, built (kept while the machine is)
+worktree() {
+  if [ ! -x "$1/runner" ] || [ "$(git -C "$1" rev-parse HEAD)" != "$(git rev-parse "$2")" ]; then
+    rm -rf "$1"
+    git worktree prune
+    git worktree add -q -f --detach "$1" "$2" || exit 1
+    (cd "$1" && autoreconf -fi && ./configure && make -j"$(nproc)") > /tmp/ab-build.log 2>&1 ||
+      { tail -n 30 /tmp/ab-build.log; exit 1; }
+  fi
+}
 wt=/tmp/ab-base
-if [ ! -x "$wt/runner" ] || [ "$(git -C "$wt" rev-parse HEAD)" != "$(git rev-parse "$BASE")" ]; then
-  rm -rf "$wt"
-  git worktree prune
-  git worktree add -q -f --detach "$wt" "$BASE" || exit 1
-  (cd "$wt" && autoreconf -fi && ./configure && make -j"$(nproc)") > /tmp/ab-build.log 2>&1 ||
-    { tail -n 30 /tmp/ab-build.log; exit 1; }
-fi
-echo "base $(git -C "$wt" rev-parse --short HEAD), head $(git rev-parse --short HEAD)"
+worktree "$wt" "$BASE"
+sides="base head"
+for r in ${ALSO:-}; do
+  worktree "/tmp/ab-$r" "$r"
+  sides="$sides $r"
+done
+echo "base $(git -C "$wt" rev-parse --short HEAD), head $(git rev-parse --short HEAD)${ALSO:+, also $ALSO}"
 git checkout -q -- .   # rows from a copy equal to its commit
 mkdir -p .devres/ab
 for run in 1 2; do
-  for side in base head; do
+  for side in $sides; do
     dir=$PWD/.devres/ab/$side$run
     rm -rf "$dir"
     mkdir -p "$dir"
-    top=$PWD
-    [ $side = base ] && top=$wt
+    case $side in
+      base) top=$wt ;;
+      head) top=$PWD ;;
+      *) top=/tmp/ab-$side ;;
+    esac
     for e in $EXP; do
       a=ARGS_$e
       a=${!a-${ARGS:-}}
@@ -51,9 +67,11 @@ for run in 1 2; do
   done
 done
 for e in $EXP; do
-python3 - "$e" "${COLS:-}" <<'PY'
+for side in $sides; do
+[ "$side" = base ] && continue
+python3 - "$e" "${COLS:-}" "$side" <<'PY'
 import csv, json, sys
-exp, cols = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
+exp, cols, cand = sys.argv[1], [c for c in sys.argv[2].split(",") if c], sys.argv[3]
 try:
     keys = json.load(open(f".devres/ab/head1/{exp}.json"))["experiment"]["sweep_order"]
 except (OSError, KeyError, ValueError) as err:
@@ -74,7 +92,7 @@ def best(side):
                     v = float(r[c])
                     out.setdefault(k, {})[c] = min(v, out.get(k, {}).get(c, v))
     return out
-b, h = best("base"), best("head")
+b, h = best("base"), best(cand)
 worse = better = 0
 for k in sorted(set(b) & set(h), key=lambda k: [float(x) if x.replace(".", "").isdigit() else x for x in k]):
     cells = []
@@ -84,7 +102,8 @@ for k in sorted(set(b) & set(h), key=lambda k: [float(x) if x.replace(".", "").i
         worse += mark == " slower"
         better += mark == " faster"
         cells.append(f"{c} {b[k][c]:.4g} -> {h[k][c]:.4g} ({ratio:.3f}{mark})")
-    print(exp + ": " + " ".join(f"{n}={v}" for n, v in zip(keys, k)) + ": " + "; ".join(cells))
-print(f"{exp}: {len(set(b) & set(h))} jobs on both sides; {better} values faster, {worse} slower (2% either way)")
+    print(f"{cand} {exp}: " + " ".join(f"{n}={v}" for n, v in zip(keys, k)) + ": " + "; ".join(cells))
+print(f"{cand} {exp}: {len(set(b) & set(h))} jobs on both sides; {better} values faster, {worse} slower (2% either way)")
 PY
+done
 done
