@@ -486,13 +486,22 @@ EOF
       clk=1
     fi
   done
-  echo "| shape | pass | d_head | ours (TFLOP/s) | goal | met |${clk:+ our SM clock, MHz (the FA3 paper's: 1830, locked) |}"
-  echo "|---|---|--:|--:|--:|---|${clk:+--:|}"
-  for g in 1:1:65536:64:fwd:480 1:1:65536:128:fwd:620 1:1:65536:128:bwd:500 \
-           1:16:16384:64:fwd:480 1:16:16384:128:fwd:620 1:16:16384:128:bwd:500; do
-    IFS=: read -r B H T D P G <<EOF
+  # beside each goal the published figure it stands for
+  # (reports/anchors/published.csv; an H100 SXM's, not measured here)
+  pubcell() {
+    pv=$(published "$1" value)
+    [ -n "$pv" ] && echo "$pv ($2)" || echo "-"
+  }
+  echo "| shape | pass | d_head | ours (TFLOP/s) | goal | met | published, H100 SXM (TFLOP/s) |${clk:+ our SM clock, MHz (the FA3 paper's: 1830, locked) |}"
+  echo "|---|---|--:|--:|--:|---|--:|${clk:+--:|}"
+  for g in 1:1:65536:64:fwd:480:fa3_fwd_causal_d64 1:1:65536:128:fwd:620:fa3_fwd_causal_d128 \
+           1:1:65536:128:bwd:500:cudnn_bwd_causal_d128 1:16:16384:64:fwd:480:fa3_fwd_causal_d64 \
+           1:16:16384:128:fwd:620:fa3_fwd_causal_d128 1:16:16384:128:bwd:500:cudnn_bwd_causal_d128; do
+    IFS=: read -r B H T D P G PUB <<EOF
 $g
 EOF
+    case $PUB in fa3_*) who="FlashAttention-3 paper" ;; *) who="cuDNN 9" ;; esac
+    pc=$(pubcell "$PUB" "$who")
     src=$(shape_src "$H" "$D")
     v="" mhz=""
     [ -z "$src" ] || v=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
@@ -505,11 +514,11 @@ EOF
     [ -n "$mhz" ] && mhz=$(calc %.0f "$mhz") || mhz=-
     case $P in fwd) pw=forward ;; *) pw=backward ;; esac
     if [ -z "$v" ]; then
-      echo "| ${B}x${H}x${T} | $pw | $D | not measured on the $GPU_KIND | $G | - |${clk:+ - |}"
+      echo "| ${B}x${H}x${T} | $pw | $D | not measured on the $GPU_KIND | $G | - | $pc |${clk:+ - |}"
     else
       num "our ${pw} TFLOP/s at ${B}x${H}x${T}, d $D" "$v"
       if is_true "$v >= $G"; then m=yes; else m=no; fi
-      echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m |${clk:+ $mhz |}"
+      echo "| ${B}x${H}x${T} | $pw | $D | $(calc %.0f "$v") | $G | $m | $pc |${clk:+ $mhz |}"
     fi
   done
   echo
