@@ -4,7 +4,7 @@
 # back 30 s after a call returns unless another call comes), then wait up
 # to WAIT seconds (default 480) for it and send /tmp/res back as
 # $OUT/r.tgz ($OUT returns at most 8 files). SCRIPT writes its results
-# under /tmp/res and touches /tmp/res/done when finished. Call again with
+# under /tmp/res; /tmp/res/done appears when it ends. Call again with
 # the same SCRIPT to wait for more: it is not started twice.
 #   WAIT=480 bash .devgit/bg.sh .devgit/batch.sh      (timeout_s >= WAIT + build + 60)
 script=${1:?usage: bg.sh SCRIPT}
@@ -12,7 +12,9 @@ D=/tmp/res
 mkdir -p "$D"
 if [ ! -f "$D/started" ]; then
   touch "$D/started"
-  setsid nohup bash "$script" > "$D/log" 2>&1 < /dev/null &
+  # done: when SCRIPT ends, whether or not it touched it
+  # shellcheck disable=SC2016 # $1, $2: the inner shell's arguments
+  setsid nohup bash -c 'bash "$1"; touch "$2/done"' bg "$script" "$D" > "$D/log" 2>&1 < /dev/null &
   echo "== started $script on $(hostname) (a poll that says this again is on a fresh machine: what the last one had is gone)"
 else
   echo "== polling $script on $(hostname), started $(date -u -r "$D/started" +%T)"
