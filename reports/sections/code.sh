@@ -24,9 +24,10 @@ reference the GPU kernels are checked against.
 
 `kernels/cuda/flash_fwd.cu` (mma.sync tensor cores for bf16 / fp16 at head
 dims 16, 32, 64, 80 and 128; fp32 on CUDA cores, or on TF32 parts with precision tf32 / 3xtf32, appendix A) and, on Hopper, `flash_fwd_wgmma.cu`
-(warpgroup MMA with TMA loads) at head dims 64, 80 and 128. One thread block
-per query tile (with few tiles a head, per chunk of its keys, the chunks
-merged after: `flash_cut.cuh`), the online softmax in
+(warpgroup MMA; a producer warpgroup issues the TMA loads while the math
+warpgroups take turns on the tensor cores) at head dims 64, 80 and 128.
+One thread block per query tile (with few tiles a head, per chunk of its
+keys, the chunks merged after: `flash_cut.cuh`), the online softmax in
 registers, O and L written once.
 Reached through `k_attention_fwd(e, ATTN_FLASH, ...)` (`kernels/ops.def`).
 
