@@ -5,8 +5,8 @@
 # copies what it holds of ours: each experiment's NAME.csv, NAME.json and
 # NAME.samples.jsonl from its data/ folder into reports/data (never the
 # runner's NAME.csv.lock; never a file that lacks rows reports/data has:
-# see below), and each anchor file at its top whose name is
-# one in reports/anchors/ over that one (a batch copies the committed
+# see below), and each anchor file at its top (or in its .devres/) whose
+# name is one in reports/anchors/ over that one (a batch copies the committed
 # anchor file there before its script appends to it). Then it lists what
 # changed, and the dirty rows among the new ones, so they are checked
 # before a commit.
@@ -35,7 +35,7 @@ find "$tmp" -path '*/data/*' \( -name '*.csv' -o -name '*.json' -o -name '*.samp
     base=${f##*/} name=${base%%.*}
     [ -e "$tmp/skip.$name.csv" ] || [ -e "$tmp/skip.$base" ] || cp "$f" "$top/reports/data/"
   done
-for f in "$tmp"/*.csv; do
+for f in "$tmp"/*.csv "$tmp"/.devres/*.csv; do
   [ -f "$f" ] && [ -f "$top/reports/anchors/${f##*/}" ] && cp "$f" "$top/reports/anchors/"
 done
 cd "$top"
