@@ -651,18 +651,17 @@ leaderboard() {
   text="Our FlashAttention-2 takes $(calc %.3f "$ours") ms forward+backward."
   if [ -n "$best" ]; then
     for v in "$best" "$bf" "$bb"; do num "an anchor time" "$v"; done
-    if is_true "$ours > $best"; then
-      text="$text We lose to the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * ($ours / $best - 1)")%"
-    else
-      text="$text We beat the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * (1 - $ours / $best)")%"
-    fi
     # A loss names the pass that trails most; a win says whether both
     # passes lead or which one carries it.
     if is_true "$ours > $best"; then
+      text="$text We lose to the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * ($ours / $best - 1)")%"
       if is_true "$of / $bf > $ob / $bb"; then where="the forward is where"; else where="the backward is where"; fi
-    elif is_true "$of <= $bf && $ob <= $bb"; then where="both passes lead"
-    elif is_true "$of / $bf < $ob / $bb"; then where="the forward carries it"
-    else where="the backward carries it"; fi
+    else
+      text="$text We beat the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * (1 - $ours / $best)")%"
+      if is_true "$of <= $bf && $ob <= $bb"; then where="both passes lead"
+      elif is_true "$of / $bf < $ob / $bb"; then where="the forward carries it"
+      else where="the backward carries it"; fi
+    fi
     text="$text; $where: our forward, $(calc %.3f "$of") ms, is $(pct_vs "$of" "$bf") than the fastest, $(impl_words "$bfi") ($(calc %.3f "$bf") ms), our backward, $(calc %.3f "$ob") ms, is $(pct_vs "$ob" "$bb") than the fastest, $(impl_words "$bbi") ($(calc %.3f "$bb") ms)."
   fi
   if [ -n "$def" ] && [ -n "$fa2" ]; then
