@@ -35,7 +35,8 @@
  * conflict-free and one bulk operation moves it; dq_convert undoes it.
  *
  * Q / dO tiles (with their L and D) come by TMA into two stages guarded by
- * full / empty mbarriers, as in flash_fwd_wgmma.cu; thread 0 issues them.
+ * full / empty mbarriers, as in flash_fwd_wgmma.cu; warpgroup 1's first
+ * thread issues them.
  * L (log2 units) and D are copied by flash_bwd_prep into arrays padded to
  * whole tiles, so a tile's BQ values are one aligned bulk copy.
  *
@@ -195,7 +196,12 @@ __global__ void __launch_bounds__(NT, 1)
   int sb = CUT ? kc * cut.C : 0;
   int ntiles = CUT ? min(walk, sb + cut.C) - sb : walk;
   bool partial = CUT && walk > cut.C;   /* a cut walk: dK, dV to the slot */
-  bool issuer = threadIdx.x == 0, elected = x == 0;
+  /* The loads' issuer is warpgroup 1's first thread: a stage is refilled
+   * once every thread has released it, and warpgroup 1 releases last
+   * (it issues its S^T, dP^T after warpgroup 0's), so its issuer finds
+   * the release done; warpgroup 0's waited for warpgroup 1 there, with
+   * the rest of its warpgroup behind it at the dQ flush's barrier. */
+  bool issuer = threadIdx.x == 128, elected = x == 0;
   l2 += (size_t)b * tqp;
   Dp += (size_t)b * tqp;
 
