@@ -32,17 +32,35 @@ for r in det:   # throughput and warp-state lines
                "Compute Workload Analysis", "Scheduler Statistics") or "Stall" in name:
         print(f"  {sec[:30]:30} {name[:48]:48} {r.get('Metric Value', '')} {r.get('Metric Unit', '')}")
 rows = list(csv.reader(open(sys.argv[2])))
-head = rows[0] if rows else []
-print("source columns:", head)
-try:
-    key = next(i for i, h in enumerate(head) if h.startswith("Warp Stall Sampling (All"))
-except StopIteration:
-    sys.exit("no stall-sampling column: see the header above")
-src = next((i for i, h in enumerate(head) if h == "Source"), 1)
-num = lambda v: float(v.replace(",", "") or 0) if v.replace(",", "").replace(".", "").isdigit() else 0.0
-body = [r for r in rows[1:] if len(r) > key]
-total = sum(num(r[key]) for r in body) or 1
-print(f"top stalled SASS lines ({int(total)} samples in all):")
-for r in sorted(body, key=lambda r: -num(r[key]))[:40]:
-    print(f"  {100 * num(r[key]) / total:5.1f}%  {r[0]:>6}  {r[src][:90]}")
+# the source page starts with a "Kernel Name" row; the header follows
+hi = next((i for i, r in enumerate(rows) if "Source" in r), None)
+if hi is None:
+    sys.exit("no header row with a Source column in the source page")
+head, body = rows[hi], rows[hi + 1:]
+col = {h: i for i, h in enumerate(head)}
+def num(r, c):
+    try:
+        return float(r[col[c]].replace(",", ""))
+    except (KeyError, IndexError, ValueError):
+        return 0.0
+stalls = [h for h in head if h.startswith("stall_") and "(Not" not in h]
+tot = {s: sum(num(r, s) for r in body) for s in stalls}
+T = sum(tot.values()) or 1
+print(f"stall reasons ({int(T)} samples):")
+for s, v in sorted(tot.items(), key=lambda x: -x[1])[:10]:
+    print(f"  {s:26} {100 * v / T:5.1f}%")
+mix = {}
+for r in body:
+    w = r[col["Source"]].split()
+    op = (w[1] if w and w[0].startswith("@") and len(w) > 1 else w[0] if w else "").split(".")[0]
+    mix[op] = mix.get(op, 0) + num(r, "Instructions Executed")
+TI = sum(mix.values()) or 1
+print(f"instructions executed by opcode ({int(TI)} warp instructions):")
+for op, v in sorted(mix.items(), key=lambda x: -x[1])[:16]:
+    print(f"  {op:12} {100 * v / TI:5.1f}%")
+key = "Warp Stall Sampling (All Samples)"
+print("top stalled SASS lines (share of samples, main reason):")
+for r in sorted(body, key=lambda r: -num(r, key))[:25]:
+    why = max(stalls, key=lambda c: num(r, c)) if stalls else "?"
+    print(f"  {100 * num(r, key) / T:5.1f}%  {why[6:]:16} {r[col['Source']][:80]}")
 PY
