@@ -5,7 +5,7 @@
 # machine's clocks in the difference (two lent H200s ran the same uncut
 # flash kernels 1-3% apart). BASE is a commit id from HEAD's history (the
 # bundle carries no branch names: here, `git rev-parse --short main`); it
-# is built once per machine in a worktree. Run it alone: beside
+# is built once per machine in a tree of its own. Run it alone: beside
 # compute-sanitizer on the machine's other GPU its times swung up to 3x
 # either way.
 #   BASE=abc1234 EXP="flash_benchmarking flash_multihead" \
@@ -13,7 +13,7 @@
 # EXP: one name or several; each runs with ARGS_<name> if set, else ARGS
 # (runner options: --only takes swept settings only, which differ).
 # ALSO: more candidates (commit ids in HEAD's history), each built in a
-# worktree of its own and run in the same rotation, so that one machine
+# tree of its own and run in the same rotation, so that one machine
 # judges several variants of a change against one base.
 # Rows go to .devres/ab/SIDE{1,2}/EXP.csv (SIDE: base, head, each ALSO
 # id), returned as $OUT/res.tgz. Printed: per candidate and job (the keys
@@ -25,15 +25,27 @@
 set -u
 : "${BASE:?BASE: the commit to compare with (a commit id in the history of HEAD)}"
 : "${EXP:?EXP: the experiments to run, by name}"
-# worktree DIR REV: DIR holds REV, built (kept while the machine is)
+# worktree DIR REV: DIR holds REV, built (kept while the machine is): a
+# copy of this checkout, built by refresh.sh, moved to REV, so that make
+# rebuilds only what REV changes (a flash kernel: one file, not the whole
+# tree). The copy's runner records this checkout's commit unless told
+# (TRAINLAB_GIT_COMMIT, below).
 worktree() {
   if [ ! -x "$1/runner" ] || [ "$(git -C "$1" rev-parse HEAD)" != "$(git rev-parse "$2")" ]; then
     rm -rf "$1"
-    git worktree prune
-    git worktree add -q -f --detach "$1" "$2" || exit 1
-    (cd "$1" && autoreconf -fi && ./configure && make -j"$(nproc)") > /tmp/ab-build.log 2>&1 ||
+    mkdir -p "$1"
+    tar -c --exclude=./.devres --exclude=./.devgit . | tar -x -C "$1" &&
+      git -C "$1" checkout -q -f --detach "$2" || exit 1
+    (cd "$1" && make -j"$(nproc)") > /tmp/ab-build.log 2>&1 ||
       { tail -n 30 /tmp/ab-build.log; exit 1; }
   fi
+}
+top_of() {
+  case $1 in
+    base) echo /tmp/ab-base ;;
+    head) echo "$PWD" ;;
+    *) echo "/tmp/ab-$1" ;;
+  esac
 }
 wt=/tmp/ab-base
 worktree "$wt" "$BASE"
@@ -42,7 +54,21 @@ for r in ${ALSO:-}; do
   worktree "/tmp/ab-$r" "$r"
   sides="$sides $r"
 done
-echo "base $(git -C "$wt" rev-parse --short HEAD), head $(git rev-parse --short HEAD)${ALSO:+, also $ALSO}"
+# PRETEST: a command run in each candidate's tree (HEAD's, each ALSO's)
+# before any timing; a candidate that fails it is not timed
+if [ -n "${PRETEST:-}" ]; then
+  kept=base
+  for side in ${sides#base }; do
+    top=$(top_of "$side")
+    (cd "$top" && eval "$PRETEST") > /tmp/ab-pretest.log 2>&1
+    rc=$?
+    echo "pretest at $(git -C "$top" rev-parse --short HEAD): rc $rc, $(tail -n 1 /tmp/ab-pretest.log)"
+    if [ $rc = 0 ]; then kept="$kept $side"; else grep -m 5 FAIL /tmp/ab-pretest.log; fi
+  done
+  sides=$kept
+  [ "$sides" != base ] || { echo "no candidate passed the pretest"; exit 1; }
+fi
+echo "base $(git -C "$wt" rev-parse --short HEAD), timed: ${sides#base }"
 git checkout -q -- .   # rows from a copy equal to its commit
 mkdir -p .devres/ab
 for run in 1 2; do
@@ -50,17 +76,13 @@ for run in 1 2; do
     dir=$PWD/.devres/ab/$side$run
     rm -rf "$dir"
     mkdir -p "$dir"
-    case $side in
-      base) top=$wt ;;
-      head) top=$PWD ;;
-      *) top=/tmp/ab-$side ;;
-    esac
+    top=$(top_of "$side")
     for e in $EXP; do
       a=ARGS_$e
       a=${!a-${ARGS:-}}
       # shellcheck disable=SC2086 # the options: words, split on purpose
-      (cd "$top" && ./runner --out-dir "$dir" $a "experiments/$e.cfg") \
-        >> "$dir/log" 2>&1
+      (cd "$top" && TRAINLAB_GIT_COMMIT=$(git rev-parse HEAD) TRAINLAB_GIT_DIRTY=0 \
+        ./runner --out-dir "$dir" $a "experiments/$e.cfg") >> "$dir/log" 2>&1
       echo "$side $run $e: rc $?, $(($(wc -l < "$dir/$e.csv" 2> /dev/null || echo 1) - 1)) rows"
     done
     tar czf "$OUT/res.tgz" .devres
