@@ -12,6 +12,7 @@ set -u
 # then rebuild only what differs
 make -j"$(nproc)" tests/test_attention_cuda > /tmp/flash_ab_build.log 2>&1 ||
   { tail -n 20 /tmp/flash_ab_build.log; exit 1; }
+# shellcheck disable=SC2016 # expanded where it runs (ab.sh, eval)
 export PRETEST='make -j"$(nproc)" tests/test_attention_cuda > /dev/null && tests/test_attention_cuda'
 export EXP="flash_leaderboard flash_multihead flash_benchmarking"
 export ARGS_flash_leaderboard="--only impl=flash"
