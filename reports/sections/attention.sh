@@ -46,6 +46,13 @@ esac
 if [ ! -f "$csv" ]; then not_measured "$exp"; exit 0; fi
 on_gpu "$csv"
 anchor=$(anchor_rows torch_attention)
+# Each shape's newest row only: an anchor re-measured beside our rows
+# replaces the older one for every reader, also those that pick the
+# fastest implementation by sorting on a time (which would otherwise
+# reach an older run's rows).
+newest="$REPORT_TMP/torch_attention.newest.$PROBLEM.csv"
+tool select "$anchor" --latest impl,batch,heads,seq,d_head,precision,causal > "$newest" || exit 1
+anchor=$newest
 # where_pt: the anchor's provenance in a sentence, or that it is missing.
 if has_anchor "$anchor"; then
   where_pt="PyTorch on the same $GPU_KIND (reports/anchors/torch_attention.csv, \`do_bench\` medians)"
@@ -69,9 +76,9 @@ mh="$DATA/flash_multihead.csv"
 # anchor's).
 on_this_gpu() { [ -f "$1" ] && [ "$(gpu_of "$1")" = "$GPU" ]; }
 
-# One anchor value (empty when absent), from its newest row: an anchor
-# re-measured beside our rows replaces the older one.
-av() { tool value "$anchor" --sort -utc --agg first --default "" --where status=ok "$@"; }
+# One anchor value (empty when absent): of the shape's newest rows (above),
+# the first, or the first in the caller's --sort.
+av() { tool value "$anchor" --agg first --default "" --where status=ok "$@"; }
 # The anchor's implementations in words.
 impl_words() {
   case $1 in
