@@ -25,12 +25,12 @@
 set -u
 : "${BASE:?BASE: the commit to compare with (a commit id in the history of HEAD)}"
 : "${EXP:?EXP: the experiments to run, by name}"
-# worktree DIR REV: DIR holds REV, built (kept while the machine is): a
+# tree_at DIR REV: DIR holds REV, built (kept while the machine is): a
 # copy of this checkout, built by refresh.sh, moved to REV, so that make
 # rebuilds only what REV changes (a flash kernel: one file, not the whole
 # tree). The copy's runner records this checkout's commit unless told
 # (TRAINLAB_GIT_COMMIT, below).
-worktree() {
+tree_at() {
   if [ ! -x "$1/runner" ] || [ "$(git -C "$1" rev-parse HEAD)" != "$(git rev-parse "$2")" ]; then
     rm -rf "$1"
     mkdir -p "$1"
@@ -48,10 +48,10 @@ top_of() {
   esac
 }
 wt=/tmp/ab-base
-worktree "$wt" "$BASE"
+tree_at "$wt" "$BASE"
 sides="base head"
 for r in ${ALSO:-}; do
-  worktree "/tmp/ab-$r" "$r"
+  tree_at "/tmp/ab-$r" "$r"
   sides="$sides $r"
 done
 # PRETEST: a command run in each candidate's tree (HEAD's, each ALSO's)
