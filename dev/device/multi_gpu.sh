@@ -3,8 +3,8 @@
 # bg.sh: it outlasts one call): the rows that wait for a multi-GPU loan,
 # re-measured into .devres/data beside the committed rows (run_exps.sh,
 # RESUME=1), returned as $OUT/res.tgz (under bg.sh, inside r.tgz).
-# - 8 GPUs: allreduce's NCCL rows at world sizes 4, 6, 8 (their committed
-#   rows come from a dirty tree).
+# - 4 GPUs or more: allreduce's NCCL rows at world sizes 4, 6, 8, as
+#   many as the GPUs allow (their committed rows come from a dirty tree).
 # - 2 GPUs or more: leaderboard_2026's rows that keep attention through the
 #   reruns and gather once a group (the writeup's best time; the attention
 #   kernels have become faster since they were measured), about 1.5 min a
@@ -19,9 +19,11 @@ d=$(dirname "$0")
 n=$(nvidia-smi -L 2> /dev/null | wc -l)
 echo "GPUs: $n"
 [ "$n" -ge 2 ] || { echo "multi_gpu.sh: needs 2 GPUs or more"; exit 1; }
-if [ "$n" -ge 8 ]; then
+ws=
+for w in 4 6 8; do [ "$n" -lt $w ] || ws=${ws:+$ws,}$w; done
+if [ -n "$ws" ]; then
   RESUME=1 EXPS=allreduce BUDGET=300 \
-    RUNNER_ARGS="--force --only backend=nccl --only world_size=4,6,8" bash "$d/run_exps.sh"
+    RUNNER_ARGS="--force --only backend=nccl --only world_size=$ws" bash "$d/run_exps.sh"
 fi
 RESUME=1 EXPS=leaderboard_2026 BUDGET=${BUDGET:-1200} \
   RUNNER_ARGS="--force ${LB_ARGS:---only checkpoint_keep_attention=true --only reshard_after_forward=false}" \
