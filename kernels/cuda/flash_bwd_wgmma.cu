@@ -364,13 +364,14 @@ __global__ void __launch_bounds__(NT, 1)
                     dsa);
       }
     }
-    fence_async_smem();
-    named_bar(2 + wg, 128);   /* this warpgroup's dS^T rows are in */
-
+    /* dV reads no dS^T: issued ahead of the fence, whose wait for the
+     * stmatrix stores and the barrier behind it then run under dV. */
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++)
       wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
+    fence_async_smem();
+    named_bar(2 + wg, 128);   /* this warpgroup's dS^T rows are in */
     /* dK: A = this warpgroup's dS^T rows read K-major (16 queries a
      * step), B = Q read MN-major. */
 #pragma unroll
