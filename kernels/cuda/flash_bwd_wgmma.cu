@@ -379,18 +379,25 @@ __global__ void __launch_bounds__(NT, 1)
       wgmma<T, DH>::ss_nt(acck,
                            wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
                            wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
-    wg_commit();
-    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
     /* This warpgroup's dQ chunk: A = dS (queries x keys) is the stored
      * dS^T read MN-major at query block qb, B = K read MN-major at column
-     * block cbk, over all 128 keys. */
-    wgmma<T, 64>::ss_tt0(dq, wg_desc(sds + qb * BK * 128, BK * 128, 1024),
-                         wg_desc(sk + cbk * BK * 128, BK * 128, 1024));
-#pragma unroll
-    for (int kk = 1; kk < BK / 16; kk++)
-      wgmma<T, 64>::ss_tt(dq,
-                          wg_desc(sds + qb * BK * 128 + kk * 16 * 128, BK * 128, 1024),
+     * block cbk, over all 128 keys: first the 64 whose dS^T rows are this
+     * warpgroup's own (in since its barrier above), then, once both
+     * warpgroups' rows are in, the other 64; the block barrier's wait
+     * runs under the first half. */
+    auto dq_step = [&](int kk) {
+      wgmma<T, 64>::ss_tt(dq, wg_desc(sds + qb * BK * 128 + kk * 16 * 128, BK * 128, 1024),
                           wg_desc(sk + cbk * BK * 128 + kk * 16 * 128, BK * 128, 1024), 1);
+    };
+    const int own = wg * (BK / 32), other = (1 - wg) * (BK / 32);
+    wgmma<T, 64>::ss_tt0(dq, wg_desc(sds + qb * BK * 128 + own * 16 * 128, BK * 128, 1024),
+                         wg_desc(sk + cbk * BK * 128 + own * 16 * 128, BK * 128, 1024));
+#pragma unroll
+    for (int kk = 1; kk < BK / 32; kk++) dq_step(own + kk);
+    wg_commit();
+    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
+#pragma unroll
+    for (int kk = 0; kk < BK / 32; kk++) dq_step(other + kk);
     wg_commit();
   }
   wg_wait<0>();
