@@ -35,8 +35,8 @@
  * conflict-free and one bulk operation moves it; dq_convert undoes it.
  *
  * Q / dO tiles (with their L and D) come by TMA into two stages guarded by
- * full / empty mbarriers, as in flash_fwd_wgmma.cu; warpgroup 1's first
- * thread issues them.
+ * full / empty mbarriers, as in flash_fwd_wgmma.cu; a producer
+ * warpgroup's first thread issues them (Dh 80 / 128), else warpgroup 1's.
  * L (log2 units) and D are copied by flash_bwd_prep into arrays padded to
  * whole tiles, so a tile's BQ values are one aligned bulk copy.
  *
@@ -51,6 +51,14 @@
 namespace {
 
 constexpr int NWG = 2, NT = 128 * NWG, BK = 128;
+/* At Dh 80 / 128 a producer warpgroup (after the NWG math warpgroups)
+ * issues the loads, keeping 24 registers a thread while the math
+ * warpgroups take 240 (setmaxnreg, FlashAttention-3's split), and the
+ * loop takes FlashAttention-3's order, whose dQ leaves the registers
+ * within the tile. At Dh 64 the math warpgroups need 250 and one of
+ * their threads issues the loads. */
+__host__ __device__ constexpr bool bwd_producer(int dh) { return dh > 64; }
+__host__ __device__ constexpr int bwd_threads(int dh) { return NT + (bwd_producer(dh) ? 128 : 0); }
 /* Shared memory (bytes, after the 1024-byte alignment): K, V; two stages
  * of Q, dO, L, D; two dS^T buffers (a tile's dS is read by the other
  * warpgroup's dQ product, so the next tile writes the other one); one dQ
@@ -160,7 +168,7 @@ __global__ void flash_dq_convert(const float *__restrict__ acc,
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
  * the chunk arithmetic and the partial stores away (flash_fwd_wg's). */
 template <typename T, int DH, bool CUT>
-__global__ void __launch_bounds__(NT, 1)
+__global__ void __launch_bounds__(bwd_threads(DH), 1)
     flash_bwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
                  const __grid_constant__ CUtensorMap vmap,
@@ -196,12 +204,14 @@ __global__ void __launch_bounds__(NT, 1)
   int sb = CUT ? kc * cut.C : 0;
   int ntiles = CUT ? min(walk, sb + cut.C) - sb : walk;
   bool partial = CUT && walk > cut.C;   /* a cut walk: dK, dV to the slot */
-  /* The loads' issuer is warpgroup 1's first thread: a stage is refilled
-   * once every thread has released it, and warpgroup 1 releases last
-   * (it issues its S^T, dP^T after warpgroup 0's), so its issuer finds
-   * the release done; warpgroup 0's waited for warpgroup 1 there, with
-   * the rest of its warpgroup behind it at the dQ flush's barrier. */
-  bool issuer = threadIdx.x == 128, elected = x == 0;
+  /* The loads' issuer: the producer's first thread, else warpgroup 1's
+   * first: a stage is refilled once every math thread has released it,
+   * and warpgroup 1 releases last (it issues its S^T, dP^T after
+   * warpgroup 0's), so its issuer finds the release done; warpgroup 0's
+   * waited for warpgroup 1 there, with the rest of its warpgroup behind
+   * it at the dQ flush's barrier. */
+  constexpr bool PRODUCER = bwd_producer(DH);
+  bool issuer = threadIdx.x == (PRODUCER ? NT : 128), elected = x == 0;
   l2 += (size_t)b * tqp;
   Dp += (size_t)b * tqp;
 
@@ -231,7 +241,24 @@ __global__ void __launch_bounds__(NT, 1)
     mbar_fence_init();
   }
   __syncthreads();
-  if (issuer) {
+  if constexpr (PRODUCER) {
+    /* K and V once, then each tile's stage once the tile two before it
+     * has left it (every math thread arrives on empty). */
+    if (wg == NWG) {
+      wg_regs_dec<24>();
+      if (issuer) {
+        mbar_expect_tx(&full_kv, 2 * C::KBYTES);
+        load(sk, &kmap, &full_kv, k0, BK);
+        load(sv, &vmap, &full_kv, k0, BK);
+        for (int s = 0; s < ntiles; s++) {
+          if (s >= 2) mbar_wait(&empty[s & 1], ((s - 2) >> 1) & 1);
+          load_tile(s);
+        }
+      }
+      return;
+    }
+    wg_regs_inc<240>();
+  } else if (issuer) {
     mbar_expect_tx(&full_kv, 2 * C::KBYTES);
     load(sk, &kmap, &full_kv, k0, BK);
     load(sv, &vmap, &full_kv, k0, BK);
@@ -287,7 +314,7 @@ __global__ void __launch_bounds__(NT, 1)
     wg_wait<0>();
     wg_hold<DH / 2>(accv);
     wg_hold<DH / 2>(acck);
-    wg_hold<32>(dq);
+    if constexpr (!PRODUCER) wg_hold<32>(dq);
     mbar_wait(&full[st], (s >> 1) & 1);
     /* Warpgroup 1 issues its S^T, dP^T after warpgroup 0's, so its softmax
      * runs while the tensor cores work for warpgroup 0 (and warpgroup 0's
@@ -300,14 +327,17 @@ __global__ void __launch_bounds__(NT, 1)
     wg_commit();
     if (wg == 0) named_bar_arrive(4, NT);
     /* Under S^T, dP^T: release tile s - 1's stage (its products are done),
-     * refill it, and send tile s - 1's dQ. */
+     * refill it (without a producer), and send tile s - 1's dQ (the
+     * producer's order sent it at the end of tile s - 1). */
     if (s > 0) {   /* tile s - 1's dV, dK, dQ are done: its stage is free */
       mbar_arrive(&empty[(s - 1) & 1]);
-      if (issuer && s + 1 < ntiles) {
-        mbar_wait(&empty[(s + 1) & 1], ((s - 1) >> 1) & 1);
-        load_tile(s + 1);
+      if constexpr (!PRODUCER) {
+        if (issuer && s + 1 < ntiles) {
+          mbar_wait(&empty[(s + 1) & 1], ((s - 1) >> 1) & 1);
+          load_tile(s + 1);
+        }
+        flush_dq(s - 1);
       }
-      flush_dq(s - 1);
     }
     /* P^T needs S^T only: its exponentials (the loop's special-function
      * work) run while the tensor cores finish dP^T (FlashAttention-3's
@@ -364,48 +394,78 @@ __global__ void __launch_bounds__(NT, 1)
                     dsa);
       }
     }
-    /* dV reads no dS^T: issued ahead of the fence, whose wait for the
-     * stmatrix stores and the barrier behind it then run under dV. */
-    wg_fence();
+    /* dV += P^T dO: A = P^T from registers, B = dO. */
+    auto issue_dv = [&] {
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
-    fence_async_smem();
-    named_bar(2 + wg, 128);   /* this warpgroup's dS^T rows are in */
-    /* dK: A = this warpgroup's dS^T rows read K-major (16 queries a
-     * step), B = Q read MN-major. */
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; kk++)
-      wgmma<T, DH>::ss_nt(acck,
-                           wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
-                           wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
-    /* This warpgroup's dQ chunk: A = dS (queries x keys) is the stored
-     * dS^T read MN-major at query block qb, B = K read MN-major at column
-     * block cbk, over all 128 keys: first the 64 whose dS^T rows are this
-     * warpgroup's own (in since its barrier above), then, once both
-     * warpgroups' rows are in, the other 64; the block barrier's wait
-     * runs under the first half. */
-    auto dq_step = [&](int kk) {
-      wgmma<T, 64>::ss_tt(dq, wg_desc(sds + qb * BK * 128 + kk * 16 * 128, BK * 128, 1024),
-                          wg_desc(sk + cbk * BK * 128 + kk * 16 * 128, BK * 128, 1024), 1);
+      for (int kk = 0; kk < BQ / 16; kk++)
+        wgmma<T, DH>::rs(accv, pa[kk], wg_desc(sdo + kk * 16 * 128, BQ * 128, 1024));
     };
-    const int own = wg * (BK / 32), other = (1 - wg) * (BK / 32);
-    wgmma<T, 64>::ss_tt0(dq, wg_desc(sds + qb * BK * 128 + own * 16 * 128, BK * 128, 1024),
-                         wg_desc(sk + cbk * BK * 128 + own * 16 * 128, BK * 128, 1024));
+    /* dK += dS^T Q: A = this warpgroup's dS^T rows read K-major (16
+     * queries a step), B = Q read MN-major. */
+    auto issue_dk = [&] {
 #pragma unroll
-    for (int kk = 1; kk < BK / 32; kk++) dq_step(own + kk);
-    wg_commit();
-    named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
+      for (int kk = 0; kk < BQ / 16; kk++)
+        wgmma<T, DH>::ss_nt(acck,
+                             wg_desc(sds + (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+                             wg_desc(sq + kk * 16 * 128, BQ * 128, 1024));
+    };
+    /* This warpgroup's dQ chunk, keys 16 kk ..: A = dS (queries x keys)
+     * is the stored dS^T read MN-major at query block qb, B = K read
+     * MN-major at column block cbk; `first` starts the sum. */
+    auto dq_step = [&](int kk, bool first) {
+      uint64_t a = wg_desc(sds + qb * BK * 128 + kk * 16 * 128, BK * 128, 1024),
+               b = wg_desc(sk + cbk * BK * 128 + kk * 16 * 128, BK * 128, 1024);
+      if (first)
+        wgmma<T, 64>::ss_tt0(dq, a, b);
+      else
+        wgmma<T, 64>::ss_tt(dq, a, b, 1);
+    };
+    if constexpr (PRODUCER) {
+      /* FlashAttention-3's order: dV, then once both warpgroups' dS^T
+       * rows are in, dQ and dK; dQ's registers go to shared memory and on
+       * to global memory while dK runs, so they are free again before the
+       * next tile's S^T, dP^T (within 240 registers). */
+      fence_async_smem();   /* dS^T: read by the products (async proxy) */
+      issue_dv();
+      wg_commit();
+      named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
 #pragma unroll
-    for (int kk = 0; kk < BK / 32; kk++) dq_step(other + kk);
-    wg_commit();
+      for (int kk = 0; kk < BK / 16; kk++) dq_step(kk, kk == 0);
+      wg_commit();
+      issue_dk();
+      wg_commit();
+      wg_wait<1>();   /* dV and dQ are in; dK may run on */
+      wg_hold<32>(dq);
+      flush_dq(s);
+    } else {
+      /* dV reads no dS^T: issued ahead of the fence, whose wait for the
+       * stmatrix stores and the barrier behind it then run under dV. */
+      issue_dv();
+      fence_async_smem();
+      named_bar(2 + wg, 128);   /* this warpgroup's dS^T rows are in */
+      issue_dk();
+      /* dQ over the 64 keys whose dS^T rows are this warpgroup's own
+       * first, then, once both warpgroups' rows are in, the other 64: the
+       * block barrier's wait runs under the first half. */
+      const int own = wg * (BK / 32), other = (1 - wg) * (BK / 32);
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; kk++) dq_step(own + kk, kk == 0);
+      wg_commit();
+      named_bar(1, NT);   /* both warpgroups' dS^T rows are in */
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; kk++) dq_step(other + kk, false);
+      wg_commit();
+    }
   }
   wg_wait<0>();
   wg_hold<DH / 2>(accv);
   wg_hold<DH / 2>(acck);
-  wg_hold<32>(dq);
   if (ntiles > 0) {
-    flush_dq(ntiles - 1);
+    if constexpr (!PRODUCER) {
+      wg_hold<32>(dq);
+      flush_dq(ntiles - 1);
+    }
     if (elected) bulk_wait();
   }
 
@@ -473,7 +533,7 @@ int launch(engine *e, const void *q, const void *k, const void *v,
     FAIL(ERR_FAIL, "%s: batch x heads %d (allowed: at most 65535, a grid "
          "dimension's limit)", op, bh);
   dim3 grid(cut.units, bh);
-  kernel<<<grid, NT, C::SMEM, st>>>(
+  kernel<<<grid, bwd_threads(DH), C::SMEM, st>>>(
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
       causal, scale, scale * FLASH_LOG2E);
   CHECK_LAUNCH();
