@@ -232,6 +232,11 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
     bulk_load(sl + st * BQ, l2 + q0, BQ * 4, &full[st]);
     bulk_load(sd + st * BQ, Dp + q0, BQ * 4, &full[st]);
   };
+  auto load_kv = [&] {
+    mbar_expect_tx(&full_kv, 2 * C::KBYTES);
+    load(sk, &kmap, &full_kv, k0, BK);
+    load(sv, &vmap, &full_kv, k0, BK);
+  };
   if (issuer) {
     mbar_init(&full_kv, 1);
     for (int i = 0; i < 2; i++) {
@@ -247,9 +252,7 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
     if (wg == NWG) {
       wg_regs_dec<24>();
       if (issuer) {
-        mbar_expect_tx(&full_kv, 2 * C::KBYTES);
-        load(sk, &kmap, &full_kv, k0, BK);
-        load(sv, &vmap, &full_kv, k0, BK);
+        load_kv();
         for (int s = 0; s < ntiles; s++) {
           if (s >= 2) mbar_wait(&empty[s & 1], ((s - 2) >> 1) & 1);
           load_tile(s);
@@ -259,9 +262,7 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
     }
     wg_regs_inc<240>();
   } else if (issuer) {
-    mbar_expect_tx(&full_kv, 2 * C::KBYTES);
-    load(sk, &kmap, &full_kv, k0, BK);
-    load(sv, &vmap, &full_kv, k0, BK);
+    load_kv();
     for (int s = 0; s < min(ntiles, 2); s++) load_tile(s);
   }
 
