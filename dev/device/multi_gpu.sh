@@ -6,9 +6,11 @@
 # - 4 GPUs or more: allreduce's NCCL rows at world sizes 4, 6, 8, as
 #   many as the GPUs allow (their committed rows come from a dirty tree).
 # - 2 GPUs or more: leaderboard_2026's rows that keep attention through the
-#   reruns and gather once a group (the writeup's best time; the attention
-#   kernels have become faster since they were measured), about 1.5 min a
-#   job; LB_ARGS replaces that selection.
+#   reruns (the attention kernels have become faster since they were
+#   measured), about 1.5 min a job: first the 6 that gather once a group
+#   (the writeup's best time), then the 6 resharded (its best within
+#   PyTorch's memory) while BUDGET lasts; LB_ARGS replaces both
+#   selections with one.
 # Here: PARTIAL=ok sh dev/device/collect.sh on that res.tgz, then make
 # report.
 #   WAIT=540 bash dev/device/bg.sh dev/device/multi_gpu.sh
@@ -25,6 +27,11 @@ if [ -n "$ws" ]; then
   RESUME=1 EXPS=allreduce BUDGET=300 \
     RUNNER_ARGS="--force --only backend=nccl --only world_size=$ws" bash "$d/run_exps.sh"
 fi
-RESUME=1 EXPS=leaderboard_2026 BUDGET=${BUDGET:-1200} \
-  RUNNER_ARGS="--force ${LB_ARGS:---only checkpoint_keep_attention=true --only reshard_after_forward=false}" \
-  bash "$d/run_exps.sh"
+end=$((SECONDS + ${BUDGET:-1200}))
+keep="--only checkpoint_keep_attention=true"
+sels=("$keep --only reshard_after_forward=false" "$keep --only reshard_after_forward=true")
+[ -z "${LB_ARGS:-}" ] || sels=("$LB_ARGS")
+for sel in "${sels[@]}"; do
+  RESUME=1 EXPS=leaderboard_2026 BUDGET=$((end - SECONDS)) \
+    RUNNER_ARGS="--force $sel" bash "$d/run_exps.sh"
+done
