@@ -38,11 +38,16 @@
 #include "harness/outlock.h"
 #include "harness/resultfile.h"
 #include "harness/rows.h"
+#include "harness/slurm.h"
 
 #define MAX_ARGS 256
 
 typedef struct options {
   int dry_run, force, wait, gpus; /* gpus: -1 = detect */
+  /* without --gpus, inside a SLURM allocation: slurm_gpus's answer (then
+   * gpus is the allocation's when >= 0) and what it says of it */
+  int slurm;
+  char slurm_how[256];
   const char *out_dir, *launcher;
   char *sets[MAX_ARGS], *onlys[MAX_ARGS];
   int nsets, nonlys;
@@ -70,8 +75,8 @@ static void usage(FILE *f) {
 "  -l, --launcher CMD     launcher command, {np} = world size (default:\n"
 "                         $TRAINLAB_LAUNCHER, else \"%s\");\n"
 "                         \"\" runs the worker directly (world size 1)\n"
-"  -g, --gpus N           GPUs available to jobs (default: detected on\n"
-"                         this machine; set it on a cluster)\n"
+"  -g, --gpus N           GPUs available to jobs (default: inside a SLURM\n"
+"                         allocation its GPUs, else those of this machine)\n"
 "  -k, --kinds            list the job kinds and their settings\n"
 "  -h, --help             this help\n"
 "  -V, --version          the version\n"
@@ -154,6 +159,11 @@ static void parse_options(int argc, char **argv, options *o) {
       case 'V': printf("runner (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
       default: usage(stderr); exit(2);
     }
+  }
+  o->slurm = -1;
+  if (o->gpus < 0) {
+    o->slurm = slurm_gpus(o->slurm_how, sizeof o->slurm_how);
+    if (o->slurm >= 0) o->gpus = o->slurm;
   }
   if (optind != argc - 1) {
     fprintf(stderr, "runner: %s\n", optind >= argc ? "no experiment file given"
@@ -241,7 +251,8 @@ static void job_label(const experiment *e, const job *j, char *buf, size_t n) {
 }
 
 /* Why this machine cannot run j, or NULL if it can. */
-static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
+static const char *cannot_run(const job *j, int gpus, const char *where,
+                              char *buf, size_t n) {
   long long ws = job_world_size(j);
   int per_rank = job_gpus_per_rank(j);
 #ifndef HAVE_MPI
@@ -256,12 +267,17 @@ static const char *cannot_run(const job *j, int gpus, char *buf, size_t n) {
     return buf;
 #endif
     if (per_rank * ws > gpus) {
-      snprintf(buf, n, "needs %lld GPU%s, this machine has %d",
-               per_rank * ws, per_rank * ws == 1 ? "" : "s", gpus);
+      snprintf(buf, n, "needs %lld GPU%s, %s has %d", per_rank * ws,
+               per_rank * ws == 1 ? "" : "s", where, gpus);
       return buf;
     }
   }
   return NULL;
+}
+
+/* What the GPU count counts, for a skipped job's message. */
+static const char *gpus_where(const options *o) {
+  return o->slurm >= 0 ? "the SLURM allocation" : "this machine";
 }
 
 static int letters(const char *s) {
@@ -796,6 +812,12 @@ static int survey(plan *p, const options *o, rows *rw, env_info *env) {
   /* A worker that cannot answer leaves the host's values and one warning
    * line: provenance never stops an experiment. */
   (void)env_probe_worker(p->worker, env);
+  if (o->slurm >= 0)
+    fprintf(stderr, "runner: %d GPU%s, the allocation's: %s\n", o->gpus,
+            o->gpus == 1 ? "" : "s", o->slurm_how);
+  else if (o->slurm == -2)
+    fprintf(stderr, "runner: warning: %s; counting this machine's GPUs\n",
+            o->slurm_how);
   if (o->gpus >= 0) env->gpu_count = o->gpus;
   machine_vet v = {.p = p, .env = env, .dry_run = o->dry_run};
   int rc = rows_open(rw, p->csv_path, &p->e, p->jobs, p->njobs, o->force,
@@ -828,7 +850,8 @@ static int dry_run(plan *p, const options *o) {
       return 2;
     }
     char why[256], note[300] = "";
-    const char *skip = cannot_run(&p->jobs[i], env.gpu_count, why, sizeof why);
+    const char *skip =
+        cannot_run(&p->jobs[i], env.gpu_count, gpus_where(o), why, sizeof why);
     if (p->done[i]) snprintf(note, sizeof note, "  (done)");
     else if (skip) snprintf(note, sizeof note, "  (would be skipped: %s)", skip);
     printf("[%zu/%zu] %s%s\n    %s\n", i + 1, p->njobs, c.label, note, c.text);
@@ -936,7 +959,8 @@ static int run_jobs(session *s, const plan *p, const options *o) {
     job_command c;
     int made = job_command_make(p, o, i, &c);
     fprintf(stderr, "[%zu/%zu] %s ... ", i + 1, njobs, c.label);
-    const char *skip = cannot_run(j, s->env.gpu_count, why, sizeof why);
+    const char *skip = cannot_run(j, s->env.gpu_count, gpus_where(o), why,
+                                  sizeof why);
     /* Only a job that launches needs its command. */
     if (made < 0 && !skip) {
       fprintf(stderr, "runner: out of memory\n");

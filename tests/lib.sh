@@ -14,6 +14,9 @@ need_mpi() {
     exit 77
   fi
 }
+# The tests see this machine, not a SLURM allocation they may run in
+# (the runner would count its GPUs and say so); tests/slurm.sh sets its own.
+unset SLURM_JOB_ID
 # Open MPI on a CI container: no network interfaces worth probing.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 [ -x "$RUNNER" ] || { echo "missing $RUNNER"; exit 99; }
