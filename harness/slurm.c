@@ -8,15 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "[type:]N[,[type:]N...]" summed, or -1 if that is not what s holds. */
+/* "[type:]N[,[type:]N...]" summed (a type may hold colons: "gpu:h100:8"),
+ * or -1 if that is not what s holds. */
 static long gres_count(const char *s) {
   long sum = 0;
   const char *p = s;
   for (;;) {
     const char *end = strchr(p, ',');
     size_t len = end ? (size_t)(end - p) : strlen(p);
-    const char *num = p, *colon = memchr(p, ':', len);
-    if (colon) num = colon + 1;
+    const char *num = p;   /* after the entry's last colon */
+    for (size_t i = 0; i < len; i++)
+      if (p[i] == ':') num = p + i + 1;
     size_t digits = len - (size_t)(num - p);
     if (digits == 0 || digits > 7) return -1;
     long v = 0;

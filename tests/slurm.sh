@@ -20,7 +20,7 @@ dry nodes SLURM_JOB_ID=42 SLURM_GPUS_ON_NODE=4 SLURM_JOB_NUM_NODES=2
 check "4 GPUs a node on 2 nodes: exit 0" [ $? -eq 0 ]
 check "and one line says 8, from where" [ "$(first_err nodes)" = \
   "runner: 8 GPUs, the allocation's: SLURM job 42: 4 GPUs a node (SLURM_GPUS_ON_NODE) x 2 nodes" ]
-dry typed SLURM_JOB_ID=7 SLURM_GPUS_PER_NODE=h100:8 SLURM_JOB_NUM_NODES=1
+dry typed SLURM_JOB_ID=7 SLURM_GPUS_PER_NODE=gpu:h100:8 SLURM_JOB_NUM_NODES=1
 check "a typed count a node (salloc's SLURM_GPUS_PER_NODE)" [ "$(first_err typed)" = \
   "runner: 8 GPUs, the allocation's: SLURM job 7: 8 GPUs a node (SLURM_GPUS_PER_NODE) x 1 node" ]
 dry total SLURM_JOB_ID=7 SLURM_GPUS=a100:2,v100:1
