@@ -3,7 +3,7 @@
  * sm_90a.
  *
  * A block owns BK = 128 keys (64 per warpgroup) and walks the query tiles
- * of BQ rows that can see them, last tile first:
+ * of BQ rows that can see them, upwards from the first:
  *   S^T = K Q^T, dP^T = V dO^T        (m64nBQ, A and B in shared memory)
  *   P^T = exp2(S^T scale log2e - L log2e), dS^T = P^T (dP^T - D)
  *   dV += P^T dO                      (A = P^T from registers)
@@ -198,8 +198,10 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
       g = (x & 31) >> 2, t = x & 3;
   int wk0 = k0 + wg * 64;
   int nq = (tq + BQ - 1) / BQ;
-  /* The walk: query tiles nq - 1 down to the first that sees key k0
-   * (causal; earlier ones see none of ours), this chunk's from sb on. */
+  /* The walk: query tiles from the first that sees key k0 (causal;
+   * earlier ones see none of ours) up to nq - 1, this chunk's from sb on.
+   * Upwards, concurrent blocks of a head start at different tiles, so
+   * their dQ adds go to different addresses. */
   int i0 = causal ? min(k0 / BQ, nq) : 0, walk = nq - i0;   /* bw.walk(kx) */
   int sb = CUT ? kc * cut.C : 0;
   int ntiles = CUT ? min(walk, sb + cut.C) - sb : walk;
@@ -223,9 +225,9 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
     for (int c = 0; c < CB; c++)
       tma_load_3d(dst + c * rows * 128, map, bar, c * 64, row0, b);
   };
-  /* Tile s of the chunk is query tile nq - 1 - sb - s, in stage s & 1. */
+  /* Tile s of the chunk is query tile i0 + sb + s, in stage s & 1. */
   auto load_tile = [&](int s) {
-    int st = s & 1, q0 = (nq - 1 - sb - s) * BQ;
+    int st = s & 1, q0 = (i0 + sb + s) * BQ;
     mbar_expect_tx(&full[st], 2 * C::QBYTES + 2 * BQ * 4);
     load(sm + C::OFF_Q + st * C::QBYTES, &qmap, &full[st], q0, BQ);
     load(sm + C::OFF_DO + st * C::QBYTES, &omap, &full[st], q0, BQ);
@@ -277,7 +279,7 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
   unsigned char *sdq = sm + C::OFF_DQ + wg * C::DQ_BYTES;
   /* Stage a finished dQ chunk (registers) and send it to global memory. */
   auto flush_dq = [&](int s) {
-    int chunk = ((nq - 1 - sb - s) * (BQ / 64) + qb) * CB + cbk;
+    int chunk = ((i0 + sb + s) * (BQ / 64) + qb) * CB + cbk;
     if (elected) bulk_wait_read();   /* the previous flush has left sdq */
     named_bar(2 + wg, 128);
 #pragma unroll
@@ -305,7 +307,7 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
   };
 
   for (int s = 0; s < ntiles; s++) {
-    int st = s & 1, q0 = (nq - 1 - sb - s) * BQ;
+    int st = s & 1, q0 = (i0 + sb + s) * BQ;
     const unsigned char *sq = sm + C::OFF_Q + st * C::QBYTES,
                         *sdo = sm + C::OFF_DO + st * C::QBYTES;
     unsigned char *sds = sm + C::OFF_DS + st * C::DS_BYTES;
