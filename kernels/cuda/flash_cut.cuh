@@ -59,8 +59,8 @@ template <int BK> struct fwd_walks_t {
 };
 
 /* The backward's walks (flash_bwd_wgmma.cu): walk x is key block x (BK
- * keys) over the query tiles that see it, the last first; block 0 sees
- * all. */
+ * keys) over the query tiles that see it, upwards from the first; block
+ * 0 sees all. */
 template <int BK> struct bwd_walks_t {
   int nq, nk, BQ, causal;
   /* the first row (key) of walk x's key block */
