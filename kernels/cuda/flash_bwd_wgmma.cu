@@ -96,9 +96,12 @@ walk_cut bwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
                        ce->flash_cut_force, false, 2LL * BK * dh * 4);
 }
 
-/* L in log2 units and D = rowsum(dO * O), one warp per row, into arrays of
- * tqp (tq rounded up to BQ) per head; padding rows get 0. Each warp also
- * zeroes DHP floats of the dQ accumulator (as many as there are rows). */
+/* L in log2 units and D = rowsum(dO * O) into arrays of tqp (tq rounded
+ * up to BQ) per head, padding rows 0, and each row's DHP floats of the dQ
+ * accumulator zeroed. PREP_LANES lanes a row, each reading 16-byte chunks
+ * of O and dO (rows are 16-byte aligned: the launcher's checks and Dh x 2
+ * bytes), so that a lane has a row's share in flight at once. */
+constexpr int PREP_LANES = 8;
 template <typename T, int DH>
 __global__ void flash_bwd_prep(const T *__restrict__ o,
                                const T *__restrict__ dout,
@@ -106,31 +109,34 @@ __global__ void flash_bwd_prep(const T *__restrict__ o,
                                float *__restrict__ l2, float *__restrict__ D,
                                float *__restrict__ acc, int bh, int tq,
                                int tqp) {
-  constexpr int DHP = bwd_tiles<DH>::DHP;
-  long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (r >= (long long)bh * tqp) return;
-  int b = (int)(r / tqp), i = (int)(r % tqp), l = threadIdx.x & 31;
+  constexpr int DHP = bwd_tiles<DH>::DHP, NCH = DH * (int)sizeof(T) / 16;
+  long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / PREP_LANES;
+  int j = threadIdx.x % PREP_LANES;
+  if (r >= (long long)bh * tqp) return;   /* a row's lanes leave together */
+  int b = (int)(r / tqp), i = (int)(r % tqp);
+  float4 *a4 = reinterpret_cast<float4 *>(acc + r * DHP);
 #pragma unroll
-  for (int c = 2 * l; c < DHP; c += 64)
-    *reinterpret_cast<float2 *>(acc + r * DHP + c) = make_float2(0.f, 0.f);
-  float s = 0.f, lv = 0.f;
-  if (i < tq) {   /* two elements a lane at a time, one 4-byte load each */
+  for (int c = j; c < DHP / 4; c += PREP_LANES) a4[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float s = 0.f;
+  if (i < tq) {
     size_t row = ((size_t)b * tq + i) * DH;
+    const uint4 *o4 = reinterpret_cast<const uint4 *>(o + row),
+                *d4 = reinterpret_cast<const uint4 *>(dout + row);
 #pragma unroll
-    for (int c = 2 * l; c < DH; c += 64) {
-      uint32_t ov = *reinterpret_cast<const uint32_t *>(o + row + c),
-               dv = *reinterpret_cast<const uint32_t *>(dout + row + c);
-      const T *o2 = reinterpret_cast<const T *>(&ov),
-              *d2 = reinterpret_cast<const T *>(&dv);
-      s += elt<T>::load(o2[0]) * elt<T>::load(d2[0]) +
-           elt<T>::load(o2[1]) * elt<T>::load(d2[1]);
+    for (int c = j; c < NCH; c += PREP_LANES) {
+      uint4 ov = o4[c], dv = d4[c];
+      const T *o8 = reinterpret_cast<const T *>(&ov),
+              *d8 = reinterpret_cast<const T *>(&dv);
+#pragma unroll
+      for (int e = 0; e < 8; e++) s += elt<T>::load(o8[e]) * elt<T>::load(d8[e]);
     }
-    s = warp_sum(s);
-    lv = lse[(size_t)b * tq + i] * FLASH_LOG2E;
   }
-  if (l == 0) {
+  unsigned group = 0xffu << (threadIdx.x & 31 & ~(PREP_LANES - 1));
+#pragma unroll
+  for (int m = PREP_LANES / 2; m > 0; m >>= 1) s += __shfl_xor_sync(group, s, m);
+  if (j == 0) {
     D[r] = s;
-    l2[r] = lv;
+    l2[r] = i < tq ? lse[(size_t)b * tq + i] * FLASH_LOG2E : 0.f;
   }
 }
 
@@ -138,16 +144,24 @@ __global__ void flash_bwd_prep(const T *__restrict__ o,
  * of head b is chunk x (rows 64 (x / CB) .., columns 64 (x % CB) ..); in
  * a chunk, float4 n of thread x' (warp w = x' / 32, g = x' % 32 / 4,
  * u = x' % 4) is rows 16w + g and 16w + g + 8, columns 8n + 2u and
- * 8n + 2u + 1. A thread here writes 8 columns of one row (one 16-byte
- * store), gathering them from the four threads u; columns past Dh (80's
- * padding) are not written. */
+ * 8n + 2u + 1. The chunk comes into shared memory in whole 512-byte
+ * lines a warp (float4 n of thread x' at n * 129 + x': the pad of one
+ * float4 a row of 128 spreads the gather below over the banks); then a
+ * thread writes 8 columns of one row (one 16-byte store), gathering them
+ * from the four threads u; columns past Dh (80's padding) are not
+ * written. */
 template <typename T, int DH>
 __global__ void flash_dq_convert(const float *__restrict__ acc,
                                  T *__restrict__ dq, int tq, int tqp,
                                  float scale) {
-  constexpr int CB = bwd_tiles<DH>::CB;
+  constexpr int CB = bwd_tiles<DH>::CB, LD = 129;
+  __shared__ float4 sc[8 * LD];
   int ch = blockIdx.x, b = blockIdx.y, rb = ch / CB, cb = ch % CB;
-  const float *src = acc + ((size_t)b * (tqp / 64) * CB + ch) * 64 * 64;
+  const float4 *src = reinterpret_cast<const float4 *>(
+      acc + ((size_t)b * (tqp / 64) * CB + ch) * 64 * 64);
+#pragma unroll
+  for (int n = 0; n < 8; n++) sc[n * LD + threadIdx.x] = src[n * 128 + threadIdx.x];
+  __syncthreads();
 #pragma unroll
   for (int it = 0; it < 64 * 64 / 8 / 128; it++) {
     int p = threadIdx.x + 128 * it, R = p >> 3, n = p & 7;
@@ -157,7 +171,7 @@ __global__ void flash_dq_convert(const float *__restrict__ acc,
     uint32_t out[4];
 #pragma unroll
     for (int u = 0; u < 4; u++) {
-      float2 v = *reinterpret_cast<const float2 *>(src + (n * 128 + x0 + u) * 4 + 2 * hh);
+      float2 v = *(reinterpret_cast<const float2 *>(&sc[n * LD + x0 + u]) + hh);
       out[u] = elt<T>::pack(v.x * scale, v.y * scale);
     }
     *reinterpret_cast<uint4 *>(dq + ((size_t)b * tq + r) * DH + col) =
@@ -526,7 +540,7 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, op));
   TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, C::BQ, op));
   cudaStream_t st = cuda_stream(e);
-  flash_bwd_prep<T, DH><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>(
+  flash_bwd_prep<T, DH><<<(unsigned)((npad + 256 / PREP_LANES - 1) / (256 / PREP_LANES)), 256, 0, st>>>(
       (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
   auto kernel = cut.us > 0 ? flash_bwd_wg<T, DH, true> : flash_bwd_wg<T, DH, false>;
