@@ -540,7 +540,8 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   TRY(wg_tensor_map(&vm, v, dt, bh, tk, DH, BK, op));
   TRY(wg_tensor_map(&om, dout, dt, bh, tq, DH, C::BQ, op));
   cudaStream_t st = cuda_stream(e);
-  flash_bwd_prep<T, DH><<<(unsigned)((npad + 256 / PREP_LANES - 1) / (256 / PREP_LANES)), 256, 0, st>>>(
+  constexpr int prep_rows = 256 / PREP_LANES;   /* a block's */
+  flash_bwd_prep<T, DH><<<(unsigned)((npad + prep_rows - 1) / prep_rows), 256, 0, st>>>(
       (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
   auto kernel = cut.us > 0 ? flash_bwd_wg<T, DH, true> : flash_bwd_wg<T, DH, false>;
