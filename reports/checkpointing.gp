@@ -20,7 +20,13 @@ set output ARG2
 set datafile separator comma
 set datafile columnheaders
 names = system(sprintf("tail -n +2 '%s' | cut -d, -f1 | uniq | tr ' ' '_' | tr '\\n' ' '", ARG1))
-label(i) = system(sprintf("echo '%s' | tr '_' ' '", word(names, i)))
+# Each label in words once: `mine` runs for every row of every series,
+# and a system() there was a shell and a tr per row.
+array labels[words(names)]
+do for [i=1:words(names)] {
+  labels[i] = system(sprintf("echo '%s' | tr '_' ' '", word(names, i)))
+}
+label(i) = labels[i]
 mine(i) = (strcol(1) eq label(i))
 colour(i) = word("0xd95f02 0x1b9e77 0x7570b3 0xe7298a", (i - 1) % 4 + 1) + 0
 set multiplot layout 1,2 title ARG3

@@ -37,7 +37,13 @@ set xlabel "model parameters (log scale)"
 set ylabel "training step time (ms, log scale)"
 set format x "%.0s%c"
 names = system(sprintf("tail -n +2 '%s' | cut -d, -f1 | uniq | tr ' ' '_' | tr '\\n' ' '", ARG1))
-label(i) = system(sprintf("echo '%s' | tr '_' ' '", word(names, i)))
+# Each label in words once: `mine` runs for every row of every series,
+# and a system() there was a shell and a tr per row.
+array labels[words(names)]
+do for [i=1:words(names)] {
+  labels[i] = system(sprintf("echo '%s' | tr '_' ' '", word(names, i)))
+}
+label(i) = labels[i]
 has(i, s) = strstrt(word(names, i), s) > 0
 dashed(i) = has(i, "PyTorch_eager") ? 2 : 1
 colour(i) = has(i, "op_by_op") ? 0x7570b3 : has(i, "materialised") ? 0x1b9e77 : \
