@@ -3,6 +3,7 @@
 # (tests/test_fsdp mpi): weights equal single-process training, bit for bit
 # on one rank. Skips (77) when built without MPI.
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 # This test starts mpirun itself, not through the runner.
 mpi_as_root
 need_mpi

@@ -3,6 +3,7 @@
 # tiny models gives an ok row with times, the exact parameter count, a loss
 # near ln(vocab) at initialisation, and per-step samples in the sidecar.
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 
 out="$scratch/data"
 "$RUNNER" --out-dir "$out" "$top_srcdir/experiments/smoke_lm.cfg" 2> "$scratch/run.err"

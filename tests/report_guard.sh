@@ -18,12 +18,13 @@
 # two renders start some 10,000 csvtool processes, and each one's
 # sanitizer start-up made this test about half of CI's time. csvtool's code
 # runs under the sanitizers in tests/csvtool.sh; this test runs in every
-# other make check (CI's main stage and distcheck).
+# other make check but a quick one (TRAINLAB_QUICK: CI's distcheck).
 if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
   echo "skipped: the sanitizer build (tests/csvtool.sh covers csvtool there)"
   exit 77
 fi
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
 list="$top_srcdir/reports/problems.def"

@@ -4,6 +4,7 @@
 # duplicates a row; --force reruns; rows measured on another machine stop
 # a resumed run; SIGTERM stops with exit 130.
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 
 cat > "$scratch/resume.cfg" <<'CFG'
 name = "resume";

@@ -3,6 +3,7 @@
 # job's whole process group is killed. Also: --dry-run runs nothing, and a
 # job this machine cannot run is a `skipped` row.
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 # The sweep has 2-rank jobs: without MPI they would all be skipped rows.
 [ -n "${MPIRUN:-}" ] || { echo "built without MPI: multi-rank jobs cannot run"; exit 77; }
 
