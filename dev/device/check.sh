@@ -1,0 +1,16 @@
+#!/bin/bash
+# There, after refresh.sh: the whole test suite on the GPU machine (CI has
+# no GPU, so its CUDA tests skip there). make check's summary and the logs
+# of any test that failed, to /tmp/res (bg.sh returns it).
+#   WAIT=480 bash dev/device/bg.sh dev/device/check.sh
+set -u
+mkdir -p /tmp/res
+start=$SECONDS
+make -j"$(nproc)" check > /tmp/res/check.log 2>&1
+rc=$?
+echo "make check at $(git rev-parse --short HEAD): rc $rc, $((SECONDS - start)) s"
+grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|# )' /tmp/res/check.log
+for trs in tests/*.trs; do
+  grep -q '^:test-result: \(FAIL\|ERROR\|XPASS\)' "$trs" && cp "${trs%.trs}.log" /tmp/res/
+done
+exit $rc
