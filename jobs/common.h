@@ -118,7 +118,21 @@ int cpu_precision_error(const char *backend, const char *precision,
                         const char *cpu_name, const char *gpu_name,
                         char *err, size_t n);
 
+/* The collectives' benchmark (jobs/collective.c: the collective kind; the
+ * allreduce kind is its all_reduce): its CSV metrics, and 0 when size_mib
+ * is whole fp32 elements, else -1 with what is wrong in err. */
+#define COLLECTIVE_METRICS                                                   \
+  "bytes", "time_ms_mean", "time_ms_std", "time_ms_median", "time_ms_min", \
+      "time_ms_max", "algbw_gbps", "busbw_gbps"
+int collective_size_error(double size_mib, char *err, size_t n);
+
 /* ---- the run side ------------------------------------------------------- */
+
+/* One collective_bench job on this rank: op (collective.c's names:
+ * all_reduce, all_gather, reduce_scatter, broadcast, all_to_all) over
+ * backend's communicator, its row's metrics into r. */
+int collective_bench(const char *backend, const char *op, double size_mib,
+                     int warmup, int iters, result *r);
 
 /* The generator of a job's random inputs: one stream per seed, the same on
  * every rank and every machine. */

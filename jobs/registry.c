@@ -8,6 +8,7 @@
 
 #define KINDS(X) \
   X(allreduce)   \
+  X(collective)  \
   X(lm)          \
   X(selftest)    \
   X(toy_dtypes)  \
