@@ -5,7 +5,8 @@
 # RESUME=1), returned as $OUT/res.tgz (under bg.sh, inside r.tgz).
 # - 4 GPUs or more: allreduce's NCCL rows at world sizes 4, 6, 8, as
 #   many as the GPUs allow (their committed rows come from a dirty tree).
-# - 2 GPUs or more: leaderboard_2026's rows that keep attention through the
+# - 2 GPUs or more: collectives' NCCL sweep at the world sizes the GPUs
+#   allow (2, 4, 6, 8; about 5 s a job), then leaderboard_2026's rows that keep attention through the
 #   reruns (the attention kernels have become faster since they were
 #   measured), about 1.5 min a job: first the 6 that gather once a group
 #   (the writeup's best time), then the 6 resharded (its best within
@@ -27,6 +28,8 @@ if [ -n "$ws" ]; then
   RESUME=1 EXPS=allreduce BUDGET=300 \
     RUNNER_ARGS="--force --only backend=nccl --only world_size=$ws" bash "$d/run_exps.sh"
 fi
+cws=2${ws:+,$ws}
+RESUME=1 EXPS=collectives BUDGET=400 RUNNER_ARGS="--only world_size=$cws" bash "$d/run_exps.sh"
 end=$((SECONDS + ${BUDGET:-1200}))
 keep="--only checkpoint_keep_attention=true"
 sels=("$keep --only reshard_after_forward=false" "$keep --only reshard_after_forward=true")

@@ -383,3 +383,28 @@ if [ "$ncmp" -gt 0 ]; then
   fi
   printf '%s\n\n' "$text"
 fi
+
+# ---- the other collectives (experiments/collectives.cfg), where measured ----
+coll="$DATA/collectives.csv"
+echo "#### The other collectives"
+echo
+if has_rows "$coll"; then
+  cbig=$(tool value "$coll" --col size_mib --where status=ok --agg max)
+  cmach=$(tool distinct "$coll" --cols machine --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
+  echo "experiments/collectives.cfg times every operation of the collective layer"
+  echo "the same way (the collective kind: nccl-tests' sizes and bus bandwidths,"
+  echo "every rank's output checked exactly after timing), at $(size_label "$cbig") a rank${cmach:+ ($cmach)}:"
+  echo
+  tool table "$coll" --cols backend,op,world_size,time_ms_median,algbw_gbps,busbw_gbps \
+    --head "backend,operation,ranks,median (ms),algbw (GB/s),busbw (GB/s)" \
+    --where status=ok --where size_mib="$cbig" --sort backend,op,world_size \
+    --fmt time_ms_median=%.3f --fmt algbw_gbps=%.1f --fmt busbw_gbps=%.1f
+  echo
+else
+  echo "experiments/collectives.cfg times the collective layer's other operations"
+  echo "(all-gather, reduce-scatter, broadcast, all-to-all) the same way: the"
+  echo "collective kind, with nccl-tests' sizes and bus bandwidths. Its NCCL sweep"
+  echo "awaits a machine of 2 or more GPUs."
+  echo
+  todo "collectives.csv on 2 or more GPUs (\`./runner experiments/collectives.cfg\`)"
+fi
