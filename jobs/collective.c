@@ -61,10 +61,27 @@
 #endif
 
 static const char *const backends[] = {"mpi", "nccl", NULL};
-/* collective_ops' names, in its order */
-static const char *const op_names[] = {"all_reduce", "all_gather",
-                                       "reduce_scatter", "broadcast",
-                                       "all_to_all", NULL};
+
+/* A rank's buffer for an operation: none (in place: the root's recv holds
+ * the data), the whole size, the size as world_size blocks (block j for or
+ * from rank j), or one such block (rank r's is block r of the whole). */
+enum { BUF_NONE, BUF_WHOLE, BUF_BLOCKS, BUF_BLOCK };
+/* The operations, each declared once: X(NAME, SEND, RECV, BUS), SEND and
+ * RECV BUF_*; with blocks the size rounds down to whole ones. BUS: busbw /
+ * algbw on n ranks, nccl-tests' factors. The run side defines call_NAME
+ * and check_NAME. */
+#define COLLECTIVE_OPS(X)                                          \
+  X(all_reduce, BUF_WHOLE, BUF_WHOLE, 2.0 * (n - 1) / n)           \
+  X(all_gather, BUF_BLOCK, BUF_BLOCKS, (double)(n - 1) / n)        \
+  X(reduce_scatter, BUF_BLOCKS, BUF_BLOCK, (double)(n - 1) / n)    \
+  X(broadcast, BUF_NONE, BUF_WHOLE, 1.0)                           \
+  X(all_to_all, BUF_BLOCKS, BUF_BLOCKS, (double)(n - 1) / n)
+
+#define OP_NAME(name, send, recv, bus) #name,
+static const char *const op_names[] = {COLLECTIVE_OPS(OP_NAME) NULL};
+#define OP_BLOCKS(name, send, recv, bus) \
+  ((send) >= BUF_BLOCKS || (recv) >= BUF_BLOCKS),
+static const bool op_blockwise[] = {COLLECTIVE_OPS(OP_BLOCKS)};
 
 typedef struct collective_settings {
   run_settings run;
@@ -98,11 +115,11 @@ static const param_def params[] = {
 
 static const char *const metrics[] = {COLLECTIVE_METRICS, NULL};
 
-/* 1: the buffers are world_size blocks of one size (all_gather,
- * reduce_scatter, all_to_all). */
-static int blockwise(const char *op) {
-  return strcmp(op, "all_gather") == 0 || strcmp(op, "reduce_scatter") == 0 ||
-         strcmp(op, "all_to_all") == 0;
+/* op's index in op_names, or -1 */
+static int op_index(const char *op) {
+  for (int i = 0; op_names[i]; i++)
+    if (strcmp(op_names[i], op) == 0) return i;
+  return -1;
 }
 
 /* What the allreduce kind checks too (its size_mib row is this one's). */
@@ -123,7 +140,8 @@ static int validate(const void *settings, char *err, size_t n) {
   if (collective_size_error(s->size_mib, err, n) != 0)
     return BLAME(collective_settings, size_mib);
   double elems = s->size_mib * 1048576.0 / 4.0;
-  if (blockwise(s->op) && elems < s->run.world_size) {
+  int i = op_index(s->op);
+  if (i >= 0 && op_blockwise[i] && elems < s->run.world_size) {
     snprintf(err, n,
              "size_mib = %g holds %.0f fp32 elements, fewer than one a rank "
              "of world_size %d (allowed for %s: at least 4 x world_size "
@@ -141,17 +159,18 @@ static int validate(const void *settings, char *err, size_t n) {
 enum { SEED = 20240601 };
 
 typedef struct bench bench;
-/* An operation: its call on the bench's buffers, its check of this rank's
- * output, and busbw / algbw on n ranks. */
+/* An operation on the bench's buffers: the call, the check of this rank's
+ * output (collecting mismatches into bad), its buffers and bus factor. */
 typedef struct {
-  const char *name;
   int (*call)(bench *x);
   int (*check)(bench *x, pattern_mismatch *bad);
+  int send, recv;        /* BUF_* */
   double (*bus)(int n);
 } collective_op;
 
 struct bench {
   const collective_op *op;
+  const char *name;       /* op's */
   comm *c;
   int rank, n;
   size_t count;           /* elements of the larger buffer */
@@ -180,7 +199,7 @@ static int check_part(bench *x, size_t at, size_t nel, size_t first, int lo,
   return 0;
 }
 
-static int all_reduce(bench *x) {
+static int call_all_reduce(bench *x) {
   return comm_allreduce(x->c, x->send, x->recv, x->count, COMM_F32, COMM_SUM,
                         NULL);
 }
@@ -189,7 +208,7 @@ static int check_all_reduce(bench *x, pattern_mismatch *bad) {
 }
 /* rank r sends block r of one logical buffer (its indices), so recv is
  * that buffer whole */
-static int all_gather(bench *x) {
+static int call_all_gather(bench *x) {
   return comm_allgather(x->c, x->send, x->recv, x->block, COMM_F32, NULL);
 }
 static int check_all_gather(bench *x, pattern_mismatch *bad) {
@@ -198,21 +217,21 @@ static int check_all_gather(bench *x, pattern_mismatch *bad) {
                    j, 1, bad));
   return 0;
 }
-static int reduce_scatter(bench *x) {
+static int call_reduce_scatter(bench *x) {
   return comm_reduce_scatter(x->c, x->send, x->recv, x->block, COMM_F32,
                              COMM_SUM, NULL);
 }
 static int check_reduce_scatter(bench *x, pattern_mismatch *bad) {
   return check_part(x, 0, x->block, (size_t)x->rank * x->block, 0, x->n, bad);
 }
-static int broadcast(bench *x) {
+static int call_broadcast(bench *x) {
   return comm_broadcast(x->c, x->recv, x->count, COMM_F32, 0, NULL);
 }
 static int check_broadcast(bench *x, pattern_mismatch *bad) {
   return check_part(x, 0, x->count, 0, 0, 1, bad);
 }
 /* recv block j: rank j's block r (this rank's), at its indices */
-static int all_to_all(bench *x) {
+static int call_all_to_all(bench *x) {
   return comm_alltoall(x->c, x->send, x->recv, x->block, COMM_F32, NULL);
 }
 static int check_all_to_all(bench *x, pattern_mismatch *bad) {
@@ -221,18 +240,13 @@ static int check_all_to_all(bench *x, pattern_mismatch *bad) {
                    (size_t)x->rank * x->block, j, 1, bad));
   return 0;
 }
-static double bus_all_reduce(int n) { return 2.0 * (n - 1) / n; }
-static double bus_ring(int n) { return (double)(n - 1) / n; }
-static double bus_one(int n) { return (void)n, 1.0; }
-
+#define OP_BUS(name, send, recv, bus) \
+  static double bus_##name(int n) { return (void)n, (bus); }
+COLLECTIVE_OPS(OP_BUS)
+#define OP_ROW(name, send, recv, bus) \
+  {call_##name, check_##name, send, recv, bus_##name},
 /* In op_names' order. */
-static const collective_op collective_ops[] = {
-    {"all_reduce", all_reduce, check_all_reduce, bus_all_reduce},
-    {"all_gather", all_gather, check_all_gather, bus_ring},
-    {"reduce_scatter", reduce_scatter, check_reduce_scatter, bus_ring},
-    {"broadcast", broadcast, check_broadcast, bus_one},
-    {"all_to_all", all_to_all, check_all_to_all, bus_ring},
-};
+static const collective_op collective_ops[] = {COLLECTIVE_OPS(OP_ROW)};
 
 /* Every rank learns whether any rank failed a step; a failed rank keeps its
  * own message, the others name it. The worst code wins (ERR_OOM < ERR_FAIL),
@@ -244,7 +258,7 @@ static int agree(const bench *x, int rc, const char *step) {
   int in[2] = {rc < 0 ? rc : 0, rank}, out[2];
   CHECK_MPI(MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
   if (out[0] < 0 && rc >= 0)
-    FAIL(out[0], "%s: %s failed on rank %d (see its message)", x->op->name,
+    FAIL(out[0], "%s: %s failed on rank %d (see its message)", x->name,
          step, out[1]);
   return rc < 0 ? rc : 0;
 #else
@@ -254,23 +268,28 @@ static int agree(const bench *x, int rc, const char *step) {
 #endif
 }
 
-/* send: all_gather's one block (at its indices in the gathered buffer),
- * the others' whole buffer; broadcast has none. recv: another seed's
- * pattern, but the broadcast root's, which is the data. */
+/* A buffer's elements: the whole size, or one block of it. */
+static size_t buf_elems(const bench *x, int shape) {
+  return shape == BUF_BLOCK ? x->block : x->count;
+}
+
+/* send: the pattern at its indices in the whole (a BUF_BLOCK: this rank's
+ * block); recv: another seed's, but where the root's recv is the data
+ * (send BUF_NONE). */
 static int setup(bench *x) {
-  bool gather = x->op->call == all_gather, bcast = x->op->call == broadcast;
-  size_t nsend = gather ? x->block : x->count;
-  size_t nrecv = x->op->call == reduce_scatter ? x->block : x->count;
   x->t = malloc((size_t)x->iters * sizeof *x->t);
   CHECK_ALLOC(x->t, (size_t)x->iters * sizeof *x->t);
-  if (!bcast) {
-    TRY(comm_alloc(x->c, nsend * sizeof(float), &x->send));
-    TRY(pattern_fill(x->c, x->send, COMM_F32, nsend,
-                     gather ? (size_t)x->rank * x->block : 0, SEED, x->rank));
+  if (x->op->send != BUF_NONE) {
+    size_t n = buf_elems(x, x->op->send);
+    TRY(comm_alloc(x->c, n * sizeof(float), &x->send));
+    TRY(pattern_fill(x->c, x->send, COMM_F32, n,
+                     x->op->send == BUF_BLOCK ? (size_t)x->rank * x->block : 0,
+                     SEED, x->rank));
   }
-  TRY(comm_alloc(x->c, nrecv * sizeof(float), &x->recv));
-  bool data = bcast && x->rank == 0;
-  TRY(pattern_fill(x->c, x->recv, COMM_F32, nrecv, 0, data ? SEED : SEED + 1,
+  size_t n = buf_elems(x, x->op->recv);
+  TRY(comm_alloc(x->c, n * sizeof(float), &x->recv));
+  bool data = x->op->send == BUF_NONE && x->rank == 0;
+  TRY(pattern_fill(x->c, x->recv, COMM_F32, n, 0, data ? SEED : SEED + 1,
                    x->rank));
   return 0;
 }
@@ -294,8 +313,7 @@ static int verify(bench *x) {
     FAIL(ERR_FAIL,
          "%s: wrong result on rank %d: %zu of %zu elements differ, the "
          "first at index %zu: got %.9g, expected %.9g",
-         x->op->name, x->rank, bad.count,
-         x->op->call == reduce_scatter ? x->block : x->count, bad.index,
+         x->name, x->rank, bad.count, buf_elems(x, x->op->recv), bad.index,
          bad.got, bad.want);
   return 0;
 }
@@ -329,16 +347,17 @@ int collective_bench(const char *backend, const char *op, double size_mib,
   if (comm_backend_parse(backend, &b) != 0)
     FAIL(ERR_FAIL, "collective: unknown backend \"%s\"", backend);
   bench x = {0};
-  for (size_t i = 0; i < sizeof collective_ops / sizeof *collective_ops; i++)
-    if (strcmp(collective_ops[i].name, op) == 0) x.op = &collective_ops[i];
-  if (!x.op) FAIL(ERR_FAIL, "collective: unknown op \"%s\"", op);
+  int i = op_index(op);
+  if (i < 0) FAIL(ERR_FAIL, "collective: unknown op \"%s\"", op);
+  x.op = &collective_ops[i];
+  x.name = op_names[i];
   x.warmup = warmup;
   x.iters = iters;
   TRY(comm_open(&x.c, b));
   x.rank = comm_rank(x.c);
   x.n = comm_size(x.c);
   x.count = (size_t)(size_mib * 1048576.0) / sizeof(float);
-  if (blockwise(op)) {
+  if (op_blockwise[i]) {
     x.block = x.count / (size_t)x.n;
     x.count = x.block * (size_t)x.n;
   }
