@@ -2,7 +2,9 @@
 # distributed_communication_single_node (handout 2.1.1): all-reduce of fp32
 # buffers of 1 MiB to 1 GiB over 2, 4, 6 (and 8) processes, MPI between CPU
 # processes and NCCL between GPUs. Prints the problem's body (mkreport.sh
-# prints its heading) and draws OUT/distributed_communication_single_node.svg.
+# prints its heading) and draws OUT/distributed_communication_single_node.svg;
+# then the other collectives (DATA/collectives.csv, the collective kind's
+# sweep) where measured.
 #
 # Environment (mkreport.sh sets it):
 #   PROBLEM  must be distributed_communication_single_node
