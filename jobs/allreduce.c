@@ -9,8 +9,6 @@
 #include "harness/kind.h"
 #include "jobs/common.h"
 
-static const char *const backends[] = {"mpi", "nccl", NULL};
-
 typedef struct allreduce_settings {
   run_settings run;
   const char *backend;
@@ -21,14 +19,7 @@ typedef struct allreduce_settings {
 
 static const param_def params[] = {
     COMMON_PARAMS(allreduce_settings),
-    {"run", "backend", STRING_FIELD(allreduce_settings, backend), 0, 0,
-     backends, NULL, NULL,
-     "mpi: host buffers reduced by MPI between CPU processes; "
-     "nccl: device buffers reduced by NCCL, one GPU per process"},
-    {"run", "warmup", INT_FIELD(allreduce_settings, warmup), 0, 1000000, NULL,
-     NULL, "5", "untimed all-reduces before timing"},
-    {"run", "iters", INT_FIELD(allreduce_settings, iters), 1, 10000000, NULL,
-     NULL, NULL, "timed all-reduces"},
+    COLLECTIVE_RUN_PARAMS(allreduce_settings),
     {"allreduce", "size_mib", FLOAT_FIELD(allreduce_settings, size_mib),
      4.0 / 1048576.0, 65536, NULL, "MiB", NULL,
      "bytes of fp32 data per rank, in MiB (2^20 bytes)"},

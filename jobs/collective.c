@@ -60,8 +60,6 @@
 #include "common/check_mpi.h"
 #endif
 
-static const char *const backends[] = {"mpi", "nccl", NULL};
-
 /* A rank's buffer for an operation: none (in place: the root's recv holds
  * the data), the whole size, the size as world_size blocks (block j for or
  * from rank j), or one such block (rank r's is block r of the whole). */
@@ -94,14 +92,7 @@ typedef struct collective_settings {
 
 static const param_def params[] = {
     COMMON_PARAMS(collective_settings),
-    {"run", "backend", STRING_FIELD(collective_settings, backend), 0, 0,
-     backends, NULL, NULL,
-     "mpi: host buffers moved by MPI between CPU processes; "
-     "nccl: device buffers moved by NCCL, one GPU per process"},
-    {"run", "warmup", INT_FIELD(collective_settings, warmup), 0, 1000000,
-     NULL, NULL, "5", "untimed operations before timing"},
-    {"run", "iters", INT_FIELD(collective_settings, iters), 1, 10000000, NULL,
-     NULL, NULL, "timed operations"},
+    COLLECTIVE_RUN_PARAMS(collective_settings),
     {"collective", "op", STRING_FIELD(collective_settings, op), 0, 0,
      op_names, NULL, NULL,
      "the operation: all_reduce, all_gather, reduce_scatter, broadcast "

@@ -119,8 +119,18 @@ int cpu_precision_error(const char *backend, const char *precision,
                         char *err, size_t n);
 
 /* The collectives' benchmark (jobs/collective.c: the collective kind; the
- * allreduce kind is its all_reduce): its CSV metrics, and 0 when size_mib
- * is whole fp32 elements, else -1 with what is wrong in err. */
+ * allreduce kind is its all_reduce): its run rows, filling st's backend,
+ * warmup and iters; its CSV metrics; and 0 when size_mib is whole fp32
+ * elements, else -1 with what is wrong in err. */
+#define COLLECTIVE_RUN_PARAMS(st)                                            \
+  {"run", "backend", STRING_FIELD(st, backend), 0, 0, rank_backends, NULL,   \
+   NULL,                                                                     \
+   "mpi: host buffers, MPI between CPU processes; nccl: device buffers, "    \
+   "NCCL between GPUs, one GPU per process"},                                \
+  {"run", "warmup", INT_FIELD(st, warmup), 0, 1000000, NULL, NULL, "5",      \
+   "untimed operations before timing"},                                      \
+  {"run", "iters", INT_FIELD(st, iters), 1, 10000000, NULL, NULL, NULL,      \
+   "timed operations"}
 #define COLLECTIVE_METRICS                                                   \
   "bytes", "time_ms_mean", "time_ms_std", "time_ms_median", "time_ms_min", \
       "time_ms_max", "algbw_gbps", "busbw_gbps"
