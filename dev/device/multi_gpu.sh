@@ -6,7 +6,10 @@
 # - 4 GPUs or more: allreduce's NCCL rows at world sizes 4, 6, 8, as
 #   many as the GPUs allow (their committed rows come from a dirty tree).
 # - 2 GPUs or more: collectives' NCCL sweep at the world sizes the GPUs
-#   allow (2, 4, 6, 8; about 5 s a job), then leaderboard_2026's rows that keep attention through the
+#   allow (2, 4, 6, 8; about 5 s a job) and PyTorch's at the same world
+#   sizes (reports/anchors/torch_collectives.py, appended to a copy of the
+#   committed collectives_torch.csv in .devres, which collect.sh brings
+#   back), then leaderboard_2026's rows that keep attention through the
 #   reruns (the attention kernels have become faster since they were
 #   measured), about 1.5 min a job: first the 6 that gather once a group
 #   (the writeup's best time), then the 6 resharded (its best within
@@ -30,6 +33,15 @@ if [ -n "$ws" ]; then
 fi
 cws=2${ws:+,$ws}
 RESUME=1 EXPS=collectives BUDGET=400 RUNNER_ARGS="--only world_size=$cws" bash "$d/run_exps.sh"
+anchor=.devres/collectives_torch.csv
+[ -f "$anchor" ] || cp reports/anchors/collectives_torch.csv "$anchor"
+for w in ${cws//,/ }; do
+  (cd reports/anchors && timeout -s INT -k 15 300 \
+     torchrun --standalone --nproc_per_node="$w" torch_collectives.py "../../$anchor") \
+    > ".devres/logs/torch_collectives.$w.log" 2>&1
+  echo "torch_collectives ws $w: rc $?, $(($(wc -l < "$anchor") - 1)) rows"
+done
+tar czf "$OUT/res.tgz" .devres
 end=$((SECONDS + ${BUDGET:-1200}))
 keep="--only checkpoint_keep_attention=true"
 sels=("$keep --only reshard_after_forward=false" "$keep --only reshard_after_forward=true")

@@ -17,7 +17,7 @@
 #   REPORT_LIB  reports/section_lib.sh
 #
 # No number in the text is typed here: measurements come from the CSV,
-# PyTorch's from reports/anchors/allreduce_torch.csv (torch_allreduce.py,
+# PyTorch's from reports/anchors/collectives_torch.csv (torch_collectives.py,
 # run on the machine our NCCL rows come from: the strongest anchor),
 # nccl-tests' published figure from allreduce_published.csv.
 set -eu
@@ -32,7 +32,7 @@ if [ "${PROBLEM:-}" != distributed_communication_single_node ]; then
   exit 1
 fi
 csv="${CSV:-$DATA/allreduce.csv}"
-torch_csv="$reports/anchors/allreduce_torch.csv"
+anchor_csv="$reports/anchors/collectives_torch.csv"
 pub="$reports/anchors/allreduce_published.csv"
 gp="$reports/allreduce.gp"
 fig=distributed_communication_single_node
@@ -42,7 +42,7 @@ if [ ! -f "$csv" ]; then
   not_measured allreduce
   exit 0
 fi
-for f in "$torch_csv" "$pub" "$gp"; do
+for f in "$anchor_csv" "$pub" "$gp"; do
   if [ ! -f "$f" ]; then
     echo "allreduce.sh: $f is missing" >&2
     exit 1
@@ -101,6 +101,11 @@ most_ranks_machine() {
     awk -F'|' 'NF { c[$1]++; if (c[$1] > n) { n = c[$1]; m = $1 } }
              END { if (n) printf "%d:%s", n, m }'
 }
+
+"$CSVTOOL" check "$anchor_csv" > /dev/null
+# PyTorch's all-reduce rows (the other operations' are read at the end).
+torch_csv="$REPORT_TMP/allreduce_torch.csv"
+tool select "$anchor_csv" --where op=all_reduce --where status=ok > "$torch_csv"
 
 nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
@@ -181,7 +186,7 @@ else
   echo
   echo "_Median time (left) and bus bandwidth (right) of one all-reduce against"
   echo "the message size per rank, log scales. Dashed: PyTorch's torch.distributed"
-  echo "all-reduce (NCCL) on the machine of our NCCL rows (reports/anchors/allreduce_torch.csv)._"
+  echo "all-reduce (NCCL) on the machine of our NCCL rows (reports/anchors/collectives_torch.csv)._"
 fi
 echo
 
@@ -309,16 +314,15 @@ fi
 
 # ---- next to PyTorch --------------------------------------------------------
 
-"$CSVTOOL" check "$torch_csv" > /dev/null
 tmach=$(tool value "$torch_csv" --col machine --sort -utc --agg first)
-tsrc=$(tool value "$torch_csv" --col source --sort -utc --agg first)
+tver=$(tool value "$torch_csv" --col torch --sort -utc --agg first)
 tsizes=$(tool distinct "$torch_csv" --cols size_mib --where machine="$tmach" --sort size_mib)
 tranks=$(tool distinct "$torch_csv" --cols world_size --where machine="$tmach" --sort world_size)
 # PyTorch's latest median, and ours, on that machine.
 pt_at() { tool value "$torch_csv" --sort -utc --agg first --default "" --where machine="$tmach" "$@"; }
 ours_at() { latest --where status=ok --where backend=nccl --where machine="$tmach" "$@"; }
-echo "**Next to PyTorch.** $tsrc on $tmach, the machine of our NCCL rows"
-echo "(reports/anchors/torch_allreduce.py under torchrun: barrier, all_reduce,"
+echo "**Next to PyTorch.** torch.distributed $tver (NCCL) on $tmach, the machine of our NCCL rows"
+echo "(reports/anchors/torch_collectives.py under torchrun: barrier, all_reduce,"
 echo "synchronize per iteration; slowest rank; median). Our median / PyTorch's, ms."
 echo
 hdr="| ranks |" sep="|--:|"
@@ -395,12 +399,51 @@ if has_rows "$coll"; then
   cmach=$(tool distinct "$coll" --cols machine --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
   echo "experiments/collectives.cfg times every operation of the collective layer"
   echo "the same way (the collective kind: nccl-tests' sizes and bus bandwidths,"
-  echo "every rank's output checked exactly after timing), at $(size_label "$cbig") a rank${cmach:+ ($cmach)}:"
+  echo "every rank's output checked exactly after timing), at $(size_label "$cbig") a rank${cmach:+ ($cmach)},"
+  echo "next to torch.distributed's same operation on the same machine"
+  echo "(reports/anchors/torch_collectives.py: all_reduce, all_gather_into_tensor,"
+  echo "reduce_scatter_tensor, broadcast, all_to_all_single; timed as ours). The"
+  echo "latest row where a configuration was measured more than once; ms, GB/s:"
   echo
-  tool table "$coll" --cols backend,op,world_size,time_ms_median,algbw_gbps,busbw_gbps \
-    --head "backend,operation,ranks,median (ms),algbw (GB/s),busbw (GB/s)" \
-    --where status=ok --where size_mib="$cbig" --sort backend,op,world_size \
-    --fmt time_ms_median=%.3f --fmt algbw_gbps=%.1f --fmt busbw_gbps=%.1f
+  echo "| backend | operation | ranks | median | algbw | busbw | PyTorch median | PyTorch busbw | ours / PyTorch |"
+  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|"
+  cslow=0 ccmp=0
+  cratios=""
+  tool distinct "$coll" --cols backend,op,world_size,machine,time_ms_median,algbw_gbps,busbw_gbps,utc \
+      --sep '|' --where status=ok --where size_mib="$cbig" --sort backend,op,world_size,-utc |
+    awk -F'|' 'NF && !seen[$1 "|" $2 "|" $3]++' > "$REPORT_TMP/collectives.rows"
+  while IFS='|' read -r b op w m t a bb _; do
+    pt=$(tool value "$anchor_csv" --col time_ms_median --where status=ok --where op="$op" \
+         --where world_size="$w" --where size_mib="$cbig" --where machine="$m" \
+         --sort -utc --agg first --default "")
+    pb=$(tool value "$anchor_csv" --col busbw_gbps --where status=ok --where op="$op" \
+         --where world_size="$w" --where size_mib="$cbig" --where machine="$m" \
+         --sort -utc --agg first --default "")
+    if [ "$b" = nccl ] && [ -n "$pt" ]; then
+      num "PyTorch's $op median" "$pt"
+      pcells="$(calc %.3f "$pt") | $(calc %.1f "$pb") | $(calc %.2f "$t / $pt") |"
+      ccmp=$((ccmp + 1))
+      ! is_true "$t > $pt" || cslow=$((cslow + 1))
+      cratios="$cratios$(calc %.4f "$t / $pt")
+"
+    else
+      pcells="- | - | - |"
+    fi
+    echo "| $(pretty_backend "$b") | $op | $w | $(calc %.3f "$t") | $(calc %.1f "$a") | $(calc %.1f "$bb") | $pcells"
+  done < "$REPORT_TMP/collectives.rows"
+  echo
+  if [ "$ccmp" -gt 0 ]; then
+    rlo=$(printf '%s' "$cratios" | sort -n | head -n 1)
+    rhi=$(printf '%s' "$cratios" | sort -n | tail -n 1)
+    echo "Ours takes longer than PyTorch's at $cslow of the $ccmp operations and rank"
+    echo "counts both measured; our median is $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times PyTorch's."
+    echo "Both hand the work to the same NCCL kernels: what differs is the call"
+    echo "around them (ours from C, PyTorch's through Python and its stream)."
+  else
+    echo "torch_collectives.py has no rows yet on ${cmach:-this machine}: run it there"
+    echo "(torchrun --nproc_per_node=N) to put PyTorch beside these."
+    todo "collectives_torch.csv on the machine of collectives.csv (\`torchrun --nproc_per_node=N reports/anchors/torch_collectives.py\`)"
+  fi
   echo
 else
   echo "experiments/collectives.cfg times the collective layer's other operations"

@@ -13,7 +13,7 @@ LC_ALL=C
 export LC_ALL
 
 . "$REPORT_LIB"
-ar_anchor="$ANCHORS/allreduce_torch.csv"
+ar_anchor="$ANCHORS/collectives_torch.csv"
 ddp_anchor="$ANCHORS/ddp_pytorch_compiled.csv"
 # for_gpu NAME GPU_NAME: anchor NAME's rows measured on GPU_NAME.
 for_gpu() { GPU=$2; anchor_rows "$1"; }
@@ -318,11 +318,11 @@ fi
 
 # NCCL's all-reduce against torch.distributed's on the same host.
 bw=$(val "$DATA/allreduce.csv" busbw_gbps --sort -utc --where backend=nccl --where world_size=8 --where size_mib=1024)
-pbw=$(val "$ar_anchor" busbw_gbps --sort -utc --where world_size=8 --where size_mib=1024)
+pbw=$(val "$ar_anchor" busbw_gbps --sort -utc --where op=all_reduce --where world_size=8 --where size_mib=1024)
 mach=$(val "$DATA/allreduce.csv" machine --sort -utc --where backend=nccl --where world_size=8 --where size_mib=1024)
 # a row measured from an uncommitted tree is marked (its section says more)
 ardirty=$(val "$DATA/allreduce.csv" git_dirty --sort -utc --where backend=nccl --where world_size=8 --where size_mib=1024)
-pmach=$(val "$ar_anchor" machine --sort -utc --where world_size=8 --where size_mib=1024)
+pmach=$(val "$ar_anchor" machine --sort -utc --where op=all_reduce --where world_size=8 --where size_mib=1024)
 if [ -n "$bw" ] && [ -n "$pbw" ] && same_kind "$mach" "$pmach"; then
   num bw "$bw"; num pbw "$pbw"
   echo "| NCCL all-reduce, 1 GiB fp32, 8 GPUs, bus bandwidth | 8 x $(kind "$mach") | $(calc '%.1f' "$bw") GB/s$([ "$ardirty" != 1 ] || printf ' (uncommitted tree: 2.1.1)') | torch.distributed $(calc '%.1f' "$pbw") GB/s, same host |"
