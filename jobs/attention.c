@@ -124,9 +124,11 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(attention_settings, precision);
   int d = s->d_head;
   if (strcmp(s->backend, "cuda") == 0 && strcmp(s->impl, "flash") == 0 &&
-      d != 16 && d != 32 && d != 64 && d != 128) {
+      !attn_flash_gpu_dhead(d)) {
+    char dhs[32];
     snprintf(err, n, "d_head = %d: the GPU's flash kernels are built for "
-             "16, 32, 64, 128 (allowed: 16, 32, 64, 128)", d);
+             "other head dims (allowed: %s; any with impl = \"materialized\")",
+             d, attn_flash_gpu_dheads_text(dhs));
     return BLAME(attention_settings, d_head);
   }
   if ((long long)s->batch * s->heads > 65535) {

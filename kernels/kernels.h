@@ -22,6 +22,7 @@
 #define TL_KERNELS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -289,6 +290,24 @@ void eng_memlog_event(const engine *e, int i, double *t_s, const char **tag,
 typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
 /* "materialized" | "flash"; -1 for anything else. */
 int attn_impl_parse(const char *s, attn_impl *out);
+/* The head dims the GPU's flash kernels are built for, X(D) once each:
+ * flash_common.cuh instantiates a kernel per D, the attention job refuses
+ * the others before it starts (80: the 2.7B model's 2560 / 32 heads). */
+#define ATTN_FLASH_GPU_DHEADS(X) X(16) X(32) X(64) X(80) X(128)
+static inline int attn_flash_gpu_dhead(int d) {
+#define ATTN_DHEAD_IS(D) d == D ||
+  return ATTN_FLASH_GPU_DHEADS(ATTN_DHEAD_IS) 0;
+#undef ATTN_DHEAD_IS
+}
+/* Those head dims as text, "16, 32, ...", in buf (32 bytes). */
+static inline const char *attn_flash_gpu_dheads_text(char buf[32]) {
+  int k = 0;
+#define ATTN_DHEAD_TEXT(D) \
+  k += snprintf(buf + k, (size_t)(32 - k), "%s%d", k ? ", " : "", D);
+  ATTN_FLASH_GPU_DHEADS(ATTN_DHEAD_TEXT)
+#undef ATTN_DHEAD_TEXT
+  return buf;
+}
 /* The most gradient arrays k_adamw_mean averages. */
 enum { K_ADAMW_MAX_GRADS = 8 };
 /* AdamW's bias-corrected step size at step t >= 1, lr sqrt(1 - b2^t) /

@@ -6,7 +6,7 @@
  * Shapes: the course's test shape (batch 4 x 1 head, 128 queries, 128 keys,
  * d 64), causal and not, and odd ones that break tile alignment (Tq, Tk not
  * multiples of 16, Tq < Tk, Tq > Tk, one query), with every head dimension
- * the GPU kernels take (16, 32, 64, 128) and one they need not (24).
+ * the GPU kernels take (16, 32, 64, 80, 128) and one they need not (24).
  * Inputs are fresh seeded random values, never zero; outputs are filled
  * with NaN first so an element never written fails.
  *
@@ -338,6 +338,7 @@ int main(void) {
     compare(2, 61, 29, 16, causal);     /* Tq > Tk */
     compare(1, 1, 45, 32, causal);      /* one query */
     compare(1, 100, 100, 128, causal);
+    compare(2, 70, 70, 80, causal);     /* the 2.7B model's head dim */
   }
   for (int causal = 0; causal < 2; causal++) {
     finite_differences(ATTN_MATERIALIZED, causal);

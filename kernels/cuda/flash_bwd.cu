@@ -726,9 +726,10 @@ int cuda_flash_bwd(engine *e, const void *q, const void *k, const void *v,
                    const void *o, const void *dout, const float *lse,
                    void *dq, void *dk, void *dv, int bh, int tq, int tk,
                    int dh, int causal, float scale, dtype dt) {
-  if (dh != 16 && dh != 32 && dh != 64 && dh != 80 && dh != 128)
-    FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims 16, "
-         "32, 64, 80, 128 (got dh=%d)", dh);
+  char dhs[32];
+  if (!attn_flash_gpu_dhead(dh))
+    FAIL(ERR_FAIL, "k_attention_bwd: flash on the GPU takes head dims %s "
+         "(got dh=%d)", attn_flash_gpu_dheads_text(dhs), dh);
   const void *p16[] = {q, k, v, o, dout, dq, dk, dv};
   for (int i = 0; i < 8; i++)
     if (!aligned16(p16[i]))

@@ -466,16 +466,11 @@ int flash_dispatch_dh(engine *e, const char *op, int dh, A... a) {
     else if (f32 == F32_3XTF32) return Op::template mma<T, D, true>(e, a...); \
     else if (f32 == F32_TF32) return Op::template mma<T, D, false>(e, a...);  \
     else return Op::template simt<T, D>(e, a...);
-  switch (dh) {
-    FLASH_CASE(16)
-    FLASH_CASE(32)
-    FLASH_CASE(64)
-    FLASH_CASE(80)   /* the 2.7B model: d_model 2560 / 32 heads */
-    FLASH_CASE(128)
-  }
+  switch (dh) { ATTN_FLASH_GPU_DHEADS(FLASH_CASE) }
 #undef FLASH_CASE
-  FAIL(ERR_FAIL, "%s: flash on the GPU takes head dims 16, 32, 64, 80, 128 "
-       "(got dh=%d)", op, dh);
+  char dhs[32];
+  FAIL(ERR_FAIL, "%s: flash on the GPU takes head dims %s (got dh=%d)", op,
+       attn_flash_gpu_dheads_text(dhs), dh);
 }
 
 /* The same for element type dt. */
