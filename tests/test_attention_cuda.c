@@ -50,10 +50,6 @@ static int WGMMA;   /* the engine's wgmma switch in this pass */
  * wgmma kernel cut, MCUT[SPLIT] those any mma.sync kernel (the forward,
  * the backward's passes) cut. */
 static int SPLIT, CUT[2], MCUT[2];
-/* HF[FORCE_HF]: the wgmma cases launched heads fastest, as planned
- * (FORCE_HF 0: the planner's choice, for many heads of few walks) or
- * forced wherever the kernels may (1). */
-static int FORCE_HF, HF[2], HF_MISSED;
 /* The GPU engine's fp32 products in this pass (kernels.h f32_products):
  * with TF32 or 3xTF32 the fp32 flash forward and backward run on tensor
  * cores, and the materialised path's products likewise. */
@@ -154,20 +150,12 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
   char cut[64] = "";
 #ifdef HAVE_CUDA
   if (WGMMA && impl == ATTN_FLASH && dt != DT_F32 && (dh == 64 || dh == 80 || dh == 128)) {
-    int hf, hb;
-    int nf = cuda_flash_fwd_chunks(GPU, bh, tq, tk, dh, causal, &hf),
-        nb = cuda_flash_bwd_chunks(GPU, bh, tq, tk, dh, causal, &hb);
+    int nf = cuda_flash_fwd_chunks(GPU, bh, tq, tk, dh, causal),
+        nb = cuda_flash_bwd_chunks(GPU, bh, tq, tk, dh, causal);
     if (nf > 1 || nb > 1) {
       CUT[SPLIT]++;
       snprintf(cut, sizeof cut, ", walks cut: fwd %d, bwd %d chunks", nf, nb);
     }
-    /* heads fastest where a kernel could have run heads slowest; forced,
-     * every uncut backward must */
-    if ((hf && dh != 64) || hb) {
-      HF[FORCE_HF]++;
-      snprintf(cut + strlen(cut), sizeof cut - strlen(cut), ", heads fastest");
-    }
-    if (FORCE_HF && nb == 1 && !hb) HF_MISSED++;
   } else if (impl == ATTN_FLASH) {   /* the mma.sync kernels, or CUDA cores (1) */
     int nf = cuda_flash_fwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt),
         nb = cuda_flash_bwd_mma_chunks(GPU, bh, tq, tk, dh, causal, dt);
@@ -253,9 +241,6 @@ static void shapes(attn_impl impl, dtype dt, int small, int wg) {
        * walk into 36 chunks, more than the merge's 32 lanes */
       one(impl, dt, 1, 100, 9000, 128, causal);
       if (causal) one(impl, dt, 1, 4100, 4100, 64, causal);
-      /* a model's many heads of few walks: the planner launches them
-       * heads fastest */
-      if (causal) one(impl, dt, 48, 512, 512, 64, causal);
     }
     RAMP = 8.f;   /* a running max that rises over many key tiles */
     one(impl, dt, 1, 300, 1100, 128, causal);
@@ -291,17 +276,13 @@ int main(int argc, char **argv) {
   int have_wgmma = 0;
 #endif
   /* Flash passes: on an sm_90 GPU wgmma, mma.sync, both again with split
-   * walks, and wgmma launched heads fastest wherever it may (the planner
-   * picks that order for many heads of few walks only); elsewhere
-   * mma.sync, and again split. */
+   * walks; elsewhere mma.sync, and again split. */
   for (int m = 0; m < 2; m++)
-    for (int pass = 0; pass < (m ? (have_wgmma ? 5 : 2) : 1); pass++) {
+    for (int pass = 0; pass < (m ? (have_wgmma ? 4 : 2) : 1); pass++) {
 #ifdef HAVE_CUDA
       WGMMA = have_wgmma && pass % 2 == 0;
-      SPLIT = m && pass >= (have_wgmma ? 2 : 1) && pass < 4;
+      SPLIT = m && pass >= (have_wgmma ? 2 : 1);
       cuda_impl(GPU)->wgmma = WGMMA;
-      FORCE_HF = pass == 4;
-      cuda_impl(GPU)->flash_order_force = FORCE_HF ? 2 : 0;
       /* --small's walks are at most 3 tiles: chunks of 1 cut them */
       cuda_impl(GPU)->flash_cut_force = SPLIT ? (small ? 1 : 2) : 0;
 #endif
@@ -314,7 +295,6 @@ int main(int argc, char **argv) {
 #ifdef HAVE_CUDA
   cuda_impl(GPU)->wgmma = have_wgmma;
   cuda_impl(GPU)->flash_cut_force = 0;
-  cuda_impl(GPU)->flash_order_force = 0;
 #endif
   /* fp32 with TF32 and 3xTF32 products: both implementations, every shape
    * (fp32 flash on tensor cores), flash again with split walks. */
@@ -342,17 +322,11 @@ int main(int argc, char **argv) {
    * planned, at least 1 x 100 x 9000 (71 key tiles a walk, chunks of 16
    * on any GPU of 5 SMs or more) in both. */
   if (have_wgmma) {
-    check(CUT[1] == (small ? 12 : 56), "the split pass cut the walks of "
-          "%d cases (expected %d)", CUT[1], small ? 12 : 56);
+    check(CUT[1] == (small ? 12 : 54), "the split pass cut the walks of "
+          "%d cases (expected %d)", CUT[1], small ? 12 : 54);
     if (!small)
       check(CUT[0] >= 2, "the planner cut the walks of %d cases (at least 2)",
             CUT[0]);
-    /* the order: planned, heads fastest for 48 x 512 at Dh 64 (bf16, f16)
-     * alone; forced, in every uncut backward */
-    check(HF[0] == (small ? 0 : 2), "the planner launched %d cases heads "
-          "fastest (expected %d)", HF[0], small ? 0 : 2);
-    check(HF[1] > HF[0] && HF_MISSED == 0, "forced, %d cases ran heads fastest; "
-          "%d uncut backward launches did not", HF[1], HF_MISSED);
   }
   /* the mma.sync kernels' split passes (bf16, f16; fp32 on TF32 and
    * 3xTF32): how many cases cut depends on their tiles, but some do */

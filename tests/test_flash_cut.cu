@@ -16,10 +16,7 @@
  *     there are many walks a head, otherwise a cut of at least
  *     CUT_MIN_TILES a chunk within the grid's limits; chunks that never
  *     shrink as the partials grow dearer, then no cut;
- *   - plan_cut_memo returns plan_cut's plan, hit or replaced;
- *   - ORDER_CHOOSE: heads fastest only uncut, with few walks a head and
- *     where the replay saves CUT_MARGIN (a model's 128 heads at 512);
- *     else heads slowest's own plan.
+ *   - plan_cut_memo returns plan_cut's plan, hit or replaced.
  * The kernels' own results with cuts are checked on the GPU
  * (tests/test_attention_cuda). Exit 0 / 1. */
 #include "kernels/cuda/flash_cut.cuh"
@@ -181,14 +178,14 @@ int main(void) {
     for (int bh : {1, 16})
       for (int t : {4096, 16384, 65536}) {
         fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
-        walk_cut p = plan_cut(fw, fw.nq, bh, sms, 0, ORDER_HEADS_SLOWEST, 128 * 129 * 4);
+        walk_cut p = plan_cut(fw, fw.nq, bh, sms, 0, false, 128 * 129 * 4);
         bool many = (long long)bh * fw.nq >= 8LL * sms;
         bool ok = p.nc >= 1 && p.nc <= 1024 && p.units <= 65535 &&
                   (p.nc == 1 ? p.us == 0 : p.C >= CUT_MIN_TILES && !many);
         check(ok, "plan_cut forward, %d SMs, %d heads, seq %d: C %d, %d chunks, "
               "%d units%s", sms, bh, t, p.C, p.nc, p.units, many ? " (many walks: uncut)" : "");
         bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
-        walk_cut q = plan_cut(bw, bw.nk, bh, sms, 0, ORDER_HEADS_SLOWEST, 2 * 128 * 128 * 4);
+        walk_cut q = plan_cut(bw, bw.nk, bh, sms, 0, false, 2 * 128 * 128 * 4);
         many = (long long)bh * bw.nk >= 8LL * sms;
         ok = q.nc >= 1 && q.nc <= 1024 && q.units <= 65535 &&
              (q.nc == 1 ? q.us == 0 : q.C >= CUT_MIN_TILES && !many);
@@ -199,7 +196,7 @@ int main(void) {
    * the SMs busy uncut (flash_cut.cuh): the planner must cut */
   {
     fwd_walks_t<BK> fw = {128, 128, 16384, 1};
-    walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, ORDER_HEADS_SLOWEST, 128 * 129 * 4);
+    walk_cut p = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
     check(p.nc > 1, "plan_cut cuts one head at 16384 on 132 SMs (%d chunks of %d)",
           p.nc, p.C);
   }
@@ -208,7 +205,7 @@ int main(void) {
    * chunks of at least CUT_MIN_TILES tiles like the wgmma kernels' */
   {
     bwd_walks_t<64> bw = {1024, 256, 16, 1};
-    walk_cut p = plan_cut(bw, bw.nk, 1, 264, 0, ORDER_HEADS_SLOWEST, 2 * 64 * 128 * 4);
+    walk_cut p = plan_cut(bw, bw.nk, 1, 264, 0, false, 2 * 64 * 128 * 4);
     check(p.nc > 1 && p.C >= CUT_MIN_TILES,
           "plan_cut cuts one head of 16-query tiles at 16384: %d chunks of %d",
           p.nc, p.C);
@@ -216,7 +213,7 @@ int main(void) {
   /* forced: exactly the chunk asked for, wherever a walk is longer */
   for (int force : {1, 2, 5}) {
     fwd_walks_t<BK> fw = {3, 192, 900, 1};   /* walks of 5, 3, 2 key tiles */
-    walk_cut p = plan_cut(fw, fw.nq, 64, 132, force, ORDER_HEADS_FASTEST, 192 * 65 * 4);
+    walk_cut p = plan_cut(fw, fw.nq, 64, 132, force, true, 192 * 65 * 4);
     int longest = fw.walk(0);
     check(force < longest ? p.C == force && p.nc == (longest + force - 1) / force
                           : p.nc == 1 && p.us == 0,
@@ -230,7 +227,7 @@ int main(void) {
     bwd_walks_t<BK> bw = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
     int lastC = 0, ok = 1, uncut_at = 0;
     for (long long pb = 0; pb <= (1LL << 30); pb = pb ? pb * 4 : 1024) {
-      walk_cut q = plan_cut(bw, bw.nk, 1, 132, 0, ORDER_HEADS_SLOWEST, pb);
+      walk_cut q = plan_cut(bw, bw.nk, 1, 132, 0, false, pb);
       ok &= q.C >= lastC;
       lastC = q.C;
       if (q.nc == 1 && !uncut_at) uncut_at = (int)(pb >> 10);
@@ -248,12 +245,11 @@ int main(void) {
       for (int t = 1024; t <= 32768 + 1024 * (CUT_MEMO_ENTRIES + 2); t += 1024 * (t < 32768 ? 3 : 1)) {
         fwd_walks_t<BK> fw = {(t + 127) / 128, 128, t, 1};
         const int key[] = {0, 1, t, t, 129};
-        walk_cut b = plan_cut(fw, fw.nq, 1, 132, 0, ORDER_HEADS_SLOWEST, 128 * 129 * 4);
+        walk_cut b = plan_cut(fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
         for (int again = 0; again < 2; again++) {
           int next = m.next;
-          walk_cut a = plan_cut_memo(&m, key, fw, fw.nq, 1, 132, 0, ORDER_HEADS_SLOWEST, 128 * 129 * 4);
-          bad += a.C != b.C || a.nc != b.nc || a.units != b.units || a.us != b.us ||
-                 a.hf != b.hf;
+          walk_cut a = plan_cut_memo(&m, key, fw, fw.nq, 1, 132, 0, false, 128 * 129 * 4);
+          bad += a.C != b.C || a.nc != b.nc || a.units != b.units || a.us != b.us;
           misses += again && m.next != next;
         }
         shapes += round == 0;
@@ -261,54 +257,6 @@ int main(void) {
     check(bad == 0 && misses == 0 && shapes > CUT_MEMO_ENTRIES,
           "plan_cut_memo agrees with plan_cut over %d shapes, three rounds "
           "(%d plans differ; %d repeats missed)", shapes, bad, misses);
-  }
-  /* the launch order, where the kernel may choose (ORDER_CHOOSE): heads
-   * fastest for a model's many heads of few walks (2.7B at context 512:
-   * 128 heads, the backward's 4 key blocks of 8 to 2 query tiles, the
-   * forward's 4 query tiles of 4 to 1 key tiles, Dh 80), uncut and only
-   * where its replay saves CUT_MARGIN over the best heads-slowest plan;
-   * otherwise heads slowest's plan itself (one head: the same replay; the
-   * leaderboard's 16 heads of 128 walks: not replayed) */
-  {
-    bwd_walks_t<BK> bw = {8, 4, 64, 1};
-    fwd_walks_t<BK> fw = {4, 128, 512, 1};
-    walk_cut b = plan_cut(bw, bw.nk, 128, 132, 0, ORDER_CHOOSE, 2 * 128 * 80 * 4);
-    walk_cut f = plan_cut(fw, fw.nq, 128, 132, 0, ORDER_CHOOSE, 128 * 81 * 4);
-    long long bs = cut_replay(b, bw, 128, 132, false), bf = cut_replay(b, bw, 128, 132, true);
-    check(b.hf && b.us == 0 && bf * 100 < bs * (100 - CUT_MARGIN),
-          "backward, 128 heads at 512: heads fastest (hf %d, %lld against %lld "
-          "tiles replayed)", b.hf, bf, bs);
-    check(f.hf && f.us == 0, "forward, 128 heads at 512: heads fastest (hf %d)", f.hf);
-    int differ = 0, bad = 0, fastest = 0;
-    for (int sms : {7, 132})
-      for (int bh : {1, 2, 16, 48, 128})
-        for (int t : {256, 512, 1024, 4096, 16384}) {
-          bwd_walks_t<BK> w = {(t + 63) / 64, (t + BK - 1) / BK, 64, 1};
-          walk_cut c = plan_cut(w, w.nk, bh, sms, 0, ORDER_CHOOSE, 2 * 128 * 128 * 4);
-          walk_cut s0 = plan_cut(w, w.nk, bh, sms, 0, ORDER_HEADS_SLOWEST, 2 * 128 * 128 * 4);
-          if (!c.hf) {
-            differ += c.C != s0.C || c.nc != s0.nc || c.us != s0.us;
-          } else {
-            fastest++;
-            long long tc = cut_replay(c, w, bh, sms, true);
-            long long ts = cut_replay(s0, w, bh, sms, false) + (s0.us ? 2 : 0);
-            bad += c.us != 0 || bh == 1 || (long long)bh * w.nk >= 8LL * sms ||
-                   tc * 100 >= ts * (100 - CUT_MARGIN);
-          }
-        }
-    check(differ == 0 && bad == 0 && fastest > 0, "ORDER_CHOOSE over 50 backward "
-          "shapes: %d heads fastest (%d not uncut, saving or few walks), the rest "
-          "heads slowest's plan (%d differ)", fastest, bad, differ);
-    bwd_walks_t<BK> lb = {128, 128, 128, 1};
-    walk_cut l = plan_cut(lb, lb.nk, 16, 132, 0, ORDER_CHOOSE, 2 * 128 * 64 * 4);
-    check(!l.hf && l.us == 0, "the leaderboard's backward: heads slowest, uncut");
-    cut_memo m = {};
-    const int key[] = {1, 128, 512, 512, 161};
-    walk_cut a = plan_cut_memo(&m, key, bw, bw.nk, 128, 132, 0, ORDER_CHOOSE, 2 * 128 * 80 * 4);
-    walk_cut a2 = plan_cut_memo(&m, key, bw, bw.nk, 128, 132, 0, ORDER_CHOOSE, 2 * 128 * 80 * 4);
-    walk_cut a3 = plan_cut_memo(&m, key, bw, bw.nk, 128, 132, 0, ORDER_HEADS_SLOWEST, 2 * 128 * 80 * 4);
-    check(a.hf && a2.hf && !a3.hf, "the memo keeps the order, keyed by the order "
-          "asked (%d %d %d)", a.hf, a2.hf, a3.hf);
   }
   return tl_finish();
 }

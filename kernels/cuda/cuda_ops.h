@@ -81,12 +81,6 @@ typedef struct cuda_engine {
                                            cut into chunks of C (tests, so
                                            that small shapes run the cut
                                            kernels and their merges) */
-  int flash_order_force;                /* 0: the wgmma flash kernels
-                                           launch heads fastest where the
-                                           replay says it pays; 1: heads
-                                           slowest, 2: heads fastest
-                                           wherever they may (tests, so
-                                           that both orders run) */
   cut_memo cuts;                        /* their plans by launch shape */
 } cuda_engine;
 
@@ -167,12 +161,11 @@ int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
                          int tk, int dh, int causal, float scale_log2,
                          dtype dt);
 /* The chunks the wgmma forward (backward) cuts its longest walk into at
- * this shape (flash_cut.cuh; 1: uncut), and in *heads_fastest its launch
- * order (1: heads vary fastest in the grid), for tests. */
+ * this shape (flash_cut.cuh; 1: uncut), for tests. */
 int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
-                          int causal, int *heads_fastest);
+                          int causal);
 int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
-                          int causal, int *heads_fastest);
+                          int causal);
 /* The same for flash_fwd.cu's kernel (flash_bwd.cu's two: the more) at
  * dtype dt under the engine's fp32 products (1 where they run on CUDA
  * cores), whether or not the engine would run the wgmma ones there. */

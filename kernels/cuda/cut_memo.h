@@ -6,15 +6,13 @@
 #define TRAINLAB_CUT_MEMO_H
 
 /* A key: the caller's five sizes (kernel, batch x heads, tq, tk, head
- * dim with causal folded in) then SMs, forced chunk size with the launch
- * order asked folded in, partial bytes. */
+ * dim with causal folded in) then SMs, forced chunk size, partial bytes. */
 #define CUT_MEMO_KEY 8
 #define CUT_MEMO_ENTRIES 16
 
 typedef struct cut_memo_entry {
   int key[CUT_MEMO_KEY];
   int C;                        /* the plan's chunk size; 0: empty entry */
-  int hf;                       /* its launch order: heads fastest or not */
 } cut_memo_entry;
 
 typedef struct cut_memo {

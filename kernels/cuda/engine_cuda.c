@@ -439,7 +439,6 @@ static int cuda_init(engine *e, int device) {
                                     device));
   c->wgmma = major == 9 && minor == 0;   /* the sm_90a code of the build */
   c->flash_cut_force = 0;
-  c->flash_order_force = 0;
   /* One level above the least priority: CUDA's default stream priority is
    * the least, so without this a stream meant to yield to the model's
    * kernels (data parallelism's optimizer stream, created at the least,

@@ -92,11 +92,8 @@ walk_cut bwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
   *bw = {(tq + BQ - 1) / BQ, (tk + BK - 1) / BK, BQ, causal};
   const int key[] = {1, bh, tq, tk, dh * 2 + !!causal};
   /* a cut unit's partials: BK rows of dK and of dV, fp32 */
-  walk_cut p = plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh, ce->sms,
-                             ce->flash_cut_force, flash_order(ce), 2LL * BK * dh * 4);
-  p.hf = p.hf && p.us == 0;   /* no cut instance heads fastest (a test may
-                                 force that order) */
-  return p;
+  return plan_cut_memo(&ce->cuts, key, *bw, bw->nk, bh, ce->sms,
+                       ce->flash_cut_force, false, 2LL * BK * dh * 4);
 }
 
 /* L in log2 units and D = rowsum(dO * O) into arrays of tqp (tq rounded
@@ -183,13 +180,8 @@ __global__ void flash_dq_convert(const float *__restrict__ acc,
 }
 
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
- * the chunk arithmetic and the partial stores away (flash_fwd_wg's). HF:
- * heads fastest in the grid (cut.hf, uncut only): key blocks go first
- * block first (the longest walk) either way; heads slowest, a head's
- * blocks share its Q and dO in L2 (measured faster at the leaderboard's
- * shape, NOTES.md), heads fastest, every head's longest walks start
- * first (the planner's choice for many heads of few walks). */
-template <typename T, int DH, bool CUT, bool HF>
+ * the chunk arithmetic and the partial stores away (flash_fwd_wg's). */
+template <typename T, int DH, bool CUT>
 __global__ void __launch_bounds__(bwd_threads(DH), 1)
     flash_bwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
@@ -212,12 +204,10 @@ __global__ void __launch_bounds__(bwd_threads(DH), 1)
   float *sl = reinterpret_cast<float *>(sm + C::OFF_L),
         *sd = reinterpret_cast<float *>(sm + C::OFF_D);
 
-  /* Unit blockIdx.x (HF: y): chunk kc of walk kx, key block kx (uncut:
-   * kx). */
-  int b = HF ? blockIdx.x : blockIdx.y, kx = HF ? blockIdx.y : blockIdx.x, kc = 0,
-      slot = 0;
+  /* Unit blockIdx.x: chunk kc of walk kx, key block kx (uncut: kx). */
+  int b = blockIdx.y, kx = blockIdx.x, kc = 0, slot = 0;
   if constexpr (CUT) cut_unit(cut, bw, (int)blockIdx.x, &kx, &kc, &slot);
-  int k0 = CUT ? kx * BK : (HF ? blockIdx.y : blockIdx.x) * BK;   /* uncut: as before cuts */
+  int k0 = CUT ? kx * BK : blockIdx.x * BK;   /* uncut: as before cuts */
   int wg = threadIdx.x >> 7, x = threadIdx.x & 127, w = x >> 5,
       g = (x & 31) >> 2, t = x & 3;
   int wk0 = k0 + wg * 64;
@@ -554,17 +544,13 @@ int launch(engine *e, const void *q, const void *k, const void *v,
   flash_bwd_prep<T, DH><<<(unsigned)((npad + prep_rows - 1) / prep_rows), 256, 0, st>>>(
       (const T *)o, (const T *)dout, lse, l2, D, acc, bh, tq, tqp);
   CHECK_LAUNCH();
-  bool hf = cut.hf;   /* where planned, uncut */
-  auto kernel = cut.us > 0 ? flash_bwd_wg<T, DH, true, false>
-                : hf       ? flash_bwd_wg<T, DH, false, true>
-                           : flash_bwd_wg<T, DH, false, false>;
+  auto kernel = cut.us > 0 ? flash_bwd_wg<T, DH, true> : flash_bwd_wg<T, DH, false>;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   C::SMEM));
-  if ((hf ? cut.units : bh) > 65535)
-    FAIL(ERR_FAIL, "%s: %d key blocks, batch x heads %d (allowed: at most 65535 "
-         "%s, a grid dimension's limit)", op, cut.units, bh,
-         hf ? "key blocks" : "batch x heads");
-  dim3 grid = hf ? dim3(bh, cut.units) : dim3(cut.units, bh);
+  if (bh > 65535)
+    FAIL(ERR_FAIL, "%s: batch x heads %d (allowed: at most 65535, a grid "
+         "dimension's limit)", op, bh);
+  dim3 grid(cut.units, bh);
   kernel<<<grid, bwd_threads(DH), C::SMEM, st>>>(
       qm, km, vm, om, l2, D, acc, (T *)dk, (T *)dv, part, cut, bw, tq, tk, tqp,
       causal, scale, scale * FLASH_LOG2E);
@@ -594,11 +580,9 @@ int launch_dh(engine *e, const void *q, const void *k, const void *v,
 }  // namespace
 
 int cuda_flash_bwd_chunks(engine *e, int bh, int tq, int tk, int dh,
-                          int causal, int *heads_fastest) {
+                          int causal) {
   bwd_walks bw;
-  walk_cut p = bwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &bw);
-  *heads_fastest = p.hf;
-  return p.nc;
+  return bwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &bw).nc;
 }
 
 int cuda_flash_bwd_wgmma(engine *e, const void *q, const void *k,

@@ -86,18 +86,10 @@ template <int BK> struct bwd_walks_t {
  * blocks a head. The `whole` walks of one chunk (count(0) - count(1), the
  * shortest) write their results directly; the us = units - whole units
  * of the others write partials, to slots 0 .. us - 1 of their head.
- * Uncut: C = the longest walk, nc = 1, us = 0. hf: the launch's order,
- * heads fastest (blockIdx.x the head, the unit blockIdx.y) or not. */
+ * Uncut: C = the longest walk, nc = 1, us = 0. */
 struct walk_cut {
-  int n, C, nc, units, whole, us, hf;
+  int n, C, nc, units, whole, us;
 };
-
-/* The launch order a kernel takes (plan_cut's `order`): heads slowest
- * (a head's blocks one after another, sharing its K and V in L2), heads
- * fastest (every head's longest walk first), or chosen by the replay:
- * heads slowest, or heads fastest where no walk is cut and the replay
- * says it saves CUT_MARGIN percent. */
-enum walk_order { ORDER_HEADS_SLOWEST, ORDER_HEADS_FASTEST, ORDER_CHOOSE };
 
 /* Unit u's walk x and chunk c, and (for a cut walk) its partial slot. */
 template <class W>
@@ -310,7 +302,6 @@ inline walk_cut make_cut(const W &w, int n, int C) {
   for (int c = 0; c < p.nc; c++) p.units += w.count(c, C);
   p.whole = w.count(0, C) - w.count(1, C);
   p.us = p.units - p.whole;
-  p.hf = 0;
   return p;
 }
 
@@ -386,21 +377,32 @@ inline long long cut_traffic(const walk_cut &p, int bh, int sms,
   return (2LL * bh * p.us * partial_bytes + per - 1) / per;
 }
 
-/* plan_cut's replays in one launch order (heads_fastest), for few walks a
- * head: the cheapest of uncut and the cuts, its replayed time in
- * *t_best_out (tiles, the merge's charges included). No walk longer than
- * CUT_MIN_TILES: uncut, its replay in *t_best_out. */
+/* The cut to launch: uncut unless a cut balances the SMs better. The host
+ * replays the scheduler (cut_replay) uncut and cut into chunks of C =
+ * CUT_MIN_TILES x 2^i and C = max(CUT_MIN_TILES, the work over K times
+ * the SMs), K = 2, 4, 8, charging a cut two tiles more for the merge
+ * kernel's launch and tail and its partials' traffic (cut_traffic), and
+ * keeps the cheapest: a cut only where it saves 3% over none, a smaller
+ * chunk only where it saves CUT_MARGIN over the larger ones. With many
+ * walks a head (bh x n >= 8 x SMs) the scheduler balances them already:
+ * uncut, not replayed; nor is a cut whose cut_floor already misses the
+ * saving. The replays cost the host up to a few hundred us at long
+ * sequences, so launches plan once a shape (plan_cut_memo). force > 0
+ * (tests): chunks of force tiles wherever a walk is longer, unreplayed.
+ * partial_bytes: one cut unit's partials. */
 template <class W>
-inline walk_cut plan_cut_timed(const W &w, int n, int bh, int sms,
-                               bool heads_fastest, long long partial_bytes,
-                               long long *t_best_out) {
-  int longest = w.walk(0);
+inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
+                         bool heads_fastest, long long partial_bytes) {
+  int longest = n > 0 ? w.walk(0) : 0;
   walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
-  uncut.hf = heads_fastest;
-  if (longest <= CUT_MIN_TILES) {
-    *t_best_out = cut_replay(uncut, w, bh, sms, heads_fastest);
-    return uncut;
+  if (force > 0) {
+    if (force >= longest) return uncut;
+    walk_cut p = make_cut(w, n, force);
+    return p.nc > 1024 || p.units > 65535 ? uncut : p;
   }
+  if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms ||
+      longest <= CUT_MIN_TILES)
+    return uncut;
   long long work = 0;
   for (int x = 0; x < n; x++) work += w.walk(x);
   work *= bh;
@@ -419,7 +421,6 @@ inline walk_cut plan_cut_timed(const W &w, int n, int bh, int sms,
    * CUT_MARGIN % over the best larger one */
   for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
     walk_cut p = make_cut(w, n, *it);
-    p.hf = heads_fastest;
     if (p.nc > 1024 || p.units > 65535) continue;
     long long extra = 2 + cut_traffic(p, bh, sms, partial_bytes);
     long long floor = cut_floor(p, work, bh, sms) + extra;
@@ -431,95 +432,31 @@ inline walk_cut plan_cut_timed(const W &w, int n, int bh, int sms,
       t_best = t;
     }
   }
-  *t_best_out = t_best;
   return best;
 }
 
-/* The cut to launch: uncut unless a cut balances the SMs better. The host
- * replays the scheduler (cut_replay) uncut and cut into chunks of C =
- * CUT_MIN_TILES x 2^i and C = max(CUT_MIN_TILES, the work over K times
- * the SMs), K = 2, 4, 8, charging a cut two tiles more for the merge
- * kernel's launch and tail and its partials' traffic (cut_traffic), and
- * keeps the cheapest: a cut only where it saves 3% over none, a smaller
- * chunk only where it saves CUT_MARGIN over the larger ones. With many
- * walks a head (bh x n >= 8 x SMs) the scheduler balances them already:
- * uncut, not replayed; nor is a cut whose cut_floor already misses the
- * saving. The replays cost the host up to a few hundred us at long
- * sequences, so launches plan once a shape (plan_cut_memo). force > 0
- * (tests): chunks of force tiles wherever a walk is longer, unreplayed.
- * partial_bytes: one cut unit's partials.
- * order (walk_order): ORDER_CHOOSE replays the uncut walks heads fastest
- * too, and takes that where it saves CUT_MARGIN over the best plan so
- * far. Many heads of few walks (a model's attention: 128 heads of 8
- * walks at context 512) are where it does: head by head, a head's short
- * walks fill SMs that the next heads' long ones then wait for; heads
- * fastest starts every head's longest walk first. Where the SMs hold
- * many walks a head (not replayed) heads slowest stays, as measured
- * faster there (NOTES.md, launch order). */
-template <class W>
-inline walk_cut plan_cut(const W &w, int n, int bh, int sms, int force,
-                         walk_order order, long long partial_bytes) {
-  bool heads_fastest = order == ORDER_HEADS_FASTEST;
-  int longest = n > 0 ? w.walk(0) : 0;
-  walk_cut uncut = make_cut(w, n, longest > 0 ? longest : 1);
-  uncut.hf = heads_fastest;
-  if (force > 0) {
-    if (force >= longest) return uncut;
-    walk_cut p = make_cut(w, n, force);
-    p.hf = heads_fastest;
-    return p.nc > 1024 || p.units > 65535 ? uncut : p;
-  }
-  if (n <= 0 || sms < 1 || (long long)bh * n >= 8LL * sms)
-    return uncut;
-  long long t = 0;
-  if (order != ORDER_CHOOSE)
-    return longest <= CUT_MIN_TILES
-               ? uncut
-               : plan_cut_timed(w, n, bh, sms, heads_fastest, partial_bytes, &t);
-  /* the best plan heads slowest, then the uncut walks heads fastest (the
-   * grid's y extent, n, within its limit) */
-  walk_cut p = plan_cut_timed(w, n, bh, sms, false, partial_bytes, &t);
-  if (n <= 65535 && cut_replay(uncut, w, bh, sms, true) * 100 < t * (100 - CUT_MARGIN)) {
-    uncut.hf = 1;
-    return uncut;
-  }
-  return p;
-}
-
-
-/* A memo key: the caller's sizes, then sms, force and order (one int),
- * and partial_bytes. */
+/* A memo key: the caller's sizes, then sms, force and partial_bytes. */
 inline void cut_memo_key(const int key[CUT_MEMO_KEY - 3], int sms, int force,
-                         walk_order order, long long partial_bytes,
-                         int k[CUT_MEMO_KEY]) {
+                         long long partial_bytes, int k[CUT_MEMO_KEY]) {
   for (int i = 0; i < CUT_MEMO_KEY - 3; i++) k[i] = key[i];
   k[CUT_MEMO_KEY - 3] = sms;
-  k[CUT_MEMO_KEY - 2] = force * 4 + (int)order;
+  k[CUT_MEMO_KEY - 2] = force;
   k[CUT_MEMO_KEY - 1] = (int)partial_bytes;
 }
-/* The entry kept under k, or NULL when none is. */
-inline const cut_memo_entry *cut_memo_find(const cut_memo *m,
-                                           const int k[CUT_MEMO_KEY]) {
+/* The chunk size kept under k, or 0 when none is. */
+inline int cut_memo_find(const cut_memo *m, const int k[CUT_MEMO_KEY]) {
   for (int e = 0; e < CUT_MEMO_ENTRIES; e++) {
     const cut_memo_entry &x = m->e[e];
-    if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return &x;
+    if (x.C > 0 && std::equal(k, k + CUT_MEMO_KEY, x.key)) return x.C;
   }
-  return NULL;
+  return 0;
 }
-/* Keeps plan p under k in place of the oldest entry. */
-inline void cut_memo_put(cut_memo *m, const int k[CUT_MEMO_KEY], const walk_cut &p) {
+/* Keeps C under k in place of the oldest entry. */
+inline void cut_memo_put(cut_memo *m, const int k[CUT_MEMO_KEY], int C) {
   cut_memo_entry &x = m->e[m->next];
   m->next = (m->next + 1) % CUT_MEMO_ENTRIES;
   std::copy(k, k + CUT_MEMO_KEY, x.key);
-  x.C = p.C;
-  x.hf = p.hf;
-}
-/* The plan an entry keeps. */
-template <class W>
-inline walk_cut cut_memo_plan(const cut_memo_entry *x, const W &w, int n) {
-  walk_cut p = make_cut(w, n, x->C);
-  p.hf = x->hf;
-  return p;
+  x.C = C;
 }
 
 /* plan_cut once a launch shape: key names the shape (the caller's sizes;
@@ -529,12 +466,12 @@ inline walk_cut cut_memo_plan(const cut_memo_entry *x, const W &w, int n) {
 template <class W>
 inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
                               const W &w, int n, int bh, int sms, int force,
-                              walk_order order, long long partial_bytes) {
+                              bool heads_fastest, long long partial_bytes) {
   int k[CUT_MEMO_KEY];
-  cut_memo_key(key, sms, force, order, partial_bytes, k);
-  if (const cut_memo_entry *x = cut_memo_find(m, k)) return cut_memo_plan(x, w, n);
-  walk_cut p = plan_cut(w, n, bh, sms, force, order, partial_bytes);
-  cut_memo_put(m, k, p);
+  cut_memo_key(key, sms, force, partial_bytes, k);
+  if (int C = cut_memo_find(m, k)) return make_cut(w, n, C);
+  walk_cut p = plan_cut(w, n, bh, sms, force, heads_fastest, partial_bytes);
+  cut_memo_put(m, k, p.C);
   return p;
 }
 
@@ -545,14 +482,6 @@ inline walk_cut plan_cut_memo(cut_memo *m, const int key[CUT_MEMO_KEY - 3],
 template <typename T, bool X3>
 constexpr int mma_cut_key(int kernel) {
   return 4 * kernel + (sizeof(T) == 4 ? 2 + X3 : std::is_same<T, __nv_bfloat16>::value);
-}
-
-/* The order a kernel that may choose its launch order plans with:
- * ORDER_CHOOSE, unless a test forces one (flash_order_force). */
-inline walk_order flash_order(const cuda_engine *ce) {
-  return ce->flash_order_force == 1   ? ORDER_HEADS_SLOWEST
-         : ce->flash_order_force == 2 ? ORDER_HEADS_FASTEST
-                                      : ORDER_CHOOSE;
 }
 
 /* plan_cut_memo for a kernel that holds several blocks an SM (the
@@ -567,9 +496,9 @@ inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
                            int bh, long long partial_bytes, walk_cut *cut) {
   cuda_engine *ce = cuda_impl(e);
   int k[CUT_MEMO_KEY];
-  cut_memo_key(key, ce->sms, ce->flash_cut_force, ORDER_HEADS_SLOWEST, partial_bytes, k);
-  if (const cut_memo_entry *x = cut_memo_find(&ce->cuts, k)) {
-    *cut = cut_memo_plan(x, w, n);
+  cut_memo_key(key, ce->sms, ce->flash_cut_force, partial_bytes, k);
+  if (int C = cut_memo_find(&ce->cuts, k)) {
+    *cut = make_cut(w, n, C);
     return 0;
   }
   int per_sm = 0;
@@ -578,8 +507,8 @@ inline int plan_cut_blocks(engine *e, K kernel, int threads, size_t smem,
   CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
                                                            smem));
   *cut = plan_cut(w, n, bh, ce->sms * (per_sm > 0 ? per_sm : 1), ce->flash_cut_force,
-                  ORDER_HEADS_SLOWEST, partial_bytes);
-  cut_memo_put(&ce->cuts, k, *cut);
+                  false, partial_bytes);
+  cut_memo_put(&ce->cuts, k, cut->C);
   return 0;
 }
 #endif

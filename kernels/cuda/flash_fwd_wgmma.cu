@@ -40,8 +40,7 @@ using fwd_walks = fwd_walks_t<BK>;   /* flash_cut.cuh */
  * shape, forward 1.33 ms against 1.43 with two); at Dh 80 / 128 three
  * would need more than the 162 registers a thread they could have. */
 constexpr int fwd_warpgroups(int dh) { return dh == 64 ? 3 : 2; }
-/* At Dh 64 heads vary fastest in the grid (blockIdx.x the head); at Dh
- * 80 / 128 the planner chooses (flash_cut.cuh, ORDER_CHOOSE). */
+/* At Dh 64 heads vary fastest in the grid (blockIdx.x the head). */
 __host__ __device__ constexpr bool fwd_heads_fastest(int dh) { return dh == 64; }
 /* At Dh 64 the row sums come from the tensor cores: P V runs as m64n72
  * with B's columns 64..71 read from a block of ones, so O's accumulator
@@ -60,21 +59,15 @@ walk_cut fwd_plan(cuda_engine *ce, int bh, int tq, int tk, int dh,
   *fw = {(tq + BQ - 1) / BQ, BQ, tk, causal};
   const int key[] = {0, bh, tq, tk, dh * 2 + !!causal};
   /* a cut unit's partials: BQ rows of O and one of the log-sum-exp, fp32 */
-  walk_cut p = plan_cut_memo(&ce->cuts, key, *fw, fw->nq, bh, ce->sms,
-                             ce->flash_cut_force,
-                             fwd_heads_fastest(dh) ? ORDER_HEADS_FASTEST : flash_order(ce),
-                             (long long)BQ * (dh + 1) * 4);
-  /* Dh 80 / 128 have no cut instance heads fastest (a test may force
-   * that order) */
-  p.hf = fwd_heads_fastest(dh) || (p.hf && p.us == 0);
-  return p;
+  return plan_cut_memo(&ce->cuts, key, *fw, fw->nq, bh, ce->sms,
+                       ce->flash_cut_force, fwd_heads_fastest(dh),
+                       (long long)BQ * (dh + 1) * 4);
 }
 
 /* CUT: compiled for a cut launch (cut.us > 0); the uncut instance folds
  * the chunk arithmetic and the partial stores away, so an uncut shape
- * runs the code it ran before cuts existed. HF: heads fastest in the grid
- * (cut.hf; at Dh 80 / 128 uncut only). */
-template <typename T, int DH, int NWG, bool CUT, bool HF>
+ * runs the code it ran before cuts existed. */
+template <typename T, int DH, int NWG, bool CUT>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     flash_fwd_wg(const __grid_constant__ CUtensorMap qmap,
                  const __grid_constant__ CUtensorMap kmap,
@@ -120,8 +113,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   /* Query tiles go last (most causal work) first. At Dh 64 heads vary
    * fastest, so blocks start in falling order of work across every head;
    * at Dh 80 / 128 head by head, whose blocks share K and V in L2, which
-   * measured faster there (NOTES.md, launch order; so did the backward),
-   * unless the replay finds the SMs idling behind a head's short walks. */
+   * measured faster there (NOTES.md, launch order; so did the backward). */
+  constexpr bool HF = fwd_heads_fastest(DH);
   int b = HF ? blockIdx.x : blockIdx.y;
   /* Unit u: chunk kc of walk x, query tile nq - 1 - x (uncut: u = x, and
    * the grid's extent is nq). The uncut instance computes q0 and the walk
@@ -382,6 +375,7 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
              float *lse, int bh, int tq, int tk, int causal, float sl2,
              dtype dt) {
   constexpr int BQ = 64 * NWG;
+  constexpr bool HF = fwd_heads_fastest(DH);
   CUtensorMap qm, km, vm;
   TRY(wg_tensor_map(&qm, q, dt, bh, tq, DH, BQ, "k_attention_fwd"));
   TRY(wg_tensor_map(&km, k, dt, bh, tk, DH, BK, "k_attention_fwd"));
@@ -391,16 +385,7 @@ int launch_n(engine *e, const void *q, const void *k, const void *v, void *o,
   cuda_engine *ce = cuda_impl(e);
   fwd_walks fw;
   walk_cut cut = fwd_plan(ce, bh, tq, tk, DH, causal, &fw);
-  bool HF = cut.hf;   /* Dh 64 always; Dh 80 / 128 where planned, uncut */
-  auto kernel = [&] {   /* only the instances that can run */
-    if constexpr (fwd_heads_fastest(DH))
-      return cut.us > 0 ? flash_fwd_wg<T, DH, NWG, true, true>
-                        : flash_fwd_wg<T, DH, NWG, false, true>;
-    else
-      return cut.us > 0 ? flash_fwd_wg<T, DH, NWG, true, false>
-             : HF       ? flash_fwd_wg<T, DH, NWG, false, true>
-                        : flash_fwd_wg<T, DH, NWG, false, false>;
-  }();
+  auto kernel = cut.us > 0 ? flash_fwd_wg<T, DH, NWG, true> : flash_fwd_wg<T, DH, NWG, false>;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
   if ((HF ? cut.units : bh) > 65535)
@@ -427,11 +412,9 @@ int launch(engine *e, const void *q, const void *k, const void *v, void *o,
 }  // namespace
 
 int cuda_flash_fwd_chunks(engine *e, int bh, int tq, int tk, int dh,
-                          int causal, int *heads_fastest) {
+                          int causal) {
   fwd_walks fw;
-  walk_cut p = fwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &fw);
-  *heads_fastest = p.hf;
-  return p.nc;
+  return fwd_plan(cuda_impl(e), bh, tq, tk, dh, causal, &fw).nc;
 }
 
 int cuda_flash_fwd_wgmma(engine *e, const void *q, const void *k,
