@@ -35,6 +35,7 @@ reports/anchors/torch_allreduce.py came from this script's all-reduce-only
 predecessor, which timed all_reduce the same way.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -173,9 +174,11 @@ def main() -> None:
             ap.error(f"--ops: unknown operation {op!r} (allowed: {', '.join(OPS)})")
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    dist.init_process_group("nccl")
+    # one GPU a rank, as ours: torchrun's local rank picks it
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, n = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(rank % torch.cuda.device_count())
     machine = f"{torch.cuda.device_count()}x {torch.cuda.get_device_name(0)}"
     out = AnchorCSV(args.out, COLUMNS) if rank == 0 else None
     for op in ops:
