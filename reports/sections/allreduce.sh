@@ -103,9 +103,10 @@ most_ranks_machine() {
 }
 
 "$CSVTOOL" check "$anchor_csv" > /dev/null
-# PyTorch's all-reduce rows (the other operations' are read at the end).
+# PyTorch's all-reduce rows between two ranks or more (the other
+# operations' are read at the end).
 torch_csv="$REPORT_TMP/allreduce_torch.csv"
-tool select "$anchor_csv" --where op=all_reduce --where status=ok > "$torch_csv"
+tool select "$anchor_csv" --where op=all_reduce --where status=ok --where 'world_size!=1' > "$torch_csv"
 
 nok=$(count --where status=ok)
 nbad=$(count --where status!=ok)
@@ -314,8 +315,14 @@ fi
 
 # ---- next to PyTorch --------------------------------------------------------
 
-tmach=$(tool value "$torch_csv" --col machine --sort -utc --agg first)
-tver=$(tool value "$torch_csv" --col torch --sort -utc --agg first)
+# The machine: our NCCL rows' of the most rank counts where PyTorch ran
+# too, else PyTorch's latest.
+tmach=$(most_ranks_machine nccl)
+tmach=${tmach#*:}
+if [ -z "$tmach" ] || [ "$(tool count "$torch_csv" --where machine="$tmach")" -eq 0 ]; then
+  tmach=$(tool value "$torch_csv" --col machine --sort -utc --agg first)
+fi
+tver=$(tool value "$torch_csv" --col torch --where machine="$tmach" --sort -utc --agg first)
 tsizes=$(tool distinct "$torch_csv" --cols size_mib --where machine="$tmach" --sort size_mib)
 tranks=$(tool distinct "$torch_csv" --cols world_size --where machine="$tmach" --sort world_size)
 # PyTorch's latest median, and ours, on that machine.
