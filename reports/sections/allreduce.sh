@@ -404,13 +404,9 @@ echo
 if has_rows "$coll"; then
   cbig=$(tool value "$coll" --col size_mib --where status=ok --agg max)
   cmach=$(tool distinct "$coll" --cols machine --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
-  echo "experiments/collectives.cfg times every operation of the collective layer"
-  echo "the same way (the collective kind: nccl-tests' sizes and bus bandwidths,"
-  echo "every rank's output checked exactly after timing), at $(size_label "$cbig") a rank${cmach:+ ($cmach)},"
-  echo "next to torch.distributed's same operation on the same machine"
-  echo "(reports/anchors/torch_collectives.py: all_reduce, all_gather_into_tensor,"
-  echo "reduce_scatter_tensor, broadcast, all_to_all_single; timed as ours). The"
-  echo "latest row where a configuration was measured more than once; ms, GB/s:"
+  echo "experiments/collectives.cfg (the collective kind: nccl-tests' sizes and"
+  echo "bus bandwidths, outputs checked after timing) at $(size_label "$cbig") a rank${cmach:+ ($cmach)},"
+  echo "beside torch.distributed on the same machine (torch_collectives.py); ms, GB/s:"
   echo
   echo "| backend | operation | ranks | median | algbw | busbw | PyTorch median | PyTorch busbw | ours / PyTorch |"
   echo "|---|---|--:|--:|--:|--:|--:|--:|--:|"
@@ -442,21 +438,16 @@ if has_rows "$coll"; then
   if [ "$ccmp" -gt 0 ]; then
     rlo=$(printf '%s' "$cratios" | sort -n | head -n 1)
     rhi=$(printf '%s' "$cratios" | sort -n | tail -n 1)
-    echo "Ours takes longer than PyTorch's at $cslow of the $ccmp operations and rank"
-    echo "counts both measured; our median is $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times PyTorch's."
-    echo "Both hand the work to the same NCCL kernels: what differs is the call"
-    echo "around them (ours from C, PyTorch's through Python and its stream)."
+    echo "Ours is slower at $cslow of $ccmp pairs, at $(calc %.2f "$rlo") to $(calc %.2f "$rhi") times"
+    echo "PyTorch's median: both run NCCL's kernels."
   else
-    echo "torch_collectives.py has no rows yet on ${cmach:-this machine}: run it there"
-    echo "(torchrun --nproc_per_node=N) to put PyTorch beside these."
+    echo "PyTorch is not yet measured there."
     todo "collectives_torch.csv on the machine of collectives.csv (\`torchrun --nproc_per_node=N reports/anchors/torch_collectives.py\`)"
   fi
   echo
 else
-  echo "experiments/collectives.cfg times the collective layer's other operations"
-  echo "(all-gather, reduce-scatter, broadcast, all-to-all) the same way: the"
-  echo "collective kind, with nccl-tests' sizes and bus bandwidths. Its NCCL sweep"
-  echo "awaits a machine of 2 or more GPUs."
+  echo "experiments/collectives.cfg times all-gather, reduce-scatter, broadcast"
+  echo "and all-to-all the same way; its NCCL sweep awaits 2 or more GPUs."
   echo
   todo "collectives.csv on 2 or more GPUs (\`./runner experiments/collectives.cfg\`)"
 fi
