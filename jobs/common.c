@@ -34,6 +34,18 @@ int path_error(const char *fusion, const char *attention, char *err,
   return 1;
 }
 
+int flash_dhead_error(bool gpu, const char *attention, const model_config *c,
+                      char *err, size_t n) {
+  int d = c->d_model / c->heads;
+  if (!gpu || strcmp(attention, "flash") != 0 || attn_flash_gpu_dhead(d))
+    return 0;
+  char dhs[32];
+  snprintf(err, n, "attention = \"flash\" on the GPU with d_head = d_model / "
+           "heads = %d (allowed: materialized; flash for head dims %s)", d,
+           attn_flash_gpu_dheads_text(dhs));
+  return 1;
+}
+
 int ckpt_keep_attention_error(bool keep, int checkpoint_layers,
                               const char *attention, char *err, size_t n) {
   if (!keep || (checkpoint_layers > 0 && strcmp(attention, "flash") == 0))

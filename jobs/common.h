@@ -87,6 +87,11 @@ static const char *const path_fusions[] = {"opbyop", "fused", NULL};
 static const char *const path_attentions[] = {"materialized", "flash", NULL};
 int path_error(const char *fusion, const char *attention, char *err,
                size_t n);
+/* The check that flash attention on the GPU (gpu true) takes model c's
+ * head dim (kernels.h, ATTN_FLASH_GPU_DHEADS; the CPU's takes any): 0, or
+ * 1 with what is wrong in err. */
+int flash_dhead_error(bool gpu, const char *attention, const model_config *c,
+                      char *err, size_t n);
 
 /* The row of kinds with activation checkpointing (checkpoint_layers),
  * filling st's `checkpoint_keep_attention` (model_options.ckpt_keep_attn),

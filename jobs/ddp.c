@@ -154,7 +154,8 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(ddp_settings, model.size);
   if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
     return BLAME(ddp_settings, precision);
-  if (path_error(s->fusion, s->attention, err, n))
+  if (path_error(s->fusion, s->attention, err, n) ||
+      flash_dhead_error(strcmp(s->backend, "nccl") == 0, s->attention, &c, err, n))
     return BLAME(ddp_settings, attention);
   ddp_strategy st;
   ddp_optimizer o;

@@ -119,6 +119,8 @@ static int validate(const void *settings, char *err, size_t n) {
     return BLAME(fsdp_settings, model.size);
   if (cpu_precision_error(s->backend, s->precision, "mpi", "nccl", err, n))
     return BLAME(fsdp_settings, precision);
+  if (flash_dhead_error(strcmp(s->backend, "nccl") == 0, s->attention, &c, err, n))
+    return BLAME(fsdp_settings, attention);
   if (ckpt_keep_attention_error(s->checkpoint_keep_attention,
                                 s->checkpoint_layers, s->attention, err, n))
     return BLAME(fsdp_settings, checkpoint_keep_attention);

@@ -198,7 +198,8 @@ static int validate(const void *settings, char *err, size_t n) {
   }
   if (cpu_precision_error(s->backend, s->precision, "cpu", "cuda", err, n))
     return BLAME(lm_settings, precision);
-  if (path_error(s->fusion, s->attention, err, n))
+  if (path_error(s->fusion, s->attention, err, n) ||
+      flash_dhead_error(strcmp(s->backend, "cuda") == 0, s->attention, &c, err, n))
     return BLAME(lm_settings, attention);
   if (in_backward(s)) {
     if (strcmp(s->mode, "train_step") != 0) {
