@@ -291,8 +291,9 @@ typedef enum { ATTN_MATERIALIZED, ATTN_FLASH } attn_impl;
 /* "materialized" | "flash"; -1 for anything else. */
 int attn_impl_parse(const char *s, attn_impl *out);
 /* The head dims the GPU's flash kernels are built for, X(D) once each:
- * flash_common.cuh instantiates a kernel per D, the attention job refuses
- * the others before it starts (80: the 2.7B model's 2560 / 32 heads). */
+ * flash_common.cuh instantiates a kernel per D, and the job kinds refuse
+ * other head dims for flash on the GPU before any job starts (jobs/
+ * attention.c, jobs/common.c). 80: the 2.7B model's 2560 / 32 heads. */
 #define ATTN_FLASH_GPU_DHEADS(X) X(16) X(32) X(64) X(80) X(128)
 static inline int attn_flash_gpu_dhead(int d) {
 #define ATTN_DHEAD_IS(D) d == D ||
