@@ -37,7 +37,7 @@ anchor=.devres/collectives_torch.csv
 [ -f "$anchor" ] || cp reports/anchors/collectives_torch.csv "$anchor"
 for w in ${cws//,/ }; do
   (cd reports/anchors && timeout -s INT -k 15 300 \
-     torchrun --standalone --nproc_per_node="$w" torch_collectives.py "../../$anchor") \
+     torchrun --standalone --nproc_per_node="$w" torch_collectives.py --resume "../../$anchor") \
     > ".devres/logs/torch_collectives.$w.log" 2>&1
   echo "torch_collectives ws $w: rc $?, $(($(wc -l < "$anchor") - 1)) rows"
 done

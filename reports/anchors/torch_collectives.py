@@ -27,7 +27,7 @@ Run with NVLink SHARP off, as our rows are measured (the shared machines
 do not allow it):
     NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=N \
         reports/anchors/torch_collectives.py OUT.csv \
-        [--ops all_reduce,all_gather,...] [--sizes 1,10,100,1024]
+        [--ops all_reduce,all_gather,...] [--sizes 1,10,100,1024] [--resume]
 Rank 0 appends one row per operation and size (anchor_csv.py): source,
 machine, op, world_size, size_mib, bytes, status, time_ms_median,
 algbw_gbps, busbw_gbps, torch, utc. Rows whose source is
@@ -167,6 +167,9 @@ def main() -> None:
                     help="operations, comma-separated (default: all)")
     ap.add_argument("--sizes", default="1,10,100,1024",
                     help="a rank's larger buffer in MiB, comma-separated")
+    ap.add_argument("--resume", action="store_true",
+                    help="skip what OUT already answers on this machine at "
+                         "this world size (anchor_csv.py)")
     args = ap.parse_args()
     ops = args.ops.split(",")
     for op in ops:
@@ -183,6 +186,12 @@ def main() -> None:
     out = AnchorCSV(args.out, COLUMNS) if rank == 0 else None
     for op in ops:
         for mib in sizes:
+            # rank 0 reads the file; every rank skips what it answers
+            skip = torch.tensor([int(bool(out and args.resume and out.answers(
+                machine=machine, op=op, world_size=n, size_mib=mib)))], device="cuda")
+            dist.broadcast(skip, src=0)
+            if skip.item():
+                continue
             status, nbytes, t = measure(op, mib, rank, n)
             if out:
                 algbw = nbytes / t / 1e9 if t else None
