@@ -515,7 +515,7 @@ static int read_root(loader *L, const config_setting_t *root) {
       rc = read_group(L, s, name);
     if (rc != 0) return -1;
   }
-  return check_complete(L);
+  return 0;
 }
 
 /* ---- libconfig ---------------------------------------------------------- */
@@ -860,18 +860,22 @@ static int load(loader *L, const char *path, char *const *sets, int nsets,
     config_init(&cfg);
     rc = parse(L, &cfg, dir);
     if (rc == 0) rc = read_root(L, config_root_setting(&cfg));
+    if (rc == 0) {
+      L->set_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->set_arg);
+      L->only_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->only_arg);
+      if (!L->set_arg || !L->only_arg) {
+        snprintf(L->err, L->errlen, "%s: out of host memory", path);
+        rc = -1;
+      }
+    }
+    /* --set before the defaults: it may give a setting the file leaves
+     * out, one without a default too. check_complete still reads the
+     * kind line from cfg, so cfg lives until then. */
+    for (int s = 0; rc == 0 && s < nsets; s++) rc = apply_set(L, sets[s]);
+    if (rc == 0) rc = check_complete(L);
     config_destroy(&cfg);  /* every string we keep has been copied */
   }
   free(tmp);
-  if (rc == 0) {
-    L->set_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->set_arg);
-    L->only_arg = calloc((size_t)L->e->kind->nparams, sizeof *L->only_arg);
-    if (!L->set_arg || !L->only_arg) {
-      snprintf(L->err, L->errlen, "%s: out of host memory", path);
-      rc = -1;
-    }
-  }
-  for (int s = 0; rc == 0 && s < nsets; s++) rc = apply_set(L, sets[s]);
   for (int s = 0; rc == 0 && s < nonlys; s++) rc = apply_only(L, onlys[s]);
   if (rc == 0) rc = check_size(L);
   if (rc == 0) rc = check_jobs(L);

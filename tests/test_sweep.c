@@ -525,7 +525,8 @@ static void fill_and_blame(void) {
 }
 
 /* Settings left out take their kind's defaults, recorded as defaulted in
- * the JSON; a --set on one makes it given. */
+ * the JSON; a --set on one makes it given, as it gives one without a
+ * default. */
 static void defaults(void) {
   experiment *e = load("selftest_defaults.cfg", NULL, 0, NULL, 0);
   if (!e) return;
@@ -567,6 +568,20 @@ static void defaults(void) {
     check_text(e, 0, "sleep_s", "2");
     check(!param(e, "sleep_s")->defaulted, "--set on a defaulted setting "
           "makes it given");
+    experiment_free(e);
+  }
+
+  /* --set gives a setting the file leaves out, one without a default
+   * too: the bad golden 08's experiment lacks only size_mib. */
+  char *size[] = {"allreduce.size_mib=4"};
+  e = load("../bad/08-missing-param.cfg", size, 1, NULL, 0);
+  if (e) {
+    check_njobs(e, 1, " with --set size_mib on 08-missing-param.cfg");
+    check_text(e, 0, "size_mib", "4");
+    const setting *m = param(e, "size_mib");
+    check(m && !m->defaulted && strcmp(m->file, "command line") == 0,
+          "a setting only --set gives comes from the command line (got %s)",
+          m ? m->file : "?");
     experiment_free(e);
   }
 
