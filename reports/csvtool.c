@@ -6,6 +6,7 @@
  *   csvtool table    FILE --cols a,b [--head "A,B"] [--where ...] [--sort ...]
  *                         [--fmt col=FMT ...]
  *   csvtool select   FILE [--cols a,b] [--where ...] [--sort ...] [--fmt ...]
+ *                         [--sep S]
  *   csvtool distinct FILE --cols a,b [--where ...] [--sort ...] [--sep S]
  *   csvtool value    FILE --col c [--where ...] [--sort ...]
  *                         [--agg first|min|max] [--fmt FMT] [--default TEXT]
@@ -15,6 +16,12 @@
  * appends, so a job measured again (a skipped or failed job rerun) leaves
  * its older rows behind, and --latest with the job's settings sees its
  * outcome now.
+ * --first-of a,b (count, table, select, distinct): after --where and
+ * --sort, only the first row of each a,b: with --sort -utc, each group's
+ * newest, what `value --sort -utc --agg first` gives for one group, for
+ * every group in one call.
+ * select --sep S: no header, each row's cells joined by S, unquoted (for
+ * a shell's `read`); a cell holding S or a line break is an error.
  * --where col=value or col!=value (repeatable; all must hold); value may
  * list alternatives, a|b: col=a|b holds for either, col!=a|b for neither
  * (no cell of ours holds a '|'). Values that both read as numbers compare
@@ -70,13 +77,16 @@ static void usage(const char *fmt, ...) {
           "       csvtool table FILE --cols A,B [--head \"H1,H2\"] [--where ...]"
           " [--sort A,-B] [--fmt C=FMT ...]\n"
           "       csvtool select FILE [--cols A,B] [--where ...] [--sort ...]"
-          " [--fmt ...]\n"
+          " [--fmt ...] [--sep S]\n"
           "       csvtool distinct FILE --cols A,B [--where ...] [--sort ...]"
           " [--sep S]\n"
           "       csvtool value FILE --col C [--where ...] [--sort ...]"
           " [--agg first|min|max] [--fmt FMT] [--default TEXT]\n"
           "       (every subcommand but check: [--latest A,B], only the last"
-          " row of each A,B)\n");
+          " row of each A,B;\n"
+          "        count, table, select, distinct: [--first-of A,B], after"
+          " --where and --sort\n"
+          "        only the first row of each A,B)\n");
   exit(EXIT_USAGE);
 }
 
@@ -151,7 +161,7 @@ typedef struct where { int col, negate; const char *value; } where;
 typedef struct sortkey { int col, desc; } sortkey;
 
 typedef struct opts {
-  const char *cols, *head, *sort, *agg, *sep, *def, *col, *latest;
+  const char *cols, *head, *sort, *agg, *sep, *def, *col, *latest, *first;
   const char **fmt;   /* "col=FMT" (or a bare FMT for value) */
   int nfmt;
   const char **where;
@@ -332,7 +342,7 @@ static int superseded(const csv_table *t, size_t i, const int *lc, int nl) {
 }
 
 /* Indices of the rows that pass --latest and every --where, in --sort
- * order. */
+ * order, only the first of each --first-of group. */
 static size_t *pick_rows(const csv_table *t, const opts *o, size_t *n) {
   where *w = parse_where(t, o);
   int nkeys, nl = 0;
@@ -350,6 +360,22 @@ static size_t *pick_rows(const csv_table *t, const opts *o, size_t *n) {
   sort_keys = keys;
   sort_nkeys = nkeys;
   if (nkeys) qsort(idx, *n, sizeof *idx, cmp_rows);
+  if (o->first) {
+    int nf;
+    int *fc = columns(t, o->first, &nf);
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+      int seen = 0;
+      for (size_t u = 0; u < kept && !seen; u++) {
+        seen = 1;
+        for (int k = 0; k < nf && seen; k++)
+          seen = cells_equal(t->rows[idx[i]][fc[k]], t->rows[idx[u]][fc[k]]);
+      }
+      if (!seen) idx[kept++] = idx[i];
+    }
+    *n = kept;
+    free(fc);
+  }
   free(w);
   free(keys);
   free(lc);
@@ -440,7 +466,24 @@ static void cmd_select(const csv_table *t, const opts *o) {
   const char **fmt = parse_fmt(t, o, NULL);
   size_t nr;
   size_t *rows = pick_rows(t, o, &nr);
+  if (o->sep && !*o->sep) usage("--sep needs a separator");
   const char **f = xmalloc((size_t)n * sizeof *f);
+  if (o->sep) {
+    for (size_t i = 0; i < nr; i++)
+      for (int k = 0; k < n; k++) {
+        const char *cell = shown(t->rows[rows[i]][c[k]], fmt[c[k]]);
+        if (strstr(cell, o->sep) || strpbrk(cell, "\r\n"))
+          die(EXIT_DATA, "%s: a %s cell holds the separator \"%s\" or a line "
+              "break (\"%s\"): choose another --sep", file_path,
+              t->header[c[k]], o->sep, cell);
+        printf("%s%s", cell, k + 1 < n ? o->sep : "\n");
+      }
+    free(f);
+    free(rows);
+    free(fmt);
+    free(c);
+    return;
+  }
   for (int k = 0; k < n; k++) f[k] = t->header[c[k]];
   put_row(f, n);
   for (size_t i = 0; i < nr; i++) {
@@ -548,8 +591,8 @@ int main(int argc, char **argv) {
   static const char *const cmds[] = {"check", "count", "table", "select",
                                      "distinct", "value", NULL};
   /* Which options each subcommand takes (by the letter after "--"). */
-  static const char *const allowed[] = {"", "wk", "chwsfk", "cwsfk",
-                                        "cwspk", "lwsafdk"};
+  static const char *const allowed[] = {"", "wkg", "chwsfkg", "cwsfpkg",
+                                        "cwspkg", "lwsafdk"};
   int which = -1;
   for (int i = 0; cmds[i]; i++)
     if (strcmp(cmd, cmds[i]) == 0) which = i;
@@ -562,7 +605,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; char key; } names[] = {
         {"--cols", 'c'}, {"--head", 'h'}, {"--where", 'w'}, {"--sort", 's'},
         {"--fmt", 'f'},  {"--sep", 'p'},  {"--col", 'l'},   {"--agg", 'a'},
-        {"--default", 'd'}, {"--latest", 'k'}};
+        {"--default", 'd'}, {"--latest", 'k'}, {"--first-of", 'g'}};
     char key = 0;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (strcmp(argv[i], names[k].name) == 0) key = names[k].key;
@@ -581,6 +624,7 @@ int main(int argc, char **argv) {
       case 'a': o.agg = v; break;
       case 'd': o.def = v; break;
       case 'k': o.latest = v; break;
+      case 'g': o.first = v; break;
     }
   }
 

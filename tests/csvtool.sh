@@ -2,7 +2,8 @@
 # csvtool, the report scripts' only reader of result CSVs: numeric
 # --where (1 matches 1.0) and its alternatives (a|b), quoted cells with commas, --latest keeping the
 # last row of a job measured again (a skipped job rerun), select's
-# filtered copy of a whole file, value's
+# filtered copy of a whole file and its --sep rows, --first-of keeping
+# each group's first row in --sort order, value's
 # aggregates, format and default, table's headers, alignment, order and
 # formats, distinct's separator, and its two exit statuses (1 for a data
 # problem such as a missing column, 2 for a usage mistake). Under the
@@ -41,6 +42,15 @@ check "value --agg max, and --sort -ms --agg first: the slowest row's size" \
 check "value --fmt, distinct --sep with a numeric --sort" \
   [ "$("$ct" value "$f" --col ms --where status=ok --fmt %.2f) $("$ct" distinct "$f" --cols size,status --sep : --sort size | tr '\n' ' ')" = \
     "4.00 1.0:skipped 1:ok 2:failed 3:skipped " ]
+check "--first-of size after --sort -ms: each size's slowest row, numbers equal as numbers (1 and 1.0)" \
+  [ "$("$ct" select "$f" --cols size,ms --sort -ms --first-of size | tr '\n' ' ')" = "size,ms 3,9 2,7 1.0,5 " ]
+check "--first-of after --where: count of sizes among the rows not skipped" \
+  [ "$("$ct" count "$f" --where status!=skipped --first-of size)" = 2 ]
+check "select --sep: no header, cells joined, --fmt applied" \
+  [ "$("$ct" select "$f" --cols size,ms --where status!=skipped --sep '|' --fmt ms=%.1f | tr '\n' ' ')" = "2|7.0 1|4.0 " ]
+"$ct" select "$f" --cols message --where status=skipped --sep , > /dev/null 2> "$scratch/e3"
+check "select --sep: a cell holding the separator is an error (exit 1)" \
+  sh -c "[ $? -eq 1 ] && grep -q 'holds the separator' '$scratch/e3'"
 "$ct" count "$f" --where nosuch=1 > /dev/null 2> "$scratch/e1"
 check "a missing column: exit 1, naming it" sh -c "[ $? -eq 1 ] && grep -q 'no column \"nosuch\"' '$scratch/e1'"
 "$ct" check "$f" --latest size > /dev/null 2> "$scratch/e2"

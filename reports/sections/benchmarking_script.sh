@@ -59,32 +59,36 @@ echo
 
 echo "| size | context | precision | mode | forward (ms) | backward (ms) | optimizer (ms) | step (ms) | tokens/s | peak (GiB) | PyTorch, same mode (ms) | ours / PyTorch |"
 echo "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
-# Rows by precision, then model size (parameter count), context and mode.
-tool distinct "$csv" --cols precision,params,size,context,mode --where status=ok \
-    --sort precision,params,context,mode --sep '|' |
-while IFS='|' read -r prec _ size ctx mode; do
-  [ -n "$size" ] || continue
-  v() { tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-          --where size="$size" --where context="$ctx" --where precision="$prec" \
-          --where mode="$mode" "$@"; }
-  pm() { # mean +- std
-    m=$(v --col "$1_ms_mean" --fmt %.2f); s=$(v --col "$1_ms_std" --fmt %.2f)
-    if [ -n "$m" ]; then printf '%s ± %s' "$m" "$s"; else printf -- '-'; fi
-  }
-  step=$(v --col step_ms_mean --fmt %.2f)
-  tps=$(v --col tokens_per_s --fmt %.0f)
-  peak=$(v --col engine_peak_mib)
-  peak=$(awk "BEGIN { printf \"%.1f\", $peak / 1024 }")
-  pt=""
-  # an older row of another GPU, left by a partial re-run, meets no anchor
-  [ "$(v --col gpu_name)" = "$GPU" ] &&
-    pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
-           --where context="$ctx" --where precision="$prec" --where mode="$mode" \
-           --where config=reference --col time_ms)
-  ratio=""
-  [ -n "$pt" ] && ratio=$(awk "BEGIN { printf \"%.2f\", $step / $pt }")
-  echo "| $size | $ctx | $prec | $mode | $(pm fwd) | $(pm bwd) | $(pm opt) | $(pm step) | $tps | $peak | ${pt:--} | ${ratio:--} |"
-done
+# Rows by precision, then model size (parameter count), context and mode,
+# each setting's newest ok row; PyTorch's first reference row of the same
+# settings beside it (rows of another GPU, left by a partial re-run, meet
+# none). One csvtool call a file (assigned, so that set -e sees it fail);
+# awk joins them.
+pts=$(tool select "$anchor" --where config=reference \
+        --first-of size,context,precision,mode \
+        --cols size,context,precision,mode,time_ms --sep '|')
+rows=$(tool select "$csv" --where status=ok --sort precision,params,context,mode,-utc \
+        --first-of size,context,precision,mode \
+        --cols size,context,precision,mode,gpu_name,engine_peak_mib,tokens_per_s,fwd_ms_mean,fwd_ms_std,bwd_ms_mean,bwd_ms_std,opt_ms_mean,opt_ms_std,step_ms_mean,step_ms_std \
+        --fmt fwd_ms_mean=%.2f --fmt fwd_ms_std=%.2f --fmt bwd_ms_mean=%.2f \
+        --fmt bwd_ms_std=%.2f --fmt opt_ms_mean=%.2f --fmt opt_ms_std=%.2f \
+        --fmt step_ms_mean=%.2f --fmt step_ms_std=%.2f --fmt tokens_per_s=%.0f \
+        --sep '|')
+{
+  printf '%s\n' "$pts" | sed '/^$/d; s/^/pt|/'
+  printf '%s\n' "$rows" | sed '/^$/d; s/^/row|/'
+} | awk -F'|' -v gpu="$GPU" '
+  function pm(m, s) { return m == "" ? "-" : m " ± " s }
+  $1 == "pt" { pt[$2 "|" $3 "|" $4 "|" $5] = $6; next }
+  $2 == "" { next }
+  {
+    k = $2 "|" $3 "|" $4 "|" $5
+    p = ($6 == gpu && k in pt) ? pt[k] : ""
+    r = p != "" ? sprintf("%.2f", $15 / p) : ""
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |\n",
+      $2, $3, $4, $5, pm($9, $10), pm($11, $12), pm($13, $14), pm($15, $16),
+      $8, $7 / 1024, p == "" ? "-" : p, r == "" ? "-" : r
+  }'
 echo
 
 failed_jobs "$csv" size,context,precision,mode,status,message \

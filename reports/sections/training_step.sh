@@ -82,21 +82,38 @@ max_memory_allocated, max_memory_reserved with CUDA graphs).
 | size | context | precision | after backward | peak | in backward | peak | MFU in bwd | MHz in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 TEXT
-shapes |
-  while IFS=, read -r s c p; do
-    a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
-    am=$(ours "$s" "$c" "$p" after_backward engine_peak_mib)
-    i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
-    im=$(ours "$s" "$c" "$p" in_backward engine_peak_mib)
-    np=$(ours "$s" "$c" "$p" in_backward params)
-    mhz=$(ours "$s" "$c" "$p" in_backward gpu_sm_mhz)
-    tk=$(ours "$s" "$c" "$p" in_backward tokens_per_step)
-    tc=$(theirs "$s" "$c" "$p" compiled step_ms_median)
-    tcm=$(theirs "$s" "$c" "$p" compiled peak_gib)
-    ti=$(theirs "$s" "$c" "$p" compiled_inbwd step_ms_median)
-    tim=$(theirs "$s" "$c" "$p" compiled_inbwd peak_gib)
-    echo "| $s | $c | $p | $(f1 "$a") | $(gib "$am") | $(f1 "$i") | $(gib "$im") | $(mfu "$i" "$np" "$tk" "$p") | $(f0 "$mhz") | $(f1 "$tc") | $(d "$tcm") | $(f1 "$ti") | $(d "$tim") |"
-  done
+# The table from one csvtool call a file (ours, theirs as `ours` and
+# `theirs` read them: the newest ok row; PyTorch compiled the faster of its
+# two modes, in backward the file's first), joined by awk; assigned
+# first, so that set -e sees a call fail.
+ours_rows=$(tool select "$csv" --where status=ok --where adamw_blocks=0 --sort -utc \
+  --first-of size,context,precision,optimizer \
+  --cols size,context,precision,optimizer,step_ms_median,engine_peak_mib,params,gpu_sm_mhz,tokens_per_step --sep '|')
+pt_rows=$(tool select "$anchor" --where status=ok --where 'config=compiled|compiled_cudagraphs' \
+  --sort step_ms_median --first-of size,context,precision \
+  --cols size,context,precision,step_ms_median,peak_gib --sep '|')
+pti_rows=$(tool select "$anchor" --where status=ok --where config=compiled_inbwd \
+  --first-of size,context,precision --cols size,context,precision,step_ms_median,peak_gib --sep '|')
+shape_list=$(shapes)
+{
+  printf '%s\n' "$ours_rows" | sed '/^$/d; s/^/o|/'
+  printf '%s\n' "$pt_rows" | sed '/^$/d; s/^/c|/'
+  printf '%s\n' "$pti_rows" | sed '/^$/d; s/^/i|/'
+  printf '%s\n' "$shape_list" | sed '/^$/d; s/^/s|/; s/,/|/g'
+} | awk -F'|' -v bf="$bf16_tflops" -v fp="$fp32_tflops" '
+  function f(fmt, x) { return x == "" ? "-" : sprintf(fmt, x) }
+  function g(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+  function d(x) { return x == "" ? "-" : x }
+  $1 == "o" { k = $2 "|" $3 "|" $4 "|" $5; for (n = 6; n <= 10; n++) o[k, n] = $n; next }
+  $1 == "c" || $1 == "i" { k = $1 "|" $2 "|" $3 "|" $4; t[k, 1] = $5; t[k, 2] = $6; next }
+  $1 == "s" {
+    k = $2 "|" $3 "|" $4; a = k "|after_backward"; b = k "|in_backward"
+    i = o[b, 6]; np = o[b, 8]; tk = o[b, 10]; pk = $4 == "bf16" ? bf : fp
+    mfu = i != "" && np != "" && bf != "" ? sprintf("%.0f", 6 * np * tk / (i / 1000) / (pk * 1e12) * 100) : "-"
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4,
+      f("%.1f", o[a, 6]), g(o[a, 7]), f("%.1f", i), g(o[b, 7]), mfu, f("%.0f", o[b, 9]),
+      f("%.1f", t["c|" k, 1]), d(t["c|" k, 2]), f("%.1f", t["i|" k, 1]), d(t["i|" k, 2])
+  }'
 echo
 # bf16 shapes whose compiled cell has only the default mode: without CUDA
 # graphs a step there may be launch-bound, a weaker anchor than PyTorch's best
