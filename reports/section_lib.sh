@@ -228,11 +228,12 @@ pt_compiled() {
 
 # An lm row's message ("ms per step by kernel family: matmul 58.196;
 # adamw 34.115; ..."): families MESSAGE prints "NAME MS" lines; fam
-# MESSAGE NAME the ms of family NAME ("" if absent).
-families() { printf '%s\n' "$1" | sed 's/^[^:]*: //' | tr ';' '\n' | awk 'NF == 2 { print $1, $2 }'; }
-# fam reads it in the shell (families' way, without its four processes):
-# a render asks for some 150 families.
-fam() {
+# MESSAGE NAME the ms of family NAME (nothing if absent). Read in the
+# shell: a render asks for some 300 families, a process or four each
+# through sed and awk.
+families() { _families "$1" ''; }
+fam() { _families "$1" "$2"; }
+_families() { # MESSAGE NAME ('' for all)
   _fm=$1 _fn=$2
   case $_fm in "${_fm%%:*}: "*) _fm=${_fm#*: } ;; esac
   set -f; _fifs=$IFS; IFS=';'
@@ -240,7 +241,9 @@ fam() {
     IFS=' 	
 '
     set -- $_fi
-    if [ $# -eq 2 ] && [ "$1" = "$_fn" ]; then printf '%s\n' "$2"; break; fi
+    [ $# -eq 2 ] || continue
+    if [ -z "$_fn" ]; then printf '%s %s\n' "$1" "$2"
+    elif [ "$1" = "$_fn" ]; then printf '%s\n' "$2"; break; fi
   done
   IFS=$_fifs; set +f
 }
