@@ -226,6 +226,9 @@ mkfifo "$REPORT_TMP/slots"
 exec 3<> "$REPORT_TMP/slots"
 n=0
 while [ $n -lt "$nproc" ]; do echo >&3; n=$((n + 1)); done
+nsec=$(printf '%s\n' "$list" | wc -l)
+[ "$nsec" -eq 1 ] && unit=section || unit=sections
+echo "$me: rendering $nsec $unit from $where, $nproc at a time"
 n=0
 while read -r num name parts scr tst; do
   n=$((n + 1))
