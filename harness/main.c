@@ -35,6 +35,7 @@
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/launch.h"
+#include "harness/lint.h"
 #include "harness/outlock.h"
 #include "harness/resultfile.h"
 #include "harness/rows.h"
@@ -77,7 +78,8 @@ static void usage(FILE *f) {
 "                         \"\" runs the worker directly (world size 1)\n"
 "  -g, --gpus N           GPUs available to jobs (default: inside a SLURM\n"
 "                         allocation its GPUs, else those of this machine)\n"
-"  -k, --kinds            list the job kinds and their settings\n"
+"  -k, --kinds [KIND...]  list the job kinds (or those named) and their\n"
+"                         settings\n"
 "  -h, --help             this help\n"
 "  -V, --version          the version\n"
 "\n"
@@ -88,8 +90,31 @@ static void usage(FILE *f) {
           TL_DEFAULT_LAUNCHER);
 }
 
-static void list_kinds(void) {
-  for (const kind_def *const *k = kind_all(); *k; k++) {
+/* The kinds named (every kind when none is), each with its settings; an
+ * unknown name is a usage error before anything is printed. */
+static void list_kinds(char *const *names, int n) {
+  const kind_def *const *all = kind_all();
+  int nk = 0;
+  while (all[nk]) nk++;
+  const char *known[nk + 1];
+  for (int i = 0; i < nk; i++) known[i] = all[i]->name;
+  for (int a = 0; a < n; a++) {
+    if (kind_find(names[a])) continue;
+    char q[512], guess[300] = "", list[1024] = "";
+    lint_quote(names[a], q, sizeof q);
+    int g = lint_nearest(names[a], known, nk);
+    if (g >= 0) snprintf(guess, sizeof guess, "did you mean %s? ", known[g]);
+    for (int i = 0; i < nk; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+               i ? ", " : "", known[i]);
+    fprintf(stderr, "runner: --kinds: unknown kind %s (%skinds: %s)\n", q,
+            guess, list);
+    exit(2);
+  }
+  for (const kind_def *const *k = all; *k; k++) {
+    int shown = n == 0;
+    for (int a = 0; a < n && !shown; a++) shown = kind_find(names[a]) == *k;
+    if (!shown) continue;
     printf("%s: %s\n", (*k)->name, (*k)->summary);
     for (int i = 0; i < (*k)->nparams; i++) {
       const param_def *d = &(*k)->params[i];
@@ -121,7 +146,7 @@ static void parse_options(int argc, char **argv, options *o) {
   o->out_dir = "reports/data";
   o->launcher = getenv("TRAINLAB_LAUNCHER");
   if (!o->launcher) o->launcher = TL_DEFAULT_LAUNCHER;
-  int c;
+  int c, kinds = 0;
   while ((c = getopt_long(argc, argv, "ns:o:fwd:l:g:khV", longopts, NULL)) != -1) {
     switch (c) {
       case 'n': o->dry_run = 1; break;
@@ -154,11 +179,15 @@ static void parse_options(int argc, char **argv, options *o) {
         o->gpus = (int)g;
         break;
       }
-      case 'k': list_kinds(); exit(0);
+      case 'k': kinds = 1; break;
       case 'h': usage(stdout); exit(0);
       case 'V': printf("runner (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
       default: usage(stderr); exit(2);
     }
+  }
+  if (kinds) {
+    list_kinds(argv + optind, argc - optind);
+    exit(0);
   }
   o->slurm = -1;
   if (o->gpus < 0) {

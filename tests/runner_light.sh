@@ -33,6 +33,11 @@ for k in selftest allreduce lm ddp attention toy_dtypes accumulation; do
 done
 check "runner --kinds loads no CUDA, cuBLAS, NCCL or MPI library" \
   sh -c "! grep -E 'file=' '$scratch/kinds.ld' | grep -qE '$heavy'"
+check "runner --kinds norm attention: those two, in the kinds' order" \
+  [ "$("$RUNNER" --kinds norm attention | grep -o '^[a-z_]*:' | tr '\n' ' ')" = "attention: norm: " ]
+"$RUNNER" --kinds atention > "$scratch/kinds.out" 2> "$scratch/kinds.err"
+check "runner --kinds with an unknown kind: exit 2, nothing listed, the nearest named" \
+  sh -c "[ $? -eq 2 ] && [ ! -s '$scratch/kinds.out' ] && grep -q 'unknown kind \"atention\" (did you mean attention?' '$scratch/kinds.err'"
 
 # The worker's answer: every provenance column, once, in order.
 "$WORKER" --env > "$scratch/env" 2> "$scratch/env.err"
