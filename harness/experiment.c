@@ -399,6 +399,17 @@ static void kind_names(const char **names, char *list, size_t cap) {
   join(names, n, list, cap);
 }
 
+void experiment_unknown_kind(const char *name, char *buf, size_t n) {
+  int nk = count_kinds();
+  const char *names[nk + 1];
+  char list[1024], q[512], guess[300] = "";
+  kind_names(names, list, sizeof list);
+  lint_quote(name, q, sizeof q);
+  int k = lint_nearest(name, names, nk);
+  if (k >= 0) snprintf(guess, sizeof guess, "did you mean %s? ", names[k]);
+  snprintf(buf, n, "unknown kind %s (%skinds: %s)", q, guess, list);
+}
+
 /* The kind setting decides what else is allowed, so it is read first. */
 static int read_kind(loader *L, const config_setting_t *root) {
   int n = count_kinds();
@@ -414,11 +425,9 @@ static int read_kind(loader *L, const config_setting_t *root) {
   const char *v = config_setting_get_string(s);
   L->e->kind = v ? kind_find(v) : NULL;
   if (L->e->kind) return 0;
-  char q[512], guess[300] = "";
-  lint_quote(v ? v : "", q, sizeof q);
-  int k = lint_nearest(v ? v : "", names, n);
-  if (k >= 0) snprintf(guess, sizeof guess, "did you mean %s? ", names[k]);
-  return fail_at(L, s, "unknown kind %s (%skinds: %s)", q, guess, list);
+  char msg[2048];
+  experiment_unknown_kind(v ? v : "", msg, sizeof msg);
+  return fail_at(L, s, "%s", msg);
 }
 
 /* Top-level names allowed: name, kind, sweep and the kind's groups; with

@@ -52,6 +52,10 @@ int experiment_load(experiment *e, const char *path, char *const *sets,
                     size_t errlen);
 void experiment_free(experiment *e);
 
+/* What is wrong with a kind name no kind has: 'unknown kind "NAME" (did
+ * you mean KIND? kinds: ...)', for experiment files and runner --kinds. */
+void experiment_unknown_kind(const char *name, char *buf, size_t n);
+
 /* Number of jobs: the product of the sweep lists' lengths (1 if no sweep). */
 size_t experiment_njobs(const experiment *e);
 /* Job i of the expansion; j->v must hold kind->nparams values. */

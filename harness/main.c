@@ -35,7 +35,6 @@
 #include "harness/csv.h"
 #include "harness/experiment.h"
 #include "harness/launch.h"
-#include "harness/lint.h"
 #include "harness/outlock.h"
 #include "harness/resultfile.h"
 #include "harness/rows.h"
@@ -93,25 +92,14 @@ static void usage(FILE *f) {
 /* The kinds named (every kind when none is), each with its settings; an
  * unknown name is a usage error before anything is printed. */
 static void list_kinds(char *const *names, int n) {
-  const kind_def *const *all = kind_all();
-  int nk = 0;
-  while (all[nk]) nk++;
-  const char *known[nk + 1];
-  for (int i = 0; i < nk; i++) known[i] = all[i]->name;
   for (int a = 0; a < n; a++) {
     if (kind_find(names[a])) continue;
-    char q[512], guess[300] = "", list[1024] = "";
-    lint_quote(names[a], q, sizeof q);
-    int g = lint_nearest(names[a], known, nk);
-    if (g >= 0) snprintf(guess, sizeof guess, "did you mean %s? ", known[g]);
-    for (int i = 0; i < nk; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-               i ? ", " : "", known[i]);
-    fprintf(stderr, "runner: --kinds: unknown kind %s (%skinds: %s)\n", q,
-            guess, list);
+    char msg[2048];
+    experiment_unknown_kind(names[a], msg, sizeof msg);
+    fprintf(stderr, "runner: --kinds: %s\n", msg);
     exit(2);
   }
-  for (const kind_def *const *k = all; *k; k++) {
+  for (const kind_def *const *k = kind_all(); *k; k++) {
     int shown = n == 0;
     for (int a = 0; a < n && !shown; a++) shown = kind_find(names[a]) == *k;
     if (!shown) continue;
