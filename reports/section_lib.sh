@@ -248,6 +248,10 @@ _families() { # MESSAGE NAME ('' for all)
   IFS=$_fifs; set +f
 }
 
+# tagged TAG LINES: each non-empty line as "TAG|line", so that one awk can
+# join several csvtool selects (--sep '|') told apart by their first field.
+tagged() { printf '%s\n' "$2" | sed "/^\$/d; s/^/$1|/"; }
+
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 

@@ -74,10 +74,7 @@ rows=$(tool select "$csv" --where status=ok --sort precision,params,context,mode
         --fmt bwd_ms_std=%.2f --fmt opt_ms_mean=%.2f --fmt opt_ms_std=%.2f \
         --fmt step_ms_mean=%.2f --fmt step_ms_std=%.2f --fmt tokens_per_s=%.0f \
         --sep '|')
-{
-  printf '%s\n' "$pts" | sed '/^$/d; s/^/pt|/'
-  printf '%s\n' "$rows" | sed '/^$/d; s/^/row|/'
-} | awk -F'|' -v gpu="$GPU" '
+{ tagged pt "$pts"; tagged row "$rows"; } | awk -F'|' -v gpu="$GPU" '
   function pm(m, s) { return m == "" ? "-" : m " ± " s }
   $1 == "pt" { pt[$2 "|" $3 "|" $4 "|" $5] = $6; next }
   $2 == "" { next }

@@ -37,13 +37,6 @@ theirs() {
   tool value "$anchor" --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
-# mfu MS PARAMS TOKENS PREC: 6 x params x tokens over the step, against the
-# dense peak, in percent.
-mfu() {
-  [ -n "$1" ] && [ -n "$2" ] && [ -n "$bf16_tflops" ] || { printf -- '-'; return; }
-  pk=$bf16_tflops; [ "$4" = bf16 ] || pk=$fp32_tflops
-  calc %.0f "6 * $2 * $3 / ($1 / 1000) / ($pk * 1e12) * 100"
-}
 if [ -n "$bf16_tflops" ]; then
   mfu_words="MFU: 6 x parameters x tokens over the step time, against an
 $FLOORS_KIND's dense product rates (reports/anchors/gpu_floors.csv: $bf16_tflops TFLOP/s
@@ -95,12 +88,8 @@ pt_rows=$(tool select "$anchor" --where status=ok --where 'config=compiled|compi
 pti_rows=$(tool select "$anchor" --where status=ok --where config=compiled_inbwd \
   --first-of size,context,precision --cols size,context,precision,step_ms_median,peak_gib --sep '|')
 shape_list=$(shapes)
-{
-  printf '%s\n' "$ours_rows" | sed '/^$/d; s/^/o|/'
-  printf '%s\n' "$pt_rows" | sed '/^$/d; s/^/c|/'
-  printf '%s\n' "$pti_rows" | sed '/^$/d; s/^/i|/'
-  printf '%s\n' "$shape_list" | sed '/^$/d; s/^/s|/; s/,/|/g'
-} | awk -F'|' -v bf="$bf16_tflops" -v fp="$fp32_tflops" '
+{ tagged o "$ours_rows"; tagged c "$pt_rows"; tagged i "$pti_rows"
+  tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } | awk -F'|' -v bf="$bf16_tflops" -v fp="$fp32_tflops" '
   function f(fmt, x) { return x == "" ? "-" : sprintf(fmt, x) }
   function g(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
   function d(x) { return x == "" ? "-" : x }
@@ -108,6 +97,8 @@ shape_list=$(shapes)
   $1 == "c" || $1 == "i" { k = $1 "|" $2 "|" $3 "|" $4; t[k, 1] = $5; t[k, 2] = $6; next }
   $1 == "s" {
     k = $2 "|" $3 "|" $4; a = k "|after_backward"; b = k "|in_backward"
+    # MFU: 6 x params x tokens over the step, against the dense peak, in
+    # percent (none without rates measured on this GPU)
     i = o[b, 6]; np = o[b, 8]; tk = o[b, 10]; pk = $4 == "bf16" ? bf : fp
     mfu = i != "" && np != "" && bf != "" ? sprintf("%.0f", 6 * np * tk / (i / 1000) / (pk * 1e12) * 100) : "-"
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4,
