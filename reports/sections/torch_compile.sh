@@ -59,27 +59,14 @@ else
   at() { # IMPL: the --where list of that impl's ok rows at that shape
     echo "--where status=ok --where impl=$1 --where batch=$ab --where heads=$ah --where precision=$ap --where causal=$ac"
   }
-  tv() { # IMPL SEQ D COL: PyTorch's value, or ""
-    tool value "$tatt" $(at "$1") --sort -utc --agg first --default "" \
-      --where seq="$2" --where d_head="$3" --col "$4"
-  }
-  ov() { # FILE IMPL SEQ D COL: ours, or ""
-    [ -f "$1" ] || return 0
-    tool value "$1" $(at "$2") --sort -utc --agg first --default "" \
-      --where seq="$3" --where d_head="$4" --col "$5"
-  }
   ourcol() { # COL: the distinct values of COL over our rows at the shape, "a or b"
     { [ "$nm" -eq 0 ] || tool distinct "$acsv" $(at materialized) --cols "$1"
       [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } |
       sort -u | tr '\n' ';' | sed 's/;$//; s/;/ or /g'
   }
   an=$(ourcol passes); agpu=$(ourcol gpu_name)
-  f3() { [ -n "$1" ] && calc %.3f "$1" || printf -- '-'; }
-  fb() { printf '%s / %s' "$(f3 "$1")" "$(f3 "$2")"; }
-  r2() { if [ -n "$1" ] && [ -n "$2" ]; then calc %.2f "$1 / $2"; else printf -- '-'; fi; }
-  mcol="ours materialised" fcol="ours flash" fsep="|--:|"
+  mcol="ours materialised" fcol="ours flash"
   [ "$nm" -gt 0 ] || mcol="ours materialised (not measured)"
-  if [ "$nf" -gt 0 ]; then fsep="|--:|--:|"; fi
   cat <<TEXT
 pytorch_attention's shapes (batch $ab, $ah head, $ap, causal $ac), ms per
 pass, forward / backward. Ours (GPU: $agpu; mean of $an passes per loop):
@@ -103,30 +90,46 @@ TEXT
     { [ "$nm" -eq 0 ] || tool distinct "$acsv" $(at materialized) --cols "$1"
       [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } | sort -n -u
   }
+  # The rows from one csvtool call a file (ov and tv: each shape's newest
+  # row), joined by awk; stats: "KEY RATIO D_HEAD SEQ" lines for the answer.
+  aq="--sort -utc --first-of seq,d_head --cols seq,d_head,fwd_ms_per_pass,bwd_ms_per_pass,fwd_bwd_ms_per_pass --sep |"
+  mrows="" frows=""
+  [ "$nm" -eq 0 ] || [ ! -f "$acsv" ] || mrows=$(tool select "$acsv" $(at materialized) $aq)
+  [ ! -f "$fcsv" ] || frows=$(tool select "$fcsv" $(at flash) $aq)
+  trows=$(tool select "$tatt" $(at 'eager|materialized|sdpa') --sort -utc --first-of impl,seq,d_head \
+    --cols impl,seq,d_head,fwd_ms,bwd_ms,fwd_bwd_ms --sep '|')
+  dhs=$(shapes d_head) seqs=$(shapes seq)
+  a_stats="$REPORT_TMP/torch_compile.stats"
+  { tagged m "$mrows"; tagged l "$frows"; tagged t "$trows"; tagged d "$dhs"; tagged q "$seqs"; } |
+    awk -F'|' -v nf="$nf" -v statf="$a_stats" '
+    function f3(x) { return x == "" ? "-" : sprintf("%.3f", x) }
+    function fb(a, b) { return f3(a) " / " f3(b) }
+    function r2(a, b) { return a != "" && b != "" ? sprintf("%.2f", a / b) : "-" }
+    $1 == "m" || $1 == "l" { k = $1 "|" $2 "|" $3; f[k] = $4; b[k] = $5; fbk[k] = $6; next }
+    $1 == "t" { k = $2 "|" $3 "|" $4; f[k] = $5; b[k] = $6; fbk[k] = $7; next }
+    $1 == "d" { dh[++nd] = $2; next }
+    $1 == "q" { sq[++nq] = $2; next }
+    END {
+      for (i = 1; i <= nd; i++) for (j = 1; j <= nq; j++) {
+        k = "|" sq[j] "|" dh[i]
+        m = "m" k; l = "l" k; e = "eager" k; c = "materialized" k; sd = "sdpa" k
+        if (f[m] b[m] f[l] b[l] == "") continue
+        cx = r2(fbk[e], fbk[c]); oc = r2(fbk[m], fbk[c]); fs = r2(fbk[l], fbk[sd]); fm = r2(fbk[l], fbk[m])
+        if (cx != "-") print "cx", cx, dh[i], sq[j] > statf
+        if (oc != "-") print "oc", oc, dh[i], sq[j] > statf
+        if (fs != "-") print "fs", fs, dh[i], sq[j] > statf
+        if (fm != "-") print "fm", fm, dh[i], sq[j] > statf
+        if (nf > 0)
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", dh[i], sq[j], fb(f[m], b[m]),
+            fb(f[l], b[l]), fb(f[e], b[e]), fb(f[c], b[c]), fb(f[sd], b[sd]), cx, oc, fs
+        else
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", dh[i], sq[j], fb(f[m], b[m]),
+            fb(f[e], b[e]), fb(f[c], b[c]), fb(f[sd], b[sd]), cx, oc
+      }
+    }'
   stats=""
-  for dh in $(shapes d_head); do
-    for sq in $(shapes seq); do
-      mf=$(ov "$acsv" materialized "$sq" "$dh" fwd_ms_per_pass); mb=$(ov "$acsv" materialized "$sq" "$dh" bwd_ms_per_pass)
-      mfb=$(ov "$acsv" materialized "$sq" "$dh" fwd_bwd_ms_per_pass)
-      ff=$(ov "$fcsv" flash "$sq" "$dh" fwd_ms_per_pass); fbw=$(ov "$fcsv" flash "$sq" "$dh" bwd_ms_per_pass)
-      ffb=$(ov "$fcsv" flash "$sq" "$dh" fwd_bwd_ms_per_pass)
-      [ -n "$mf$mb$ff$fbw" ] || continue
-      ef=$(tv eager "$sq" "$dh" fwd_ms); eb=$(tv eager "$sq" "$dh" bwd_ms); efb=$(tv eager "$sq" "$dh" fwd_bwd_ms)
-      cf=$(tv materialized "$sq" "$dh" fwd_ms); cb=$(tv materialized "$sq" "$dh" bwd_ms)
-      cfb=$(tv materialized "$sq" "$dh" fwd_bwd_ms)
-      sf_=$(tv sdpa "$sq" "$dh" fwd_ms); sb=$(tv sdpa "$sq" "$dh" bwd_ms); sfb=$(tv sdpa "$sq" "$dh" fwd_bwd_ms)
-      cx=$(r2 "$efb" "$cfb"); oc=$(r2 "$mfb" "$cfb"); fs=$(r2 "$ffb" "$sfb"); fmr=$(r2 "$ffb" "$mfb")
-      for kv in "cx $cx" "oc $oc" "fs $fs" "fm $fmr"; do
-        case $kv in *' -') ;; *) stats="$stats$kv $dh $sq
-" ;; esac
-      done
-      if [ "$nf" -gt 0 ]; then
-        echo "| $dh | $sq | $(fb "$mf" "$mb") | $(fb "$ff" "$fbw") | $(fb "$ef" "$eb") | $(fb "$cf" "$cb") | $(fb "$sf_" "$sb") | $cx | $oc | $fs |"
-      else
-        echo "| $dh | $sq | $(fb "$mf" "$mb") | $(fb "$ef" "$eb") | $(fb "$cf" "$cb") | $(fb "$sf_" "$sb") | $cx | $oc |"
-      fi
-    done
-  done
+  [ ! -s "$a_stats" ] || stats="$(cat "$a_stats")
+"
   echo
   [ "$nm" -gt 0 ] || { echo "_Our materialised rows are not yet measured: run \`./runner experiments/pytorch_attention.cfg\` on a GPU._"; echo; }
   [ "$nf" -gt 0 ] || { echo "_Our FlashAttention-2 rows at these shapes are not yet measured: run $frun on a GPU._"; echo; }
@@ -229,13 +232,6 @@ vf() { # FMT FILE SIZE PREC MODE COL [extra where...]
     "$@" --col "$c" --fmt "$fm"
 }
 v() { vf %.1f "$@"; }
-anc() { # SIZE PREC MODE CONFIG
-  tool value "$anchor" --agg first --default "" --where size="$1" --where context=512 \
-    --where precision="$2" --where mode="$3" --where config="$4" --col time_ms
-}
-x() { # speed-up a/b
-  if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
-}
 sizes=$(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
 # The strongest PyTorch, measured side by side (torch_lm.csv): the
 # train step of torch.compile + SDPA + fused AdamW. For the small bf16 step
@@ -253,42 +249,94 @@ sc_step() { # SIZE PREC: the strongest PyTorch train step (ms) and where it is f
   fi
   [ -z "$t" ] || printf '%s %s' "$(calc %.1f "$t")" "$w"
 }
-modename() { case $1 in forward) echo "Forward pass" ;; forward_backward) echo "Forward and backward" ;; train_step) echo "Training step (forward, backward, AdamW)" ;; esac; }
+# The three tables, the speed-ups behind the answer ($spd: "MODE PREC X
+# SIZE" lines) and the figure's points (fig: "LABEL,PARAMS,MS") from one
+# csvtool call a file, joined by awk: the values v, anc and sc_step read,
+# each from the same row (the newest ok row at context 512; eager's first).
+tc_spd="$REPORT_TMP/torch_compile.spd" tc_fig="$REPORT_TMP/torch_compile.fig"
+ref_rows=""
+[ ! -f "$ref" ] || ref_rows=$(tool select "$ref" --where status=ok --where context=512 \
+  --where fusion=opbyop --sort -utc --first-of size,precision,mode \
+  --cols size,precision,mode,step_ms_mean,engine_peak_mib --sep '|')
+fused_rows=$(tool select "$csv" --where status=ok --where context=512 --where fusion=fused \
+  --sort -utc --first-of size,precision,mode,attention \
+  --cols size,precision,mode,attention,step_ms_mean,engine_peak_mib --sep '|')
+eager_rows=$(tool select "$anchor" --where context=512 --where config=reference \
+  --first-of size,precision,mode --cols size,precision,mode,time_ms --sep '|')
+strong_rows=""
+[ ! -f "$strong" ] || strong_rows=$(tool select "$strong" --where status=ok --where context=512 \
+  --where 'config=compiled|compiled_cudagraphs' --sort step_ms_median --first-of size,precision \
+  --cols size,precision,step_ms_mean,peak_gib --sep '|')
+param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
+{ tagged r "$ref_rows"; tagged f "$fused_rows"; tagged e "$eager_rows"
+  tagged c "$strong_rows"; tagged n "$param_rows"; tagged s "$sizes"; } |
+  awk -F'|' -v pub="$pt_small_bf16" -v spdf="$tc_spd" -v figf="$tc_fig" '
+  function f1(x) { return x == "" ? "" : sprintf("%.1f", x) }
+  function dd(x) { return x == "" ? "-" : x }
+  function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+  function sx(a, b) { return a != "" && b != "" ? sprintf("%.2f", a / b) : "-" }
+  function compiled(s, p,   t) { # sc_step: the strongest PyTorch step, %.1f
+    t = ct[s "|" p]
+    if (s == "small" && p == "bf16" && pub != "" && (t == "" || pub + 0 < t + 0)) t = pub
+    return f1(t)
+  }
+  $1 == "r" { k = $2 "|" $3 "|" $4; rt[k] = f1($5); rp[k] = f1($6); next }
+  $1 == "f" { k = $2 "|" $3 "|" $4 "|" $5; ft[k] = f1($6); fpk[k] = f1($7); next }
+  $1 == "e" { et[$2 "|" $3 "|" $4] = $5; next }
+  $1 == "c" { ct[$2 "|" $3] = $4; cp[$2 "|" $3] = $5; next }
+  $1 == "n" { np[$2] = $3; next }
+  $1 == "s" { sz[++ns] = $2; next }
+  END {
+    split("forward forward_backward train_step", modes, " ")
+    name["forward"] = "Forward pass"; name["forward_backward"] = "Forward and backward"
+    name["train_step"] = "Training step (forward, backward, AdamW)"
+    split("fp32 bf16", precs, " ")
+    for (mi = 1; mi <= 3; mi++) {
+      m = modes[mi]
+      printf "#### %s\n\n", name[m]
+      if (m == "train_step")
+        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash / torch.compile |"
+      else
+        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash |"
+      print "|---|---|--:|--:|--:|--:|--:|--:|---|"
+      for (pi = 1; pi <= 2; pi++) {
+        p = precs[pi]
+        for (si = 1; si <= ns; si++) {
+          s = sz[si]; k = s "|" p "|" m
+          o = rt[k]; fm = ft[k "|materialized"]; ff = ft[k "|flash"]
+          if (o fm ff == "") continue
+          pc = ""; pk = gb(rp[k]) " / " gb(fpk[k "|flash"])
+          if (m == "train_step") { pc = compiled(s, p); pk = pk " / " dd(cp[s "|" p]) }
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, dd(o), dd(fm),
+            dd(ff), sx(o, ff), dd(et[k]), dd(pc), pk
+          # the best fused row against op by op
+          b = fm == "" ? ff : ff == "" || fm + 0 <= ff + 0 ? fm : ff
+          if (o != "" && b != "") printf "%s %s %s %s\n", m, p, sprintf("%.2f", o / b), s > spdf
+        }
+      }
+      print ""
+    }
+    # the figure: train steps against parameters, per precision and path
+    split("opbyop fused+materialized fused+flash eager compiled", paths, " ")
+    label["opbyop"] = "ours op by op"; label["fused+materialized"] = "ours fused + materialised attention"
+    label["fused+flash"] = "ours fused + flash attention"; label["eager"] = "PyTorch eager"
+    label["compiled"] = "PyTorch torch.compile"
+    for (pi = 1; pi <= 2; pi++) {
+      p = precs[pi]
+      for (qi = 1; qi <= 5; qi++) {
+        q = paths[qi]
+        for (si = 1; si <= ns; si++) {
+          s = sz[si]; k = s "|" p "|train_step"
+          t = q == "opbyop" ? rt[k] : q == "fused+materialized" ? ft[k "|materialized"] : \
+              q == "fused+flash" ? ft[k "|flash"] : q == "eager" ? et[k] : compiled(s, p)
+          if (t != "" && np[s] != "") printf "%s: %s,%s,%s\n", p, label[q], np[s], t > figf
+        }
+      }
+    }
+  }'
 spd=""
-for mode in forward forward_backward train_step; do
-  echo "#### $(modename $mode)"
-  echo
-  if [ $mode = train_step ]; then
-    echo "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash / torch.compile |"
-  else
-    echo "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash |"
-  fi
-  echo "|---|---|--:|--:|--:|--:|--:|--:|---|"
-  for p in fp32 bf16; do
-    for s in $sizes; do
-      o=$(v "$ref" "$s" $p $mode step_ms_mean --where fusion=opbyop)
-      fm=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=materialized)
-      ff=$(v "$csv" "$s" $p $mode step_ms_mean --where fusion=fused --where attention=flash)
-      [ -n "$o$fm$ff" ] || continue
-      pe=$(anc "$s" $p $mode reference)
-      pc="" pcp=""
-      if [ $mode = train_step ]; then
-        pc=$(sc_step "$s" $p | cut -d' ' -f1)
-        pcp=$(sc "$s" $p peak_gib)
-      fi
-      po=$(v "$ref" "$s" $p $mode engine_peak_mib --where fusion=opbyop)
-      pf=$(v "$csv" "$s" $p $mode engine_peak_mib --where fusion=fused --where attention=flash)
-      pk="$(gib "$po") / $(gib "$pf")"
-      [ $mode = train_step ] && pk="$pk / $(d "$pcp")"
-      echo "| $s | $p | $(d "$o") | $(d "$fm") | $(d "$ff") | $(x "$o" "$ff") | $(d "$pe") | $(d "$pc") | $pk |"
-      # the best fused row against op by op, per mode and precision
-      b=$(printf '%s\n%s\n' "$fm" "$ff" | grep . | sort -g | head -n 1)
-      [ -n "$o" ] && [ -n "$b" ] && spd="$spd$mode $p $(calc %.2f "$o / $b") $s
+[ ! -s "$tc_spd" ] || spd="$(cat "$tc_spd")
 "
-    done
-  done
-  echo
-done
 echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW,"
 echo "same GPU model)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
 echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
@@ -436,23 +484,36 @@ $rule.
 | size | context | forward direct / graphs | backward direct / graphs | step direct | step graphs | saved | replays |
 |---|--:|--:|--:|--:|--:|--:|--:|
 TEXT
-  gv() { # SIZE CTX GRAPHS COL
-    tool value "$gcsv" --sort -utc --agg first --default "" --where status=ok \
-      --where size="$1" --where context="$2" --where cuda_graphs="$3" --col "$4" --fmt "${5:-%.2f}"
-  }
-  # The largest relative saving, and the smallest and largest in ms.
-  bp='' bs='' bc='' lo='' los='' loc='' hi='' his='' hic=''
-  for ctx in $(tool distinct "$gcsv" --cols context --where status=ok --sort context); do
-    for s in $(tool distinct "$gcsv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2); do
-      sd=$(gv "$s" "$ctx" false step_ms_mean); sg=$(gv "$s" "$ctx" true step_ms_mean)
-      [ -n "$sd" ] && [ -n "$sg" ] || continue
-      sms=$(calc "%.2f" "$sd - $sg"); spc=$(calc "%.1f" "100 * ($sd - $sg) / $sd")
-      if [ -z "$bp" ] || is_true "$spc > $bp"; then bp=$spc bs=$s bc=$ctx; fi
-      if [ -z "$lo" ] || is_true "$sms < $lo"; then lo=$sms los=$s loc=$ctx; fi
-      if [ -z "$hi" ] || is_true "$sms > $hi"; then hi=$sms his=$s hic=$ctx; fi
-      echo "| $s | $ctx | $(gv "$s" "$ctx" false fwd_ms_mean) / $(gv "$s" "$ctx" true fwd_ms_mean) | $(gv "$s" "$ctx" false bwd_ms_mean) / $(gv "$s" "$ctx" true bwd_ms_mean) | $sd | $sg | $sms ms ($spc%) | $(gv "$s" "$ctx" true graph_replays %.0f) |"
-    done
-  done
+  # The rows from one csvtool call (each configuration's newest ok row),
+  # joined by awk, which also leaves the largest relative saving and the
+  # smallest and largest in ms ("BP BS BC LO LOS LOC HI HIS HIC") in $gsum.
+  grows=$(tool select "$gcsv" --where status=ok --sort -utc --first-of size,context,cuda_graphs \
+    --cols size,context,cuda_graphs,step_ms_mean,fwd_ms_mean,bwd_ms_mean,graph_replays --sep '|')
+  gsizes=$(tool distinct "$gcsv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
+  gctxs=$(tool distinct "$gcsv" --cols context --where status=ok --sort context)
+  gsum="$REPORT_TMP/cuda_graphs.sum"
+  { tagged r "$grows"; tagged s "$gsizes"; tagged c "$gctxs"; } | awk -F'|' -v sumf="$gsum" '
+    function f2(x) { return x == "" ? "" : sprintf("%.2f", x) }
+    $1 == "r" { k = $2 "|" $3 "|" $4; st[k] = f2($5); fw[k] = f2($6); bw[k] = f2($7)
+                rp[k] = $8 == "" ? "" : sprintf("%.0f", $8); next }
+    $1 == "s" { sz[++ns] = $2; next }
+    $1 == "c" { cx[++nc] = $2; next }
+    END {
+      for (i = 1; i <= nc; i++) for (j = 1; j <= ns; j++) {
+        s = sz[j]; c = cx[i]; d = s "|" c "|false"; g = s "|" c "|true"
+        sd = st[d]; sg = st[g]
+        if (sd == "" || sg == "") continue
+        sms = sprintf("%.2f", sd - sg); spc = sprintf("%.1f", 100 * (sd - sg) / sd)
+        if (bp == "" || spc + 0 > bp + 0) { bp = spc; bs = s; bc = c }
+        if (lo == "" || sms + 0 < lo + 0) { lo = sms; los = s; loc = c }
+        if (hi == "" || sms + 0 > hi + 0) { hi = sms; his = s; hic = c }
+        printf "| %s | %s | %s / %s | %s / %s | %s | %s | %s ms (%s%%) | %s |\n", s, c, fw[d], fw[g],
+          bw[d], bw[g], sd, sg, sms, spc, rp[g]
+      }
+      if (bp != "") print bp, bs, bc, lo, los, loc, hi, his, hic > sumf
+    }'
+  bp=''
+  [ ! -s "$gsum" ] || read -r bp bs bc lo los loc hi his hic < "$gsum"
   echo
   if [ -n "$bp" ]; then
     cat <<TEXT
@@ -473,32 +534,7 @@ if [ -z "$GNUPLOT" ]; then
   exit 0
 fi
 tmp="$OUT/torch_compile.tmp.csv"
-{
-  echo "series,params,step_ms"
-  for p in fp32 bf16; do
-    for path in opbyop fused+materialized fused+flash eager compiled; do
-      case $path in
-        opbyop) label="$p: ours op by op" ;;
-        fused+materialized) label="$p: ours fused + materialised attention" ;;
-        fused+flash) label="$p: ours fused + flash attention" ;;
-        eager) label="$p: PyTorch eager" ;;
-        compiled) label="$p: PyTorch torch.compile" ;;
-      esac
-      for s in $sizes; do
-        case $path in
-          opbyop) t=$(v "$ref" "$s" $p train_step step_ms_mean --where fusion=opbyop) ;;
-          fused+materialized) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=materialized) ;;
-          fused+flash) t=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=flash) ;;
-          eager) t=$(anc "$s" $p train_step reference) ;;
-          compiled) t=$(sc_step "$s" $p | cut -d' ' -f1) ;;
-        esac
-        n=$(tool value "$csv" --agg first --default "" --where size="$s" --col params)
-        [ -n "$t" ] && [ -n "$n" ] || continue
-        echo "$label,$n,$t"
-      done
-    done
-  done
-} > "$tmp"
+{ echo "series,params,step_ms"; [ ! -f "$tc_fig" ] || cat "$tc_fig"; } > "$tmp"
 "$GNUPLOT" -c "$reports/lm_paths.gp" "$tmp" "$OUT/torch_compile.svg" \
   "Training step time against model size (batch $tb x 512 tokens, one GPU)"
 rm -f "$tmp"

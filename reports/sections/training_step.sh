@@ -106,22 +106,30 @@ shape_list=$(shapes)
       f("%.1f", t["c|" k, 1]), d(t["c|" k, 2]), f("%.1f", t["i|" k, 1]), d(t["i|" k, 2])
   }'
 echo
-# bf16 shapes whose compiled cell has only the default mode: without CUDA
-# graphs a step there may be launch-bound, a weaker anchor than PyTorch's best
-nograph=$(shapes | while IFS=, read -r s c p; do
-    [ "$p" = bf16 ] && [ -n "$(theirs "$s" "$c" "$p" compiled step_ms_median)" ] || continue
-    [ -n "$(theirs "$s" "$c" bf16 compiled_cudagraphs step_ms_median)" ] || printf '%s %s, ' "$s" "$c"
-  done)
+# From the same rows (and the anchor's reduce-overhead ones), three lists
+# of "size context, " or "size context (precision), ": bf16 shapes whose
+# compiled cell has only the default mode (without CUDA graphs a step there
+# may be launch-bound, a weaker anchor than PyTorch's best), and the shapes
+# with our rows whose compiled / in-backward PyTorch cell is empty.
+ptg_rows=$(tool select "$anchor" --where status=ok --where config=compiled_cudagraphs \
+  --first-of size,context,precision --cols size,context,precision,step_ms_median --sep '|')
+gaps=$({ tagged c "$pt_rows"; tagged i "$pti_rows"; tagged g "$ptg_rows"
+  tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } | awk -F'|' '
+  $1 != "s" { k = $2 "|" $3 "|" $4; if ($5 != "") has[$1, k] = 1; next }
+  { k = $2 "|" $3 "|" $4
+    if ($4 == "bf16" && has["c", k] && !has["g", k]) ng = ng $2 " " $3 ", "
+    if (!has["c", k]) gc = gc $2 " " $3 " (" $4 "), "
+    if (!has["i", k]) gi = gi $2 " " $3 " (" $4 "), " }
+  END { printf "%s\n%s\n%s\n", ng, gc, gi }')
+nograph=$(printf '%s\n' "$gaps" | sed -n 1p)
 if [ -n "$nograph" ]; then
   echo "PyTorch compiled at ${nograph%, } (bf16) is the default mode only: \`reduce-overhead\` is not yet measured there."
   echo
   todo "PyTorch's reduce-overhead step at ${nograph%, } (bf16) on the $(gpu_kind "$gpu") (reports/anchors/torch_lm.py)"
 fi
-# shapes with our rows whose PyTorch cell is empty, "size context (precision)"
 for cfg in compiled compiled_inbwd; do
-  gap=$(shapes | while IFS=, read -r s c p; do
-      [ -n "$(theirs "$s" "$c" "$p" $cfg step_ms_median)" ] || printf '%s %s (%s), ' "$s" "$c" "$p"
-    done)
+  if [ $cfg = compiled ]; then gap=$(printf '%s\n' "$gaps" | sed -n 2p)
+  else gap=$(printf '%s\n' "$gaps" | sed -n 3p); fi
   [ -z "$gap" ] || ! has_anchor "$anchor" || {
     [ $cfg = compiled ] && w="PyTorch compiled" || w="PyTorch in backward"
     echo "$w is not yet measured at ${gap%, }."
@@ -284,27 +292,34 @@ x3col=""
 has_rows "$x3f" &&
   x3col=" ours, 3xtf32 (every product fp32-accurate on TF32 tensor cores, flash) |"
 rm -f "$REPORT_TMP/x3.rows"
-loses=$(shapes | while IFS=, read -r s c p; do
-    tc=$(theirs "$s" "$c" "$p" compiled step_ms_median)
-    a=$(ours "$s" "$c" "$p" after_backward step_ms_median)
-    i=$(ours "$s" "$c" "$p" in_backward step_ms_median)
-    [ -n "$tc" ] && [ -n "$a" ] && [ -n "$i" ] || continue
-    best=$(calc %.1f "($a < $i) ? $a : $i")
-    is_true "$tc < $best" || continue
-    # fp32 flash runs on CUDA cores; the fused step with materialised
-    # attention (torch_compile (b)) may be the faster of ours
-    m=$(tool value "$DATA/torch_compile.csv" --col step_ms_mean --default "" --where status=ok \
-          --where size="$s" --where precision="$p" --where context="$c" --where mode=train_step \
-          --where attention=materialized --where gpu_name="$gpu" --sort -utc --agg first 2> /dev/null)
-    # fp32 only: the same step in precision 3xtf32, flash on TF32 tensor
-    # cores (benchmarking_3xtf32_flash.csv), where measured
-    x=""
-    [ "$p" != fp32 ] || [ -z "$x3col" ] ||
-      x=$(tool value "$x3f" --col step_ms_median --default "" --where status=ok \
-            --where size="$s" --where context="$c" --where gpu_name="$gpu" --sort -utc --agg first)
-    [ -z "$x" ] || echo "$x $tc" >> "$REPORT_TMP/x3.rows"
-    echo "| $s | $p | $c | $best | $(f1 "$tc") | $(f1 "$m") |${x3col:+ $(f1 "$x") |}"
-  done)
+# The shapes where PyTorch compiled beats our faster form, from the rows
+# above and one select of each other file: our fused step with materialised
+# attention (torch_compile (b): fp32 flash runs on CUDA cores, so it may be
+# the faster of ours) and, fp32 only, the same step in 3xtf32 (flash on TF32
+# tensor cores), each the newest ok row on this GPU.
+tcm_rows=""
+[ ! -f "$DATA/torch_compile.csv" ] ||
+  tcm_rows=$(tool select "$DATA/torch_compile.csv" --where status=ok --where mode=train_step \
+    --where attention=materialized --where gpu_name="$gpu" --sort -utc \
+    --first-of size,precision,context --cols size,context,precision,step_ms_mean --sep '|')
+x3_rows=""
+[ -z "$x3col" ] || x3_rows=$(tool select "$x3f" --where status=ok --where gpu_name="$gpu" \
+  --sort -utc --first-of size,context --cols size,context,step_ms_median --sep '|')
+loses=$({ tagged o "$ours_rows"; tagged c "$pt_rows"; tagged m "$tcm_rows"; tagged x "$x3_rows"
+  tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } |
+  awk -F'|' -v x3="$x3col" -v x3f="$REPORT_TMP/x3.rows" '
+  function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+  $1 == "o" { o[$2 "|" $3 "|" $4 "|" $5] = $6; next }
+  $1 == "c" || $1 == "m" { t[$1, $2 "|" $3 "|" $4] = $5; next }
+  $1 == "x" { t["x", $2 "|" $3] = $4; next }
+  { k = $2 "|" $3 "|" $4; tc = t["c", k]; a = o[k "|after_backward"]; i = o[k "|in_backward"]
+    if (tc == "" || a == "" || i == "") next
+    best = sprintf("%.1f", (a + 0 < i + 0) ? a : i)
+    if (!(tc + 0 < best + 0)) next
+    x = $4 == "fp32" && x3 != "" ? t["x", $2 "|" $3] : ""
+    if (x != "") print x, tc > x3f
+    printf "| %s | %s | %s | %s | %s | %s |%s\n", $2, $4, $3, best, f1(tc), f1(t["m", k]),
+      x3 == "" ? "" : " " f1(x) " |" }')
 if [ -n "$loses" ]; then
   echo "**Where we lose on time** (PyTorch compiled the faster; step, median ms):"
   echo
@@ -373,11 +388,6 @@ TEXT
 echo
 if has_rows "$ip"; then
   ipgpu=$(tool value "$ip" --agg first --where status=ok --col gpu_name)
-  # inp SIZE CTX COL: the latest ok in_products row's COL, or "".
-  inp() {
-    tool value "$ip" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-      --where context="$2" --where adamw_blocks=0 --col "$3"
-  }
   if [ "$ipgpu" = "$gpu" ]; then
     echo "Step (ms) and engine peak (GiB), bf16, on $gpu:"
     echo
@@ -392,20 +402,23 @@ if has_rows "$ip"; then
   fi
   wins="$REPORT_TMP/in_products_wins"
   : > "$wins"
-  tool distinct "$ip" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    x=$(inp "$s" "$c" step_ms_median)
-    cell="$(f1 "$x"), $(gib "$(inp "$s" "$c" engine_peak_mib)")"
-    if [ "$ipgpu" = "$gpu" ]; then
-      a=$(ours "$s" "$c" bf16 after_backward step_ms_median)
-      i=$(ours "$s" "$c" bf16 in_backward step_ms_median)
-      echo "| $s | $c | $(f1 "$a"), $(gib "$(ours "$s" "$c" bf16 after_backward engine_peak_mib)") | $(f1 "$i"), $(gib "$(ours "$s" "$c" bf16 in_backward engine_peak_mib)") | $cell |"
-      # the shapes where updating in the products is the fastest form
-      [ -z "$x" ] || [ -z "$a" ] || [ -z "$i" ] || ! is_true "$x < $a && $x < $i" ||
-        echo "$s $c" >> "$wins"
-    else
-      echo "| $s | $c | $cell |"
-    fi
-  done
+  # each shape's newest ok row (adamw_blocks 0), beside ours (the rows
+  # above); $wins: the shapes where updating in the products is the fastest
+  ip_rows=$(tool select "$ip" --where status=ok --where adamw_blocks=0 --sort -utc \
+    --first-of size,context --cols size,context,step_ms_median,engine_peak_mib --sep '|')
+  { tagged o "$ours_rows"; tagged p "$ip_rows"
+    tagged s "$(tool distinct "$ip" --cols size,context --sep '|' --where status=ok)"; } |
+    awk -F'|' -v same="$([ "$ipgpu" = "$gpu" ] && echo 1 || echo 0)" -v winf="$wins" '
+    function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+    function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+    $1 == "o" { k = $2 "|" $3 "|" $4 "|" $5; st[k] = $6; pk[k] = $7; next }
+    $1 == "p" { k = $2 "|" $3; ps[k] = $4; pp[k] = $5; next }
+    { k = $2 "|" $3; x = ps[k]; cell = f1(x) ", " gb(pp[k])
+      if (!same) { printf "| %s | %s | %s |\n", $2, $3, cell; next }
+      a = k "|bf16|after_backward"; i = k "|bf16|in_backward"
+      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(st[a]), gb(pk[a]), f1(st[i]), gb(pk[i]), cell
+      if (x != "" && st[a] != "" && st[i] != "" && x + 0 < st[a] + 0 && x + 0 < st[i] + 0) print $2, $3 > winf
+    }'
   echo
   if [ "$ipgpu" = "$gpu" ]; then
     # "2.7B at contexts 128 and 256; xl at context 512", sizes in table order
@@ -440,48 +453,31 @@ autocast's are; AdamW in backward moves 28 bytes a parameter, not 30.
 TEXT
 echo
 if has_rows "$wg"; then
-  # wgr SIZE CTX GRADS COL [OVERLAP]: the latest ok row's COL (updates
-  # beside backward unless OVERLAP is false), or "". Rows from before the
-  # adamw_overlap column are all beside backward.
-  wgr() {
-    if has_col "$wg" adamw_overlap; then
-      set -- "$1" "$2" "$3" "$4" --where adamw_overlap="${5:-true}"
-    elif [ "${5:-true}" = false ]; then
-      return 0
-    else
-      set -- "$1" "$2" "$3" "$4"
-    fi
-    a1=$1 a2=$2 a3=$3 a4=$4
-    shift 4
-    tool value "$wg" --sort -utc --agg first --default "" --where status=ok --where size="$a1" \
-      --where context="$a2" --where weight_grads="$a3" --col "$a4" "$@"
-  }
-  # cell SIZE CTX GRADS [OVERLAP]: "step, peak, MHz"
-  cell() {
-    echo "$(f1 "$(wgr "$1" "$2" "$3" step_ms_median "${4:-}")"), $(gib "$(wgr "$1" "$2" "$3" engine_peak_mib "${4:-}")"), $(f0 "$(wgr "$1" "$2" "$3" gpu_sm_mhz "${4:-}")")"
-  }
-  # pct NEW OLD: NEW's change from OLD in percent, or "-"
-  pct() { if [ -n "$1" ] && [ -n "$2" ]; then echo "$(calc %+.1f "($1 - $2) / $2 * 100")%"; else echo -; fi; }
   wggpu=$(tool value "$wg" --agg first --where status=ok --col gpu_name)
   echo "In backward, bf16, $wggpu (median ms, GiB, SM MHz); last, bf16"
   echo "gradients updated on backward's stream (\`adamw_overlap = false\`):"
   echo
   echo "| size | context | fp32 gradients | bf16 gradients | change | on backward's stream | change |"
   echo "|---|--:|--:|--:|--:|--:|--:|"
-  tool distinct "$wg" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    f=$(wgr "$s" "$c" fp32 step_ms_median)
-    b=$(wgr "$s" "$c" compute step_ms_median)
-    q=$(wgr "$s" "$c" compute step_ms_median false)
-    cq=-; [ -z "$q" ] || cq=$(cell "$s" "$c" compute false)
-    echo "| $s | $c | $(cell "$s" "$c" fp32) | $(cell "$s" "$c" compute) | $(pct "$b" "$f") | $cq | $(pct "$q" "$b") |"
-  done
-  echo
-  # how often updating on backward's stream wins (bf16 gradients)
-  tool distinct "$wg" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    b=$(wgr "$s" "$c" compute step_ms_median)
-    q=$(wgr "$s" "$c" compute step_ms_median false)
-    [ -z "$b" ] || [ -z "$q" ] || echo "$(is_true "$q < $b" && echo 1 || echo 0)"
-  done | awk '{ n++; w += $1 } END { if (n) printf "On backward'"'"'s stream the step is faster at %d of %d shapes.\n\n", w, n }'
+  # Each shape's newest ok row per gradient dtype and updates' stream (rows
+  # from before the adamw_overlap column are all beside backward), joined by
+  # awk: the table, then how often backward's stream wins (bf16 gradients).
+  ovc=""
+  ! has_col "$wg" adamw_overlap || ovc=adamw_overlap,
+  wg_rows=$(tool select "$wg" --where status=ok --sort -utc --first-of "size,context,weight_grads${ovc:+,adamw_overlap}" \
+    --cols "size,context,weight_grads,${ovc}step_ms_median,engine_peak_mib,gpu_sm_mhz" --sep '|')
+  { tagged r "$wg_rows"; tagged s "$(tool distinct "$wg" --cols size,context --sep '|' --where status=ok)"; } |
+    awk -F'|' -v hasov="${ovc:+1}" '
+    function f(fmt, x) { return x == "" ? "-" : sprintf(fmt, x) }
+    function cell(k) { return f("%.1f", st[k]) ", " (pk[k] == "" ? "-" : f("%.1f", pk[k] / 1024)) ", " f("%.0f", mz[k]) }
+    function pct(n, o) { return n != "" && o != "" ? sprintf("%+.1f", (n - o) / o * 100) "%" : "-" }
+    $1 == "r" { if (hasov) { k = $2 "|" $3 "|" $4 "|" $5; c = 6 } else { k = $2 "|" $3 "|" $4 "|true"; c = 5 }
+                st[k] = $c; pk[k] = $(c + 1); mz[k] = $(c + 2); next }
+    { k = $2 "|" $3; f32 = k "|fp32|true"; b = k "|compute|true"; q = k "|compute|false"
+      cq = st[q] == "" ? "-" : cell(q)
+      printf "| %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, cell(f32), cell(b), pct(st[b], st[f32]), cq, pct(st[q], st[b])
+      if (st[b] != "" && st[q] != "") { n++; w += st[q] + 0 < st[b] + 0 } }
+    END { print ""; if (n) printf "On backward'"'"'s stream the step is faster at %d of %d shapes.\n\n", w, n }'
 fi
 if [ -f "$wg" ]; then
   failed_jobs "$wg" size,context,weight_grads,status,message "size,context,weight_grads,status,message"
@@ -501,27 +497,24 @@ passes and a product.
 TEXT
 echo
 if has_rows "$kn"; then
-  # knr SIZE CTX KEEP COL: the latest ok row's COL, or ""
-  knr() {
-    tool value "$kn" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-      --where context="$2" --where keep_norms="$3" --col "$4"
-  }
   kngpu=$(tool value "$kn" --agg first --where status=ok --col gpu_name)
   echo "Bf16 weight gradients, $kngpu (median ms, GiB):"
   echo
   echo "| size | context | rebuilt | kept | change |"
   echo "|---|--:|--:|--:|--:|"
-  tool distinct "$kn" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    r=$(knr "$s" "$c" false step_ms_median); k=$(knr "$s" "$c" true step_ms_median)
-    ch=-
-    [ -z "$r" ] || [ -z "$k" ] || ch="$(calc %+.1f "($k - $r) / $r * 100")%"
-    echo "| $s | $c | $(f1 "$r"), $(gib "$(knr "$s" "$c" false engine_peak_mib)") | $(f1 "$k"), $(gib "$(knr "$s" "$c" true engine_peak_mib)") | $ch |"
-  done
-  echo
-  tool distinct "$kn" --cols size,context --sep , --where status=ok | while IFS=, read -r s c; do
-    r=$(knr "$s" "$c" false step_ms_median); k=$(knr "$s" "$c" true step_ms_median)
-    [ -z "$r" ] || [ -z "$k" ] || echo "$(is_true "$k < $r" && echo 1 || echo 0)"
-  done | awk '{ n++; w += $1 } END { if (n) printf "Kept, the step is faster at %d of %d shapes.\n\n", w, n }'
+  # each shape's newest ok row, norms rebuilt and kept, joined by awk: the
+  # table, then how often keeping wins
+  kn_rows=$(tool select "$kn" --where status=ok --sort -utc --first-of size,context,keep_norms \
+    --cols size,context,keep_norms,step_ms_median,engine_peak_mib --sep '|')
+  { tagged r "$kn_rows"; tagged s "$(tool distinct "$kn" --cols size,context --sep '|' --where status=ok)"; } |
+    awk -F'|' '
+    function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+    function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+    $1 == "r" { k = $2 "|" $3 "|" $4; st[k] = $5; pk[k] = $6; next }
+    { k = $2 "|" $3; r = st[k "|false"]; kk = st[k "|true"]; ch = "-"
+      if (r != "" && kk != "") { ch = sprintf("%+.1f", (kk - r) / r * 100) "%"; n++; w += kk + 0 < r + 0 }
+      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(r), gb(pk[k "|false"]), f1(kk), gb(pk[k "|true"]), ch }
+    END { print ""; if (n) printf "Kept, the step is faster at %d of %d shapes.\n\n", w, n }'
 fi
 if [ -f "$kn" ]; then
   failed_jobs "$kn" size,context,keep_norms,status,message "size,context,keep_norms,status,message"
