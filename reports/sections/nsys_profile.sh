@@ -56,6 +56,72 @@ $batch, vocabulary $vocab, $gpus), every size, context in {$(echo $ctxs | tr ' '
 
 TEXT
 
+# ncu_check: our profile (nsys_profile_check's train step) against Nsight
+# Compute's launches of the same jobs (reports/anchors/ncu_kernels.csv, the
+# same GPU): names matched as written, else by function name alone (the
+# last :: part before any <, where unique on both sides: demanglers differ
+# on inline namespaces; ours write bool template arguments as words).
+ncu_check() {
+  _nk="$ANCHORS/ncu_kernels.csv" _nc="$DATA/nsys_profile_check.csv"
+  { [ -f "$_nk" ] && has_rows "$_nc"; } || {
+    echo "Nsight Systems is not on our GPU machines; Nsight Compute has not yet"
+    echo "checked this profile (reports/anchors/ncu_kernels.sh)."
+    return 0; }
+  _ng=$(tool value "$_nc" --agg first --where status=ok --col gpu_name)
+  _nr=$(tool select "$_nk" --where gpu="$_ng" --sort -utc --first-of size,kernel \
+          --cols size,kernel,launches,ms --sep '|')
+  printf '%s\n' "$_nr" | sed '/^$/d; s/^/n|/' | awk -F'|' '
+    function base(k,   b) { b = k; sub(/<.*/, "", b); sub(/.*::/, "", b); return b }
+    FILENAME == "-" { nl[$2, $3] = $4; nm[$2, $3] = $5; nk[$2] = nk[$2] SUBSEP $3; next }
+    { if (!match($0, /"size": "[^"]*"/)) next
+      sz = substr($0, RSTART + 9, RLENGTH - 10); line = $0
+      while (match(line, /"kernel\|train_step\|[^|"]*\|[^"]*": \[[0-9]+, [0-9.e+-]+\]/)) {
+        t = substr(line, RSTART, RLENGTH); line = substr(line, RSTART + RLENGTH)
+        sub(/^"kernel\|train_step\|[^|"]*\|/, "", t); k = t; sub(/": \[.*/, "", k)
+        sub(/.*\[/, "", t); split(t, v, /[], ]+/)
+        gsub(/true>/, "1>", k); gsub(/true,/, "1,", k); gsub(/false>/, "0>", k); gsub(/false,/, "0,", k)
+        if (!((sz, k) in oc)) { ok[sz] = ok[sz] SUBSEP k; no[sz]++ }
+        oc[sz, k] += v[1]; om[sz, k] += v[2]
+      }
+      if (!(sz in seen)) { seen[sz] = 1; order[++ns] = sz } }
+    END {
+      for (i = 1; i <= ns; i++) {
+        sz = order[i]; n = split(substr(ok[sz], 2), ours, SUBSEP); m = split(substr(nk[sz], 2), theirs, SUBSEP)
+        if (!m) continue
+        delete used; delete bcount_o; delete bcount_n; delete bname
+        for (j = 1; j <= n; j++) bcount_o[base(ours[j])]++
+        for (j = 1; j <= m; j++) { bcount_n[base(theirs[j])]++; bname[base(theirs[j])] = theirs[j] }
+        matched = byfn = 0; r = ""; same = 1; tm = to = 0
+        for (j = 1; j <= n; j++) {
+          k = ours[j]; b = base(k); q = ""
+          if ((sz, k) in nl) q = k
+          else if (bcount_o[b] == 1 && bcount_n[b] == 1 && !((sz, bname[b]) in oc)) { q = bname[b]; byfn++ }
+          if (q == "") continue
+          matched++; used[q] = 1; x = nl[sz, q] / oc[sz, k]
+          if (r == "") r = x; else if (x != r) same = 0
+          tm += nm[sz, q]; to += om[sz, k]
+        }
+        extra = ""
+        for (j = 1; j <= m; j++) if (!(theirs[j] in used)) extra = extra (extra == "" ? "" : ", ") base(theirs[j])
+        printf "%s %d %d %d %s %d %.4f %.4f %s\n", sz, n, matched, byfn, r, same, tm, to, (extra == "" ? "-" : extra)
+      }
+    }' - "${_nc%.csv}.samples.jsonl" > "$REPORT_TMP/ncu_check"
+  [ -s "$REPORT_TMP/ncu_check" ] || { echo "Nsight Compute has no rows from the $_ng (reports/anchors/ncu_kernels.sh)."; return 0; }
+  _w=""; _bl=""; _bs=0; _t=""; _r=""; _x=""; _bad=""
+  while read -r _s _n _m _b _rr _same _tm _to _ex; do
+    _w="$_w${_w:+, }$_s $_n"; _bl="$_bl${_bl:+ and }$_b"; _bs=$((_bs + _b))
+    _t="$_t${_t:+ and }$(calc %.2f "$_tm / $_rr / $_to")x"
+    [ "$_m" = "$_n" ] && [ "$_same" = 1 ] || _bad=1
+    _r=$_rr; _x=$_ex
+  done < "$REPORT_TMP/ncu_check"
+  if [ -n "$_bad" ]; then
+    echo "Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
+  else
+    [ "$_bs" -eq 0 ] && _bl="" || _bl="; $_bl matched by function name alone"
+    [ "$_x" = - ] && _x="" || _x=", plus $_x (set-up)"
+    echo "Nsight Compute (Nsight Systems is not on our GPU machines), on the same jobs (experiments/nsys_profile_check.cfg, reports/anchors/ncu_kernels.sh), launches every kernel of our step ($_w$_bl) $(calc %.0f "$_r") times our calls (the job's steps)$_x; GPU time: $_t ours (ncu runs each kernel alone)."
+  fi | fold -s -w 76 | sed 's/ *$//'
+}
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
 kp="${CSV:-$DATA/nsys_profile.csv}"
 if has_rows "$kp"; then
@@ -66,8 +132,8 @@ experiments/nsys_profile.cfg (kernel_profile = true): CUPTI's activity
 records, the source Nsight Systems reads, with the phases and attention's
 parts as NVTX ranges; one forward and one training step per row, every
 kernel by name with calls and GPU time (nsys_profile.samples.jsonl).
-Our GPU machines have no `nsys` to set its kernel summary beside ours.
 TEXT
+  ncu_check
   o=$(from_other_gpu "$kp")
   echo "ms of GPU time${o:+ ($o; (a) to (e) read benchmarking_script's rows, from the $GPU_KIND)}:"
   echo
