@@ -90,8 +90,8 @@ TEXT
     { [ "$nm" -eq 0 ] || tool distinct "$acsv" $(at materialized) --cols "$1"
       [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } | sort -n -u
   }
-  # The rows from one csvtool call a file (ov and tv: each shape's newest
-  # row), joined by awk; stats: "KEY RATIO D_HEAD SEQ" lines for the answer.
+  # The rows from one csvtool call a file (each shape's newest ok row),
+  # joined by awk; stats: "KEY RATIO D_HEAD SEQ" lines for the answer.
   aq="--sort -utc --first-of seq,d_head --cols seq,d_head,fwd_ms_per_pass,bwd_ms_per_pass,fwd_bwd_ms_per_pass --sep |"
   mrows="" frows=""
   [ "$nm" -eq 0 ] || [ ! -f "$acsv" ] || mrows=$(tool select "$acsv" $(at materialized) $aq)
@@ -251,8 +251,8 @@ sc_step() { # SIZE PREC: the strongest PyTorch train step (ms) and where it is f
 }
 # The three tables, the speed-ups behind the answer ($spd: "MODE PREC X
 # SIZE" lines) and the figure's points (fig: "LABEL,PARAMS,MS") from one
-# csvtool call a file, joined by awk: the values v, anc and sc_step read,
-# each from the same row (the newest ok row at context 512; eager's first).
+# csvtool call a file, joined by awk: the rows v and sc_step read (the
+# newest ok row at context 512; PyTorch eager's first at that shape).
 tc_spd="$REPORT_TMP/torch_compile.spd" tc_fig="$REPORT_TMP/torch_compile.fig"
 ref_rows=""
 [ ! -f "$ref" ] || ref_rows=$(tool select "$ref" --where status=ok --where context=512 \
