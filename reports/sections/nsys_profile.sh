@@ -63,7 +63,7 @@ TEXT
 # on inline namespaces; ours write bool template arguments as words).
 ncu_check() {
   _nk="$ANCHORS/ncu_kernels.csv" _nc="$DATA/nsys_profile_check.csv"
-  { [ -f "$_nk" ] && has_rows "$_nc"; } || {
+  { [ -f "$_nk" ] && has_rows "$_nc" && [ -f "${_nc%.csv}.samples.jsonl" ]; } || {
     echo "Nsight Systems is not on our GPU machines; Nsight Compute has not yet"
     echo "checked this profile (reports/anchors/ncu_kernels.sh)."
     return 0; }
@@ -106,7 +106,10 @@ ncu_check() {
         printf "%s %d %d %d %s %d %.4f %.4f %s\n", sz, n, matched, byfn, r, same, tm, to, (extra == "" ? "-" : extra)
       }
     }' - "${_nc%.csv}.samples.jsonl" > "$REPORT_TMP/ncu_check"
-  [ -s "$REPORT_TMP/ncu_check" ] || { echo "Nsight Compute has no rows from the $_ng (reports/anchors/ncu_kernels.sh)."; return 0; }
+  [ -s "$REPORT_TMP/ncu_check" ] || {
+    echo "Nsight Compute has not yet checked this profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)."
+    todo "Nsight Compute's check of the kernel profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)"
+    return 0; }
   _w=""; _bl=""; _bs=0; _t=""; _r=""; _x=""; _bad=""
   while read -r _s _n _m _b _rr _same _tm _to _ex; do
     _w="$_w${_w:+, }$_s $_n"; _bl="$_bl${_bl:+ and }$_b"; _bs=$((_bs + _b))
@@ -115,11 +118,11 @@ ncu_check() {
     _r=$_rr; _x=$_ex
   done < "$REPORT_TMP/ncu_check"
   if [ -n "$_bad" ]; then
-    echo "Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
+    echo "Nsight Compute on these jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
   else
-    [ "$_bs" -eq 0 ] && _bl="" || _bl="; $_bl matched by function name alone"
+    [ "$_bs" -eq 0 ] && _bl="" || _bl="; $_bl matched by function name only"
     [ "$_x" = - ] && _x="" || _x=", plus $_x (set-up)"
-    echo "Nsight Compute (Nsight Systems is not on our GPU machines), on the same jobs (experiments/nsys_profile_check.cfg, reports/anchors/ncu_kernels.sh), launches every kernel of our step ($_w$_bl) $(calc %.0f "$_r") times our calls (the job's steps)$_x; GPU time: $_t ours (ncu runs each kernel alone)."
+    echo "Checked by Nsight Compute (Nsight Systems is not on our GPU machines) on these jobs with one warm-up and one timed step (reports/anchors/ncu_kernels.sh): it launches each of our step's kernels ($_w$_bl) $(calc %.0f "$_r") times our calls (the job's steps)$_x, in $_t our GPU time (each kernel alone)."
   fi | fold -s -w 76 | sed 's/ *$//'
 }
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
@@ -142,13 +145,13 @@ TEXT
     --where status=ok --fmt fwd_ms_mean=%.2f --fmt kp_fwd_ms=%.2f --fmt kp_fwd_gemm_share=%.2f \
     --fmt kp_step_ms=%.2f --fmt kp_step_gemm_share=%.2f --fmt kp_softmax_ms=%.3f --fmt kp_attn_matmul_ms=%.3f
   echo
-  echo "Top kernels by cumulative GPU time (each row's message):"
+  echo "Top kernels by GPU time:"
   echo
   tool select "$kp" --cols size,context --where status=ok | tail -n +2 |
   while IFS=, read -r size ctx; do
     msg=$(tool value "$kp" --col message --where status=ok --where size="$size" \
             --where context="$ctx" --agg first)
-    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel[;,] //')."
+    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel[;,] //; s/; host.s CUDA calls[;,] .*//')."
   done
   echo
   # the GPU's idle time between kernels (rows since the job records it)
@@ -158,12 +161,11 @@ TEXT
              --where status=ok | tail -n +2 | awk -F, '$3 != "" && $5 != ""') ;;
   esac
   if [ -n "$idle" ]; then
-    echo "From the first kernel's start to the last one's end, the GPU ran no"
-    echo "kernel (launch gaps, waits on the host) for:"
+    echo "Idle GPU time within the kernels' span (launch gaps, waits on the host), ms:"
     echo
-    printf '%s\n' "$idle" | while IFS=, read -r size ctx fi fs si ss; do
-      echo "- $size, context $ctx: $(calc %.2f "$fi") of $(calc %.2f "$fs") ms in forward, $(calc %.2f "$si") of $(calc %.2f "$ss") ms in the training step."
-    done
+    echo "| size | context | forward: idle of span | training step: idle of span |"
+    echo "|---|--:|--:|--:|"
+    printf '%s\n' "$idle" | awk -F, '{ printf "| %s | %s | %.2f of %.2f | %.2f of %.2f |\n", $1, $2, $3, $4, $5, $6 }'
     echo
   fi
 else
@@ -390,8 +392,7 @@ if [ -n "$er" ]; then
 **Answer.** The products take $1 to $2 times softmax's time while doing $3
 to $4 times its FLOPs (attention's two alone: $5 to $6 times): softmax reads
 and writes every score, a few FLOPs per 8 bytes, where the products reuse
-each loaded value at a far larger arithmetic rate. Attention's own
-products are the kernel-level profile's attention ranges (above).
+each loaded value at a far larger arithmetic rate.
 
 TEXT
 fi
