@@ -80,13 +80,16 @@ ncu_check() {
         sub(/^"kernel\|train_step\|[^|"]*\|/, "", t); k = t; sub(/": \[.*/, "", k)
         sub(/.*\[/, "", t); split(t, v, /[], ]+/)
         gsub(/true>/, "1>", k); gsub(/true,/, "1,", k); gsub(/false>/, "0>", k); gsub(/false,/, "0,", k)
-        if (!((sz, k) in oc)) { ok[sz] = ok[sz] SUBSEP k; no[sz]++ }
-        oc[sz, k] += v[1]; om[sz, k] += v[2]
+        if (!((FNR, k) in oc)) ok[FNR] = ok[FNR] SUBSEP k
+        oc[FNR, k] += v[1]; om[FNR, k] += v[2]
       }
-      if (!(sz in seen)) { seen[sz] = 1; order[++ns] = sz } }
+      # a job measured again: its latest line
+      if (!(sz in last)) order[++ns] = sz
+      last[sz] = FNR }
     END {
       for (i = 1; i <= ns; i++) {
-        sz = order[i]; n = split(substr(ok[sz], 2), ours, SUBSEP); m = split(substr(nk[sz], 2), theirs, SUBSEP)
+        sz = order[i]; ln = last[sz]
+        n = split(substr(ok[ln], 2), ours, SUBSEP); m = split(substr(nk[sz], 2), theirs, SUBSEP)
         if (!m) continue
         delete used; delete bcount_o; delete bcount_n; delete bname
         for (j = 1; j <= n; j++) bcount_o[base(ours[j])]++
@@ -95,11 +98,11 @@ ncu_check() {
         for (j = 1; j <= n; j++) {
           k = ours[j]; b = base(k); q = ""
           if ((sz, k) in nl) q = k
-          else if (bcount_o[b] == 1 && bcount_n[b] == 1 && !((sz, bname[b]) in oc)) { q = bname[b]; byfn++ }
+          else if (bcount_o[b] == 1 && bcount_n[b] == 1 && !((ln, bname[b]) in oc)) { q = bname[b]; byfn++ }
           if (q == "") continue
-          matched++; used[q] = 1; x = nl[sz, q] / oc[sz, k]
+          matched++; used[q] = 1; x = nl[sz, q] / oc[ln, k]
           if (r == "") r = x; else if (x != r) same = 0
-          tm += nm[sz, q]; to += om[sz, k]
+          tm += nm[sz, q]; to += om[ln, k]
         }
         extra = ""
         for (j = 1; j <= m; j++) if (!(theirs[j] in used)) extra = extra (extra == "" ? "" : ", ") base(theirs[j])
