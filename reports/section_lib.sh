@@ -251,6 +251,16 @@ _families() { # MESSAGE NAME ('' for all)
 # tagged TAG LINES: each non-empty line as "TAG|line", so that one awk can
 # join several csvtool selects (--sep '|') told apart by their first field.
 tagged() { printf '%s\n' "$2" | sed "/^\$/d; s/^/$1|/"; }
+# ...and the table cells of such an awk, as the shell's d, f1 and gib
+# write them, plus a change in percent: prepend to the program,
+# awk -F'|' "$AWK_CELLS"'PROGRAM'. Their names are taken in PROGRAM.
+AWK_CELLS='
+function fmt(f, x) { return x == "" ? "-" : sprintf(f, x) }
+function d(x) { return x == "" ? "-" : x }
+function f1(x) { return fmt("%.1f", x) }
+function gib(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+function pct(new, old) { return new != "" && old != "" ? sprintf("%+.1f", (new - old) / old * 100) "%" : "-" }
+'
 
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }

@@ -270,18 +270,16 @@ strong_rows=""
 param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
 { tagged r "$ref_rows"; tagged f "$fused_rows"; tagged e "$eager_rows"
   tagged c "$strong_rows"; tagged n "$param_rows"; tagged s "$sizes"; } |
-  awk -F'|' -v pub="$pt_small_bf16" -v spdf="$tc_spd" -v figf="$tc_fig" '
-  function f1(x) { return x == "" ? "" : sprintf("%.1f", x) }
-  function dd(x) { return x == "" ? "-" : x }
-  function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+  awk -F'|' -v pub="$pt_small_bf16" -v spdf="$tc_spd" -v figf="$tc_fig" "$AWK_CELLS"'
+  function r1(x) { return x == "" ? "" : sprintf("%.1f", x) }  # rounded, "" kept
   function sx(a, b) { return a != "" && b != "" ? sprintf("%.2f", a / b) : "-" }
   function compiled(s, p,   t) { # sc_step: the strongest PyTorch step, %.1f
     t = ct[s "|" p]
     if (s == "small" && p == "bf16" && pub != "" && (t == "" || pub + 0 < t + 0)) t = pub
-    return f1(t)
+    return r1(t)
   }
-  $1 == "r" { k = $2 "|" $3 "|" $4; rt[k] = f1($5); rp[k] = f1($6); next }
-  $1 == "f" { k = $2 "|" $3 "|" $4 "|" $5; ft[k] = f1($6); fpk[k] = f1($7); next }
+  $1 == "r" { k = $2 "|" $3 "|" $4; rt[k] = r1($5); rp[k] = r1($6); next }
+  $1 == "f" { k = $2 "|" $3 "|" $4 "|" $5; ft[k] = r1($6); fpk[k] = r1($7); next }
   $1 == "e" { et[$2 "|" $3 "|" $4] = $5; next }
   $1 == "c" { ct[$2 "|" $3] = $4; cp[$2 "|" $3] = $5; next }
   $1 == "n" { np[$2] = $3; next }
@@ -305,10 +303,10 @@ param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
           s = sz[si]; k = s "|" p "|" m
           o = rt[k]; fm = ft[k "|materialized"]; ff = ft[k "|flash"]
           if (o fm ff == "") continue
-          pc = ""; pk = gb(rp[k]) " / " gb(fpk[k "|flash"])
-          if (m == "train_step") { pc = compiled(s, p); pk = pk " / " dd(cp[s "|" p]) }
-          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, dd(o), dd(fm),
-            dd(ff), sx(o, ff), dd(et[k]), dd(pc), pk
+          pc = ""; pk = gib(rp[k]) " / " gib(fpk[k "|flash"])
+          if (m == "train_step") { pc = compiled(s, p); pk = pk " / " d(cp[s "|" p]) }
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, d(o), d(fm),
+            d(ff), sx(o, ff), d(et[k]), d(pc), pk
           # the best fused row against op by op
           b = fm == "" ? ff : ff == "" || fm + 0 <= ff + 0 ? fm : ff
           if (o != "" && b != "") printf "%s %s %s %s\n", m, p, sprintf("%.2f", o / b), s > spdf

@@ -89,10 +89,7 @@ pti_rows=$(tool select "$anchor" --where status=ok --where config=compiled_inbwd
   --first-of size,context,precision --cols size,context,precision,step_ms_median,peak_gib --sep '|')
 shape_list=$(shapes)
 { tagged o "$ours_rows"; tagged c "$pt_rows"; tagged i "$pti_rows"
-  tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } | awk -F'|' -v bf="$bf16_tflops" -v fp="$fp32_tflops" '
-  function f(fmt, x) { return x == "" ? "-" : sprintf(fmt, x) }
-  function g(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
-  function d(x) { return x == "" ? "-" : x }
+  tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } | awk -F'|' -v bf="$bf16_tflops" -v fp="$fp32_tflops" "$AWK_CELLS"'
   $1 == "o" { k = $2 "|" $3 "|" $4 "|" $5; for (n = 6; n <= 10; n++) o[k, n] = $n; next }
   $1 == "c" || $1 == "i" { k = $1 "|" $2 "|" $3 "|" $4; t[k, 1] = $5; t[k, 2] = $6; next }
   $1 == "s" {
@@ -102,8 +99,8 @@ shape_list=$(shapes)
     i = o[b, 6]; np = o[b, 8]; tk = o[b, 10]; pk = $4 == "bf16" ? bf : fp
     mfu = i != "" && np != "" && bf != "" ? sprintf("%.0f", 6 * np * tk / (i / 1000) / (pk * 1e12) * 100) : "-"
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4,
-      f("%.1f", o[a, 6]), g(o[a, 7]), f("%.1f", i), g(o[b, 7]), mfu, f("%.0f", o[b, 9]),
-      f("%.1f", t["c|" k, 1]), d(t["c|" k, 2]), f("%.1f", t["i|" k, 1]), d(t["i|" k, 2])
+      fmt("%.1f", o[a, 6]), gib(o[a, 7]), fmt("%.1f", i), gib(o[b, 7]), mfu, fmt("%.0f", o[b, 9]),
+      fmt("%.1f", t["c|" k, 1]), d(t["c|" k, 2]), fmt("%.1f", t["i|" k, 1]), d(t["i|" k, 2])
   }'
 echo
 # From the same rows (and the anchor's reduce-overhead ones), three lists
@@ -307,8 +304,7 @@ x3_rows=""
   --sort -utc --first-of size,context --cols size,context,step_ms_median --sep '|')
 loses=$({ tagged o "$ours_rows"; tagged c "$pt_rows"; tagged m "$tcm_rows"; tagged x "$x3_rows"
   tagged s "$(printf '%s\n' "$shape_list" | tr , '|')"; } |
-  awk -F'|' -v x3="$x3col" -v x3f="$REPORT_TMP/x3.rows" '
-  function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+  awk -F'|' -v x3="$x3col" -v x3f="$REPORT_TMP/x3.rows" "$AWK_CELLS"'
   $1 == "o" { o[$2 "|" $3 "|" $4 "|" $5] = $6; next }
   $1 == "c" || $1 == "m" { t[$1, $2 "|" $3 "|" $4] = $5; next }
   $1 == "x" { t["x", $2 "|" $3] = $4; next }
@@ -408,15 +404,13 @@ if has_rows "$ip"; then
     --first-of size,context --cols size,context,step_ms_median,engine_peak_mib --sep '|')
   { tagged o "$ours_rows"; tagged p "$ip_rows"
     tagged s "$(tool distinct "$ip" --cols size,context --sep '|' --where status=ok)"; } |
-    awk -F'|' -v same="$([ "$ipgpu" = "$gpu" ] && echo 1 || echo 0)" -v winf="$wins" '
-    function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
-    function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+    awk -F'|' -v same="$([ "$ipgpu" = "$gpu" ] && echo 1 || echo 0)" -v winf="$wins" "$AWK_CELLS"'
     $1 == "o" { k = $2 "|" $3 "|" $4 "|" $5; st[k] = $6; pk[k] = $7; next }
     $1 == "p" { k = $2 "|" $3; ps[k] = $4; pp[k] = $5; next }
-    { k = $2 "|" $3; x = ps[k]; cell = f1(x) ", " gb(pp[k])
-      if (!same) { printf "| %s | %s | %s |\n", $2, $3, cell; next }
+    { k = $2 "|" $3; x = ps[k]; ipc = f1(x) ", " gib(pp[k])
+      if (!same) { printf "| %s | %s | %s |\n", $2, $3, ipc; next }
       a = k "|bf16|after_backward"; i = k "|bf16|in_backward"
-      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(st[a]), gb(pk[a]), f1(st[i]), gb(pk[i]), cell
+      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(st[a]), gib(pk[a]), f1(st[i]), gib(pk[i]), ipc
       if (x != "" && st[a] != "" && st[i] != "" && x + 0 < st[a] + 0 && x + 0 < st[i] + 0) print $2, $3 > winf
     }'
   echo
@@ -467,15 +461,13 @@ if has_rows "$wg"; then
   wg_rows=$(tool select "$wg" --where status=ok --sort -utc --first-of "size,context,weight_grads${ovc:+,adamw_overlap}" \
     --cols "size,context,weight_grads,${ovc}step_ms_median,engine_peak_mib,gpu_sm_mhz" --sep '|')
   { tagged r "$wg_rows"; tagged s "$(tool distinct "$wg" --cols size,context --sep '|' --where status=ok)"; } |
-    awk -F'|' -v hasov="${ovc:+1}" '
-    function f(fmt, x) { return x == "" ? "-" : sprintf(fmt, x) }
-    function cell(k) { return f("%.1f", st[k]) ", " (pk[k] == "" ? "-" : f("%.1f", pk[k] / 1024)) ", " f("%.0f", mz[k]) }
-    function pct(n, o) { return n != "" && o != "" ? sprintf("%+.1f", (n - o) / o * 100) "%" : "-" }
+    awk -F'|' -v hasov="${ovc:+1}" "$AWK_CELLS"'
+    function wcell(k) { return f1(st[k]) ", " gib(pk[k]) ", " fmt("%.0f", mz[k]) }
     $1 == "r" { if (hasov) { k = $2 "|" $3 "|" $4 "|" $5; c = 6 } else { k = $2 "|" $3 "|" $4 "|true"; c = 5 }
                 st[k] = $c; pk[k] = $(c + 1); mz[k] = $(c + 2); next }
     { k = $2 "|" $3; f32 = k "|fp32|true"; b = k "|compute|true"; q = k "|compute|false"
-      cq = st[q] == "" ? "-" : cell(q)
-      printf "| %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, cell(f32), cell(b), pct(st[b], st[f32]), cq, pct(st[q], st[b])
+      cq = st[q] == "" ? "-" : wcell(q)
+      printf "| %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, wcell(f32), wcell(b), pct(st[b], st[f32]), cq, pct(st[q], st[b])
       if (st[b] != "" && st[q] != "") { n++; w += st[q] + 0 < st[b] + 0 } }
     END { print ""; if (n) printf "On backward'"'"'s stream the step is faster at %d of %d shapes.\n\n", w, n }'
 fi
@@ -507,13 +499,11 @@ if has_rows "$kn"; then
   kn_rows=$(tool select "$kn" --where status=ok --sort -utc --first-of size,context,keep_norms \
     --cols size,context,keep_norms,step_ms_median,engine_peak_mib --sep '|')
   { tagged r "$kn_rows"; tagged s "$(tool distinct "$kn" --cols size,context --sep '|' --where status=ok)"; } |
-    awk -F'|' '
-    function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
-    function gb(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
+    awk -F'|' "$AWK_CELLS"'
     $1 == "r" { k = $2 "|" $3 "|" $4; st[k] = $5; pk[k] = $6; next }
-    { k = $2 "|" $3; r = st[k "|false"]; kk = st[k "|true"]; ch = "-"
-      if (r != "" && kk != "") { ch = sprintf("%+.1f", (kk - r) / r * 100) "%"; n++; w += kk + 0 < r + 0 }
-      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(r), gb(pk[k "|false"]), f1(kk), gb(pk[k "|true"]), ch }
+    { k = $2 "|" $3; r = st[k "|false"]; kk = st[k "|true"]
+      if (r != "" && kk != "") { n++; w += kk + 0 < r + 0 }
+      printf "| %s | %s | %s, %s | %s, %s | %s |\n", $2, $3, f1(r), gib(pk[k "|false"]), f1(kk), gib(pk[k "|true"]), pct(kk, r) }
     END { print ""; if (n) printf "Kept, the step is faster at %d of %d shapes.\n\n", w, n }'
 fi
 if [ -f "$kn" ]; then
