@@ -68,7 +68,8 @@ def main():
     # NCU_VERSION, NCU_UTC: a LOG brought from the GPU machine, read here
     ver = os.environ.get("NCU_VERSION") or subprocess.run(
         ["ncu", "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"(?:Version )?(\d[\d.]*)", ver)
+    # `ncu --version` says "Copyright (c) 2018-2025" a line before "Version X"
+    m = re.search(r"Version (\d[\d.]*)", ver) or re.fullmatch(r"\s*(\d[\d.]*)\s*", ver)
     ver = m.group(1) if m else ""
     utc = os.environ.get("NCU_UTC") or datetime.datetime.now(
         datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
