@@ -247,6 +247,24 @@ _families() { # MESSAGE NAME ('' for all)
   done
   IFS=$_fifs; set +f
 }
+# ...and the same in awk, for a section that reads many rows in one awk:
+# prepend "$AWK_FAMILIES" to the program. fams(MSG) fills fn[1..n] (names
+# in order, repeats kept), fx[1..n] (their ms as written) and fv[NAME]
+# (the first NAME's ms) and returns n; fsum() is fsum's "%.4f" of the ms.
+AWK_FAMILIES='
+function fams(m,   i, k, p, w, j) {
+  delete fv; nfam = 0
+  i = index(m, ":"); if (i && substr(m, i + 1, 1) == " ") m = substr(m, i + 2)
+  k = split(m, p, ";")
+  for (j = 1; j <= k; j++) {
+    if (split(p[j], w, " ") != 2) continue
+    fn[++nfam] = w[1]; fx[nfam] = w[2]
+    if (!(w[1] in fv)) fv[w[1]] = w[2]
+  }
+  return nfam
+}
+function fsum(   j, t) { for (j = 1; j <= nfam; j++) t += fx[j]; return sprintf("%.4f", t) }
+'
 
 # tagged TAG LINES: each non-empty line as "TAG|line", so that one awk can
 # join several csvtool selects (--sep '|') told apart by their first field.

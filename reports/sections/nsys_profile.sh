@@ -35,10 +35,6 @@ v() {
   tool value "$src" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where mode="$4" --col "$5"
 }
-# fsum MESSAGE: the sum of the families' ms.
-fsum() { families "$1" | awk '{ s += $2 } END { printf "%.4f", s }'; }
-# ftop MESSAGE: the family with the most ms.
-ftop() { families "$1" | awk '!n || $2 > m { m = $2; t = $1; n = 1 } END { print t }'; }
 pct() { calc %.0f "100 * $1 / $2"; }
 sizes=$(tool distinct "$src" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
 ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forward --sort context)
@@ -46,6 +42,30 @@ vocab=$(tool value "$src" --agg first --where status=ok --col vocab)
 batch=$(tool value "$src" --agg first --where status=ok --col batch)
 gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
 on_gpu "$src"
+# (a) to (d) read every job's latest ok row at once (v's row):
+# size|context|precision|mode|fwd_ms_mean|message
+rows="$REPORT_TMP/nsys_rows"
+tool select "$src" --where status=ok --sort -utc --first-of size,context,precision,mode \
+  --cols size,context,precision,mode,fwd_ms_mean,message --sep '|' > "$rows"
+aux="$REPORT_TMP/nsys_aux"
+# walk PROGRAM: run PROGRAM's END over those rows, with ms(S, C, P, MODE)
+# and msg(...) (v's fwd_ms_mean and message, "" where no row), fam_msg(M)
+# (M is a family breakdown), the lists sz[1..nsz], cx[1..ncx] and pr[1..2]
+# (fp32 bf16), cm, the family helpers, and a file aux (emptied first) for
+# what a part keeps besides its output.
+walk() {
+  : > "$aux"
+  awk -F'|' -v aux="$aux" -v sizes="$sizes" -v ctxs="$ctxs" -v cm="${cm:-}" -v me="${0##*/}" "$AWK_FAMILIES"'
+    function key(s, c, p, mo) { return s SUBSEP c SUBSEP p SUBSEP mo }
+    function ms(s, c, p, mo) { return W[key(s, c, p, mo)] }
+    function msg(s, c, p, mo) { return M[key(s, c, p, mo)] }
+    function fam_msg(m) { return index(m, "ms per step by kernel family: ") == 1 }
+    BEGIN { nsz = split(sizes, sz, " "); ncx = split(ctxs, cx, " "); split("fp32 bf16", pr, " ") }
+    { k = key($1, $2, $3, $4); W[k] = $5; m = $6
+      for (i = 7; i <= NF; i++) m = m "|" $i
+      M[k] = m }
+    '"$1" "$rows"
+}
 
 cat <<TEXT
 Every \`lm\` row carries one extra, untimed step with each operation
@@ -186,34 +206,27 @@ echo "step's families summed."
 echo
 echo "| size | context | fp32 wall clock | fp32 sum of families | bf16 wall clock | bf16 sum of families |"
 echo "|---|--:|--:|--:|--:|--:|"
-diffs=""
-for s in $sizes; do
-  for c in $ctxs; do
-    line="| $s | $c"
-    any=""
-    for p in fp32 bf16; do
-      w=$(v "$s" "$c" $p forward fwd_ms_mean); m=$(v "$s" "$c" $p forward message)
-      case $m in
-        'ms per step by kernel family: '*) su=$(fsum "$m") ;;
-        *) su="" ;;
-      esac
-      if [ -n "$w" ] && [ -n "$su" ]; then
-        num "$s $c $p forward" "$w"
-        diffs="$diffs$p $(calc %.2f "100 * ($su - $w) / $w") $s $c $(calc %.2f "$w")
-"
-        line="$line | $(calc %.2f "$w") | $(calc %.2f "$su")"
-        any=1
-      else
-        line="$line | $(d "$w") | -"
-      fi
-    done
-    [ -n "$any" ] && echo "$line |"
-  done
-done
+# aux: "PREC DIFF% SIZE CONTEXT WALL" a row, the families' sum against the wall clock
+walk 'END {
+  for (i = 1; i <= nsz; i++) for (j = 1; j <= ncx; j++) {
+    s = sz[i]; c = cx[j]; line = "| " s " | " c; any = 0
+    for (q = 1; q <= 2; q++) {
+      p = pr[q]; w = ms(s, c, p, "forward"); m = msg(s, c, p, "forward"); su = ""
+      if (fam_msg(m)) { fams(m); su = fsum() }
+      if (w != "" && su != "") {
+        if (w !~ /^[0-9.eE+-]+$/) {   # num
+          printf "%s: : %s %s %s forward is \"%s\", not a number\n", me, s, c, p, w > "/dev/stderr"
+          exit 1 }
+        printf "%s %.2f %s %s %.2f\n", p, 100 * (su - w) / w, s, c, w > aux
+        line = line sprintf(" | %.2f | %.2f", w, su); any = 1
+      } else line = line " | " (w == "" ? "-" : w) " | -"
+    }
+    if (any) print line " |"
+  } }'
 echo
 failed_jobs "$src" size,context,precision,mode,status,message "size,context,precision,mode,status,message"
 rng() { # PREC: "lo hi median n" of the sum-vs-wall differences (%)
-  printf '%s' "$diffs" | awk -v p="$1" '$1 == p { print $2 }' | sort -g |
+  awk -v p="$1" '$1 == p { print $2 }' "$aux" | sort -g |
     awk '{ a[NR] = $1 } END { if (NR) printf "%.1f %.1f %.1f %d\n", a[1], a[NR],
       (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), NR }'
 }
@@ -221,7 +234,7 @@ r32=$(rng fp32); r16=$(rng bf16)
 if [ -n "$r32" ] && [ -n "$r16" ]; then
   set -- $r32; lo32=$1 hi32=$2 md32=$3 n32=$4
   set -- $r16; lo16=$1 hi16=$2 md16=$3 n16=$4
-  set -- $(printf '%s' "$diffs" | sort -k2,2gr | head -n 1)
+  set -- $(sort -k2,2gr "$aux" | head -n 1)
   xw="$3 $1 at context $4 ($5 ms)"
   cat <<TEXT
 **Answer.** A forward pass takes from $(calc %.1f "$(v small "$(echo $ctxs | cut -d' ' -f1)" bf16 forward fwd_ms_mean)") ms (small, bf16, context
@@ -237,18 +250,24 @@ fi
 # ---- (b) ---------------------------------------------------------------------
 echo "### (b) The kernel with the most GPU time"
 echo
-# top family per mode over every row that has the breakdown
-topcount() { # MODE: "n_rows n_matmul_top lo_share hi_share" (share of matmul, %)
-  for s in $sizes; do for c in $ctxs; do for p in fp32 bf16; do
-    m=$(v "$s" "$c" $p "$1" message)
-    case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
-    printf '%s %s\n' "$(ftop "$m")" "$(calc %.2f "100 * $(fam "$m" matmul) / $(fsum "$m")")"
-  done; done; done | awk '{ n++; if ($1 == "matmul") t++; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2 }
-    END { printf "%d %d %.0f %.0f\n", n, t, lo, hi }'
-}
-set -- $(topcount forward); fn=$1 ft=$2 flo=$3 fhi=$4
-set -- $(topcount forward_backward); bn=$1 bt=$2 blo=$3 bhi=$4
-set -- $(topcount train_step); tn=$1 tt=$2 tlo=$3 thi=$4
+# the top family in each mode, over every row that has the breakdown:
+# "rows rows_matmul_tops lo_share hi_share" (the share of matmul, %) a mode
+set -- $(walk 'END {
+  split("forward forward_backward train_step", md, " ")
+  for (x = 1; x <= 3; x++) {
+    n = t = 0; lo = hi = ""
+    for (i = 1; i <= nsz; i++) for (j = 1; j <= ncx; j++) for (q = 1; q <= 2; q++) {
+      m = msg(sz[i], cx[j], pr[q], md[x])
+      if (!fam_msg(m)) continue
+      fams(m); top = ""
+      for (f = 1; f <= nfam; f++) if (f == 1 || fx[f] > tm) { tm = fx[f]; top = fn[f] }
+      sh = sprintf("%.2f", 100 * fv["matmul"] / fsum()) + 0
+      n++; if (top == "matmul") t++
+      if (n == 1 || sh < lo) lo = sh; if (n == 1 || sh > hi) hi = sh
+    }
+    printf "%d %d %.0f %.0f\n", n, t, lo, hi
+  } }')
+fn=$1 ft=$2 flo=$3 fhi=$4 bn=$5 bt=$6 blo=$7 bhi=$8 tn=$9 tt=${10} tlo=${11} thi=${12}
 calls=""
 for s in $sizes; do
   sh=$(shape "$s"); [ -n "$sh" ] || continue
@@ -274,33 +293,48 @@ echo "Forward pass at context $cm: the families after the products, ms, largest 
 echo
 echo "| size | precision | forward (ms) | matmul share | the other families (ms) |"
 echo "|---|---|--:|--:|---|"
-nm32="" nm16=""
-for p in fp32 bf16; do
-  for s in $sizes; do
-    m=$(v "$s" "$cm" $p forward message)
-    case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
-    su=$(fsum "$m"); mm=$(fam "$m" matmul)
-    rest=$(printf '%s\n' "$m" | sed 's/^[^:]*: //' | tr ';' '\n' | sed 's/^ //' |
-             awk '$1 != "matmul" && NF == 2' | sort -k2,2gr | awk '{ printf "%s%s %s", (NR > 1 ? "; " : ""), $1, $2 }')
-    share=$(pct "$mm" "$su")
-    if [ $p = fp32 ]; then nm32="$nm32 $((100 - share))"; else nm16="$nm16 $((100 - share))"; fi
-    echo "| $s | $p | $(calc %.1f "$su") | $share% | $rest |"
-  done
-done
+# each row: the other families largest first (ties by "name ms"); aux: the
+# four with the most summed share over these rows, then the range of the
+# others' share (100 - matmul's, %) in fp32 and in bf16 ("" without rows)
+walk 'function rg(k) { return nr[k] ? sprintf("%s%% to %s%%", lo[k], hi[k]) : "% to %" }
+  END {
+  for (q = 1; q <= 2; q++) for (i = 1; i <= nsz; i++) {
+    s = sz[i]; p = pr[q]; m = msg(s, cm, p, "forward")
+    if (!fam_msg(m)) continue
+    fams(m); su = fsum(); share = sprintf("%.0f", 100 * fv["matmul"] / su) + 0
+    k = 0
+    for (f = 1; f <= nfam; f++) if (fn[f] != "matmul") {
+      # insertion: a value down the list, ties by the line
+      for (g = ++k; g > 1; g--) {
+        o = ord[g - 1]
+        if (fx[o] > fx[f] || (fx[o] == fx[f] && fn[o] " " fx[o] < fn[f] " " fx[f])) break
+        ord[g] = o
+      }
+      ord[g] = f
+      tot[fn[f]] += sprintf("%.6g", fx[f] / su)
+    }
+    rest = ""
+    for (g = 1; g <= k; g++) rest = rest (g > 1 ? "; " : "") fn[ord[g]] " " fx[ord[g]]
+    o = 100 - share; nr[p]++
+    if (nr[p] == 1 || o < lo[p]) lo[p] = o; if (nr[p] == 1 || o > hi[p]) hi[p] = o
+    printf "| %s | %s | %.1f | %d%% | %s |\n", s, p, su, share, rest
+  }
+  if (!nr["fp32"] && !nr["bf16"]) exit
+  for (n in tot) { v = sprintf("%.6g", tot[n]) + 0; l = sprintf("%.6g", tot[n]) " " n
+    for (g = 1; g <= 4 && g <= nt; g++) if (v > tv[g] || (v == tv[g] && l > tl[g])) break
+    if (g > 4) continue
+    for (h = (nt < 4 ? ++nt : 4); h > g; h--) { tv[h] = tv[h - 1]; tl[h] = tl[h - 1]; tn[h] = tn[h - 1] }
+    tv[g] = v; tl[g] = l; tn[g] = n }
+  for (g = 1; g <= nt; g++) r = r (g > 1 ? ", " : "") tn[g]
+  print r > aux; print rg("fp32") > aux; print rg("bf16") > aux
+  }'
 echo
-lohi() { printf '%s\n' $1 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s%% to %s%%", lo, hi }'; }
-# the non-matmul families ranked by their summed ms over those rows
-rank=$(for p in fp32 bf16; do for s in $sizes; do
-         m=$(v "$s" "$cm" $p forward message)
-         case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
-         su=$(fsum "$m")
-         printf '%s\n' "$m" | sed 's/^[^:]*: //' | tr ';' '\n' | awk -v su="$su" '$1 != "matmul" && NF == 2 { print $1, $2 / su }'
-       done; done | awk '{ t[$1] += $2 } END { for (k in t) print t[k], k }' | sort -gr | awk 'NR <= 4 { printf "%s%s", (NR > 1 ? ", " : ""), $2 }')
-if [ -n "$nm32$nm16" ]; then
+if [ -s "$aux" ]; then
+  { read -r rank; read -r lohi32; read -r lohi16; } < "$aux"
   cat <<TEXT
 **Answer.** After the products, by summed share: $rank
 (\`rope+heads\`: RoPE and the head split and merge). Together they take
-$(lohi "$nm32") of the fp32 forward and $(lohi "$nm16") of the bf16 one: 16-bit inputs
+$lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs
 shrink the products, not these fp32, memory-bound passes.
 
 TEXT
@@ -313,22 +347,19 @@ echo "Context $cm, share of the profiled step's GPU time (families summed):"
 echo
 echo "| size | precision | forward: matmul | train step: matmul | train step: adamw | train step: everything else |"
 echo "|---|---|--:|--:|--:|--:|"
-dd=""
-for p in fp32 bf16; do
-  for s in $sizes; do
-    mf=$(v "$s" "$cm" $p forward message); mt=$(v "$s" "$cm" $p train_step message)
-    case $mf in 'ms per step by kernel family: '*) ;; *) continue ;; esac
-    case $mt in 'ms per step by kernel family: '*) ;; *) continue ;; esac
-    sf=$(fsum "$mf"); st=$(fsum "$mt")
-    a=$(pct "$(fam "$mf" matmul)" "$sf"); b=$(pct "$(fam "$mt" matmul)" "$st")
-    aw=$(fam "$mt" adamw); aw=${aw:-0}
-    c=$(pct "$aw" "$st")
-    echo "| $s | $p | $a% | $b% | $c% | $((100 - b - c))% |"
-    dd="$dd$p $s $a $b $c
-"
-  done
-done
+# aux: "PREC SIZE FWD_MATMUL% STEP_MATMUL% STEP_ADAMW%" a row
+walk 'END {
+  for (q = 1; q <= 2; q++) for (i = 1; i <= nsz; i++) {
+    s = sz[i]; p = pr[q]; mf = msg(s, cm, p, "forward"); mt = msg(s, cm, p, "train_step")
+    if (!fam_msg(mf) || !fam_msg(mt)) continue
+    fams(mf); a = sprintf("%.0f", 100 * fv["matmul"] / fsum()) + 0
+    fams(mt); st = fsum(); b = sprintf("%.0f", 100 * fv["matmul"] / st) + 0
+    c = sprintf("%.0f", 100 * ("adamw" in fv ? fv["adamw"] : 0) / st) + 0
+    printf "| %s | %s | %d%% | %d%% | %d%% | %d%% |\n", s, p, a, b, c, 100 - b - c
+    print p, s, a, b, c > aux
+  } }'
 echo
+dd=$(cat "$aux")
 if [ -n "$dd" ]; then
   # fp32 and bf16: the change of the matmul share, and AdamW's share, over the sizes
   for p in fp32 bf16; do
