@@ -13,6 +13,87 @@ renders() {
 # `set -e` does not see a failure inside "$(...)" used as an argument.
 tool() { "$CSVTOOL" "$@"; }
 
+# memo VAR CSV KEYS COLS [FILTER...]: for each KEYS combination of CSV's
+# rows that pass FILTER (csvtool's --where and --sort), the first such
+# row's COLS, kept in shell variables; then memo_get VAR KEY_VALUE... COL
+# (one value a key, in KEYS' order) sets MV to what `tool value CSV
+# FILTER... --where KEY=VALUE... --agg first --default "" --col COL`
+# prints (with "--where status=ok --sort -utc": the job's latest ok row),
+# without a process: a section asks hundreds of such values, and each
+# process costs milliseconds. One variable a value, named by the keys and
+# the column (_memo_enc: letters and digits as they are, a few other
+# characters as _ and a letter; one string searched with a pattern would
+# be quadratic in dash). Keys compare as written ("512" is not "512.0");
+# a key or value holding "|" or a line break fails the select (csvtool
+# select --sep), and memo_get of a key with another character fails.
+_memo_n=0
+memo() {
+  _mv=$1 _mf=$2 _mk=$3 _mc=$4
+  shift 4
+  _memo_n=$((_memo_n + 1))
+  eval "_memo_of_$_mv=_m${_memo_n}_"
+  _mt=$(tool select "$_mf" "$@" --first-of "$_mk" --cols "$_mk,$_mc" --sep '|') || exit 1
+  # "NAME='VALUE'" a line; keys _memo_enc cannot write: no variable
+  _mt=$(printf '%s\n' "$_mt" | awk -F'|' -v pre="_m${_memo_n}_" -v keys="$_mk" -v cols="$_mc" '
+    function enc(x,   o, i, ch, j) {
+      o = ""
+      for (i = 1; i <= length(x); i++) {
+        ch = substr(x, i, 1)
+        if (ch ~ /[A-Za-z0-9]/) o = o ch
+        else if ((j = index(from, ch)) > 0) o = o "_" substr(to, j, 1)
+        else return "\001"
+      }
+      return o "_k"
+    }
+    BEGIN { nk = split(keys, k, ","); nc = split(cols, c, ",")
+            from = "_.- +/:*=,"; to = "_dmsplcxeo"; q = sprintf("%c", 39) }
+    NF {
+      n = pre
+      for (i = 1; i <= nk; i++) n = n enc($i)
+      if (index(n, "\001")) next
+      for (j = 1; j <= nc; j++) {
+        v = $(nk + j); gsub(q, q "\\" q q, v)
+        print n enc(c[j]) "=" q v q
+      }
+    }') || exit 1
+  eval "$_mt"
+}
+# _memo_enc STRING: sets _e to STRING as memo's awk names it (enc), or fails.
+_memo_enc() {
+  _e= _s=$1
+  while [ -n "$_s" ]; do
+    _r=${_s#?}
+    case $_s in
+      [A-Za-z0-9]*) _e=$_e${_s%"$_r"} ;;
+      _*) _e=${_e}__ ;; .*) _e=${_e}_d ;; -*) _e=${_e}_m ;; " "*) _e=${_e}_s ;;
+      +*) _e=${_e}_p ;; /*) _e=${_e}_l ;; :*) _e=${_e}_c ;; "*"*) _e=${_e}_x ;;
+      =*) _e=${_e}_e ;; ,*) _e=${_e}_o ;;
+      *) return 1 ;;
+    esac
+    _s=$_r
+  done
+  _e=${_e}_k
+}
+memo_get() {
+  eval "_mn=\${_memo_of_$1:?memo_get: no memo $1}"
+  shift
+  for _ma in "$@"; do
+    _memo_enc "$_ma" || {
+      echo "${0##*/}: memo_get: \"$_ma\" holds a character memo does not key" >&2
+      exit 1; }
+    _mn=$_mn$_e
+  done
+  eval "MV=\${$_mn-}"
+}
+# memo_fmt FMT VALUE: VALUE as csvtool's --fmt FMT prints a cell (a number
+# formatted, anything else as it is).
+memo_fmt() {
+  case $2 in
+    *[0-9]*) case $2 in *[!0-9.eE+-]*) printf '%s' "$2" ;; *) printf "$1" "$2" ;; esac ;;
+    *) printf '%s' "$2" ;;
+  esac
+}
+
 # A section's GPU, and the PyTorch anchors measured on that GPU. An anchor
 # file (reports/anchors/NAME.csv) holds the rows of every GPU it was
 # measured on, its "gpu" column as torch.cuda.get_device_name gives it,

@@ -41,12 +41,13 @@ echo "GPU: $gpus."
 echo
 echo "| size | context | precision | forward (ms) | x fp32 | fwd+bwd (ms) | x fp32 | step (ms) | x fp32 | PyTorch fwd / fwd+bwd / step (ms) |"
 echo "|---|--:|---|--:|--:|--:|--:|--:|--:|---|"
-# time SIZE CONTEXT PRECISION MODE COLUMN: the latest ok row's value, or "".
-time_of() {
-  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-    --where size="$1" --where context="$2" --where precision="$3" \
-    --where mode="$4" --col "$5" --fmt %.2f
-}
+# time SIZE CONTEXT PRECISION MODE COLUMN: the latest ok row's value
+# (%.2f), or "".
+memo T "$csv" size,context,precision,mode \
+  fwd_ms_mean,step_ms_mean,opt_ms_mean,gpu_name,loss_scale,skipped_steps --where status=ok --sort -utc
+time_of() { memo_get T "$@"; memo_fmt %.2f "$MV"; }
+# the eager anchor's time_ms, the first row of each job
+memo A "$anchor" size,context,precision,mode time_ms --where config=reference
 ratio() { # fp32 time / this time
   if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN { printf \"%.2f\", $1 / $2 }"; else printf -- '-'; fi
 }
@@ -54,8 +55,7 @@ pt() {
   v=""
   # an older row of another GPU, left by a partial re-run, meets no anchor
   [ "$(time_of "$1" "$2" "$3" "$4" gpu_name)" = "$GPU" ] &&
-    v=$(tool value "$anchor" --agg first --default "" --where size="$1" --where context="$2" \
-          --where precision="$3" --where mode="$4" --where config=reference --col time_ms)
+    { memo_get A "$1" "$2" "$3" "$4" time_ms; v=$MV; }
   printf '%s' "${v:--}"
 }
 tool distinct "$csv" --cols params,size,context --where status=ok --sort params,context --sep '|' |
@@ -154,12 +154,8 @@ if [ -n "$fwdw$fbw$stw" ]; then
     sb=$(time_of "$sz" "$cx" bf16 train_step step_ms_mean)
     sh16=$(time_of "$sz" "$cx" fp16 train_step step_ms_mean)
     if [ -z "$ob" ] || [ -z "$oh" ] || [ -z "$sb" ] || [ -z "$sh16" ]; then continue; fi
-    ls16=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-             --where size="$sz" --where context="$cx" --where precision=fp16 \
-             --where mode=train_step --col loss_scale --fmt %.0f)
-    sk16=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-             --where size="$sz" --where context="$cx" --where precision=fp16 \
-             --where mode=train_step --col skipped_steps --fmt %.0f)
+    memo_get T "$sz" "$cx" fp16 train_step loss_scale; ls16=$(memo_fmt %.0f "$MV")
+    memo_get T "$sz" "$cx" fp16 train_step skipped_steps; sk16=$(memo_fmt %.0f "$MV")
     od=$(calc %.2f "$oh - $ob")
     sd=$(calc %.2f "$sh16 - $sb")
     nopt=$((nopt + 1))

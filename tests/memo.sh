@@ -1,0 +1,59 @@
+#!/bin/sh
+# section_lib.sh's memo and memo_get, the sections' lookups in the shell,
+# against what they stand for, `csvtool value --sort -utc --agg first
+# --default "" --where status=ok --where KEY=V... --col C`, for every key
+# combination and column of a CSV where jobs were measured again (the
+# newest ok row wins, whatever the file order; without the filter, the
+# file's first row of the key), failed rows come later,
+# cells are empty, keys hold spaces, glob characters and prefixes of one
+# another, and values hold spaces, quotes, $, backslashes and backquotes; an extra --where narrows both alike;
+# memo_fmt formats as value --fmt does (numbers only).
+. "${top_srcdir:-.}/tests/lib.sh"
+CSVTOOL="$top_builddir/csvtool"
+[ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
+REPORT_LIB="$top_srcdir/reports/section_lib.sh"
+. "$REPORT_LIB"
+f="$scratch/r.csv"
+cat > "$f" <<'CSV'
+size,context,gpu,ms,note,status,utc
+small,512,A,10.5,first run,ok,2026-01-01T00:00:00Z
+small,512,A,9.25,rerun,ok,2026-01-03T00:00:00Z
+small,512,A,1.0,oom,failed,2026-01-04T00:00:00Z
+small,5120,A,,no time,ok,2026-01-02T00:00:00Z
+small,51,B,3e-05,tiny,ok,2026-01-02T00:00:00Z
+2.7B,512,B,100,,ok,2026-01-05T00:00:00Z
+2.7B,512,A,120,older,ok,2026-01-01T00:00:00Z
+x*y,1 2,A,7,glob key,ok,2026-01-01T00:00:00Z
+medium,1024,A,8,"it's $HOME \\n `x`",ok,2026-01-01T00:00:00Z
+CSV
+memo M "$f" size,context ms,note,gpu --where status=ok --sort -utc
+memo MA "$f" size,context ms --where status=ok --sort -utc --where gpu=A
+memo MF "$f" size,context ms
+bad=''
+for s in small 2.7B 'x*y' medium; do
+  for c in 512 5120 51 '1 2' 1024; do
+    for col in ms note gpu; do
+      want=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok \
+               --where size="$s" --where context="$c" --col "$col")
+      memo_get M "$s" "$c" "$col"
+      [ "$MV" = "$want" ] || bad="$bad [$s/$c/$col: '$MV' not '$want']"
+    done
+    want=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok \
+             --where gpu=A --where size="$s" --where context="$c" --col ms)
+    memo_get MA "$s" "$c" ms
+    [ "$MV" = "$want" ] || bad="$bad [gpu A $s/$c: '$MV' not '$want']"
+    want=$(tool value "$f" --agg first --default "" --where size="$s" --where context="$c" --col ms)
+    memo_get MF "$s" "$c" ms
+    [ "$MV" = "$want" ] || bad="$bad [file order $s/$c: '$MV' not '$want']"
+  done
+done
+check "memo_get gives csvtool value's answer for every key and column${bad:+:$bad}" [ -z "$bad" ]
+memo_get M small 512 ms
+check "the newest ok row wins: small 512 is 9.25 (got $MV)" [ "$MV" = 9.25 ]
+fmts=''
+for v in 9.25 3e-05 100 '' 'first run' -0.5; do
+  fmts="$fmts[$(memo_fmt %.2f "$v")|$(printf '%s\n' "x,$v" | sed '1i v,w' | tool value /dev/stdin --col w --fmt %.2f 2> /dev/null)]"
+done
+check "memo_fmt formats as value --fmt: $fmts" \
+  [ "$fmts" = "[9.25|9.25][0.00|0.00][100.00|100.00][|][first run|first run][-0.50|-0.50]" ]
+finish
