@@ -23,15 +23,19 @@ tool() { "$CSVTOOL" "$@"; }
 # process costs milliseconds. One variable a value, named by the keys and
 # the column (_memo_enc: letters and digits as they are, a few other
 # characters as _ and a letter; one string searched with a pattern would
-# be quadratic in dash). Keys compare as written ("512" is not "512.0");
-# a key or value holding "|" or a line break fails the select (csvtool
-# select --sep), and memo_get of a key with another character fails.
+# be quadratic in dash); a key with another character is asked of csvtool.
+# Keys compare as written ("512" is not "512.0"); a key or value holding
+# "|" or a line break fails the select (csvtool select --sep).
 _memo_n=0
 memo() {
   _mv=$1 _mf=$2 _mk=$3 _mc=$4
   shift 4
   _memo_n=$((_memo_n + 1))
   eval "_memo_of_$_mv=_m${_memo_n}_"
+  # for the keys _memo_enc cannot name (_memo_ask): the select, quoted
+  _memo_q "$_mf"; _ms="tool value $_q"
+  for _ma in "$@"; do _memo_q "$_ma"; _ms="$_ms $_q"; done
+  eval "_memo_src_$_mv=\$_ms _memo_keys_$_mv=\$_mk"
   _mt=$(tool select "$_mf" "$@" --first-of "$_mk" --cols "$_mk,$_mc" --sep '|') || exit 1
   # "NAME='VALUE'" a line; keys _memo_enc cannot write: no variable
   _mt=$(printf '%s\n' "$_mt" | awk -F'|' -v pre="_m${_memo_n}_" -v keys="$_mk" -v cols="$_mc" '
@@ -76,14 +80,36 @@ _memo_enc() {
 }
 memo_get() {
   eval "_mn=\${_memo_of_$1:?memo_get: no memo $1}"
+  _mm=$1
   shift
   for _ma in "$@"; do
-    _memo_enc "$_ma" || {
-      echo "${0##*/}: memo_get: \"$_ma\" holds a character memo does not key" >&2
-      exit 1; }
+    _memo_enc "$_ma" || { _memo_ask "$_mm" "$@"; return; }
     _mn=$_mn$_e
   done
   eval "MV=\${$_mn-}"
+}
+# _memo_ask VAR KEY_VALUE... COL: memo_get's answer from csvtool.
+_memo_ask() {
+  eval "_mc=\$_memo_src_$1 _ml=\$_memo_keys_$1,"
+  shift
+  while [ -n "$_ml" ]; do
+    _memo_q "${_ml%%,*}=$1"
+    _mc="$_mc --where $_q"
+    _ml=${_ml#*,}
+    shift
+  done
+  _memo_q "$1"
+  MV=$(eval "$_mc --agg first --default '' --col $_q") || exit 1
+}
+# _memo_q STRING: sets _q to STRING in single quotes, for eval.
+_memo_q() {
+  _q= _s=$1
+  while :; do
+    case $_s in
+      *\'*) _q="$_q${_s%%\'*}'\\''"; _s=${_s#*\'} ;;
+      *) _q="'$_q$_s'"; return ;;
+    esac
+  done
 }
 # memo_fmt FMT VALUE: VALUE as csvtool's --fmt FMT prints a cell (a number
 # formatted, anything else as it is).

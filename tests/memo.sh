@@ -4,10 +4,11 @@
 # --default "" --where status=ok --where KEY=V... --col C`, for every key
 # combination and column of a CSV where jobs were measured again (the
 # newest ok row wins, whatever the file order; without the filter, the
-# file's first row of the key), failed rows come later,
-# cells are empty, keys hold spaces, glob characters and prefixes of one
-# another, and values hold spaces, quotes, $, backslashes and backquotes; an extra --where narrows both alike;
-# memo_fmt formats as value --fmt does (numbers only).
+# file's first row of the key), failed rows come later, cells are empty,
+# keys hold spaces, glob characters, quotes, prefixes of one another and
+# characters memo's names cannot hold (csvtool answers those), and values
+# hold spaces, quotes, $, backslashes and backquotes; an extra --where
+# narrows both alike; memo_fmt formats as value --fmt does (numbers only).
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -24,13 +25,15 @@ small,51,B,3e-05,tiny,ok,2026-01-02T00:00:00Z
 2.7B,512,B,100,,ok,2026-01-05T00:00:00Z
 2.7B,512,A,120,older,ok,2026-01-01T00:00:00Z
 x*y,1 2,A,7,glob key,ok,2026-01-01T00:00:00Z
+q(1),512,A,11,asked,ok,2026-01-01T00:00:00Z
+o'k,512,B,12,quoted,ok,2026-01-01T00:00:00Z
 medium,1024,A,8,"it's $HOME \\n `x`",ok,2026-01-01T00:00:00Z
 CSV
 memo M "$f" size,context ms,note,gpu --where status=ok --sort -utc
 memo MA "$f" size,context ms --where status=ok --sort -utc --where gpu=A
 memo MF "$f" size,context ms
 bad=''
-for s in small 2.7B 'x*y' medium; do
+for s in small 2.7B 'x*y' medium 'q(1)' "o'k"; do
   for c in 512 5120 51 '1 2' 1024; do
     for col in ms note gpu; do
       want=$(tool value "$f" --sort -utc --agg first --default "" --where status=ok \

@@ -331,6 +331,20 @@ EOF
 # shape_src H D: the CSV holding our bf16 flash row at H heads and d_head D
 # (one head: flash_benchmarking's; 16: flash_multihead's, else the
 # leaderboard's; 32: flash_model_shapes'), or nothing.
+# omemo SRC: sets om to the memo of attention CSV SRC's ok rows by impl,
+# precision, heads, seq and d_head (each one's first row, as value --agg
+# first), of the time, rate and clock columns SRC has; made once a file.
+omemo() {
+  om=${1##*/}
+  om=O_${om%.csv}
+  ! eval "[ -n \"\${_memo_of_$om:-}\" ]" || return 0
+  _oc=
+  for _c in fwd_ms_per_pass bwd_ms_per_pass fwd_bwd_ms_per_pass fwd_bwd_tflops fwd_tflops \
+            bwd_tflops fwd_sm_mhz bwd_sm_mhz; do
+    ! has_col "$1" $_c || _oc="$_oc${_oc:+,}$_c"
+  done
+  memo "$om" "$1" impl,precision,heads,seq,d_head "$_oc" --where status=ok
+}
 shape_src() {
   if [ "$1" = 32 ]; then
     ! on_this_gpu "$ms" || printf '%s' "$ms"
@@ -455,6 +469,9 @@ EOF
   echo
   echo "| shape (batch x heads x seq, d_head) | implementation | forward (ms) | backward (ms) | forward+backward (ms) | TFLOP/s |"
   echo "|---|---|--:|--:|--:|--:|"
+  # the anchor's ok rows by shape (av's: each one's first)
+  memo AV "$anchor" impl,precision,causal,batch,heads,seq,d_head fwd_bwd_ms,fwd_ms,bwd_ms,fwd_bwd_tflops \
+    --where status=ok
   for sh in $bf16_shapes; do
     IFS=: read -r B H T D <<EOF
 $sh
@@ -462,26 +479,25 @@ EOF
     label="${B}x${H}x${T}, d $D"
     src=$(shape_src "$H" "$D")
     if [ -f "$src" ]; then
+      omemo "$src"
       for impl in flash materialized; do
-        o() { tool value "$src" --agg first --default "" --where status=ok --where impl=$impl --where precision=bf16 \
-                --where heads="$H" --where seq="$T" --where d_head="$D" "$@"; }
-        of=$(o --col fwd_ms_per_pass --fmt %.3f); ob=$(o --col bwd_ms_per_pass --fmt %.3f)
-        ofb=$(o --col fwd_bwd_ms_per_pass --fmt %.3f); ot=$(o --col fwd_bwd_tflops --fmt %.0f)
+        o() { memo_get "$om" "$impl" bf16 "$H" "$T" "$D" "$1"; memo_fmt "$2" "$MV"; }
+        of=$(o fwd_ms_per_pass %.3f); ob=$(o bwd_ms_per_pass %.3f)
+        ofb=$(o fwd_bwd_ms_per_pass %.3f); ot=$(o fwd_bwd_tflops %.0f)
         [ -n "$ofb" ] || continue
         case $impl in flash) w="FlashAttention-2 (ours)" ;; *) w="materialised (ours)" ;; esac
         echo "| $label | $w | $of | $ob | $ofb | $ot |"
       done
     fi
     for impl in sdpa sdpa_cudnn sdpa_flash materialized; do
-      a() { av --where impl=$impl --where precision=bf16 --where causal=true --where batch="$B" \
-              --where heads="$H" --where seq="$T" --where d_head="$D" "$@"; }
-      afb=$(a --col fwd_bwd_ms --fmt %.3f)
+      a() { memo_get AV "$impl" bf16 true "$B" "$H" "$T" "$D" "$1"; memo_fmt "$2" "$MV"; }
+      afb=$(a fwd_bwd_ms %.3f)
       if [ -z "$afb" ]; then
         st=$(tool value "$anchor" --col status --agg first --default "" --where impl=$impl --where heads="$H" --where seq="$T" --where d_head="$D" --where precision=bf16)
         [ -z "$st" ] || echo "| $label | $(impl_words $impl) | $st | | | |"
         continue
       fi
-      echo "| $label | $(impl_words $impl) | $(a --col fwd_ms --fmt %.3f) | $(a --col bwd_ms --fmt %.3f) | $afb | $(a --col fwd_bwd_tflops --fmt %.0f) |"
+      echo "| $label | $(impl_words $impl) | $(a fwd_ms %.3f) | $(a bwd_ms %.3f) | $afb | $(a fwd_bwd_tflops %.0f) |"
     done
   done
   echo
@@ -525,12 +541,10 @@ EOF
     pc=$(pubcell "$PUB" "$who")
     src=$(shape_src "$H" "$D")
     v="" mhz=""
-    [ -z "$src" ] || v=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
-      --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_tflops")
+    [ -z "$src" ] || { omemo "$src"; memo_get "$om" flash bf16 "$H" "$T" "$D" "${P}_tflops"; v=$MV; }
     # the loop's mean clock (NVML), in rows that read it
     if [ -n "$v" ] && has_col "$src" "${P}_sm_mhz"; then
-      mhz=$(tool value "$src" --agg first --default "" --where status=ok --where impl=flash \
-        --where precision=bf16 --where heads="$H" --where seq="$T" --where d_head="$D" --col "${P}_sm_mhz")
+      memo_get "$om" flash bf16 "$H" "$T" "$D" "${P}_sm_mhz"; mhz=$MV
     fi
     [ -n "$mhz" ] && mhz=$(calc %.0f "$mhz") || mhz=-
     case $P in fwd) pw=forward ;; *) pw=backward ;; esac

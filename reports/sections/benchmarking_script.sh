@@ -175,13 +175,17 @@ for f in "$DATA/torch_compile.csv" "$DATA/benchmarking_fused.csv" \
   [ -f "$f" ] && lmcsvs="$lmcsvs $f"
 done
 # rows SIZE PREC CTX COL: "time,path,attention,graphs,COL" of every ok
-# train_step row of that size, precision and context over every lm CSV.
+# train_step row of that size, precision and context over every lm CSV
+# (in the files' order; selected once a COL, into REPORT_TMP: a file
+# that lacks a column gives none).
 rows() {
-  for f in $lmcsvs; do
-    tool select "$f" --cols step_ms_mean,fusion,attention,cuda_graphs,"$4" --where status=ok \
-      --where size="$1" --where precision="$2" --where context="$3" \
-      --where mode=train_step 2> /dev/null | tail -n +2
-  done
+  _rf="$REPORT_TMP/bs_rows.$4"
+  [ -f "$_rf" ] || for f in $lmcsvs; do
+    tool select "$f" --cols size,precision,context,step_ms_mean,fusion,attention,cuda_graphs,"$4" \
+      --where status=ok --where mode=train_step 2> /dev/null | tail -n +2
+  done > "$_rf"
+  awk -F, -v s="$1" -v p="$2" -v c="$3" \
+    '$1 == s && $2 == p && $3 == c { print substr($0, length($1 $2 $3) + 4) }' "$_rf"
 }
 # best SIZE PREC CTX COL: the one of those rows with the smallest step time.
 best() { rows "$@" | sort -t, -k1,1g | head -n 1; }
@@ -398,26 +402,21 @@ TEXT
   has_rows "$x3f" && fcol=" 3xtf32 fused, flash (ms) |"
   echo "| size | true fp32, best path (ms) | 3xtf32 op by op (ms) | 3xtf32 fused, materialised (ms) |$fcol PyTorch fp32 eager (ms) | PyTorch fp32 compiled (ms) | best 3xtf32 / compiled |"
   echo "|---|--:|--:|--:|${fcol:+--:|}--:|--:|--:|"
+  memo X3 "$x3" size,fusion step_ms_mean,gpu_name --where status=ok --sort -utc
+  memo XA "$anchor" size,context,precision,mode,config time_ms
+  [ -z "$fcol" ] || memo XF "$x3f" size,context step_ms_mean,gpu_name --where status=ok --sort -utc
   for size in small medium large xl 2.7B; do
     f32=$(best "$size" fp32 512 step_ms_mean | cut -d, -f1)
-    ob=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
-           --where size="$size" --where fusion=opbyop --col step_ms_mean --fmt %.1f)
-    fu=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
-           --where size="$size" --where fusion=fused --col step_ms_mean --fmt %.1f)
-    og=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
-           --where size="$size" --where fusion=opbyop --col gpu_name)
-    fg=$(tool value "$x3" --sort -utc --agg first --default "" --where status=ok \
-           --where size="$size" --where fusion=fused --col gpu_name)
-    pt=$(tool value "$anchor" --agg first --default "" --where size="$size" \
-           --where context=512 --where precision=fp32 --where mode=train_step \
-           --where config=reference --col time_ms)
+    memo_get X3 "$size" opbyop step_ms_mean; ob=$(memo_fmt %.1f "$MV")
+    memo_get X3 "$size" fused step_ms_mean; fu=$(memo_fmt %.1f "$MV")
+    memo_get X3 "$size" opbyop gpu_name; og=$MV
+    memo_get X3 "$size" fused gpu_name; fg=$MV
+    memo_get XA "$size" 512 fp32 train_step reference time_ms; pt=$MV
     ct=$(pt_compiled "$strong3" "$size" 512 fp32 step_ms_mean)
     ff="" fg2=""
     if [ -n "$fcol" ]; then
-      ff=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
-             --where size="$size" --where context=512 --col step_ms_mean --fmt %.1f)
-      fg2=$(tool value "$x3f" --sort -utc --agg first --default "" --where status=ok \
-             --where size="$size" --where context=512 --col gpu_name)
+      memo_get XF "$size" 512 step_ms_mean; ff=$(memo_fmt %.1f "$MV")
+      memo_get XF "$size" 512 gpu_name; fg2=$MV
     fi
     [ -n "$ob$fu$ff" ] || continue
     [ -n "$ct" ] || nocomp="$nocomp${nocomp:+,}$size"
@@ -466,20 +465,16 @@ same GPU):
 |--:|--:|--:|--:|--:|--:|--:|--:|
 TEXT
   # ftv PRECISION IMPL D SEQ: the latest ok row's fwd_bwd_tflops, or ""
-  ftv() {
-    tool value "$ftc" --sort -utc --agg first --default "" --where status=ok \
-      --where precision="$1" --where impl="$2" --where d_head="$3" --where seq="$4" \
-      --col fwd_bwd_tflops
-  }
+  memo FT "$ftc" precision,impl,d_head,seq fwd_bwd_tflops --where status=ok --sort -utc
+  ftv() { memo_get FT "$@" fwd_bwd_tflops; printf '%s\n' "$MV"; }
+  [ ! -f "$fb" ] ||
+    memo FB "$fb" precision,impl,d_head,seq fwd_bwd_tflops --where status=ok --where gpu_name="$GPU" --sort -utc
+  memo FA "$tanchor" impl,batch,heads,seq,d_head,precision,causal fwd_bwd_tflops --where status=ok
   tool distinct "$ftc" --cols d_head,seq --sep , --where status=ok | sort -t, -k1,1n -k2,2n |
     while IFS=, read -r d t; do
       f32=""
-      [ -f "$fb" ] && f32=$(tool value "$fb" --sort -utc --agg first --default "" --where status=ok \
-        --where precision=fp32 --where impl=flash --where d_head="$d" --where seq="$t" \
-        --where gpu_name="$GPU" --col fwd_bwd_tflops)
-      pt=$(tool value "$tanchor" --agg first --default "" --where status=ok --where impl=sdpa \
-        --where batch=1 --where heads=1 --where seq="$t" --where d_head="$d" \
-        --where precision=fp32 --where causal=true --col fwd_bwd_tflops)
+      [ ! -f "$fb" ] || { memo_get FB fp32 flash "$d" "$t" fwd_bwd_tflops; f32=$MV; }
+      memo_get FA sdpa 1 1 "$t" "$d" fp32 true fwd_bwd_tflops; pt=$MV
       x3=$(ftv 3xtf32 flash "$d" "$t")
       echo "| $d | $t | $(f1 "$f32") | $(f1 "$x3") | $(f1 "$(ftv 3xtf32 materialized "$d" "$t")") | $(f1 "$(ftv tf32 flash "$d" "$t")") | $(f1 "$(ftv tf32 materialized "$d" "$t")") | $(f1 "$pt") |"
       # for the answer: "D T X3 F32 PT" where all three are measured
@@ -586,10 +581,8 @@ tool table "$wcsv" --cols size,precision,warmup,step_ms_mean,step_ms_std,fwd_ms_
   --where status=ok --fmt step_ms_mean=%.2f --fmt step_ms_std=%.3f --fmt fwd_ms_mean=%.2f
 echo
 # wv SIZE PREC WARMUP COL FMT: the latest ok row's value, or "".
-wv() {
-  tool value "$wcsv" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
-    --where precision="$2" --where warmup="$3" --col "$4" --fmt "$5"
-}
+memo W "$wcsv" size,precision,warmup step_ms_mean,step_ms_std --where status=ok --sort -utc
+wv() { memo_get W "$1" "$2" "$3" "$4"; memo_fmt "$5" "$MV"; }
 # The first timed step of each warm-up-0 job against the median of the
 # rest (the samples: step_ms of every timed step).
 wj="${wcsv%.csv}.samples.jsonl"

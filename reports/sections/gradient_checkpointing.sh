@@ -51,10 +51,9 @@ case $size in
 esac
 
 # row PREC OPT K COL: the latest ok row's COL, or "".
-row() {
-  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-    --where precision="$1" --where optimizer="$2" --where checkpoint_layers="$3" --col "$4"
-}
+memo R "$csv" precision,optimizer,checkpoint_layers engine_peak_mib,step_ms_mean,fwd_ms_mean \
+  --where status=ok --sort -utc
+row() { memo_get R "$@"; printf '%s\n' "$MV"; }
 # sline PREC OPT K: the job's latest samples line.
 sline() { sample_line "$jsonl" precision="$1" optimizer="$2" checkpoint_layers="$3"; }
 # acts PREC OPT K: the activations' MiB (one allocation, made with the
@@ -72,10 +71,11 @@ kcsv="$DATA/gradient_checkpointing_keep_norms.csv"
 has_keep=0
 ! has_rows "$kcsv" || has_keep=1
 # rowk PREC K COL: that run's latest ok row's COL, or "".
+[ $has_keep -eq 0 ] ||
+  memo K "$kcsv" precision,checkpoint_layers engine_peak_mib,step_ms_mean --where status=ok --sort -utc
 rowk() {
   [ $has_keep -eq 1 ] || return 0
-  tool value "$kcsv" --sort -utc --agg first --default "" --where status=ok \
-    --where precision="$1" --where checkpoint_layers="$2" --col "$3"
+  memo_get K "$@"; printf '%s\n' "$MV"
 }
 
 cat <<TEXT
@@ -221,9 +221,9 @@ failed_jobs "$csv" precision,optimizer,checkpoint_layers,status,message \
   "precision,optimizer,k,status,message"
 
 # PyTorch with torch.utils.checkpoint on the same GPU.
+memo P "$anchor" size,context,precision,config step_ms_median,peak_gib --where status=ok
 pt() { # CONFIG PREC COL
-  tool value "$anchor" --agg first --default "" --where status=ok --where size="$size" \
-    --where context="$context" --where precision="$2" --where config="$1" --col "$3"
+  memo_get P "$size" "$context" "$2" "$1" "$3"; printf '%s\n' "$MV"
 }
 ptc=$(tool distinct "$anchor" --cols config --where size="$size" --where context="$context" |
   grep -E '^compiled(_ckpt[0-9]+)?$' || true)
