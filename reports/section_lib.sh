@@ -23,7 +23,8 @@ tool() { "$CSVTOOL" "$@"; }
 # process costs milliseconds. One variable a value, named by the keys and
 # the column (_memo_enc: letters and digits as they are, a few other
 # characters as _ and a letter; one string searched with a pattern would
-# be quadratic in dash); a key with another character is asked of csvtool.
+# be quadratic in dash); a key with another character, and a column that
+# CSV lacks or COLS does not name, are asked of csvtool (which says so).
 # Keys compare as written ("512" is not "512.0"); a key or value holding
 # "|" or a line break fails the select (csvtool select --sep).
 _memo_n=0
@@ -36,9 +37,24 @@ memo() {
   _memo_q "$_mf"; _ms="tool value $_q"
   for _ma in "$@"; do _memo_q "$_ma"; _ms="$_ms $_q"; done
   eval "_memo_src_$_mv=\$_ms _memo_keys_$_mv=\$_mk"
-  _mt=$(tool select "$_mf" "$@" --first-of "$_mk" --cols "$_mk,$_mc" --sep '|') || exit 1
+  # the KEYS CSV lacks: nothing kept; the COLS it lacks: left to csvtool
+  _mh=,$(head -n 1 "$_mf"),
+  _mok=1 _mp= _ml=$_mk,
+  while [ -n "$_ml" ]; do
+    case $_mh in *,"${_ml%%,*}",*) ;; *) _mok= ;; esac
+    _ml=${_ml#*,}
+  done
+  _ml=$_mc,
+  while [ -n "$_ml" ]; do
+    case $_mh in *,"${_ml%%,*}",*) _mp=$_mp${_mp:+,}${_ml%%,*} ;; esac
+    _ml=${_ml#*,}
+  done
+  [ -n "$_mok" ] || _mp=
+  eval "_memo_cols_$_mv=,\$_mp,"
+  [ -n "$_mp" ] || return 0
+  _mt=$(tool select "$_mf" "$@" --first-of "$_mk" --cols "$_mk,$_mp" --sep '|') || exit 1
   # "NAME='VALUE'" a line; keys _memo_enc cannot write: no variable
-  _mt=$(printf '%s\n' "$_mt" | awk -F'|' -v pre="_m${_memo_n}_" -v keys="$_mk" -v cols="$_mc" '
+  _mt=$(printf '%s\n' "$_mt" | awk -F'|' -v pre="_m${_memo_n}_" -v keys="$_mk" -v cols="$_mp" '
     function enc(x,   o, i, ch, j) {
       o = ""
       for (i = 1; i <= length(x); i++) {
@@ -79,9 +95,10 @@ _memo_enc() {
   _e=${_e}_k
 }
 memo_get() {
-  eval "_mn=\${_memo_of_$1:?memo_get: no memo $1}"
+  eval "_mn=\${_memo_of_$1:?memo_get: no memo $1} _mcl=\$_memo_cols_$1 _mlast=\${$#}"
   _mm=$1
   shift
+  case $_mcl in *,"$_mlast",*) ;; *) _memo_ask "$_mm" "$@"; return ;; esac
   for _ma in "$@"; do
     _memo_enc "$_ma" || { _memo_ask "$_mm" "$@"; return; }
     _mn=$_mn$_e

@@ -8,7 +8,8 @@
 # keys hold spaces, glob characters, quotes, prefixes of one another and
 # characters memo's names cannot hold (csvtool answers those), and values
 # hold spaces, quotes, $, backslashes and backquotes; an extra --where
-# narrows both alike; memo_fmt formats as value --fmt does (numbers only).
+# narrows both alike; a column not memoised is asked of csvtool, one the
+# CSV lacks fails as csvtool does; memo_fmt formats as value --fmt does.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -53,6 +54,12 @@ done
 check "memo_get gives csvtool value's answer for every key and column${bad:+:$bad}" [ -z "$bad" ]
 memo_get M small 512 ms
 check "the newest ok row wins: small 512 is 9.25 (got $MV)" [ "$MV" = 9.25 ]
+memo MS "$f" size,context ms,nope --where status=ok --sort -utc
+memo_get MS small 512 note
+check "a column the memo was not asked for is asked of csvtool (got $MV)" [ "$MV" = rerun ]
+( memo_get MS small 512 nope ) > "$scratch/nope.out" 2>&1 && nope=0 || nope=$?
+check "a column the CSV lacks fails as csvtool value does (exit $nope)" \
+  sh -c "[ $nope -ne 0 ] && grep -q nope '$scratch/nope.out'"
 fmts=''
 for v in 9.25 3e-05 100 '' 'first run' -0.5; do
   fmts="$fmts[$(memo_fmt %.2f "$v")|$(printf '%s\n' "x,$v" | sed '1i v,w' | tool value /dev/stdin --col w --fmt %.2f 2> /dev/null)]"
