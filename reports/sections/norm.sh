@@ -45,15 +45,13 @@ no_pt() {
   echo
 }
 # Ours (pytorch_layernorm.csv): IMPL COLS COLUMN, the latest ok row's value.
-ov() {
-  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-    --where impl="$1" --where cols="$2" --col "$3"
-}
+[ ! -f "$csv" ] ||
+  memo OV "$csv" impl,cols fwd_ms_per_pass,bwd_ms_per_pass,fwd_bwd_ms_per_pass \
+    --where status=ok --sort -utc
+ov() { memo_get OV "$@"; printf '%s\n' "$MV"; }
 # PyTorch's (the anchor): IMPL COLS COLUMN.
-av() {
-  tool value "$anchor" --sort -utc --agg first --default "" --where status=ok \
-    --where impl="$1" --where cols="$2" --col "$3"
-}
+memo AV "$anchor" impl,cols fwd_ms,bwd_ms,fwd_bwd_ms --where status=ok --sort -utc
+av() { memo_get AV "$@"; printf '%s\n' "$MV"; }
 impl_words() {
   case $1 in
     rmsnorm) printf "PyTorch's eager RMSNorm (the handout's module)" ;;
