@@ -25,11 +25,10 @@ csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
 require_rows "$csv" optimizer_state_sharding_accounting "on 2 GPUs"
 # v OPT PREC WS COL [BUCKET]: the latest ok row's value at that bucket size
 # (default: $bucket, set below), or empty.
-v() {
-  tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
-    --where optimizer="$1" --where precision="$2" --where world_size="$3" \
-    --where bucket_mb="${5:-$bucket}" --col "$4"
-}
+memo V "$csv" optimizer,precision,world_size,bucket_mb \
+  step_ms_mean,bwd_ms_mean,opt_ms_mean,grad_comm_ms_mean,param_comm_ms_mean,grad_comm_mib,param_comm_mib,wire_mib,params_mib,grads_mib,optstate_mib,activations_mib,mem_init_mib,mem_before_opt_mib,mem_after_opt_mib \
+  --where status=ok --sort -utc
+v() { memo_get V "$1" "$2" "$3" "${5:-$bucket}" "$4"; printf '%s\n' "$MV"; }
 gib() { [ -n "$1" ] && calc %.2f "$1 / 1024" || printf -- '-'; }
 ms() { [ -n "$1" ] && calc %.1f "$1" || printf -- '-'; }
 name() {
