@@ -327,13 +327,16 @@ leaderboard_2026)
     # head_chunk: a column since the job took it (older rows: 0, whole)
     hc=
     case ",$(head -n 1 "$csv")," in *,head_chunk,*) hc=,head_chunk ;; esac
+    # each arrangement's latest ok row (lv), and its first (atk)
+    memo L "$csv" "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc" \
+      step_ms_median,engine_peak_mib --where status=ok --sort -utc
+    memo LF "$csv" "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc" \
+      step_ms_median,engine_peak_mib --where status=ok
     echo "| k | resharded after forward | attention kept | head chunk (tokens) | step (ms) | peak per GPU (GiB) |"
     echo "|--:|---|---|--:|--:|--:|"
     tool distinct "$csv" --cols "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc" \
         --where status=ok --sort checkpoint_layers | while IFS=: read -r k rs ka ch; do
-      lv() { tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="$k" \
-               --where reshard_after_forward="$rs" --where checkpoint_keep_attention="$ka" \
-               ${hc:+--where head_chunk="$ch"} --sort -utc --agg first; }
+      lv() { memo_get L "$k" "$rs" "$ka" ${hc:+"$ch"} "$1"; printf '%s\n' "$MV"; }
       echo "| $k | $rs | $ka | ${ch:-0} | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
     done
     echo
@@ -364,9 +367,7 @@ ROW
     atk() { # COL RESHARD [K [KEPT [CHUNK]]]: the ok row's COL at k = K,
             # attention kept or not, head chunk (each the best row's by
             # default), or ""
-      tool value "$csv" --col "$1" --where status=ok --where checkpoint_layers="${3:-$bk}" \
-        --where reshard_after_forward="$2" --where checkpoint_keep_attention="${4:-$bka}" \
-        ${hc:+--where head_chunk="${5:-$bch}"} --agg first --default ''
+      memo_get LF "${3:-$bk}" "$2" "${4:-$bka}" ${hc:+"${5:-$bch}"} "$1"; printf '%s\n' "$MV"
     }
     # " (rows from two commits)" where the best row and the one it is
     # compared with were measured from different commits
