@@ -191,7 +191,7 @@ rows_of() { # NAME
 # dropped, spaces as -.
 anchor() { printf '%s' "$1" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9 _-' | tr ' ' '-'; }
 
-# test_says (and what the sections use).
+# test_file (and what the sections use).
 CSVTOOL=$csvtool TESTS_DIR=$tests
 . "$here/section_lib.sh"
 
@@ -214,7 +214,7 @@ render() { # DIR NUM NAME SCRIPTS TESTS
   # names only: appendix C quotes what each test checks, and how closely
   names=''
   for t in $(printf '%s' "$5" | tr ',' ' '); do
-    test_says "$t" > /dev/null || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
+    test_file "$t" || { echo "$3: no test $t in $tests" > "$1/failed"; return 1; }
     names="$names${names:+, }\`tests/$t\`"
   done
   echo "**Checked by** $names (\`make check\`; see appendix C)."

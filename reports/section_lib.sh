@@ -546,18 +546,24 @@ failed_jobs() {
   echo
 }
 
+# test_file NAME: sets f to test NAME's source (tests/NAME.sh as named,
+# else tests/NAME.c or .cu); fails where there is none.
+test_file() {
+  case $1 in
+    *.sh) f="$TESTS_DIR/$1" ;;
+    *) f="$TESTS_DIR/$1.c"; [ -f "$f" ] || f="$TESTS_DIR/$1.cu" ;;
+  esac
+  [ -f "$f" ]
+}
 # What a test establishes, as one paragraph: its source's first comment
 # block (tests/NAME.c) or its leading # lines (tests/NAME.sh), without the
-# exit-status sentence tests end with. TESTS_DIR: the tests' folder.
+# exit-status sentence tests end with; fails where there is no such test.
+# TESTS_DIR: the tests' folder.
 test_says() { # NAME
+  test_file "$1" || return 1
   case $1 in
-    *.sh) f="$TESTS_DIR/$1"
-          [ -f "$f" ] || return 1
-          awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
-    *) f="$TESTS_DIR/$1.c"
-       [ -f "$f" ] || f="$TESTS_DIR/$1.cu"
-       [ -f "$f" ] || return 1
-       awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
+    *.sh) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); printf "%s ", $0; next } { exit }' "$f" ;;
+    *) awk '!s && /^\/\*/ { s = 1 } s { line = $0; sub(/^\/\* ?/, "", line); sub(/^ \* ?/, "", line);
               e = sub(/ *\*\/.*$/, "", line); printf "%s ", line; if (e) exit }' "$f" ;;
   esac | tr -s ' ' | sed 's/ *Exit [0-9].*$//; s/ *$//'
 }

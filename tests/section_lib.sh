@@ -1,5 +1,5 @@
 #!/bin/sh
-# section_lib.sh's memo and memo_get, the sections' lookups in the shell,
+# reports/section_lib.sh's memo and memo_get, the sections' lookups in the shell,
 # against what they stand for, `csvtool value --sort -utc --agg first
 # --default "" --where status=ok --where KEY=V... --col C`, for every key
 # combination and column of a CSV where jobs were measured again (the
@@ -10,6 +10,8 @@
 # hold spaces, quotes, $, backslashes and backquotes; an extra --where
 # narrows both alike; a column not memoised is asked of csvtool, one the
 # CSV lacks fails as csvtool does; memo_fmt formats as value --fmt does.
+# test_says quotes a test's header and fails for a test that does not
+# exist, and mkreport.sh refuses a problem list naming one.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -66,4 +68,15 @@ for v in 9.25 3e-05 100 '' 'first run' -0.5; do
 done
 check "memo_fmt formats as value --fmt: $fmts" \
   [ "$fmts" = "[9.25|9.25][0.00|0.00][100.00|100.00][|][first run|first run][-0.50|-0.50]" ]
+TESTS_DIR="$top_srcdir/tests"
+says=$(test_says section_lib.sh)
+case $says in "reports/section_lib.sh's memo and memo_get, the sections' lookups in the shell, against"*) q=1 ;; *) q=0 ;; esac
+check "test_says quotes this test's header (\"$(printf '%s' "$says" | cut -c1-50)...\")" [ $q -eq 1 ]
+test_says no_such_test > /dev/null && gone=0 || gone=$?
+check "test_says fails for a test that does not exist (exit $gone)" [ "$gone" -ne 0 ]
+printf '%s\n' "1.1.3 mixed_precision_accumulation - mixed_precision_accumulation no_such_test" > "$scratch/problems.def"
+sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" --out "$scratch" \
+  --csvtool "$CSVTOOL" --gnuplot "" --problems "$scratch/problems.def" > "$scratch/mk.out" 2>&1 && mk=0 || mk=$?
+check "mkreport.sh refuses a problem list naming a test that does not exist (exit $mk)" \
+  sh -c "[ $mk -ne 0 ] && grep -q 'no test no_such_test' '$scratch/mk.out' && [ ! -f '$scratch/writeup.md' ]"
 finish
