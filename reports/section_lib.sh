@@ -145,10 +145,29 @@ memo_fmt() {
 # meet another GPU's numbers.
 # REPORT_ANCHORS, when set, names another folder of them (tests).
 ANCHORS=${REPORT_ANCHORS:-"$(dirname "${REPORT_LIB:-.}")/anchors"}
-# gpu_kind NAME: the kind in a device or machine name ("NVIDIA H100 80GB
-# HBM3" and "2 x NVIDIA H100 (NVLink)" are H100), or "".
+# gpu_kind NAME: the kind in a device or machine name, its first word
+# (words split at blanks and -) of capitals, digits, then letters
+# ("NVIDIA H100 80GB HBM3" and "2 x NVIDIA H100 (NVLink)" are H100,
+# "NVIDIA A100-SXM4-80GB" A100), or "". In the shell: a section asks
+# dozens.
 gpu_kind() {
-  printf '%s\n' "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z]+[0-9]+[A-Za-z]*$/) { print $i; exit } }'
+  _gf=$- _gi=$IFS
+  IFS=' 	
+-'
+  set -f
+  _gk=
+  for _gw in $1; do
+    _gr=$_gw _gn=
+    while :; do case $_gr in [A-Z]*) _gr=${_gr#?} _gn=1 ;; *) break ;; esac; done
+    case $_gn$_gr in 1[0-9]*) ;; *) continue ;; esac
+    while :; do case $_gr in [0-9]*) _gr=${_gr#?} ;; *) break ;; esac; done
+    case $_gr in *[!A-Za-z]*) continue ;; esac
+    _gk=$_gw
+    break
+  done
+  IFS=$_gi
+  case $_gf in *f*) ;; *) set +f ;; esac
+  [ -z "$_gk" ] || printf '%s\n' "$_gk"
 }
 # gpu_of CSV: the gpu_name of CSV's latest measured row ("" when it has
 # none or does not exist).

@@ -10,8 +10,9 @@
 # hold spaces, quotes, $, backslashes and backquotes; an extra --where
 # narrows both alike; a column not memoised is asked of csvtool, one the
 # CSV lacks fails as csvtool does; memo_fmt formats as value --fmt does.
-# test_says quotes a test's header and fails for a test that does not
-# exist, and mkreport.sh refuses a problem list naming one.
+# gpu_kind finds a device name's kind; test_says quotes a test's header
+# and fails for a test that does not exist, and mkreport.sh refuses a
+# problem list naming one.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -68,6 +69,13 @@ for v in 9.25 3e-05 100 '' 'first run' -0.5; do
 done
 check "memo_fmt formats as value --fmt: $fmts" \
   [ "$fmts" = "[9.25|9.25][0.00|0.00][100.00|100.00][|][first run|first run][-0.50|-0.50]" ]
+kinds=''
+for n in "NVIDIA H100 80GB HBM3" "2 x NVIDIA H100 (NVLink)" "NVIDIA A100-SXM4-80GB" "NVIDIA	L40S" \
+         "NVIDIA GeForce RTX 4090" "* GH200 x" ""; do
+  kinds="$kinds[$(gpu_kind "$n")]"
+done
+check "gpu_kind: the kind in a device name ($kinds), no globbing" \
+  [ "$kinds" = "[H100][H100][A100][L40S][][GH200][]" ]
 TESTS_DIR="$top_srcdir/tests"
 says=$(test_says section_lib.sh)
 case $says in "reports/section_lib.sh's memo and memo_get, the sections' lookups in the shell, against"*) q=1 ;; *) q=0 ;; esac
