@@ -85,9 +85,8 @@ v() {
   v_f=$1 v_p=$2 v_w=$3 v_c=$4; shift 4
   [ -f "$v_f" ] || return 0
   for v_m in $vmemos; do
-    eval "v_mf=\$vm_file_$v_m v_mc=\$vm_cols_$v_m"
+    eval "v_mf=\$vm_file_$v_m"
     [ "$v_mf" = "$v_f" ] || continue
-    case $v_mc in *,"$v_c",*) ;; *) break ;; esac
     # the args v's memos answer: one bucket, one format
     v_b='' v_fm='' v_ok=1 v_k=''
     for v_a in "$@"; do
@@ -101,8 +100,7 @@ v() {
     done
     [ -z "$v_k" ] && [ -n "$v_ok" ] || break
     if [ -z "$v_b" ]; then memo_get "$v_m" "$v_p" "$v_w" "$v_c"
-    else eval "[ -n \"\${vm_b_$v_m:-}\" ]" || break
-         memo_get "${v_m}_b" "$v_p" "$v_w" "$v_b" "$v_c"; fi
+    else memo_get "${v_m}_b" "$v_p" "$v_w" "$v_b" "$v_c"; fi
     if [ -n "$v_fm" ]; then memo_fmt "$v_fm" "$MV"; echo; else printf '%s\n' "$MV"; fi
     return 0
   done
@@ -110,25 +108,17 @@ v() {
     --where precision="$v_p" --where world_size="$v_w" "$@" --col "$v_c"
 }
 # vmemo NAME FILE: v's memos of FILE: its ok rows, the latest by
-# precision and world size (NAME) and, where FILE has buckets, by
-# precision, world size and bucket (NAME_b), of the columns in vcols it
-# has. Made for the files a problem reads most (a memo costs a few
-# processes; a lookup in it none).
-vcols="step_ms_mean bwd_ms_mean exposed_comm_ms_mean grad_collectives grad_comm_ms_mean grad_comm_mib opt_ms_mean optstate_mib engine_peak_mib comm_share gemm_sm_reserve"
+# precision and world size (NAME) and by precision, world size and bucket
+# (NAME_b), of vcols (memo_get asks csvtool for what a memo lacks: other
+# columns, buckets in a file without them). Made for the files a problem
+# reads most (a memo costs a few processes; a lookup in it none).
+vcols=step_ms_mean,bwd_ms_mean,exposed_comm_ms_mean,grad_collectives,grad_comm_ms_mean,grad_comm_mib,opt_ms_mean,optstate_mib,engine_peak_mib,comm_share,gemm_sm_reserve
 vmemos=""
 vmemo() {
   [ -f "$2" ] || return 0
-  vm_h=,$(head -n 1 "$2"),
-  vm_c=
-  for vm_x in $vcols; do case $vm_h in *,"$vm_x",*) vm_c="$vm_c${vm_c:+,}$vm_x" ;; esac; done
-  [ -n "$vm_c" ] || return 0
-  memo "$1" "$2" precision,world_size "$vm_c" --where status=ok --sort -utc
-  vm_b=
-  case $vm_h in
-    *,bucket_mb,*) memo "${1}_b" "$2" precision,world_size,bucket_mb "$vm_c" --where status=ok --sort -utc
-                   vm_b=1 ;;
-  esac
-  eval "vm_cols_$1=,\$vm_c, vm_file_$1=\$2 vm_b_$1=\$vm_b"
+  memo "$1" "$2" precision,world_size "$vcols" --where status=ok --sort -utc
+  memo "${1}_b" "$2" precision,world_size,bucket_mb "$vcols" --where status=ok --sort -utc
+  eval "vm_file_$1=\$2"
   vmemos="$vmemos $1"
 }
 case $PROBLEM in
