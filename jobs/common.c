@@ -209,6 +209,23 @@ int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
   return 0;
 }
 
+int family_message(engine *e, int (*step)(void *ctx, int k), void *ctx,
+                   int rank, int cpu_threads, const char *what, result *r) {
+  char fam[600];
+  TRY(eng_profile(e, 1));
+  TRY(step(ctx, -1));
+  TRY(eng_profile_report(e, fam, sizeof fam));   /* which stops it */
+  char threads[48] = "";
+  if (cpu_threads)
+    snprintf(threads, sizeof threads, " (CPU threads per rank: %d)",
+             cpu_threads);
+  if (rank == 0)
+    snprintf(r->message, sizeof r->message,
+             "rank 0%s%s, ms per step by kernel family: %s", threads, what,
+             fam);
+  return 0;
+}
+
 /* n random values of dtype dt in engine memory: +-[0.1, 1) drawn in fp32 on
  * the host, in chunks through an fp32 staging buffer, cast by the engine. */
 int random_tensor(engine *e, void *dst, size_t n, dtype dt,

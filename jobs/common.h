@@ -241,4 +241,13 @@ void monitor_set(result *r, const eng_monitor *mon);
 int monitored_steps(engine *e, int steps, int (*step)(void *ctx, int k),
                     void *ctx, result *r);
 
+/* One more, untimed step(ctx, -1) of a multi-rank training job with every
+ * operation of the model bracketed by events on the compute stream: where
+ * the time goes, by kernel family, while the collectives run beside it.
+ * Rank 0 writes it to the message: "rank 0[ (CPU threads per rank: N)]
+ * WHAT, ms per step by kernel family: ..." (WHAT: ", ..." or ""). Every
+ * rank calls this, in step with the others. */
+int family_message(engine *e, int (*step)(void *ctx, int k), void *ctx,
+                   int rank, int cpu_threads, const char *what, result *r);
+
 #endif

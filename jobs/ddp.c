@@ -374,20 +374,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
   result_samples(r, "bwd_ms", x->v[S_BWD], steps);
   result_samples(r, "bwd_host_ms", x->v[S_BWD_HOST], steps);
-  /* One more, untimed step with every operation of the model bracketed by
-   * events on the compute stream: where the time goes, by kernel family,
-   * while the collectives run beside it (rank 0's, in the message). */
-  char fam[600];
-  TRY(eng_profile(x->e, 1));
-  TRY(step(x, -1));
-  TRY(eng_profile_report(x->e, fam, sizeof fam));
-  char threads[48] = "";
-  if (x->cpu_threads)
-    snprintf(threads, sizeof threads, " (CPU threads per rank: %d)",
-             x->cpu_threads);
-  if (x->rank == 0)
-    snprintf(r->message, sizeof r->message,
-             "rank 0%s, ms per step by kernel family: %s", threads, fam);
+  TRY(family_message(x->e, timed_step, x, x->rank, x->cpu_threads, "", r));
   TRY(timeline(x, r));
   return 0;
 }

@@ -229,19 +229,9 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_samples(r, "use_group", tv, tl.nuses);
   result_samples(r, "need_ms", tl.need_ms, tl.nuses);
   free(tv);
-  char fam[600];
-  TRY(eng_profile(x->e, 1));
-  TRY(step(x, -1));
-  TRY(eng_profile_report(x->e, fam, sizeof fam));
-  TRY(eng_profile(x->e, 0));
-  char threads[48] = "";
-  if (x->cpu_threads)
-    snprintf(threads, sizeof threads, " (CPU threads per rank: %d)",
-             x->cpu_threads);
-  if (x->rank == 0)
-    snprintf(r->message, sizeof r->message,
-             "rank 0%s, window of %d groups, ms per step by kernel family: "
-             "%s", threads, fi.window_groups, fam);
+  char what[48];
+  snprintf(what, sizeof what, ", window of %d groups", fi.window_groups);
+  TRY(family_message(x->e, timed_step, x, x->rank, x->cpu_threads, what, r));
   return 0;
 }
 
