@@ -1,5 +1,14 @@
 # What every section script (reports/sections/*.sh) uses, sourced by each
-# as `. "$REPORT_LIB"` (mkreport.sh sets REPORT_LIB; CSVTOOL too).
+# as `. "$REPORT_LIB"` right after `set -eu` (mkreport.sh sets REPORT_LIB;
+# CSVTOOL too).
+
+# The C locale (sorting, number formats), REPORTS: the reports folder (its
+# gnuplot scripts, anchors/), and GNUPLOT, empty for a report without
+# figures.
+LC_ALL=C
+export LC_ALL
+case ${REPORT_LIB:-} in */*) REPORTS=${REPORT_LIB%/*} ;; *) REPORTS=. ;; esac
+GNUPLOT=${GNUPLOT:-}
 
 # renders NAME...: the problems this section script renders (PROBLEM,
 # default the first); any other is a mistake in problems.def, an error.
@@ -144,7 +153,7 @@ memo_fmt() {
 # anchors of that same GPU only, so rows measured on another GPU never
 # meet another GPU's numbers.
 # REPORT_ANCHORS, when set, names another folder of them (tests).
-ANCHORS=${REPORT_ANCHORS:-"$(dirname "${REPORT_LIB:-.}")/anchors"}
+ANCHORS=${REPORT_ANCHORS:-"$REPORTS/anchors"}
 # gpu_kind NAME: the kind in a device or machine name, its first word
 # (words split at blanks and -) of capitals, digits, then letters
 # ("NVIDIA H100 80GB HBM3" and "2 x NVIDIA H100 (NVLink)" are H100,

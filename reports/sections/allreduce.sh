@@ -21,22 +21,18 @@
 # run on the machine our NCCL rows come from: the strongest anchor),
 # nccl-tests' published figure from allreduce_published.csv.
 set -eu
-LC_ALL=C
-export LC_ALL
 . "$REPORT_LIB"
 
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
+
 if [ "${PROBLEM:-}" != distributed_communication_single_node ]; then
   echo "allreduce.sh: unknown PROBLEM \"${PROBLEM:-}\" (distributed_communication_single_node)" >&2
   exit 1
 fi
 csv="${CSV:-$DATA/allreduce.csv}"
-anchor_csv="$reports/anchors/collectives_torch.csv"
-pub="$reports/anchors/allreduce_published.csv"
-gp="$reports/allreduce.gp"
+anchor_csv="$REPORTS/anchors/collectives_torch.csv"
+pub="$REPORTS/anchors/allreduce_published.csv"
+gp="$REPORTS/allreduce.gp"
 fig=distributed_communication_single_node
-GNUPLOT=${GNUPLOT:-}
 
 if [ ! -f "$csv" ]; then
   not_measured allreduce

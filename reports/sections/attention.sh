@@ -19,14 +19,8 @@
 # the course's 2025 leaderboard best (lb_best_ms below), which no script
 # measures: reports/anchors/published.csv.
 set -eu
-LC_ALL=C
-export LC_ALL
-
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
-gp="$reports/attention.gp"
-GNUPLOT=${GNUPLOT:-}
 . "$REPORT_LIB"
+gp="$REPORTS/attention.gp"
 
 # The course's 2025 leaderboard for batch 1, 16 heads, seq 16384, d_head 64,
 # bf16, causal, forward+backward on one H100 (Triton): its best.

@@ -9,12 +9,8 @@
 # (rows of kind lm; columns are selected by name, never by position).
 # Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL.
 set -eu
-LC_ALL=C
-export LC_ALL
-
-here=$(cd "$(dirname "$0")" && pwd)
-csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 . "$REPORT_LIB"
+csv="${CSV:-$DATA/benchmarking_mixed_precision.csv}"
 
 renders benchmarking_mixed_precision
 require_rows "$csv" benchmarking_mixed_precision "on a GPU"

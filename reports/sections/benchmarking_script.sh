@@ -8,11 +8,9 @@
 # benchmarking_appendix: what bounds the best rows (all paths) against the
 # floors of its GPU (reports/anchors/gpu_floors.csv), and 3xTF32.
 set -eu
-LC_ALL=C
-export LC_ALL
 . "$REPORT_LIB"
 
-here=$(cd "$(dirname "$0")" && pwd)
+
 csv="${CSV:-$DATA/benchmarking_script.csv}"
 
 # benchmarking_script: (a)-(c); benchmarking_appendix: what bounds the best

@@ -5,10 +5,8 @@
 # described by its own header comment). Environment as for every section;
 # reads no CSV.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 case $PROBLEM in
   flash_forward)
     cat <<'TEXT'

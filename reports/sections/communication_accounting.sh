@@ -5,10 +5,8 @@
 # each row, so every number below is read from a row, none typed here).
 # Environment as for every section.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 require_rows "$CSV" communication_accounting "(no GPU needed)"
 v() { # v COL [--where ...]: the first ok row's value
   col=$1; shift

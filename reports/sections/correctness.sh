@@ -5,10 +5,8 @@
 # suite's, never retyped here. Environment as for every section, plus
 # PROBLEMS (the list) and TESTS_DIR.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 [ "$PROBLEM" = correctness ] || { echo "correctness.sh: no problem \"$PROBLEM\"" >&2; exit 1; }
 echo "Every claim of correctness in the sections above rests on these tests,"
 echo "run by \`make check\` (the GPU ones on a GPU machine; README's Tests"

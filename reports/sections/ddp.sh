@@ -35,12 +35,6 @@
 #   overhead = n_b o + s / (n_b w),  n_b* = sqrt(s / (o w)),
 #   b* = s / n_b* = sqrt(s o w),     overhead(b*) = 2 sqrt(s o / w).
 set -eu
-LC_ALL=C
-export LC_ALL
-
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
-GNUPLOT=${GNUPLOT:-}
 . "$REPORT_LIB"
 
 naive="$DATA/naive_ddp_benchmarking.csv"
@@ -67,11 +61,11 @@ ctas="$DATA/ddp_nccl_ctas.csv"
 smr="$DATA/ddp_sm_reserve.csv"
 con="$DATA/ddp_contention.csv"
 zbs="$DATA/zero1_batch_scaling.csv"
-pt_csv="$reports/anchors/ddp_pytorch_compiled.csv"
-pe_csv="$reports/anchors/ddp_pytorch.csv"
+pt_csv="$REPORTS/anchors/ddp_pytorch_compiled.csv"
+pe_csv="$REPORTS/anchors/ddp_pytorch.csv"
 
 require_rows "$own" $exp "on 2 GPUs"
-for f in "$pt_csv" "$reports/ddp_timeline.gp" "$reports/ddp_buckets.gp"; do
+for f in "$pt_csv" "$REPORTS/ddp_timeline.gp" "$REPORTS/ddp_buckets.gp"; do
   [ -f "$f" ] || { echo "ddp.sh: $f is missing" >&2; exit 1; }
 done
 
@@ -462,7 +456,7 @@ EOF
     ! grep -q '^[0-9]*,[0-9]*,cut,' "$tmp" || room=18
     xmax=$(awk -v m="$xmax" -v r=$room 'BEGIN { printf "%d", (int((m + r) / 10) + 1) * 10 }')
     xmin=$(awk -v m="$xmin" 'BEGIN { printf "%d", int(m / 10) * 10 }')
-    "$GNUPLOT" -c "$reports/ddp_timeline.gp" "$tmp" "$OUT/ddp_timeline.svg" \
+    "$GNUPLOT" -c "$REPORTS/ddp_timeline.gp" "$tmp" "$OUT/ddp_timeline.svg" \
       "Naive DDP: $(two "$naive" fp32 grad_collectives) all-reduces after backward (fp32, 2 GPUs, one step)" \
       "Overlapped DDP: each tensor's all-reduce started from its backward hook (fp32, 2 GPUs, one step)" \
       "$xmin" "$xmax"
@@ -634,7 +628,7 @@ EOF
   echo "n_b: the runs' bucket count (a bucket never splits a tensor)."
   echo
   if [ -n "$GNUPLOT" ]; then
-    "$GNUPLOT" -c "$reports/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
+    "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
     echo "![DDP overhead per step against the bucket size: the model and the measurements](ddp_buckets.svg)"
     echo
     # The log axis has no place for zero or less: the figure leaves such

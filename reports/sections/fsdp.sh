@@ -12,10 +12,8 @@
 # and the 2026 leaderboard, the ~8B step on 2 GPUs
 # (experiments/leaderboard_2026.cfg). Environment as for every section.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 csv=$CSV
 on_gpu "$csv"
 
@@ -260,8 +258,7 @@ TEXT
     [ -z "$nf" ] || set -- "$@" "$REPORT_TMP/fsdp_timeline_$p.csv" "$p" "$nf"
   done
   if [ -n "$GNUPLOT" ] && [ $# -gt 0 ]; then
-    here=$(cd "$(dirname "$0")" && pwd)
-    "$GNUPLOT" -c "$(dirname "$here")/fsdp_timeline.gp" "$OUT/fsdp_timeline.svg" \
+    "$GNUPLOT" -c "$REPORTS/fsdp_timeline.gp" "$OUT/fsdp_timeline.svg" \
       "xl, context 128, 2 sequences a GPU, $tw x $GPU_KIND, rank 0's last step" "$@"
     echo "![All-gathers against the moments compute needs each group](fsdp_timeline.svg)"
     echo

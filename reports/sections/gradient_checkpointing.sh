@@ -8,10 +8,8 @@
 # torch.utils.checkpoint on the same GPU (reports/anchors/torch_lm.py,
 # configs compiled_ckptK). Environment as for every section.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
 
@@ -174,7 +172,6 @@ fi
 
 # The tables as a figure: peak and step time against k.
 if [ -n "$GNUPLOT" ]; then
-  here=$(cd "$(dirname "$0")" && pwd)
   tmp="$REPORT_TMP/checkpointing.csv"
   {
     echo "series,k,peak_gib,step_rel,none_gib"
@@ -192,7 +189,7 @@ if [ -n "$GNUPLOT" ]; then
       done
     done
   } > "$tmp"
-  "$GNUPLOT" -c "$(dirname "$here")/checkpointing.gp" "$tmp" "$OUT/gradient_checkpointing.svg" \
+  "$GNUPLOT" -c "$REPORTS/checkpointing.gp" "$tmp" "$OUT/gradient_checkpointing.svg" \
     "The $size at context $context, batch $batch, on $GPU_KIND: checkpoint groups of k layers"
   echo "![Peak memory and step time against the checkpoint group size](gradient_checkpointing.svg)"
   echo

@@ -11,16 +11,12 @@
 # Environment as for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL,
 # GNUPLOT. mkreport.sh prints the problem's heading; this prints its parts.
 set -eu
-LC_ALL=C
-export LC_ALL
 . "$REPORT_LIB"
 
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
+
 csv="${CSV:-$DATA/memory_profiling.csv}"
 jsonl="${csv%.csv}.samples.jsonl"
 fused="$DATA/torch_compile.csv"
-GNUPLOT=${GNUPLOT:-}
 
 renders memory_profiling
 require_rows "$csv" memory_profiling "on a GPU"
@@ -108,7 +104,7 @@ PH
   rm -f "$tmp.t" "$tmp.params" "$tmp.grads" "$tmp.optimizer" "$tmp.activations" "$tmp.workspace" "$tmp.other"
   svg="memory_$1_$2_$3.svg"
   case $3 in forward) what="forward pass" ;; train_step) what="training step" ;; *) what=$3 ;; esac
-  "$GNUPLOT" -c "$reports/memory_timeline.gp" "$tmp" "$OUT/$svg" \
+  "$GNUPLOT" -c "$REPORTS/memory_timeline.gp" "$tmp" "$OUT/$svg" \
     "$size, $1, batch $batch x context $2: memory in use during the first $what" "$phases"
   rm -f "$tmp"
   figs="$figs![Memory in use against time, $size $1 context $2, first $what]($svg)

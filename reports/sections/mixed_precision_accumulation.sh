@@ -5,11 +5,8 @@
 # Every number comes from the CSV; the text explains the rounding.
 # mkreport.sh prints the problem's heading; this prints its body.
 set -eu
-LC_ALL=C
-export LC_ALL
-
-csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
 . "$REPORT_LIB"
+csv="${CSV:-$DATA/mixed_precision_accumulation.csv}"
 
 renders mixed_precision_accumulation
 require_rows "$csv" mixed_precision_accumulation

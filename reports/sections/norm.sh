@@ -23,11 +23,6 @@
 # so. Environment (mkreport.sh): PROBLEM, CSV, DATA, OUT, CSVTOOL,
 # REPORT_LIB. mkreport.sh prints the problem's heading; this its parts.
 set -eu
-LC_ALL=C
-export LC_ALL
-
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
 . "$REPORT_LIB"
 on_gpu "$DATA/pytorch_layernorm.csv"
 anchor=$(anchor_rows torch_norm)

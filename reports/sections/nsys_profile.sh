@@ -14,9 +14,8 @@
 # of its own), OUT, CSVTOOL. mkreport.sh prints the problem's heading; this
 # prints its parts.
 set -eu
-LC_ALL=C
-export LC_ALL
 . "$REPORT_LIB"
+
 
 renders nsys_profile
 src="$DATA/benchmarking_script.csv"

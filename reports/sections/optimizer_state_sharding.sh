@@ -11,9 +11,7 @@
 # (unused: tables only), REPORT_LIB. Memory is the CUDA engine's own
 # accounting of rank 0 (every allocation, by tag), in GiB = 2^30 bytes.
 set -eu
-LC_ALL=C
-export LC_ALL
-
+. "$REPORT_LIB"
 case ${PROBLEM:-} in
   optimizer_state_sharding_accounting) ;;
   *)
@@ -21,7 +19,6 @@ case ${PROBLEM:-} in
     exit 1 ;;
 esac
 csv="${CSV:-$DATA/optimizer_state_sharding_accounting.csv}"
-. "$REPORT_LIB"
 require_rows "$csv" optimizer_state_sharding_accounting "on 2 GPUs"
 # v OPT PREC WS COL [BUCKET]: the latest ok row's value at that bucket size
 # (default: $bucket, set below), or empty.

@@ -13,10 +13,8 @@
 # (DATA/allreduce.csv: the ring model's W), D and F the 2.7B's.
 # Environment as for every section.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 csv=$CSV
 D=2560 F=10240
 have=''

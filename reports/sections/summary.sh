@@ -9,10 +9,8 @@
 # make report copies this table into README.md (readme_summary.sh), so the
 # two cannot disagree. Environment as for every section (no CSV of its own).
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 ar_anchor="$ANCHORS/collectives_torch.csv"
 ddp_anchor="$ANCHORS/ddp_pytorch_compiled.csv"
 # for_gpu NAME GPU_NAME: anchor NAME's rows measured on GPU_NAME.

@@ -21,16 +21,12 @@
 # for every section (mkreport.sh): DATA, CSV, OUT, CSVTOOL, GNUPLOT.
 # mkreport.sh prints the problem's heading; this prints its parts.
 set -eu
-LC_ALL=C
-export LC_ALL
 . "$REPORT_LIB"
 
-here=$(cd "$(dirname "$0")" && pwd)
-reports=$(dirname "$here")
+
 csv="${CSV:-$DATA/torch_compile.csv}"
 ref="$DATA/benchmarking_script.csv"
 acsv="$DATA/pytorch_attention.csv"
-GNUPLOT=${GNUPLOT:-}
 renders torch_compile
 require_rows "$csv" torch_compile "on a GPU"
 
@@ -533,7 +529,7 @@ if [ -z "$GNUPLOT" ]; then
 fi
 tmp="$OUT/torch_compile.tmp.csv"
 { echo "series,params,step_ms"; [ ! -f "$tc_fig" ] || cat "$tc_fig"; } > "$tmp"
-"$GNUPLOT" -c "$reports/lm_paths.gp" "$tmp" "$OUT/torch_compile.svg" \
+"$GNUPLOT" -c "$REPORTS/lm_paths.gp" "$tmp" "$OUT/torch_compile.svg" \
   "Training step time against model size (batch $tb x 512 tokens, one GPU)"
 rm -f "$tmp"
 echo "![Training step time against model size, ours and PyTorch's, fp32 and bf16](torch_compile.svg)"

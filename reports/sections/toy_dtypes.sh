@@ -9,10 +9,8 @@
 # It renders parts (a) and (b) of benchmarking_mixed_precision; mkreport.sh
 # prints the problem's heading, benchmarking_mixed_precision.sh part (c).
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 files=""
 for f in "${CSV:-}" "$DATA/toy_dtypes.csv" "$DATA/toy_dtypes_cpu.csv"; do
   [ -n "$f" ] && [ -f "$f" ] || continue

@@ -9,10 +9,8 @@
 # weight gradients ($DATA/optimizer_weight_grads.csv). Environment
 # as for every section.
 set -eu
-LC_ALL=C
-export LC_ALL
-
 . "$REPORT_LIB"
+
 csv=$CSV
 jsonl="${csv%.csv}.samples.jsonl"
 require_rows "$csv" optimizer_in_backward "on a GPU"
