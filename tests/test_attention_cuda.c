@@ -61,12 +61,6 @@ static const char *impl_name(attn_impl impl) {
   return impl == ATTN_FLASH ? "flash" : "materialized";
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) { fprintf(stderr, "test_attention_cuda: malloc\n"); exit(99); }
-  return p;
-}
-
 /* A GPU tensor of dtype dt holding `host` rounded to dt; host gets the
  * rounded values back (what the reference must see). */
 static void *to_gpu(float *host, size_t n, dtype dt) {
@@ -83,7 +77,7 @@ static void *to_gpu(float *host, size_t n, dtype dt) {
 }
 
 static float *to_host(const void *d, size_t n, dtype dt) {
-  float *h = xmalloc(n * 4);
+  float *h = tl_malloc(n * 4);
   if (dt == DT_F32) {
     hard(eng_download(GPU, h, d, n * 4), "eng_download");
     return h;
@@ -97,13 +91,13 @@ static float *to_host(const void *d, size_t n, dtype dt) {
 }
 
 static float *random_host(size_t n) {
-  float *x = xmalloc(n * 4);
+  float *x = tl_malloc(n * 4);
   for (size_t i = 0; i < n; i++) x[i] = frand(1.0f);
   return x;
 }
 
 static void *nan_gpu(size_t n, dtype dt) {
-  float *h = xmalloc(n * 4);
+  float *h = tl_malloc(n * 4);
   for (size_t i = 0; i < n; i++) h[i] = NAN;
   void *d = to_gpu(h, n, dt);
   free(h);
@@ -178,9 +172,9 @@ static void one(attn_impl impl, dtype dt, int bh, int tq, int tk, int dh,
     check(0, "%s: %s", what, err_msg());
   } else {
     /* The reference: the CPU engine's materialised path on the same values. */
-    float *ro = xmalloc(nq * 4), *rl = xmalloc(nl * 4),
-          *rp = xmalloc((size_t)bh * tq * tk * 4), *rq = xmalloc(nq * 4),
-          *rk = xmalloc(nk * 4), *rv = xmalloc(nk * 4);
+    float *ro = tl_malloc(nq * 4), *rl = tl_malloc(nl * 4),
+          *rp = tl_malloc((size_t)bh * tq * tk * 4), *rq = tl_malloc(nq * 4),
+          *rk = tl_malloc(nk * 4), *rv = tl_malloc(nk * 4);
     hard(k_attention_fwd(CPU, ATTN_MATERIALIZED, hq, hk, hv, ro, rl, rp, bh,
                          tq, tk, dh, causal, scale, DT_F32), "cpu fwd");
     /* The GPU's backward saw dO rounded like its O; use its own O for D. */

@@ -50,18 +50,6 @@ static float *download(engine *e, const float *p, size_t n) {
   return h;
 }
 
-static void compare(const char *what, const float *a, const float *b,
-                    size_t n, double tol) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < n; i++) {
-    scale = fmax(scale, fabs(b[i]));
-    double d = fabs((double)a[i] - b[i]);
-    if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-  }
-  check(worst <= tol * scale && scale > 0,
-        "%s: max difference %.3e <= %.0e * %.3e", what, worst, tol, scale);
-}
-
 typedef struct run_out {
   float loss[2];
   float *logits, *grads, *params_after;
@@ -499,12 +487,12 @@ static void test_head_chunk(engine *e, const model_config *c, const float *w,
     char what[160];
     if (!slots) {
       snprintf(what, sizeof what, "head in chunks of %d: the gradients", R);
-      compare(what, g[1], g[0], np, 1e-5);
+      tl_compare(what, g[1], g[0], np, 1e-5);
     }
     for (int k = 0; k < 2; k++) p[k] = download(e, model_params(m[k]), np);
     snprintf(what, sizeof what, "head in chunks of %d (%s): the weights "
              "after two steps", R, form);
-    compare(what, p[1], p[0], np, 1e-5);
+    tl_compare(what, p[1], p[0], np, 1e-5);
     if (!slots)
       check(model_forward(m[1], ids, NULL, B, T, NULL) == ERR_FAIL &&
                 strstr(err_msg(), "head_chunk") != NULL,
@@ -616,7 +604,7 @@ static void test_writes_after_training(engine *e, const model_config *c,
         "loss %.7f vs op-by-op %.7f", lf, lo);
   float *gf = download(e, model_logits(f), nl);
   float *go = download(e, model_logits(o), nl);
-  compare("trained, then loaded: fused logits", gf, go, nl, 1e-5);
+  tl_compare("trained, then loaded: fused logits", gf, go, nl, 1e-5);
   free(gf);
   free(go);
   hard(model_backward(f), "backward");
@@ -627,7 +615,7 @@ static void test_writes_after_training(engine *e, const model_config *c,
   for (int i = 0; i < nv; i++) {
     snprintf(what, sizeof what, "trained, then loaded: fused grad %s",
              v[i].name);
-    compare(what, gf + v[i].offset, go + v[i].offset, v[i].numel, 1e-5);
+    tl_compare(what, gf + v[i].offset, go + v[i].offset, v[i].numel, 1e-5);
   }
   free(gf);
   free(go);
@@ -809,15 +797,15 @@ int main(void) {
             "fused (%s) loss of step %d %.7f vs op-by-op %.7f", an, s + 1,
             o.loss[s], ref.loss[s]);
     snprintf(what, sizeof what, "fused (%s) logits", an);
-    compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
+    tl_compare(what, o.logits, ref.logits, (size_t)B * T * c.vocab, tol);
     for (int i = 0; !half && i < nv; i++) {
       snprintf(what, sizeof what, "fused (%s) grad %s", an, v[i].name);
-      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
-              v[i].numel, 1e-5);
+      tl_compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
+                 v[i].numel, 1e-5);
     }
     snprintf(what, sizeof what, "fused (%s) weights after two AdamW steps",
              an);
-    compare(what, o.params_after, ref.params_after, np, tol);
+    tl_compare(what, o.params_after, ref.params_after, np, tol);
     check(o.hook_calls == 2 * nv, "fused (%s): %d gradient announcements "
           "in two backwards", an, o.hook_calls);
     if (impls[k % 2] == ATTN_FLASH)

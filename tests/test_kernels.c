@@ -47,26 +47,11 @@ static void hard_error(const char *what) {
 
 /* ---- random inputs ------------------------------------------------------------ */
 
-/* Inputs from tests/testlib.c's generator, seeded in main. */
-
-static float *host_rand(size_t n, float scale) {
-  float *x = malloc(n * sizeof *x);
-  if (!x) hard_error("malloc");
-  for (size_t i = 0; i < n; i++) x[i] = frand(scale);
-  return x;
-}
-
 static double *to_double(const float *x, size_t n) {
   double *y = malloc(n * sizeof *y);
   if (!y) hard_error("malloc");
   for (size_t i = 0; i < n; i++) y[i] = x[i];
   return y;
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) hard_error("malloc");
-  return p;
 }
 
 /* ---- engine memory --------------------------------------------------------------- */
@@ -85,7 +70,7 @@ static float *devf(const float *host, size_t n) {
 
 /* A fresh host copy of engine memory (caller frees). */
 static float *hostf(const float *d, size_t n) {
-  float *h = xmalloc(n * sizeof *h);
+  float *h = tl_malloc(n * sizeof *h);
   if (eng_sync(E) < 0 || eng_download(E, h, d, n * sizeof *h) < 0)
     hard_error("eng_download");
   return h;
@@ -202,14 +187,14 @@ static void test_matmul_case(int ta, int tb, int m, int n, int k, float alpha,
   int arows = ta ? k : m, acols = ta ? m : k;
   int brows = tb ? n : k, bcols = tb ? k : n;
   int lda = acols + pad, ldb = bcols + pad, ldc = n + pad;
-  float *A = host_rand((size_t)arows * lda, 1);
-  float *B = host_rand((size_t)brows * ldb, 1);
-  float *C0 = host_rand((size_t)m * ldc, 1);
+  float *A = tl_rand((size_t)arows * lda, 1);
+  float *B = tl_rand((size_t)brows * ldb, 1);
+  float *C0 = tl_rand((size_t)m * ldc, 1);
   if (beta == 0)                     /* beta = 0: C must not be read */
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) C0[i * ldc + j] = NAN;
-  double *want = xmalloc((size_t)m * n * sizeof *want);
-  double *mag = xmalloc((size_t)m * n * sizeof *mag);
+  double *want = tl_malloc((size_t)m * n * sizeof *want);
+  double *mag = tl_malloc((size_t)m * n * sizeof *mag);
   matmul_ref(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C0, ldc, want, mag);
   float *dA = devf(A, (size_t)arows * lda), *dB = devf(B, (size_t)brows * ldb);
   float *dC = devf(C0, (size_t)m * ldc);
@@ -282,10 +267,10 @@ static void test_matmul_batched_case(int ta, int tb, int m, int n, int k,
   long long sc = (long long)m * ldc + 7;
   size_t na = (size_t)sa * batch, nb = shared_b ? (size_t)brows * ldb : (size_t)sb * batch;
   size_t nc = (size_t)sc * batch;
-  float *A = host_rand(na, 1), *B = host_rand(nb, 1), *C0 = host_rand(nc, 1);
+  float *A = tl_rand(na, 1), *B = tl_rand(nb, 1), *C0 = tl_rand(nc, 1);
   float alpha = 0.6f;
-  double *want = xmalloc((size_t)m * n * batch * sizeof *want);
-  double *mag = xmalloc((size_t)m * n * batch * sizeof *mag);
+  double *want = tl_malloc((size_t)m * n * batch * sizeof *want);
+  double *mag = tl_malloc((size_t)m * n * batch * sizeof *mag);
   for (int i = 0; i < batch; i++)
     matmul_ref(ta, tb, m, n, k, alpha, A + i * sa, lda, B + i * sb, ldb, beta,
                C0 + i * sc, ldc, want + (size_t)i * m * n, mag + (size_t)i * m * n);
@@ -346,8 +331,8 @@ static void test_embedding(void) {
   enum { N = 9, V = 37 };
   const int D = 150;                  /* several column blocks in backward */
   int32_t ids[N] = {5, 36, 0, 5, 17, 5, 36, 2, 11};   /* 5 thrice, 36 twice */
-  float *table = host_rand((size_t)V * D, 1), *dout = host_rand((size_t)N * D, 1);
-  float *dt0 = host_rand((size_t)V * D, 1);
+  float *table = tl_rand((size_t)V * D, 1), *dout = tl_rand((size_t)N * D, 1);
+  float *dt0 = tl_rand((size_t)V * D, 1);
   int32_t *dids = dev(ids, sizeof ids);
   float *dtable = devf(table, (size_t)V * D), *dpos = devf(NULL, (size_t)N * D);
   RUN(k_embedding_fwd(E, dids, dtable, dpos, N, D, V));
@@ -405,7 +390,7 @@ static void rmsnorm_ref(const double *x, const double *g, int n, int d,
 
 static double rms_loss(void *p) {
   rms_ctx *c = p;
-  double *y = xmalloc((size_t)c->n * c->d * sizeof *y);
+  double *y = tl_malloc((size_t)c->n * c->d * sizeof *y);
   rmsnorm_ref(c->x, c->g, c->n, c->d, c->eps, y, NULL);
   double l = dot(c->w, y, (size_t)c->n * c->d);
   free(y);
@@ -415,8 +400,8 @@ static double rms_loss(void *p) {
 static void test_rmsnorm(void) {
   enum { N = 7, D = 13 };
   const float eps = 1e-5f;
-  float *x = host_rand(N * D, 2), *g = host_rand(D, 1), *w = host_rand(N * D, 1);
-  float *dg0 = host_rand(D, 1);
+  float *x = tl_rand(N * D, 2), *g = tl_rand(D, 1), *w = tl_rand(N * D, 1);
+  float *dg0 = tl_rand(D, 1);
   rms_ctx c = {to_double(x, N * D), to_double(g, D), to_double(w, N * D), N, D, eps};
   double want_y[N * D], want_r[N];
   rmsnorm_ref(c.x, c.g, N, D, eps, want_y, want_r);
@@ -474,7 +459,7 @@ static void rope_ref(const double *x, int b, int h, int t, int dh,
 static double rope_loss(void *p) {
   rope_ctx *c = p;
   size_t n = (size_t)c->b * c->h * c->t * c->dh;
-  double *y = xmalloc(n * sizeof *y);
+  double *y = tl_malloc(n * sizeof *y);
   rope_ref(c->x, c->b, c->h, c->t, c->dh, c->theta, y);
   double l = dot(c->w, y, n);
   free(y);
@@ -484,7 +469,7 @@ static double rope_loss(void *p) {
 static void test_rope(void) {
   enum { B = 2, H = 3, T = 9, DH = 6, N = B * H * T * DH };
   const float theta = 10000.0f;
-  float *x = host_rand(N, 1), *w = host_rand(N, 1);
+  float *x = tl_rand(N, 1), *w = tl_rand(N, 1);
   rope_ctx c = {to_double(x, N), to_double(w, N), B, H, T, DH, theta};
   double want[N];
   rope_ref(c.x, B, H, T, DH, theta, want);
@@ -518,7 +503,7 @@ static void test_rope(void) {
 
 static void test_heads(void) {
   enum { B = 2, T = 9, H = 3, DH = 6, N = B * T * H * DH };
-  float *x = host_rand(N, 1);
+  float *x = tl_rand(N, 1);
   float *dx = devf(x, N), *dy = devf(NULL, N), *dz = devf(NULL, N);
   RUN(k_split_heads(E, dx, dy, B, T, H, DH));
   float *y = hostf(dy, N);
@@ -564,7 +549,7 @@ static void softmax_ref(const double *s, int mats, int t, double scale,
 static double sm_loss(void *p) {
   sm_ctx *c = p;
   size_t n = (size_t)c->mats * c->t * c->t;
-  double *y = xmalloc(n * sizeof *y);
+  double *y = tl_malloc(n * sizeof *y);
   softmax_ref(c->s, c->mats, c->t, c->scale, y);
   double l = dot(c->w, y, n);
   free(y);
@@ -574,7 +559,7 @@ static double sm_loss(void *p) {
 static void test_softmax(void) {
   enum { MATS = 6, T = 9, N = MATS * T * T };
   const float scale = 1.0f / sqrtf(6.0f);
-  float *s = host_rand(N, 4), *w = host_rand(N, 1);
+  float *s = tl_rand(N, 4), *w = tl_rand(N, 1);
   /* One row offset by 3000: scale*3000 = 1225 overflows exp even in double
    * unless the row max is subtracted. */
   for (int j = 0; j < T; j++) s[(size_t)(T + 8) * T + j] += 3000.0f;
@@ -634,7 +619,7 @@ static double sw_loss(void *p) {
 
 static void test_swiglu(void) {
   enum { N = 7 * 13 };
-  float *a = host_rand(N, 4), *b = host_rand(N, 1), *w = host_rand(N, 1);
+  float *a = tl_rand(N, 4), *b = tl_rand(N, 1), *w = tl_rand(N, 1);
   a[0] = 30.0f; a[1] = -30.0f; a[2] = -90.0f;   /* saturated sigmoids */
   sw_ctx c = {to_double(a, N), to_double(b, N), to_double(w, N), N};
   double want[N];
@@ -708,7 +693,7 @@ static double ce_mean_loss(void *p) {
 static void test_cross_entropy(void) {
   enum { N = 7, V = 37 };
   int32_t t[N] = {3, 36, 0, 3, 17, 20, 9};
-  float *x = host_rand(N * V, 3);
+  float *x = tl_rand(N * V, 3);
   /* One row offset by 1000: exp overflows even in double unless the row
    * max is subtracted. */
   for (int j = 0; j < V; j++) x[2 * V + j] += 1000.0f;
@@ -847,7 +832,7 @@ static void test_adamw(void) {
 
 static void test_add_scale(void) {
   enum { N = 1001 };
-  float *a = host_rand(N, 1), *b = host_rand(N, 1);
+  float *a = tl_rand(N, 1), *b = tl_rand(N, 1);
   float *da = devf(a, N), *db = devf(b, N), *dout = devf(NULL, N);
   RUN(k_add(E, da, db, dout, N));
   float *out = hostf(dout, N);
@@ -894,8 +879,8 @@ static double round_ref(double x, int bits, int emin, double overflow) {
 
 static void test_cast(void) {
   enum { ALL = 65536 };
-  uint16_t *h = xmalloc(ALL * sizeof *h), *h2 = xmalloc(ALL * sizeof *h2);
-  float *f = xmalloc(ALL * sizeof *f);
+  uint16_t *h = tl_malloc(ALL * sizeof *h), *h2 = tl_malloc(ALL * sizeof *h2);
+  float *f = tl_malloc(ALL * sizeof *f);
   for (int i = 0; i < ALL; i++) h[i] = (uint16_t)i;
 
   /* Every bf16 and every f16 survives a trip through f32; NaN stays NaN. */
@@ -934,9 +919,9 @@ static void test_cast(void) {
 
   /* Narrowing of random floats over many binades vs round_ref. */
   enum { R = 20000 };
-  float *x = xmalloc(R * sizeof *x);
-  uint16_t *q = xmalloc(R * sizeof *q);
-  float *back = xmalloc(R * sizeof *back);
+  float *x = tl_malloc(R * sizeof *x);
+  uint16_t *q = tl_malloc(R * sizeof *q);
+  float *back = tl_malloc(R * sizeof *back);
   for (int k = 0; k < 2; k++) {
     dtype t = k ? DT_F16 : DT_BF16;
     for (int i = 0; i < R; i++) {
@@ -1160,16 +1145,16 @@ static void test_threads(void) {
   engine *one;
   if (engine_cpu_create(&one, 1) < 0) hard_error("engine_cpu_create");
   enum { M = 67, K = 300, NN = 150, V = 37 };
-  float *A = host_rand(M * K, 1), *B = host_rand(NN * K, 1);
-  float *dy = host_rand(M * NN, 1), *g = host_rand(NN, 1);
+  float *A = tl_rand(M * K, 1), *B = tl_rand(NN * K, 1);
+  float *dy = tl_rand(M * NN, 1), *g = tl_rand(NN, 1);
   int32_t ids[M];
   for (int i = 0; i < M; i++) ids[i] = (int32_t)(next_u64() % 5);  /* many repeats */
   float *out[2][3];
   for (int w = 0; w < 2; w++) {
     engine *e = w ? E : one;
-    float *C = xmalloc(M * NN * sizeof *C), *T = xmalloc(V * NN * sizeof *T);
-    float *dx = xmalloc(M * NN * sizeof *dx);
-    float *dg = xmalloc(NN * sizeof *dg), r[M];
+    float *C = tl_malloc(M * NN * sizeof *C), *T = tl_malloc(V * NN * sizeof *T);
+    float *dx = tl_malloc(M * NN * sizeof *dx);
+    float *dg = tl_malloc(NN * sizeof *dg), r[M];
     memset(T, 0, V * NN * sizeof *T);
     memset(dg, 0, NN * sizeof *dg);
     /* The CPU engine's memory is host memory: plain buffers will do. */
@@ -1252,8 +1237,8 @@ static void test_dtypes(void) {
 static void test_16bit_storage(void) {
   enum { M = 5, N = 6, K = 7, LDC = 9, B = 2, T = 3, H = 2, DH = 4,
          D = H * DH, NE = B * T * D };
-  float *a = host_rand(M * K, 1.0f), *b = host_rand(K * N, 1.0f),
-        *c = host_rand(M * LDC, 1.0f);
+  float *a = tl_rand(M * K, 1.0f), *b = tl_rand(K * N, 1.0f),
+        *c = tl_rand(M * LDC, 1.0f);
   uint16_t ab[M * K], bb[K * N], cb[M * LDC], cb0[M * LDC], r[M * LDC];
   if (cast_n(a, DT_F32, ab, DT_BF16, M * K) < 0 ||
       cast_n(ab, DT_BF16, a, DT_F32, M * K) < 0 ||
@@ -1280,7 +1265,7 @@ static void test_16bit_storage(void) {
         "product rounded (%s), the columns between untouched (%s)",
         same ? "yes" : "no", gaps ? "yes" : "no");
 
-  float *x = host_rand(NE, 2.0f), *y = host_rand(NE, 2.0f), h[NE], s[NE];
+  float *x = tl_rand(NE, 2.0f), *y = tl_rand(NE, 2.0f), h[NE], s[NE];
   uint16_t xb[NE], yb[NE], hb[NE], rb[NE];
   if (cast_n(x, DT_F32, xb, DT_BF16, NE) < 0 || cast_n(xb, DT_BF16, x, DT_F32, NE) < 0 ||
       cast_n(y, DT_F32, yb, DT_BF16, NE) < 0 || cast_n(yb, DT_BF16, y, DT_F32, NE) < 0)
@@ -1367,7 +1352,7 @@ static void test_view(void) {
 
   /* The same numbers through the view as through the base. */
   enum { M = 7, K = 5, N = 9, NA = 37 };
-  float *ha = host_rand(M * K, 1), *hb = host_rand(K * N, 1);
+  float *ha = tl_rand(M * K, 1), *hb = tl_rand(K * N, 1);
   float *a = devf(ha, M * K), *b = devf(hb, K * N);
   float *c0 = devf(NULL, M * N), *c1 = devf(NULL, M * N);
   RUN(k_matmul(E, 0, 0, M, N, K, 1, a, K, b, N, 0, c0, N, DT_F32));
@@ -1375,7 +1360,7 @@ static void test_view(void) {
   float *h0 = hostf(c0, M * N), *h1 = hostf(c1, M * N);
   same_bits("k_matmul through a view == through the base", h0, h1, M * N);
   free(h0); free(h1);
-  float *hp = host_rand(NA, 1), *hg = host_rand(NA, 0.1f);
+  float *hp = tl_rand(NA, 1), *hg = tl_rand(NA, 0.1f);
   float zero[NA] = {0};
   float *p0 = devf(hp, NA), *m0 = devf(zero, NA), *v0 = devf(zero, NA);
   float *p1 = devf(hp, NA), *m1 = devf(zero, NA), *v1 = devf(zero, NA);

@@ -77,21 +77,7 @@ static const char *err1(void) {
   return buf;
 }
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) hard_error("malloc");
-  return p;
-}
-
 /* ---- random inputs ------------------------------------------------------------ */
-
-/* Inputs from tests/testlib.c's generator, seeded in main. */
-
-static float *host_rand(size_t n, float scale) {
-  float *x = xmalloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++) x[i] = frand(scale);
-  return x;
-}
 
 /* ---- one buffer on both engines ------------------------------------------------- */
 
@@ -108,7 +94,7 @@ static pair pair_new(const void *host, size_t bytes) {
   pair p = {NULL, NULL, bytes};
   void *poison = NULL;
   if (!host) {
-    poison = xmalloc(bytes);
+    poison = tl_malloc(bytes);
     memset(poison, 0xff, bytes);
     host = poison;
   }
@@ -128,7 +114,7 @@ static pair pair_f(const float *host, size_t n) {
 
 /* Fresh random floats on both engines. */
 static pair pair_rand(size_t n, float scale) {
-  float *h = host_rand(n, scale);
+  float *h = tl_rand(n, scale);
   pair p = pair_f(h, n);
   free(h);
   return p;
@@ -146,7 +132,7 @@ static void pair_free(pair p) {
 }
 
 static void *down(engine *e, const void *p, size_t bytes) {
-  void *h = xmalloc(bytes);
+  void *h = tl_malloc(bytes);
   if (eng_sync(e) < 0 || eng_download(e, h, p, bytes) < 0)
     hard_error("eng_download");
   return h;
@@ -258,7 +244,7 @@ static double mm_case(int ta, int tb, int m, int n, int k, float alpha,
   size_t na = batch ? (size_t)sa * nb : (size_t)arows * lda;
   size_t nbb = sb ? (size_t)sb * nb : (size_t)brows * ldb;
   size_t nc = batch ? (size_t)sc * nb : (size_t)m * ldc;
-  float *A = host_rand(na, 1), *B = host_rand(nbb, 1), *C0 = host_rand(nc, 1);
+  float *A = tl_rand(na, 1), *B = tl_rand(nbb, 1), *C0 = tl_rand(nc, 1);
   for (int b = 0; b < nb && beta == 0; b++)
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) C0[b * sc + (size_t)i * ldc + j] = NAN;
@@ -376,7 +362,7 @@ static void test_matmul(void) {
         mm_tol(DT_F32));
 
   /* k = 0: C = beta C (and 0, C not read, when beta = 0). */
-  float C0[6], *Cnan = xmalloc(6 * sizeof *Cnan);
+  float C0[6], *Cnan = tl_malloc(6 * sizeof *Cnan);
   for (int i = 0; i < 6; i++) { C0[i] = frand(1); Cnan[i] = NAN; }
   pair c = pair_f(C0, 6), z = pair_f(Cnan, 6);
   BOTH(k_matmul(e, 0, 0, 2, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.5f, W(c), 3, DT_F32));
@@ -413,7 +399,7 @@ static void test_matmul_batched(void) {
 /* ======================================================================= */
 
 static void emb_case(int n, int d, int vocab, int misalign) {
-  int32_t *ids = xmalloc((size_t)n * sizeof *ids);
+  int32_t *ids = tl_malloc((size_t)n * sizeof *ids);
   /* Half the positions from 5 ids: many repeats. */
   for (int i = 0; i < n; i++)
     ids[i] = (int32_t)(next_u64() % (next_u64() & 1 ? 5 : (uint64_t)vocab));
@@ -500,7 +486,7 @@ static void rms_case(int n, int d, int alias_dx_dy) {
 static void rms_deterministic(int n, int d) {
   pair x = pair_rand((size_t)n * d, 1), g = pair_rand(d, 1), r = pair_rand(n, 1);
   pair dy = pair_rand((size_t)n * d, 1), dx = pair_f(NULL, (size_t)n * d);
-  float *z = xmalloc(d * sizeof *z), *o[2];
+  float *z = tl_malloc(d * sizeof *z), *o[2];
   for (int i = 0; i < d; i++) z[i] = 0.5f;
   pair dg = pair_f(z, d);
   for (int k = 0; k < 2; k++) {
@@ -575,7 +561,7 @@ static void round_bf16(float *x, size_t n) {
 
 static void rms_ex_bf16_case(int n, int d) {
   size_t nd = (size_t)n * d;
-  float *h = host_rand(nd, 1);
+  float *h = tl_rand(nd, 1);
   round_bf16(h, nd);
   pair dy = pair_f(h, nd);
   free(h);
@@ -876,8 +862,8 @@ static void swiglu_ex_in_place_case(size_t n, int misalign, dtype lt) {
   int engines = lt == DT_F32 ? 2 : 1;
   unsigned char *hv[3];
   for (int k = 0; k < 3; k++) {
-    float *f = host_rand(n + o, k ? 1.0f : 4.0f);
-    hv[k] = xmalloc(bytes);
+    float *f = tl_rand(n + o, k ? 1.0f : 4.0f);
+    hv[k] = tl_malloc(bytes);
     for (size_t i = 0; i < n + o; i++) {
       if (lt == DT_F32) {
         memcpy(hv[k] + 4 * i, &f[i], 4);
@@ -943,7 +929,7 @@ static void test_swiglu(void) {
  * draws a model's weights where they live, and a CPU and a GPU run of one
  * seed start from the same model. */
 static void test_init_normal(void) {
-  int32_t *t = xmalloc(65537 * sizeof *t);
+  int32_t *t = tl_malloc(65537 * sizeof *t);
   k_init_normal_table(t);
   pair tab = pair_new(t, 65537 * sizeof *t);
   free(t);
@@ -965,9 +951,9 @@ static void test_init_normal(void) {
 /* ======================================================================= */
 
 static void ce_case(int n, int vocab, float scale, float offset, int alias) {
-  float *lg = host_rand((size_t)n * vocab, scale);
+  float *lg = tl_rand((size_t)n * vocab, scale);
   for (size_t i = 0; i < (size_t)n * vocab; i++) lg[i] += offset;
-  int32_t *tg = xmalloc((size_t)n * sizeof *tg);
+  int32_t *tg = tl_malloc((size_t)n * sizeof *tg);
   for (int i = 0; i < n; i++) tg[i] = (int32_t)(next_u64() % (uint64_t)vocab);
   pair L = pair_f(lg, (size_t)n * vocab), T = pair_new(tg, (size_t)n * 4);
   pair loss = pair_f(NULL, n), lse = pair_f(NULL, n);
@@ -1022,12 +1008,12 @@ static void test_cross_entropy(void) {
 
 static void adamw_case(size_t n, int misalign) {
   int o = misalign;
-  float *v0 = host_rand(n + o, 1);
+  float *v0 = tl_rand(n + o, 1);
   for (size_t i = 0; i < n + o; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
   pair p = pair_rand(n + o, 1), m = pair_rand(n + o, 0.1f), v = pair_f(v0, n + o);
   pair g = pair_f(NULL, n + o);
   for (long long t = 1; t <= 3; t++) {
-    float *gh = host_rand(n + o, 1);
+    float *gh = tl_rand(n + o, 1);
     pair_set(g, gh);
     free(gh);
     BOTH(k_adamw(e, (float *)W(p) + o, (float *)W(g) + o, (float *)W(m) + o,
@@ -1070,14 +1056,14 @@ static void adamw_mean_case(size_t n, int ng, int misalign, int cap) {
     engine_destroy(view[0]);
     return;
   }
-  float *v0 = host_rand(n + o, 1);
+  float *v0 = tl_rand(n + o, 1);
   for (size_t i = 0; i < n + o; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
   pair p = pair_rand(n + o, 1), m = pair_rand(n + o, 0.1f), v = pair_f(v0, n + o);
   pair g[4];
   for (int k = 0; k < ng; k++) g[k] = pair_f(NULL, n + o);
   for (long long t = 1; t <= 3; t++) {
     for (int k = 0; k < ng; k++) {
-      float *gh = host_rand(n + o, 1);
+      float *gh = tl_rand(n + o, 1);
       pair_set(g[k], gh);
       free(gh);
     }
@@ -1144,9 +1130,9 @@ static void adamw_low_result(const char *line, const char *steps, pair p,
  * the same values); shift 1: the 16-bit gradient one element past an
  * aligned address (the element-wise loop). */
 static void adamw_ex_case(size_t n, int cap, dtype gt, int shift) {
-  float *v0 = host_rand(n, 1);
+  float *v0 = tl_rand(n, 1);
   for (size_t i = 0; i < n; i++) v0[i] *= v0[i] * 0.01f;   /* v >= 0 */
-  float *p0 = host_rand(n, 1), *m0 = host_rand(n, 0.1f);
+  float *p0 = tl_rand(n, 1), *m0 = tl_rand(n, 0.1f);
   pair p = pair_f(p0, n), m = pair_f(m0, n), v = pair_f(v0, n), g = pair_f(NULL, n);
   eng_ctx ctx = {NULL, 0, cap};
   engine *view = NULL;
@@ -1175,7 +1161,7 @@ static void adamw_ex_case(size_t n, int cap, dtype gt, int shift) {
            adamw_form);
   int rc = 0;
   for (long long t = 1; t <= 3 && rc == 0; t++) {
-    float *gh = host_rand(n, 1);
+    float *gh = tl_rand(n, 1);
     if (gt != DT_F32) round_bf16(gh, n);
     pair_set(g, gh);
     free(gh);
@@ -1443,7 +1429,7 @@ static void test_view(void) {
         "eng_alloc through a view counts in the base");
   eng_free(v, blk);
 
-  float *ha = host_rand(na, 1), *hg = host_rand(na, 0.1f);
+  float *ha = tl_rand(na, 1), *hg = tl_rand(na, 0.1f);
   pair a0 = pair_f(ha, na), a1 = pair_f(ha, na);          /* scale */
   pair p0 = pair_f(ha, na), p1 = pair_f(ha, na);          /* AdamW */
   pair m0 = pair_f(hg, na), m1 = pair_f(hg, na), g = pair_f(hg, na);
@@ -1540,10 +1526,10 @@ static void test_copy(void) {
 static void matmul_adamw_case(int rows, int cols, int k, int pad) {
   int ldy = rows + pad, ldx = cols + pad;
   size_t ny = (size_t)k * ldy, nx = (size_t)k * ldx, n = (size_t)rows * cols;
-  float *hy = host_rand(ny, 1), *hx = host_rand(nx, 1);
+  float *hy = tl_rand(ny, 1), *hx = tl_rand(nx, 1);
   round_bf16(hy, ny);
   round_bf16(hx, nx);
-  float *v0 = host_rand(n, 1);
+  float *v0 = tl_rand(n, 1);
   for (size_t i = 0; i < n; i++) v0[i] *= v0[i];   /* v >= 0 */
   pair y = pair_f(hy, ny), x = pair_f(hx, nx), v = pair_f(v0, n);
   pair p = pair_rand(n, 1), m = pair_rand(n, 1);
@@ -1648,7 +1634,7 @@ static void test_adamw_elementwise(void) {
   }
 
   enum { ALL = 65536 };
-  uint16_t *h = xmalloc(ALL * sizeof *h);
+  uint16_t *h = tl_malloc(ALL * sizeof *h);
   for (int i = 0; i < ALL; i++) h[i] = (uint16_t)i;
   cast_case("all 65536 values", h, DT_BF16, DT_F32, ALL, 0);
   cast_case("all 65536 values", h, DT_F16, DT_F32, ALL, 0);
@@ -1661,7 +1647,7 @@ static void test_adamw_elementwise(void) {
                                   0x1fff, 0x2000, 0x7fff, 0x8000, 0x8001,
                                   0xffff};
   size_t nl = sizeof lows / sizeof lows[0], n1 = (size_t)ALL * nl;
-  uint32_t *f = xmalloc(n1 * sizeof *f);
+  uint32_t *f = tl_malloc(n1 * sizeof *f);
   for (size_t i = 0; i < (size_t)ALL; i++)
     for (size_t l = 0; l < nl; l++) f[i * nl + l] = (uint32_t)(i << 16) | lows[l];
   cast_case("every top 16 bits x 11 low patterns", f, DT_F32, DT_BF16, n1, 0);
@@ -1756,7 +1742,7 @@ static void test_graphs(void) {
   /* Replays read the new values (the recording ran nothing itself: dg was
    * accumulated once before it, on both engines). */
   for (int rep = 0; rep < 2; rep++) {
-    float *hx = host_rand((size_t)n * d, 2), *hdy = host_rand((size_t)n * d, 1);
+    float *hx = tl_rand((size_t)n * d, 2), *hdy = tl_rand((size_t)n * d, 1);
     pair_set(x, hx);
     pair_set(dy, hdy);
     free(hx);
@@ -1948,7 +1934,7 @@ static void test_memory(void) {
   } while (0)
 
 static void *gbuf(size_t floats, float scale) {
-  float *h = host_rand(floats, scale);
+  float *h = tl_rand(floats, scale);
   void *p;
   if (eng_alloc(GPU, floats * 4, "bench", &p) < 0 ||
       eng_upload(GPU, p, h, floats * 4) < 0)
@@ -1974,7 +1960,7 @@ static void bench(void) {
   float *lse = gbuf(N, 1), *tab = gbuf((size_t)V * D, 1), *dg = gbuf(D, 1);
   size_t np = 128625408;   /* the small model's parameters */
   float *pp = gbuf(np, 1), *pg = gbuf(np, 1), *pm = gbuf(np, 1), *pv = gbuf(np, 1);
-  int32_t *ih = xmalloc(N * sizeof *ih);
+  int32_t *ih = tl_malloc(N * sizeof *ih);
   for (int i = 0; i < N; i++) ih[i] = (int32_t)(next_u64() % V);
   int32_t *ids;
   if (eng_alloc(GPU, N * 4, "bench", (void **)&ids) < 0 ||

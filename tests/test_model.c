@@ -23,15 +23,6 @@
 
 
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "test_model: out of memory\n");
-    exit(99);
-  }
-  return p;
-}
-
 static engine *E;
 
 static model *make_norm(const char *size, model_norm norm, int b, int t,
@@ -59,7 +50,7 @@ static int is_bias(const char *name) {
 
 static float *get_params(model *m) {
   size_t n = model_nparams(m);
-  float *h = xmalloc(n * sizeof *h);
+  float *h = tl_malloc(n * sizeof *h);
   hard(eng_download(E, h, model_params(m), n * sizeof *h), "download");
   hard(eng_sync(E), "sync");
   return h;
@@ -72,7 +63,7 @@ static void set_params(model *m, const float *h) {
 
 static float *get_grads(model *m) {
   size_t n = model_nparams(m);
-  float *h = xmalloc(n * sizeof *h);
+  float *h = tl_malloc(n * sizeof *h);
   hard(eng_download(E, h, model_grads(m), n * sizeof *h), "download");
   hard(eng_sync(E), "sync");
   return h;
@@ -442,11 +433,11 @@ static void gradcheck(const char *size, model_norm norm, int b, int t,
   random_gains(m, 43);
   const model_config *c = model_get_config(m);
   int n = b * t;
-  int32_t *ids = xmalloc((size_t)n * sizeof *ids);
-  int32_t *tg = xmalloc((size_t)n * sizeof *tg);
+  int32_t *ids = tl_malloc((size_t)n * sizeof *ids);
+  int32_t *tg = tl_malloc((size_t)n * sizeof *tg);
   tokens(ids, n, c->vocab, 1);
   tokens(tg, n, c->vocab, 2);
-  float *buf = xmalloc((size_t)n * c->vocab * sizeof *buf);
+  float *buf = tl_malloc((size_t)n * c->vocab * sizeof *buf);
   float loss;
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, b, t, &loss), "forward");
@@ -612,7 +603,7 @@ static void test_adamw(void) {
   model *m = make("nano", 1, 4, 5);
   size_t n = model_nparams(m);
   float *p = get_params(m);
-  float *g = xmalloc(n * sizeof *g);
+  float *g = tl_malloc(n * sizeof *g);
   rng r;
   rng_stream(&r, 77, 0);
   for (size_t i = 0; i < n; i++) g[i] = (float)(0.1 * rng_normal(&r));

@@ -36,20 +36,6 @@
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-/* Everything up to main runs on the CUDA engine only; without CUDA, main
- * just reports the skip, and these would be unused. */
-static void compare(const char *what, const float *a, const float *b,
-                    size_t n, double tol) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < n; i++) {
-    scale = fmax(scale, fabs(b[i]));
-    double d = fabs((double)a[i] - b[i]);
-    if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-  }
-  check(worst <= tol * scale && scale > 0,
-        "%s: max |difference| %.3e <= %.0e * %.3e", what, worst, tol, scale);
-}
-
 static float *download(engine *e, const float *p, size_t n) {
   float *h = malloc(n * sizeof *h);
   if (!h) { fprintf(stderr, "out of memory\n"); exit(99); }
@@ -70,15 +56,15 @@ static void compare_runs(const char *pn, const run_out *o, const run_out *ref,
         "%s loss %.6f vs cpu %.6f", pn, o->loss, ref->loss);
   char what[200];
   snprintf(what, sizeof what, "%s logits", pn);
-  compare(what, o->logits, ref->logits, nlogits, tol);
+  tl_compare(what, o->logits, ref->logits, nlogits, tol);
   for (int i = 0; i < nv; i++) {
     snprintf(what, sizeof what, "%s grad %s", pn, v[i].name);
-    compare(what, o->grads + v[i].offset, ref->grads + v[i].offset,
-            v[i].numel, tol);
+    tl_compare(what, o->grads + v[i].offset, ref->grads + v[i].offset,
+               v[i].numel, tol);
   }
   if (ptol > 0) {
     snprintf(what, sizeof what, "%s params after one AdamW step", pn);
-    compare(what, o->params_after, ref->params_after, np, ptol);
+    tl_compare(what, o->params_after, ref->params_after, np, ptol);
   }
 }
 
@@ -178,7 +164,7 @@ static void test_graphs(engine *gpu, const model_config *c, const float *w,
           "difference %.2e <= 1e-6)", pn, GRAPH_STEPS, worst);
     snprintf(what, sizeof what, "%s: weights after %d steps", pn,
              GRAPH_STEPS);
-    compare(what, p1, p0, np, 1e-5);
+    tl_compare(what, p1, p0, np, 1e-5);
     check(r0 == 0 && r1 == 8, "%s: %lld replays (want 8; without graphs %lld, "
           "want 0)", pn, r1, r0);
     free(p0);
@@ -590,7 +576,7 @@ static void test_head_chunk(engine *gpu, const model_config *tiny, int B,
     char what[128];
     snprintf(what, sizeof what, "%s, head in chunks of %d: the gradients",
              cases[i].n, R);
-    compare(what, g[1], g[0], n, cases[i].tol);
+    tl_compare(what, g[1], g[0], n, cases[i].tol);
     size_t far = 0;
     double worst = 0;
     for (size_t j = 0; j < n; j++) {
@@ -683,7 +669,7 @@ static void test_layernorm(engine *cpu, engine *gpu, int B, int T) {
         "layernorm graphs: %d steps' losses equal the direct run's (worst "
         "relative difference %.2e <= 1e-6), %lld replays (want 8)",
         GRAPH_STEPS, worst, r1);
-  compare("layernorm graphs: weights after the steps", p1, p0, np, 1e-5);
+  tl_compare("layernorm graphs: weights after the steps", p1, p0, np, 1e-5);
   free(p0);
   free(p1);
   free(w);
@@ -778,18 +764,18 @@ static void test_load_after_training(engine *cpu, engine *gpu,
             model_graph_replays(m) - replays);
     double tol = cases[k].tol;
     snprintf(what, sizeof what, "%s: logits vs cpu fp32", pn);
-    compare(what, o.logits, ref.logits, nl, tol);
+    tl_compare(what, o.logits, ref.logits, nl, tol);
     snprintf(what, sizeof what, "%s: logits vs op-by-op %s", pn,
              dtype_name(cases[k].t));
-    compare(what, o.logits, op.logits, nl, tol);
+    tl_compare(what, o.logits, op.logits, nl, tol);
     for (int i = 0; i < nv; i++) {
       snprintf(what, sizeof what, "%s: grad %s vs cpu fp32", pn, v[i].name);
-      compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
-              v[i].numel, tol);
+      tl_compare(what, o.grads + v[i].offset, ref.grads + v[i].offset,
+                 v[i].numel, tol);
       snprintf(what, sizeof what, "%s: grad %s vs op-by-op %s", pn,
                v[i].name, dtype_name(cases[k].t));
-      compare(what, o.grads + v[i].offset, op.grads + v[i].offset,
-              v[i].numel, tol);
+      tl_compare(what, o.grads + v[i].offset, op.grads + v[i].offset,
+                 v[i].numel, tol);
     }
     model_destroy(m);
     free(op.logits); free(op.grads); free(o.logits); free(o.grads);
@@ -881,7 +867,7 @@ int main(void) {
                  fused[f].tol, exact ? 1e-5 : 1e-3);
     if (exact) {
       snprintf(what, sizeof what, "%s grads vs op-by-op fp32 on the GPU", pn);
-      compare(what, o.grads, gref.grads, np, 1e-4);
+      tl_compare(what, o.grads, gref.grads, np, 1e-4);
     }
     free_out(&o);
   }
@@ -935,7 +921,7 @@ int main(void) {
   hard(st_read_f64(f, "logits", &ref64, &n), "logits");
   float *ref32 = malloc(n * sizeof *ref32);
   for (size_t i = 0; i < n; i++) ref32[i] = (float)ref64[i];
-  compare("fixture logits on the CUDA engine", lg, ref32, nl, 1e-4);
+  tl_compare("fixture logits on the CUDA engine", lg, ref32, nl, 1e-4);
   free(ref64); free(ref32); free(lg);
   hard(model_backward(m), "backward");
   float *g = download(gpu, model_grads(m), model_nparams(m));
@@ -947,7 +933,7 @@ int main(void) {
     ref32 = malloc(n * sizeof *ref32);
     for (size_t k = 0; k < n; k++) ref32[k] = (float)ref64[k];
     snprintf(name, sizeof name, "fixture grad.%s on the CUDA engine", mv[i].name);
-    compare(name, g + mv[i].offset, ref32, n, 1e-4);
+    tl_compare(name, g + mv[i].offset, ref32, n, 1e-4);
     free(ref64); free(ref32);
   }
   free(g); free(fids); free(ftg);

@@ -32,17 +32,8 @@
 
 static engine *E;
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "test_toy: out of memory\n");
-    exit(99);
-  }
-  return p;
-}
-
 static float *host_rand(size_t n, float scale, float offset) {
-  float *x = xmalloc(n * sizeof *x);
+  float *x = tl_malloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++) x[i] = offset + frand(scale);
   return x;
 }
@@ -55,7 +46,7 @@ static float *devf(const float *host, size_t n) {
 }
 
 static float *hostf(const float *d, size_t n) {
-  float *h = xmalloc(n * sizeof *h);
+  float *h = tl_malloc(n * sizeof *h);
   hard(eng_download(E, h, d, n * sizeof *h), "eng_download");
   return h;
 }
@@ -94,7 +85,7 @@ static void fd_grad(double (*L)(void *), void *ctx, double *x, size_t n,
 }
 
 static double *to_double(const float *x, size_t n) {
-  double *y = xmalloc(n * sizeof *y);
+  double *y = tl_malloc(n * sizeof *y);
   for (size_t i = 0; i < n; i++) y[i] = x[i];
   return y;
 }
@@ -126,7 +117,7 @@ typedef struct ln_ctx {
 static double ln_loss(void *p) {
   ln_ctx *c = p;
   size_t nd = (size_t)c->n * c->d;
-  double *y = xmalloc(nd * sizeof *y), l = 0;
+  double *y = tl_malloc(nd * sizeof *y), l = 0;
   layernorm_ref(c->x, c->w, c->b, c->n, c->d, 1e-5, y, NULL, NULL);
   for (size_t i = 0; i < nd; i++) l += c->lw[i] * y[i];
   free(y);
@@ -141,8 +132,8 @@ static void test_layernorm_case(int N, int D, float offset) {
   float *dw0 = host_rand(D, 1, 0), *db0 = host_rand(D, 1, 0);
   ln_ctx c = {to_double(x, nd), to_double(w, D), to_double(b, D),
               to_double(lw, nd), N, D};
-  double *want = xmalloc(nd * sizeof *want), *wm = xmalloc(N * sizeof *wm);
-  double *wr = xmalloc(N * sizeof *wr);
+  double *want = tl_malloc(nd * sizeof *want), *wm = tl_malloc(N * sizeof *wm);
+  double *wr = tl_malloc(N * sizeof *wr);
   layernorm_ref(c.x, c.w, c.b, N, D, eps, want, wm, wr);
 
   float *dx_ = devf(x, nd), *dw_ = devf(w, D), *db_ = devf(b, D);
@@ -158,8 +149,8 @@ static void test_layernorm_case(int N, int D, float offset) {
   close_rel("k_layernorm_fwd rstd saved", r, wr, N, 1e-6);
 
   /* Backward: FD of L = sum(lw * y). */
-  double *fx = xmalloc(nd * sizeof *fx), *fw = xmalloc(D * sizeof *fw);
-  double *fb = xmalloc(D * sizeof *fb);
+  double *fx = tl_malloc(nd * sizeof *fx), *fw = tl_malloc(D * sizeof *fw);
+  double *fb = tl_malloc(D * sizeof *fb);
   double h = 1e-4 * (1 + fabs(offset));
   fd_grad(ln_loss, &c, c.x, nd, h, fx);
   fd_grad(ln_loss, &c, c.w, D, 1e-4, fw);
@@ -392,7 +383,7 @@ static void test_toy_model(void) {
         "(views %d %d %d %d)", hl.n, hl.order[0], hl.order[1], hl.order[2],
         hl.order[3]);
   float *g = hostf(toy_grads(t), np);
-  double *fd = xmalloc(np * sizeof *fd);
+  double *fd = tl_malloc(np * sizeof *fd);
   fd_grad(toy_loss_cb, &r, r.p, np, 1e-5, fd);
   for (int i = 0; i < 4; i++) {
     char what[96];

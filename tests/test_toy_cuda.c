@@ -59,21 +59,6 @@
 
 static engine *CPU, *GPU;
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "test_toy_cuda: out of memory\n");
-    exit(99);
-  }
-  return p;
-}
-
-static float *host_rand(size_t n, float scale) {
-  float *x = xmalloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++) x[i] = frand(scale);
-  return x;
-}
-
 /* One buffer on both engines: the same bytes (NaN poison when host is
  * NULL). */
 typedef struct pair {
@@ -85,7 +70,7 @@ static pair pair_new(const float *host, size_t n) {
   pair p = {NULL, NULL, n};
   float *poison = NULL;
   if (!host) {
-    poison = xmalloc(n * sizeof *poison);
+    poison = tl_malloc(n * sizeof *poison);
     memset(poison, 0xff, n * sizeof *poison);
     host = poison;
   }
@@ -103,30 +88,10 @@ static void pair_free(pair *p) {
 }
 
 static float *down(engine *e, const float *d, size_t n) {
-  float *h = xmalloc(n * sizeof *h);
+  float *h = tl_malloc(n * sizeof *h);
   hard(eng_sync(e), "eng_sync");
   hard(eng_download(e, h, d, n * sizeof *h), "eng_download");
   return h;
-}
-
-/* max |a - b| <= tol * max |b| over the tensor (NaN fails); *diff gets the
- * relative difference. */
-static void compare(const char *what, const float *a, const float *b,
-                    size_t n, double tol, double *diff) {
-  double worst = 0, scale = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < n; i++) {
-    scale = fmax(scale, fabs(b[i]));
-    double d = fabs((double)a[i] - b[i]);
-    if (isnan(d)) d = INFINITY;
-    if (d > worst) { worst = d; at = i; }
-  }
-  double rel = worst / (scale > 0 ? scale : 1);
-  if (diff) *diff = rel;
-  check(rel <= tol && scale > 0,
-        "%s: max |cuda - cpu| %.3e of max |cpu| %.3g (tol %.0e; worst [%zu] "
-        "cuda %.8g cpu %.8g)", what, rel, scale, tol, at, (double)a[at],
-        (double)b[at]);
 }
 
 static void same_bits(const char *what, const float *a, const float *b,
@@ -143,8 +108,8 @@ static void same_bits(const char *what, const float *a, const float *b,
 static void test_layernorm_case(int N, int D) {
   const float eps = 1e-5f;
   size_t nd = (size_t)N * D;
-  float *hx = host_rand(nd, 2), *hw = host_rand(D, 1), *hb = host_rand(D, 1);
-  float *hdy = host_rand(nd, 1), *hdw0 = host_rand(D, 1), *hdb0 = host_rand(D, 1);
+  float *hx = tl_rand(nd, 2), *hw = tl_rand(D, 1), *hb = tl_rand(D, 1);
+  float *hdy = tl_rand(nd, 1), *hdw0 = tl_rand(D, 1), *hdb0 = tl_rand(D, 1);
   pair x = pair_new(hx, nd), w = pair_new(hw, D), b = pair_new(hb, D);
   pair y = pair_new(NULL, nd), mean = pair_new(NULL, N), rstd = pair_new(NULL, N);
   char what[160];
@@ -160,9 +125,9 @@ static void test_layernorm_case(int N, int D) {
   float *mc = down(CPU, mean.c, N), *mg = down(GPU, mean.g, N);
   float *rc = down(CPU, rstd.c, N), *rg = down(GPU, rstd.g, N);
   snprintf(what, sizeof what, "k_layernorm_fwd y [%d x %d]", N, D);
-  compare(what, yg, yc, nd, 1e-5, NULL);
-  compare("k_layernorm_fwd mean", mg, mc, N, 1e-5, NULL);
-  compare("k_layernorm_fwd rstd", rg, rc, N, 1e-5, NULL);
+  tl_compare(what, yg, yc, nd, 1e-5);
+  tl_compare("k_layernorm_fwd mean", mg, mc, N, 1e-5);
+  tl_compare("k_layernorm_fwd rstd", rg, rc, N, 1e-5);
 
   /* Backward from the CPU's saved statistics on both engines (the GPU's
    * agree to 1e-5; the same inputs make the comparison of backward alone). */
@@ -178,7 +143,7 @@ static void test_layernorm_case(int N, int D) {
   float *dwc = down(CPU, dw.c, D), *dwg = down(GPU, dw.g, D);
   float *dbc = down(CPU, db.c, D), *dbg = down(GPU, db.g, D);
   if (D > 1) {
-    compare("k_layernorm_bwd dx", dxg, dxc, nd, 1e-5, NULL);
+    tl_compare("k_layernorm_bwd dx", dxg, dxc, nd, 1e-5);
   } else {
     /* One feature: y = b whatever x is, so dx is 0 up to rounding (the CPU
      * engine's happens to be exactly 0; the GPU's a few ulps of dy). */
@@ -244,7 +209,7 @@ static void test_layernorm(void) {
 /* ======================================================================= */
 
 static void test_relu_case(size_t n) {
-  float *hx = host_rand(n, 2), *hg = host_rand(n, 1);
+  float *hx = tl_rand(n, 2), *hg = tl_rand(n, 1);
   hx[1] = 0.0f;
   hx[2] = -0.0f;
   hx[3] = NAN;
@@ -336,7 +301,7 @@ static void adamw_replay(int in, int hid, int out, int rows, const float *g1,
 }
 
 static void test_toy_case(int in, int hid, int out, int rows) {
-  float *x = host_rand((size_t)rows * in, 1), *tg = host_rand((size_t)rows * out, 1);
+  float *x = tl_rand((size_t)rows * in, 1), *tg = tl_rand((size_t)rows * out, 1);
   toy *t;
   hard(toy_create(&t, CPU, in, hid, out, rows, DT_F32), "toy_create");
   hard(toy_init(t, 4242), "toy_init");
@@ -360,9 +325,9 @@ static void test_toy_case(int in, int hid, int out, int rows) {
     char what[160];
     const char *dn = dtype_name(dt);
     double d, dmax = 0;
-    compare((snprintf(what, sizeof what, "toy [%d,%d,%d] x %d rows, %s: loss",
-                      in, hid, out, rows, dn), what),
-            &got.loss, &ref.loss, 1, tol[k], &d);
+    snprintf(what, sizeof what, "toy [%d,%d,%d] x %d rows, %s: loss", in,
+             hid, out, rows, dn);
+    d = tl_compare(what, &got.loss, &ref.loss, 1, tol[k]);
     dmax = fmax(dmax, d);
     float *r1, *r2;
     adamw_replay(in, hid, out, rows, got.grads, got.grads2, &r1, &r2);
@@ -370,24 +335,24 @@ static void test_toy_case(int in, int hid, int out, int rows) {
       const char *vn = v[i].name;
       size_t o = v[i].offset, n = v[i].numel;
       snprintf(what, sizeof what, "toy %s: gradient of %s", dn, vn);
-      compare(what, got.grads + o, ref.grads + o, n, tol[k], &d);
+      d = tl_compare(what, got.grads + o, ref.grads + o, n, tol[k]);
       dmax = fmax(dmax, d);
       snprintf(what, sizeof what, "toy %s: gradient of %s after a step", dn, vn);
-      compare(what, got.grads2 + o, ref.grads2 + o, n, tol[k], NULL);
+      tl_compare(what, got.grads2 + o, ref.grads2 + o, n, tol[k]);
       for (int st = 1; st <= 2; st++) {
         const float *g = st == 1 ? got.p1 : got.p2;
         snprintf(what, sizeof what, "toy %s: %s after AdamW step %d, against "
                  "the CPU's AdamW on these gradients", dn, vn, st);
-        compare(what, g + o, (st == 1 ? r1 : r2) + o, n, 1e-5, NULL);
+        tl_compare(what, g + o, (st == 1 ? r1 : r2) + o, n, 1e-5);
         if (dt == DT_F32) {
           snprintf(what, sizeof what, "toy %s: %s after AdamW step %d", dn, vn, st);
-          compare(what, g + o, (st == 1 ? ref.p1 : ref.p2) + o, n, tol[k], NULL);
+          tl_compare(what, g + o, (st == 1 ? ref.p1 : ref.p2) + o, n, tol[k]);
         }
       }
     }
     free(r1); free(r2);
-    compare((snprintf(what, sizeof what, "toy %s: loss after one step", dn), what),
-            &got.loss2, &ref.loss2, 1, tol[k], NULL);
+    snprintf(what, sizeof what, "toy %s: loss after one step", dn);
+    tl_compare(what, &got.loss2, &ref.loss2, 1, tol[k]);
     if (dt != DT_F32)
       check(dmax > 1e-6, "toy %s: differs from fp32 by %.2e of scale (> 1e-6: "
             "the low-precision products ran)", dn, dmax);

@@ -5,6 +5,7 @@
 #include "common/check.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,4 +51,38 @@ double urand(void) { return (double)(next_u64() >> 11) * 0x1.0p-53; }
 float frand(float scale) {
   double u = 0.1 + 0.9 * urand();
   return (float)(scale * (next_u64() & 1 ? u : -u));
+}
+
+void *tl_malloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "%s: out of memory (%zu bytes)\n",
+            program_invocation_short_name, bytes);
+    exit(99);
+  }
+  return p;
+}
+
+float *tl_rand(size_t n, float scale) {
+  float *x = tl_malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) x[i] = frand(scale);
+  return x;
+}
+
+double tl_compare(const char *what, const float *a, const float *b, size_t n,
+                  double tol) {
+  double worst = 0, scale = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    scale = fmax(scale, fabs(b[i]));
+    double d = fabs((double)a[i] - b[i]);
+    if (isnan(d)) d = INFINITY;
+    if (d > worst) { worst = d; at = i; }
+  }
+  double rel = worst / (scale > 0 ? scale : 1);
+  check(rel <= tol && scale > 0,
+        "%s: max |difference| %.3e of max |reference| %.3g (tol %.0e; "
+        "worst [%zu]: %.8g against %.8g)", what, rel, scale, tol, at,
+        n ? (double)a[at] : 0.0, n ? (double)b[at] : 0.0);
+  return rel;
 }

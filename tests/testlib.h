@@ -21,4 +21,16 @@ uint64_t next_u64(void);
 double urand(void);               /* [0, 1) */
 float frand(float scale);         /* scale * +-[0.1, 1): both signs, never 0 */
 
+/* malloc that does not fail: out of memory is a hard error (exit 99); 0
+ * bytes give a pointer too. */
+void *tl_malloc(size_t bytes);
+/* n values of frand(scale) in a tl_malloc'd array. */
+float *tl_rand(size_t n, float scale);
+
+/* One check that a matches the reference b: max |a - b| <= tol x max |b|
+ * over the n values, where max |b| > 0 (a NaN fails); the worst value is
+ * named. Returns that relative difference. */
+double tl_compare(const char *what, const float *a, const float *b, size_t n,
+                  double tol);
+
 #endif
