@@ -78,6 +78,8 @@ AS_IF([test $tl_have_cuda = yes], [
 ])
 AS_IF([test $tl_have_cuda = yes], [
   AC_DEFINE([HAVE_CUDA], [1], [Define to 1 to build the CUDA engine.])
+  AC_DEFINE_UNQUOTED([TL_CUDA_ARCH], ["$tl_cuda_arch"],
+    [nvcc's -gencode flags of the build, named when a GPU cannot run its code.])
   tl_cuda_summary="($NVCC; $tl_cuda_arch)"
   tl_engines_cuda=" and CUDA"
 ], [NVCC=""; CUDA_CFLAGS=""; CUDA_LIBS=""])

@@ -98,6 +98,12 @@ static inline cudaStream_t cuda_stream(const engine *e) {
 static inline int cuda_sm_target(const engine *e) {
   return e->ctx.sm_reserve ? cuda_impl(e)->sms - e->ctx.sm_reserve : 0;
 }
+
+/* cudaSuccess when the current device can run this build's kernels: a
+ * cubin of its architecture or PTX it can compile (TL_CUDA_ARCH, the
+ * build's -gencode flags, says which there are); else why not. */
+cudaError_t cuda_code_runs_here(void);
+
 /* The cuBLAS handle, bound to e's stream (with its workspace) and SM
  * target: the handle is shared by the base and its views, so each use
  * binds it first; a call on the same context as the last binds nothing. */

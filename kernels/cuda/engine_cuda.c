@@ -438,6 +438,22 @@ static int cuda_init(engine *e, int device) {
   CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
                                     device));
   c->wgmma = major == 9 && minor == 0;   /* the sm_90a code of the build */
+  /* Before anything launches: a build without code for this GPU would
+   * otherwise fail at its first kernel with a bare "no kernel image". */
+  cudaError_t img = cuda_code_runs_here();
+  if (img != cudaSuccess) {
+    (void)cudaGetLastError();
+    char name[256] = "";
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+      snprintf(name, sizeof name, "%s, ", prop.name);
+    FAIL(ERR_FAIL, "engine_cuda_create: GPU %d (%scompute capability %d.%d) "
+         "cannot run this build's kernels (%s), built with \"%s\": they "
+         "need compute capability 9.0 or later (the default build: sm_90a "
+         "for Hopper, compute_90 PTX for newer GPUs; ./configure "
+         "--with-cuda-arch names others)", device, name, major, minor,
+         cudaGetErrorName(img), TL_CUDA_ARCH);
+  }
   c->flash_cut_force = 0;
   /* One level above the least priority: CUDA's default stream priority is
    * the least, so without this a stream meant to yield to the model's
