@@ -448,11 +448,10 @@ static int cuda_init(engine *e, int device) {
     if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
       snprintf(name, sizeof name, "%s, ", prop.name);
     FAIL(ERR_FAIL, "engine_cuda_create: GPU %d (%scompute capability %d.%d) "
-         "cannot run this build's kernels (%s), built with \"%s\": they "
-         "need compute capability 9.0 or later (the default build: sm_90a "
-         "for Hopper, compute_90 PTX for newer GPUs; ./configure "
-         "--with-cuda-arch names others)", device, name, major, minor,
-         cudaGetErrorName(img), TL_CUDA_ARCH);
+         "cannot run this build's kernels (%s): they were built with \"%s\" "
+         "(./configure --with-cuda-arch); they need compute capability 9.0 "
+         "or later, which the default flags (sm_90a, compute_90 PTX) cover",
+         device, name, major, minor, cudaGetErrorName(img), TL_CUDA_ARCH);
   }
   c->flash_cut_force = 0;
   /* One level above the least priority: CUDA's default stream priority is
