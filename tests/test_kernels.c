@@ -29,12 +29,6 @@
 
 static engine *E;       /* the engine under test (3 threads: odd on purpose) */
 
-
-static void hard_error(const char *what) {
-  fprintf(stderr, "test_kernels: %s: %s\n", what, err_msg());
-  exit(99);
-}
-
 /* A kernel call that must succeed; a failure is a failed check and ends the
  * test function (its results would be garbage). */
 #define RUN(call)                                                            \
@@ -49,7 +43,7 @@ static void hard_error(const char *what) {
 
 static double *to_double(const float *x, size_t n) {
   double *y = malloc(n * sizeof *y);
-  if (!y) hard_error("malloc");
+  if (!y) hard_fail("malloc");
   for (size_t i = 0; i < n; i++) y[i] = x[i];
   return y;
 }
@@ -59,8 +53,8 @@ static double *to_double(const float *x, size_t n) {
 /* Engine copy of host (or uninitialised when host is NULL). */
 static void *dev(const void *host, size_t bytes) {
   void *p;
-  if (eng_alloc(E, bytes, "test", &p) < 0) hard_error("eng_alloc");
-  if (host && eng_upload(E, p, host, bytes) < 0) hard_error("eng_upload");
+  if (eng_alloc(E, bytes, "test", &p) < 0) hard_fail("eng_alloc");
+  if (host && eng_upload(E, p, host, bytes) < 0) hard_fail("eng_upload");
   return p;
 }
 
@@ -72,7 +66,7 @@ static float *devf(const float *host, size_t n) {
 static float *hostf(const float *d, size_t n) {
   float *h = tl_malloc(n * sizeof *h);
   if (eng_sync(E) < 0 || eng_download(E, h, d, n * sizeof *h) < 0)
-    hard_error("eng_download");
+    hard_fail("eng_download");
   return h;
 }
 
@@ -859,7 +853,7 @@ static int cast_n(const void *src, dtype st, void *dst, dtype dt, size_t n) {
   int rc = k_cast(E, ds, st, dd, dt, n);
   if (rc == 0 && (eng_sync(E) < 0 ||
                   eng_download(E, dst, dd, n * dtype_size(dt)) < 0))
-    hard_error("eng_download");
+    hard_fail("eng_download");
   eng_free(E, ds);
   eng_free(E, dd);
   return rc;
@@ -1045,19 +1039,19 @@ static int tag_is(const engine *e, const char *name, size_t in_use, size_t peak)
 
 static void test_memory(void) {
   engine *e;
-  if (engine_cpu_create(&e, 1) < 0) hard_error("engine_cpu_create");
+  if (engine_cpu_create(&e, 1) < 0) hard_fail("engine_cpu_create");
   check(strcmp(engine_name(e), "cpu") == 0, "engine_name is \"cpu\"");
   void *a, *b, *c, *d, *z;
   if (eng_alloc(e, 1000, "params", &a) < 0 || eng_alloc(e, 3000, "grads", &b) < 0 ||
       eng_alloc(e, 500, "params", &c) < 0)
-    hard_error("eng_alloc");
+    hard_fail("eng_alloc");
   check(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 64 == 0,
         "eng_alloc returns 64-byte aligned memory");
   check(eng_bytes_in_use(e) == 4500 && eng_peak_bytes(e) == 4500,
         "after 1000 params + 3000 grads + 500 params: in use %zu, peak %zu "
         "(want 4500, 4500)", eng_bytes_in_use(e), eng_peak_bytes(e));
   eng_free(e, b);
-  if (eng_alloc(e, 200, "act.attn_scores", &d) < 0) hard_error("eng_alloc");
+  if (eng_alloc(e, 200, "act.attn_scores", &d) < 0) hard_fail("eng_alloc");
   check(eng_bytes_in_use(e) == 1700 && eng_peak_bytes(e) == 4500,
         "after freeing grads and 200 act: in use %zu, peak %zu (want 1700, "
         "4500)", eng_bytes_in_use(e), eng_peak_bytes(e));
@@ -1078,7 +1072,7 @@ static void test_memory(void) {
         strcmp(l.rows[1].name, "grads") == 0 &&
         strcmp(l.rows[2].name, "act.attn_scores") == 0,
         "eng_tags lists each tag once, in order of first use (%d tags)", l.n);
-  if (eng_alloc(e, 0, "empty", &z) < 0) hard_error("eng_alloc 0");
+  if (eng_alloc(e, 0, "empty", &z) < 0) hard_fail("eng_alloc 0");
   check(z != NULL && eng_bytes_in_use(e) == 700, "a 0-byte allocation is a "
         "real pointer and counts 0 bytes");
   eng_free(e, z);
@@ -1130,7 +1124,7 @@ static void test_memory(void) {
   check(eng_bytes_in_use(e) == 0 && tag_is(e, "params", 0, 500),
         "everything freed: 0 bytes in use");
   /* engine_destroy frees what is left. */
-  if (eng_alloc(e, 100, "left", &a) < 0) hard_error("eng_alloc");
+  if (eng_alloc(e, 100, "left", &a) < 0) hard_fail("eng_alloc");
   engine_destroy(e);
   check(1, "engine_destroy with a live allocation");
 }
@@ -1143,7 +1137,7 @@ static void test_memory(void) {
  * bits: every parallel loop owns what it writes and sums in a fixed order. */
 static void test_threads(void) {
   engine *one;
-  if (engine_cpu_create(&one, 1) < 0) hard_error("engine_cpu_create");
+  if (engine_cpu_create(&one, 1) < 0) hard_fail("engine_cpu_create");
   enum { M = 67, K = 300, NN = 150, V = 37 };
   float *A = tl_rand(M * K, 1), *B = tl_rand(NN * K, 1);
   float *dy = tl_rand(M * NN, 1), *g = tl_rand(NN, 1);
@@ -1162,7 +1156,7 @@ static void test_threads(void) {
         k_embedding_bwd(e, ids, dy, T, M, NN, V) < 0 ||
         k_rmsnorm_fwd(e, dy, g, dx, r, M, NN, 1e-5f) < 0 ||
         k_rmsnorm_bwd(e, dy, C, g, r, dx, dg, M, NN) < 0)
-      hard_error("threads");
+      hard_fail("threads");
     out[w][0] = C; out[w][1] = T; out[w][2] = dx;
     free(dg);
   }
@@ -1181,13 +1175,13 @@ static void test_threads(void) {
  * clears them. */
 static void test_memlog(void) {
   engine *e;
-  if (engine_cpu_create(&e, 1) < 0) hard_error("engine_cpu_create");
+  if (engine_cpu_create(&e, 1) < 0) hard_fail("engine_cpu_create");
   void *a, *b, *c;
-  if (eng_alloc(e, 100, "before", &a) < 0) hard_error("eng_alloc");
+  if (eng_alloc(e, 100, "before", &a) < 0) hard_fail("eng_alloc");
   eng_memlog(e, 1);
   if (eng_alloc(e, 1000, "params", &b) < 0 ||
       eng_alloc(e, 300, "act", &c) < 0)
-    hard_error("eng_alloc");
+    hard_fail("eng_alloc");
   eng_free(e, b);
   eng_memlog(e, 0);
   eng_free(e, a);   /* not recorded */
@@ -1246,14 +1240,14 @@ static void test_16bit_storage(void) {
       cast_n(bb, DT_BF16, b, DT_F32, K * N) < 0 ||
       cast_n(c, DT_F32, cb, DT_BF16, M * LDC) < 0 ||
       cast_n(cb, DT_BF16, c, DT_F32, M * LDC) < 0)
-    hard_error("k_cast");
+    hard_fail("k_cast");
   memcpy(cb0, cb, sizeof cb);
   if (k_matmul_ex(E, 0, 0, M, N, K, 0.5f, a, K, b, N, DT_F32, 1.0f, c, LDC,
                   DT_F32, F32_EXACT) < 0 ||
       k_matmul_ex(E, 0, 0, M, N, K, 0.5f, ab, K, bb, N, DT_BF16, 1.0f, cb, LDC,
                   DT_BF16, F32_EXACT) < 0 ||
       cast_n(c, DT_F32, r, DT_BF16, M * LDC) < 0)
-    hard_error("k_matmul_ex");
+    hard_fail("k_matmul_ex");
   int same = 1, gaps = 1;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < LDC; j++) {
@@ -1269,16 +1263,16 @@ static void test_16bit_storage(void) {
   uint16_t xb[NE], yb[NE], hb[NE], rb[NE];
   if (cast_n(x, DT_F32, xb, DT_BF16, NE) < 0 || cast_n(xb, DT_BF16, x, DT_F32, NE) < 0 ||
       cast_n(y, DT_F32, yb, DT_BF16, NE) < 0 || cast_n(yb, DT_BF16, y, DT_F32, NE) < 0)
-    hard_error("k_cast");
+    hard_fail("k_cast");
   if (k_swiglu_fwd_ex(E, x, y, h, DT_F32, NE) < 0 ||
       k_swiglu_fwd_ex(E, xb, yb, hb, DT_BF16, NE) < 0 ||
       cast_n(h, DT_F32, rb, DT_BF16, NE) < 0)
-    hard_error("k_swiglu_fwd_ex");
+    hard_fail("k_swiglu_fwd_ex");
   check(memcmp(hb, rb, sizeof hb) == 0, "k_swiglu_fwd_ex bf16: the fp32 "
         "result rounded, bit for bit");
   if (k_split_heads_ex(E, x, DT_F32, h, DT_BF16, B, T, H, DH) < 0 ||
       k_split_heads_ex(E, xb, DT_BF16, hb, DT_BF16, B, T, H, DH) < 0)
-    hard_error("k_split_heads_ex");
+    hard_fail("k_split_heads_ex");
   check(memcmp(hb, (uint16_t *)h, NE * sizeof(uint16_t)) == 0,
         "k_split_heads_ex bf16 -> bf16 moves the same bits as f32 -> bf16");
   float g[D], rstd[B * T], rstd16[B * T];
@@ -1286,7 +1280,7 @@ static void test_16bit_storage(void) {
   if (k_add_rmsnorm_fwd(E, x, y, s, g, h, DT_F32, rstd, B * T, D, 1e-5f) < 0 ||
       k_add_rmsnorm_fwd(E, x, y, s, g, hb, DT_BF16, rstd16, B * T, D, 1e-5f) < 0 ||
       cast_n(h, DT_F32, rb, DT_BF16, NE) < 0)
-    hard_error("k_add_rmsnorm_fwd");
+    hard_fail("k_add_rmsnorm_fwd");
   check(memcmp(hb, rb, sizeof hb) == 0 && memcmp(rstd, rstd16, sizeof rstd) == 0,
         "k_add_rmsnorm_fwd bf16 y: the fp32 y rounded, rstd the same");
   /* k_adamw_ex with a bf16 gradient (model_options.grad_lt): the update
@@ -1307,7 +1301,7 @@ static void test_16bit_storage(void) {
                    1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL) < 0 ||
         k_adamw_ex(E, p2[1], pl[1], DT_BF16, xb, DT_BF16, m2[1], v2[1], NE,
                    1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, t, &sd) < 0)
-      hard_error("k_adamw_ex");
+      hard_fail("k_adamw_ex");
   }
   check(memcmp(p2[0], p2[1], sizeof p2[0]) == 0 &&
             memcmp(m2[0], m2[1], sizeof m2[0]) == 0 &&
@@ -1436,7 +1430,7 @@ static void test_init_normal(void) {
   enum { K = 65536 };
   const double one = (double)(1u << 29);
   int32_t *t = malloc((K + 1) * sizeof *t);
-  if (!t) hard_error("malloc");
+  if (!t) hard_fail("malloc");
   k_init_normal_table(t);
   int rising = 1;
   double worst = 0;
@@ -1473,7 +1467,7 @@ static void test_init_normal(void) {
         "k_init_normal: mean %+.5f, std %.5f (want 0.98658), max |x| %.4f "
         "<= 3, beyond 2: %.5f (want %.5f)", mean, sd, most, tail, want_tail);
   engine *e1;
-  if (engine_cpu_create(&e1, 1) < 0) hard_error("engine_cpu_create");
+  if (engine_cpu_create(&e1, 1) < 0) hard_fail("engine_cpu_create");
   int32_t *dt1 = NULL;
   RUN(eng_alloc(e1, (K + 1) * sizeof *t, "test", (void **)&dt1));
   RUN(eng_upload(e1, dt1, t, (K + 1) * sizeof *t));
@@ -1560,7 +1554,7 @@ static void test_intervals(void) {
 
 int main(void) {
   tl_seed(0x9e3779b97f4a7c15ull);
-  if (engine_cpu_create(&E, 3) < 0) hard_error("engine_cpu_create");
+  if (engine_cpu_create(&E, 3) < 0) hard_fail("engine_cpu_create");
   test_dtypes();
   test_memory();
   test_memlog();
@@ -1584,20 +1578,20 @@ int main(void) {
   /* A side view of the CPU engine has no stream; ordering is a no-op. */
   {
     engine *side = NULL;
-    if (eng_side_view(E, 0, &side) < 0) hard_error("eng_side_view");
+    if (eng_side_view(E, 0, &side) < 0) hard_fail("eng_side_view");
     check(eng_stream(side) == NULL && eng_wait_for(side, E) == 0 &&
               eng_wait_for(E, side) == 0,
           "a side view of the CPU engine: no stream, nothing to order");
     engine *other = NULL;
-    if (engine_cpu_create(&other, 1) < 0) hard_error("engine_cpu_create");
+    if (engine_cpu_create(&other, 1) < 0) hard_fail("engine_cpu_create");
     expect_fail("eng_wait_for across two engines", eng_wait_for(side, other),
                 "handles of two engines");
     eng_event *ev = NULL;
-    if (eng_event_record(side, &ev) < 0) hard_error("eng_event_record");
+    if (eng_event_record(side, &ev) < 0) hard_fail("eng_event_record");
     check(ev != NULL, "an event recorded through a side view");
     expect_fail("waiting for another engine's event", eng_event_wait(other, ev),
                 "an event of another engine");
-    if (eng_event_record(E, &ev) < 0) hard_error("eng_event_record");
+    if (eng_event_record(E, &ev) < 0) hard_fail("eng_event_record");
     check(eng_event_wait(side, ev) == 0, "a view waits for its base's event");
     expect_fail("waiting for no event", eng_event_wait(E, NULL), "no event");
     engine_destroy(other);

@@ -64,11 +64,6 @@
 static engine *CPU, *GPU;
 static int small_only, no_kprof;
 
-static void hard_error(const char *what) {
-  fprintf(stderr, "test_kernels_cuda: %s: %s\n", what, err_msg());
-  exit(99);
-}
-
 /* The current error's first line (the message without its trace), so a
  * check stays one line. */
 static const char *err1(void) {
@@ -100,10 +95,10 @@ static pair pair_new(const void *host, size_t bytes) {
   }
   if (eng_alloc(CPU, bytes, "test", &p.c) < 0 ||
       eng_alloc(GPU, bytes, "test", &p.g) < 0)
-    hard_error("eng_alloc");
+    hard_fail("eng_alloc");
   if (eng_upload(CPU, p.c, host, bytes) < 0 ||
       eng_upload(GPU, p.g, host, bytes) < 0)
-    hard_error("eng_upload");
+    hard_fail("eng_upload");
   free(poison);
   return p;
 }
@@ -123,7 +118,7 @@ static pair pair_rand(size_t n, float scale) {
 static void pair_set(pair p, const void *host) {
   if (eng_upload(CPU, p.c, host, p.bytes) < 0 ||
       eng_upload(GPU, p.g, host, p.bytes) < 0)
-    hard_error("eng_upload");
+    hard_fail("eng_upload");
 }
 
 static void pair_free(pair p) {
@@ -134,7 +129,7 @@ static void pair_free(pair p) {
 static void *down(engine *e, const void *p, size_t bytes) {
   void *h = tl_malloc(bytes);
   if (eng_sync(e) < 0 || eng_download(e, h, p, bytes) < 0)
-    hard_error("eng_download");
+    hard_fail("eng_download");
   return h;
 }
 
@@ -263,7 +258,7 @@ static double mm_case(int ta, int tb, int m, int n, int k, float alpha,
   /* The GPU in `ct`; the CPU reference in fp32, and the magnitudes. */
   float *Cg = NULL, *R = NULL, *M = NULL;
   double worst = INFINITY;
-  if (eng_f32_products(GPU, mm_f32) < 0) hard_error("eng_f32_products");
+  if (eng_f32_products(GPU, mm_f32) < 0) hard_fail("eng_f32_products");
   for (int pass = 0; pass < 3; pass++) {
     engine *e = pass == 0 ? GPU : CPU;
     if (pass == 2) { fabs_all(A, na); fabs_all(B, nbb); fabs_all(C0, nc); }
@@ -273,7 +268,7 @@ static double mm_case(int ta, int tb, int m, int n, int k, float alpha,
         eng_alloc(e, nc * 4, "test", (void **)&dC) < 0 ||
         eng_upload(e, dA, A, na * 4) < 0 || eng_upload(e, dB, B, nbb * 4) < 0 ||
         eng_upload(e, dC, C0, nc * 4) < 0)
-      hard_error("matmul buffers");
+      hard_fail("matmul buffers");
     float al = pass == 2 ? fabsf(alpha) : alpha, be = pass == 2 ? fabsf(beta) : beta;
     dtype t = pass == 0 ? ct : DT_F32;
     int rc = batch ? k_matmul_batched(e, ta, tb, m, n, k, al, dA, lda, sa, dB,
@@ -287,7 +282,7 @@ static double mm_case(int ta, int tb, int m, int n, int k, float alpha,
     if (pass == 0) Cg = out; else if (pass == 1) R = out; else M = out;
     if (!out) break;
   }
-  if (eng_f32_products(GPU, F32_EXACT) < 0) hard_error("eng_f32_products");
+  if (eng_f32_products(GPU, F32_EXACT) < 0) hard_fail("eng_f32_products");
   if (Cg && R && M) {
     worst = 0;
     size_t bad_pad = 0;
@@ -492,7 +487,7 @@ static void rms_deterministic(int n, int d) {
   for (int k = 0; k < 2; k++) {
     pair_set(dg, z);
     if (k_rmsnorm_bwd(GPU, dy.g, x.g, g.g, r.g, dx.g, dg.g, n, d) < 0)
-      hard_error("k_rmsnorm_bwd");
+      hard_fail("k_rmsnorm_bwd");
     o[k] = down(GPU, dg.g, d * sizeof(float));
   }
   check(memcmp(o[0], o[1], d * sizeof(float)) == 0,
@@ -568,7 +563,7 @@ static void rms_ex_bf16_case(int n, int d) {
   void *dyb = NULL;
   if (eng_alloc(GPU, nd * 2, "test", &dyb) < 0 ||
       k_cast(GPU, dy.g, DT_F32, dyb, DT_BF16, nd) < 0)
-    hard_error("bf16 dy");
+    hard_fail("bf16 dy");
   pair x = pair_rand(nd, 2), g = pair_rand(d, 1), r = pair_rand(n, 1);
   pair dres = pair_rand(nd, 1), dg = pair_rand(d, 1), dx = pair_f(NULL, nd);
   char line[160];
@@ -1146,14 +1141,14 @@ static void adamw_ex_case(size_t n, int cap, dtype gt, int shift) {
       eng_alloc(GPU, n * 2, "test", &lb) < 0 ||
       eng_upload(GPU, bp, p0, n * 4) < 0 || eng_upload(GPU, bm, m0, n * 4) < 0 ||
       eng_upload(GPU, bv, v0, n * 4) < 0)
-    hard_error("adamw_ex buffers");
+    hard_fail("adamw_ex buffers");
   void *g16 = NULL;   /* the GPU's 16-bit gradient */
   if (gt != DT_F32 && eng_alloc(GPU, (n + 1) * 2, "test", &g16) < 0)
-    hard_error("adamw_ex 16-bit gradient");
+    hard_fail("adamw_ex 16-bit gradient");
   void *g16s = g16 ? (char *)g16 + 2 * shift : NULL;
   float *sdev = NULL;
   if (eng_alloc(GPU, sizeof *sdev, "test", (void **)&sdev) < 0)
-    hard_error("adamw_ex step size");
+    hard_fail("adamw_ex step size");
   const void *gg = gt == DT_F32 ? g.g : g16s;
   char line[160];
   snprintf(line, sizeof line, "k_adamw_ex bf16 n=%zu, %s gradient%s, %d "
@@ -1240,7 +1235,6 @@ static void cast_case(const char *what, const void *src, dtype st, dtype dt,
   pair_free(s); pair_free(d);
 }
 
-
 #ifdef HAVE_CUDA
 /* Two GPU buffers bit for bit (the base's and a view's results). */
 static void same_gpu(const char *what, const void *x, const void *y,
@@ -1260,16 +1254,16 @@ static void test_side_view(void) {
   const size_t n = (size_t)1 << 24;
   pair x = pair_rand(n, 1), one = pair_rand(n, 1);
   engine *side = NULL;
-  if (eng_side_view(GPU, 0, &side) < 0) hard_error("eng_side_view");
+  if (eng_side_view(GPU, 0, &side) < 0) hard_fail("eng_side_view");
   check(eng_stream(side) != NULL && eng_stream(side) != eng_stream(GPU),
         "a side view has a stream of its own");
   if (k_scale(GPU, x.g, 2.0f, n) < 0 || eng_wait_for(side, GPU) < 0 ||
       k_add(side, x.g, one.g, x.g, n) < 0 || eng_wait_for(GPU, side) < 0 ||
       k_scale(GPU, x.g, 3.0f, n) < 0 || eng_sync(GPU) < 0)
-    hard_error("ordered work on two streams");
+    hard_fail("ordered work on two streams");
   if (k_scale(CPU, x.c, 2.0f, n) < 0 || k_add(CPU, x.c, one.c, x.c, n) < 0 ||
       k_scale(CPU, x.c, 3.0f, n) < 0)
-    hard_error("cpu reference");
+    hard_fail("cpu reference");
   same("x *= 2; x += 1 (side stream, after it); x *= 3 (after that)", x);
   engine_destroy(side);
   pair_free(x);
@@ -1301,10 +1295,10 @@ static void test_monitor(void) {
   double t0 = clock_now_s();
   while (clock_now_s() - t0 < 0.2) {
     for (int i = 0; i < 50; i++)
-      if (k_scale(GPU, a.g, 1.0f, 1 << 22) < 0) hard_error("k_scale");
-    if (eng_sync(GPU) < 0) hard_error("eng_sync");
+      if (k_scale(GPU, a.g, 1.0f, 1 << 22) < 0) hard_fail("k_scale");
+    if (eng_sync(GPU) < 0) hard_fail("eng_sync");
   }
-  if (eng_monitor_end(GPU, &mon) < 0) hard_error("eng_monitor_end");
+  if (eng_monitor_end(GPU, &mon) < 0) hard_fail("eng_monitor_end");
   check(mon.samples >= 5 && mon.sm_mhz > 100 && mon.sm_mhz < 5000 &&
             mon.power_w > 1 && mon.power_w < 5000 && mon.power_capped >= 0 &&
             mon.power_capped <= 1,
@@ -1344,20 +1338,20 @@ static void test_kprof(void) {
     pair_free(a);
     return;
   }
-  if (eng_range_push(GPU, "three.scales") < 0) hard_error("eng_range_push");
+  if (eng_range_push(GPU, "three.scales") < 0) hard_fail("eng_range_push");
   for (int i = 0; i < 3; i++)
-    if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
-  if (eng_range_pop(GPU) < 0) hard_error("eng_range_pop");
-  if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_error("k_scale");
+    if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_fail("k_scale");
+  if (eng_range_pop(GPU) < 0) hard_fail("eng_range_pop");
+  if (k_scale(GPU, a.g, 1.0f, 4099) < 0) hard_fail("k_scale");
   /* p, m, v from a's first 3 x 1024 floats (v's NaN after a negative
    * square root does not matter here) */
   if (k_matmul_adamw(GPU, 32, 32, 0, NULL, 32, NULL, 32, DT_BF16, a.g, NULL,
                      (float *)a.g + 1024, (float *)a.g + 2048, 1e-3f, 0.9f,
                      0.999f, 1e-8f, 0.0f, 1) < 0)
-    hard_error("k_matmul_adamw");
+    hard_fail("k_matmul_adamw");
   check(eng_profiling(GPU), "eng_profiling is 1 during a kernel profile");
   eng_kprof_time tm;
-  if (eng_kprof_end(GPU, &st, &n, &tm) < 0) hard_error("eng_kprof_end");
+  if (eng_kprof_end(GPU, &st, &n, &tm) < 0) hard_fail("eng_kprof_end");
   double sum = 0;
   int named = 1, anon = 0;
   for (int i = 0; i < n; i++) {
@@ -1405,11 +1399,11 @@ static void test_view(void) {
   const size_t na = 4099;
   cudaStream_t side;
   if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess)
-    hard_error("cudaStreamCreate");
+    hard_fail("cudaStreamCreate");
   void *own = eng_stream(GPU);
   engine *v = NULL;
   eng_ctx ctx = {(void *)side, 2, 8};
-  if (eng_sync(GPU) < 0 || eng_view(GPU, &ctx, &v) < 0) hard_error("eng_view");
+  if (eng_sync(GPU) < 0 || eng_view(GPU, &ctx, &v) < 0) hard_fail("eng_view");
   check(eng_stream(v) == (void *)side && eng_stream(GPU) == own,
         "a view runs on its context's stream; the base on its own");
   size_t total = 0;
@@ -1424,7 +1418,7 @@ static void test_view(void) {
         "eng_mem_total of a view is its base's (%zu, %zu)", vtotal, total);
   size_t before = eng_bytes_in_use(GPU);
   void *blk;
-  if (eng_alloc(v, 1 << 20, "test", &blk) < 0) hard_error("eng_alloc (view)");
+  if (eng_alloc(v, 1 << 20, "test", &blk) < 0) hard_fail("eng_alloc (view)");
   check(eng_bytes_in_use(GPU) == before + (1 << 20),
         "eng_alloc through a view counts in the base");
   eng_free(v, blk);
@@ -1462,7 +1456,7 @@ static void test_view(void) {
                DT_F32) < 0 ||
       k_matmul(CPU, 0, 0, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, Cx.c, n,
                DT_F32) < 0)
-    hard_error("cpu reference");
+    hard_fail("cpu reference");
   same_gpu("k_scale on a view == on the base", a0.g, a1.g, na * 4);
   same_gpu("capped k_adamw_mean on a view == uncapped on the base: p", p0.g,
            p1.g, na * 4);
@@ -1504,7 +1498,7 @@ static void test_view(void) {
   pair_free(m0); pair_free(m1); pair_free(g); pair_free(v0); pair_free(v1);
   pair_free(A); pair_free(B); pair_free(C); pair_free(Cx);
   free(ha); free(hg);
-  if (cudaStreamDestroy(side) != cudaSuccess) hard_error("cudaStreamDestroy");
+  if (cudaStreamDestroy(side) != cudaSuccess) hard_fail("cudaStreamDestroy");
 }
 #endif
 
@@ -1539,7 +1533,7 @@ static void matmul_adamw_case(int rows, int cols, int k, int pad) {
       eng_alloc(GPU, n * 2, "test", &pl) < 0 ||
       k_cast(GPU, y.g, DT_F32, yb, DT_BF16, ny) < 0 ||
       k_cast(GPU, x.g, DT_F32, xb, DT_BF16, nx) < 0)
-    hard_error("bf16 operands");
+    hard_fail("bf16 operands");
   char line[200];
   snprintf(line, sizeof line, "k_matmul_adamw bf16 rows=%d cols=%d k=%d pad=%d%s",
            rows, cols, k, pad, adamw_form);
@@ -1687,7 +1681,7 @@ static void rms_pair(eng_graph *g, pair x, pair gain, pair y, pair r,
                     : k_rmsnorm_fwd(e, W(x), W(gain), W(y), W(r), n, d, 1e-5f);
     if (rc == 0 && !(w && g))
       rc = k_rmsnorm_bwd(e, W(dy), W(x), W(gain), W(r), W(dx), W(dg), n, d);
-    if (rc < 0) hard_error("rms_pair");
+    if (rc < 0) hard_fail("rms_pair");
   }
 }
 
@@ -1710,11 +1704,11 @@ static void test_graphs(void) {
   pair dg = pair_rand(d, 1);
   rms_pair(NULL, x, gain, y, r, dy, dx, dg, n, d);   /* sizes the workspace */
 
-  if (eng_graph_begin(GPU) < 0) hard_error("eng_graph_begin");
+  if (eng_graph_begin(GPU) < 0) hard_fail("eng_graph_begin");
   check(eng_recording(GPU), "eng_recording is 1 while recording");
   if (k_rmsnorm_fwd(GPU, x.g, gain.g, y.g, r.g, n, d, 1e-5f) < 0 ||
       k_rmsnorm_bwd(GPU, dy.g, x.g, gain.g, r.g, dx.g, dg.g, n, d) < 0)
-    hard_error("recording");
+    hard_fail("recording");
   void *p = NULL;
   for (int i = 0; i < 4; i++) {
     static const char *const what[4] = {"eng_sync", "eng_alloc", "eng_upload",
@@ -1731,13 +1725,13 @@ static void test_graphs(void) {
   rc = eng_graph_end(GPU, &g);
   check(rc == 0 && g && !eng_recording(GPU), "eng_graph_end gives a graph "
         "and ends the recording%s%s", rc ? ": " : "", rc ? err1() : "");
-  if (!g) hard_error("eng_graph_end");
+  if (!g) hard_fail("eng_graph_end");
   check(eng_sync(GPU) == 0, "the engine syncs again after the recording");
   check(eng_profile(GPU, 1) == 0 && eng_graph_begin(GPU) == ERR_FAIL,
         "eng_graph_begin while profiling fails");
   err_clear();
   char buf[256];
-  if (eng_profile_report(GPU, buf, sizeof buf) < 0) hard_error("profile");
+  if (eng_profile_report(GPU, buf, sizeof buf) < 0) hard_fail("profile");
 
   /* Replays read the new values (the recording ran nothing itself: dg was
    * accumulated once before it, on both engines). */
@@ -1761,7 +1755,7 @@ static void test_graphs(void) {
           eng_upload(GPU, A, x.c, (size_t)n * d * 4) < 0 ||
           k_matmul(GPU, 0, 1, m, m, m, 1, A, m, B, m, 0, C, m, DT_F32) < 0 ||
           eng_f32_products(GPU, F32_EXACT) < 0 || eng_sync(GPU) < 0)
-        hard_error("growing the workspace");
+        hard_fail("growing the workspace");
       eng_free(GPU, A);
       eng_free(GPU, B);
       eng_free(GPU, C);
@@ -1832,7 +1826,7 @@ static int tag_is(const engine *e, const char *name, size_t in_use, size_t peak)
 
 static void test_memory(void) {
   engine *e;
-  if (engine_cuda_create(&e, 0) < 0) hard_error("engine_cuda_create");
+  if (engine_cuda_create(&e, 0) < 0) hard_fail("engine_cuda_create");
   check(strcmp(engine_name(e), "cuda") == 0, "engine_name is \"cuda\"");
   size_t ws_in_use = 0;
   int ws = eng_tag_bytes(e, "workspace.cublas", &ws_in_use, NULL) == 0;
@@ -1844,14 +1838,14 @@ static void test_memory(void) {
   void *a, *b, *c, *d, *z;
   if (eng_alloc(e, 1000, "params", &a) < 0 || eng_alloc(e, 3000, "grads", &b) < 0 ||
       eng_alloc(e, 500, "params", &c) < 0)
-    hard_error("eng_alloc");
+    hard_fail("eng_alloc");
   check(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 256 == 0,
         "eng_alloc returns 256-byte aligned device memory");
   check(eng_bytes_in_use(e) == base + 4500 && eng_peak_bytes(e) == base + 4500,
         "after 1000 params + 3000 grads + 500 params: in use and peak grow by "
         "4500");
   eng_free(e, b);
-  if (eng_alloc(e, 200, "act.attn_scores", &d) < 0) hard_error("eng_alloc");
+  if (eng_alloc(e, 200, "act.attn_scores", &d) < 0) hard_fail("eng_alloc");
   check(eng_bytes_in_use(e) == base + 1700 && eng_peak_bytes(e) == base + 4500,
         "after freeing grads and 200 act: in use base+1700, peak base+4500");
   check(tag_is(e, "params", 1500, 1500) && tag_is(e, "grads", 0, 3000) &&
@@ -1860,7 +1854,7 @@ static void test_memory(void) {
   eng_reset_peak(e);
   check(eng_peak_bytes(e) == base + 1700 && tag_is(e, "grads", 0, 0),
         "eng_reset_peak: peak = in use, per tag too");
-  if (eng_alloc(e, 0, "empty", &z) < 0) hard_error("eng_alloc 0");
+  if (eng_alloc(e, 0, "empty", &z) < 0) hard_fail("eng_alloc 0");
   check(z != NULL && eng_bytes_in_use(e) == base + 1700,
         "a 0-byte allocation is a real pointer and counts 0 bytes");
   eng_free(e, z);
@@ -1894,7 +1888,7 @@ static void test_memory(void) {
   float *A, *C;
   if (eng_alloc(e, 64 * 64 * 4, "test", (void **)&A) < 0 ||
       eng_alloc(e, 64 * 64 * 4, "test", (void **)&C) < 0)
-    hard_error("eng_alloc");
+    hard_fail("eng_alloc");
   eng_memset0(e, A, 64 * 64 * 4);
   rc = k_matmul(e, 0, 1, 64, 64, 64, 1, A, 64, A, 64, 0, C, 64, DT_BF16);
   size_t sw_in_use = 0;
@@ -1925,11 +1919,11 @@ static void test_memory(void) {
  * between two syncs. */
 #define TIME(ms, reps, call)                                                 \
   do {                                                                       \
-    for (int i_ = 0; i_ < 3; i_++) if ((call) < 0) hard_error(#call);        \
-    if (eng_sync(GPU) < 0) hard_error("sync");                               \
+    for (int i_ = 0; i_ < 3; i_++) if ((call) < 0) hard_fail(#call);         \
+    if (eng_sync(GPU) < 0) hard_fail("sync");                                \
     double t0_ = clock_now_s();                                              \
-    for (int i_ = 0; i_ < (reps); i_++) if ((call) < 0) hard_error(#call);   \
-    if (eng_sync(GPU) < 0) hard_error("sync");                               \
+    for (int i_ = 0; i_ < (reps); i_++) if ((call) < 0) hard_fail(#call);    \
+    if (eng_sync(GPU) < 0) hard_fail("sync");                                \
     (ms) = (clock_now_s() - t0_) * 1e3 / (reps);                             \
   } while (0)
 
@@ -1938,7 +1932,7 @@ static void *gbuf(size_t floats, float scale) {
   void *p;
   if (eng_alloc(GPU, floats * 4, "bench", &p) < 0 ||
       eng_upload(GPU, p, h, floats * 4) < 0)
-    hard_error("bench buffer");
+    hard_fail("bench buffer");
   free(h);
   return p;
 }
@@ -1965,7 +1959,7 @@ static void bench(void) {
   int32_t *ids;
   if (eng_alloc(GPU, N * 4, "bench", (void **)&ids) < 0 ||
       eng_upload(GPU, ids, ih, N * 4) < 0)
-    hard_error("ids");
+    hard_fail("ids");
   double ms, f4 = 4.0;
   printf("\nTimings on the GPU, small model sizes (B=4, T=512, d=768, "
          "d_ff=3072, 12 heads, V=10000); host clock over 20 calls\n");
@@ -2012,7 +2006,7 @@ static void bench(void) {
   TIME(ms, 10, k_adamw(GPU, pp, pg, pm, pv, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
   row("adamw, 128.6M parameters", ms, f4 * 7 * np, 0);
   void *half;
-  if (eng_alloc(GPU, np * 2, "bench", &half) < 0) hard_error("bench half");
+  if (eng_alloc(GPU, np * 2, "bench", &half) < 0) hard_fail("bench half");
   TIME(ms, 10, k_cast(GPU, pp, DT_F32, half, DT_BF16, np));
   row("cast f32 -> bf16, 128.6M", ms, 6.0 * np, 0);
 
@@ -2028,7 +2022,7 @@ static void bench(void) {
       eng_alloc(GPU, nw * 2, "bench", &wl) < 0 ||
       k_cast(GPU, y32, DT_F32, yb, DT_BF16, (size_t)K2 * R2) < 0 ||
       k_cast(GPU, x32, DT_F32, xb, DT_BF16, (size_t)K2 * C2) < 0)
-    hard_error("bench bf16 operands");
+    hard_fail("bench bf16 operands");
   double mm_b = 2.0 * ((size_t)K2 * (R2 + C2)) + 4.0 * nw;
   TIME(ms, 10, k_matmul_ex(GPU, 1, 0, R2, C2, K2, 1.0f, yb, R2, xb, C2,
                            DT_BF16, 0.0f, pg, C2, DT_F32, F32_EXACT));
@@ -2040,7 +2034,7 @@ static void bench(void) {
     void *gb;
     if (eng_alloc(GPU, nw * 2, "bench", &gb) < 0 ||
         k_cast(GPU, pg, DT_F32, gb, DT_BF16, nw) < 0)
-      hard_error("bench bf16 gradient");
+      hard_fail("bench bf16 gradient");
     TIME(ms, 10, k_matmul_ex(GPU, 1, 0, R2, C2, K2, 1.0f, yb, R2, xb, C2,
                              DT_BF16, 0.0f, gb, C2, DT_BF16, F32_EXACT));
     row("2.7B W1 grad: matmul_ex bf16 -> bf16", ms,
@@ -2054,7 +2048,7 @@ static void bench(void) {
   for (int cap = 16; cap <= 64; cap *= 2) {
     eng_ctx cx = {NULL, 0, cap};
     engine *cv = NULL;
-    if (eng_view(GPU, &cx, &cv) < 0) hard_error("adamw_ex view");
+    if (eng_view(GPU, &cx, &cv) < 0) hard_fail("adamw_ex view");
     TIME(ms, 10, k_adamw_ex(cv, pp, wl, DT_BF16, pg, DT_F32, pm, pv, nw,
                             1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL));
     char name[64];
@@ -2091,8 +2085,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!gpu_available()) return 77;
-  if (engine_cpu_create(&CPU, 0) < 0) hard_error("engine_cpu_create");
-  if (engine_cuda_create(&GPU, 0) < 0) hard_error("engine_cuda_create");
+  if (engine_cpu_create(&CPU, 0) < 0) hard_fail("engine_cpu_create");
+  if (engine_cuda_create(&GPU, 0) < 0) hard_fail("engine_cuda_create");
   double t0 = clock_now_s();
   size_t gpu_base = eng_bytes_in_use(GPU);
   test_memory();

@@ -26,7 +26,10 @@ void check(int ok, const char *fmt, ...) {
 }
 
 void hard(int rc, const char *what) {
-  if (rc >= 0) return;
+  if (rc < 0) hard_fail(what);
+}
+
+void hard_fail(const char *what) {
   fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what,
           err_msg());
   exit(99);

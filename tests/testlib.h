@@ -12,6 +12,9 @@ void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A call of ours that must succeed for the test to go on: on failure print
  * its err_msg() and exit 99. */
 void hard(int rc, const char *what);
+/* The same for a failed call whose status is not at hand (a condition of
+ * several calls): err_msg() and exit 99. */
+void hard_fail(const char *what) __attribute__((noreturn));
 /* Prints "N passed, M failed"; the exit status for main to return. */
 int tl_finish(void);
 
