@@ -9,14 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *weights(model *m) {
-  size_t n = model_nparams(m);
-  float *h = malloc(n * sizeof *h);
-  hard(h ? 0 : -1, "out of host memory");
-  hard(eng_download(model_engine(m), h, model_params(m), n * sizeof *h),
-       "eng_download");
-  hard(eng_sync(model_engine(m)), "eng_sync");
+float *host_floats(engine *e, const float *p, size_t n) {
+  float *h = tl_malloc(n * sizeof *h);
+  hard(eng_download(e, h, p, n * sizeof *h), "eng_download");
+  hard(eng_sync(e), "eng_sync");
   return h;
+}
+
+static float *weights(model *m) {
+  return host_floats(model_engine(m), model_params(m), model_nparams(m));
 }
 
 model *initial_model(engine *e, const model_config *c, int B, int T,
@@ -99,15 +100,6 @@ static int forms_agree(model *after, engine *after_bwd, model *in_bwd,
   return same;
 }
 
-/* n floats of engine memory p, on the host (malloc'd). */
-static float *host_copy(model *m, const float *p, size_t n) {
-  float *h = malloc(n * sizeof *h);
-  hard(h ? 0 : -1, "out of host memory");
-  hard(eng_download(model_engine(m), h, p, n * sizeof *h), "eng_download");
-  hard(eng_sync(model_engine(m)), "eng_sync");
-  return h;
-}
-
 int training_agrees(model *a, model *b, int B, int T, int steps,
                     const char **what) {
   model *m[2] = {a, b};
@@ -129,7 +121,7 @@ int training_agrees(model *a, model *b, int B, int T, int steps,
       hard(model_backward(m[k]), "backward");
     }
     if (memcmp(&loss[0], &loss[1], sizeof loss[0]) != 0) *what = "loss";
-    for (int k = 0; k < 2; k++) h[k] = host_copy(m[k], model_grads(m[k]), n);
+    for (int k = 0; k < 2; k++) h[k] = host_floats(model_engine(m[k]), model_grads(m[k]), n);
     if (!**what && memcmp(h[0], h[1], n * sizeof *h[0]) != 0)
       *what = "gradients";
     for (int k = 0; k < 2; k++) {

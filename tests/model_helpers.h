@@ -6,6 +6,9 @@
 
 #include "model/model.h"
 
+/* n floats of e's memory at p, on the host (tl_malloc'd), with e idle. */
+float *host_floats(engine *e, const float *p, size_t n);
+
 /* An fp32 model of c (batch B, sequence T) on e, initialised from seed:
  * the model, and its weights downloaded into *w (nparams floats,
  * malloc'd), the fixture each model test starts from. */

@@ -42,14 +42,6 @@
  * logits, 1.3e-3 for the weights after two steps). */
 #define BF16_TOL 1e-2
 
-static float *download(engine *e, const float *p, size_t n) {
-  float *h = malloc(n * sizeof *h);
-  if (!h) { fprintf(stderr, "out of memory\n"); exit(99); }
-  hard(eng_download(e, h, p, n * sizeof *h), "download");
-  hard(eng_sync(e), "sync");
-  return h;
-}
-
 typedef struct run_out {
   float loss[2];
   float *logits, *grads, *params_after;
@@ -88,12 +80,12 @@ static void run(engine *e, const model_config *c, const float *w, size_t np,
     hard(model_zero_grad(m), "zero_grad");
     hard(model_forward(m, ids, tg, B, T, &r->loss[s]), "forward");
     if (s == 0)
-      r->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
+      r->logits = host_floats(e, model_logits(m), (size_t)B * T * c->vocab);
     hard(model_backward(m), "backward");
-    if (s == 0) r->grads = download(e, model_grads(m), np);
+    if (s == 0) r->grads = host_floats(e, model_grads(m), np);
     hard(model_adamw_step(m, &a), "adamw");
   }
-  r->params_after = download(e, model_params(m), np);
+  r->params_after = host_floats(e, model_params(m), np);
   model_destroy(m);
 }
 
@@ -477,7 +469,7 @@ static void test_head_chunk(engine *e, const model_config *c, const float *w,
           continue;
         }
         hard(model_backward(m[k]), "backward");
-        if (s == 0) g[k] = download(e, model_grads(m[k]), np);
+        if (s == 0) g[k] = host_floats(e, model_grads(m[k]), np);
         hard(model_adamw_step(m[k], &a), "adamw");
       }
     for (int s = 0; s < 2; s++)
@@ -489,7 +481,7 @@ static void test_head_chunk(engine *e, const model_config *c, const float *w,
       snprintf(what, sizeof what, "head in chunks of %d: the gradients", R);
       tl_compare(what, g[1], g[0], np, 1e-5);
     }
-    for (int k = 0; k < 2; k++) p[k] = download(e, model_params(m[k]), np);
+    for (int k = 0; k < 2; k++) p[k] = host_floats(e, model_params(m[k]), np);
     snprintf(what, sizeof what, "head in chunks of %d (%s): the weights "
              "after two steps", R, form);
     tl_compare(what, p[1], p[0], np, 1e-5);
@@ -540,7 +532,7 @@ static void bf16_forward(model *m, int B, int T, const char *after) {
  * bf16 ulp, 2^-8 of each value. */
 static void check_low_copy(engine *e, model *m, const char *after) {
   size_t n = model_nparams(m);
-  float *w = download(e, model_params(m), n);
+  float *w = host_floats(e, model_params(m), n);
   uint16_t *low = malloc(n * sizeof *low);
   if (!low) { fprintf(stderr, "out of memory\n"); exit(99); }
   hard(eng_download(e, low, m->params_low, n * sizeof *low), "download");
@@ -602,15 +594,15 @@ static void test_writes_after_training(engine *e, const model_config *c,
   hard(model_forward(o, ids, tg, B, T, &lo), "forward");
   check(fabs(lf - lo) <= 1e-5 * fabs(lo), "trained, then loaded: fused "
         "loss %.7f vs op-by-op %.7f", lf, lo);
-  float *gf = download(e, model_logits(f), nl);
-  float *go = download(e, model_logits(o), nl);
+  float *gf = host_floats(e, model_logits(f), nl);
+  float *go = host_floats(e, model_logits(o), nl);
   tl_compare("trained, then loaded: fused logits", gf, go, nl, 1e-5);
   free(gf);
   free(go);
   hard(model_backward(f), "backward");
   hard(model_backward(o), "backward");
-  gf = download(e, model_grads(f), np);
-  go = download(e, model_grads(o), np);
+  gf = host_floats(e, model_grads(f), np);
+  go = host_floats(e, model_grads(o), np);
   char what[160];
   for (int i = 0; i < nv; i++) {
     snprintf(what, sizeof what, "trained, then loaded: fused grad %s",

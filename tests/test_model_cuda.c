@@ -36,14 +36,6 @@
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-static float *download(engine *e, const float *p, size_t n) {
-  float *h = malloc(n * sizeof *h);
-  if (!h) { fprintf(stderr, "out of memory\n"); exit(99); }
-  hard(eng_download(e, h, p, n * sizeof *h), "download");
-  hard(eng_sync(e), "sync");
-  return h;
-}
-
 typedef struct run_out { float loss; float *logits, *grads, *params_after; } run_out;
 
 /* A run against the reference run: loss, logits and every gradient to
@@ -77,13 +69,13 @@ static void run_ex(engine *e, const model_config *c, const float *w,
   hard(model_set_params(m, 0, w, np), "model_set_params");
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &o->loss), "forward");
-  o->logits = download(e, model_logits(m), (size_t)B * T * c->vocab);
+  o->logits = host_floats(e, model_logits(m), (size_t)B * T * c->vocab);
   hard(model_backward(m), "backward");
-  o->grads = download(e, model_grads(m), np);
+  o->grads = host_floats(e, model_grads(m), np);
   for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
   adamw_config a = adamw_defaults();
   hard(model_adamw_step(m, &a), "adamw");
-  o->params_after = download(e, model_params(m), np);
+  o->params_after = host_floats(e, model_params(m), np);
   model_destroy(m);
 }
 
@@ -123,7 +115,7 @@ static float *train(engine *e, const model_config *c, const float *w,
     hard(model_backward(m), "backward");
     hard(model_adamw_step(m, &a), "adamw");
   }
-  float *p = download(e, model_params(m), np);
+  float *p = host_floats(e, model_params(m), np);
   *replays = model_graph_replays(m);
   model_destroy(m);
   return p;
@@ -224,10 +216,10 @@ static void fwd_bwd(model *m, const int32_t *ids, const int32_t *tg, int B,
   float loss;
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, ids, tg, B, T, &loss), "forward");
-  o->logits = download(e, model_logits(m),
-                       (size_t)B * T * model_get_config(m)->vocab);
+  o->logits = host_floats(e, model_logits(m),
+                          (size_t)B * T * model_get_config(m)->vocab);
   hard(model_backward(m), "backward");
-  o->grads = download(e, model_grads(m), np);
+  o->grads = host_floats(e, model_grads(m), np);
   for (size_t i = 0; i < np; i++) o->grads[i] /= model_loss_scale(m);
 }
 
@@ -366,8 +358,8 @@ static void test_adamw_graphed(engine *gpu, const model_config *tiny, int B,
           hard(model_backward_adamw(m[j], &a), "backward_adamw");
         }
       }
-      float *w0 = download(gpu, model_params(m[0]), n);
-      float *w1 = download(gpu, model_params(m[1]), n);
+      float *w0 = host_floats(gpu, model_params(m[0]), n);
+      float *w1 = host_floats(gpu, model_params(m[1]), n);
       same &= memcmp(&loss[0], &loss[1], sizeof *loss) == 0 &&
               memcmp(w0, w1, n * sizeof *w0) == 0;
       free(w0);
@@ -564,10 +556,10 @@ static void test_head_chunk(engine *gpu, const model_config *tiny, int B,
         hard(model_zero_grad(m[k]), "zero_grad");
         hard(model_forward(m[k], ids, tg, B, T, &loss[k]), "forward");
         hard(model_backward(m[k]), "backward");
-        if (s == cases[i].graphs) g[k] = download(gpu, model_grads(m[k]), n);
+        if (s == cases[i].graphs) g[k] = host_floats(gpu, model_grads(m[k]), n);
         hard(model_adamw_step(m[k], &a), "adamw");
       }
-      w[k] = download(gpu, model_params(m[k]), n);
+      w[k] = host_floats(gpu, model_params(m[k]), n);
     }
     check(fabsf(loss[1] - loss[0]) <= 1e-5f * fabsf(loss[0]) &&
               model_logits(m[1]) == NULL,
@@ -916,7 +908,7 @@ int main(void) {
   hard(model_zero_grad(m), "zero_grad");
   hard(model_forward(m, fids, ftg, fb, ft, &loss), "forward");
   size_t nl = (size_t)fb * ft * c.vocab;
-  float *lg = download(gpu, model_logits(m), nl);
+  float *lg = host_floats(gpu, model_logits(m), nl);
   double *ref64;
   hard(st_read_f64(f, "logits", &ref64, &n), "logits");
   float *ref32 = malloc(n * sizeof *ref32);
@@ -924,7 +916,7 @@ int main(void) {
   tl_compare("fixture logits on the CUDA engine", lg, ref32, nl, 1e-4);
   free(ref64); free(ref32); free(lg);
   hard(model_backward(m), "backward");
-  float *g = download(gpu, model_grads(m), model_nparams(m));
+  float *g = host_floats(gpu, model_grads(m), model_nparams(m));
   const tensor_view *mv = model_views(m, &nv);
   for (int i = 0; i < nv; i++) {
     char name[160];
