@@ -69,8 +69,7 @@ static int forms_agree(model *after, engine *after_bwd, model *in_bwd,
   int vocab = model_get_config(after)->vocab, same = 1;
   size_t n = model_nparams(after);
   adamw_config a = adamw_defaults();
-  int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
-  hard(ids ? 0 : -1, "out of host memory");
+  int32_t *ids = tl_malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
   for (int s = 0; s < steps; s++) {
     for (int i = 0; i < B * T; i++) {
       ids[i] = (int32_t)(next_u64() % (uint64_t)vocab);
@@ -106,8 +105,7 @@ int training_agrees(model *a, model *b, int B, int T, int steps,
   int vocab = model_get_config(a)->vocab;
   size_t n = model_nparams(a);
   adamw_config o = adamw_defaults();
-  int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
-  hard(ids ? 0 : -1, "out of host memory");
+  int32_t *ids = tl_malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
   *what = "";
   for (int s = 0; s < steps && !**what; s++) {
     for (int i = 0; i < B * T; i++) {
@@ -121,7 +119,8 @@ int training_agrees(model *a, model *b, int B, int T, int steps,
       hard(model_backward(m[k]), "backward");
     }
     if (memcmp(&loss[0], &loss[1], sizeof loss[0]) != 0) *what = "loss";
-    for (int k = 0; k < 2; k++) h[k] = host_floats(model_engine(m[k]), model_grads(m[k]), n);
+    for (int k = 0; k < 2; k++)
+      h[k] = host_floats(model_engine(m[k]), model_grads(m[k]), n);
     if (!**what && memcmp(h[0], h[1], n * sizeof *h[0]) != 0)
       *what = "gradients";
     for (int k = 0; k < 2; k++) {

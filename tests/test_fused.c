@@ -506,8 +506,7 @@ static void test_head_chunk(engine *e, const model_config *c, const float *w,
  * signs: never zero. */
 static float *random_weights(const model *m) {
   size_t np = model_nparams(m);
-  float *w = malloc(np * sizeof *w);
-  if (!w) { fprintf(stderr, "out of memory\n"); exit(99); }
+  float *w = tl_malloc(np * sizeof *w);
   int nv;
   const tensor_view *v = model_views(m, &nv);
   for (int i = 0; i < nv; i++)
@@ -533,8 +532,7 @@ static void bf16_forward(model *m, int B, int T, const char *after) {
 static void check_low_copy(engine *e, model *m, const char *after) {
   size_t n = model_nparams(m);
   float *w = host_floats(e, model_params(m), n);
-  uint16_t *low = malloc(n * sizeof *low);
-  if (!low) { fprintf(stderr, "out of memory\n"); exit(99); }
+  uint16_t *low = tl_malloc(n * sizeof *low);
   hard(eng_download(e, low, m->params_low, n * sizeof *low), "download");
   hard(eng_sync(e), "sync");
   size_t bad = 0, first = 0;

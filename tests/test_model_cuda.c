@@ -343,8 +343,8 @@ static void test_adamw_graphed(engine *gpu, const model_config *tiny, int B,
              cases[k].serial ? "in backward's order" : "beside backward");
     int same = 1;
     size_t n = model_nparams(m[0]);
-    int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
-    hard(ids ? 0 : -1, "out of host memory");
+    int32_t *ids = tl_malloc(2 * (size_t)B * T * sizeof *ids);
+    int32_t *tg = ids + B * T;
     for (int step = 0; step < 4; step++) {
       fresh_batch(ids, tg, B * T, c.vocab);
       float loss[2];
@@ -463,8 +463,7 @@ static void test_adamw_in_products(engine *gpu, const model_config *tiny,
     hard(model_init(m[k], 7), "model_init");
   }
   adamw_config a = adamw_defaults();
-  int32_t *ids = malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
-  hard(ids ? 0 : -1, "out of host memory");
+  int32_t *ids = tl_malloc(2 * (size_t)B * T * sizeof *ids), *tg = ids + B * T;
   for (int i = 0; i < B * T; i++) {
     ids[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
     tg[i] = (int32_t)(next_u64() % (uint64_t)c.vocab);
@@ -485,8 +484,7 @@ static void test_adamw_in_products(engine *gpu, const model_config *tiny,
   size_t n = model_nparams(m[0]), far = 0, mid = 0;
   float *w[2];
   for (int k = 0; k < 2; k++) {
-    w[k] = malloc(n * sizeof *w[k]);
-    hard(w[k] ? 0 : -1, "out of host memory");
+    w[k] = tl_malloc(n * sizeof *w[k]);
     hard(eng_download(gpu, w[k], model_params(m[k]), n * sizeof *w[k]),
          "eng_download");
   }
@@ -534,8 +532,7 @@ static void test_head_chunk(engine *gpu, const model_config *tiny, int B,
       cases[] = {{DT_BF16, 0, 2e-2, "bf16"},
                  {DT_BF16, 1, 2e-2, "bf16, CUDA graphs"},
                  {DT_F32, 0, 1e-4, "fp32"}};
-  int32_t *ids = malloc(2 * (size_t)N * sizeof *ids), *tg = ids + N;
-  hard(ids ? 0 : -1, "out of host memory");
+  int32_t *ids = tl_malloc(2 * (size_t)N * sizeof *ids), *tg = ids + N;
   fresh_batch(ids, tg, N, c.vocab);
   adamw_config a = adamw_defaults();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
