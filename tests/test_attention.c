@@ -35,16 +35,8 @@ static const char *impl_name(attn_impl impl) {
   return impl == ATTN_FLASH ? "flash" : "materialized";
 }
 
-static float *fill(size_t n) {
-  float *x = malloc(n * sizeof *x);
-  if (!x) { fprintf(stderr, "test_attention: malloc\n"); exit(99); }
-  for (size_t i = 0; i < n; i++) x[i] = frand(1.0f);
-  return x;
-}
-
 static float *nans(size_t n) {
-  float *x = malloc(n * sizeof *x);
-  if (!x) { fprintf(stderr, "test_attention: malloc\n"); exit(99); }
+  float *x = tl_malloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++) x[i] = NAN;
   return x;
 }
@@ -148,7 +140,8 @@ static void out_free(out *x) {
 
 static void compare(int bh, int tq, int tk, int dh, int causal) {
   size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh;
-  float *q = fill(nq), *k = fill(nk), *v = fill(nk), *g = fill(nq);
+  float *q = tl_rand(nq, 1.0f), *k = tl_rand(nk, 1.0f), *v = tl_rand(nk, 1.0f);
+  float *g = tl_rand(nq, 1.0f);
   float scale = 1.0f / sqrtf((float)dh);
   /* Sharper softmax than 1/sqrt(d) on +-1 inputs, so the running max moves. */
   for (size_t i = 0; i < nq; i++) q[i] *= 3.0f;
@@ -187,7 +180,8 @@ static double loss(attn_impl impl, const float *q, const float *k,
 static void finite_differences(attn_impl impl, int causal) {
   const int bh = 2, tq = 19, tk = 21, dh = 8;
   size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh;
-  float *q = fill(nq), *k = fill(nk), *v = fill(nk), *g = fill(nq);
+  float *q = tl_rand(nq, 1.0f), *k = tl_rand(nk, 1.0f), *v = tl_rand(nk, 1.0f);
+  float *g = tl_rand(nq, 1.0f);
   float scale = 0.7f;
   out x = run(impl, q, k, v, g, bh, tq, tk, dh, causal, scale);
   float *o = nans(nq), *l = nans((size_t)bh * tq);
@@ -223,7 +217,7 @@ static void finite_differences(attn_impl impl, int causal) {
 static void causal_independence(void) {
   const int tq = 40, tk = 40, dh = 16;
   size_t n = (size_t)tq * dh;
-  float *q = fill(n), *k = fill(n), *v = fill(n);
+  float *q = tl_rand(n, 1.0f), *k = tl_rand(n, 1.0f), *v = tl_rand(n, 1.0f);
   float *o1 = nans(n), *o2 = nans(n), *l = nans(tq);
   hard(k_attention_fwd(E, ATTN_FLASH, q, k, v, o1, l, NULL, 1, tq, tk, dh, 1,
                        0.25f, DT_F32), "k_attention_fwd");
@@ -242,8 +236,7 @@ static void causal_independence(void) {
 /* n bf16 values of x (rounded: k_cast), and x made those values, so a
  * bf16 run and an fp32 one see the same inputs. */
 static uint16_t *to_bf16(float *x, size_t n) {
-  uint16_t *h = malloc(n * sizeof *h);
-  if (!h) { fprintf(stderr, "test_attention: malloc\n"); exit(99); }
+  uint16_t *h = tl_malloc(n * sizeof *h);
   hard(k_cast(E, x, DT_F32, h, DT_BF16, n), "k_cast");
   hard(k_cast(E, h, DT_BF16, x, DT_F32, n), "k_cast");
   return h;
@@ -251,8 +244,7 @@ static uint16_t *to_bf16(float *x, size_t n) {
 
 /* Whether bf16 b holds fp32 a rounded (k_cast's rounding), bit for bit. */
 static int rounded(const float *a, const uint16_t *b, size_t n) {
-  uint16_t *r = malloc(n * sizeof *r);
-  if (!r) { fprintf(stderr, "test_attention: malloc\n"); exit(99); }
+  uint16_t *r = tl_malloc(n * sizeof *r);
   hard(k_cast(E, a, DT_F32, r, DT_BF16, n), "k_cast");
   int same = memcmp(r, b, n * sizeof *r) == 0;
   free(r);
@@ -269,7 +261,8 @@ static void bf16_storage(attn_impl impl, int causal) {
   const int bh = 2, tq = 11, tk = 13, dh = 8;
   size_t nq = (size_t)bh * tq * dh, nk = (size_t)bh * tk * dh,
          np = (size_t)bh * tq * tk;
-  float *q = fill(nq), *k = fill(nk), *v = fill(nk), *g = fill(nq);
+  float *q = tl_rand(nq, 1.0f), *k = tl_rand(nk, 1.0f), *v = tl_rand(nk, 1.0f);
+  float *g = tl_rand(nq, 1.0f);
   uint16_t *qb = to_bf16(q, nq), *kb = to_bf16(k, nk), *vb = to_bf16(v, nk),
            *gb = to_bf16(g, nq);
   int mat = impl == ATTN_MATERIALIZED;
