@@ -72,26 +72,6 @@ static float *hostf(const float *d, size_t n) {
 
 /* ---- comparisons ------------------------------------------------------------------ */
 
-/* max_i |got - want| relative to max_i |want| (NaN counts as infinite). */
-static void close_rel(const char *what, const float *got, const double *want,
-                      size_t n, double tol) {
-  double big = 0, err = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < n; i++)
-    if (fabs(want[i]) > big) big = fabs(want[i]);
-  for (size_t i = 0; i < n; i++) {
-    double e = fabs(got[i] - want[i]);
-    if (isnan(e)) e = INFINITY;
-    if (e > err) { err = e; worst = i; }
-  }
-  double rel = err / (big > 0 ? big : 1);
-  check(rel <= tol,
-        "%s: max error %.2e relative to max |want| %.3g (tol %.0e; worst "
-        "[%zu] got %.8g want %.8g)",
-        what, rel, big, tol, worst, n ? got[worst] : 0.0,
-        n ? want[worst] : 0.0);
-}
-
 static void same_bits(const char *what, const float *a, const float *b,
                       size_t n) {
   size_t diff = 0;
@@ -108,21 +88,9 @@ static void expect_fail(const char *what, int rc, const char *needle) {
 
 /* ---- finite differences -------------------------------------------------------- */
 
-/* Central differences of L with respect to x[0..n): x is perturbed in place
- * (and restored); L reads it through ctx. */
-static void fd_grad(double (*L)(void *ctx), void *ctx, double *x, size_t n,
-                    double *grad) {
-  const double h = 1e-3;
-  for (size_t i = 0; i < n; i++) {
-    double save = x[i];
-    x[i] = save + h;
-    double lp = L(ctx);
-    x[i] = save - h;
-    double lm = L(ctx);
-    x[i] = save;
-    grad[i] = (lp - lm) / (2 * h);
-  }
-}
+/* The step of every central difference here (tl_fd_grad): the losses are
+ * smooth and computed in double, so truncation, O(h^2), dominates. */
+static const double fd_h = 1e-3;
 
 static double dot(const double *w, const double *y, size_t n) {
   double s = 0;
@@ -344,7 +312,7 @@ static void test_embedding(void) {
   for (int i = 0; i < N; i++)
     for (int j = 0; j < D; j++) want[ids[i] * D + j] += dout[i * D + j];
   float *dt = hostf(ddt, (size_t)V * D);
-  close_rel("k_embedding_bwd accumulates, repeated ids add up", dt, want,
+  tl_compare_d("k_embedding_bwd accumulates, repeated ids add up", dt, want,
             (size_t)V * D, 1e-6);
 
   int32_t bad[3] = {1, 37, 2};
@@ -404,19 +372,19 @@ static void test_rmsnorm(void) {
   float *drstd = devf(NULL, N);
   RUN(k_rmsnorm_fwd(E, dx_in, dgain, dy_out, drstd, N, D, eps));
   float *y = hostf(dy_out, N * D), *r = hostf(drstd, N);
-  close_rel("k_rmsnorm_fwd y (n=7, d=13)", y, want_y, N * D, 1e-6);
-  close_rel("k_rmsnorm_fwd rstd", r, want_r, N, 1e-6);
+  tl_compare_d("k_rmsnorm_fwd y (n=7, d=13)", y, want_y, N * D, 1e-6);
+  tl_compare_d("k_rmsnorm_fwd rstd", r, want_r, N, 1e-6);
 
   /* Backward: dx written, dg accumulated onto dg0. */
   double fd_x[N * D], fd_g[D];
-  fd_grad(rms_loss, &c, c.x, N * D, fd_x);
-  fd_grad(rms_loss, &c, c.g, D, fd_g);
+  tl_fd_grad(rms_loss, &c, c.x, N * D, fd_h, fd_x);
+  tl_fd_grad(rms_loss, &c, c.g, D, fd_h, fd_g);
   float *dw = devf(w, N * D), *ddx = devf(x, N * D), *ddg = devf(dg0, D);
   RUN(k_rmsnorm_bwd(E, dw, dx_in, dgain, drstd, ddx, ddg, N, D));
   float *gx = hostf(ddx, N * D), *gg = hostf(ddg, D);
-  close_rel("k_rmsnorm_bwd dx vs finite differences", gx, fd_x, N * D, 1e-4);
+  tl_compare_d("k_rmsnorm_bwd dx vs finite differences", gx, fd_x, N * D, 1e-4);
   for (int j = 0; j < D; j++) gg[j] -= dg0[j];
-  close_rel("k_rmsnorm_bwd dg (accumulated) vs finite differences", gg, fd_g,
+  tl_compare_d("k_rmsnorm_bwd dg (accumulated) vs finite differences", gg, fd_g,
             D, 1e-4);
 
   expect_fail("k_rmsnorm_fwd in place", k_rmsnorm_fwd(E, dx_in, dgain, dx_in,
@@ -470,10 +438,10 @@ static void test_rope(void) {
   float *d = devf(x, N);
   RUN(k_rope(E, d, B, H, T, DH, theta, 0));
   float *y = hostf(d, N);
-  close_rel("k_rope forward (B=2, H=3, T=9, Dh=6, theta=1e4)", y, want, N, 1e-6);
+  tl_compare_d("k_rope forward (B=2, H=3, T=9, Dh=6, theta=1e4)", y, want, N, 1e-6);
   RUN(k_rope(E, d, B, H, T, DH, theta, 1));
   float *back = hostf(d, N);
-  close_rel("k_rope inverse undoes forward", back, c.x, N, 1e-6);
+  tl_compare_d("k_rope inverse undoes forward", back, c.x, N, 1e-6);
   /* Position 0 is not rotated at all. */
   int ok = 1;
   for (int bh = 0; bh < B * H; bh++)
@@ -483,11 +451,11 @@ static void test_rope(void) {
 
   /* Backward: dx = inverse rotation of dy. */
   double fd[N];
-  fd_grad(rope_loss, &c, c.x, N, fd);
+  tl_fd_grad(rope_loss, &c, c.x, N, fd_h, fd);
   float *dw = devf(w, N);
   RUN(k_rope(E, dw, B, H, T, DH, theta, 1));
   float *gx = hostf(dw, N);
-  close_rel("k_rope backward (inverse on dy) vs finite differences", gx, fd, N,
+  tl_compare_d("k_rope backward (inverse on dy) vs finite differences", gx, fd, N,
             1e-4);
   expect_fail("k_rope with odd dh", k_rope(E, d, B, H, T, 5, theta, 0),
               "dh=5 must be even");
@@ -563,7 +531,7 @@ static void test_softmax(void) {
   float *ds = devf(s, N), *dp = devf(NULL, N);
   RUN(k_softmax_causal_fwd(E, ds, dp, MATS, T, scale));
   float *p = hostf(dp, N);
-  close_rel("k_softmax_causal_fwd (6 x [9,9], one row offset by 3000)", p,
+  tl_compare_d("k_softmax_causal_fwd (6 x [9,9], one row offset by 3000)", p,
             want, N, 1e-6);
   int zeros = 1;
   for (int r = 0; r < MATS * T; r++)
@@ -581,11 +549,11 @@ static void test_softmax(void) {
   eng_upload(E, ds, s, N * sizeof(float));
   RUN(k_softmax_causal_fwd(E, ds, dp, MATS, T, scale));
   double fd[N];
-  fd_grad(sm_loss, &c, c.s, N, fd);
+  tl_fd_grad(sm_loss, &c, c.s, N, fd_h, fd);
   float *dw = devf(w, N), *dS = devf(NULL, N);
   RUN(k_softmax_causal_bwd(E, dp, dw, dS, MATS, T, scale));
   float *g = hostf(dS, N);
-  close_rel("k_softmax_causal_bwd vs finite differences", g, fd, N, 1e-4);
+  tl_compare_d("k_softmax_causal_bwd vs finite differences", g, fd, N, 1e-4);
   RUN(k_softmax_causal_bwd(E, dp, dw, dw, MATS, T, scale));  /* dS == dP */
   float *g2 = hostf(dw, N);
   same_bits("k_softmax_causal_bwd in place (dS == dP)", g2, g, N);
@@ -621,15 +589,15 @@ static void test_swiglu(void) {
   float *da = devf(a, N), *db = devf(b, N), *dh = devf(NULL, N);
   RUN(k_swiglu_fwd(E, da, db, dh, N));
   float *h = hostf(dh, N);
-  close_rel("k_swiglu_fwd (n=91, |a| up to 90)", h, want, N, 1e-6);
+  tl_compare_d("k_swiglu_fwd (n=91, |a| up to 90)", h, want, N, 1e-6);
   double fa[N], fb[N];
-  fd_grad(sw_loss, &c, c.a, N, fa);
-  fd_grad(sw_loss, &c, c.b, N, fb);
+  tl_fd_grad(sw_loss, &c, c.a, N, fd_h, fa);
+  tl_fd_grad(sw_loss, &c, c.b, N, fd_h, fb);
   float *dw = devf(w, N), *ga_d = devf(NULL, N), *gb_d = devf(NULL, N);
   RUN(k_swiglu_bwd(E, dw, da, db, ga_d, gb_d, N));
   float *ga = hostf(ga_d, N), *gb = hostf(gb_d, N);
-  close_rel("k_swiglu_bwd da vs finite differences", ga, fa, N, 1e-4);
-  close_rel("k_swiglu_bwd db vs finite differences", gb, fb, N, 1e-4);
+  tl_compare_d("k_swiglu_bwd da vs finite differences", ga, fa, N, 1e-4);
+  tl_compare_d("k_swiglu_bwd db vs finite differences", gb, fb, N, 1e-4);
   /* The fused path's form, h recomputed by the same pass, and that pass in
    * place as backward_fused.c calls it (da over a, db over b, h over dh):
    * the same bits as k_swiglu_bwd and k_swiglu_fwd. */
@@ -698,9 +666,9 @@ static void test_cross_entropy(void) {
   int32_t *dt = dev(t, sizeof t);
   RUN(k_cross_entropy_fwd(E, dx, dt, dl, dlse, N, V));
   float *loss = hostf(dl, N), *lse = hostf(dlse, N);
-  close_rel("k_cross_entropy_fwd losses (n=7, V=37, one row offset by 1000)",
+  tl_compare_d("k_cross_entropy_fwd losses (n=7, V=37, one row offset by 1000)",
             loss, want_loss, N, 1e-6);
-  close_rel("k_cross_entropy_fwd lse", lse, want_lse, N, 1e-6);
+  tl_compare_d("k_cross_entropy_fwd lse", lse, want_lse, N, 1e-6);
 
   /* Backward on ordinary logits (lse is saved in fp32, whose ulp at 1000
    * would dominate the comparison). */
@@ -711,11 +679,11 @@ static void test_cross_entropy(void) {
   eng_upload(E, dx, x, N * V * sizeof(float));
   RUN(k_cross_entropy_fwd(E, dx, dt, dl, dlse, N, V));
   double fd[N * V];
-  fd_grad(ce_mean_loss, &c, c.x, N * V, fd);
+  tl_fd_grad(ce_mean_loss, &c, c.x, N * V, fd_h, fd);
   float *dg = devf(NULL, N * V);
   RUN(k_cross_entropy_bwd(E, dx, dt, dlse, dg, N, V, 1.0f / N));
   float *g = hostf(dg, N * V);
-  close_rel("k_cross_entropy_bwd (scale 1/n) vs finite differences of the "
+  tl_compare_d("k_cross_entropy_bwd (scale 1/n) vs finite differences of the "
             "mean loss", g, fd, N * V, 1e-4);
   RUN(k_cross_entropy_bwd(E, dx, dt, dlse, dx, N, V, 1.0f / N)); /* in place */
   float *g2 = hostf(dx, N * V);
@@ -767,16 +735,16 @@ static void test_adamw(void) {
       double want1[N];
       for (int i = 0; i < N; i++)
         want1[i] = p0[i] * (1 - (double)lr * wd) - lr * (g[0][i] > 0 ? 1 : -1);
-      close_rel("k_adamw step 1: p0 (1 - lr wd) - lr sign(g)", p1, want1, N,
+      tl_compare_d("k_adamw step 1: p0 (1 - lr wd) - lr sign(g)", p1, want1, N,
                 1e-5);
       free(p1);
     }
   }
   float *pf = hostf(dp, N), *mf = hostf(dm, N), *vf = hostf(dv, N);
-  close_rel("k_adamw after 3 steps: p (lr 1e-2, wd 0.1, bias correction)", pf,
+  tl_compare_d("k_adamw after 3 steps: p (lr 1e-2, wd 0.1, bias correction)", pf,
             p, N, 1e-6);
-  close_rel("k_adamw after 3 steps: m", mf, m, N, 1e-6);
-  close_rel("k_adamw after 3 steps: v", vf, v, N, 1e-6);
+  tl_compare_d("k_adamw after 3 steps: m", mf, m, N, 1e-6);
+  tl_compare_d("k_adamw after 3 steps: v", vf, v, N, 1e-6);
   expect_fail("k_adamw with t = 0",
               k_adamw(E, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, 0),
               "t=0 must be >= 1");
@@ -804,7 +772,7 @@ static void test_adamw(void) {
   double want_m[N];   /* step 2's m from the mean of the gradients */
   for (int i = 0; i < N; i++)
     want_m[i] = (b1 * (1 - (double)b1) + (1 - (double)b1)) * gm[i];
-  close_rel("k_adamw_mean: m after 2 steps on the same mean", hm, want_m, N,
+  tl_compare_d("k_adamw_mean: m after 2 steps on the same mean", hm, want_m, N,
             1e-6);
   expect_fail("k_adamw_mean of 0 arrays",
               k_adamw_mean(E, q1, gs, 0, m1, v1, N, lr, b1, b2, eps, wd, 1),

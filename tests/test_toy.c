@@ -51,39 +51,6 @@ static float *hostf(const float *d, size_t n) {
   return h;
 }
 
-/* max |got - want| relative to max |want|. */
-static void close_rel(const char *what, const float *got, const double *want,
-                      size_t n, double tol) {
-  double big = 0, err = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
-  for (size_t i = 0; i < n; i++) {
-    double e = fabs(got[i] - want[i]);
-    if (isnan(e)) e = INFINITY;
-    if (e > err) { err = e; worst = i; }
-  }
-  double rel = err / (big > 0 ? big : 1);
-  check(rel <= tol && big > 0,
-        "%s: max error %.2e relative to max |want| %.3g (tol %.0e; worst [%zu] "
-        "got %.8g want %.8g)", what, rel, big, tol, worst, (double)got[worst],
-        want[worst]);
-}
-
-/* Central differences of L(ctx) with respect to x[0..n), perturbed in
- * place and restored. */
-static void fd_grad(double (*L)(void *), void *ctx, double *x, size_t n,
-                    double h, double *grad) {
-  for (size_t i = 0; i < n; i++) {
-    double save = x[i];
-    x[i] = save + h;
-    double lp = L(ctx);
-    x[i] = save - h;
-    double lm = L(ctx);
-    x[i] = save;
-    grad[i] = (lp - lm) / (2 * h);
-  }
-}
-
 static double *to_double(const float *x, size_t n) {
   double *y = tl_malloc(n * sizeof *y);
   for (size_t i = 0; i < n; i++) y[i] = x[i];
@@ -144,27 +111,27 @@ static void test_layernorm_case(int N, int D, float offset) {
   char what[160];
   snprintf(what, sizeof what, "k_layernorm_fwd y (n=%d, d=%d, row means near %g)",
            N, D, offset);
-  close_rel(what, y, want, nd, 1e-6);
-  close_rel("k_layernorm_fwd mean saved", m, wm, N, 1e-6);
-  close_rel("k_layernorm_fwd rstd saved", r, wr, N, 1e-6);
+  tl_compare_d(what, y, want, nd, 1e-6);
+  tl_compare_d("k_layernorm_fwd mean saved", m, wm, N, 1e-6);
+  tl_compare_d("k_layernorm_fwd rstd saved", r, wr, N, 1e-6);
 
   /* Backward: FD of L = sum(lw * y). */
   double *fx = tl_malloc(nd * sizeof *fx), *fw = tl_malloc(D * sizeof *fw);
   double *fb = tl_malloc(D * sizeof *fb);
   double h = 1e-4 * (1 + fabs(offset));
-  fd_grad(ln_loss, &c, c.x, nd, h, fx);
-  fd_grad(ln_loss, &c, c.w, D, 1e-4, fw);
-  fd_grad(ln_loss, &c, c.b, D, 1e-4, fb);
+  tl_fd_grad(ln_loss, &c, c.x, nd, h, fx);
+  tl_fd_grad(ln_loss, &c, c.w, D, 1e-4, fw);
+  tl_fd_grad(ln_loss, &c, c.b, D, 1e-4, fb);
   float *dly = devf(lw, nd), *ddx = devf(NULL, nd);
   float *gdw = devf(dw0, D), *gdb = devf(db0, D);
   hard(k_layernorm_bwd(E, dly, dx_, dw_, dmean, drstd, ddx, gdw, gdb, N, D),
        "k_layernorm_bwd");
   float *gx = hostf(ddx, nd), *gw = hostf(gdw, D), *gb = hostf(gdb, D);
   for (int j = 0; j < D; j++) { gw[j] -= dw0[j]; gb[j] -= db0[j]; }
-  close_rel("k_layernorm_bwd dx vs finite differences", gx, fx, nd, 1e-4);
-  close_rel("k_layernorm_bwd dw (accumulated) vs finite differences", gw, fw,
+  tl_compare_d("k_layernorm_bwd dx vs finite differences", gx, fx, nd, 1e-4);
+  tl_compare_d("k_layernorm_bwd dw (accumulated) vs finite differences", gw, fw,
             D, 1e-4);
-  close_rel("k_layernorm_bwd db (accumulated) vs finite differences", gb, fb,
+  tl_compare_d("k_layernorm_bwd db (accumulated) vs finite differences", gb, fb,
             D, 1e-4);
 
   /* dx over dy's buffer: the same bits. */
@@ -384,12 +351,12 @@ static void test_toy_model(void) {
         hl.order[3]);
   float *g = hostf(toy_grads(t), np);
   double *fd = tl_malloc(np * sizeof *fd);
-  fd_grad(toy_loss_cb, &r, r.p, np, 1e-5, fd);
+  tl_fd_grad(toy_loss_cb, &r, r.p, np, 1e-5, fd);
   for (int i = 0; i < 4; i++) {
     char what[96];
     snprintf(what, sizeof what, "toy gradient of %s vs finite differences",
              v[i].name);
-    close_rel(what, g + v[i].offset, fd + v[i].offset, v[i].numel, 1e-4);
+    tl_compare_d(what, g + v[i].offset, fd + v[i].offset, v[i].numel, 1e-4);
   }
   int zero = 1;
   for (int i = 4; i < 6; i++)

@@ -72,13 +72,15 @@ float *tl_rand(size_t n, float scale) {
   return x;
 }
 
-double tl_compare(const char *what, const float *a, const float *b, size_t n,
-                  double tol) {
+/* tl_compare's check over a float (bf) or double (bd) reference. */
+static double compare(const char *what, const float *a, const float *bf,
+                      const double *bd, size_t n, double tol) {
   double worst = 0, scale = 0;
   size_t at = 0;
   for (size_t i = 0; i < n; i++) {
-    scale = fmax(scale, fabs(b[i]));
-    double d = fabs((double)a[i] - b[i]);
+    double b = bf ? bf[i] : bd[i];
+    scale = fmax(scale, fabs(b));
+    double d = fabs((double)a[i] - b);
     if (isnan(d)) d = INFINITY;
     if (d > worst) { worst = d; at = i; }
   }
@@ -86,6 +88,29 @@ double tl_compare(const char *what, const float *a, const float *b, size_t n,
   check(rel <= tol && scale > 0,
         "%s: max |difference| %.3e of max |reference| %.3g (tol %.0e; "
         "worst [%zu]: %.8g against %.8g)", what, rel, scale, tol, at,
-        n ? (double)a[at] : 0.0, n ? (double)b[at] : 0.0);
+        n ? (double)a[at] : 0.0, n ? (bf ? bf[at] : bd[at]) : 0.0);
   return rel;
+}
+
+double tl_compare(const char *what, const float *a, const float *b, size_t n,
+                  double tol) {
+  return compare(what, a, b, NULL, n, tol);
+}
+
+double tl_compare_d(const char *what, const float *a, const double *b,
+                    size_t n, double tol) {
+  return compare(what, a, NULL, b, n, tol);
+}
+
+void tl_fd_grad(double (*L)(void *ctx), void *ctx, double *x, size_t n,
+                double h, double *grad) {
+  for (size_t i = 0; i < n; i++) {
+    double save = x[i];
+    x[i] = save + h;
+    double lp = L(ctx);
+    x[i] = save - h;
+    double lm = L(ctx);
+    x[i] = save;
+    grad[i] = (lp - lm) / (2 * h);
+  }
 }

@@ -35,5 +35,14 @@ float *tl_rand(size_t n, float scale);
  * named. Returns that relative difference. */
 double tl_compare(const char *what, const float *a, const float *b, size_t n,
                   double tol);
+/* The same against a reference computed in double. */
+double tl_compare_d(const char *what, const float *a, const double *b,
+                    size_t n, double tol);
+
+/* Central differences of L(ctx) with respect to x[0..n), each element
+ * perturbed by +-h in place and restored: grad[i] = (L(x + h e_i) -
+ * L(x - h e_i)) / 2h. L reads x through ctx. */
+void tl_fd_grad(double (*L)(void *ctx), void *ctx, double *x, size_t n,
+                double h, double *grad);
 
 #endif
