@@ -317,9 +317,10 @@ enum { K_ADAMW_MAX_GRADS = 8 };
 float k_adamw_step_size(float lr, float b1, float b2, long long t);
 /* k_init_normal's table (kernels/init_normal.h): the quantiles of the
  * standard normal truncated to [-3, 3] at k / 65536, k = 0 .. 65536, in
- * fixed point with 29 fraction bits, into t (65537 values, host memory),
- * for the caller to put in engine memory. */
-void k_init_normal_table(int32_t *t);
+ * fixed point with 29 fraction bits (65537 values, host memory), for the
+ * caller to put in engine memory. Made at the first call, then the same
+ * array for the life of the process (it depends on constants alone). */
+const int32_t *k_init_normal_table(void);
 
 #define K_OP(name, family, params, args) int k_##name params;
 #define K_OP_AS(name, family, params, args, op, op_args) int k_##name params;

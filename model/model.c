@@ -1125,18 +1125,13 @@ int model_backward_adamw(model *m, const adamw_config *o) {
   return 0;
 }
 
-/* k_init_normal's table in engine memory ("init"), made on the host;
- * *table NULL on failure. The caller frees it after an eng_sync. */
+/* k_init_normal's table in engine memory ("init"); *table NULL on
+ * failure. The caller frees it after an eng_sync. */
 static int init_table(engine *e, void **table) {
   const size_t bytes = (INIT_TABLE + 1) * sizeof(int32_t);
-  int32_t *host = malloc(bytes);
   *table = NULL;
-  CHECK_ALLOC(host, bytes);
-  k_init_normal_table(host);
   int rc = eng_alloc(e, bytes, "init", table);
-  if (rc == 0) rc = eng_upload(e, *table, host, bytes);
-  if (rc == 0) rc = eng_sync(e);   /* before the host copy goes */
-  free(host);
+  if (rc == 0) rc = eng_upload(e, *table, k_init_normal_table(), bytes);
   if (rc < 0 && *table) {
     eng_free(e, *table);
     *table = NULL;

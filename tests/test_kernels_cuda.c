@@ -924,10 +924,7 @@ static void test_swiglu(void) {
  * draws a model's weights where they live, and a CPU and a GPU run of one
  * seed start from the same model. */
 static void test_init_normal(void) {
-  int32_t *t = tl_malloc(65537 * sizeof *t);
-  k_init_normal_table(t);
-  pair tab = pair_new(t, 65537 * sizeof *t);
-  free(t);
+  pair tab = pair_new(k_init_normal_table(), 65537 * sizeof(int32_t));
   size_t n = ((size_t)1 << 22) + 3;
   uint64_t key = next_u64();
   pair x = pair_f(NULL, n);
