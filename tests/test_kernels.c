@@ -181,8 +181,11 @@ static void test_matmul(void) {
     for (int tb = 0; tb < 2; tb++) {
       test_matmul_case(ta, tb, 7, 13, 9, 1.0f, 0.0f);
       test_matmul_case(ta, tb, 7, 13, 9, 0.7f, 0.3f);
-      /* Larger than one block in every dimension (MR 4, NB 128, KB 256). */
+      /* Larger than one block in every dimension (MR 4, NB 128, KB 256);
+       * its last 22 columns, 13's and 50's take the narrow blocks of 32,
+       * 16 and 64 columns. */
       test_matmul_case(ta, tb, 37, 150, 300, -1.3f, 1.0f);
+      test_matmul_case(ta, tb, 9, 50, 20, 0.9f, 0.2f);
     }
   test_matmul_case(0, 1, 1, 1, 1, 2.0f, -0.5f);
 

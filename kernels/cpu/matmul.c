@@ -14,10 +14,11 @@
  * The loop: for each block of NB columns and KB steps of k, copy op(B)'s
  * [KB, NB] tile into a contiguous panel (so both transposes read it the
  * same way, and it stays in cache), then every block of MR rows of C, in
- * parallel, runs over the panel with MR x NB accumulators: each panel row is
- * loaded once per MR rows and the innermost loop is a unit-stride axpy the
- * compiler vectorises. Each row block belongs to one thread, so the result
- * does not depend on the thread count. */
+ * parallel, runs over the panel with MR x NB accumulators (MR x 16, 32 or
+ * 64 when the block has that few columns): each panel row is loaded once
+ * per MR rows and the innermost loop is a unit-stride axpy the compiler
+ * vectorises. Each row block belongs to one thread, so the result does not
+ * depend on the thread count. */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
 #include "common/check.h"
@@ -75,6 +76,52 @@ static void row_block(int ta, const float *A, int lda, const float *panel,
   }
 }
 
+/* row_block for nb <= 64 over W = 16, 32 or 64 of the panel's columns
+ * (its columns from nb on are 0) instead of NB: a narrow product (a
+ * head's Dh or T, a small model's width) does not pay for NB columns.
+ * Inlined with W a constant, so the inner loop keeps a fixed count the
+ * compiler vectorises at -O2; column j's sum is row_block's. row_block
+ * itself stays as it is: a generic W there made GCC's wide loop slower. */
+static inline __attribute__((always_inline)) void
+narrow_block_w(const int W, int ta, const float *A, int lda,
+               const float *panel, int i0, int mr, int p0, int kb, int j0,
+               int nb, float alpha, float beta, int first, float *C, int ldc) {
+  float acc[MR][64];
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < W; j++) acc[r][j] = 0.0f;
+  for (int p = 0; p < kb; p++) {
+    const float *b = panel + (size_t)p * NB;
+    for (int r = 0; r < mr; r++) {
+      float a = ta ? A[(size_t)(p0 + p) * lda + i0 + r]
+                   : A[(size_t)(i0 + r) * lda + p0 + p];
+      float *c = acc[r];
+      for (int j = 0; j < W; j++) c[j] += a * b[j];
+    }
+  }
+  for (int r = 0; r < mr; r++) {
+    float *c = C + (size_t)(i0 + r) * ldc + j0;
+    if (!first)
+      for (int j = 0; j < nb; j++) c[j] += alpha * acc[r][j];
+    else if (beta == 0.0f)
+      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j];
+    else
+      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j] + beta * c[j];
+  }
+}
+
+static void narrow_block(int ta, const float *A, int lda, const float *panel,
+                         int i0, int mr, int p0, int kb, int j0, int nb,
+                         float alpha, float beta, int first, float *C,
+                         int ldc) {
+#define NARROW(W)                                                             \
+  narrow_block_w(W, ta, A, lda, panel, i0, mr, p0, kb, j0, nb, alpha, beta,  \
+                 first, C, ldc)
+  if (nb <= 16) NARROW(16);
+  else if (nb <= 32) NARROW(32);
+  else NARROW(64);
+#undef NARROW
+}
+
 /* One product; panel has KB*NB floats. */
 static void gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta,
@@ -94,8 +141,9 @@ static void gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
       pack_b(tb, B, ldb, p0, kb, j0, nb, panel);
 #pragma omp parallel for num_threads(cpu_threads(e)) schedule(static)
       for (int i0 = 0; i0 < m; i0 += MR)
-        row_block(ta, A, lda, panel, i0, min_int(MR, m - i0), p0, kb, j0, nb,
-                  alpha, beta, p0 == 0, C, ldc);
+        (nb <= 64 ? narrow_block : row_block)(ta, A, lda, panel, i0,
+                                              min_int(MR, m - i0), p0, kb, j0,
+                                              nb, alpha, beta, p0 == 0, C, ldc);
     }
   }
 }
