@@ -1,4 +1,4 @@
-/* CHECK_CUDA / CHECK_NCCL / CHECK_CUBLAS: a CUDA-family call's status with
+/* CHECK_CUDA / CHECK_NCCL: a CUDA-family call's status with
  * the library's own message. Allocation failures map to ERR_OOM so the job
  * becomes an "oom" row. Usable from .c files compiled by the C compiler. */
 #ifndef TL_CHECK_CUDA_H
@@ -19,19 +19,6 @@
 
 /* After a kernel launch: catches bad launch configurations at once. */
 #define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
-
-/* cuBLAS comes with every CUDA build (configure requires it). */
-#include <cublas_v2.h>
-#define CHECK_CUBLAS(call)                                                   \
-  do {                                                                       \
-    cublasStatus_t cublas_rc_ = (call);                                      \
-    if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                 \
-      return err_set(cublas_rc_ == CUBLAS_STATUS_ALLOC_FAILED ? ERR_OOM      \
-                                                              : ERR_FAIL,    \
-                     __FILE__, __LINE__, "%s: %s (%s)", #call,              \
-                     cublasGetStatusString(cublas_rc_),                      \
-                     cublasGetStatusName(cublas_rc_));                       \
-  } while (0)
 
 #ifdef HAVE_NCCL
 #include <nccl.h>

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The runner loads no CUDA, cuBLAS, NCCL or MPI library (only the worker
 # does): it links libtrainlab_runner.a, the kinds without their run side.
+# The worker loads cuBLAS only for a CUDA engine.
 # The GPU count and the libraries' versions it needs come from
 # `worker --env`, and a worker that cannot answer leaves the host's values
 # and one warning line.
@@ -48,6 +49,27 @@ check "worker --env prints the 10 columns in order" \
 "$WORKER" --env --kind selftest > /dev/null 2>&1
 check "worker --env with more arguments exits 2" [ $? -eq 2 ]
 env_of() { sed -n "s/^env\.$1=//p" "$scratch/env"; }
+
+# The worker opens cuBLAS only when it makes a CUDA engine
+# (kernels/cuda/cublas_lib.h): neither its answer above nor a CPU job loads
+# it (loading it alone costs ~0.3 s and ~200 MiB, which a CPU job's
+# peak_rss_mib would count).
+LD_DEBUG=files "$WORKER" --env > /dev/null 2> "$scratch/env.ld"
+check "worker --env loads no cuBLAS" \
+  sh -c "grep -q 'file=' '$scratch/env.ld' && ! grep -E 'file=' '$scratch/env.ld' | grep -q 'libcublas'"
+job=$("$RUNNER" --dry-run --launcher "" --out-dir "$scratch/lmdry" \
+  --only size=nano --only mode=forward_backward --only fusion=opbyop \
+  "$top_srcdir/experiments/smoke_lm.cfg" | sed -n 's/^    //p' | head -n 1)
+case $job in
+  *" --kind lm --result "*" backend=cpu "*) ;;
+  *) echo "no CPU lm job in smoke_lm.cfg's dry run: $job"; exit 99 ;;
+esac
+job=$(printf '%s\n' "$job" | sed "s| --result [^ ]*| --result $scratch/lm.result|")
+LD_DEBUG=files sh -c "$job" > "$scratch/lm.out" 2> "$scratch/lm.ld"
+check "a CPU lm job exits 0" [ $? -eq 0 ]
+check "and writes its result" grep -q 'step_ms_mean' "$scratch/lm.result"
+check "and loads no cuBLAS" \
+  sh -c "grep -q 'file=' '$scratch/lm.ld' && ! grep -E 'file=' '$scratch/lm.ld' | grep -q 'libcublas'"
 
 # The runner's provenance (its NAME.json) is the worker's.
 "$RUNNER" --launcher "" --out-dir "$scratch/out" --only action=ok \

@@ -1473,8 +1473,9 @@ static void test_view(void) {
   cudaStream_t bound = NULL;
   int target = -1;
   cublasHandle_t h = cuda_impl(GPU)->blas;
-  check(rc == 0 && cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
-        cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS &&
+  check(rc == 0 &&
+        tl_cublas.cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
+        tl_cublas.cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS &&
         bound == (cudaStream_t)own && target == 0,
         "a product on the base after the view runs on the base's stream "
         "with every SM (cuBLAS SM target %d)", target);

@@ -58,26 +58,6 @@ __global__ void mat_dsoftmax(const T *__restrict__ P, const float *dP, T *dS,
   }
 }
 
-cudaDataType_t cuda_type(dtype dt) {
-  return dt == DT_F32 ? CUDA_R_32F : dt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-}
-
-/* Row-major C [m, n] (ldc) = alpha op(A) op(B), A [m, k] or stored [k, m]
- * (ta), B [k, n] or stored [n, k] (tb), batched over heads; C of type ct. */
-int bgemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
-          const void *A, int lda, long long sa, const void *B, int ldb,
-          long long sb, void *C, cudaDataType_t ct, int ldc, long long sc,
-          int batch, dtype dt) {
-  float beta = 0.f;
-  cudaDataType_t t = cuda_type(dt);
-  CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-      cuda_impl(e)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-      ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, t, ldb, sb, A, t,
-      lda, sa, &beta, C, ct, ldc, sc, batch, CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT));
-  return 0;
-}
-
 int row_launch_threads(int tk) { return row_threads(tk); }
 
 int mat_fwd(engine *e, const void *q, const void *k, const void *v, void *o,
@@ -86,8 +66,8 @@ int mat_fwd(engine *e, const void *q, const void *k, const void *v, void *o,
   void *S;
   TRY(cuda_workspace(e, (size_t)bh * tq * tk * sizeof(float), &S));
   long long sq = (long long)tq * dh, sk = (long long)tk * dh, sp = (long long)tq * tk;
-  TRY(bgemm(e, 0, 1, tq, tk, dh, scale, q, dh, sq, k, dh, sk, S, CUDA_R_32F,
-            tk, sp, bh, dt));
+  TRY(cuda_bgemm(e, 0, 1, tq, tk, dh, scale, q, dh, sq, k, dh, sk, S,
+                 CUDA_R_32F, tk, sp, bh, dt));
   unsigned rows = (unsigned)((long long)bh * tq);
   int th = row_launch_threads(tk);
   switch (dt) {
@@ -102,8 +82,8 @@ int mat_fwd(engine *e, const void *q, const void *k, const void *v, void *o,
     break;
   }
   CHECK_LAUNCH();
-  TRY(bgemm(e, 0, 0, tq, dh, tk, 1.f, P, tk, sp, v, dh, sk, o, cuda_type(dt),
-            dh, sq, bh, dt));
+  TRY(cuda_bgemm(e, 0, 0, tq, dh, tk, 1.f, P, tk, sp, v, dh, sk, o,
+                 cuda_data_type(dt), dh, sq, bh, dt));
   return 0;
 }
 
@@ -118,11 +98,11 @@ int mat_bwd(engine *e, const void *q, const void *k, const void *v,
   float *dP = (float *)ws;
   void *dS = dt == DT_F32 ? ws : (char *)ws + dp_bytes;
   long long sq = (long long)tq * dh, sk = (long long)tk * dh, sp = (long long)tq * tk;
-  cudaDataType_t ct = cuda_type(dt);
-  TRY(bgemm(e, 1, 0, tk, dh, tq, 1.f, P, tk, sp, dout, dh, sq, dv, ct, dh, sk,
-            bh, dt));                                        /* dV = P^T dO */
-  TRY(bgemm(e, 0, 1, tq, tk, dh, 1.f, dout, dh, sq, v, dh, sk, dP, CUDA_R_32F,
-            tk, sp, bh, dt));                                /* dP = dO V^T */
+  cudaDataType_t ct = cuda_data_type(dt);
+  TRY(cuda_bgemm(e, 1, 0, tk, dh, tq, 1.f, P, tk, sp, dout, dh, sq, dv, ct,
+                 dh, sk, bh, dt));                           /* dV = P^T dO */
+  TRY(cuda_bgemm(e, 0, 1, tq, tk, dh, 1.f, dout, dh, sq, v, dh, sk, dP,
+                 CUDA_R_32F, tk, sp, bh, dt));               /* dP = dO V^T */
   unsigned rows = (unsigned)((long long)bh * tq);
   int th = row_launch_threads(tk);
   switch (dt) {
@@ -137,10 +117,10 @@ int mat_bwd(engine *e, const void *q, const void *k, const void *v,
     break;
   }
   CHECK_LAUNCH();
-  TRY(bgemm(e, 0, 0, tq, dh, tk, 1.f, dS, tk, sp, k, dh, sk, dq, ct, dh, sq,
-            bh, dt));                                        /* dQ = dS K */
-  TRY(bgemm(e, 1, 0, tk, dh, tq, 1.f, dS, tk, sp, q, dh, sq, dk, ct, dh, sk,
-            bh, dt));                                        /* dK = dS^T Q */
+  TRY(cuda_bgemm(e, 0, 0, tq, dh, tk, 1.f, dS, tk, sp, k, dh, sk, dq, ct, dh,
+                 sq, bh, dt));                               /* dQ = dS K */
+  TRY(cuda_bgemm(e, 1, 0, tk, dh, tq, 1.f, dS, tk, sp, q, dh, sq, dk, ct, dh,
+                 sk, bh, dt));                               /* dK = dS^T Q */
   return 0;
 }
 

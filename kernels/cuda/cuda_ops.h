@@ -18,11 +18,10 @@
 #define TL_KERNELS_CUDA_OPS_H
 
 #include "kernels/engine_internal.h"
+#include "kernels/cuda/cublas_lib.h"
 #include "kernels/cuda/cut_memo.h"
 
 #include <cuda_runtime_api.h>
-#include <cublas_v2.h>
-#include <cublasLt.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -132,6 +131,20 @@ unsigned cuda_grid(const engine *e, size_t work, int threads);
  * eng_monitor_begin). */
 int cuda_monitor_begin(int device);
 int cuda_monitor_end(eng_monitor *out);
+
+/* cuBLAS's name of a float dtype. */
+cudaDataType_t cuda_data_type(dtype dt);
+
+/* Row-major C [m, n] (ldc) = alpha op(A) op(B), A [m, k] or stored [k, m]
+ * (ta), B [k, n] or stored [n, k] (tb), batched over `batch` (strides sa,
+ * sb, sc); inputs of dtype dt, fp32 accumulation (CUBLAS_COMPUTE_32F, the
+ * handle's math mode), C of type ct, not read (beta 0); on e's stream and
+ * SM target (cuda_blas). The materialised attention's products
+ * (matmul.c). */
+int cuda_bgemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
+               const void *A, int lda, long long sa, const void *B, int ldb,
+               long long sb, void *C, cudaDataType_t ct, int ldc,
+               long long sc, int batch, dtype dt);
 
 /* The fused path's product through cuBLASLt with a per-shape algorithm
  * chosen by timing (matmul_lt.c); cuda_matmul_ex's arguments, m, n, k > 0.

@@ -191,13 +191,14 @@ int cuda_blas(engine *e, cublasHandle_t *h) {
   cudaStream_t s = cuda_stream(e);
   if (s != c->blas_stream) {
     /* SetStream resets the workspace to cuBLAS's own pool: set it again */
-    CHECK_CUBLAS(cublasSetStream(c->blas, s));
-    CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+    CHECK_CUBLAS(tl_cublas.cublasSetStream(c->blas, s));
+    CHECK_CUBLAS(tl_cublas.cublasSetWorkspace(c->blas, c->blas_ws,
+                                              c->blas_ws_bytes));
     c->blas_stream = s;
   }
   int target = cuda_sm_target(e);
   if (target != c->blas_sm_target) {
-    CHECK_CUBLAS(cublasSetSmCountTarget(c->blas, target));
+    CHECK_CUBLAS(tl_cublas.cublasSetSmCountTarget(c->blas, target));
     c->blas_sm_target = target;
   }
   *h = c->blas;
@@ -308,9 +309,9 @@ static int cu_monitor_end(engine *e, eng_monitor *out) {
 /* TF32 through cuBLAS's math mode; 3xTF32 is matmul.c's own form. */
 static int cu_f32_products(engine *e, f32_products p) {
   cuda_engine *c = cuda_impl(e);
-  CHECK_CUBLAS(cublasSetMathMode(c->blas, p == F32_TF32
-                                              ? CUBLAS_TF32_TENSOR_OP_MATH
-                                              : CUBLAS_DEFAULT_MATH));
+  CHECK_CUBLAS(tl_cublas.cublasSetMathMode(
+      c->blas,
+      p == F32_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   c->f32 = p;
   return 0;
 }
@@ -373,9 +374,9 @@ static void cu_destroy(engine *e) {
   if (!c) return;
   if (c->own_stream) (void)cudaStreamSynchronize(c->own_stream);
   free(c->retired);   /* the blocks themselves: engine_destroy freed them */
-  if (c->blas) (void)cublasDestroy(c->blas);
+  if (c->blas) (void)tl_cublas.cublasDestroy(c->blas);
   cuda_lt_plans_free(c);
-  if (c->lt) (void)cublasLtDestroy(c->lt);
+  if (c->lt) (void)tl_cublas.cublasLtDestroy(c->lt);
   if (c->status) (void)cudaFree(c->status);
   if (c->bad_flag) (void)cudaFreeHost(c->bad_flag);
   if (c->own_stream) (void)cudaStreamDestroy(c->own_stream);
@@ -467,15 +468,17 @@ static int cuda_init(engine *e, int device) {
                                           cudaStreamNonBlocking,
                                           greatest < least ? least - 1
                                                            : least));
-  CHECK_CUBLAS(cublasCreate(&c->blas));
+  TRY(cublas_lib_open());
+  CHECK_CUBLAS(tl_cublas.cublasCreate(&c->blas));
   /* SetStream resets the workspace to cuBLAS's own pool: stream first. */
-  CHECK_CUBLAS(cublasSetStream(c->blas, c->own_stream));
+  CHECK_CUBLAS(tl_cublas.cublasSetStream(c->blas, c->own_stream));
   c->blas_stream = c->own_stream;
-  CHECK_CUBLAS(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+  CHECK_CUBLAS(tl_cublas.cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
   TRY(eng_alloc(e, BLAS_WORKSPACE, "workspace.cublas", &c->blas_ws));
   c->blas_ws_bytes = BLAS_WORKSPACE;
-  CHECK_CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
-  CHECK_CUBLAS(cublasLtCreate(&c->lt));
+  CHECK_CUBLAS(tl_cublas.cublasSetWorkspace(c->blas, c->blas_ws,
+                                            c->blas_ws_bytes));
+  CHECK_CUBLAS(tl_cublas.cublasLtCreate(&c->lt));
   CHECK_CUDA(cudaMalloc((void **)&c->status, sizeof *c->status));
   CHECK_CUDA(cudaHostAlloc((void **)&c->bad_flag, sizeof *c->bad_flag,
                            cudaHostAllocMapped));

@@ -128,9 +128,9 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
   cublasHandle_t blas;
   TRY(cuda_blas(e, &blas));
   if (batch == 1) {
-    CHECK_CUBLAS(cublasGemmEx(blas, opA, opB, n, m, k, &alpha, b, type, ldb,
-                              a, type, lda, &beta, C, CUDA_R_32F, ldc, comp,
-                              CUBLAS_GEMM_DEFAULT));
+    CHECK_CUBLAS(tl_cublas.cublasGemmEx(
+        blas, opA, opB, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, C,
+        CUDA_R_32F, ldc, comp, CUBLAS_GEMM_DEFAULT));
     return 0;
   }
   for (int i0 = 0; i0 < batch; i0 += MAX_BATCH) {
@@ -138,10 +138,29 @@ static int gemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
     const char *ai = (const char *)a + (size_t)i0 * sa * esz;
     const char *bi = (const char *)b + (size_t)i0 * sb * esz;
     float *ci = C + (size_t)i0 * sc;
-    CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+    CHECK_CUBLAS(tl_cublas.cublasGemmStridedBatchedEx(
         blas, opA, opB, n, m, k, &alpha, bi, type, ldb, sb, ai, type, lda,
         sa, &beta, ci, CUDA_R_32F, ldc, sc, nbat, comp, CUBLAS_GEMM_DEFAULT));
   }
+  return 0;
+}
+
+cudaDataType_t cuda_data_type(dtype dt) {
+  return dt == DT_F32 ? CUDA_R_32F : dt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+int cuda_bgemm(engine *e, int ta, int tb, int m, int n, int k, float alpha,
+               const void *A, int lda, long long sa, const void *B, int ldb,
+               long long sb, void *C, cudaDataType_t ct, int ldc,
+               long long sc, int batch, dtype dt) {
+  float beta = 0.f;
+  cudaDataType_t t = cuda_data_type(dt);
+  cublasHandle_t blas;
+  TRY(cuda_blas(e, &blas));
+  CHECK_CUBLAS(tl_cublas.cublasGemmStridedBatchedEx(
+      blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+      m, k, &alpha, B, t, ldb, sb, A, t, lda, sa, &beta, C, ct, ldc, sc,
+      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return 0;
 }
 

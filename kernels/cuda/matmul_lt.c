@@ -45,10 +45,6 @@ struct lt_plan {
   struct lt_plan *next;
 };
 
-static cudaDataType_t lt_type(dtype t) {
-  return t == DT_F32 ? CUDA_R_32F : t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-}
-
 static int align_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
   int r = 1;
@@ -57,10 +53,10 @@ static int align_of(const void *p) {
 }
 
 static void plan_free(struct lt_plan *p) {
-  if (p->op) (void)cublasLtMatmulDescDestroy(p->op);
-  if (p->a) (void)cublasLtMatrixLayoutDestroy(p->a);
-  if (p->b) (void)cublasLtMatrixLayoutDestroy(p->b);
-  if (p->c) (void)cublasLtMatrixLayoutDestroy(p->c);
+  if (p->op) (void)tl_cublas.cublasLtMatmulDescDestroy(p->op);
+  if (p->a) (void)tl_cublas.cublasLtMatrixLayoutDestroy(p->a);
+  if (p->b) (void)tl_cublas.cublasLtMatrixLayoutDestroy(p->b);
+  if (p->c) (void)tl_cublas.cublasLtMatrixLayoutDestroy(p->c);
   free(p);
 }
 
@@ -85,7 +81,7 @@ static int plan_make(cuda_engine *c, const lt_key *k, struct lt_plan **out) {
   cublasComputeType_t comp = k->in_t == DT_F32 && k->tf32
                                  ? CUBLAS_COMPUTE_32F_FAST_TF32
                                  : CUBLAS_COMPUTE_32F;
-  cudaDataType_t it = lt_type((dtype)k->in_t);
+  cudaDataType_t it = cuda_data_type((dtype)k->in_t);
   uint32_t align = (uint32_t)k->align;
   size_t ws = c->blas_ws_bytes;
   int rc = -1, nres = 0;
@@ -94,38 +90,39 @@ static int plan_make(cuda_engine *c, const lt_key *k, struct lt_plan **out) {
     cublasStatus_t s_ = (call);                                               \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
       err_set(ERR_FAIL, __FILE__, __LINE__, "cuBLASLt: %s failed: %s", #call, \
-              cublasGetStatusString(s_));                                     \
+              tl_cublas.cublasGetStatusString(s_));                           \
       goto done;                                                              \
     }                                                                         \
   } while (0)
-  LT(cublasLtMatmulDescCreate(&p->op, comp, CUDA_R_32F));
-  LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa,
-                                    sizeof oa));
-  LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob,
-                                    sizeof ob));
+  const cublas_lib *L = &tl_cublas;
+  LT(L->cublasLtMatmulDescCreate(&p->op, comp, CUDA_R_32F));
+  LT(L->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa,
+                                       sizeof oa));
+  LT(L->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob,
+                                       sizeof ob));
   if (k->sm_target > 0)
-    LT(cublasLtMatmulDescSetAttribute(p->op,
-                                      CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
-                                      &k->sm_target, sizeof k->sm_target));
-  LT(cublasLtMatrixLayoutCreate(&p->a, it, k->tb ? k->k : k->n,
-                                k->tb ? k->n : k->k, k->ldb));
-  LT(cublasLtMatrixLayoutCreate(&p->b, it, k->ta ? k->m : k->k,
-                                k->ta ? k->k : k->m, k->lda));
-  LT(cublasLtMatrixLayoutCreate(&p->c, lt_type((dtype)k->ct), k->n, k->m,
-                                k->ldc));
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  LT(cublasLtMatmulPreferenceSetAttribute(
+    LT(L->cublasLtMatmulDescSetAttribute(p->op,
+                                         CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                         &k->sm_target, sizeof k->sm_target));
+  LT(L->cublasLtMatrixLayoutCreate(&p->a, it, k->tb ? k->k : k->n,
+                                   k->tb ? k->n : k->k, k->ldb));
+  LT(L->cublasLtMatrixLayoutCreate(&p->b, it, k->ta ? k->m : k->k,
+                                   k->ta ? k->k : k->m, k->lda));
+  LT(L->cublasLtMatrixLayoutCreate(&p->c, cuda_data_type((dtype)k->ct), k->n, k->m,
+                                   k->ldc));
+  LT(L->cublasLtMatmulPreferenceCreate(&pref));
+  LT(L->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  LT(cublasLtMatmulPreferenceSetAttribute(
+  LT(L->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align));
-  LT(cublasLtMatmulPreferenceSetAttribute(
+  LT(L->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
-  LT(cublasLtMatmulPreferenceSetAttribute(
+  LT(L->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
-  LT(cublasLtMatmulPreferenceSetAttribute(
+  LT(L->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
-  LT(cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c,
-                                    pref, CANDIDATES, res, &nres));
+  LT(L->cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c,
+                                       pref, CANDIDATES, res, &nres));
   for (int i = 0; i < nres; i++)
     if (res[i].state == CUBLAS_STATUS_SUCCESS) {
       p->algo[p->nalgo] = res[i].algo;
@@ -143,7 +140,7 @@ static int plan_make(cuda_engine *c, const lt_key *k, struct lt_plan **out) {
   rc = 0;
 #undef LT
 done:
-  if (pref) (void)cublasLtMatmulPreferenceDestroy(pref);
+  if (pref) (void)tl_cublas.cublasLtMatmulPreferenceDestroy(pref);
   if (rc < 0) {
     plan_free(p);
     return rc;
@@ -159,8 +156,9 @@ done:
 static cublasStatus_t run(cuda_engine *c, cudaStream_t s, struct lt_plan *p,
                           int i, const float *alpha, const void *A,
                           const void *B, const float *beta, void *C) {
-  return cublasLtMatmul(c->lt, p->op, alpha, B, p->a, A, p->b, beta, C, p->c,
-                        C, p->c, &p->algo[i], c->blas_ws, p->ws[i], s);
+  return tl_cublas.cublasLtMatmul(c->lt, p->op, alpha, B, p->a, A, p->b, beta,
+                                  C, p->c, C, p->c, &p->algo[i], c->blas_ws,
+                                  p->ws[i], s);
 }
 
 /* Time every candidate on these operands (beta = 0) and keep the fastest.
