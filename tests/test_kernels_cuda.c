@@ -1473,13 +1473,45 @@ static void test_view(void) {
   cudaStream_t bound = NULL;
   int target = -1;
   cublasHandle_t h = cuda_impl(GPU)->blas;
-  check(rc == 0 &&
-        tl_cublas.cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
-        tl_cublas.cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS &&
-        bound == (cudaStream_t)own && target == 0,
+  /* Queried before the check: its arguments' order of evaluation is open. */
+  int queried =
+      rc == 0 &&
+      tl_cublas.cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
+      tl_cublas.cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS;
+  check(queried && bound == (cudaStream_t)own && target == 0,
         "a product on the base after the view runs on the base's stream "
         "with every SM (cuBLAS SM target %d)", target);
   cmp("k_matmul f32 on the base after the view", C, 1e-5);
+
+  /* The materialised attention's products (cuBLAS, batched over heads)
+   * bind the handle to the view's stream and SM target too, rather than
+   * run on whatever stream it was last bound to (the base's, just now). */
+  const int bh = 3, t = 19, dh = 16;
+  const size_t nqkv = (size_t)bh * t * dh;
+  pair q = pair_rand(nqkv, 1), kk = pair_rand(nqkv, 1), vv = pair_rand(nqkv, 1);
+  pair o = pair_f(NULL, nqkv), lse = pair_f(NULL, (size_t)bh * t),
+       P = pair_f(NULL, (size_t)bh * t * t);
+  float sc = 0.25f;
+  rc = k_attention_fwd(v, ATTN_MATERIALIZED, q.g, kk.g, vv.g, o.g, lse.g, P.g,
+                       bh, t, t, dh, 1, sc, DT_F32);
+  bound = NULL;
+  target = -1;
+  queried =
+      rc == 0 && eng_sync(v) == 0 &&
+      tl_cublas.cublasGetStream(h, &bound) == CUBLAS_STATUS_SUCCESS &&
+      tl_cublas.cublasGetSmCountTarget(h, &target) == CUBLAS_STATUS_SUCCESS;
+  check(queried && bound == side && target == cuda_impl(GPU)->sms - 2,
+        "materialised attention on the view runs its products on the view's "
+        "stream with its SMs (cuBLAS SM target %d of %d)", target,
+        cuda_impl(GPU)->sms);
+  if (k_attention_fwd(CPU, ATTN_MATERIALIZED, q.c, kk.c, vv.c, o.c, lse.c,
+                      P.c, bh, t, t, dh, 1, sc, DT_F32) < 0)
+    hard_fail("cpu reference (attention)");
+  cmp("materialised attention on a view: o", o, 1e-5);
+  cmp("materialised attention on a view: P", P, 1e-5);
+  cmp("materialised attention on a view: lse", lse, 1e-5);
+  pair_free(q); pair_free(kk); pair_free(vv); pair_free(o); pair_free(lse);
+  pair_free(P);
 
   eng_ctx all = {NULL, cuda_impl(GPU)->sms, 0};
   engine *out = v;
