@@ -155,8 +155,9 @@ extern "C" int pattern_check_cuda(const void *buf, comm_dtype t, size_t n,
   CHECK_CUDA(cudaMalloc((void **)&d_out, sizeof *d_out));
   int rc = check_into(buf, t, n, first, seed, want, d_out, &h_out,
                       (cudaStream_t)stream);
-  cudaFree(d_out);
+  cudaError_t freed = cudaFree(d_out);
   TRY(rc);
+  CHECK_CUDA(freed);
   if (h_out.count > 0) {
     bad->count = (size_t)h_out.count;
     bad->index = (size_t)h_out.first;

@@ -108,8 +108,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "worker: MPI_Init failed\n");
     return 3;
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  /* MPI_COMM_WORLD's handler is MPI_ERRORS_ARE_FATAL: a failing call
+   * aborts the job rather than return, so these checks are a floor. */
+  if (MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) != MPI_SUCCESS ||
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size) != MPI_SUCCESS) {
+    fprintf(stderr, "worker: MPI_Comm_rank / MPI_Comm_size failed\n");
+    finish(3);
+  }
 #endif
   const char *kind_name = NULL, *result_path = NULL;
   int a = 1;
@@ -158,7 +163,11 @@ int main(int argc, char **argv) {
   }
 #ifdef HAVE_MPI
   /* Agreement: rank 0 reports success only once every rank got here. */
-  MPI_Barrier(MPI_COMM_WORLD);
+  if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) {
+    fprintf(stderr, "worker rank %d: MPI_Barrier after the job failed\n",
+            world_rank);
+    finish(3);
+  }
 #endif
   if (world_rank == 0) {
     env_info env;

@@ -148,6 +148,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buf, size_t,
   }
   free(buf);
 }
+
+/* What a profile records: kernels, the ranges' correlation, and the
+ * runtime and driver calls (the host's time in CUDA calls). */
+const CUpti_ActivityKind kActivityKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER};
 #endif
 
 }  // namespace
@@ -163,10 +170,8 @@ int kprof_begin(void) {
   S.range_of.clear();
   S.api.clear();
   CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
-  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
-  CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
+  for (CUpti_ActivityKind kind : kActivityKinds)
+    CUPTI(cuptiActivityEnable(kind));
   S.active = true;
   return 0;
 #else
@@ -182,12 +187,16 @@ int kprof_end(eng_kernel_stat **out, int *n, eng_kprof_time *time) {
   if (!S.active) FAIL(ERR_FAIL, "eng_kprof_end: no profile is being taken");
   S.active = false;
   CUptiResult r = cuptiActivityFlushAll(1);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+  /* Every kind is disabled whatever fails; the first failure is reported. */
+  CUptiResult off = CUPTI_SUCCESS;
+  for (CUpti_ActivityKind kind : kActivityKinds) {
+    CUptiResult d = cuptiActivityDisable(kind);
+    if (off == CUPTI_SUCCESS) off = d;
+  }
   if (r != CUPTI_SUCCESS)
     FAIL(ERR_FAIL, "cuptiActivityFlushAll: %s", cupti_msg(r));
+  if (off != CUPTI_SUCCESS)
+    FAIL(ERR_FAIL, "cuptiActivityDisable: %s", cupti_msg(off));
   std::map<std::pair<std::string, std::string>, std::pair<long, double>> sum;
   std::vector<uint64_t> starts, ends;
   for (const kernel_rec &k : S.kernels) {
