@@ -148,25 +148,34 @@ static long job_index_find(const job_index *x, const char *key) {
 static int map_header(const rows *r, const experiment *e, const csv_table *t,
                       int *from, char *why, size_t n) {
   int f = 0, np = e->kind->nparams, nm = 0;
+  /* The first of r's columns taken as missing since the file's column f
+   * last matched: where the two part if f never matches again. */
+  int parted = -1;
   while (e->kind->metrics[nm]) nm++;
   for (int c = 0; c < r->ncols; c++) {
     if (f < t->ncols && strcmp(t->header[f], r->cols[c]) == 0) {
       from[c] = f++;
+      parted = -1;
     } else if ((c < np && e->kind->params[c].def) ||
                (c >= np && c < np + nm)) {
       from[c] = -1;
+      if (parted < 0) parted = c;
     } else {
-      snprintf(why, n, "column %d is \"%s\", this experiment writes \"%s\"",
-               f + 1, f < t->ncols ? t->header[f] : "(none)", r->cols[c]);
-      return 0;
+      if (parted < 0) parted = c;
+      break;
     }
   }
-  if (f < t->ncols) {
-    snprintf(why, n, "column %d is \"%s\", this experiment writes "
-             "\"(none)\"", f + 1, t->header[f]);
-    return 0;
-  }
-  return 1;
+  if (parted < 0 && f == t->ncols) return 1;
+  if (f == t->ncols)
+    snprintf(why, n, "it ends after %d columns, where this experiment writes "
+             "\"%s\"", f, r->cols[parted]);
+  else if (parted < 0)
+    snprintf(why, n, "column %d is \"%s\", after the last one this "
+             "experiment writes", f + 1, t->header[f]);
+  else
+    snprintf(why, n, "column %d is \"%s\", where this experiment writes "
+             "\"%s\"", f + 1, t->header[f], r->cols[parted]);
+  return 0;
 }
 
 /* The canonical text of each parameter's default (NULL: none), for the

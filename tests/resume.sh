@@ -96,6 +96,18 @@ check "a CSV without a metric's column resumes, rerunning nothing" \
   grep -q "2 jobs, 2 already measured, 0 to run" "$scratch/predates3.err"
 check "and gets the column back, empty in the old rows" \
   [ "$(column "$pcsv" echoed | sort -u)" = "" ] && head -n 1 "$pcsv" | grep -q ',echoed,'
+# A column this kind never wrote (renamed by hand, or another kind's file):
+# the run stops (exit 2) before it touches the file, naming the first
+# column where the two part.
+sed '1s/,echoed,/,echo_old,/' "$scratch/predates_full.csv" > "$pcsv"
+cp "$pcsv" "$scratch/renamed.csv"
+n=$(head -n 1 "$pcsv" | tr ',' '\n' | grep -n '^echo_old$' | cut -d: -f1)
+"$RUNNER" --launcher "" --out-dir "$out" "$scratch/predates.cfg" 2> "$scratch/renamed.err"
+check "a CSV with a column the kind does not write stops the run: exit 2" [ $? -eq 2 ]
+check "and names that column, what the experiment writes there and the way out" \
+  grep -qF "$pcsv holds other columns than experiment predates writes (column $n is \"echo_old\", where this experiment writes \"echoed\"); move it away or choose another --out-dir" "$scratch/renamed.err"
+check "the file is untouched" cmp -s "$pcsv" "$scratch/renamed.csv"
+cp "$scratch/predates_full.csv" "$pcsv"
 
 # Rows from another machine: resuming here would mix two machines in one
 # table, so the run stops (exit 2) before the file is touched, even one a
