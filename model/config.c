@@ -82,7 +82,7 @@ const char *const *model_size_names(void) {
 
 int model_config_parse(const char *size, int vocab, model_config *c,
                        char *err, size_t n) {
-  int d, f, l, h;
+  int d, f, l, h, dims = 0;
   char tail;
   if (model_config_by_name(size, c) == 0) {
     /* named sizes fix the architecture; the caller sets the vocabulary */
@@ -92,6 +92,7 @@ int model_config_parse(const char *size, int vocab, model_config *c,
     c->d_ff = f;
     c->layers = l;
     c->heads = h;
+    dims = 1;
   } else {
     char names[256] = "";
     for (const char *const *p = model_size_names(); *p; p++)
@@ -103,7 +104,16 @@ int model_config_parse(const char *size, int vocab, model_config *c,
     return -1;
   }
   c->vocab = vocab;
-  return model_config_check(c, err, n);
+  char why[256];
+  if (model_config_check(c, why, sizeof why) == 0) return 0;
+  if (dims)
+    snprintf(err, n,
+             "size = \"%s\": %s (allowed: D/F/L/H = d_model/d_ff/layers/"
+             "heads, all positive, d_model / heads a whole even number)",
+             size, why);
+  else
+    snprintf(err, n, "%s", why);
+  return -1;
 }
 
 int model_config_check(const model_config *c, char *err, size_t n) {
