@@ -50,6 +50,24 @@ static void pack_b(int tb, const float *B, int ldb, int p0, int kb, int j0,
   }
 }
 
+/* C's rows i0..i0+mr-1, columns j0..j0+nb-1 from a block's accumulators
+ * (row r at acc + r * stride): the first k block applies beta, later ones
+ * add. */
+static inline void store_rows(const float *acc, int stride, int i0, int mr,
+                              int j0, int nb, float alpha, float beta,
+                              int first, float *C, int ldc) {
+  for (int r = 0; r < mr; r++) {
+    const float *a = acc + (size_t)r * stride;
+    float *c = C + (size_t)(i0 + r) * ldc + j0;
+    if (!first)
+      for (int j = 0; j < nb; j++) c[j] += alpha * a[j];
+    else if (beta == 0.0f)
+      for (int j = 0; j < nb; j++) c[j] = alpha * a[j];
+    else
+      for (int j = 0; j < nb; j++) c[j] = alpha * a[j] + beta * c[j];
+  }
+}
+
 /* Rows i0..i0+mr-1 of C, columns j0..j0+nb-1, k steps p0..p0+kb-1. The
  * first k block applies beta; later ones add. */
 static void row_block(int ta, const float *A, int lda, const float *panel,
@@ -65,15 +83,7 @@ static void row_block(int ta, const float *A, int lda, const float *panel,
       for (int j = 0; j < NB; j++) c[j] += a * b[j];
     }
   }
-  for (int r = 0; r < mr; r++) {
-    float *c = C + (size_t)(i0 + r) * ldc + j0;
-    if (!first)
-      for (int j = 0; j < nb; j++) c[j] += alpha * acc[r][j];
-    else if (beta == 0.0f)
-      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j];
-    else
-      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j] + beta * c[j];
-  }
+  store_rows(&acc[0][0], NB, i0, mr, j0, nb, alpha, beta, first, C, ldc);
 }
 
 /* row_block for nb <= 64 over W = 16, 32 or 64 of the panel's columns
@@ -98,15 +108,7 @@ narrow_block_w(const int W, int ta, const float *A, int lda,
       for (int j = 0; j < W; j++) c[j] += a * b[j];
     }
   }
-  for (int r = 0; r < mr; r++) {
-    float *c = C + (size_t)(i0 + r) * ldc + j0;
-    if (!first)
-      for (int j = 0; j < nb; j++) c[j] += alpha * acc[r][j];
-    else if (beta == 0.0f)
-      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j];
-    else
-      for (int j = 0; j < nb; j++) c[j] = alpha * acc[r][j] + beta * c[j];
-  }
+  store_rows(&acc[0][0], 64, i0, mr, j0, nb, alpha, beta, first, C, ldc);
 }
 
 static void narrow_block(int ta, const float *A, int lda, const float *panel,
