@@ -15,10 +15,11 @@
 # code we neither own nor can change. (Excluding them from instrumentation
 # with --kernel-name-exclude makes racecheck die with "failed to handle a
 # hardware exception" on the H100, so they are filtered from the report.)
-# test_kernels_cuda and test_attention_cuda run their --small cases under
-# racecheck (every kernel, small shapes, the wgmma ones included): the whole
-# attention test had not finished under racecheck after 100 s on the H100,
-# its --small cases take 160 s.
+# test_kernels_cuda, test_attention_cuda and test_model_cuda run their
+# --small cases under racecheck (every kernel, small shapes, the wgmma ones
+# included): the whole attention test had not finished under racecheck
+# after 100 s on the H100, its --small cases take 160 s; the whole model
+# test took about 900 s on an H200, twice any other instrumented run.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 cs=$(command -v compute-sanitizer 2> /dev/null)
@@ -58,7 +59,7 @@ limit=${CUDA_SANITIZER_LIMIT:-1200}
 tests="test_toy_cuda test_model_cuda test_kernels_cuda test_attention_cuda"
 # racecheck runs the long tests' --small cases (see the top).
 small_of() {
-  case $1 in test_kernels_cuda | test_attention_cuda) echo --small ;; esac
+  case $1 in test_kernels_cuda | test_attention_cuda | test_model_cuda) echo --small ;; esac
 }
 ngpu=1
 [ -z "${CUDA_VISIBLE_DEVICES+x}" ] && command -v nvidia-smi > /dev/null 2>&1 &&
