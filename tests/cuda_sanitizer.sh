@@ -18,8 +18,8 @@
 # test_kernels_cuda, test_attention_cuda and test_model_cuda run their
 # --small cases under racecheck (every kernel, small shapes, the wgmma ones
 # included): the whole attention test had not finished under racecheck
-# after 100 s on the H100, its --small cases take 160 s; the whole model
-# test took about 900 s on an H200, twice any other instrumented run.
+# after 100 s on the H100, its --small cases take 160 s; the model test's
+# take about 570 s on an H200 (the whole: about 900), the longest run.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 cs=$(command -v compute-sanitizer 2> /dev/null)

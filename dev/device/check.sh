@@ -1,8 +1,8 @@
 #!/bin/bash
 # There, after refresh.sh: the whole test suite on the GPU machine (CI has
 # no GPU, so its CUDA tests skip there). make check's summary and the logs
-# of any test that failed, to /tmp/res (bg.sh returns it). One H200: 905 s,
-# most of it cuda_sanitizer.sh's racecheck over test_model_cuda; poll
+# of any test that failed, to /tmp/res (bg.sh returns it). One H200: 676 s,
+# most of it cuda_sanitizer.sh's racecheck over test_model_cuda (659); poll
 # (the same command again) with a short WAIT to spend little device time.
 #   WAIT=420 bash dev/device/bg.sh dev/device/check.sh
 set -u
