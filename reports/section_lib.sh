@@ -267,15 +267,20 @@ floors() {
 }
 
 # Arithmetic on numbers already checked by num (awk: sh has integers only).
-# A plain decimal only formatted with a floating conversion goes to the
+# A plain non-negative decimal formatted without a sign flag goes to the
 # shell's printf instead: the same C conversion of the same double, and a
-# render formats some 4,000 numbers (a process each through awk).
+# render formats some 4,000 numbers (a process each through awk). Through
+# awk, a result that rounds to zero loses its sign: "-0.0" and "+0.0%"
+# would read as a change where there is none.
 calc() {
-  case $1 in *[diouxXcs]*) awk "BEGIN { printf \"$1\", $2 }"; return ;; esac
-  case ${2#-} in
-    '' | *[!0-9.]* | .* | *. | *.*.*) awk "BEGIN { printf \"$1\", $2 }" ;;
-    *) printf "$1" "$2" ;;
+  case $1$2 in
+    *[diouxXcs]* | *+* | *-*) ;;
+    *) case $2 in
+         '' | *[!0-9.]* | .* | *. | *.*.*) ;;
+         *) printf "$1" "$2"; return ;;
+       esac ;;
   esac
+  awk "BEGIN { r = sprintf(\"$1\", $2); if (r ~ /^[-+][0.]+%?\$/) r = substr(r, 2); printf \"%s\", r }"
 }
 is_true() { awk "BEGIN { exit !($1) }"; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
@@ -429,7 +434,11 @@ function fmt(f, x) { return x == "" ? "-" : sprintf(f, x) }
 function d(x) { return x == "" ? "-" : x }
 function f1(x) { return fmt("%.1f", x) }
 function gib(x) { return x == "" ? "-" : sprintf("%.1f", x / 1024) }
-function pct(new, old) { return new != "" && old != "" ? sprintf("%+.1f", (new - old) / old * 100) "%" : "-" }
+function pct(new, old,  r) {
+  if (new == "" || old == "") return "-"
+  r = sprintf("%+.1f", (new - old) / old * 100)
+  return (r ~ /^[-+]0\.0$/ ? "0.0" : r) "%"
+}
 '
 
 # A value, or "-" in a table cell when there is none.

@@ -12,7 +12,8 @@
 # CSV lacks fails as csvtool does; memo_fmt formats as value --fmt does.
 # gpu_kind finds a device name's kind; test_says quotes a test's header
 # and fails for a test that does not exist, and mkreport.sh refuses a
-# problem list naming one.
+# problem list naming one; calc and the awk cells' pct format numbers as
+# printf does, a zero without a sign.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -87,4 +88,18 @@ sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" --out "$s
   --csvtool "$CSVTOOL" --gnuplot "" --problems "$scratch/problems.def" > "$scratch/mk.out" 2>&1 && mk=0 || mk=$?
 check "mkreport.sh refuses a problem list naming a test that does not exist (exit $mk)" \
   sh -c "[ $mk -ne 0 ] && grep -q 'no test no_such_test' '$scratch/mk.out' && [ ! -f '$scratch/writeup.md' ]"
+
+# calc: the shell's printf where it is the same conversion, awk's for the
+# rest; a result that rounds to zero reads as zero, never "-0.0" or "+0.0%"
+got=''
+for c in '%.2f|3.14159|3.14' '%.1f|1 / 3|0.3' '%.1f|-1.26|-1.3' '%+.1f|2.5|+2.5' \
+    '%+.1f|-0.04|0.0' '%.1f|-0.04|0.0' '%+.1f%%|0.01|0.0%' '%+.2f|-0.001 * 2|0.00' \
+    '%d|7 / 2|3' '%.0f|12|12'; do
+  f=${c%%|*} r=${c#*|} e=${r#*|} r=${r%|*}
+  v=$(calc "$f" "$r")
+  [ "$v" = "$e" ] || got="$got calc $f $r = $v (want $e);"
+done
+p=$(awk "$AWK_CELLS"'BEGIN { printf "%s %s %s", pct(100.01, 100), pct(99.99, 100), pct(90, 100) }')
+[ "$p" = "0.0% 0.0% -10.0%" ] || got="$got pct: $p (want 0.0% 0.0% -10.0%);"
+check "calc and pct format as printf does, zero unsigned${got:+:$got}" [ -z "$got" ]
 finish

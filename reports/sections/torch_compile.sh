@@ -436,9 +436,9 @@ if [ "$kn" -gt 0 ]; then
   elif [ "$kab" -eq 0 ]; then
     side="below the timed step in all $kn rows"
   else
-    side="above the timed step in $kab of $kn rows"
+    side="above the timed step in $kab of $kn rows, below in $kbe"
   fi
-  echo "The sum is $side, by $klo% to $khi% (median $kmed% either way)."
+  echo "The sum is $side; sum against step, $klo% to $khi% (median $kmed% either way)."
 fi
 echo
 echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"

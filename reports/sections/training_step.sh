@@ -269,7 +269,10 @@ TEXT
     echo "The best split, $bnb blocks for the updates and products shaped for"
     echo "$bnr SMs fewer, takes the step from $(f1 "$i0") to $(f1 "$bst") ms."
   else
-    echo "No split beats the updates competing for every SM ($(f1 "$i0") ms) by 1%: the"
+    # "by 1%" only where the best is faster at all
+    by=''
+    ! is_true "$bst < $i0" || by=' by 1%'
+    echo "No split beats the updates competing for every SM ($(f1 "$i0") ms)$by: the"
     echo "best, $bnb blocks with $bnr SMs reserved, takes $(f1 "$bst") ms."
   fi
   # the goal again only where a split changes the answer above
