@@ -22,6 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #ifdef HAVE_MPI
 #include <mpi.h>
 #endif
@@ -83,6 +87,22 @@ static const char *status_of(int rc) {
   return rc == ERR_OOM ? "oom" : rc < 0 ? "error" : "ok";
 }
 
+/* Freed memory stays with the process, to be handed out again: no block
+ * of its own mapping (glibc maps blocks above 32 MiB and unmaps them when
+ * freed), no heap top given back. MPI's collectives allocate their scratch
+ * on every call; mapped afresh, each call page-faults it in again: on the
+ * CPU cores of an H200 host (Open MPI 4.1.6, 2 ranks) a 1 GiB all-reduce
+ * took 1067 ms, 505 ms with its scratch reused. A job measures the
+ * collective in steady state, as a caching allocator would keep it (and
+ * its own buffers are allocated once). A malloc that does not take these
+ * settings (a sanitizer's) leaves its defaults: jobs run the same. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  (void)mallopt(M_MMAP_MAX, 0);
+  (void)mallopt(M_TRIM_THRESHOLD, -1);
+#endif
+}
+
 /* `worker --env`, before and without MPI_Init. */
 static int print_env(void) {
   env_info env;
@@ -103,6 +123,7 @@ int main(int argc, char **argv) {
             "usage: worker --env\n");
     return 2;
   }
+  keep_freed_memory();
 #ifdef HAVE_MPI
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "worker: MPI_Init failed\n");
