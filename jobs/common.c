@@ -116,6 +116,47 @@ void rank_batch_close(rank_batch *rb) {
   rb->all_ids = rb->all_tgt = NULL;
 }
 
+int dp_rank_open(dp_rank *d, comm *c, const loop_settings *loop,
+                 int rank_batch, int T, int vocab, int nseries) {
+  memset(d, 0, sizeof *d);
+  d->c = c;
+  d->rank = comm_rank(c);
+  d->world = comm_size(c);
+  d->steps = loop->steps;
+  d->series = calloc((size_t)loop->steps * (size_t)nseries, sizeof *d->series);
+  if (!d->series) FAIL(ERR_OOM, "out of host memory for the samples");
+  TRY(rank_batch_open(&d->rb, c, rank_batch, T, vocab, loop->seed));
+  TRY(engine_for_rank(c, loop->threads, &d->e, &d->cpu_threads));
+  return 0;
+}
+
+void dp_rank_close(dp_rank *d) {
+  if (d->e) engine_destroy(d->e);
+  d->e = NULL;
+  rank_batch_close(&d->rb);
+  free(d->series);
+  d->series = NULL;
+}
+
+void dp_peak(dp_rank *d, enum dp_moment m) {
+  double now = mib((double)eng_peak_bytes(d->e));
+  if (m == DP_SET_UP) d->mem_init = now;
+  else if (d->stepped) return;
+  else if (m == DP_BEFORE_OPT) d->mem_before = now;
+  else {
+    d->mem_after = now;
+    d->stepped = 1;
+  }
+}
+
+void dp_memory_results(result *r, const dp_rank *d) {
+  result_set(r, "mem_init_mib", d->mem_init);
+  result_set(r, "mem_before_opt_mib", d->mem_before);
+  result_set(r, "mem_after_opt_mib", d->mem_after);
+  result_set(r, "activations_mib",
+             tag_mib(d->e, "activations") + tag_mib(d->e, "inputs"));
+}
+
 double tag_mib(engine *e, const char *tag) {
   size_t used = 0;
   if (eng_tag_bytes(e, tag, &used, NULL) != 0) return 0;

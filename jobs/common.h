@@ -193,6 +193,39 @@ void rank_batch_close(rank_batch *rb);
 static inline double mib(double bytes) { return bytes / 1048576.0; }
 double tag_mib(engine *e, const char *tag);
 
+/* What every rank of a data-parallel job (ddp, fsdp) sets up alike once
+ * its communicator c is open: rank and world size, the batches
+ * (rank_batch), the engine (engine_for_rank), `nseries` per-step series
+ * of loop->steps doubles each, zeroed, and the engine's peak at three
+ * moments (dp_peak). dp_rank_close frees what dp_rank_open made, in any
+ * state it left (memset first), but not c: the job closes its
+ * communicators after the engine, as it opened them before. */
+typedef struct dp_rank {
+  comm *c;
+  engine *e;
+  int rank, world;
+  int cpu_threads;      /* the CPU engine's threads per rank; 0 on GPUs */
+  int steps;            /* each series' length: timed steps */
+  rank_batch rb;
+  double *series;       /* [nseries][steps] */
+  double mem_init, mem_before, mem_after;   /* dp_peak's, MiB */
+  int stepped;          /* the first optimizer step is done */
+} dp_rank;
+int dp_rank_open(dp_rank *d, comm *c, const loop_settings *loop,
+                 int rank_batch, int T, int vocab, int nseries);
+void dp_rank_close(dp_rank *d);
+static inline double *dp_series(dp_rank *d, int i) {
+  return d->series + (size_t)i * (size_t)d->steps;
+}
+/* The engine's peak so far into mem_init (DP_SET_UP: model and sharding
+ * made), mem_before or mem_after (around the first optimizer step; later
+ * steps leave them). */
+enum dp_moment { DP_SET_UP, DP_BEFORE_OPT, DP_AFTER_OPT };
+void dp_peak(dp_rank *d, enum dp_moment m);
+/* mem_init_mib, mem_before_opt_mib, mem_after_opt_mib and
+ * activations_mib (the activations and inputs tags) into r. */
+void dp_memory_results(result *r, const dp_rank *d);
+
 /* CPU engine threads of one of `local` ranks sharing a node: `threads`
  * when set (> 0), else OpenMP's default shared evenly among them, at least
  * one each. Why not OpenMP's default for every rank: its threads spin at

@@ -209,31 +209,27 @@ static int validate(const void *settings, char *err, size_t n) {
 enum { S_STEP, S_BWD, S_GCOMM, S_EXPOSED, S_OPT, S_PCOMM, S_BWD_HOST, S_N };
 
 typedef struct bench {
-  comm *c, *pc;            /* gradient / parameter collectives (pc: nccl
-                              with a sharded optimizer, else c) */
-  engine *e;
-  engine *be;              /* backward's: e, or a view of it whose products
-                              leave gemm_sm_reserve SMs to the collectives */
+  dp_rank dp;              /* dp.c: the gradient collectives' communicator */
+  comm *pc;                /* the parameter collectives': nccl with a
+                              sharded optimizer, else NULL (dp.c's) */
+  engine *be;              /* backward's: dp.e, or a view of it whose
+                              products leave gemm_sm_reserve SMs to the
+                              collectives */
   model *m;
   ddp *d;
-  int rank, world;
   int sm_reserve;          /* gemm_sm_reserve */
-  int cpu_threads;         /* the CPU engine's threads per rank; 0 on GPUs */
-  rank_batch rb;
-  double *v[S_N];        /* per timed step, max over ranks */
+  double *v[S_N];          /* per timed step, max over ranks */
   double *loss;
-  double mem_init, mem_before, mem_after;
-  int first_done;
   ddp_step_info last;
 } bench;
 
 static int step(bench *x, int k) {
-  rank_batch_next(&x->rb);
+  rank_batch_next(&x->dp.rb);
   float loss = 0;
-  TRY(comm_barrier(x->c));
+  TRY(comm_barrier(x->dp.c));
   double t0 = clock_now_s();
   TRY(ddp_begin_step(x->d));
-  TRY(model_forward(x->m, x->rb.ids, x->rb.tgt, x->rb.b, x->rb.T, &loss));
+  TRY(model_forward(x->m, x->dp.rb.ids, x->dp.rb.tgt, x->dp.rb.b, x->dp.rb.T, &loss));
   TRY(ddp_mark_backward(x->d));
   /* Only backward overlaps gradient collectives: forward keeps every SM. */
   double th = clock_now_s();
@@ -242,11 +238,10 @@ static int step(bench *x, int k) {
    * as long as backward on the GPU, the GPU waits for launches */
   double bwd_host = (clock_now_s() - th) * 1e3;
   TRY(ddp_finish_gradient_synchronization(x->d));
-  if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
+  dp_peak(&x->dp, DP_BEFORE_OPT);
   TRY(ddp_optimizer_step(x->d));
-  if (!x->first_done) x->mem_after = mib((double)eng_peak_bytes(x->e));
-  x->first_done = 1;
-  TRY(eng_sync(x->e));
+  dp_peak(&x->dp, DP_AFTER_OPT);
+  TRY(eng_sync(x->dp.e));
   double t1 = clock_now_s();
   if (k < 0) return 0;
   ddp_step_info s;
@@ -294,14 +289,14 @@ static int timeline(bench *x, result *r) {
     buf[k++] = s->param_ops[i].start_ms;
     buf[k++] = s->param_ops[i].end_ms;
   }
-  int ranks = x->world < 2 ? 1 : 2;
+  int ranks = x->dp.world < 2 ? 1 : 2;
 #ifdef HAVE_MPI
-  if (x->rank == 1) {
+  if (x->dp.rank == 1) {
     CHECK_MPI(MPI_Send(&len, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
     CHECK_MPI(MPI_Send(buf, len, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD));
   }
 #endif
-  for (int q = 0; q < ranks && x->rank == 0; q++) {
+  for (int q = 0; q < ranks && x->dp.rank == 0; q++) {
     double *t = buf;
     int n = len;
 #ifdef HAVE_MPI
@@ -347,9 +342,9 @@ static int timed_step(void *x, int k) { return step(x, k); }
 
 static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
-  TRY(monitored_steps(x->e, steps, timed_step, x, r));
+  TRY(monitored_steps(x->dp.e, steps, timed_step, x, r));
   const ddp_step_info *s = &x->last;
-  double step_mean = train_step_results(r, x->e, x->m, (double)x->rb.B * x->rb.T,
+  double step_mean = train_step_results(r, x->dp.e, x->m, (double)x->dp.rb.B * x->dp.rb.T,
                                         x->v[S_STEP], x->loss, steps);
   result_set(r, "bwd_ms_mean", mean_of(x->v[S_BWD], steps));
   result_set(r, "grad_comm_ms_mean", mean_of(x->v[S_GCOMM], steps));
@@ -361,20 +356,17 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_set(r, "grad_comm_mib", mib(s->grad_bytes));
   result_set(r, "param_comm_mib", mib(s->param_bytes));
   result_set(r, "wire_mib", mib(s->wire_bytes));
-  result_set(r, "mem_init_mib", x->mem_init);
-  result_set(r, "mem_before_opt_mib", x->mem_before);
-  result_set(r, "mem_after_opt_mib", x->mem_after);
-  result_set(r, "params_mib", tag_mib(x->e, "params"));
+  dp_memory_results(r, &x->dp);
+  result_set(r, "params_mib", tag_mib(x->dp.e, "params"));
   result_set(r, "grads_mib",
-             tag_mib(x->e, "grads") + tag_mib(x->e, "grads.gathered") +
-                 tag_mib(x->e, "grads.sym") +
-                 tag_mib(x->e, "grads.received"));
-  result_set(r, "optstate_mib", tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
-  result_set(r, "activations_mib", tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
+             tag_mib(x->dp.e, "grads") + tag_mib(x->dp.e, "grads.gathered") +
+                 tag_mib(x->dp.e, "grads.sym") +
+                 tag_mib(x->dp.e, "grads.received"));
+  result_set(r, "optstate_mib", tag_mib(x->dp.e, "adam_m") + tag_mib(x->dp.e, "adam_v"));
   result_samples(r, "exposed_comm_ms", x->v[S_EXPOSED], steps);
   result_samples(r, "bwd_ms", x->v[S_BWD], steps);
   result_samples(r, "bwd_host_ms", x->v[S_BWD_HOST], steps);
-  TRY(family_message(x->e, timed_step, x, x->rank, x->cpu_threads, "", r));
+  TRY(family_message(x->dp.e, timed_step, x, x->dp.rank, x->dp.cpu_threads, "", r));
   TRY(timeline(x, r));
   return 0;
 }
@@ -396,10 +388,10 @@ static int run(const void *settings, result *r) {
     FAIL(ERR_FAIL, "ddp: bad backend, strategy, optimizer or grad_sync");
   bench x;
   memset(&x, 0, sizeof x);
-  int warmup = s->loop.warmup, steps = s->loop.steps;
+  comm *gc = NULL;
   comm_options co = {.max_ctas = s->nccl_max_ctas,
                      .zero_cta = sy != DDP_SYNC_ALLREDUCE && cb == COMM_NCCL};
-  int rc = comm_open_ex(&x.c, cb, &co);
+  int rc = comm_open_ex(&gc, cb, &co);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
     return rc;
@@ -413,57 +405,46 @@ static int run(const void *settings, result *r) {
       (co.max_ctas > 0 || co.zero_cta) &&
       (rc = comm_open_ex(&x.pc, cb, &po)) < 0) {
     err_trace(__FILE__, __LINE__);
-    comm_close(x.c);
+    comm_close(gc);
     return rc;
   }
-  x.rank = comm_rank(x.c);
-  x.world = comm_size(x.c);
-  x.sm_reserve = x.world > 1 ? s->gemm_sm_reserve : 0;
-  double *buf = calloc((size_t)steps * (S_N + 1), sizeof *buf);
-  if (!buf) {
-    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the samples");
-    goto done;
-  }
-  if ((rc = rank_batch_open(&x.rb, x.c, s->rank_batch, s->model.context,
-                            c.vocab, s->loop.seed)) < 0)
+  if ((rc = dp_rank_open(&x.dp, gc, &s->loop, s->rank_batch,
+                         s->model.context, c.vocab, S_N + 1)) < 0)
     goto fail;
-  for (int i = 0; i < S_N; i++) x.v[i] = buf + (size_t)i * steps;
-  x.loss = buf + (size_t)S_N * steps;
-  if ((rc = engine_for_rank(x.c, s->loop.threads, &x.e, &x.cpu_threads)) < 0)
-    goto fail;
-  x.be = x.e;
+  for (int i = 0; i < S_N; i++) x.v[i] = dp_series(&x.dp, i);
+  x.loss = dp_series(&x.dp, S_N);
+  x.sm_reserve = x.dp.world > 1 ? s->gemm_sm_reserve : 0;
+  x.be = x.dp.e;
   eng_ctx bc = {NULL, x.sm_reserve, 0};
-  if (x.sm_reserve && (rc = eng_view(x.e, &bc, &x.be)) < 0) goto fail;
+  if (x.sm_reserve && (rc = eng_view(x.dp.e, &bc, &x.be)) < 0) goto fail;
   model_options mo = {.compute = dtype_of_precision(s->precision),
                       .fused = strcmp(s->fusion, "fused") == 0,
                       .attention = strcmp(s->attention, "flash") == 0
                                        ? ATTN_FLASH : ATTN_MATERIALIZED,
                       .f32 = F32_EXACT};
-  if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &mo)) < 0)
+  if ((rc = model_create_ex(&x.m, x.dp.e, &c, x.dp.rb.b, x.dp.rb.T, &mo)) < 0)
     goto fail;
   if ((rc = model_init(x.m, (uint64_t)s->loop.seed)) < 0) goto fail;
   dp_model dm;
   dp_model_lm(&dm, x.m);
   adamw_config hp = adamw_defaults();
-  if ((rc = ddp_create(&x.d, x.c, x.pc, &dm, st, s->bucket_mb, op,
+  if ((rc = ddp_create(&x.d, gc, x.pc, &dm, st, s->bucket_mb, op,
                        sy, &hp)) < 0)
     goto fail;
   if (sy == DDP_SYNC_ALLGATHER && (rc = ddp_set_adamw_sms(x.d, x.sm_reserve)) < 0)
     goto fail;
-  x.mem_init = mib((double)eng_peak_bytes(x.e));
-  if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;
+  dp_peak(&x.dp, DP_SET_UP);
+  if ((rc = measure(&x, r, s->loop.warmup, s->loop.steps)) < 0) goto fail;
   goto done;
 fail:
   err_trace(__FILE__, __LINE__);
 done:
   if (x.d) ddp_destroy(x.d);
   if (x.m) model_destroy(x.m);
-  if (x.be != x.e) engine_destroy(x.be);
-  if (x.e) engine_destroy(x.e);
+  if (x.be && x.be != x.dp.e) engine_destroy(x.be);
+  dp_rank_close(&x.dp);
   comm_close(x.pc);
-  comm_close(x.c);
-  rank_batch_close(&x.rb);
-  free(buf);
+  comm_close(gc);
   return rc;
 }
 

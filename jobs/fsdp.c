@@ -137,34 +137,29 @@ static int validate(const void *settings, char *err, size_t n) {
 /* ---- the run side: left out of the runner's build (harness/kind.h) ------- */
 #ifndef KIND_DECLARATION_ONLY
 
+enum { S_STEP, S_FWD, S_GATHER, S_EXPOSED, S_LOSS, S_N };
+
 typedef struct bench {
-  comm *c;
-  engine *e;
+  dp_rank dp;
   model *m;
   fsdp *f;
-  int rank, world;
-  int cpu_threads;
-  rank_batch rb;
   double *step_ms, *fwd_ms, *gather_ms, *exposed_ms, *loss;
-  double mem_init, mem_before, mem_after;
-  int first_done;
 } bench;
 
 static int step(bench *x, int k) {
-  rank_batch_next(&x->rb);
+  rank_batch_next(&x->dp.rb);
   float loss = 0;
-  TRY(comm_barrier(x->c));
+  TRY(comm_barrier(x->dp.c));
   double t0 = clock_now_s();
   TRY(fsdp_begin_step(x->f));
-  TRY(model_forward(x->m, x->rb.ids, x->rb.tgt, x->rb.b, x->rb.T, &loss));
+  TRY(model_forward(x->m, x->dp.rb.ids, x->dp.rb.tgt, x->dp.rb.b, x->dp.rb.T, &loss));
   double tf = clock_now_s();
   TRY(model_backward(x->m));
   TRY(fsdp_finish_gradient_synchronization(x->f));
-  if (!x->first_done) x->mem_before = mib((double)eng_peak_bytes(x->e));
+  dp_peak(&x->dp, DP_BEFORE_OPT);
   TRY(fsdp_optimizer_step(x->f));
-  if (!x->first_done) x->mem_after = mib((double)eng_peak_bytes(x->e));
-  x->first_done = 1;
-  TRY(eng_sync(x->e));
+  dp_peak(&x->dp, DP_AFTER_OPT);
+  TRY(eng_sync(x->dp.e));
   double t1 = clock_now_s();
   if (k < 0) return 0;
   fsdp_timeline tl;
@@ -184,8 +179,8 @@ static int timed_step(void *x, int k) { return step(x, k); }
 
 static int measure(bench *x, result *r, int warmup, int steps) {
   for (int k = 0; k < warmup; k++) TRY(step(x, -1));
-  TRY(monitored_steps(x->e, steps, timed_step, x, r));
-  train_step_results(r, x->e, x->m, (double)x->rb.B * x->rb.T, x->step_ms,
+  TRY(monitored_steps(x->dp.e, steps, timed_step, x, r));
+  train_step_results(r, x->dp.e, x->m, (double)x->dp.rb.B * x->dp.rb.T, x->step_ms,
                      x->loss, steps);
   fsdp_info fi;
   fsdp_info_get(x->f, &fi);
@@ -201,18 +196,14 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   result_set(r, "scatter_mib", mib(fi.scatter_bytes));
   result_set(r, "gather_ms_mean", gat);
   result_set(r, "exposed_gather_ms_mean", exp_);
-  result_set(r, "mem_init_mib", x->mem_init);
-  result_set(r, "mem_before_opt_mib", x->mem_before);
-  result_set(r, "mem_after_opt_mib", x->mem_after);
+  dp_memory_results(r, &x->dp);
   result_set(r, "shards_mib",
-             tag_mib(x->e, "fsdp.shard") + tag_mib(x->e, "params"));
-  result_set(r, "window_mib", tag_mib(x->e, "fsdp.window"));
-  result_set(r, "grads_mib", tag_mib(x->e, "grads") + tag_mib(x->e, "fsdp.grads"));
+             tag_mib(x->dp.e, "fsdp.shard") + tag_mib(x->dp.e, "params"));
+  result_set(r, "window_mib", tag_mib(x->dp.e, "fsdp.window"));
+  result_set(r, "grads_mib", tag_mib(x->dp.e, "grads") + tag_mib(x->dp.e, "fsdp.grads"));
   result_set(r, "optstate_mib",
-             tag_mib(x->e, "fsdp.adam_m") + tag_mib(x->e, "fsdp.adam_v") +
-                 tag_mib(x->e, "adam_m") + tag_mib(x->e, "adam_v"));
-  result_set(r, "activations_mib",
-             tag_mib(x->e, "activations") + tag_mib(x->e, "inputs"));
+             tag_mib(x->dp.e, "fsdp.adam_m") + tag_mib(x->dp.e, "fsdp.adam_v") +
+                 tag_mib(x->dp.e, "adam_m") + tag_mib(x->dp.e, "adam_v"));
   result_samples(r, "fwd_ms", x->fwd_ms, steps);
   result_samples(r, "exposed_gather_ms", x->exposed_ms, steps);
   /* rank 0's last timed step: each gather's group and interval on the
@@ -231,7 +222,7 @@ static int measure(bench *x, result *r, int warmup, int steps) {
   free(tv);
   char what[48];
   snprintf(what, sizeof what, ", window of %d groups", fi.window_groups);
-  TRY(family_message(x->e, timed_step, x, x->rank, x->cpu_threads, what, r));
+  TRY(family_message(x->dp.e, timed_step, x, x->dp.rank, x->dp.cpu_threads, what, r));
   return 0;
 }
 
@@ -246,29 +237,20 @@ static int run(const void *settings, result *r) {
     FAIL(ERR_FAIL, "fsdp: bad backend %s", s->backend);
   bench x;
   memset(&x, 0, sizeof x);
-  int warmup = s->loop.warmup, steps = s->loop.steps;
-  int rc = comm_open(&x.c, cb);
+  comm *c0 = NULL;
+  int rc = comm_open(&c0, cb);
   if (rc < 0) {
     err_trace(__FILE__, __LINE__);
     return rc;
   }
-  x.rank = comm_rank(x.c);
-  x.world = comm_size(x.c);
-  double *buf = calloc((size_t)steps * 5, sizeof *buf);
-  if (!buf) {
-    rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of host memory for the samples");
-    goto done;
-  }
-  if ((rc = rank_batch_open(&x.rb, x.c, s->rank_batch, s->model.context,
-                            c.vocab, s->loop.seed)) < 0)
+  if ((rc = dp_rank_open(&x.dp, c0, &s->loop, s->rank_batch,
+                         s->model.context, c.vocab, S_N)) < 0)
     goto fail;
-  x.step_ms = buf;
-  x.fwd_ms = buf + steps;
-  x.gather_ms = buf + 2 * (size_t)steps;
-  x.exposed_ms = buf + 3 * (size_t)steps;
-  x.loss = buf + 4 * (size_t)steps;
-  if ((rc = engine_for_rank(x.c, s->loop.threads, &x.e, &x.cpu_threads)) < 0)
-    goto fail;
+  x.step_ms = dp_series(&x.dp, S_STEP);
+  x.fwd_ms = dp_series(&x.dp, S_FWD);
+  x.gather_ms = dp_series(&x.dp, S_GATHER);
+  x.exposed_ms = dp_series(&x.dp, S_EXPOSED);
+  x.loss = dp_series(&x.dp, S_LOSS);
   model_options o = {.compute = dtype_of_precision(s->precision),
                      .fused = 1,
                      .attention = strcmp(s->attention, "flash") == 0
@@ -277,25 +259,24 @@ static int run(const void *settings, result *r) {
                      .ckpt_layers = s->checkpoint_layers,
                      .ckpt_keep_attn = s->checkpoint_keep_attention,
                      .head_chunk = s->head_chunk,
-                     .bound_weights = x.world};
-  if ((rc = model_create_ex(&x.m, x.e, &c, x.rb.b, x.rb.T, &o)) < 0) goto fail;
+                     .bound_weights = x.dp.world};
+  if ((rc = model_create_ex(&x.m, x.dp.e, &c, x.dp.rb.b, x.dp.rb.T, &o)) < 0)
+    goto fail;
   adamw_config hp = adamw_defaults();
   fsdp_options fo = {.in_backward = strcmp(s->optimizer, "in_backward") == 0,
                      .keep_gathered = !s->reshard_after_forward};
-  if ((rc = fsdp_create(&x.f, x.c, x.m, (uint64_t)s->loop.seed, &hp, &fo)) < 0)
+  if ((rc = fsdp_create(&x.f, c0, x.m, (uint64_t)s->loop.seed, &hp, &fo)) < 0)
     goto fail;
-  x.mem_init = mib((double)eng_peak_bytes(x.e));
-  if ((rc = measure(&x, r, warmup, steps)) < 0) goto fail;
+  dp_peak(&x.dp, DP_SET_UP);
+  if ((rc = measure(&x, r, s->loop.warmup, s->loop.steps)) < 0) goto fail;
   goto done;
 fail:
   err_trace(__FILE__, __LINE__);
 done:
   if (x.f) fsdp_destroy(x.f);
   if (x.m) model_destroy(x.m);
-  if (x.e) engine_destroy(x.e);
-  comm_close(x.c);
-  rank_batch_close(&x.rb);
-  free(buf);
+  dp_rank_close(&x.dp);
+  comm_close(c0);
   return rc;
 }
 
