@@ -19,11 +19,15 @@ on_gpu "$csv"
 
 # v COL PREC WORLD [OPTIMIZER]: COL of the latest ok row (AdamW after
 # backward unless OPTIMIZER says), or ""
+cols=params,step_ms_median,fwd_ms_mean,gathers,gather_mib,gather_ms_mean
+cols=$cols,exposed_gather_ms_mean,engine_peak_mib,shards_mib,grads_mib
+cols=$cols,optstate_mib,window_mib,activations_mib
+[ ! -f "$csv" ] ||
+  memo FV "$csv" precision,world_size,optimizer "$cols" --where status=ok --sort -utc
 v() {
   [ -f "$csv" ] || return 0
-  tool value "$csv" --col "$1" --where status=ok --where precision="$2" \
-    --where world_size="$3" --where optimizer="${4:-after_backward}" \
-    --sort -utc --agg first --default ''
+  memo_get FV "$2" "$3" "${4:-after_backward}" "$1"
+  printf '%s\n' "$MV"
 }
 
 case $PROBLEM in
