@@ -528,11 +528,41 @@ dirty_rows() {
   _dn=$(tool count "$1" --where status=ok --where git_dirty=1) || exit 1
   [ "$_dn" -gt 0 ] || return 0
   _dt=$(tool count "$1" --where status=ok)
-  todo "$_dn rows of $(basename "$1") again from a commit (\`./runner --force experiments/$(basename "$1" .csv).cfg\`)"
+  _do=$(_dirty_only "$1") || exit 1
+  todo "$_dn rows of $(basename "$1") again from a commit (\`./runner --force$_do experiments/$(basename "$1" .csv).cfg\`)"
   echo "$_dn of the $_dt rows of $(basename "$1") were measured from a tree with"
   echo "uncommitted changes (git_dirty 1), so no commit holds the code that made"
   echo "them: take them as indicative until they are measured again from a commit."
   echo
+}
+
+# _dirty_only CSV: " --only KEY=V,V ..." selecting, among the jobs of
+# CSV's experiment as its file stands (the runner's dry run, mkreport.sh
+# --runner), those of CSV's ok rows with git_dirty 1: for each swept
+# setting whose values in those rows are fewer than the sweep's, those
+# values in the sweep's order. A cartesian product, so it may select more
+# than those rows, never fewer: a setting whose dirty values the sweep
+# does not list as the CSV writes them gets no --only. Nothing without
+# the runner or the experiment file.
+_dirty_only() {
+  _dc="${REPORT_EXPERIMENTS:-}/$(basename "$1" .csv).cfg"
+  [ -n "${REPORT_RUNNER:-}" ] && [ -f "$_dc" ] || return 0
+  # the jobs' lines, "[I/N] KEY=VALUE ...", against a folder that does
+  # not exist: they do not depend on rows, and no CSV is read
+  _dj=$("$REPORT_RUNNER" --dry-run --out-dir "${REPORT_TMP:-${TMPDIR:-/tmp}}/no_rows.$$" "$_dc" 2> /dev/null |
+          sed -n 's/^\[[0-9]*\/[0-9]*\] //p') || return 0
+  for _dk in $(printf '%s\n' "$_dj" | head -n 1); do
+    _dk=${_dk%%=*}
+    has_col "$1" "$_dk" || continue
+    _dv=$(tool distinct "$1" --cols "$_dk" --where status=ok --where git_dirty=1) || exit 1
+    printf '%s\n' "$_dj" | awk -v k="$_dk" -v dirty="$_dv" '
+      BEGIN { n = split(dirty, d, "\n"); for (i = 1; i <= n; i++) want[d[i]] = 1 }
+      { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) {
+          v = substr($i, length(k) + 2)
+          if (!(v in seen)) { seen[v] = 1; all++; if (v in want) { got++; sel = sel (sel == "" ? "" : ",") v } }
+        } }
+      END { if (got == n && got < all) printf " --only %s=%s", k, sel }'
+  done
 }
 
 # commits_note CSV: where CSV's ok rows were measured from more than one

@@ -13,7 +13,8 @@
 # gpu_kind finds a device name's kind; test_says quotes a test's header
 # and fails for a test that does not exist, and mkreport.sh refuses a
 # problem list naming one; calc and the awk cells' pct format numbers as
-# printf does, a zero without a sign.
+# printf does, a zero without a sign; dirty_rows names the runner's
+# command for just the rows to measure again.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -88,6 +89,33 @@ sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" --out "$s
   --csvtool "$CSVTOOL" --gnuplot "" --problems "$scratch/problems.def" > "$scratch/mk.out" 2>&1 && mk=0 || mk=$?
 check "mkreport.sh refuses a problem list naming a test that does not exist (exit $mk)" \
   sh -c "[ $mk -ne 0 ] && grep -q 'no test no_such_test' '$scratch/mk.out' && [ ! -f '$scratch/writeup.md' ]"
+
+# dirty_rows: its todo names the command that re-measures the rows from a
+# dirty tree: --force, and --only for each swept setting whose dirty values
+# are fewer than the sweep's (failed rows do not count); none for a setting
+# with a dirty value the sweep no longer lists
+mkdir "$scratch/exp"
+cat > "$scratch/exp/d.cfg" <<'CFG'
+name = "d";
+kind = "allreduce";
+run = { timeout_s = 30.0; warmup = 1; iters = 2; };
+sweep = { backend = ["mpi", "nccl"]; world_size = [2, 4, 6]; size_mib = [1, 10]; };
+CFG
+printf '%s\n' backend,world_size,size_mib,status,git_dirty mpi,2,1,ok,0 nccl,6,10,ok,1 \
+  nccl,4,1,ok,1 nccl,2,1,failed,1 > "$scratch/d.csv"
+dirty_todo() {
+  : > "$scratch/todo"
+  REPORT_RUNNER=$RUNNER REPORT_EXPERIMENTS="$scratch/exp" REPORT_TODO="$scratch/todo" \
+    PROBLEM=p dirty_rows "$scratch/d.csv" > /dev/null
+  cut -f2 "$scratch/todo"
+}
+t=$(dirty_todo)
+check "dirty_rows: --only the dirty rows' settings ($t)" \
+  [ "$t" = "2 rows of d.csv again from a commit (\`./runner --force --only backend=nccl --only world_size=4,6 experiments/d.cfg\`)" ]
+printf '%s\n' nccl,8,1,ok,1 >> "$scratch/d.csv"
+t=$(dirty_todo)
+check "dirty_rows: no --only for a dirty value the sweep lacks ($t)" \
+  [ "$t" = "3 rows of d.csv again from a commit (\`./runner --force --only backend=nccl experiments/d.cfg\`)" ]
 
 # calc: the shell's printf where it is the same conversion, awk's for the
 # rest; a result that rounds to zero reads as zero, never "-0.0" or "+0.0%"
