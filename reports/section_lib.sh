@@ -444,21 +444,27 @@ function pct(new, old,  r) {
 # A value, or "-" in a table cell when there is none.
 d() { [ -n "$1" ] && printf '%s' "$1" || printf -- '-'; }
 
+# sweep_dry_run CSV: the runner's dry run of CSV's experiment file as it
+# stands (mkreport.sh --runner; REPORT_EXPERIMENTS/NAME.cfg): "N jobs ...",
+# then a line "[I/N] KEY=VALUE ..." a job; nothing without the runner or
+# the file. Against a folder that does not exist: the jobs do not depend
+# on rows, so no CSV is read (nor refused).
+sweep_dry_run() {
+  _sc="${REPORT_EXPERIMENTS:-}/$(basename "$1" .csv).cfg"
+  [ -n "${REPORT_RUNNER:-}" ] && [ -f "$_sc" ] || return 0
+  "$REPORT_RUNNER" --dry-run --out-dir "${REPORT_TMP:-${TMPDIR:-/tmp}}/no_rows.$$" "$_sc" 2> /dev/null
+}
+
 # unmeasured CSV: one sentence when the sweep has jobs with no row at all
 # (a run stopped before them, or the experiment file grew since): its job
 # count against CSV's rows (one a job; rows of jobs a config has since
 # dropped only hide some). Nothing when each has a row.
 unmeasured() {
   _uj="${1%.csv}.json"
-  _uc="${REPORT_EXPERIMENTS:-}/$(basename "$1" .csv).cfg"
   [ -f "$1" ] || return 0
-  _un=''
   # the experiment file as it is now, counted by the runner's dry run
   # (mkreport.sh --runner); else the last run's count in NAME.json
-  if [ -n "${REPORT_RUNNER:-}" ] && [ -f "$_uc" ]; then
-    _un=$("$REPORT_RUNNER" --dry-run --out-dir "$(dirname "$1")" "$_uc" 2> /dev/null |
-            sed -n '1s/^\([0-9][0-9]*\) jobs .*/\1/p') || _un=''
-  fi
+  _un=$(sweep_dry_run "$1" | sed -n '1s/^\([0-9][0-9]*\) jobs .*/\1/p') || _un=''
   if [ -z "$_un" ] && [ -f "$_uj" ]; then
     _un=$(sed -n 's/^ *"jobs": \([0-9][0-9]*\),.*/\1/p' "$_uj" | head -n 1)
   fi
@@ -545,12 +551,8 @@ dirty_rows() {
 # does not list as the CSV writes them gets no --only. Nothing without
 # the runner or the experiment file.
 _dirty_only() {
-  _dc="${REPORT_EXPERIMENTS:-}/$(basename "$1" .csv).cfg"
-  [ -n "${REPORT_RUNNER:-}" ] && [ -f "$_dc" ] || return 0
-  # the jobs' lines, "[I/N] KEY=VALUE ...", against a folder that does
-  # not exist: they do not depend on rows, and no CSV is read
-  _dj=$("$REPORT_RUNNER" --dry-run --out-dir "${REPORT_TMP:-${TMPDIR:-/tmp}}/no_rows.$$" "$_dc" 2> /dev/null |
-          sed -n 's/^\[[0-9]*\/[0-9]*\] //p') || return 0
+  # the jobs' lines, "[I/N] KEY=VALUE ..."
+  _dj=$(sweep_dry_run "$1" | sed -n 's/^\[[0-9]*\/[0-9]*\] //p') || return 0
   for _dk in $(printf '%s\n' "$_dj" | head -n 1); do
     _dk=${_dk%%=*}
     has_col "$1" "$_dk" || continue
