@@ -211,6 +211,9 @@ from_other_gpu() {
   printf '%s is from the %s' "${1##*/}" "${_ok:-another GPU}"
   todo "${1##*/} on the $GPU_KIND, as the rows beside it (now the ${_ok:-another GPU})"
 }
+# on_this_gpu FILE: FILE exists and its latest ok row is from $GPU (on_gpu
+# first), so its numbers may stand beside the section's own and the anchor's.
+on_this_gpu() { [ -f "$1" ] && [ "$(gpu_of "$1")" = "$GPU" ]; }
 # on_gpu CSV: GPU, gpu_of CSV, and GPU_KIND, its kind ("the GPU" when
 # none, for prose).
 on_gpu() {
@@ -283,6 +286,11 @@ calc() {
   awk "BEGIN { r = sprintf(\"$1\", $2); if (r ~ /^[-+][0.]+%?\$/) r = substr(r, 2); printf \"%s\", r }"
 }
 is_true() { awk "BEGIN { exit !($1) }"; }
+# Time A against time B as a speed ratio, "1.31x as fast" (B / A): one
+# convention for every comparison, winning or losing ("0.92x as fast"),
+# where "x% faster" would read as time saved to some and speed gained to
+# others.
+as_fast() { printf '%sx as fast' "$(calc %.2f "$2 / $1")"; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
 # "**we lose, 1.04x its time**"; a factor that two decimals would show as
 # 1.00 gets three, so a verdict never reads "1.00x".
@@ -537,8 +545,8 @@ dirty_rows() {
   _do=$(_dirty_only "$1") || exit 1
   todo "$_dn rows of $(basename "$1") again from a commit (\`./runner --force$_do experiments/$(basename "$1" .csv).cfg\`)"
   echo "$_dn of the $_dt rows of $(basename "$1") were measured from a tree with"
-  echo "uncommitted changes (git_dirty 1), so no commit holds the code that made"
-  echo "them: take them as indicative until they are measured again from a commit."
+  echo "uncommitted changes, so no commit holds the code that made them: take"
+  echo "them as indicative until they are measured again from a commit."
   echo
 }
 
