@@ -64,6 +64,18 @@ size_label() {
   awk -v s="$1" 'BEGIN { if (s >= 1024 && s % 1024 == 0) printf "%g GiB", s / 1024;
                          else printf "%g MiB", s }'
 }
+# cpu_of MACHINE: where MPI's CPU processes ran on MACHINE, "the 16-core
+# Intel Xeon of the 1x NVIDIA H200 machine": a machine is named by its
+# GPUs, which MPI+CPU does not use; MACHINE itself where the CSV predates
+# the cpu columns.
+cpu_of() {
+  if ! has_col "$csv" cpu_model || ! has_col "$csv" cpu_cores; then printf '%s' "$1"; return; fi
+  _cm=$(latest --where backend=mpi --where machine="$1" --col cpu_model |
+    sed 's/([RT]M*)//g; s/ @.*//; s/ Processor$//; s/ CPU$//; s/  */ /g')
+  _cc=$(latest --where backend=mpi --where machine="$1" --col cpu_cores)
+  [ -n "$_cm" ] || { printf '%s' "$1"; return; }
+  printf 'the %s%s of the %s machine' "${_cc:+$_cc-core }" "$_cm" "$1"
+}
 # "a\nb\nc" -> "a, b, c"
 join_lines() { printf '%s\n' "$1" | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }'; }
 # "nccl:2\nmpi:4" -> "NCCL+GPU with 2 ranks, MPI+CPU with 4 ranks"
@@ -144,7 +156,9 @@ fi
 
 mpilib=$(join_lines "$(tool distinct "$csv" --cols mpi_library --where backend=mpi)")
 ncclv=$(join_lines "$(tool distinct "$csv" --cols nccl_version --where backend=nccl)")
-m_mpi=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=mpi --where status=ok --sort machine)")
+m_mpi=$(tool distinct "$csv" --cols machine --where backend=mpi --where status=ok --sort machine |
+  while IFS= read -r m; do [ -z "$m" ] || cpu_of "$m"; echo; done)
+m_mpi=$(join_lines "$m_mpi")
 m_nccl=$(join_lines "$(tool distinct "$csv" --cols machine --where backend=nccl --where status=ok --sort machine)")
 cat <<EOF
 Each job starts \`world_size\` ranks under mpirun and all-reduces (sum) an fp32
@@ -231,10 +245,15 @@ if [ -n "$wn" ] && [ -n "$wm" ] && [ "$wn" = "$wm" ]; then
     bn=$(at_L --col busbw_gbps --fmt %.1f --where backend=nccl)
     bm=$(at_L --col busbw_gbps --fmt %.1f --where backend=mpi)
     mn=$(at_L --col machine --where backend=nccl)
-    mm=$(at_L --col machine --where backend=mpi)
+    mm=$(cpu_of "$(at_L --col machine --where backend=mpi)")
     num "NCCL's busbw at $L MiB" "$bn"
     num "MPI's busbw at $L MiB" "$bm"
-    factor=$(calc "%.0f" "$bn / $bm")
+    # the ratio of the values as measured, not as printed to 0.1
+    rn=$(at_L --col busbw_gbps --where backend=nccl)
+    rm=$(at_L --col busbw_gbps --where backend=mpi)
+    num "NCCL's busbw at $L MiB" "$rn"
+    num "MPI's busbw at $L MiB" "$rm"
+    factor=$(calc "%.0f" "$rn / $rm")
     text="At $(size_label "$L") with $wn ranks, NCCL between GPUs ($mn) reaches
 $bn GB/s bus bandwidth against $bm GB/s for MPI between CPU processes ($mm),
 $factor times more: NCCL reduces in GPU memory over the GPUs' links, MPI
@@ -254,8 +273,11 @@ if [ -n "$wn" ]; then
     t1=$(nccl_wn --col time_ms_median --fmt %.3f --where size_mib="$s1")
     b0=$(nccl_wn --col busbw_gbps --fmt %.1f --where size_mib="$s0")
     b1=$(nccl_wn --col busbw_gbps --fmt %.1f --where size_mib="$s1")
-    for v in "$t0" "$t1" "$b0" "$b1" "$s0" "$s1"; do num "an NCCL measurement" "$v"; done
-    grow=$(calc "%.0f" "$t1 / $t0")
+    # the ratio of the values as measured, not as printed
+    r0=$(nccl_wn --col time_ms_median --where size_mib="$s0")
+    r1=$(nccl_wn --col time_ms_median --where size_mib="$s1")
+    for v in "$t0" "$t1" "$b0" "$b1" "$s0" "$s1" "$r0" "$r1"; do num "an NCCL measurement" "$v"; done
+    grow=$(calc "%.0f" "$r1 / $r0")
     more=$(calc "%.0f" "$s1 / $s0")
     if is_true "$grow * 2 <= $more"; then
       how="only $grow times longer"
@@ -294,7 +316,9 @@ for b in mpi nccl; do
   else
     trend="stays level"
   fi
-  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi, both on $mb)"
+  on=$mb
+  [ "$b" != mpi ] || on=$(cpu_of "$mb")
+  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi, both on $on)"
 done
 if [ -n "$ranks_text" ]; then
   text="$text${text:+ }With more ranks, $ranks_text: a level busbw means the
@@ -442,8 +466,12 @@ if has_rows "$coll"; then
   fi
   echo
 else
+  # not for want of GPUs (the NCCL rows above had them): the sweep has
+  # not been run; the GPUs its largest job needs, from its dry run
+  cw=$(sweep_dry_run "$coll" | sed -n 's/^\[[0-9]*\/[0-9]*\] .*world_size=\([0-9][0-9]*\).*/\1/p' | sort -n | tail -n 1)
   echo "experiments/collectives.cfg times all-gather, reduce-scatter, broadcast"
-  echo "and all-to-all the same way; its NCCL sweep awaits 2 or more GPUs."
+  echo "and all-to-all the same way; it has not been run yet (there is no"
+  echo "collectives.csv): \`./runner experiments/collectives.cfg\` measures it${cw:+ on a machine of $cw GPUs}${m_nccl:+; the NCCL rows above ran on $m_nccl}."
   echo
-  todo "collectives.csv on 2 or more GPUs (\`./runner experiments/collectives.cfg\`)"
+  todo "collectives.csv (\`./runner experiments/collectives.cfg\`${cw:+ on $cw GPUs})"
 fi

@@ -31,12 +31,33 @@ gpus=$(tool distinct "$csv" --cols gpu_name --where status=ok | tr '\n' ';' | se
 engines=$(tool distinct "$csv" --cols backend --where status=ok | tr '\n' ' ')
 
 if [ "$PROBLEM" = benchmarking_script ]; then
+batch=$(tool distinct "$csv" --cols batch --where status=ok | paste -sd/ -)
+vocab=$(tool distinct "$csv" --cols vocab --where status=ok | paste -sd/ -)
+# The sizes' shapes as the runner builds them (model/config.c's table, the
+# handout's Table 1), each shown only where it gives its rows' parameter
+# count: the shapes are not in the rows, and nsys_profile (e) counts FLOPs
+# from them.
+cfgc="$REPORTS/../model/config.c"
+shapes=""
+if [ -f "$cfgc" ]; then
+  for s in $(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2); do
+    sh=$(sed -n "s/^ *{\"$s\", *\([0-9]*\), *\([0-9]*\), *\([0-9]*\), *\([0-9]*\), *\([0-9]*\)}.*/\1 \2 \3 \4 \5/p" "$cfgc" | head -n 1)
+    [ -n "$sh" ] || continue
+    # shellcheck disable=SC2086 # one value a word
+    set -- $sh
+    pr=$(tool value "$csv" --agg first --default "" --where status=ok --where size="$s" --col params)
+    rv=$(tool value "$csv" --agg first --default "" --where status=ok --where size="$s" --col vocab)
+    if [ -z "$pr" ] || [ -z "$rv" ]; then continue; fi
+    [ "$(calc %.0f "2 * $rv * $2 + $4 * (4 * $2 * $2 + 3 * $2 * $3 + 2 * $2) + $2")" = "$(calc %.0f "$pr")" ] || continue
+    shapes="$shapes${shapes:+, }$s $2/$3/$4/$5"
+  done
+fi
 echo "### (a) The benchmarking script"
 echo
 cat <<TEXT
 The script is the runner: \`./runner experiments/benchmarking_script.cfg\`
 sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) per row:
-model.md's model, batch 4, vocabulary 10000, random tokens, ${warmup}warm-up
+the handout's Transformer LM at its Table 1 sizes, batch $batch, vocabulary $vocab, random tokens, ${warmup}warm-up
 then ${steps}timed steps (mean and sample standard deviation). A step is
 forward with the mean cross-entropy, zero_grad and backward, one AdamW
 step, each phase closed by a device synchronisation before its clock is
@@ -45,6 +66,9 @@ to bf16 and accumulates in fp32 (weights, gradients, optimizer state fp32).
 Peak: the engine's allocation peak. Engine: ${engines}op by op (one kernel
 per operation, scores materialised). GPU: ${gpus}.
 TEXT
+[ -z "$shapes" ] ||
+  echo "Sizes as d_model/d_ff/layers/heads (model/config.c, each giving its rows' parameter count): $shapes." |
+    fold -s -w 76 | sed 's/ *$//'
 if has_anchor "$anchor"; then
   echo "PyTorch: the course reference's eager numbers on the same GPU"
   echo "(reports/anchors/lm_pytorch.csv; context 512)."
@@ -60,9 +84,10 @@ echo "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 # Rows by precision, then model size (parameter count), context and mode,
 # each setting's newest ok row; PyTorch's first reference row of the same
 # settings beside it (rows of another GPU, left by a partial re-run, meet
-# none). One csvtool call a file (assigned, so that set -e sees it fail);
-# awk joins them.
-pts=$(tool select "$anchor" --where config=reference \
+# none), at our rows' batch (the file also holds the 2024 shapes' rows,
+# batch 16 at context 128). One csvtool call a file (assigned, so that
+# set -e sees it fail); awk joins them.
+pts=$(tool select "$anchor" --where config=reference --where "batch=$(printf '%s' "$batch" | tr / '|')" \
         --first-of size,context,precision,mode \
         --cols size,context,precision,mode,time_ms --sep '|')
 rows=$(tool select "$csv" --where status=ok --sort precision,params,context,mode,-utc \
@@ -96,7 +121,9 @@ fv() { # SIZE PREC MODE COL at context 512: the latest ok row's value, or ""
 }
 sz1=$(printf '%s\n' $(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2) | head -n 1)
 szn=$(printf '%s\n' $(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2) | tail -n 1)
-f1=$(fv "$sz1" fp32 forward_backward fwd_ms_mean); fn=$(fv "$szn" fp32 forward_backward fwd_ms_mean)
+# forward from the forward-only rows, backward from the forward + backward
+# ones (whose forward phase differs a little from the forward-only row's)
+f1=$(fv "$sz1" fp32 forward fwd_ms_mean); fn=$(fv "$szn" fp32 forward fwd_ms_mean)
 b1=$(fv "$sz1" fp32 forward_backward bwd_ms_mean); bn=$(fv "$szn" fp32 forward_backward bwd_ms_mean)
 rat=$(tool select "$csv" --cols fwd_ms_mean,bwd_ms_mean --where status=ok --where mode=forward_backward |
         tail -n +2 | awk -F, '$1 > 0 && $2 > 0 { r = $2 / $1; if (!n++ || r < lo) lo = r; if (r > hi) hi = r }
@@ -114,7 +141,8 @@ if [ -n "$f1" ] && [ -n "$fn" ] && [ -n "$b1" ] && [ -n "$bn" ] && [ -n "$rat" ]
   set -- $var; vn=$1 vk=$2 vmed=$3 vmx=$4 vs=$5 vm=$6; shift 6; vw="$*"
   cat <<TEXT
 **Answer.** At context 512 in fp32, a forward pass takes $(calc %.1f "$f1") ms ($sz1) to
-$(calc %.1f "$fn") ms ($szn) and a backward pass $(calc %.1f "$b1") to $(calc %.1f "$bn") ms; over every
+$(calc %.1f "$fn") ms ($szn) in the forward-only rows, and a backward pass $(calc %.1f "$b1") to
+$(calc %.1f "$bn") ms in the forward + backward rows; over every
 forward + backward row, backward takes $rlo to $rhi times forward (two
 products per forward product). Variability is small: the step's standard
 deviation is at most 1% of its mean in $vk of $vn rows (median $vmed%); the
@@ -355,8 +383,8 @@ TEXT
     fma=$(fam "$(fused_of fp32 materialized false message)" attention)
     ffa=$(fam "$(fused_of fp32 flash false message)" attention)
     cat <<TEXT
-Of the fp32 paths (train step, context 512): op by op takes $ob32 ms (the
-table above); torch_compile.csv's fused rows take $fm ms with cuBLAS-materialised
+Of the fp32 paths (train step, context 512): op by op takes $ob32 ms
+(section 1.1.1 (b)); torch_compile.csv's fused rows take $fm ms with cuBLAS-materialised
 attention (attention $(d "$fma") ms) and $ff ms with flash attention on CUDA
 cores (attention $(d "$ffa") ms). The flash row is $(cmpw "$ff" "$fm") the
 materialised fused row and $(cmpw "$ff" "$ob32") op by op.
@@ -387,7 +415,8 @@ agree with the CPU engine to the same 1e-4 as true fp32 (test_model_cuda).
 PyTorch has no such mode for its products (its fp32 rows multiply in
 true fp32), but its fp32 SDPA, the memory-efficient kernel on this GPU,
 computes attention this way (CUTLASS's 3xTF32). Step times, train step,
-context 512; the ratio against torch.compile + SDPA + fused AdamW:
+context 512, each the mean of its row's timed steps (section T's tables
+give medians); the ratio against torch.compile + SDPA + fused AdamW:
 
 TEXT
   # this CSV's rows against PyTorch on their own GPU
@@ -513,10 +542,13 @@ if [ -f "$oib" ] && has_col "$oib" gpu_sm_mhz &&
   cat <<TEXT
 Section T's training steps (experiments/optimizer_in_backward.cfg, fused +
 flash, batch 4, on $pgpu) with what NVML read every 5 ms over their timed
-steps: the mean SM clock, the mean power, the share of readings the power
-cap throttled, and the energy a step (mean power x median step). Where the
-cap throttles, a step's time follows its energy rather than its work's
-rate, and work overlapped with other work slows both.
+steps: the mean SM clock, the mean power, the share of readings throttled
+by power ("power-capped": NVML names its software power cap or its
+hardware power brake among the reasons it holds the clock down), and the
+energy a step (mean power x median step). The power limit itself is not
+recorded. Where the cap throttles, a step's time follows its energy
+rather than its work's rate, and work overlapped with other work slows
+both.
 
 | size | context | precision | optimizer | step (ms) | SM clock (MHz) | power (W) | power-capped | energy a step (J) |
 |---|--:|---|---|--:|--:|--:|--:|--:|
@@ -536,13 +568,20 @@ TEXT
     awk -F, '{ n++; if ($2 >= 0.5) { k++; if (!c || $1 < c) c = $1 } else if ($1 > u) u = $1 }
       END { printf "%d %d %.0f %.0f\n", n, k, c, u }' > "$REPORT_TMP/capped"
   read -r cn ck cmin umax < "$REPORT_TMP/capped"
-  printf 'The cap throttles most readings in %s of these %s steps' "$ck" "$cn"
-  if [ "$ck" -gt 0 ] && [ "$ck" -lt "$cn" ] && is_true "$umax < $cmin"; then
-    printf ': every step averaging %s W or more, none averaging %s W or less\n' "$cmin" "$umax"
-    echo "(NVML's power is an average; the cap acts on the peaks within it)."
-  else
-    echo "."
-  fi
+  {
+    printf 'The cap throttles most readings in %s of these %s steps' "$ck" "$cn"
+    if [ "$ck" -gt 0 ] && [ "$ck" -lt "$cn" ] && is_true "$umax < $cmin"; then
+      printf ': every step averaging %s W or more, none averaging %s W or less' "$cmin" "$umax"
+      echo " (NVML's power is an average; the cap acts on the peaks within it)."
+    elif [ "$ck" -gt 0 ] && [ "$ck" -lt "$cn" ]; then
+      # the means overlap: a throttled row below an unthrottled one reads as
+      # a contradiction unless the text says what a mean leaves out
+      printf ', yet mean power does not sort them: a throttled step averages as little as %s W, an unthrottled one as much as %s W.' "$cmin" "$umax"
+      echo " The cap acts on the draw moment to moment, which a mean hides: each NVML reading is itself an average over time, and the table averages those again."
+    else
+      echo "."
+    fi
+  } | fold -s -w 76 | sed 's/ *$//' 
   echo
 fi
 
@@ -595,7 +634,7 @@ if [ -f "$wj" ]; then
       for (i = 2; i <= n; i++) b[i - 1] = a[i]
       for (i = 1; i < n; i++) for (j = i + 1; j < n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
       m = (n - 1) % 2 ? b[n / 2] : (b[(n - 1) / 2] + b[(n + 1) / 2]) / 2
-      k[sz " " pr] = sprintf("%s %s: first step %.1f against %.1f ms for the rest (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
+      k[sz " " pr] = sprintf("%s %s: first step %.1f ms against the other steps\047 median of %.1f ms (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
     }
     END { for (x in k) print k[x] }' "$wj" | sort)
 fi
@@ -647,14 +686,21 @@ while IFS='|' read -r wsize wprec; do
 done)
 if [ -n "$cls" ]; then
   printf '%s\n' "$cls" | awk -F'|' -v ws="$wstd" -v wm="$wmean" -v wmo="$wmore" '
-    $2 == 0 { st = st (st ? ", " : "") $1 }
+    # "a, b and c" of a list l of n, its last item z
+    function andl(l, n, z) { return n > 1 ? substr(l, 1, length(l) - length(z) - 2) " and " z : l }
+    $2 == 0 { st = st (st ? ", " : "") $1; z = $1; nst++
+              if ($3 + 0 > sm) sm = $3 + 0; if ($4 + 0 > dm) dm = $4 + 0 }
     $2 == 1 { no = no (no ? "; " : "") $1 " (std up to " $3 "% of the mean, mean up to " $4 "% off)" }
     $5 ~ /L/ { lo = lo (lo ? ", " : "") $1 }
     $5 ~ /N/ { nn = nn (nn ? ", " : "") $1 }
     END {
-      printf "With %s warm-up steps (steady: std at most %s%% of the mean, mean\nwithin %s%% of the one-warm-up row\x27s)", wmo, ws, wm
-      if (st) printf ", steady: %s", st
-      if (no) printf "%s noisy: %s", (st ? ";" : ","), no
+      # all steady: the worst measured std and mean offset say how steady
+      if (st && !no)
+        printf "With %s warm-up steps every configuration is steady: the step\x27s std is at most %.1f%% of its mean, and the mean within %.1f%% of the one-warm-up row\x27s", wmo, sm, dm
+      else if (st)
+        printf "With %s warm-up steps %s %s steady (std at most %s%% of the mean, mean within %s%% of the one-warm-up row\x27s); noisy: %s", wmo, andl(st, nst, z), (nst > 1 ? "are" : "is"), ws, wm, no
+      else
+        printf "With %s warm-up steps no configuration is steady (std at most %s%% of the mean, mean within %s%% of the one-warm-up row\x27s): %s", wmo, ws, wm, no
       print "."
       if (lo) print "No lower std after one warm-up step than without: " lo "."
       if (nn) print "Noisy even after one warm-up step: " nn "."

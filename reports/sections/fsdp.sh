@@ -373,7 +373,7 @@ ROW
     # " (rows from two commits)" where the best row and the one it is
     # compared with were measured from different commits
     b_git=$(atk git_commit "$brs")
-    vintage() { [ "$1" = "$b_git" ] || printf ' (rows from two commits)'; }
+    vintage() { [ "$1" = "$b_git" ] || printf 'rows from two commits'; }
     ok_ms=$(atk step_ms_median "$other")   # the same k the other way
     ok_pk=$(atk engine_peak_mib "$other")
     b_pk=$(atk engine_peak_mib "$brs")
@@ -386,17 +386,53 @@ ROW
       echo "Rank 0's kernels: attention $(calc %.0f "$att") ms against the matrix products'"
       echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * $aflops / $flops")% of the model FLOPs: attention is the lever."
     fi
+    # One setting changed at a time from the best row, the others as it
+    # has them; then over every such pair in the table (each arrangement's
+    # latest row), since a setting's effect depends on the others (keeping
+    # the weights loses with attention rerun at k = 2).
+    # shellcheck disable=SC2086 # hc: empty, or one more column
+    lrows=$(tool select "$csv" --where status=ok --sort -utc \
+              --first-of "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc" \
+              --cols "checkpoint_layers,reshard_after_forward,checkpoint_keep_attention$hc,step_ms_median" --sep '|')
+    # pairs FIELD A B: "N WINS LO HI" over the rows that differ only in
+    # field FIELD (1 k, 2 resharded, 3 attention kept, 4 head chunk), A's
+    # speed against B's (B's time over A's; WINS: A the faster)
+    pairs() {
+      printf '%s\n' "$lrows" | awk -F'|' -v f="$1" -v a="$2" -v b="$3" '
+        NF == 4 { $5 = $4; $4 = 0 }   # rows without head_chunk: whole
+        NF >= 4 { key = ""; for (i = 1; i <= 4; i++) if (i != f) key = key "|" $i
+                  if ($f == a) ta[key] = $5; else if ($f == b) tb[key] = $5 }
+        END { for (k in ta) if (k in tb) { r = tb[k] / ta[k]; n++; w += r > 1
+                if (n == 1 || r < lo) lo = r; if (n == 1 || r > hi) hi = r }
+              if (n) printf "%d %d %.2f %.2f\n", n, w, lo, hi }'
+    }
+    # over_all FIELD A B: "over the table's N such pairs: LO to HI as
+    # fast, faster at W of them", or nothing with one pair
+    over_all() {
+      # shellcheck disable=SC2046 # "N WINS LO HI": four words
+      set -- $(pairs "$1" "$2" "$3")
+      [ $# -eq 4 ] && [ "$1" -gt 1 ] || return 0
+      printf 'over the table'"'"'s %s such pairs: %sx to %sx as fast, faster at %s of them' "$1" "$3" "$4" "$2"
+    }
+    # notes A B: " (A; B)" of those not empty, or nothing
+    notes() {
+      _n="$1${1:+${2:+; }}$2"
+      [ -z "$_n" ] || printf ' (%s)' "$_n"
+    }
+    rs_w() { [ "$1" = true ] && echo "resharded" || echo "kept (not resharded)"; }
+    ka_w() { [ "$1" = true ] && echo "kept" || echo "rerun"; }
+    ch_w() { [ "$1" = 0 ] && echo "whole logits" || echo "logits in chunks of $1 tokens"; }
+    echo "One setting changed at a time from the best row, the others as it has them:"
     if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
       num "leaderboard_2026 peak" "$ok_pk"
       num "leaderboard_2026 peak" "$b_pk"
-      echo "Resharded: $brs against $other at k = $bk: $(calc %+.1f "100 * ($bms - $ok_ms) / $ok_ms")% of the step, $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$other")");"
+      echo "weights $(rs_w "$brs") against $(rs_w "$other") at k = $bk: $(as_fast "$bms" "$ok_ms"), $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$other")")" "$(over_all 2 "$brs" "$other")");"
     fi
-    echo "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most: every k reruns one forward."
     na=$([ "$bka" = true ] && echo false || echo true)
     ka_ms=$(atk step_ms_median "$brs" "$bk" "$na") ka_pk=$(atk engine_peak_mib "$brs" "$bk" "$na")
     if [ -n "$ka_ms" ] && [ -n "$ka_pk" ]; then
       num "leaderboard_2026 step" "$ka_ms"
-      echo "Attention kept: $bka against $na: $(calc %+.1f "100 * ($bms - $ka_ms) / $ka_ms")% of the step, $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$brs" "$bk" "$na")")."
+      echo "attention $(ka_w "$bka") against $(ka_w "$na"): $(as_fast "$bms" "$ka_ms"), $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$brs" "$bk" "$na")")" "$(over_all 3 "$bka" "$na")");"
     fi
     # the head in chunks against whole (or back), at the best row's k,
     # resharding and attention
@@ -406,11 +442,26 @@ ROW
       ch_ms=$(atk step_ms_median "$brs" "$bk" "$bka" "$och") ch_pk=$(atk engine_peak_mib "$brs" "$bk" "$bka" "$och")
       if [ -n "$och" ] && [ -n "$ch_ms" ] && [ -n "$ch_pk" ]; then
         num "leaderboard_2026 step" "$ch_ms"
-        echo "Head chunk $bch against $och tokens: $(calc %+.1f "100 * ($bms - $ch_ms) / $ch_ms")% of the step, $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU$(vintage "$(atk git_commit "$brs" "$bk" "$bka" "$och")");"
+        echo "$(ch_w "$bch") against $(ch_w "$och"): $(as_fast "$bms" "$ch_ms"), $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$brs" "$bk" "$bka" "$och")")" "$(over_all 4 "$bch" "$och")");"
         # chunks rerun the head's product in backward: 2 x tokens x d x V
         echo "chunks rerun the head's product: $(calc %.1f "100 * 2 * $btok * $bd * $bV / $flops")% of the model FLOPs more."
       fi
     fi
+    # k's spread: at the best row's other settings (worst, above), and the
+    # widest over the table's settings, named
+    kspread=$(printf '%s\n' "$lrows" | awk -F'|' '
+      NF == 4 { $5 = $4; $4 = 0 }
+      NF >= 4 { g = $2 "|" $3 "|" $4; if (!(g in lo) || $5 < lo[g]) lo[g] = $5; if ($5 > hi[g]) hi[g] = $5 }
+      END { for (g in lo) { r = hi[g] / lo[g] - 1; if (r > best) { best = r; bg = g } }
+            if (bg != "") { split(bg, x, "|"); printf "%.1f %s %s %s\n", 100 * best, x[1], x[2], x[3] } }')
+    printf '%s' "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most at the best row's other settings"
+    if [ -n "$kspread" ]; then
+      # shellcheck disable=SC2086 # "PCT RESHARDED KEPT CHUNK": four words
+      set -- $kspread
+      [ "$2 $3 $4" = "$brs $bka $bch" ] ||
+        printf '%s' ", by $1% at most over the table (weights $(rs_w "$2"), attention $(ka_w "$3"), $(ch_w "$4"))"
+    fi
+    echo ": every k reruns one forward."
     echo
     # PyTorch at this shape on this GPU (reports/anchors/torch_ddp.py):
     # FSDP2 + torch.compile + checkpoints, its fastest configuration
@@ -427,7 +478,34 @@ ROW
       # did not complete (the rest appear like for like below)
       # shellcheck disable=SC2086
       prows=$(tool distinct "$pt" --cols config,status $lw)
-      listed() { tr '\n' ';' | sed 's/;$//; s/;/, /g; s/:/: /g'; }
+      # cfg_words CONFIG: torch_ddp.py's configuration name in words
+      # (fsdp[_keep]_MODE[_ckptK][_keepattn][_chunkR]); a name of another
+      # form as it is, in backquotes
+      cfg_words() {
+        _c=$1 _w=
+        case $_c in fsdp_*) ;; *) printf "\`%s\`" "$1"; return ;; esac
+        _c=${_c#fsdp_}
+        case $_c in *_chunk*) _w=", the loss in chunks of ${_c##*_chunk} tokens" _c=${_c%_chunk*} ;; esac
+        case $_c in *_keepattn) _w=", attention kept$_w" _c=${_c%_keepattn} ;; esac
+        case $_c in *_ckpt*) _w=", checkpoints of k = ${_c##*_ckpt}$_w" _c=${_c%_ckpt*} ;; esac
+        case $_c in keep_*) _w=", weights kept$_w" _c=${_c#keep_} ;; *) _w=", resharded$_w" ;; esac
+        case $_c in
+          compiled) _c=compiled ;; eager) _c=eager ;;
+          compiled_cudagraphs) _c="compiled with CUDA graphs" ;;
+          *) printf "\`%s\`" "$1"; return ;;
+        esac
+        printf '%s%s' "$_c" "$_w"
+      }
+      # listed: "config:status" lines as "WORDS: STATUS; ..."
+      listed() {
+        _l=
+        while IFS=: read -r _lc _ls; do
+          [ -n "$_lc" ] || continue
+          case $_ls in oom) _ls="out of memory" ;; timeout) _ls="timed out" ;; esac
+          _l="$_l${_l:+; }$(cfg_words "$_lc"): $_ls"
+        done
+        printf '%s' "$_l"
+      }
       ptried=$(printf '%s\n' "$prows" | listed)
       pfailed=$(printf '%s\n' "$prows" | grep -v ':ok$' | listed)
       if [ -n "$pbest" ]; then
@@ -440,7 +518,7 @@ ROW
         is_true "$b_pk / 1024 <= $pgib" || m="**we use $(calc %.2f "$b_pk / 1024 / $pgib")x its memory**"
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
         echo "fused AdamW, reports/anchors/torch_ddp.py${pfailed:+; also tried: $pfailed}), its fastest"
-        echo "\`$pc\`: $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
+        echo "($(cfg_words "$pc")): $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
         # the head in chunks: our fastest such row against the same
         # anchor (said when that anchor's loss takes the logits whole)
         if [ -n "$hc" ]; then

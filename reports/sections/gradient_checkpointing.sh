@@ -21,7 +21,9 @@ input; its rerun in backward runs blocks 1 .. N - 1 inside a checkpoint
 that again keeps only that input, so only block N's residuals are saved;
 then blocks 1 .. N - 2 are rerun for block N - 1, and so on. The peak is
 one block's residuals plus a few boundary tensors, **O(1)**, for **O(N^2)
-compute** (block k runs N - k + 1 times). Recursive halving is the usual
+compute**: block k runs N - k + 2 times, once in forward and once in each
+rerun, of blocks 1 .. N, then 1 .. N - 1, down to 1 .. k (block N twice,
+block 1 N + 1 times). Recursive halving is the usual
 middle: O(log N) memory, O(N log N) compute.
 
 ```python

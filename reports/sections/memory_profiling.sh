@@ -48,9 +48,9 @@ contexts=$(tool distinct "$csv" --cols context --where status=ok --sort context)
 cmax=$(printf '%s\n' $contexts | tail -n 1)
 
 cat <<TEXT
-The $size model (batch $batch, ${fusion} path) on ${gpus}. Every \`lm\` job
+The $size model (batch $batch, $(case $fusion in opbyop) echo op-by-op ;; *) echo "$fusion" ;; esac) path) on ${gpus}. Every \`lm\` job
 logs the engine's allocations and frees from model creation to the end of
-its first step (\`eng_memlog\`: exact, not sampled). Our model allocates
+its first step (exact, not sampled). Our model allocates
 its parameters, gradients and every activation (one allocation) when it is
 created; a step allocates only, once, the AdamW moments and a larger
 workspace when a product first needs one.

@@ -97,7 +97,7 @@ if [ -n "$ms" ]; then
   num ms "$ms"; num mib "$mib"
   if same_kind "$gpu" "$pgpu"; then
     num pms "$pms"; num pgib "$pgib"
-    echo "| 2.7B training step, bf16, context 512, batch 4 | $(kind "$gpu") | $(calc '%.1f' "$ms") ms | torch.compile + SDPA + fused AdamW $(calc '%.1f' "$pms") ms: $(verdict "$ms" "$pms") |"
+    echo "| 2.7B training step, bf16, context 512, batch 4, median (section T) | $(kind "$gpu") | $(calc '%.1f' "$ms") ms | torch.compile + SDPA + fused AdamW $(calc '%.1f' "$pms") ms: $(verdict "$ms" "$pms") |"
     if is_true "$mib / 1024 > $pgib"; then m="**we use $(calc '%.2f' "$mib / 1024 / $pgib")x the memory**"
     else m="ours $(calc '%.2f' "$mib / 1024 / $pgib")x the memory"; fi
     echo "| peak memory of that step | $(kind "$gpu") | $(calc '%.1f' "$mib / 1024") GiB | $(calc '%.1f' "$pgib") GiB: $m |"
@@ -124,7 +124,7 @@ if [ -n "$ms" ]; then
       fi
     fi
   else
-    echo "| 2.7B training step, bf16, context 512, batch 4 | $(kind "$gpu") | $(calc '%.1f' "$ms") ms, $(calc '%.1f' "$mib / 1024") GiB | not yet measured on the $(kind "$gpu") (reports/anchors/torch_lm.py) |"
+    echo "| 2.7B training step, bf16, context 512, batch 4, median (section T) | $(kind "$gpu") | $(calc '%.1f' "$ms") ms, $(calc '%.1f' "$mib / 1024") GiB | not yet measured on the $(kind "$gpu") (reports/anchors/torch_lm.py) |"
   fi
 fi
 # fp32: our faster of section T's row (flash) and torch_compile's fused
@@ -323,7 +323,7 @@ ardirty=$(val "$DATA/allreduce.csv" git_dirty --sort -utc --where backend=nccl -
 pmach=$(val "$ar_anchor" machine --sort -utc --where op=all_reduce --where world_size=8 --where size_mib=1024)
 if [ -n "$bw" ] && [ -n "$pbw" ] && same_kind "$mach" "$pmach"; then
   num bw "$bw"; num pbw "$pbw"
-  echo "| NCCL all-reduce, 1 GiB fp32, 8 GPUs, bus bandwidth | 8 x $(kind "$mach") | $(calc '%.1f' "$bw") GB/s$([ "$ardirty" != 1 ] || printf ' (uncommitted tree: 2.1.1)') | torch.distributed $(calc '%.1f' "$pbw") GB/s, same host |"
+  echo "| NCCL all-reduce, 1 GiB fp32, 8 GPUs, bus bandwidth | 8 x $(kind "$mach") | $(calc '%.1f' "$bw") GB/s$([ "$ardirty" != 1 ] || printf ' (measured from an uncommitted tree; see 2.1.1)') | torch.distributed $(calc '%.1f' "$pbw") GB/s, same host |"
   lost "$pbw" "$bw" "on the all-reduce's bandwidth"
 fi
 
@@ -349,8 +349,8 @@ for form in ddp_copy_engine zero1_copy_engine; do
   num d32 "$d32"; num d16 "$d16"
   # the scripted anchor on our GPU (its fastest bucket size), as the DDP
   # section reads it; else the copied ddp_pytorch_compiled.csv
-  pt2() { # PRECISION: the scripted anchor's fastest 2-GPU step on our GPU
-    val "$ANCHORS/torch_ddp.csv" step_ms_mean --sort step_ms_mean --where gpu="$dg" \
+  pt2() { # PRECISION: the scripted anchor's fastest 2-GPU step on our GPU (median)
+    val "$ANCHORS/torch_ddp.csv" step_ms_median --sort step_ms_median --where gpu="$dg" \
       --where 'config=compiled|compiled_cudagraphs' --where world_size=2 --where precision="$1" \
       --where size=xl --where context=128 --where rank_batch=2
   }

@@ -71,8 +71,10 @@ torch.compile fuses in the handout's module (scale, mask, softmax and
 logsumexp in one kernel between two cuBLAS products), and FlashAttention-2
 (torch_compile_attention.csv). PyTorch (reports/anchors/torch_attention.csv,
 the GPU of the materialised rows, do_bench medians): the module eager and compiled, and SDPA.
-"compiled x" is eager over compiled, forward + backward (above 1: compiling
-helps), as are the last two columns.
+"compiled x" is eager over compiled (above 1: compiling helps), as are the
+last two columns, all of a forward+backward pair timed as one loop (CSV
+column fwd_bwd), which runs the two back to back and need not equal the sum
+of the two columns.
 
 TEXT
   if [ "$nf" -gt 0 ]; then
@@ -111,10 +113,12 @@ TEXT
         m = "m" k; l = "l" k; e = "eager" k; c = "materialized" k; sd = "sdpa" k
         if (f[m] b[m] f[l] b[l] == "") continue
         cx = r2(fbk[e], fbk[c]); oc = r2(fbk[m], fbk[c]); fs = r2(fbk[l], fbk[sd]); fm = r2(fbk[l], fbk[m])
-        if (cx != "-") print "cx", cx, dh[i], sq[j] > statf
-        if (oc != "-") print "oc", oc, dh[i], sq[j] > statf
-        if (fs != "-") print "fs", fs, dh[i], sq[j] > statf
-        if (fm != "-") print "fm", fm, dh[i], sq[j] > statf
+        # the stats keep the unrounded ratio: a shape at x 0.997 is a win
+        # though its cell reads 1.00
+        if (cx != "-") print "cx", fbk[e] / fbk[c], dh[i], sq[j] > statf
+        if (oc != "-") print "oc", fbk[m] / fbk[c], dh[i], sq[j] > statf
+        if (fs != "-") print "fs", fbk[l] / fbk[sd], dh[i], sq[j] > statf
+        if (fm != "-") print "fm", fbk[l] / fbk[m], dh[i], sq[j] > statf
         if (nf > 0)
           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", dh[i], sq[j], fb(f[m], b[m]),
             fb(f[l], b[l]), fb(f[e], b[e]), fb(f[c], b[c]), fb(f[sd], b[sd]), cx, oc, fs
@@ -131,10 +135,10 @@ TEXT
   [ "$nf" -gt 0 ] || { echo "_Our FlashAttention-2 rows at these shapes are not yet measured: run $frun on a GPU._"; echo; }
   rng() { # KEY: "N LO HI D_AT_HI SEQ_AT_HI BELOW_1" over the stats of KEY, or nothing
     printf '%s' "$stats" | awk -v k="$1" '$1 == k { n++; v = $2 + 0
-        if (n == 1 || v < lo) { lo = v; los = $2 }
-        if (n == 1 || v > hi) { hi = v; his = $2; hd = $3; hs = $4 }
+        if (n == 1 || v < lo) lo = v
+        if (n == 1 || v > hi) { hi = v; hd = $3; hs = $4 }
         if (v < 1) b++ }
-      END { if (n) printf "%d %s %s %s %s %d\n", n, los, his, hd, hs, b }'
+      END { if (n) printf "%d %.2f %.2f %s %s %d\n", n, lo, hi, hd, hs, b }'
   }
   ans=""
   set -- $(rng cx)
@@ -288,11 +292,15 @@ param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
     for (mi = 1; mi <= 3; mi++) {
       m = modes[mi]
       printf "#### %s\n\n", name[m]
-      if (m == "train_step")
-        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash / torch.compile |"
-      else
-        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile | peak GiB op by op / fused flash |"
-      print "|---|---|--:|--:|--:|--:|--:|--:|---|"
+      # torch_lm.py times whole train steps only: the other two modes have
+      # no torch.compile column
+      if (m == "train_step") {
+        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | torch.compile (plain or with CUDA graphs, the faster) | peak GiB op by op / fused flash / torch.compile |"
+        print "|---|---|--:|--:|--:|--:|--:|--:|---|"
+      } else {
+        print "| size | precision | op by op | fused, materialised | fused, flash | speed-up (flash) | PyTorch eager | peak GiB op by op / fused flash |"
+        print "|---|---|--:|--:|--:|--:|--:|---|"
+      }
       for (pi = 1; pi <= 2; pi++) {
         p = precs[pi]
         for (si = 1; si <= ns; si++) {
@@ -300,9 +308,13 @@ param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
           o = rt[k]; fm = ft[k "|materialized"]; ff = ft[k "|flash"]
           if (o fm ff == "") continue
           pc = ""; pk = gib(rp[k]) " / " gib(fpk[k "|flash"])
-          if (m == "train_step") { pc = compiled(s, p); pk = pk " / " d(cp[s "|" p]) }
-          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, d(o), d(fm),
-            d(ff), sx(o, ff), d(et[k]), d(pc), pk
+          if (m == "train_step") {
+            pc = compiled(s, p); pk = pk " / " d(cp[s "|" p])
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, d(o), d(fm),
+              d(ff), sx(o, ff), d(et[k]), d(pc), pk
+          } else
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s, p, d(o), d(fm),
+              d(ff), sx(o, ff), d(et[k]), pk
           # the best fused row against op by op
           b = fm == "" ? ff : ff == "" || fm + 0 <= ff + 0 ? fm : ff
           if (o != "" && b != "") printf "%s %s %s %s\n", m, p, sprintf("%.2f", o / b), s > spdf
@@ -332,7 +344,7 @@ spd=""
 [ ! -s "$tc_spd" ] || spd="$(cat "$tc_spd")
 "
 echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW,"
-echo "same GPU model)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
+echo "same GPU model; the faster of plain torch.compile and its CUDA-graph mode, reduce-overhead, by median step, with that form's mean and peak)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
 echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
 echo
 rngs() { # MODE PREC: "lo hi" of op by op / best fused
@@ -368,9 +380,9 @@ for sp in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
   if [ -n "$ptp" ]; then
     nmem=$((nmem + 1))
     if is_true "$lowp / 1024 > $ptp"; then
-      lost=$((lost + 1)); mem="; peak at least $(gib "$lowp") against $(calc %.1f "$ptp") GiB, **we lose**"
+      lost=$((lost + 1)); mem="; our lowest peak $(gib "$lowp") against $(calc %.1f "$ptp") GiB, **we lose**"
     else
-      mem="; peak down to $(gib "$lowp") against $(calc %.1f "$ptp") GiB"
+      mem="; our lowest peak $(gib "$lowp") against $(calc %.1f "$ptp") GiB"
     fi
   fi
   lines="$lines- $1 $2: ours $(calc %.1f "$best") against $ptt ms, $rw$mem.
@@ -378,8 +390,9 @@ for sp in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
 done
 if [ -n "$lines" ]; then
   echo
-  echo "Our fastest train step against torch.compile's, which our speed claims"
-  echo "rest on:"
+  echo "Our fastest train step in these tables (mean of the timed steps; section T"
+  echo "takes the step further) against torch.compile's, with our lowest peak of"
+  echo "the three paths:"
   echo
   printf '%s' "$lines"
   [ "$nmem" -gt 0 ] && [ "$lost" -eq "$nmem" ] &&
@@ -401,12 +414,13 @@ for p in bf16 fp32; do
     for a in flash materialized; do
       st=$(v "$csv" "$s" $p train_step step_ms_mean --where attention=$a)
       [ -n "$st" ] || continue
+      aw=$a; [ "$a" != materialized ] || aw=materialised
       msg=$(tool value "$csv" --sort -utc --agg first --default "" --where status=ok \
               --where size="$s" --where context=512 --where precision=$p \
               --where mode=train_step --where attention=$a --col message)
       case $msg in
         'ms per step by kernel family: '*) ;;
-        *) ktab="$ktab| $s | $p | $a | $st | - | - | $(d "$msg") |
+        *) ktab="$ktab| $s | $p | $aw | $st | - | - | $(d "$msg") |
 "; continue ;;
       esac
       msg=${msg#ms per step by kernel family: }
@@ -421,13 +435,13 @@ for p in bf16 fp32; do
       if [ -z "$khi" ] || is_true "$dp > $khi"; then khi=$dp; fi
       kabs="$kabs$(calc "%.4f" "($sum > $str ? $sum - $str : $str - $sum) / $str * 100")
 "
-      ktab="$ktab| $s | $p | $a | $st | $(calc "%.1f" "$sum") | $dp% | $msg |
+      ktab="$ktab| $s | $p | $aw | $st | $(calc "%.1f" "$sum") | $dp% | $msg |
 "
     done
   done
 done
-echo "An extra untimed step per job, each operation between CUDA events"
-echo "(the row's message): ms per kernel family; events add time, so sums may differ from the step."
+echo "An extra untimed step per job times each operation between CUDA events"
+echo "(each row keeps the result in its message column): ms per kernel family; events add time, so sums may differ from the step."
 if [ "$kn" -gt 0 ]; then
   kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
     END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
@@ -438,7 +452,7 @@ if [ "$kn" -gt 0 ]; then
   else
     side="above the timed step in $kab of $kn rows, below in $kbe"
   fi
-  echo "The sum is $side; sum against step, $klo% to $khi% (median $kmed% either way)."
+  echo "The sum is $side; sum against step, $klo% to $khi% (median difference, either sign, $kmed%)."
 fi
 echo
 echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"
@@ -535,5 +549,5 @@ rm -f "$tmp"
 echo "![Training step time against model size, ours and PyTorch's, fp32 and bf16](torch_compile.svg)"
 echo
 echo "_The training-step table against parameter count, log axes: ours (solid),"
-echo "PyTorch eager (dashed), torch.compile (large points, two sizes); GPU: $gpus._"
+echo "PyTorch eager (dashed), torch.compile (large points); GPU: $gpus._"
 echo

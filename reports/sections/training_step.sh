@@ -54,9 +54,24 @@ shapes() {
     awk -F, 'BEGIN { o["small"]=1; o["medium"]=2; o["large"]=3; o["xl"]=4; o["2.7B"]=5 }
       { print (o[$1] ? o[$1] : 9) "," $0 }' | sort -t, -k4,4 -k1,1n -k3,3n | cut -d, -f2-
 }
+# The goal's numbers were set on the team's H100 (README_GPU) against
+# PyTorch's compiled step there; the anchor may sit on another GPU than
+# ours, so name both and never let 95 ms read as this GPU's PyTorch.
+goal_kind=$(gpu_kind "$README_GPU")
+h100_anchor="$REPORT_TMP/torch_lm.goal.csv"
+tool select "$ANCHORS/torch_lm.csv" --where gpu="$README_GPU" > "$h100_anchor" || exit 1
+gh=$(pt_compiled "$h100_anchor" 2.7B 512 bf16 step_ms_median)
+ghm=$(pt_compiled "$h100_anchor" 2.7B 512 bf16 peak_gib)
+if [ "$GPU" = "$README_GPU" ]; then goal_on="on this GPU"
+else goal_on="on an $goal_kind (not the $GPU_KIND measured here)"; fi
+if [ -n "$gh" ] && [ -n "$ghm" ]; then
+  num gh "$gh"; num ghm "$ghm"
+  goal_from="against PyTorch compiled's $(f1 "$gh") ms and $ghm GiB there"
+else goal_from="against PyTorch's compiled step there"; fi
 cat <<TEXT
-The goal: a step faster than the strongest PyTorch's and no larger
-(2.7B, bf16, context 512: <= 95 ms and <= 50 GiB). The fastest path
+The goal, at 2.7B, bf16, context 512: a step faster than the strongest
+PyTorch's and no larger. The project set its numbers $goal_on,
+$goal_from: <= 95 ms and <= 50 GiB. The fastest path
 (fused, FlashAttention-2, CUDA graphs: in backward, the updates in
 backward's graph), batch $batch, on $gpu;
 AdamW after backward against AdamW in backward (\`optimizer =
@@ -138,6 +153,21 @@ if ! has_anchor "$anchor"; then
 fi
 failed_jobs "$csv" size,context,precision,optimizer,status,message "size,context,precision,optimizer,status,message"
 
+# sline OPT: the latest samples line of the 2.7B, bf16, context-512 job
+# (where the bytes of the peak go: the answer and the table below).
+sline() {
+  sample_line "$jsonl" size=2.7B precision=bf16 context=512 optimizer="$1" adamw_blocks=0
+}
+la=$(sline after_backward)
+li=$(sline in_backward)
+pa='' pi=''
+if [ -n "$la" ] && [ -n "$li" ]; then
+  pa=$(peak_items "$la")
+  pi=$(peak_items "$li")
+fi
+# item ITEMS NAME: NAME's MiB in peak_items' ITEMS, or "".
+item() { printf '%s\n' "$1" | awk -F, -v k="$2" '$1 == k { print $2 }'; }
+
 # The headline: 2.7B, bf16, context 512.
 a=$(ours 2.7B 512 bf16 after_backward step_ms_median)
 i=$(ours 2.7B 512 bf16 in_backward step_ms_median)
@@ -153,7 +183,26 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   hidden=$(calc %.1f "$ab + $ao - $ib")
   echo "**Answer.** At 2.7B, bf16, context 512, AdamW in backward takes the"
   echo "step from $(f1 "$a") ms to $(f1 "$i") ms and the peak from $(gib "$am") GiB to"
-  echo "$(gib "$im") GiB: the full gradient buffer ($(calc %.1f "($am - $im) / 1024") GiB) is gone."
+  printf '%s' "$(gib "$im") GiB, $(calc %.1f "($am - $im) / 1024") GiB less"
+  # the fall by item of the peak (the samples): not all of it is the
+  # gradient buffer, part of which stays as slots
+  ga=$(item "$pa" grads); gn=$(item "$pi" grads)
+  xa=$(item "$pa" activations); xn=$(item "$pi" activations)
+  if [ -n "$ga" ] && [ -n "$gn" ] && [ -n "$xa" ] && [ -n "$xn" ]; then
+    for x in ga gn xa xn; do eval "num $x \"\$$x\""; done
+    echo ": the $(gib "$ga") GiB gradient buffer becomes $(gib "$gn") GiB of slots,"
+    dx=$(calc %.1f "($xa - $xn) / 1024")
+    if is_true "$dx >= 0.1"; then
+      printf '%s' "and the activations fall $dx GiB (with the slots, backward rebuilds the norms' outputs rather than keeping them: below)"
+    elif is_true "$dx <= -0.1"; then
+      printf '%s' "and the activations grow $(calc %.1f "-($dx)") GiB"
+    else printf '%s' "and the activations stay as they were"; fi
+    rest=$(calc %.1f "($am - $im - $ga + $gn - $xa + $xn) / 1024")
+    is_true "$rest < 0.1 && $rest > -0.1" || printf '%s' "; the other items $rest GiB"
+    echo "."
+  else
+    echo "."
+  fi
   if is_true "$hidden > 0"; then
     echo "Of AdamW's $(f1 "$ao") ms after backward, only $hidden ms hide under"
   else   # the updates beside backward cost more than after it
@@ -187,11 +236,25 @@ if [ -n "$a" ] && [ -n "$i" ]; then
         gi=$1; gim=$2; shift 2; gform=" ($*)"
       fi
     fi
-    # the goal is set on an H100; say which GPU met or missed it
-    echo "The goal, <= 95 ms and <= 50 GiB, is"
+    # the goal's numbers are the H100's; on another GPU also judge it as
+    # it reads in words (against this GPU's PyTorch), and at the H100's
+    # margin under PyTorch's time
+    if [ "$GPU" = "$README_GPU" ]; then echo "The goal, <= 95 ms and <= 50 GiB, is"
+    else echo "The $goal_kind's goal numbers, <= 95 ms and <= 50 GiB, are"; fi
     if is_true "$gi <= 95 && $gim / 1024 <= 50"; then
       echo "met on the $gpu: $(f1 "$gi") ms and $(gib "$gim") GiB$gform."
     else echo "**not met** on the $gpu: $(f1 "$gi") ms and $(gib "$gim") GiB$gform."; fi
+    if [ "$GPU" != "$README_GPU" ]; then
+      if is_true "$gi < $tc && $gim / 1024 <= $tcm"; then w=met; else w="**not met**"; fi
+      printf '%s' "Read in words against this GPU's PyTorch (faster than $(f1 "$tc") ms, no larger than $tcm GiB), the goal is $w"
+      if [ -n "$gh" ]; then
+        # the margin unrounded: the mark is read against a step to 0.1 ms
+        mark=$(calc %.1f "95 / $gh * $tc")
+        if is_true "$gi <= $mark"; then w=met; else w="**not met**"; fi
+        printf '%s' "; held to the margin the $goal_kind's numbers leave under its PyTorch (95 ms is $(calc %.2f "95 / $gh")x its $(f1 "$gh") ms), the mark here would be $mark ms: $w"
+      fi
+      echo "."
+    fi
   fi
   echo
   # Where the time goes: each row's message has its step's time by kernel
@@ -277,7 +340,7 @@ TEXT
   fi
   # the goal again only where a split changes the answer above
   ! is_true "$bst <= 95 && $bpk / 1024 <= 50" ||
-    echo "That split meets the goal of <= 95 ms and <= 50 GiB."
+    echo "That split meets the goal's numbers, <= 95 ms and <= 50 GiB (set on an $goal_kind)."
   echo
   failed_jobs "$sms" adamw_blocks,gemm_sm_reserve,status,message "AdamW blocks,SMs reserved,status,message"
 fi
@@ -292,7 +355,7 @@ has_rows "$x3f" &&
 rm -f "$REPORT_TMP/x3.rows"
 # The shapes where PyTorch compiled beats our faster form, from the rows
 # above and one select of each other file: our fused step with materialised
-# attention (torch_compile (b): fp32 flash runs on CUDA cores, so it may be
+# attention (section 1.3.1 (b): fp32 flash runs on CUDA cores, so it may be
 # the faster of ours) and, fp32 only, the same step in 3xtf32 (flash on TF32
 # tensor cores), each the newest ok row on this GPU.
 tcm_rows=""
@@ -320,7 +383,7 @@ loses=$({ tagged o "$ours_rows"; tagged c "$pt_rows"; tagged m "$tcm_rows"; tagg
 if [ -n "$loses" ]; then
   echo "**Where we lose on time** (PyTorch compiled the faster; step, median ms):"
   echo
-  echo "| size | precision | context | ours, flash attention | PyTorch compiled | ours, materialised attention (torch_compile (b)) |$x3col"
+  echo "| size | precision | context | ours, flash attention | PyTorch compiled | ours, materialised attention (section 1.3.1 (b)) |$x3col"
   echo "|---|---|--:|--:|--:|--:|${x3col:+--:|}"
   echo "$loses"
   echo
@@ -336,15 +399,8 @@ if [ -n "$loses" ]; then
 fi
 
 # ---- where the bytes of the peak go --------------------------------------------
-# sline OPT: the latest samples line of the 2.7B, bf16, context-512 job.
-sline() {
-  sample_line "$jsonl" size=2.7B precision=bf16 context=512 optimizer="$1" adamw_blocks=0
-}
-la=$(sline after_backward)
-li=$(sline in_backward)
+# (la, li, pa, pi: read above, for the answer)
 if [ -n "$la" ] && [ -n "$li" ]; then
-  pa=$(peak_items "$la")
-  pi=$(peak_items "$li")
   cat <<TEXT
 Where the bytes of the peak go (2.7B, bf16, context 512; the engine's
 allocation log at the moment its total is largest, MiB):
@@ -368,7 +424,7 @@ TEXT
   over=$(printf '%s\n' "$pi" | awk -F, '$2 > 1024 { printf "%s%s (%.1f GiB)", s, $1, $2 / 1024; s = ", " }')
   echo "Above 1 GiB at the in-backward peak: $over. The weights' two copies"
   echo "and the moments are fp32 AdamW's floor; the activations remain to cut"
-  echo "(model/model.c, fused_act_table)."
+  echo "(model/model.c: the fused path's table of what forward saves)."
   echo
 fi
 # ---- AdamW inside the products (optimizer_in_products.csv) -------------------
