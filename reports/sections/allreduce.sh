@@ -245,7 +245,6 @@ if [ -n "$wn" ] && [ -n "$wm" ] && [ "$wn" = "$wm" ]; then
     bn=$(at_L --col busbw_gbps --fmt %.1f --where backend=nccl)
     bm=$(at_L --col busbw_gbps --fmt %.1f --where backend=mpi)
     mn=$(at_L --col machine --where backend=nccl)
-    mm=$(cpu_of "$(at_L --col machine --where backend=mpi)")
     num "NCCL's busbw at $L MiB" "$bn"
     num "MPI's busbw at $L MiB" "$bm"
     # the ratio of the values as measured, not as printed to 0.1
@@ -255,7 +254,7 @@ if [ -n "$wn" ] && [ -n "$wm" ] && [ "$wn" = "$wm" ]; then
     num "MPI's busbw at $L MiB" "$rm"
     factor=$(calc "%.0f" "$rn / $rm")
     text="At $(size_label "$L") with $wn ranks, NCCL between GPUs ($mn) reaches
-$bn GB/s bus bandwidth against $bm GB/s for MPI between CPU processes ($mm),
+$bn GB/s bus bandwidth against $bm GB/s for MPI between CPU processes,
 $factor times more: NCCL reduces in GPU memory over the GPUs' links, MPI
 through host memory on CPU cores."
   fi
@@ -316,9 +315,8 @@ for b in mpi nccl; do
   else
     trend="stays level"
   fi
-  on=$mb
-  [ "$b" != mpi ] || on=$(cpu_of "$mb")
-  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi, both on $on)"
+  # the machine once, in the intro; MPI's CPU there too
+  ranks_text="$ranks_text${ranks_text:+; }$(pretty_backend $b) busbw at $(size_label "$L") $trend ($blo GB/s with $lo ranks, $bhi GB/s with $hi)"
 done
 if [ -n "$ranks_text" ]; then
   text="$text${text:+ }With more ranks, $ranks_text: a level busbw means the
@@ -471,7 +469,7 @@ else
   cw=$(sweep_dry_run "$coll" | sed -n 's/^\[[0-9]*\/[0-9]*\] .*world_size=\([0-9][0-9]*\).*/\1/p' | sort -n | tail -n 1)
   echo "experiments/collectives.cfg times all-gather, reduce-scatter, broadcast"
   echo "and all-to-all the same way; it has not been run yet (there is no"
-  echo "collectives.csv): \`./runner experiments/collectives.cfg\` measures it${cw:+ on a machine of $cw GPUs}${m_nccl:+; the NCCL rows above ran on $m_nccl}."
+  echo "collectives.csv): \`./runner experiments/collectives.cfg\` measures it${cw:+ on a machine of $cw GPUs}."
   echo
   todo "collectives.csv (\`./runner experiments/collectives.cfg\`${cw:+ on $cw GPUs})"
 fi

@@ -290,12 +290,12 @@ EOF
   m1=$(tool value "$csv" --col mem_before_bwd_mib --where status=ok --where d_head="$dmin" --where seq="$smax" --agg first --default "")
   m0=$(tool value "$csv" --col mem_before_bwd_mib --where status=ok --where d_head="$dmin" --where seq="$shalf" --agg first --default "")
   echo "**Memory saved for backward.** Backward needs P, B x T^2 values"
-  printf '%s' "($(calc %.0f "8 * $shalf * $shalf * 4 / 1048576") MiB at seq $shalf, $(calc %.0f "8 * $smax * $smax * 4 / 1048576") MiB at seq $smax, by the accounting above), so the memory saved for it grows with the square of the sequence length"
+  printf '%s' "($(calc %.0f "8 * $shalf * $shalf * 4 / 1048576") MiB at seq $shalf, $(calc %.0f "8 * $smax * $smax * 4 / 1048576") MiB at seq $smax), so the memory saved for it grows with the square of the sequence length"
   if [ -n "$m0" ] && [ -n "$m1" ]; then
     num "the memory at seq $shalf" "$m0"; num "the memory at seq $smax" "$m1"
     # The measured total also holds the S/dP scratch, as large as P, and
     # the linear terms: it is not all saved for backward.
-    printf '%s' "; the memory in use before backward, which also holds the S/dP scratch of P's size, goes at d_head $dmin from $(calc %.0f "$m0") MiB at seq $shalf to $(calc %.0f "$m1") MiB at seq $smax, $(calc %.2f "$m1 / $m0") times for twice the length"
+    printf '%s' " (measured before backward, with the S/dP scratch of P's size, at d_head $dmin: $(calc %.0f "$m0") to $(calc %.0f "$m1") MiB, $(calc %.2f "$m1 / $m0") times)"
   fi
   echo ". To eliminate it, keep"
   echo "only O and the logsumexp L (B x T) and recompute P tile by tile in"
@@ -355,12 +355,8 @@ The \`attention\` job on $machine, batch 1, one head, causal, bf16 and fp32:
 $(intro_timing "$csv"). **materialised** is pytorch_attention's computation
 (P stored in the precision; cuBLAS with fp32 accumulation).
 **FlashAttention-2** is ours (kernels/cuda/flash_*.cu; 1.3.2, 1.3.3), bf16
-on tensor cores, fp32 on CUDA cores (no TF32; 3xTF32 on tensor cores: appendix A). On Hopper the bf16 forward
-and backward at d_head 64 / 80 / 128 run on wgmma (the backward in one
-pass, dQ by atomic adds); the other head dims run mma.sync, the backward
-in two passes (S and dP computed twice). With fewer query tiles than the
-GPU has room for, each kernel cuts its walks over the keys into chunks and
-merges them after (flash_cut.cuh). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
+on tensor cores (wgmma on Hopper at d_head 64 / 80 / 128, mma.sync
+otherwise), fp32 on CUDA cores (no TF32; 3xTF32: appendix A). TFLOP/s count 4 T^2 d forward and 10 T^2 d backward
 FLOPs, causal half. ms per pass; speed-up = materialised / FlashAttention-2
 forward+backward.
 
@@ -617,9 +613,9 @@ EOF
       verdict="we win at d_head 128"
     fi
     if [ "$afi" = "$abi" ] && [ "$abi" = "$afbi" ]; then
-      text="$text Against the strongest PyTorch, $(impl_words "$afi"), $verdict: at 1x1x65536 our forward is $(as_fast "$of" "$af") as its forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms, so forward+backward is $(calc %.2f "$ofb / $afb") times its $(calc %.2f "$afb") ms."
+      text="$text Against the strongest PyTorch, $(impl_words "$afi"), $verdict: at 1x1x65536 our forward is $(as_fast "$of" "$af") as its forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms, so forward+backward is $(as_fast "$ofb" "$afb") ($(calc %.2f "$ofb") against $(calc %.2f "$afb") ms)."
     else
-      text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(as_fast "$of" "$af") as the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(calc %.2f "$ofb / $afb") times the $(calc %.2f "$afb") ms of $(impl_words "$afbi")."
+      text="$text Against the strongest PyTorch, $verdict: at 1x1x65536 our forward is $(as_fast "$of" "$af") as the fastest SDPA forward ($(calc %.0f "$of_tf") against $a_tf TFLOP/s, $(impl_words "$afi")), our backward takes $(calc %.2f "$ob") against $(calc %.2f "$ab") ms ($(impl_words "$abi")), so forward+backward is $(as_fast "$ofb" "$afb") as the $(calc %.2f "$afb") ms of $(impl_words "$afbi")."
     fi
   fi
   a64() { av --where precision=bf16 --where causal=true --where heads=16 --where seq=16384 --where d_head=64 \

@@ -193,13 +193,12 @@ for sz in small 2.7B; do
   if [ "$sz" = small ] && [ -n "$ps" ] && is_true "$ps < $c16"; then
     extra=" ($(calc %.2f "$o16 / $ps") x the stronger $ps ms of reports/anchors/published.csv)"
   fi
-  lines="$lines- $sz: torch.compile $(calc %.1f "$c32") -> $(calc %.1f "$c16") ms (x $(calc %.2f "$c32 / $c16")), ours $o32 -> $o16 ms (x $(calc %.2f "$o32 / $o16")); our bf16 step against torch.compile's: $(verdict "$o16" "$c16")$extra.
+  lines="$lines- $sz: torch.compile x $(calc %.2f "$c32 / $c16") ($(calc %.1f "$c32") -> $(calc %.1f "$c16") ms), ours x $(calc %.2f "$o32 / $o16") ($o32 -> $o16 ms); our bf16 step: $(verdict "$o16" "$c16")$extra.
 "
 done
 if [ -n "$lines" ]; then
-  echo "Against the strongest PyTorch (reports/anchors/torch_lm.csv,"
-  echo "torch.compile + SDPA + fused AdamW), train step, context 512, fp32 -> bf16"
-  echo "(our fused path against it: torch_compile (b)):"
+  echo "bf16's gain in the train step (context 512), ours op by op against"
+  echo "torch.compile + SDPA + fused AdamW's (torch_lm.csv; our fused path: 1.3.1 (b)):"
   echo
   printf '%s' "$lines"
   echo

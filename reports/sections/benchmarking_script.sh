@@ -54,23 +54,14 @@ if [ -f "$cfgc" ]; then
 fi
 echo "### (a) The benchmarking script"
 echo
-cat <<TEXT
-The script is the runner: \`./runner experiments/benchmarking_script.cfg\`
-sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) per row:
-the handout's Transformer LM at its Table 1 sizes, batch $batch, vocabulary $vocab, random tokens, ${warmup}warm-up
-then ${steps}timed steps (mean and sample standard deviation). A step is
-forward with the mean cross-entropy, zero_grad and backward, one AdamW
-step, each phase closed by a device synchronisation before its clock is
-read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds every product's inputs
-to bf16 and accumulates in fp32 (weights, gradients, optimizer state fp32).
-Peak: the engine's allocation peak. Engine: ${engines}op by op (one kernel
-per operation, scores materialised). GPU: ${gpus}.
+{ cat <<TEXT
+The script is the runner: \`./runner experiments/benchmarking_script.cfg\` sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) a row: Table 1's Transformer LM, batch $batch, vocabulary $vocab, random tokens, ${warmup}warm-up then ${steps}timed steps (mean ± sample std). Each phase of a step (forward with the loss, backward, AdamW) ends in a device synchronisation before its clock is read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds each product's inputs to bf16, accumulating in fp32. Engine: ${engines}op by op, one kernel per operation, scores materialised; GPU: ${gpus}.
 TEXT
-[ -z "$shapes" ] ||
-  echo "Sizes as d_model/d_ff/layers/heads (model/config.c, each giving its rows' parameter count): $shapes." |
-    fold -s -w 76 | sed 's/ *$//'
+# the shapes shown are those that give their rows' parameter count (above)
+[ -z "$shapes" ] || echo "Sizes, d_model/d_ff/layers/heads (model/config.c): $shapes."
+} | fold -s -w 76 | sed 's/ *$//'
 if has_anchor "$anchor"; then
-  echo "PyTorch: the course reference's eager numbers on the same GPU"
+  echo "PyTorch: the course reference's eager numbers, same GPU"
   echo "(reports/anchors/lm_pytorch.csv; context 512)."
 elif [ -n "$GPU" ]; then
   anchor_missing "eager numbers" are reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv
@@ -79,7 +70,7 @@ echo
 echo "### (b) Forward and backward times"
 echo
 
-echo "| size | context | precision | mode | forward (ms) | backward (ms) | optimizer (ms) | step (ms) | tokens/s | peak (GiB) | PyTorch, same mode (ms) | ours / PyTorch |"
+echo "| size | context | precision | mode | forward (ms) | backward (ms) | optimizer (ms) | step (ms) | tokens/s | engine peak (GiB) | PyTorch, same mode (ms) | ours / PyTorch |"
 echo "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 # Rows by precision, then model size (parameter count), context and mode,
 # each setting's newest ok row; PyTorch's first reference row of the same
@@ -138,23 +129,19 @@ if [ -n "$rel" ]; then
 fi
 if [ -n "$f1" ] && [ -n "$fn" ] && [ -n "$b1" ] && [ -n "$bn" ] && [ -n "$rat" ] && [ -n "$var" ]; then
   set -- $rat; rlo=$1 rhi=$2
-  set -- $var; vn=$1 vk=$2 vmed=$3 vmx=$4 vs=$5 vm=$6; shift 6; vw="$*"
-  cat <<TEXT
-**Answer.** At context 512 in fp32, a forward pass takes $(calc %.1f "$f1") ms ($sz1) to
-$(calc %.1f "$fn") ms ($szn) in the forward-only rows, and a backward pass $(calc %.1f "$b1") to
-$(calc %.1f "$bn") ms in the forward + backward rows; over every
-forward + backward row, backward takes $rlo to $rhi times forward (two
-products per forward product). Variability is small: the step's standard
-deviation is at most 1% of its mean in $vk of $vn rows (median $vmed%); the
-largest, $vmx% ($vs of $vm ms), is $vw, where a few timed steps ran long.
-
+  # the worst row's std and mean ($5 $6) are in the table above
+  set -- $var; vn=$1 vk=$2 vmed=$3 vmx=$4; shift 6; vw="$*"
+  { cat <<TEXT
+**Answer.** At context 512 in fp32 a forward pass takes $(calc %.1f "$f1") ms ($sz1) to $(calc %.1f "$fn") ms ($szn) and a backward pass $(calc %.1f "$b1") to $(calc %.1f "$bn") ms; over every forward + backward row, backward takes $rlo to $rhi times forward (two products per forward product). Variability is small: the step's std is at most 1% of its mean in $vk of $vn rows (median $vmed%), at worst $vmx% ($vw: a few timed steps ran long).
 TEXT
+  } | fold -s -w 76 | sed 's/ *$//'
+  echo
 fi
 # The "ours / PyTorch" column is against eager; the strongest PyTorch
 # (torch.compile + SDPA + fused AdamW, measured side by side:
 # reports/anchors/torch_lm.csv) restated for the op-by-op train step.
 if has_anchor "$strong"; then
-  sl=""
+  sl="" nl=0 ml=0
   for g in "2.7B bf16" "2.7B fp32" "small bf16" "small fp32"; do
     set -- $g
     ct=$(pt_compiled "$strong" "$1" 512 "$2" step_ms_mean)
@@ -166,22 +153,29 @@ if has_anchor "$strong"; then
     ot=$(fv "$1" "$2" train_step step_ms_mean); op=$(fv "$1" "$2" train_step engine_peak_mib)
     [ "$(fv "$1" "$2" train_step gpu_name)" = "$GPU" ] || ot=""
     [ -n "$ct" ] && [ -n "$ot" ] && [ -n "$cp" ] && [ -n "$op" ] || continue
-    sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(verdict "$ot" "$ct")), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$(is_true "$op / 1024 > $cp" && printf ' (**we lose on memory**)').
+    nl=$((nl + 1)); mem=""
+    if is_true "$op / 1024 > $cp"; then ml=$((ml + 1)); mem=" (**we lose on memory**)"; fi
+    sl="$sl- $1 $2: $(calc %.1f "$ot") against $(calc %.1f "$ct") ms ($(verdict "$ot" "$ct")), peak $(calc %.1f "$op / 1024") against $(calc %.1f "$cp") GiB$mem.
 "
   done
   if [ -n "$sl" ]; then
-    echo "This op-by-op train step (context 512) against the strongest PyTorch,"
+    # a memory loss at every point: said once, not on each line
+    ma=""
+    if [ "$nl" -gt 1 ] && [ "$ml" -eq "$nl" ]; then
+      sl=$(printf '%s' "$sl" | sed 's/ (\*\*we lose on memory\*\*)//')
+      ma="; **we lose on memory at every point**"
+    fi
+    sl=$(printf '%s' "$sl")
     ps=$(published_on torch_compile_small_bf16_step)
     if [ -n "$ps" ]; then
-      echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv;"
-      echo "small bf16: reports/anchors/published.csv's $ps ms); our fused path"
-      echo "against it: torch_compile (b)."
+      pw="reports/anchors/torch_lm.csv; small bf16: reports/anchors/published.csv's $ps ms"
     else
-      echo "torch.compile + SDPA + fused AdamW (reports/anchors/torch_lm.csv, on the"
-      echo "same GPU); our fused path against it: torch_compile (b)."
+      pw="reports/anchors/torch_lm.csv, same GPU"
     fi
+    echo "The op-by-op train step (context 512) against the strongest PyTorch, torch.compile + SDPA + fused AdamW ($pw; our fused path: torch_compile (b))$ma:" |
+      fold -s -w 76 | sed 's/ *$//'
     echo
-    printf '%s' "$sl"
+    printf '%s\n' "$sl"
     echo
   fi
 elif [ -n "$GPU" ]; then
@@ -634,18 +628,15 @@ if [ -f "$wj" ]; then
       for (i = 2; i <= n; i++) b[i - 1] = a[i]
       for (i = 1; i < n; i++) for (j = i + 1; j < n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
       m = (n - 1) % 2 ? b[n / 2] : (b[(n - 1) / 2] + b[(n + 1) / 2]) / 2
-      k[sz " " pr] = sprintf("%s %s: first step %.1f ms against the other steps\047 median of %.1f ms (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
+      k[sz " " pr] = sprintf("%s %s %.1f against %.1f ms (+%.0f ms)", sz, pr, a[1], m, a[1] - m)
     }
     END { for (x in k) print k[x] }' "$wj" | sort)
 fi
 if [ -n "$first" ]; then
-  echo "**Answer.** Without warm-up the mean and the standard deviation both"
-  echo "grow, all from the first timed step:"
-  printf '%s\n' "$first" | awk '{ printf "%s%s", (NR > 1 ? "; " : ""), $0 } END { print "." }'
-  echo "The extra is about the same at every size, so it is first use, not the"
-  echo "model's work: cuBLASLt timing each product shape's candidates, the AdamW"
-  echo "moments and workspace allocated, fresh memory touched. One warm-up step"
-  echo "pays it all; a row noisier after $wmore than after 1 has one slow step."
+  { printf '%s' "**Answer.** Without warm-up the mean and the standard deviation both grow, all from the first timed step, against the others' median: "
+    printf '%s\n' "$first" | awk '{ printf "%s%s", (NR > 1 ? "; " : ""), $0 } END { printf ". " }'
+    echo "The extra is about the same at every size, so it is first use, not the model's work: cuBLASLt timing each product shape's candidates, the AdamW moments and workspace allocated, fresh memory touched. One warm-up step pays it all; a row noisier after $wmore than after 1 has one slow step."
+  } | fold -s -w 76 | sed 's/ *$//'
   echo
 fi
 [ -n "$first" ] || echo "Without warm-up the first timed step carries one-time costs."

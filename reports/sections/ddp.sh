@@ -155,7 +155,7 @@ ratio21() {
 }
 # pt PREC WS: PyTorch DDP compiled's step (ms); pe PREC: eager's 2-GPU step;
 # pt_peak PREC: its 2-GPU peak GiB per GPU ("A-B" where the anchor gives a
-# range). pt_how: how its rows were configured, said once (2.3.5 (a));
+# range). pt_how: how its rows were configured, said once (appendix B);
 # pt_stat: its steps' statistic, said beside ours (means).
 pt() { tool value "$pt_csv" --agg first --default "" --where precision="$1" --where world_size="$2" --col step_ms; }
 pe() { [ -f "$pe_csv" ] && tool value "$pe_csv" --agg first --default "" --where precision="$1" --col step_ms_median || true; }
@@ -344,7 +344,7 @@ Naive DDP takes $(f1 "$(two "$naive" fp32 step_ms_mean)") ms per step in fp32 on
 $(f1 "$(two "$naive" fp32 grad_comm_ms_mean)") ms ($(pct "$(two "$naive" fp32 comm_share)")%) is spent all-reducing gradients; in bf16 $(f1 "$(two "$naive" bf16 step_ms_mean)") ms, of which $(f1 "$(two "$naive" bf16 grad_comm_ms_mean)") ms
 ($(pct "$(two "$naive" bf16 comm_share)")%). None of it overlaps compute: the $(two "$naive" fp32 grad_collectives) all-reduces, one per
 parameter tensor, start after backward, so the 2-GPU step is one GPU's step
-($(f1 "$(one "$naive" fp32 step_ms_mean)") / $(f1 "$(one "$naive" bf16 step_ms_mean)") ms) plus the communication (scaling efficiency $(eff "$(one "$naive" fp32 step_ms_mean)" "$(two "$naive" fp32 step_ms_mean)") / $(eff "$(one "$naive" bf16 step_ms_mean)" "$(two "$naive" bf16 step_ms_mean)")).
+plus the communication (scaling efficiency $(eff "$(one "$naive" fp32 step_ms_mean)" "$(two "$naive" fp32 step_ms_mean)") / $(eff "$(one "$naive" bf16 step_ms_mean)" "$(two "$naive" bf16 step_ms_mean)")).
 
 EOF
   fi
@@ -353,8 +353,9 @@ EOF
   cfg=$(tool distinct "$naive" --cols size,context,rank_batch,warmup,steps,vocab --where status=ok --sep ' ' | head -n 1)
   # shellcheck disable=SC2086 # split the fields
   set -- $cfg
+  # the GPU model only where the machine's name does not already say it
   machines=$(tool distinct "$naive" --cols machine,gpu_name,nccl_version --where status=ok --sep '|' |
-    awk -F'|' 'NF { printf "%s%s (%s, NCCL %s)", (n++ ? "; " : ""), $1, $2, $3 }')
+    awk -F'|' 'NF { printf "%s%s (%sNCCL %s)", (n++ ? "; " : ""), $1, (index($1, $2) ? "" : $2 ", "), $3 }')
   cat <<EOF
 Setup: job kind \`ddp\` (jobs/ddp.c, parallel/ddp.c) trains the $1 model
 (vocabulary $6, context $2), one GPU per rank, on $machines. Each rank
@@ -363,13 +364,10 @@ then every rank runs AdamW. Gradients travel in fp32 in both precisions,
 so bf16 changes the compute, not the $(calc %.0f "$(two "$naive" fp32 grad_comm_mib)") MiB sent per step. The 1-GPU
 row has the same per-GPU batch; scaling efficiency = 1-GPU step / 2-GPU
 step. $4 untimed and $5 timed steps; columns are means of the maximum over
-ranks: backward up to the call that waits for the gradients' collectives;
-grad comm the summed durations of those collectives (CUDA events), the
-time they keep the GPU busy; after backward the communication left once
-backward ended, which the step waits for. The two shares divide those by
-the step: collectives overlapped with backward run longer beside it yet
-leave little exposed, so a faster overlapped step can show the larger busy
-share and the smaller exposed one.
+ranks: backward up to the wait for the gradients; grad comm the
+collectives' summed durations (CUDA events); after backward what is left
+of them when backward ends. Overlapped collectives run longer but hide,
+so they can show the larger busy share and the smaller exposed one.
 
 EOF
 }
@@ -495,7 +493,7 @@ overlap_b() {
         be=$(printf '%s\n' "$b" | awk 'NF { e = $1 } END { printf "%.1f", e }')
         under=$(printf '%s\n' "$g" | awk -v e="$be" 'NF && NR % 2 && $1 < e { n++ } END { print n + 0 }')
         f0=$(printf '%s\n' "$g" | awk 'NF { printf "%.1f", $1; exit }')
-        tl_story="$tl_story${tl_story:+; }$s: backward ends at $be ms, the first all-reduce starts at ${f0:-?} ms, and $under of the $((ngv / 2)) recorded all-reduces start before backward ends"
+        tl_story="$tl_story${tl_story:+; }$s: backward ends at $be ms, the first all-reduce starts at ${f0:-?} ms, $under of the $((ngv / 2)) recorded start before backward ends"
       fi
       if [ $((ngv / 2)) -lt "$hooks" ]; then
         tl_note="$tl_note${tl_note:+; }$s rank $r: $((ngv / 2)) of $hooks all-reduces recorded"
@@ -515,7 +513,7 @@ In place of Nsight screenshots (Nsight Systems is not on our GPU
 machines), the ddp job records each rank's backward and gradient
 collectives with CUDA events; the figure draws each run's last timed
 fp32 step.
-Rank 0: $tl_story.
+Rank 0, $tl_story.
 
 EOF
     # Room on the right for the "recording cut here" labels, where a lane
@@ -551,20 +549,24 @@ mm_gap() {
     echo "$(v "$mg_f" "$mg_p" "$mg_w" step_ms_mean --where bucket_mb="$mg_b") $(v "$mg_f" "$mg_p" "$mg_w" step_ms_median --where bucket_mb="$mg_b")"
   done | awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.2f", m + 0 }'
 }
-# settings_note BUCKET: the NCCL block cap and the SMs left free that the
-# bucketed rows ran with, and the same fp32 step at BUCKET in the runs
-# with NCCL's defaults (appendix B's, and optimizer state sharding's,
-# which quotes it): they differ by the settings and from run to run.
-settings_note() {
+# settings_runs BUCKET: the NCCL block cap (sn_c) and the SMs left free
+# (sn_g) that the bucketed rows ran with, and the same fp32 2-GPU step at
+# BUCKET in the runs with NCCL's defaults (appendix B's, and optimizer
+# state sharding's, which quotes it): sn_d lists them by file, sn_lo and
+# sn_hi bound them. They differ by the settings and from run to run.
+settings_runs() {
   sn_c=$(tool value "$csv" --where status=ok --agg first --default 0 --col nccl_max_ctas)
   sn_g=$(tool value "$csv" --where status=ok --agg first --default 0 --col gemm_sm_reserve)
   sn_o="$DATA/optimizer_state_sharding_accounting.csv"
-  sn_d=""
+  sn_d="" sn_lo="" sn_hi=""
   for sn_f in "$ctas" "$smr" "$sn_o"; do
     [ -f "$sn_f" ] && has_col "$sn_f" gemm_sm_reserve || continue
     sn_x=$(v "$sn_f" fp32 2 step_ms_mean --where bucket_mb="$1" --where strategy=bucketed \
       --where optimizer=adamw --where grad_sync=allreduce --where nccl_max_ctas=0 --where gemm_sm_reserve=0)
     [ -n "$sn_x" ] || continue
+    num "a default-settings step" "$sn_x"
+    if [ -z "$sn_lo" ] || is_true "$sn_x < $sn_lo"; then sn_lo=$sn_x; fi
+    if [ -z "$sn_hi" ] || is_true "$sn_x > $sn_hi"; then sn_hi=$sn_x; fi
     sn_n=${sn_f##*/}
     if [ "$sn_f" = "$sn_o" ]; then
       sn_s=$(awk '$2 == "optimizer_state_sharding_accounting" { print $1; exit }' "${PROBLEMS:-/dev/null}")
@@ -573,25 +575,49 @@ settings_note() {
     # the run of these rows' own settings beside its default row
     if [ "$sn_f" = "$smr" ] && { [ "$sn_c" != 0 ] || [ "$sn_g" != 0 ]; }; then
       sn_y=$(v "$smr" fp32 2 step_ms_mean --where bucket_mb="$1" --where nccl_max_ctas="$sn_c" --where gemm_sm_reserve="$sn_g")
-      [ -z "$sn_y" ] || sn_n="$sn_n, whose run of these rows' settings took $(f1 "$sn_y") ms"
+      [ -z "$sn_y" ] || sn_n="$sn_n, whose run of 2.3.5's settings took $(f1 "$sn_y") ms"
     fi
     sn_d="$sn_d${sn_d:+|}$(f1 "$sn_x") ms ($sn_n)"
   done
   sn_d=$(printf '%s\n' "$sn_d" | tr '|' '\n' |
     awk 'NF { a[++n] = $0 } END { for (i = 1; i <= n; i++) printf "%s%s", (i == 1 ? "" : i == n ? " and " : ", "), a[i] }')
+  sn_cap="capped at $sn_c thread blocks per collective"
+  [ "$sn_c" != 0 ] || sn_cap="with its default thread blocks"
+}
+# settings_note BUCKET: 2.3.5's settings in a sentence, and the range the
+# default-settings runs took (their files: appendix B, settings_detail).
+settings_note() {
+  settings_runs "$1"
+  sn_r=$(f1 "$sn_lo"); [ "$sn_lo" = "$sn_hi" ] || sn_r="$sn_r to $(f1 "$sn_hi")"
   if [ "$sn_c" != 0 ] || [ "$sn_g" != 0 ]; then
-    sn_cap="capped at $sn_c thread blocks per collective"
-    [ "$sn_c" != 0 ] || sn_cap="with its default thread blocks"
-    echo "These rows run with NCCL $sn_cap and backward's matrix"
-    echo "products shaped to leave $sn_g SMs free (appendix B)."
-    [ -z "$sn_d" ] ||
-      echo "With NCCL's defaults and no SMs left free, other runs took $sn_d for this step (fp32, 2 GPUs, $(calc %g "$1") MiB)."
+    sn_k="cap NCCL at $sn_c blocks per collective"
+    [ "$sn_c" != 0 ] || sn_k="keep NCCL's default blocks"
+    if [ -n "$sn_d" ]; then
+      echo "These rows $sn_k and reserve $sn_g SMs for it; with NCCL's defaults"
+      echo "and no reserve, other runs took $sn_r ms at $(calc %g "$1") MiB (fp32; appendix B)."
+    else
+      echo "These rows $sn_k and reserve $sn_g SMs for it (appendix B)."
+    fi
   elif [ -n "$sn_d" ]; then
-    echo "Other runs of this step (fp32, 2 GPUs, $(calc %g "$1") MiB) took $sn_d: compare rows within one table."
+    echo "Other runs of this step (fp32, 2 GPUs, $(calc %g "$1") MiB) took $sn_r ms (appendix B): compare rows within one table."
   else
     return 0
   fi
   echo
+}
+# settings_detail BUCKET: for appendix B, the default-settings runs by
+# file, against 2.3.5's own row.
+settings_detail() {
+  settings_runs "$1"
+  [ -n "$sn_d" ] || return 0
+  sd_own=$(two "$csv" fp32 step_ms_mean "$1")
+  if [ "$sn_c" != 0 ] || [ "$sn_g" != 0 ]; then
+    echo "2.3.5's rows run with NCCL $sn_cap and $sn_g SMs"
+    echo "left free, $(f1 "$sd_own") ms for the fp32 2-GPU step at $(calc %g "$1") MiB; with NCCL's defaults and"
+    echo "none left free, other runs took $sn_d."
+  else
+    echo "The fp32 2-GPU step at $(calc %g "$1") MiB took $(f1 "$sd_own") ms in 2.3.5 and $sn_d in other runs."
+  fi
 }
 bucketed_a() {
   echo "### (a) Step time by bucket size"
@@ -639,20 +665,15 @@ EOF
         cat <<EOF
 In size they do not in fp32: the step moves only between $(f1 "$lo") and $(f1 "$hi") ms,
 because one GPU's backward ($(f1 "$b1") ms) outlasts the whole all-reduce ($arall ms by
-the fit in (b)), so even $(calc %g "$blo") MiB buckets' per-call costs hide; the second GPU's
-cost is backward slowing from $(f1 "$b1") to $(f1 "$b2") ms beside NCCL's kernels (appendix B).
+(b)'s fit), so even $(calc %g "$blo") MiB buckets hide their per-call costs; the second
+GPU's cost is backward slowing to $(f1 "$b2") ms beside NCCL's kernels (appendix B).
 In bf16 backward ($(f1 "$h1") ms) is $(if is_true "$h1 > 1.1 * $arall"; then printf 'longer than'; elif is_true "$h1 >= 0.9 * $arall"; then printf 'about as long as'; else printf 'shorter than'; fi) the all-reduce, so $(calc %g "$blo") MiB buckets
-leave $(calc %.1f "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed after backward and large ones win.
+leave $(calc %.1f "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed and large ones win.
 EOF
       fi
     fi
     echo "A slower link, more ranks or less compute per GPU would show the expected"
     echo "trade-off."
-    r32=$(ratio21 "$ce" fp32) r16=$(ratio21 "$ce" bf16)
-    if [ -n "$r32" ] && [ -n "$r16" ]; then
-      echo "Collectives on the copy engines, which take no SMs, bring the 2-GPU step"
-      echo "to $r32 times the 1-GPU step in fp32 ($(f1 "$(two "$ce" fp32 step_ms_mean "$(best_bucket fp32 "$ce")")") ms) and $r16 times in bf16 ($(f1 "$(two "$ce" bf16 step_ms_mean "$(best_bucket bf16 "$ce")")") ms; appendix B)."
-    fi
     echo
   fi
   table_head "| precision | bucket (MiB) |" "|---|--:|"
@@ -675,22 +696,27 @@ EOF
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$tf2" "$th2" "$tf1" "$th1"; do num "a PyTorch anchor" "$x"; done
     of1=$(one "$csv" fp32 step_ms_mean "$bf"); oh1=$(one "$csv" bf16 step_ms_mean "$bh")
-    w1="$(faster_one fp32 "$of1" "$tf1"), and $(faster_one bf16 "$oh1" "$th1")."
+    # one GPU: "all scaling" where PyTorch is the faster in both precisions
+    if is_true "$tf1 < $of1 && $th1 < $oh1"; then
+      w1="It is all scaling: on one GPU PyTorch is $(as_fast "$tf1" "$of1") in fp32 and $(as_fast "$th1" "$oh1") in bf16 ($tf1 and $th1 ms against our $(f1 "$of1") and $(f1 "$oh1"))"
+    else
+      w1="On one GPU, $(faster_one fp32 "$of1" "$tf1"), and $(faster_one bf16 "$oh1" "$th1")"
+    fi
     # our rows' path: the handout's DDP runs op by op with materialised
     # attention, which PyTorch's compiled step outruns on one GPU
     path=$(tool value "$csv" --agg first --where status=ok --col fusion --default '')
     att=$(tool value "$csv" --agg first --where status=ok --col attention --default '')
     [ "$path" != opbyop ] ||
-      w1="$w1 Our rows run the op-by-op path with $att attention, PyTorch's a compiled step with SDPA."
-    stat="Its steps"
+      w1="$w1, its compiled SDPA step against our op-by-op one with $att attention"
+    # ours are means, PyTorch's (pt_stat) medians where it says so
+    gap=""
     [ -z "$pt_stat" ] ||
-      stat="Its ${pt_stat} steps (the statistic of PyTorch's rows elsewhere in this writeup; ours are means, within $(mm_gap "$csv" "fp32:2:$bf" "bf16:2:$bh" "fp32:1:$bf" "bf16:1:$bh") ms of their medians here)"
+      gap=" (our means, within $(mm_gap "$csv" "fp32:2:$bf" "bf16:2:$bh" "fp32:1:$bf" "bf16:1:$bh") ms of our medians)"
     cat <<EOF
-The strongest PyTorch at the same shape is $pt_name
-($pt_src): $pt_how.
-$stat are $tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best
-bucketed step is $(as_fast "$kf" "$tf2") in fp32 and $(as_fast "$kh" "$th2") in bf16, mostly by scaling:
-on one GPU, $w1
+$pt_name, the strongest PyTorch
+(appendix B), takes ${pt_stat:+$pt_stat }$tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best bucketed step
+is $(as_fast "$kf" "$tf2") in fp32 and $(as_fast "$kh" "$th2") in bf16$gap.
+$w1.
 
 EOF
   fi
@@ -710,27 +736,37 @@ bucketed_b() {
   bstar=$(calc %.0f "sqrt($s_mib * $ar_o * $ar_w)")
   nstar=$(calc %.1f "sqrt($s_mib / ($ar_o * $ar_w))")
   ostar=$(calc %.2f "2 * sqrt($s_mib * $ar_o / $ar_w)")
+  # the fit's machine where it is not this section's GPU; a warning where
+  # o exceeds the smallest all-reduce (then the fit overstates it)
+  ar_on=""
+  same_kind "$ar" || ar_on=", $ar_machine"
+  ar_range=$(printf '%s\n' "$sizes" | awk -F', ' '{ print (NF > 1) ? $1 " to " $NF : $1 }')
+  ar_warn=""
+  is_true "$ar_o <= $ar_t1" ||
+    ar_warn="; o is above the $(calc %g "$ar_x1") MiB all-reduce's $(calc %.3f "$ar_t1") ms, so the fit overstates it"
   cat <<EOF
     overhead(n_b) = n_b o + s / (n_b w),     b* = sqrt(s o w)
 
-**Answer.** Split the s bytes of gradients into n_b equal buckets; each
-all-reduce costs o + s / (n_b w) and, by the handout's premise, backward
-produces a bucket in s / (n_b w). Each call outlasts the compute hiding it
-by o, so communication falls o behind per bucket, and when backward ends
-n_b o plus the last bucket's s / (n_b w) remain. The derivative
-o - s / (n_b^2 w) is zero at n_b* = sqrt(s / (o w)): b* = s / n_b* =
-sqrt(s o w), overhead 2 sqrt(s o / w).
+**Answer.** With s bytes of gradients in n_b equal buckets, each
+all-reduce takes o + s / (n_b w) while, by the handout's premise, backward
+produces the next bucket in s / (n_b w): communication falls o behind
+per bucket, leaving n_b o plus the last bucket's transfer after backward. The derivative o - s / (n_b^2 w) is zero at
+n_b* = sqrt(s / (o w)), so b* = s / n_b* = sqrt(s o w), overhead
+2 sqrt(s o / w).
 
-A least-squares fit of time = o + x / w to the $npts NCCL 2-rank medians of
-allreduce.csv ($sizes MiB per rank, $ar_machine), on relative error (each
-point weighted by 1 / t^2, so that the largest size does not set o alone),
-gives o = $(calc %.4f "$ar_o") ms per call, $(if is_true "$ar_o <= $ar_t1"; then printf 'below'; else printf 'above'; fi) the $(calc %g "$ar_x1") MiB all-reduce's $(calc %.3f "$ar_t1") ms, and
-w = $(calc %.1f "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s), within $(calc %.0f "$ar_err")% of every size measured. With s = $(calc %.1f "$s_mib") MiB of fp32
-gradients: n_b* = $nstar, **b* = $bstar MiB**, overhead $ostar ms.
+Fitting time = o + x / w by least squares on relative error to
+allreduce.csv's $npts NCCL 2-rank medians ($ar_range MiB per rank$ar_on) gives
+o = $(calc %.4f "$ar_o") ms per call and w = $(calc %.1f "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s), within $(calc %.0f "$ar_err")% at every size$ar_warn.
+With s = $(calc %.1f "$s_mib") MiB of fp32 gradients: n_b* = $nstar, **b* = $bstar MiB**, overhead $ostar ms.
 
 EOF
+  # Per 2-GPU row: the figure's files (bucket, n_b, 2-GPU - 1-GPU step,
+  # left after backward, model), and fit_rows, lines "PREC BUCKET BUSY BWD
+  # LEFT MODEL TRANSFER N_B EXTRA" (TRANSFER: the model's s / (n_b w);
+  # EXTRA: 2-GPU - 1-GPU step) for the table and the prose under it.
   tmpf="$OUT/ddp_buckets.fp32.tmp.csv"
   tmph="$OUT/ddp_buckets.bf16.tmp.csv"
+  fit_rows=""
   for p in fp32 bf16; do
     t=$tmpf; [ $p = fp32 ] || t=$tmph
     echo "bucket_mb,n_b,overhead_ms,exposed_ms,model_ms" > "$t"
@@ -739,28 +775,22 @@ EOF
       s2=$(two "$csv" $p step_ms_mean "$bm")
       nb=$(two "$csv" $p grad_collectives "$bm")
       ex=$(two "$csv" $p exposed_comm_ms_mean "$bm")
-      [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$nb" ] && [ -n "$ex" ] || continue
-      echo "$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$(calc %.4f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")" >> "$t"
+      [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$nb" ] && [ -n "$ex" ] && [ "$nb" -gt 0 ] || continue
+      md=$(calc %.6f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")
+      echo "$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$md" >> "$t"
+      gc=$(two "$csv" $p grad_comm_ms_mean "$bm") bw=$(two "$csv" $p bwd_ms_mean "$bm")
+      [ -n "$gc" ] && [ -n "$bw" ] || continue
+      fit_rows="$fit_rows$p $bm $gc $bw $ex $md $(calc %.6f "$s_mib / ($nb * $ar_w)") $nb $(calc %.4f "$s2 - $s1")
+"
     done
   done
-  echo "| bucket (MiB) | buckets n_b | model (ms) | fp32: after backward (ms) | fp32: 2-GPU - 1-GPU step (ms) | bf16: after backward (ms) | bf16: 2-GPU - 1-GPU step (ms) |"
-  echo "|--:|--:|--:|--:|--:|--:|--:|"
-  for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where world_size=2 --sort bucket_mb); do
-    nb=$(awk -F, -v b="$bm" 'NR > 1 && $1 == b { print $2; exit }' "$tmpf" "$tmph")
-    [ -n "$nb" ] || continue
-    row="| $(calc %g "$bm") | $nb | $(calc %.2f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")"
-    for t in "$tmpf" "$tmph"; do
-      line=$(awk -F, -v b="$bm" 'NR > 1 && $1 == b { printf "%.2f | %.1f", $4, $3; exit }' "$t")
-      row="$row | ${line:-- | -}"
-    done
-    echo "$row |"
-  done
-  echo
-  echo "n_b: the runs' bucket count (a bucket never splits a tensor)."
+  echo "| precision | bucket (MiB) | buckets n_b (no tensor split) | model (ms) | after backward (ms) | after backward / model | collectives busy (ms) | backward (ms) | 2-GPU - 1-GPU step (ms) |"
+  echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+  printf '%s' "$fit_rows" | awk 'NF == 9 { printf "| %s | %g | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f |\n", $1, $2, $8, $6, $5, $5 / $6, $3, $4, $9 }'
   echo
   if [ -n "$GNUPLOT" ]; then
     "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
-    echo "![DDP overhead per step against the bucket size: the model and the measurements](ddp_buckets.svg)"
+    echo "![Overhead against bucket size: model and runs](ddp_buckets.svg)"
     echo
     # The log axis has no place for zero or less: the figure leaves such
     # points out, and says which here.
@@ -781,18 +811,9 @@ EOF
   rm -f "$tmpf" "$tmph"
   # The model against each 2-GPU row: its premise (communication as long
   # as backward) holds where the collectives are busy at least as long as
-  # backward; elsewhere backward hides the calls. Lines "PREC BUCKET BUSY
-  # BWD LEFT MODEL TRANSFER" (TRANSFER: the model's s / (n_b w)).
-  fit_rows=$(for p in fp32 bf16; do
-      for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where precision=$p --where world_size=2 --sort bucket_mb); do
-        nb=$(two "$csv" $p grad_collectives "$bm") gc=$(two "$csv" $p grad_comm_ms_mean "$bm")
-        bw=$(two "$csv" $p bwd_ms_mean "$bm") ex=$(two "$csv" $p exposed_comm_ms_mean "$bm")
-        [ -n "$nb" ] && [ -n "$gc" ] && [ -n "$bw" ] && [ -n "$ex" ] && [ "$nb" -gt 0 ] || continue
-        echo "$p $bm $gc $bw $ex $(calc %.6f "$nb * $ar_o + $s_mib / ($nb * $ar_w)") $(calc %.6f "$s_mib / ($nb * $ar_w)")"
-      done
-    done)
+  # backward; elsewhere backward hides the calls. The ms are in the table.
   if [ -n "$fit_rows" ]; then
-    printf '%s\n' "$fit_rows" | awk '
+    printf '%s' "$fit_rows" | awk '
       function join(s, n,   i, r) { r = ""; for (i = 1; i <= n; i++) r = r (i == 1 ? "" : i == n ? " and " : ", ") s[i]; return r }
       # "bf16 at 1 and 10 MiB", "fp32 and bf16 at 1000 MiB": rows (P[i] B[i])
       # grouped by precision, or by bucket where each precision has the same
@@ -806,26 +827,23 @@ EOF
         for (i = 1; i <= np; i++) L[i] = pr[i] " at " g[i] " MiB"
         return join(L, np)
       }
-      NF == 7 { r = $5 / $6
-        if ($3 >= $4) { na++; ap[na] = $1; aq[na] = sprintf("%g", $2); ab[na] = sprintf("%.1f", $3); ad[na] = sprintf("%.1f", $4); ar[na] = sprintf("%.2f", r) }
+      NF == 9 { r = $5 / $6
+        if ($3 >= $4) { na++; ap[na] = $1; aq[na] = sprintf("%g", $2); ar[na] = sprintf("%.2f", r) }
         else { nh++; if (nh == 1 || r < lo) lo = r; if (nh == 1 || r > hi) hi = r
                if (r >= 0.85 && r <= 1.15) { nc++; cp[nc] = $1; cq[nc] = sprintf("%g", $2); if ($7 < $6 - $7) mixed = 1 } } }
       END {
-        if (na) printf "The premise of the model, collectives busy as long as backward, holds for %s (busy %s ms against backward'"'"'s %s): there the runs leave %s times the model'"'"'s backlog.", rows(ap, aq, na), join(ab, na), join(ad, na), join(ar, na)
-        if (na && nh) printf "\n"
+        if (na) printf "The premise, collectives busy as long as backward, holds for %s, where the runs leave %s of the model'"'"'s backlog", rows(ap, aq, na), join(ar, na)
+        if (na && nh) printf ";\nin the other rows"
+        else if (nh) printf "In every row"
         if (nh) {
-          printf "In the other %d rows backward outlasts the collectives and hides their calls: the runs leave %.2f to %.2f times the model", nh, lo, hi
-          if (nc && !mixed) printf ", close (within 15%%) only for %s, where the model is mostly one bucket'"'"'s transfer, s / (n_b w)", rows(cp, cq, nc)
-          else if (nc) printf ", within 15%% of it for %s", rows(cp, cq, nc)
-          printf "."
+          printf " backward hides the calls"
+          if (nc && !mixed) printf ", and the model is within 15%% only for %s, where it is mostly one bucket'"'"'s transfer", rows(cp, cq, nc)
+          else if (nc) printf ", and the model is within 15%% only for %s", rows(cp, cq, nc)
+          else printf ", and the runs leave %.2f to %.2f times the model", lo, hi
         }
-        if (na || nh) printf "\n" }'
-  fi
-  hi=$(tool value "$csv" --where status=ok --where world_size=2 --col bucket_mb --agg max)
-  h2=$(two "$csv" fp32 step_ms_mean "$hi") h1=$(one "$csv" fp32 step_ms_mean "$hi")
-  if [ -n "$h2" ] && [ -n "$h1" ]; then
-    echo "Nor does the model hold the cost that shows: overlapped all-reduces slow"
-    echo "backward, so the 2-GPU step stays $(f1 "$h2 - $h1") ms above one GPU's (fp32, $(calc %g "$hi") MiB)."
+        if (na || nh) printf ".\n" }'
+    echo "Nor does the model count the real cost, backward slowed beside the"
+    echo "all-reduces (last column)."
   fi
   echo
 }
@@ -839,12 +857,11 @@ cost_words() {
   else printf 'more than'; fi
 }
 appendix() {
-  # The scaling the appendix explains, by precision: the copy-engine form
-  # op by op and fused (fp32 by its worse, bf16 by its better), and ZeRO-1
-  # fused beside them.
+  # The scaling the appendix explains, in words, by precision: the
+  # copy-engine form op by op and fused (fp32 by its worse, bf16 by its
+  # better); the ratios themselves stand in the first table.
   op32=$(ratio21 "$ce" fp32) op16=$(ratio21 "$ce" bf16)
   fu32=$(ratio21 "$cef" fp32) fu16=$(ratio21 "$cef" bf16)
-  zf32=$(ratio21 "$z1cef" fp32) zf16=$(ratio21 "$z1cef" bf16)
   if [ -n "$op32" ] && [ -n "$op16" ]; then
     w32=$op32 w16=$op16
     [ -z "$fu32" ] || ! is_true "$fu32 > $w32" || w32=$fu32
@@ -852,11 +869,8 @@ appendix() {
     cat <<EOF
 This appendix explains how data-parallel training of the xl model on two
 GPUs came to cost $(cost_words "$w32") one GPU per step in fp32 and $(cost_words "$w16") one in
-bf16: with the gradients on the copy engines, 2-GPU step / 1-GPU step is
-$op32 op by op$([ -z "$fu32" ] || printf ' and %s fused' "$fu32") in fp32, $op16$([ -z "$fu16" ] || printf ' and %s' "$fu16") in bf16$([ -z "$zf32" ] || [ -z "$zf16" ] || printf ' (ZeRO-1, fused: %s in fp32, %s in bf16)' "$zf32" "$zf16").
-It shows where the second GPU's time goes while NCCL's all-reduces overlap
-backward, and the change that cut it, moving the bytes onto the copy
-engines. Every number is read from the runner's CSV named beside it.
+bf16, with the gradients on the copy engines (the ratios in the first table).
+Every number is read from the CSV named beside it.
 
 EOF
   else
@@ -868,14 +882,14 @@ named beside it.
 EOF
   fi
   pt_st=""
-  [ -z "$pt_stat" ] || pt_st="; ${pt_stat} steps, as PyTorch's elsewhere in this writeup, where ours are means"
+  [ -z "$pt_stat" ] || pt_st="; ${pt_stat}s, where ours are means"
   cat <<EOF
 #### The strategies against PyTorch
 
 Each form at its fastest bucket size; ratio = 2-GPU step / 1-GPU step at
 the same per-GPU batch (1.05 is the project's goal); steps compare only
 between rows of the same GPUs, ratios across them. The PyTorch rows:
-$pt_name ($pt_src, configured as in 2.3.5 (a)$pt_st), and eager PyTorch DDP (reports/anchors/ddp_pytorch.csv, median steps) for reference.
+$pt_name ($pt_src; $pt_how$pt_st), and eager PyTorch DDP (reports/anchors/ddp_pytorch.csv, median steps) for reference.
 
 | strategy | GPUs | fp32 2-GPU step (ms) | fp32 ratio | bf16 2-GPU step (ms) | bf16 ratio |
 |---|---|--:|--:|--:|--:|
@@ -1046,6 +1060,7 @@ EOF
         fi
       fi
     fi
+    settings_detail "$bf"
     if has_rows "$con"; then
       # The matrix-product ms of a contention row (rank 0's extra step with
       # every operation bracketed by events), from its message.
@@ -1121,11 +1136,10 @@ EOF
     echo "#### The copy-engine forms on the fused path ($(for fm in $fused_forms; do printf '%s_fused ' "$fm"; done | sed 's/ $//; s/ /, /g'))"
     echo
     cat <<EOF
-Every DDP row above runs the model op by op with materialised attention,
-so that the forms compare like for like. PyTorch's compiled step fuses,
-so here the copy-engine forms run on the path our training step takes
-(fused kernels, FlashAttention), each precision at its fastest 2-GPU
-bucket:
+The rows above run op by op with materialised attention, like for like.
+PyTorch's compiled step fuses, so here the copy-engine forms run our
+training step's path (fused kernels, FlashAttention), each precision at
+its fastest 2-GPU bucket:
 
 | form | precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | op by op, 2 GPUs (ms) | PyTorch compiled, 1 / 2 GPUs (${pt_stat:+$pt_stat }ms) | 2 GPUs against PyTorch |
 |---|---|--:|--:|--:|--:|--:|---|
@@ -1220,8 +1234,8 @@ EOF
   cat <<'EOF'
 #### Choices the copy-engine rows are measured with
 
-Settled by diagnostic runs of patched builds outside the runner (words
-only; git history keeps the patches and outputs):
+Settled by diagnostic runs of patched builds outside the runner (git
+history keeps the patches and outputs):
 
 - The host issues a bucket's transfer once it sees the bucket's ready
   event complete, and its AdamW once it sees the transfer's end, one bucket

@@ -45,14 +45,12 @@ its AdamW moments, and no bf16 copy; the norms' gains stay whole.
   group, one gather each, with `reshard_after_forward = false`.
 - **Gradients**: a group's gradient slot is reduce-scattered (averaged)
   as backward finishes it; the gains' are all-reduced after backward;
-  AdamW updates each rank's chunks (`in_backward`: as each
-  reduce-scatter lands, on a side stream, so the gathers queued behind
-  the reduce-scatter do not wait for the update).
-- **Mixed precision**: bf16 matrices are gathered in bf16 (each rank
-  casts its chunk into its own block of the slot, then the gather runs
-  in place: the cast before communication); master weights, gradients
-  and the embedding (a lookup reads it in fp32) are fp32. fp16 too (the
-  course tests it): a dynamic loss scale, AdamW after backward.
+  AdamW updates each rank's chunks (`in_backward`: on a side stream as
+  each reduce-scatter lands).
+- **Mixed precision**: bf16 matrices are cast before communication (each
+  rank casts its chunk into its block of the slot, then gathers in
+  place); master weights, gradients and the embedding stay fp32. fp16
+  too (the course tests it), with a dynamic loss scale.
 - `fsdp_gather_full_params` returns every weight whole, by name.
 
 TEXT
@@ -107,8 +105,7 @@ TEXT
     done
     echo "PyTorch on the same GPU: FSDP2 (\`fully_shard\` per block, bf16"
     echo "gathers, fp32 reduce-scatters) + torch.compile + fused AdamW, the"
-    echo "faster of the default mode and CUDA graphs (reports/anchors/torch_ddp.py,"
-    echo "\`--configs fsdp_compiled,fsdp_compiled_cudagraphs\`):"
+    echo "faster of the default mode and CUDA graphs (reports/anchors/torch_ddp.py):"
     echo
     echo "| GPUs | precision | ours | PyTorch FSDP2 | |"
     echo "|--:|---|--:|--:|---|"
@@ -317,12 +314,19 @@ TEXT
   fi
   ;;
 leaderboard_2026)
-  # the 2026 leaderboard: the 8B step (experiments/leaderboard_2026.cfg)
-  echo "The ~8B model (8.13 B parameters), batch 2 x 32768 tokens, bf16, on 2"
-  echo "GPUs: FSDP, AdamW in backward, checkpoints of k layers, weights"
-  echo "gathered again for backward (resharded) or kept, attention's output"
-  echo "kept for reruns or not (\`checkpoint_keep_attention\`), logits whole"
-  echo "or in chunks of \`head_chunk\` tokens."
+  # the 2026 leaderboard: the 8B step (experiments/leaderboard_2026.cfg);
+  # its shape from the rows
+  if has_rows "$csv"; then
+    lone() { tool value "$csv" --col "$1" --where status=ok --agg first; }
+    sN=$(lone params) sT=$(lone context) sR=$(lone rank_batch) sW=$(lone world_size) sS=$(lone steps)
+    for x in "$sN" "$sT" "$sR" "$sW" "$sS"; do num "leaderboard_2026 shape" "$x"; done
+    echo "The leaderboard's model ($(calc %.2f "$sN / 1e9") B parameters), $((sR * sW)) sequences of $sT"
+    echo "tokens, bf16, on $sW GPUs: FSDP, AdamW in backward, checkpoints of k layers;"
+  else
+    echo "The leaderboard's model: FSDP, AdamW in backward, checkpoints of k layers;"
+  fi
+  echo "weights resharded after forward or kept, attention's output kept for"
+  echo "reruns or rerun, logits whole or in chunks."
   echo
   if has_rows "$csv"; then
     # head_chunk: a column since the job took it (older rows: 0, whole)
@@ -341,7 +345,7 @@ leaderboard_2026)
       echo "| $k | $rs | $ka | ${ch:-0} | $(f1 "$(lv step_ms_median)") | $(gib "$(lv engine_peak_mib)") |"
     done
     echo
-    echo "_${GPU}s; median of 5 steps$(commits_note "$csv")._"
+    echo "_${GPU}s; median of $sS steps$(commits_note "$csv")._"
     echo
     # the best row, its model FLOPs (6 a non-embedding parameter a token,
     # causal attention's 6 L d T a token; recomputation not counted) and
@@ -377,14 +381,18 @@ ROW
     ok_ms=$(atk step_ms_median "$other")   # the same k the other way
     ok_pk=$(atk engine_peak_mib "$other")
     b_pk=$(atk engine_peak_mib "$brs")
-    echo "**Best step: $(f1 "$bms") ms** (k = $bk, resharded: $brs, attention kept: $bka, head chunk: $bch), under the"
-    echo "course's 10 s baseline (it times two B200s; these are ${GPU}s):"
-    echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model FLOPs (6 a non-embedding"
-    echo "parameter a token, plus causal attention's 6 L d T; recomputation not"
-    echo "counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of the GPU's measured bf16 product rate ($BF16_TFLOPS TFLOP/s, appendix A)."
+    rs_w() { [ "$1" = true ] && echo "resharded" || echo "kept"; }
+    ka_w() { [ "$1" = true ] && echo "kept" || echo "rerun"; }
+    ch_w() { [ "$1" = 0 ] && echo "whole logits" || echo "chunks of $1 tokens"; }
+    # the course's naive baseline: 10 s a step
+    echo "**Best step: $(f1 "$bms") ms** (k = $bk, weights $(rs_w "$brs"), attention $(ka_w "$bka"), $(ch_w "$bch")) on ${GPU}s$(
+      is_true "$bms < 10000" && echo ", under the course's naive baseline (timed on B200s)"):"
+    echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model"
+    echo "FLOPs (6 a non-embedding parameter a token plus attention's 6 L d T,"
+    echo "reruns not counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of $([ "$FLOORS_GPU" = "$GPU" ] && echo the || echo "an $FLOORS_KIND's") measured bf16 product rate ($BF16_TFLOPS TFLOP/s)."
     if [ -n "$att" ] && [ -n "$mm" ]; then
-      echo "Rank 0's kernels: attention $(calc %.0f "$att") ms against the matrix products'"
-      echo "$(calc %.0f "$mm") ms, for $(calc %.0f "100 * $aflops / $flops")% of the model FLOPs: attention is the lever."
+      echo "Rank 0's attention takes $(calc %.0f "$att") ms against the products' $(calc %.0f "$mm") ms"
+      echo "for $(calc %.0f "100 * $aflops / $flops")% of the FLOPs: attention is the lever."
     fi
     # One setting changed at a time from the best row, the others as it
     # has them; then over every such pair in the table (each arrangement's
@@ -406,33 +414,30 @@ ROW
                 if (n == 1 || r < lo) lo = r; if (n == 1 || r > hi) hi = r }
               if (n) printf "%d %d %.2f %.2f\n", n, w, lo, hi }'
     }
-    # over_all FIELD A B: "over the table's N such pairs: LO to HI as
-    # fast, faster at W of them", or nothing with one pair
+    # over_all FIELD A B: "LOx to HIx, faster at W of N" over the table's
+    # pairs, or nothing with one pair
     over_all() {
       # shellcheck disable=SC2046 # "N WINS LO HI": four words
       set -- $(pairs "$1" "$2" "$3")
       [ $# -eq 4 ] && [ "$1" -gt 1 ] || return 0
-      printf 'over the table'"'"'s %s such pairs: %sx to %sx as fast, faster at %s of them' "$1" "$3" "$4" "$2"
+      printf '%sx to %sx, faster at %s of %s' "$3" "$4" "$2" "$1"
     }
     # notes A B: " (A; B)" of those not empty, or nothing
     notes() {
       _n="$1${1:+${2:+; }}$2"
       [ -z "$_n" ] || printf ' (%s)' "$_n"
     }
-    rs_w() { [ "$1" = true ] && echo "resharded" || echo "kept (not resharded)"; }
-    ka_w() { [ "$1" = true ] && echo "kept" || echo "rerun"; }
-    ch_w() { [ "$1" = 0 ] && echo "whole logits" || echo "logits in chunks of $1 tokens"; }
-    echo "One setting changed at a time from the best row, the others as it has them:"
+    echo "One setting changed from the best row (in parentheses, over every such pair in the table):"
     if [ -n "$ok_ms" ] && [ -n "$ok_pk" ]; then
       num "leaderboard_2026 peak" "$ok_pk"
       num "leaderboard_2026 peak" "$b_pk"
-      echo "weights $(rs_w "$brs") against $(rs_w "$other") at k = $bk: $(as_fast "$bms" "$ok_ms"), $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$other")")" "$(over_all 2 "$brs" "$other")");"
+      echo "weights $(rs_w "$brs") against $(rs_w "$other"): $(as_fast "$bms" "$ok_ms"), $(calc %+.1f "($b_pk - $ok_pk) / 1024") GiB a GPU$(notes "$(over_all 2 "$brs" "$other")" "$(vintage "$(atk git_commit "$other")")");"
     fi
     na=$([ "$bka" = true ] && echo false || echo true)
     ka_ms=$(atk step_ms_median "$brs" "$bk" "$na") ka_pk=$(atk engine_peak_mib "$brs" "$bk" "$na")
     if [ -n "$ka_ms" ] && [ -n "$ka_pk" ]; then
       num "leaderboard_2026 step" "$ka_ms"
-      echo "attention $(ka_w "$bka") against $(ka_w "$na"): $(as_fast "$bms" "$ka_ms"), $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$brs" "$bk" "$na")")" "$(over_all 3 "$bka" "$na")");"
+      echo "attention $(ka_w "$bka") against $(ka_w "$na"): $(as_fast "$bms" "$ka_ms"), $(calc %+.1f "($b_pk - $ka_pk) / 1024") GiB$(notes "$(over_all 3 "$bka" "$na")" "$(vintage "$(atk git_commit "$brs" "$bk" "$na")")");"
     fi
     # the head in chunks against whole (or back), at the best row's k,
     # resharding and attention
@@ -442,9 +447,9 @@ ROW
       ch_ms=$(atk step_ms_median "$brs" "$bk" "$bka" "$och") ch_pk=$(atk engine_peak_mib "$brs" "$bk" "$bka" "$och")
       if [ -n "$och" ] && [ -n "$ch_ms" ] && [ -n "$ch_pk" ]; then
         num "leaderboard_2026 step" "$ch_ms"
-        echo "$(ch_w "$bch") against $(ch_w "$och"): $(as_fast "$bms" "$ch_ms"), $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB a GPU$(notes "$(vintage "$(atk git_commit "$brs" "$bk" "$bka" "$och")")" "$(over_all 4 "$bch" "$och")");"
+        echo "$(ch_w "$bch") against $(ch_w "$och"): $(as_fast "$bms" "$ch_ms"), $(calc %+.1f "($b_pk - $ch_pk) / 1024") GiB$(notes "$(over_all 4 "$bch" "$och")" "$(vintage "$(atk git_commit "$brs" "$bk" "$bka" "$och")")");"
         # chunks rerun the head's product in backward: 2 x tokens x d x V
-        echo "chunks rerun the head's product: $(calc %.1f "100 * 2 * $btok * $bd * $bV / $flops")% of the model FLOPs more."
+        echo "chunks rerun the head's product, $(calc %.1f "100 * 2 * $btok * $bd * $bV / $flops")% more FLOPs."
       fi
     fi
     # k's spread: at the best row's other settings (worst, above), and the
@@ -454,12 +459,11 @@ ROW
       NF >= 4 { g = $2 "|" $3 "|" $4; if (!(g in lo) || $5 < lo[g]) lo[g] = $5; if ($5 > hi[g]) hi[g] = $5 }
       END { for (g in lo) { r = hi[g] / lo[g] - 1; if (r > best) { best = r; bg = g } }
             if (bg != "") { split(bg, x, "|"); printf "%.1f %s %s %s\n", 100 * best, x[1], x[2], x[3] } }')
-    printf '%s' "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most at the best row's other settings"
+    printf '%s' "k moves the step by $(calc %.1f "100 * ($worst - $bms) / $bms")% at most at the best row's settings"
     if [ -n "$kspread" ]; then
       # shellcheck disable=SC2086 # "PCT RESHARDED KEPT CHUNK": four words
       set -- $kspread
-      [ "$2 $3 $4" = "$brs $bka $bch" ] ||
-        printf '%s' ", by $1% at most over the table (weights $(rs_w "$2"), attention $(ka_w "$3"), $(ch_w "$4"))"
+      [ "$2 $3 $4" = "$brs $bka $bch" ] || printf '%s' ", $1% over the table"
     fi
     echo ": every k reruns one forward."
     echo
@@ -517,11 +521,13 @@ ROW
         m="ours the smaller"
         is_true "$b_pk / 1024 <= $pgib" || m="**we use $(calc %.2f "$b_pk / 1024 / $pgib")x its memory**"
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
-        echo "fused AdamW, reports/anchors/torch_ddp.py${pfailed:+; also tried: $pfailed}), its fastest"
+        echo "fused AdamW, reports/anchors/torch_ddp.py) at its fastest"
         echo "($(cfg_words "$pc")): $(f1 "$pms") ms, $(f1 "$pgib") GiB a GPU: $(verdict "$bms" "$pms"); $m."
-        # the head in chunks: our fastest such row against the same
-        # anchor (said when that anchor's loss takes the logits whole)
-        if [ -n "$hc" ]; then
+        [ -z "$pfailed" ] || echo "Also tried: $pfailed."
+        # the head in chunks: our fastest such row against that anchor
+        # when its loss takes the logits whole (else the table below has
+        # the like-for-like pair)
+        if [ -n "$hc" ] && case $pc in *_chunk*) false ;; esac; then
           crow=$(tool select "$csv" --cols step_ms_median,engine_peak_mib,checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk \
                    --where status=ok --where head_chunk!=0 --sort step_ms_median | sed -n 2p)
           if [ -n "$crow" ]; then
@@ -533,7 +539,7 @@ ROW
             echo "With the head in chunks of $cch tokens (k = $ck, resharded: $crs, attention kept: $cka):"
             cm="in $(calc %.2f "$cpk / 1024 / $pgib")x its memory"
             is_true "$cpk / 1024 <= $pgib" || cm="**$cm**"
-            echo "$(f1 "$cms") ms, $(gib "$cpk") GiB: $(verdict "$cms" "$pms") $cm$(case $pc in *_chunk*) ;; *) echo " (its loss unchunked)" ;; esac)."
+            echo "$(f1 "$cms") ms, $(gib "$cpk") GiB: $(verdict "$cms" "$pms") $cm (its loss unchunked)."
           fi
         fi
         # Like for like: each of its configurations against our row with
@@ -574,9 +580,9 @@ ROW
         # FSDP2's MixedPrecisionPolicy gathers the embedding in bf16 too,
         # so PyTorch's residual stream, which its checkpoints save, is
         # bf16 (reports/anchors/residual_dtype_check.py); ours is fp32
-        echo "Part of its memory is precision: its residual stream is bf16 (FSDP2 gathers the embedding in bf16;"
-        echo "reports/anchors/residual_dtype_check.py), ours fp32 as the course's model, so at k = 1 its checkpoints hold"
-        echo "$(calc %.1f "$bL * $bR * $bT * $bd * 2 / 1073741824") GiB a GPU less."
+        echo "Part of its edge is precision: FSDP2 checkpoints a bf16 residual stream"
+        echo "(reports/anchors/residual_dtype_check.py), ours fp32 as the course's model:"
+        echo "$(calc %.1f "$bL * $bR * $bT * $bd * 2 / 1073741824") GiB a GPU more at k = 1."
       else
         echo "PyTorch on the same GPUs (FSDP2 + torch.compile + torch.utils.checkpoint +"
         echo "fused AdamW, reports/anchors/torch_ddp.py) did not complete a step: $ptried."

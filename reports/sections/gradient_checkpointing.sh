@@ -17,13 +17,11 @@ cat <<'TEXT'
 ### (a) The lowest peak, whatever the compute
 
 Nest checkpoints as a chain (below): the outer one keeps only the model's
-input; its rerun in backward runs blocks 1 .. N - 1 inside a checkpoint
-that again keeps only that input, so only block N's residuals are saved;
-then blocks 1 .. N - 2 are rerun for block N - 1, and so on. The peak is
-one block's residuals plus a few boundary tensors, **O(1)**, for **O(N^2)
-compute**: block k runs N - k + 2 times, once in forward and once in each
-rerun, of blocks 1 .. N, then 1 .. N - 1, down to 1 .. k (block N twice,
-block 1 N + 1 times). Recursive halving is the usual
+input, and its rerun in backward checkpoints blocks 1 .. N - 1 the same
+way, so only block N's residuals are saved; then blocks 1 .. N - 2 rerun
+for block N - 1, and so on. The peak is one block's residuals plus a few
+boundary tensors, **O(1)**, for **O(N^2) compute**: block k runs
+N - k + 2 times (block 1: N + 1). Recursive halving is the usual
 middle: O(log N) memory, O(N log N) compute.
 
 ```python
@@ -79,16 +77,15 @@ rowk() {
 }
 
 cat <<TEXT
-The 2026 handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch
-$batch, context $context, one training step, fused path, FlashAttention-2,
-$GPU. \`checkpoint_layers = k\` keeps every activation for one group of k
-layers at a time plus each later group's input; backward reruns each
-group's forward but the last's: one step of recomputation, never nested,
-with the same gradients bit for bit. Groups of k save about k s_layer + ($layers / k)
-s_input bytes, least at k = sqrt($layers s_input / s_layer): s_input is
-the fp32 residual stream ($(calc %.0f "$in_mib") MiB), s_layer the rest of a layer's
-tensors (the activations with no checkpoints less those with k = 1, over
-$((layers - 1)) layers). GiB and ms; AdamW after backward.
+The handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch $batch,
+context $context, fused path, FlashAttention-2, $GPU.
+\`checkpoint_layers = k\` keeps one group of k layers' activations at a
+time plus each later group's input; backward reruns every group's forward
+but the last's, once, never nested, with the same gradients bit for bit.
+Groups of k save about k s_layer + ($layers / k) s_input, least at
+k = sqrt($layers s_input / s_layer), with s_input the fp32 residual stream
+($(calc %.0f "$in_mib") MiB) and s_layer the rest of a layer (activations at k = 0 less
+k = 1, over $((layers - 1)) layers). GiB and ms; AdamW after backward.
 
 TEXT
 
@@ -134,16 +131,6 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
   lo=$(printf '%s\n' $ks | sort -rn | awk -v b="$best" '$1 > 0 && $1 < b { print; exit }')
   hi=$(printf '%s\n' $ks | sort -n | awk -v b="$best" '$1 > b { print; exit }')
   sb=$(row "$prec" $o "$best" step_ms_mean)
-  ab=$(acts "$prec" $o "$best")
-  printf '%s' "**$prec: k = $best gives the lowest peak, $(gib "$bestp") GiB against $(gib "$p0") without**"
-  nb=''
-  [ -z "$lo" ] || nb="k = $lo: $(gib "$(row "$prec" $o "$lo" engine_peak_mib)")"
-  [ -z "$hi" ] || nb="${nb:+$nb, }k = $hi: $(gib "$(row "$prec" $o "$hi" engine_peak_mib)")"
-  [ -z "$nb" ] || printf '%s' " ($nb)"
-  echo "; the sizes predict k = $kstar (s_layer = $(calc %.0f "$sl") MiB). Activations"
-  echo "fall from $(gib "$a0") to $(gib "$ab") GiB; the rerun adds $(calc %.0f "($sb / $s0 - 1) * 100")% to the step, about one"
-  echo "forward ($(calc %.0f "$(row "$prec" $o 0 fwd_ms_mean) / $s0 * 100")% of it)."
-  echo
   # with AdamW in backward too: its lowest peak
   ib='' ibp=''
   for k in $ks; do
@@ -151,17 +138,18 @@ for prec in $(tool distinct "$csv" --cols precision --where status=ok --sort -pr
     [ "$k" != 0 ] && [ -n "$pk" ] || continue
     if [ -z "$ibp" ] || is_true "$pk < $ibp"; then ib=$k ibp=$pk; fi
   done
-  if [ -n "$ib" ]; then
-    echo "With AdamW in backward as well, k = $ib: $(gib "$ibp") GiB at $(f1 "$(row "$prec" in_backward "$ib" step_ms_mean)") ms."
-    echo
-  fi
-  if [ "$prec" = fp32 ]; then
-    echo "The handout's compiled PyTorch block saves 3651 MiB in fp32 against an"
-    echo "80 MiB input: k = $(calc %.1f "sqrt(32 * 80 / 3651)"), checkpoint every block. Our layer saves"
-    echo "$(calc %.1f "3651 / $sl")x less (flash attention keeps no scores; norms, merged heads and"
-    echo "SwiGLU's product are rebuilt), so larger groups pay."
-    echo
-  fi
+  printf '%s' "**$prec: k = $best gives the lowest peak, $(gib "$bestp") GiB against $(gib "$p0") without**"
+  # the next smaller and larger group, as the handout asks
+  nb=''
+  [ -z "$lo" ] || nb="k = $lo: $(gib "$(row "$prec" $o "$lo" engine_peak_mib)")"
+  [ -z "$hi" ] || nb="${nb:+$nb, }k = $hi: $(gib "$(row "$prec" $o "$hi" engine_peak_mib)")"
+  [ -z "$ib" ] || nb="${nb:+$nb; }AdamW in backward: $(gib "$ibp") at k = $ib"
+  [ -z "$nb" ] || printf '%s' " ($nb)"
+  echo "; the sizes predict k = $kstar (s_layer = $(calc %.0f "$sl") MiB)."
+  # why s_layer is small: what our fused layer does not keep
+  [ "$prec" != fp32 ] || echo "A layer keeps little: flash attention keeps no scores, and norms, merged heads and SwiGLU's product are rebuilt."
+  echo "The rerun adds $(calc %.0f "($sb / $s0 - 1) * 100")% to the step, about one forward ($(calc %.0f "$(row "$prec" $o 0 fwd_ms_mean) / $s0 * 100")% of it)."
+  echo
 done
 if [ "$has_inbwd" -gt 0 ] && [ $has_keep -eq 0 ]; then
   # a variant's columns: the section itself is measured
@@ -195,8 +183,7 @@ if [ -n "$GNUPLOT" ]; then
     "The $size at context $context, batch $batch, on $GPU_KIND: checkpoint groups of k layers"
   echo "![Peak memory and step time against the checkpoint group size](gradient_checkpointing.svg)"
   echo
-  echo "_The tables above: peak (left; dashed, without checkpoints) and step time"
-  echo "over the step without them (right), log k._"
+  echo "_Peak (left; dashed: no checkpoints) and step time against none (right), log k._"
   echo
 fi
 
@@ -211,8 +198,8 @@ if [ -n "$lb" ]; then
   echo "|--:|--:|--:|--:|"
   echo "| $(it params) | $(it grads) | $(it optimizer) | $(it activations) |"
   echo
-  echo "Our engine allocates each whole, so its peak is their sum; PyTorch"
-  echo "frees activations as backward makes gradients and keeps no 16-bit weights."
+  echo "Our peak is their sum; PyTorch frees activations as backward makes"
+  echo "gradients and keeps no bf16 copy of the weights."
   echo
 fi
 [ "$has_inbwd" -gt 0 ] || echo "AdamW in backward would drop the gradient buffer too."
@@ -250,13 +237,16 @@ for prec in $(tool distinct "$anchor" --cols precision --where size="$size" --wh
     [ -z "$os" ] || v=$(verdict "$os" "$ts")
     echo "| $prec | $k | $ts | $tp | $(f1 "$os") | $(gib "$op") | $v |"
     if [ "$prec" = bf16 ] && [ "$k" = 1 ] && [ -n "$os" ]; then
-      sent="At k = 1 in bf16, time: $v ($(f1 "$os") ms against $ts); peak: $(gib "$op") GiB against $tp, "
-      if is_true "$op / 1024 <= $tp"; then sent="${sent}ours the smaller."
-      else sent="${sent}**we lose on memory, $(calc %.2f "$op / 1024 / $tp")x its peak**."; fi
+      # the row's numbers are in the table: the sentence gives the verdicts
+      if is_true "$op / 1024 <= $tp"; then m="$(calc %.2f "$op / 1024 / $tp")x its peak"
+      else m="**we lose on memory, $(calc %.2f "$op / 1024 / $tp")x its peak**"; fi
+      sent="At k = 1 in bf16: $v; $m"
       ip=$(row "$prec" in_backward 1 engine_peak_mib)
-      [ -z "$ip" ] || sent="$sent With AdamW in backward ours is $(gib "$ip") GiB at $(f1 "$(row "$prec" in_backward 1 step_ms_mean)") ms, $(calc %.2f "$ip / 1024 / $tp")x its peak."
+      [ -z "$ip" ] || sent="$sent; with AdamW in backward $(calc %.2f "$ip / 1024 / $tp")x its peak ($(gib "$ip") GiB at $(f1 "$(row "$prec" in_backward 1 step_ms_mean)") ms"
       kp=$(rowk "$prec" 1 engine_peak_mib)
-      [ -z "$ip" ] || [ -z "$kp" ] || sent="$sent Keeping the norms: $(gib "$kp") GiB at $(f1 "$(rowk "$prec" 1 step_ms_mean)") ms."
+      [ -z "$ip" ] || [ -z "$kp" ] || sent="$sent; keeping the norms, $(gib "$kp") GiB at $(f1 "$(rowk "$prec" 1 step_ms_mean)") ms"
+      [ -z "$ip" ] || sent="$sent)"
+      sent="$sent."
     fi
   done
 done

@@ -290,11 +290,10 @@ if [ -n "$pe32$pe16$pc32$pc16" ]; then
     is_true "$ft16 < ${ours16:-1e30}" && ours16=$ft16
   if [ -n "$pc32" ] && [ -n "$pc16" ] && [ -n "$ours" ] && [ -n "$ours16" ]; then
     if is_true "$ours / 1024 > $pc32 && $ours16 / 1024 > $pc16"; then
-      echo "We lose on memory: our lowest training-step peaks at context 512,"
-      echo "$(gib "$ours") GiB (fp32) and $(gib "$ours16") GiB (bf16), against torch.compile's $(calc %.1f "$pc32") and"
-      echo "$(calc %.1f "$pc16") GiB. Both hold the same $(calc %.1f "4 * $nparams * 4 / 2^30") GiB of fp32 parameters, gradients"
-      echo "and moments, but PyTorch frees each saved activation as backward consumes"
-      echo "it, while ours (and in bf16 the weight copy) stay through the optimizer step."
+      echo "We lose on memory: $(gib "$ours") / $(gib "$ours16") GiB (fp32 / bf16, our lowest"
+      echo "step peaks) against torch.compile's $(calc %.1f "$pc32") / $(calc %.1f "$pc16"). Both hold $(calc %.1f "4 * $nparams * 4 / 2^30") GiB of"
+      echo "parameters, gradients and moments; PyTorch frees each saved activation as"
+      echo "backward consumes it, ours stay (with bf16's weight copy) through AdamW."
     else
       echo "Our lowest training-step peaks at context 512 are $(gib "$ours") GiB (fp32) and"
       echo "$(gib "$ours16") GiB (bf16), against torch.compile's $(calc %.1f "$pc32") and $(calc %.1f "$pc16") GiB."
@@ -349,7 +348,7 @@ if [ -n "$lf" ]; then
   cat <<TEXT
 Our allocator makes a few large allocations ((b): parameters, gradients,
 the activation table, then the moments) and the workspace
-($(calc %.2f "$(last mem_workspace_mib) / 1024") GiB). Below, the tensors
+($(calc %.0f "$(last mem_workspace_mib)") MiB). Below, the tensors
 inside the activation table (fp32 forward, context $cmax), as PyTorch's
 per-tensor allocator would show them, each name summed over its layers.
 TEXT

@@ -80,15 +80,12 @@ intro_kernels() {
   machine=$(tool value "$csv" --col machine --where status=ok --agg first)
   agpu=$(tool value "$anchor" --col gpu --where status=ok --agg first --default "")
   tv=$(tool value "$anchor" --col torch --where status=ok --agg first --default "")
-  fastest=$(tool value "$csv" --col fwd_ms_per_pass --where status=ok --agg min)
-  num "the fastest pass" "$fastest"
   cat <<TEXT
 One norm layer over $rows rows of random fp32 values, ms per pass. Ours:
 the \`norm\` kind (jobs/norm.c, experiments/pytorch_layernorm.cfg) on
 $machine, kernels/cuda/rmsnorm.cu and layernorm.cu (one thread block per
 row): $warm untimed passes, then $passes forwards and $passes forward+backward
-passes, each loop closed by one synchronisation (at $(calc %.2f "$fastest") ms or more a
-pass, launches hide either way).
+passes, each loop closed by one synchronisation.
 TEXT
   if [ -n "$agpu" ]; then
     echo "PyTorch $tv on an $agpu"
@@ -674,10 +671,6 @@ compile_model() {
   nref=$(tool count "$ref" --where status=ok --where batch="$b" --where context="$t" \
            --where precision="$p" --where config=reference_compiled)
   cmd="python3 reports/anchors/torch_lm_reference.py reports/anchors/lm_pytorch.csv --contexts $t --batch $b --precisions $p --modes forward,train_step --configs reference,reference_compiled"
-  echo "Our counterpart is the fused path against op by op: at the 2024 shapes"
-  echo "in section 2024.7 (b); with the training step, against PyTorch eager"
-  echo "and torch.compile at the 2025 shapes, in section 1.3.1 (b)."
-  echo
   if [ "$nref" -gt 0 ]; then
     # our forward at the same shapes beside it: op by op with RMSNorm
     # (2024.1 (b)) and the fused path (2024.7 (b)), where measured here
@@ -688,10 +681,9 @@ compile_model() {
     memo OV "$nm" size,mode,norm fwd_ms_mean --where status=ok --sort -utc
     [ ! -f "$nf" ] || memo OF "$nf" size,mode,norm fwd_ms_mean --where status=ok --sort -utc
     echo "The course's reference module (materialised attention, AdamW) eager and under"
-    echo "torch.compile (reports/anchors/lm_pytorch.csv, torch_lm_reference.py), batch $b,"
-    echo "context $t, $p, on the $GPU_KIND; mean ms; \"compiled x\": eager over compiled."
-    echo "Ours: the forward pass op by op (norm_model.csv) and fused (norm_model_fused.csv),"
-    echo "RMSNorm, the same shapes and GPU kind (our rows time no training step there)."
+    echo "torch.compile (reports/anchors/lm_pytorch.csv), batch $b, context $t, $p, on"
+    echo "the $GPU_KIND; mean ms; \"compiled x\": eager over compiled. Ours: the forward"
+    echo "op by op (2024.1 (b)) and fused (2024.7 (b)); our steps: section 1.3.1 (b)."
     echo
     echo "| size | forward, eager | forward, compiled | compiled x | ours forward, op by op / fused | train step, eager | train step, compiled | compiled x |"
     echo "|---|--:|--:|--:|--:|--:|--:|--:|"

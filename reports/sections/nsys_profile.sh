@@ -68,11 +68,10 @@ walk() {
 }
 
 cat <<TEXT
-Every \`lm\` row carries one extra, untimed step with each operation
-bracketed by CUDA events, summed per kernel family (kernels/ops.def:
-\`matmul\` is every cuBLAS product, attention's included; \`elementwise\`
-the residual adds and casts). Rows: benchmarking_script's (op by op, batch
-$batch, vocabulary $vocab, $gpus), every size, context in {$(echo $ctxs | tr ' ' ',')}.
+Every \`lm\` row also runs one untimed step with CUDA events around each
+operation, summed per kernel family (kernels/ops.def; \`matmul\`: every
+cuBLAS product): benchmarking_script's rows ($gpus), every size, context
+{$(echo $ctxs | tr ' ' ',')}.
 
 TEXT
 
@@ -133,10 +132,10 @@ ncu_check() {
     echo "Nsight Compute has not yet checked this profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)."
     todo "Nsight Compute's check of the kernel profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)"
     return 0; }
-  _w=""; _bl=""; _t=""; _r=""; _x=""; _bad=""
+  # (kernels matched by function name alone, _b, are not worth the words)
+  _w=""; _t=""; _r=""; _x=""; _bad=""
   while read -r _s _n _m _b _rr _same _tm _to _ex; do
     _w="$_w${_w:+, }$_n at $_s"
-    [ "$_b" -eq 0 ] || _bl="$_bl${_bl:+ and }$_b at $_s"
     _t="$_t${_t:+ and }$(calc %.2f "$_tm / $_rr / $_to")x ($_s)"
     [ "$_m" = "$_n" ] && [ "$_same" = 1 ] || _bad=1
     _r=$_rr; _x=$_ex
@@ -145,23 +144,22 @@ ncu_check() {
   # warm-up and timed ones plus the event-bracketed one; ours records one
   _ws=$(tool value "$_nc" --agg first --default "" --where status=ok --col warmup)
   _ss=$(tool value "$_nc" --agg first --default "" --where status=ok --col steps)
-  case $_ss in 1) _su=step ;; *) _su=steps ;; esac
   _r=$(calc %.0f "$_r")
   if [ -n "$_ws" ] && [ -n "$_ss" ] && [ "$_r" = "$((_ws + _ss + 1))" ]; then
-    _rw="$_r times as often as our profile counts them: its run holds $_r training steps ($_ws warm-up, $_ss timed, one event-bracketed), where our profile records one"
+    _rw="$_r times, once per step of its $_r-step run"
   else
-    _rw="$_r times as often as our profile of one training step counts them"
+    _rw="$_r times as often as our one profiled step"
   fi
   # its kernels outside our step, in words where we know them
   case $_x in
     -) _x="" ;;
-    init_normal_k) _x=" Its only other kernel is the weights' random initialisation, before the first step." ;;
-    *) _x=" Its other kernels, outside our step: $_x." ;;
+    init_normal_k) _x=", plus the weights' initialisation" ;;
+    *) _x=", plus $_x" ;;
   esac
   if [ -n "$_bad" ]; then
     echo "Nsight Compute on these jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
   else
-    echo "Nsight Systems is not on our GPU machines, so Nsight Compute checked this profile (reports/anchors/ncu_kernels.sh) on the same jobs run with $_ws warm-up and $_ss timed $_su (nsys_profile_check.csv). It finds every distinct kernel of our training step ($_w${_bl:+; of these, $_bl matched by function name alone, the two spelling inline namespaces or template arguments differently}), each launched exactly $_rw.$_x Timed one at a time, as Nsight Compute runs them, these kernels take $_t the GPU time our profile records."
+    echo "Nsight Systems is not on our GPU machines; Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) finds every kernel of our training step ($_w), each launched exactly $_rw$_x. Its GPU time for them is $_t ours: the two kernel summaries agree."
   fi | fold -s -w 76 | sed 's/ *$//'
 }
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
@@ -170,12 +168,9 @@ if has_rows "$kp"; then
   cat <<'TEXT'
 #### The kernel-level profile
 
-experiments/nsys_profile.cfg runs the lm job with its setting
-kernel_profile on: one extra forward pass and one extra training step,
-every kernel recorded by name with its calls and GPU time from CUPTI's
-activity records (what Nsight Systems itself reads), the passes and
-attention's parts marked as ranges, as NVTX ranges mark them in Nsight
-Systems (nsys_profile.samples.jsonl).
+experiments/nsys_profile.cfg records one extra forward and training step
+a job, each kernel's calls and GPU time from CUPTI (Nsight Systems' own
+source), within NVTX-style ranges.
 TEXT
   ncu_check
   o=$(from_other_gpu "$kp")
@@ -183,22 +178,14 @@ TEXT
   # a plain string: a note with parentheses inside ${o:+...} defeats shellcheck
   on=""
   [ -z "$o" ] || on=" ($o; (a) to (e) read benchmarking_script's rows, from the $GPU_KIND)"
-  echo "Per row$on: the forward pass's wall clock (mean of the timed steps, ms); the GPU time of the profiled forward's and training step's kernels (ms) and the share of it in GEMM (matrix-product) kernels, 0 to 1; and within the forward's attention, the GPU time of the softmax kernel and of its two products, the scores (QK^T) and the scores times V (ms):" | fold -s -w 76 | sed 's/ *$//'
+  echo "Per row$on: kernel GPU time (ms) and GEMM share (0 to 1); the forward's softmax and attention products (QK^T, scores x V):" | fold -s -w 76 | sed 's/ *$//'
   echo
   tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
     --head "size,context,precision,forward (wall ms),forward kernels (ms),GEMM share forward,training step kernels (ms),GEMM share step,softmax (ms),attention products (ms)" \
     --where status=ok --fmt fwd_ms_mean=%.2f --fmt kp_fwd_ms=%.2f --fmt kp_fwd_gemm_share=%.2f \
     --fmt kp_step_ms=%.2f --fmt kp_step_gemm_share=%.2f --fmt kp_softmax_ms=%.3f --fmt kp_attn_matmul_ms=%.3f
   echo
-  echo "Top kernels by GPU time:"
-  echo
-  tool select "$kp" --cols size,context --where status=ok | tail -n +2 |
-  while IFS=, read -r size ctx; do
-    msg=$(tool value "$kp" --col message --where status=ok --where size="$size" \
-            --where context="$ctx" --agg first)
-    echo "- $size, context $ctx: $(printf '%s' "$msg" | sed 's/.*; top kernel[;,] //; s/; host.s CUDA calls[;,] .*//')."
-  done
-  echo
+  # each row's top kernels: (b)'s table
   # the GPU's idle time between kernels (rows since the job records it)
   idle=
   case ",$(head -n 1 "$kp")," in *,kp_step_idle_ms,*)
@@ -206,7 +193,7 @@ TEXT
              --where status=ok | tail -n +2 | awk -F, '$3 != "" && $5 != ""') ;;
   esac
   if [ -n "$idle" ]; then
-    echo "Idle GPU time within the kernels' span (launch gaps, waits on the host), ms:"
+    echo "Idle GPU time within the kernels' span (launch gaps), ms:"
     echo
     echo "| size | context | forward: idle of span | training step: idle of span |"
     echo "|---|--:|--:|--:|"
@@ -223,8 +210,7 @@ fi
 # ---- (a) ---------------------------------------------------------------------
 echo "### (a) Total forward time against the wall clock"
 echo
-echo "Forward pass, ms: wall clock (mean of the timed steps) and the profiled"
-echo "step's families summed."
+echo "Forward pass, ms: wall clock and the profiled step's families summed."
 echo
 echo "| size | context | fp32 wall clock | fp32 sum of families | bf16 wall clock | bf16 sum of families |"
 echo "|---|--:|--:|--:|--:|--:|"
@@ -254,19 +240,16 @@ rng() { # PREC: "lo hi median n" of the sum-vs-wall differences (%)
 }
 r32=$(rng fp32); r16=$(rng bf16)
 if [ -n "$r32" ] && [ -n "$r16" ]; then
-  set -- $r32; lo32=$1 hi32=$2 md32=$3 n32=$4
-  set -- $r16; lo16=$1 hi16=$2 md16=$3 n16=$4
+  set -- $r32; lo32=$1 hi32=$2 md32=$3
+  set -- $r16; lo16=$1 hi16=$2 md16=$3
   set -- $(sort -k2,2gr "$aux" | head -n 1)
-  xw="$3 $1 at context $4 ($5 ms)"
-  cat <<TEXT
-**Answer.** A forward pass takes from $(calc %.1f "$(v small "$(echo $ctxs | cut -d' ' -f1)" bf16 forward fwd_ms_mean)") ms (small, bf16, context
-$(echo $ctxs | cut -d' ' -f1)) to $(calc %.0f "$(v 2.7B "$(echo $ctxs | tr ' ' '\n' | tail -n 1)" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $(echo $ctxs | tr ' ' '\n' | tail -n 1)), and the GPU time of
-its operations matches the wall clock: the families' sum differs from it by
-$lo32% to $hi32% in fp32 (median $md32%, $n32 rows) and $lo16% to $hi16% in bf16
-(median $md16%); the largest, $(calc %.1f "$2")%, is on $xw, where the events
-between operations weigh most.
-
+  xw="$3 $1 at context $4"
+  c1=$(echo $ctxs | cut -d' ' -f1); cn=$(echo $ctxs | tr ' ' '\n' | tail -n 1)
+  { cat <<TEXT
+**Answer.** A forward pass takes $(calc %.1f "$(v small "$c1" bf16 forward fwd_ms_mean)") ms (small, bf16, context $c1) to $(calc %.0f "$(v 2.7B "$cn" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $cn). Summed, its operations' GPU time matches the wall clock: it differs by $lo32% to $hi32% in fp32 (median $md32%) and $lo16% to $hi16% in bf16 (median $md16%), most on $xw, where event overhead weighs most.
 TEXT
+  } | fold -s -w 76 | sed 's/ *$//'
+  echo
 fi
 
 # ---- (b) ---------------------------------------------------------------------
@@ -333,9 +316,8 @@ if has_rows "$kp" && [ -f "$kj" ]; then
   done)
 fi
 if [ -n "$kl" ]; then
-  echo "The kernel-level profile's rows: the kernel with the most GPU time in one"
-  echo "forward pass, and in forward + backward (the training step less AdamW's"
-  echo "kernels), with its calls and GPU time in that pass:"
+  echo "Top kernel by GPU time in one forward pass and in forward + backward"
+  echo "(the training step less AdamW):"
   echo
   echo "| size | context | precision | forward: top kernel | calls | ms | forward + backward: top kernel | calls | ms |"
   echo "|---|--:|---|---|--:|--:|---|--:|--:|"
@@ -353,7 +335,7 @@ if [ -n "$kl" ]; then
       if ($4 == $7) { same++; sl = sl (sl ? " and " : "") $1 }
       else dl = dl (dl ? " and " : "") ord($10) " at " $1 " (" $11 " against " $9 " ms)" }
     END {
-      printf "**Answer.** The kernel with the most forward GPU time is %s%s, invoked %s times in one forward pass. ",
+      printf "**Answer.** The top forward kernel is %s%s, invoked %s times a forward pass. ",
         (notg ? "the one named in the table" : "a matrix-product (GEMM) kernel"),
         (n > 1 && !fdiff ? ", the same one at " (n == 2 ? "both sizes" : "every profiled size") : ""), fc
       if (same == n) printf "It also leads forward + backward %s.", (n == 2 ? "at both sizes" : at())
@@ -363,23 +345,19 @@ if [ -n "$kl" ]; then
   echo
 fi
 lead="**Answer.** The"
-[ -z "$kl" ] || lead="By kernel family (the event-bracketed rows, every size and context), the"
-cat <<TEXT
-$lead matrix products (\`matmul\`, cuBLAS) take the most GPU time
-in $ft of $fn forward rows ($flo% to $fhi%), $bt of $bn forward + backward rows
-($blo% to $bhi%) and $tt of $tn training-step rows ($tlo% to $thi%). The
-op-by-op forward (model/forward.c) calls cuBLAS 9 times per layer (q, k, v,
-output, scores, values, w1, w3, w2) plus the output head: $calls calls${kl:+;
-the table above shows how cuBLAS spreads them over its kernels}.
-
+[ -z "$kl" ] || lead="Over every size and context, the"
+{ cat <<TEXT
+$lead products (\`matmul\`) take the most GPU time in $ft of $fn forward rows ($flo% to $fhi%), $bt of $bn forward + backward ($blo% to $bhi%) and $tt of $tn training steps ($tlo% to $thi%). The forward makes 9 cuBLAS calls a layer plus the head ($calls)${kl:+, spread over the kernels above}.
 TEXT
+} | fold -s -w 76 | sed 's/ *$//'
+echo
 
 # ---- (c) ---------------------------------------------------------------------
 cm=512
 case " $(echo $ctxs) " in *" 512 "*) ;; *) cm=$(echo $ctxs | tr ' ' '\n' | tail -n 1) ;; esac
 echo "### (c) Other kernels in the forward pass"
 echo
-echo "Forward pass at context $cm: the families after the products, ms, largest first."
+echo "Forward, context $cm: the other families, ms, largest first."
 echo
 echo "| size | precision | forward (ms) | matmul share | the other families (ms) |"
 echo "|---|---|--:|--:|---|"
@@ -420,8 +398,8 @@ walk 'function rg(k) { return nr[k] ? sprintf("%s%% to %s%%", lo[k], hi[k]) : "%
   }'
 echo
 # The kernel-level profile's GEMM share of the same forward differs from
-# this table's matmul share: one sentence on why, from the first profiled
-# row that this table has too.
+# this table's matmul share: one sentence on why (event brackets hold launch
+# gaps too), from the first profiled row that this table has too.
 if has_rows "$kp"; then
   tool select "$kp" --where status=ok --where context="$cm" --cols size,precision,kp_fwd_ms,kp_fwd_gemm_share --sep '|' |
   while IFS='|' read -r gs gp gk gg; do
@@ -430,29 +408,26 @@ if has_rows "$kp"; then
     if [ -z "$gmm" ] || [ -z "$gk" ] || [ -z "$gg" ]; then continue; fi
     num "$gs $gp kp_fwd_ms" "$gk"; num "$gs $gp kp_fwd_gemm_share" "$gg"; num "$gs $gp matmul" "$gmm"
     gsu=$(families "$gm" | awk '{ t += $2 } END { printf "%.4f", t }')
-    kg=$(calc %.2f "$gg * $gk"); ko=$(calc %.2f "(1 - $gg) * $gk")
-    eo=$(calc %.2f "$gsu - $gmm")
-    echo "The kernel-level profile above puts $(calc %.2f "$gg") of $gs's $gp forward in GEMM kernels where this table (benchmarking_script's row) puts $(calc %.0f "100 * $gmm / $gsu")% in matmul: the profile counts kernels' own GPU time alone ($kg ms in GEMMs, $ko ms in the rest), while each CUDA-event bracket here also holds the time between its events and its kernels, which weighs most on the many short operations that are not products ($(calc %.2f "$gmm") ms in matmul, $(calc %.0f "100 * ($gmm / $kg - 1)")% more, and $eo ms in the rest, $(calc %.0f "100 * ($eo / $ko - 1)")% more)."
+    kg=$(calc %.4f "$gg * $gk"); ko=$(calc %.4f "(1 - $gg) * $gk")
+    eo=$(calc %.4f "$gsu - $gmm")
+    echo "The kernel-level profile puts $(calc %.2f "$gg") of $gs's $gp forward in GEMMs against this table's $(calc %.0f "100 * $gmm / $gsu")%: it counts kernels' own time, while an event bracket also holds launch gaps, adding $(calc %.0f "100 * ($gmm / $kg - 1)")% to matmul's time but $(calc %.0f "100 * ($eo / $ko - 1)")% to the short other operations'."
     echo
     break
   done | fold -s -w 76 | sed 's/ *$//'
 fi
 if [ -s "$aux" ]; then
   { read -r rank; read -r lohi32; read -r lohi16; } < "$aux"
-  cat <<TEXT
-**Answer.** After the products, by summed share: $rank
-(\`rope+heads\`: RoPE and the head split and merge). Together they take
-$lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs
-shrink the products, not these fp32, memory-bound passes.
-
+  { cat <<TEXT
+**Answer.** After the products, by summed share: $rank (\`rope+heads\`: RoPE and the head split and merge). All but the products take $lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs shrink the products, not these fp32, memory-bound passes.
 TEXT
+  } | fold -s -w 76 | sed 's/ *$//'
+  echo
 fi
 
 # ---- (d) ---------------------------------------------------------------------
 echo "### (d) Matrix products in a training step against inference"
 echo
-echo "Context $cm, each family's share of the event-bracketed step's time"
-echo "(families summed, as in (c), so not the kernel-level profile's GEMM share):"
+echo "Context $cm, each family's share of the time, as in (c):"
 echo
 echo "| size | precision | forward: matmul | train step: matmul | train step: adamw | train step: everything else |"
 echo "|---|---|--:|--:|--:|--:|"
@@ -484,10 +459,9 @@ X
   rg() { if [ "$1" = "$3" ]; then printf '%s%%' "$1"; else printf '%s%% (%s) to %s%% (%s)' "$1" "$2" "$3" "$4"; fi; }
   cat <<TEXT
 **Answer.** A training step adds backward, mostly products, and AdamW, one
-memory-bound pass over parameters, gradients and both moments: the
-products' share moves $dl32 to $dh32 points against forward-only in fp32 and
-$dl16 to $dh16 in bf16, where AdamW takes $(rg "$al16" "$as16" "$ah16" "$hs16") of the step
-(fp32: $(rg "$al32" "$as32" "$ah32" "$hs32")).
+memory-bound pass over weights, gradients and both moments: the products'
+share moves $dl32 to $dh32 points from forward-only in fp32 and $dl16 to $dh16 in bf16,
+where AdamW takes $(rg "$al16" "$as16" "$ah16" "$hs16") of the step (fp32: $(rg "$al32" "$as32" "$ah32" "$hs32")).
 
 TEXT
 fi
@@ -496,12 +470,9 @@ fi
 echo "### (e) Softmax against the matrix products"
 echo
 cat <<TEXT
-Forward, fp32. FLOPs from the model's shapes (section 1.1.1 (a)), batch
-$batch, each size's shapes checked against its rows' parameter count: 2 x
-rows x inputs x outputs per linear layer; attention's two products, the
-scores (QK^T) and the scores times V, 2 x 2 x batch x context^2 x d_model
-per layer; softmax about 5 per score (max, subtract, exp, sum, divide),
-batch x heads x context^2 per layer.
+Forward, fp32. FLOPs per layer from 1.1.1 (a)'s shapes, batch $batch: 2 x
+rows x inputs x outputs a linear layer; attention's two products 4 x batch
+x context^2 x d_model; softmax about 5 per score, batch x heads x context^2.
 
 TEXT
 # Within self-attention, as the handout asks: the softmax kernel against
@@ -524,13 +495,13 @@ if has_rows "$kp"; then
   done)
 fi
 if [ -n "$ea" ]; then
-  echo "Within self-attention (the kernel-level profile, GPU time of the forward's kernels):"
+  echo "Within self-attention (the kernel-level profile):"
   echo
   echo "| size | context | softmax (ms) | the two products (ms) | time products / softmax | FLOPs products / softmax |"
   echo "|---|--:|--:|--:|--:|--:|"
   printf '%s\n' "$ea" | awk '{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }'
   echo
-  echo "The whole model's products against softmax (event-bracketed families, context $cm):"
+  echo "The whole model (event-bracketed families, context $cm):"
   echo
 fi
 echo "| size | softmax (ms) | matmul (ms) | time matmul / softmax | FLOPs all products / softmax | FLOPs attention products / softmax |"
@@ -566,14 +537,14 @@ if [ -n "$ea" ]; then
     END { print tl, th, fl, fh, sl, sh, n }')
   if [ "$7" -gt 1 ]; then aw="$1x ($5) to $2x ($6)"; fw="$3x to $4x"; else aw="$1x ($5)"; fw="$3x"; fi
   [ "$3" != "$4" ] || fw="$3x"
-  ans="**Answer.** Within self-attention the two matrix products take $aw softmax's GPU time while doing $fw its FLOPs (fp32, the kernel-level profile): softmax reads and writes every score, a few FLOPs per 8 bytes, where the products reuse each loaded value at a far larger arithmetic rate, so the gap in time is a small fraction of the gap in FLOPs."
+  ans="**Answer.** Within self-attention the two products take $aw softmax's GPU time for $fw its FLOPs: softmax is memory-bound, reading and writing every score for a few FLOPs, while the products reuse each loaded value, so the time gap is a small fraction of the FLOP gap."
 fi
 if [ -n "$er" ]; then
   set -- $(printf '%s' "$er" | awk '{ n++; if (n == 1 || $2 < tl) tl = $2; if (n == 1 || $2 > th) th = $2
     if (n == 1 || $3 < fl) fl = $3; if (n == 1 || $3 > fh) fh = $3; if (n == 1 || $4 < al) al = $4; if (n == 1 || $4 > ah) ah = $4 }
     END { print tl, th, fl, fh, al, ah }')
   if [ -n "$ea" ]; then
-    ans="$ans Over the whole model (every linear layer too, event-bracketed families) the products take $1 to $2 times softmax's time for $3 to $4 times its FLOPs."
+    ans="$ans Over the whole model: $1 to $2 times the time for $3 to $4 times the FLOPs."
   else
     ans="**Answer.** The products take $1 to $2 times softmax's time while doing $3 to $4 times its FLOPs (attention's two alone: $5 to $6 times): softmax reads and writes every score, a few FLOPs per 8 bytes, where the products reuse each loaded value at a far larger arithmetic rate."
   fi

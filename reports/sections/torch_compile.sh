@@ -65,16 +65,13 @@ else
   [ "$nm" -gt 0 ] || mcol="ours materialised (not measured)"
   cat <<TEXT
 pytorch_attention's shapes (batch $ab, $ah head, $ap, causal $ac), ms per
-pass, forward / backward. Ours (GPU: $agpu; mean of $an passes per loop):
-materialised attention (pytorch_attention.csv), which already fuses what
-torch.compile fuses in the handout's module (scale, mask, softmax and
-logsumexp in one kernel between two cuBLAS products), and FlashAttention-2
-(torch_compile_attention.csv). PyTorch (reports/anchors/torch_attention.csv,
-the GPU of the materialised rows, do_bench medians): the module eager and compiled, and SDPA.
-"compiled x" is eager over compiled (above 1: compiling helps), as are the
-last two columns, all of a forward+backward pair timed as one loop (CSV
-column fwd_bwd), which runs the two back to back and need not equal the sum
-of the two columns.
+pass, forward / backward. Ours ($agpu, mean of $an passes): materialised
+attention (pytorch_attention.csv), one kernel between two cuBLAS products
+already fusing what torch.compile fuses in the handout's module, and
+FlashAttention-2 (torch_compile_attention.csv). PyTorch (same GPU,
+reports/anchors/torch_attention.csv, do_bench medians): the module eager
+and compiled, and SDPA. The ratios ("compiled x": eager over compiled) are
+of a forward+backward pair timed as one loop, not of the columns' sum.
 
 TEXT
   if [ "$nf" -gt 0 ]; then
@@ -343,8 +340,8 @@ param_rows=$(tool select "$csv" --first-of size --cols size,params --sep '|')
 spd=""
 [ ! -s "$tc_spd" ] || spd="$(cat "$tc_spd")
 "
-echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW,"
-echo "same GPU model; the faster of plain torch.compile and its CUDA-graph mode, reduce-overhead, by median step, with that form's mean and peak)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
+echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW, same"
+echo "GPU model; plain or reduce-overhead, the faster by median)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
 echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
 echo
 rngs() { # MODE PREC: "lo hi" of op by op / best fused
@@ -441,7 +438,7 @@ for p in bf16 fp32; do
   done
 done
 echo "An extra untimed step per job times each operation between CUDA events"
-echo "(each row keeps the result in its message column): ms per kernel family; events add time, so sums may differ from the step."
+echo "(the row's message column): ms per kernel family."
 if [ "$kn" -gt 0 ]; then
   kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
     END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
@@ -452,7 +449,7 @@ if [ "$kn" -gt 0 ]; then
   else
     side="above the timed step in $kab of $kn rows, below in $kbe"
   fi
-  echo "The sum is $side; sum against step, $klo% to $khi% (median difference, either sign, $kmed%)."
+  echo "The events add time: the sum is $side, $klo% to $khi% off (median $kmed%, either sign)."
 fi
 echo
 echo "| size | precision | attention | step (ms) | sum (ms) | sum vs step | ms by kernel family |"

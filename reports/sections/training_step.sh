@@ -36,9 +36,9 @@ theirs() {
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
 if [ -n "$bf16_tflops" ]; then
-  mfu_words="MFU: 6 x parameters x tokens over the step time, against an
-$FLOORS_KIND's dense product rates (reports/anchors/gpu_floors.csv: $bf16_tflops TFLOP/s
-bf16, $fp32_tflops fp32)."
+  mfu_words="MFU: 6 x parameters x tokens a step against an $FLOORS_KIND's
+dense product rates (reports/anchors/gpu_floors.csv: $bf16_tflops TFLOP/s bf16,
+$fp32_tflops fp32)."
 else
   mfu_words="MFU: not given, no product rates were measured on this GPU
 (\`python3 reports/anchors/gpu_floors.py reports/anchors/gpu_floors.csv\`)."
@@ -63,29 +63,25 @@ tool select "$ANCHORS/torch_lm.csv" --where gpu="$README_GPU" > "$h100_anchor" |
 gh=$(pt_compiled "$h100_anchor" 2.7B 512 bf16 step_ms_median)
 ghm=$(pt_compiled "$h100_anchor" 2.7B 512 bf16 peak_gib)
 if [ "$GPU" = "$README_GPU" ]; then goal_on="on this GPU"
-else goal_on="on an $goal_kind (not the $GPU_KIND measured here)"; fi
+else goal_on="on an $goal_kind"; fi
 if [ -n "$gh" ] && [ -n "$ghm" ]; then
   num gh "$gh"; num ghm "$ghm"
-  goal_from="against PyTorch compiled's $(f1 "$gh") ms and $ghm GiB there"
-else goal_from="against PyTorch's compiled step there"; fi
+  goal_from=", against PyTorch compiled's $(f1 "$gh") ms and $ghm GiB there"
+else goal_from=""; fi
 cat <<TEXT
-The goal, at 2.7B, bf16, context 512: a step faster than the strongest
-PyTorch's and no larger. The project set its numbers $goal_on,
-$goal_from: <= 95 ms and <= 50 GiB. The fastest path
-(fused, FlashAttention-2, CUDA graphs: in backward, the updates in
-backward's graph), batch $batch, on $gpu;
-AdamW after backward against AdamW in backward (\`optimizer =
-"in_backward"\`: each tensor's update on a low-priority stream once its
-gradient is final, gradients in two layer-sized slots; the same
-weights). PyTorch
-(reports/anchors/torch_lm.py, same GPU): \`compiled\` is torch.compile +
-SDPA + fused AdamW, default mode or \`reduce-overhead\`, the faster;
-\`compiled_inbwd\` steps each parameter from
-register_post_accumulate_grad_hook. $mfu_words MHz: mean SM clock (NVML).
-Step: median ms; peak GiB (ours: our allocator; PyTorch's:
-max_memory_allocated, max_memory_reserved with CUDA graphs).
+**Goal** (2.7B, bf16, context 512): a step faster than the strongest
+PyTorch's and no larger; its numbers, <= 95 ms and <= 50 GiB, were set
+$goal_on$goal_from. Ours: the fastest path (fused, FlashAttention-2,
+CUDA graphs), batch $batch, $gpu, AdamW after backward or in backward
+(\`optimizer = "in_backward"\`: each tensor updated on a side stream once
+its gradient is final).
+PyTorch (reports/anchors/torch_lm.py, same GPU): torch.compile + SDPA +
+fused AdamW, the faster of the default mode and \`reduce-overhead\`; in
+backward, updates from register_post_accumulate_grad_hook. $mfu_words
+Peaks: our allocator's; PyTorch's max_memory_allocated (reserved with
+CUDA graphs).
 
-| size | context | precision | after backward | peak | in backward | peak | MFU in bwd | MHz in bwd | PyTorch compiled | peak | PyTorch in bwd | peak |
+| size | context | precision | after backward (median ms) | peak (GiB) | in backward (ms) | peak (GiB) | MFU in bwd (%) | SM MHz in bwd (NVML mean) | PyTorch compiled (ms) | peak (GiB) | PyTorch in bwd (ms) | peak (GiB) |
 |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 TEXT
 # The table from one csvtool call a file (ours, theirs as `ours` and
@@ -182,8 +178,8 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   tcm=$(theirs 2.7B 512 bf16 compiled peak_gib)
   hidden=$(calc %.1f "$ab + $ao - $ib")
   echo "**Answer.** At 2.7B, bf16, context 512, AdamW in backward takes the"
-  echo "step from $(f1 "$a") ms to $(f1 "$i") ms and the peak from $(gib "$am") GiB to"
-  printf '%s' "$(gib "$im") GiB, $(calc %.1f "($am - $im) / 1024") GiB less"
+  echo "step from $(f1 "$a") to $(f1 "$i") ms and the peak from $(gib "$am") to"
+  printf '%s' "$(gib "$im") GiB"
   # the fall by item of the peak (the samples): not all of it is the
   # gradient buffer, part of which stays as slots
   ga=$(item "$pa" grads); gn=$(item "$pi" grads)
@@ -193,7 +189,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     echo ": the $(gib "$ga") GiB gradient buffer becomes $(gib "$gn") GiB of slots,"
     dx=$(calc %.1f "($xa - $xn) / 1024")
     if is_true "$dx >= 0.1"; then
-      printf '%s' "and the activations fall $dx GiB (with the slots, backward rebuilds the norms' outputs rather than keeping them: below)"
+      printf '%s' "and the activations fall $dx GiB (backward rebuilds the norms' outputs: below)"
     elif is_true "$dx <= -0.1"; then
       printf '%s' "and the activations grow $(calc %.1f "-($dx)") GiB"
     else printf '%s' "and the activations stay as they were"; fi
@@ -204,28 +200,27 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     echo "."
   fi
   if is_true "$hidden > 0"; then
-    echo "Of AdamW's $(f1 "$ao") ms after backward, only $hidden ms hide under"
+    echo "Only $hidden of AdamW's $(f1 "$ao") ms hide under"
   else   # the updates beside backward cost more than after it
-    echo "None of AdamW's $(f1 "$ao") ms after backward hides under"
+    echo "None of AdamW's $(f1 "$ao") ms hides under"
   fi
-  echo "backward ($(f1 "$ab") ms alone, $(f1 "$ib") ms with the updates beside it):"
+  echo "backward ($(f1 "$ab") ms alone, $(f1 "$ib") ms with the updates):"
   # the rows' NVML readings over the timed steps, where measured
   ac=$(ours 2.7B 512 bf16 after_backward gpu_sm_mhz)
   ic=$(ours 2.7B 512 bf16 in_backward gpu_sm_mhz)
   icap=$(ours 2.7B 512 bf16 in_backward gpu_power_capped)
   top=$(tool value "$csv" --col gpu_sm_mhz --agg max --default "" --where status=ok)
   if [ -n "$ac" ] && [ -n "$ic" ] && [ -n "$icap" ] && is_true "$icap >= 0.5 && $top > $ac"; then
-    echo "the GPU sits at its power cap (NVML), the SM clock $(calc %.0f "$ac") MHz after"
-    echo "backward, $(calc %.0f "$ic") in backward ($(calc %.0f "$top") on small steps): updates beside the"
-    echo "products draw more power, slowing every kernel."
+    echo "the GPU is at its power cap (NVML), its SM clock $(calc %.0f "$ac") MHz after"
+    echo "backward, $(calc %.0f "$ic") in it ($(calc %.0f "$top") on small steps), so the updates slow every kernel."
   else
     echo "the update is a pass over 30 bytes a parameter at the memory's speed,"
     echo "and backward's products, which hold every SM, leave it little room."
   fi
   if [ -n "$tc" ]; then
     num tc "$tc"; num tcm "$tcm"
-    echo "Against torch.compile + SDPA + fused AdamW ($(f1 "$tc") ms, $tcm GiB) we are"
-    echo "$(calc %.2f "$tc / $i")x as fast and use $(calc %.2f "$im / 1024 / $tcm")x its memory."
+    echo "Against compiled PyTorch ($(f1 "$tc") ms, $tcm GiB) we are"
+    echo "$(as_fast "$i" "$tc") in $(calc %.2f "$im / 1024 / $tcm")x its memory."
     # the goal's judge: the faster in-backward form, with the weight
     # gradients in bf16 (optimizer_weight_grads.csv) where measured here
     gi=$i; gim=$im; gform=""
@@ -239,22 +234,19 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     # the goal's numbers are the H100's; on another GPU also judge it as
     # it reads in words (against this GPU's PyTorch), and at the H100's
     # margin under PyTorch's time
-    if [ "$GPU" = "$README_GPU" ]; then echo "The goal, <= 95 ms and <= 50 GiB, is"
-    else echo "The $goal_kind's goal numbers, <= 95 ms and <= 50 GiB, are"; fi
-    if is_true "$gi <= 95 && $gim / 1024 <= 50"; then
-      echo "met on the $gpu: $(f1 "$gi") ms and $(gib "$gim") GiB$gform."
-    else echo "**not met** on the $gpu: $(f1 "$gi") ms and $(gib "$gim") GiB$gform."; fi
+    if is_true "$gi <= 95 && $gim / 1024 <= 50"; then w=met; else w="**not met**"; fi
+    printf '%s' "The goal's numbers are $w: $(f1 "$gi") ms and $(gib "$gim") GiB$gform"
     if [ "$GPU" != "$README_GPU" ]; then
       if is_true "$gi < $tc && $gim / 1024 <= $tcm"; then w=met; else w="**not met**"; fi
-      printf '%s' "Read in words against this GPU's PyTorch (faster than $(f1 "$tc") ms, no larger than $tcm GiB), the goal is $w"
+      printf '%s' "; as worded, against this GPU's PyTorch: $w"
       if [ -n "$gh" ]; then
         # the margin unrounded: the mark is read against a step to 0.1 ms
         mark=$(calc %.1f "95 / $gh * $tc")
         if is_true "$gi <= $mark"; then w=met; else w="**not met**"; fi
-        printf '%s' "; held to the margin the $goal_kind's numbers leave under its PyTorch (95 ms is $(calc %.2f "95 / $gh")x its $(f1 "$gh") ms), the mark here would be $mark ms: $w"
+        printf '%s' "; at the $goal_kind's margin (95 ms is $(as_fast 95 "$gh") as its PyTorch's $(f1 "$gh")), a mark here of $mark ms: $w"
       fi
-      echo "."
     fi
+    echo "."
   fi
   echo
   # Where the time goes: each row's message has its step's time by kernel
@@ -265,8 +257,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   imsg=$(ours 2.7B 512 bf16 in_backward message)
   fams=$(families "$amsg" | awk '$1 != "adamw" && $2 >= 1 { print $1 }')
   if [ -n "$fams" ]; then
-    echo "Backward's kernels beside the updates (2.7B, bf16, context 512; ms"
-    echo "per step by family):"
+    echo "Backward's kernels by family (ms a step):"
     echo
     echo "| kernel family | AdamW after backward | AdamW in backward | more |"
     echo "|---|--:|--:|--:|"
@@ -280,13 +271,12 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     done
     echo
     mx=$(fam "$amsg" matmul); my=$(fam "$imsg" matmul)
-    echo "Beside the updates these kernels take $(f1 "$more") ms more (the"
-    echo "updates alone: $(f1 "$ao") ms)."
+    printf '%s' "Backward's kernels take $(f1 "$more") ms more beside the updates"
     if [ -n "$mx" ] && [ -n "$my" ]; then
       num mx "$mx"; num my "$my"
-      echo "The products slow by $(calc %.0f "($my / $mx - 1) * 100")%; part of rmsnorm's increase is work"
-      echo "(in backward the norms' outputs are rebuilt, unless kept: below)."
+      printf '%s' "; the products slow by $(calc %.0f "($my / $mx - 1) * 100")%, and part of rmsnorm's rise is the rebuild"
     fi
+    echo "."
     echo
   fi
 fi
@@ -300,16 +290,14 @@ if ! has_rows "$sms"; then
 else
   # its 0 / 0 row repeats the table above's only on the same GPU
   o=$(from_other_gpu "$sms")
-  if [ -z "$o" ]; then same_row="0 and 0 is the row above"
-  else same_row="$o, where the rows above are from the $GPU_KIND"; fi
+  if [ -z "$o" ]; then same_row="0 and 0: the answer's row"
+  else same_row="$o, the answer's rows from the $GPU_KIND"; fi
   cat <<TEXT
-The updates held to \`adamw_blocks\` persistent blocks beside
-backward, whose matrix products are shaped for the GPU's SMs minus
-\`gemm_sm_reserve\` (experiments/optimizer_in_backward_sms.cfg: 2.7B, bf16,
-context 512, in backward; $same_row). Step (median) and backward
-(mean) in ms, peak in GiB:
+Each split gives the updates \`adamw_blocks\` persistent blocks and shapes
+backward's products for the SMs less \`gemm_sm_reserve\`
+(experiments/optimizer_in_backward_sms.cfg; $same_row):
 
-| AdamW blocks | SMs reserved | step | backward + updates | peak |
+| AdamW blocks | SMs reserved | step (median ms) | backward + updates (mean ms) | peak (GiB) |
 |--:|--:|--:|--:|--:|
 TEXT
   i0=$(ours 2.7B 512 bf16 in_backward step_ms_median)
@@ -335,8 +323,8 @@ TEXT
     # "by 1%" only where the best is faster at all
     by=''
     ! is_true "$bst < $i0" || by=' by 1%'
-    echo "No split beats the updates competing for every SM ($(f1 "$i0") ms)$by: the"
-    echo "best, $bnb blocks with $bnr SMs reserved, takes $(f1 "$bst") ms."
+    echo "No split beats sharing every SM ($(f1 "$i0") ms)$by: the best,"
+    echo "$bnb blocks and $bnr SMs reserved, takes $(f1 "$bst") ms."
   fi
   # the goal again only where a split changes the answer above
   ! is_true "$bst <= 95 && $bpk / 1024 <= 50" ||
@@ -388,11 +376,13 @@ if [ -n "$loses" ]; then
   echo "$loses"
   echo
   if [ -n "$x3col" ]; then
-    printf '%s' "PyTorch's fp32 SDPA multiplies in 3xTF32 (appendix A); the last column is our step with every product so."
-    [ ! -s "$REPORT_TMP/x3.rows" ] ||
-      awk '{ n++; r = $1 / $2; if (r < 1) w++; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
-        END { printf " It is the faster at %d of these %d shapes, at %.2f to %.2f of compiled PyTorch'"'"'s time.", w, n, lo, hi }' \
+    printf '%s' "PyTorch's fp32 SDPA multiplies in 3xTF32 (appendix A); so do we in the last column"
+    # each pair as as_fast reads it: PyTorch's time over ours
+    if [ -s "$REPORT_TMP/x3.rows" ]; then
+      awk '{ n++; r = $2 / $1; if (r > 1) w++; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
+        END { printf ": faster at %d of %d shapes, %.2fx to %.2fx as fast.", w, n, lo, hi }' \
         "$REPORT_TMP/x3.rows"
+    else printf '.'; fi
     printf '\n\n'
   fi
   rm -f "$REPORT_TMP/x3.rows"
@@ -402,8 +392,8 @@ fi
 # (la, li, pa, pi: read above, for the answer)
 if [ -n "$la" ] && [ -n "$li" ]; then
   cat <<TEXT
-Where the bytes of the peak go (2.7B, bf16, context 512; the engine's
-allocation log at the moment its total is largest, MiB):
+The peak by item (2.7B, bf16, context 512; MiB, from the engine's
+allocation log at its largest):
 
 | item | AdamW after backward | AdamW in backward | what it is |
 |---|--:|--:|---|
@@ -421,10 +411,8 @@ TEXT
     echo "| $k | $va | $(d "$vi") | $w |"
   done
   echo
-  over=$(printf '%s\n' "$pi" | awk -F, '$2 > 1024 { printf "%s%s (%.1f GiB)", s, $1, $2 / 1024; s = ", " }')
-  echo "Above 1 GiB at the in-backward peak: $over. The weights' two copies"
-  echo "and the moments are fp32 AdamW's floor; the activations remain to cut"
-  echo "(model/model.c: the fused path's table of what forward saves)."
+  echo "The weights' two copies and the moments are fp32 AdamW's floor; the"
+  echo "activations remain to cut (model/model.c lists what forward saves)."
   echo
 fi
 # ---- AdamW inside the products (optimizer_in_products.csv) -------------------
@@ -432,17 +420,16 @@ ip="$DATA/optimizer_in_products.csv"
 echo "#### AdamW inside the weight-gradient products"
 echo
 cat <<TEXT
-\`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg)
-updates each weight matrix inside the product that makes its gradient
-(\`k_matmul_adamw\`): the gradient never reaches memory, 26 bytes of
-traffic a parameter instead of 34. Gains and embedding are updated
-beside backward; the Hopper kernel: kernels/cuda/NOTES.md.
+\`optimizer = "in_products"\` (experiments/optimizer_in_products.cfg;
+kernels/cuda/NOTES.md) updates each weight matrix inside the product that
+makes its gradient, which never reaches memory: 26 bytes of traffic a
+parameter, not 34.
 TEXT
 echo
 if has_rows "$ip"; then
   ipgpu=$(tool value "$ip" --agg first --where status=ok --col gpu_name)
   if [ "$ipgpu" = "$gpu" ]; then
-    echo "Step (ms) and engine peak (GiB), bf16, on $gpu:"
+    echo "Step (ms) and peak (GiB), bf16:"
     echo
     echo "| size | context | after backward | in backward | in the products |"
     echo "|---|--:|--:|--:|--:|"
@@ -478,11 +465,11 @@ if has_rows "$ip"; then
               for (j = 2; j <= m; j++) t = t (j == m ? " and " : ", ") x[j]
               printf "%s%s at context%s %s", (i > 1 ? "; " : ""), s, (m > 1 ? "s" : ""), t } }' "$wins")
     if [ -z "$where" ]; then
-      echo "Updating in the products is the fastest form nowhere: its products"
-      echo "slow by more than the traffic they save."
+      echo "Updating in the products wins nowhere: its products slow by more"
+      echo "than the traffic saves."
     else
-      echo "Updating in the products is the fastest form only at $where;"
-      echo "elsewhere its products slow by more than the traffic they save."
+      echo "Updating in the products wins only at $where; elsewhere its"
+      echo "products slow by more than the traffic saves."
     fi
     echo
   fi
@@ -498,15 +485,15 @@ wg="$DATA/optimizer_weight_grads.csv"
 echo "#### Weight gradients in bf16"
 echo
 cat <<TEXT
-\`weight_grads = "compute"\` (experiments/optimizer_weight_grads.cfg):
-weight gradients stored in bf16, rounded once by their product, as
-autocast's are; AdamW in backward moves 28 bytes a parameter, not 30.
+\`weight_grads = "compute"\` (experiments/optimizer_weight_grads.cfg)
+stores weight gradients in bf16, rounded once as autocast's are: AdamW in
+backward moves 28 bytes a parameter, not 30.
 TEXT
 echo
 if has_rows "$wg"; then
   wggpu=$(tool value "$wg" --agg first --where status=ok --col gpu_name)
-  echo "In backward, bf16, $wggpu (median ms, GiB, SM MHz); last, bf16"
-  echo "gradients updated on backward's stream (\`adamw_overlap = false\`):"
+  echo "In backward, bf16, $wggpu (ms, GiB, SM MHz); last, bf16 gradients"
+  echo "updated on backward's stream (\`adamw_overlap = false\`):"
   echo
   echo "| size | context | fp32 gradients | bf16 gradients | change | on backward's stream | change |"
   echo "|---|--:|--:|--:|--:|--:|--:|"
@@ -540,14 +527,13 @@ echo "#### Keeping the norms' outputs"
 echo
 cat <<TEXT
 \`keep_norms = true\` (experiments/optimizer_keep_norms.cfg): forward
-keeps, rather than backward rebuilds, the norms' bf16 outputs and the
-residual after attention: 8 x d_model bytes a token a layer for two norm
-passes and a product.
+keeps the norms' outputs and the residual after attention, 8 x d_model
+bytes a token a layer, sparing backward two norm passes and a product.
 TEXT
 echo
 if has_rows "$kn"; then
   kngpu=$(tool value "$kn" --agg first --where status=ok --col gpu_name)
-  echo "Bf16 weight gradients, $kngpu (median ms, GiB):"
+  echo "Bf16 weight gradients, $kngpu (ms, GiB):"
   echo
   echo "| size | context | rebuilt | kept | change |"
   echo "|---|--:|--:|--:|--:|"
