@@ -289,8 +289,11 @@ is_true() { awk "BEGIN { exit !($1) }"; }
 # Time A against time B as a speed ratio, "1.31x as fast" (B / A): one
 # convention for every comparison, winning or losing ("0.92x as fast"),
 # where "x% faster" would read as time saved to some and speed gained to
-# others.
-as_fast() { printf '%sx as fast' "$(calc %.2f "$2 / $1")"; }
+# others. Near 1, three decimals, so that a loss never reads "1.00x".
+as_fast() {
+  if is_true "$2 / $1 > 0.995 && $2 / $1 < 1.005"; then printf '%sx as fast' "$(calc %.3f "$2 / $1")"
+  else printf '%sx as fast' "$(calc %.2f "$2 / $1")"; fi
+}
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
 # "**we lose, 1.04x its time**"; a factor that two decimals would show as
 # 1.00 gets three, so a verdict never reads "1.00x".

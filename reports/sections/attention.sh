@@ -675,10 +675,10 @@ leaderboard() {
     # A loss names the pass that trails most; a win says whether both
     # passes lead or which one carries it.
     if is_true "$ours > $best"; then
-      text="$text We lose to the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * ($ours / $best - 1)")%"
+      text="$text We lose to the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms: $(as_fast "$ours" "$best")"
       if is_true "$of / $bf > $ob / $bb"; then where="the forward is where"; else where="the backward is where"; fi
     else
-      text="$text We beat the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms, by $(calc %.1f "100 * (1 - $ours / $best)")%"
+      text="$text We beat the strongest PyTorch, $(impl_words "$bi") at $(calc %.3f "$best") ms: $(as_fast "$ours" "$best")"
       if is_true "$of <= $bf && $ob <= $bb"; then where="both passes lead"
       elif is_true "$of / $bf < $ob / $bb"; then where="the forward carries it"
       else where="the backward carries it"; fi

@@ -55,7 +55,7 @@ fi
 echo "### (a) The benchmarking script"
 echo
 { cat <<TEXT
-The script is the runner: \`./runner experiments/benchmarking_script.cfg\` sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) a row: Table 1's Transformer LM, batch $batch, vocabulary $vocab, random tokens, ${warmup}warm-up then ${steps}timed steps (mean ± sample std). Each phase of a step (forward with the loss, backward, AdamW) ends in a device synchronisation before its clock is read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds each product's inputs to bf16, accumulating in fp32. Engine: ${engines}op by op, one kernel per operation, scores materialised; GPU: ${gpus}.
+The script is the runner: \`./runner experiments/benchmarking_script.cfg\` sweeps size x context x precision x mode, one \`lm\` job (jobs/lm.c) a row: the handout's Transformer LM at its Table 1 sizes, batch $batch, vocabulary $vocab, random tokens, ${warmup}warm-up then ${steps}timed steps (mean ± sample std). Each phase of a step (forward with the loss, backward, AdamW) ends in a device synchronisation before its clock is read. \`fp32\` is true fp32 (no TF32); \`bf16\` rounds each product's inputs to bf16, accumulating in fp32. Engine: ${engines}op by op, one kernel per operation, scores materialised; GPU: ${gpus}.
 TEXT
 # the shapes shown are those that give their rows' parameter count (above)
 [ -z "$shapes" ] || echo "Sizes, d_model/d_ff/layers/heads (model/config.c): $shapes."
@@ -163,7 +163,7 @@ if has_anchor "$strong"; then
     ma=""
     if [ "$nl" -gt 1 ] && [ "$ml" -eq "$nl" ]; then
       sl=$(printf '%s' "$sl" | sed 's/ (\*\*we lose on memory\*\*)//')
-      ma="; **we lose on memory at every point**"
+      ma=" **We lose on memory at every point.**"
     fi
     sl=$(printf '%s' "$sl")
     ps=$(published_on torch_compile_small_bf16_step)
@@ -172,7 +172,7 @@ if has_anchor "$strong"; then
     else
       pw="reports/anchors/torch_lm.csv, same GPU"
     fi
-    echo "The op-by-op train step (context 512) against the strongest PyTorch, torch.compile + SDPA + fused AdamW ($pw; our fused path: torch_compile (b))$ma:" |
+    echo "Our op-by-op train step (context 512) against the strongest PyTorch, torch.compile + SDPA + fused AdamW ($pw; the fused path is compared in 1.3.1 (b)).$ma" |
       fold -s -w 76 | sed 's/ *$//'
     echo
     printf '%s\n' "$sl"

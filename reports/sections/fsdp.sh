@@ -386,7 +386,7 @@ ROW
     ch_w() { [ "$1" = 0 ] && echo "whole logits" || echo "chunks of $1 tokens"; }
     # the course's naive baseline: 10 s a step
     echo "**Best step: $(f1 "$bms") ms** (k = $bk, weights $(rs_w "$brs"), attention $(ka_w "$bka"), $(ch_w "$bch")) on ${GPU}s$(
-      is_true "$bms < 10000" && echo ", under the course's naive baseline (timed on B200s)"):"
+      is_true "$bms < 10000" && echo ", under the course's naive baseline of 10 s (timed on B200s)"):"
     echo "$(calc %.0f "$btok / ($bms / 1000)") tokens/s, $tf TFLOP/s a GPU of model"
     echo "FLOPs (6 a non-embedding parameter a token plus attention's 6 L d T,"
     echo "reruns not counted), $(calc %.0f "100 * $tf / $BF16_TFLOPS")% of $([ "$FLOORS_GPU" = "$GPU" ] && echo the || echo "an $FLOORS_KIND's") measured bf16 product rate ($BF16_TFLOPS TFLOP/s)."

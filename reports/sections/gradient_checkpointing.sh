@@ -77,7 +77,7 @@ rowk() {
 }
 
 cat <<TEXT
-The handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch $batch,
+The 2026 handout's xl (d_model $dmodel, $layers layers: our 2.7B), batch $batch,
 context $context, fused path, FlashAttention-2, $GPU.
 \`checkpoint_layers = k\` keeps one group of k layers' activations at a
 time plus each later group's input; backward reruns every group's forward
@@ -85,7 +85,7 @@ but the last's, once, never nested, with the same gradients bit for bit.
 Groups of k save about k s_layer + ($layers / k) s_input, least at
 k = sqrt($layers s_input / s_layer), with s_input the fp32 residual stream
 ($(calc %.0f "$in_mib") MiB) and s_layer the rest of a layer (activations at k = 0 less
-k = 1, over $((layers - 1)) layers). GiB and ms; AdamW after backward.
+k = 1, over $((layers - 1)) layers). GiB and ms (mean step; the summary quotes medians); AdamW after backward.
 
 TEXT
 

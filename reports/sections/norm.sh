@@ -683,7 +683,7 @@ compile_model() {
     echo "The course's reference module (materialised attention, AdamW) eager and under"
     echo "torch.compile (reports/anchors/lm_pytorch.csv), batch $b, context $t, $p, on"
     echo "the $GPU_KIND; mean ms; \"compiled x\": eager over compiled. Ours: the forward"
-    echo "op by op (2024.1 (b)) and fused (2024.7 (b)); our steps: section 1.3.1 (b)."
+    echo "op by op (norm_model.csv, as in 2024.1 (b)) and fused (norm_model_fused.csv), forward rows."
     echo
     echo "| size | forward, eager | forward, compiled | compiled x | ours forward, op by op / fused | train step, eager | train step, compiled | compiled x |"
     echo "|---|--:|--:|--:|--:|--:|--:|--:|"

@@ -70,7 +70,7 @@ walk() {
 cat <<TEXT
 Every \`lm\` row also runs one untimed step with CUDA events around each
 operation, summed per kernel family (kernels/ops.def; \`matmul\`: every
-cuBLAS product): benchmarking_script's rows ($gpus), every size, context
+cuBLAS product). Rows: benchmarking_script's ($gpus), every size, context
 {$(echo $ctxs | tr ' ' ',')}.
 
 TEXT
@@ -146,7 +146,7 @@ ncu_check() {
   _ss=$(tool value "$_nc" --agg first --default "" --where status=ok --col steps)
   _r=$(calc %.0f "$_r")
   if [ -n "$_ws" ] && [ -n "$_ss" ] && [ "$_r" = "$((_ws + _ss + 1))" ]; then
-    _rw="$_r times, once per step of its $_r-step run"
+    _rw="$_r times as often as in our profiled step, once for each step of its $_r-step run"
   else
     _rw="$_r times as often as our one profiled step"
   fi
@@ -159,7 +159,7 @@ ncu_check() {
   if [ -n "$_bad" ]; then
     echo "Nsight Compute on these jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
   else
-    echo "Nsight Systems is not on our GPU machines; Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) finds every kernel of our training step ($_w), each launched exactly $_rw$_x. Its GPU time for them is $_t ours: the two kernel summaries agree."
+    echo "Nsight Systems is not on our GPU machines; Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) finds every kernel of our training step ($_w), each launched $_rw$_x. Its GPU time for them is $_t ours: the two kernel summaries agree."
   fi | fold -s -w 76 | sed 's/ *$//'
 }
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----

@@ -97,15 +97,13 @@ for p in fp32 bf16; do
 done
 echo
 cat <<EOF
-Peaks in GiB of rank 0, from the CUDA engine's accounting of every
-allocation by tag ("optimizer state" = the AdamW moments, what each tag
-holds at the end): $c_size model, context $c_ctx, $c_b sequences per GPU, $4 DDP
-with $(calc %g "$bucket") MiB buckets (memory does not depend on the bucket size), on $machine.
-**Sharded (handout)**: whole tensors assigned to ranks in contiguous runs
-balanced by size, each rank keeping AdamW moments for its own tensors,
-gradients all-reduced in full, each owner broadcasting its updated
-tensors. **ZeRO-1**: each gradient bucket reduce-scattered, AdamW on this
-rank's 1/W of every bucket, the updated chunks all-gathered.
+Rank 0's peaks in GiB by allocation tag (the engine's accounting;
+"optimizer state": the AdamW moments): $c_size model, context $c_ctx, $c_b sequences per GPU, $4 DDP
+with $(calc %g "$bucket") MiB buckets, on $machine.
+**Sharded (handout)**: whole tensors owned by ranks, balanced by size;
+gradients all-reduced in full, each owner updating and broadcasting its
+tensors. **ZeRO-1**: each gradient bucket reduce-scattered, AdamW on the
+rank's 1/W of it, the updated chunks all-gathered.
 
 EOF
 

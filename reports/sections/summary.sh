@@ -355,6 +355,12 @@ for form in ddp_copy_engine zero1_copy_engine; do
       --where size=xl --where context=128 --where rank_batch=2
   }
   p16=$(pt2 bf16) p32=$(pt2 fp32)
+  # PyTorch's fp32 2-GPU step where it was measured without CUDA graphs
+  # only: not its strongest form for certain (appendix B)
+  g32=""
+  [ -z "$p32" ] || [ "$(tool count "$ANCHORS/torch_ddp.csv" --where gpu="$dg" --where status=ok \
+      --where config=compiled_cudagraphs --where world_size=2 --where precision=fp32 \
+      --where size=xl --where context=128 --where rank_batch=2)" -gt 0 ] || g32=", without CUDA graphs (not measured with them)"
   pm=$dg
   if [ -z "$p16" ]; then
     p16=$(val "$ddp_anchor" step_ms --where world_size=2 --where precision=bf16 --where size=xl)
@@ -370,7 +376,7 @@ for form in ddp_copy_engine zero1_copy_engine; do
     lost "$d16" "$p16" "on data parallel ($form)"
     if [ -n "$p32" ] && [ "$pm" = "$dg" ]; then
       num p32 "$p32"
-      them="PyTorch DDP + torch.compile + fused AdamW, fp32 $(calc '%.1f' "$p32") ms: $(verdict "$d32" "$p32"); bf16 $(calc '%.1f' "$p16") ms: $(verdict "$d16" "$p16")"
+      them="PyTorch DDP + torch.compile + fused AdamW, fp32 $(calc '%.1f' "$p32") ms$g32: $(verdict "$d32" "$p32"); bf16 $(calc '%.1f' "$p16") ms: $(verdict "$d16" "$p16")"
       lost "$d32" "$p32" "on data parallel in fp32 ($form)"
     fi
   else

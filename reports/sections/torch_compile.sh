@@ -438,7 +438,7 @@ for p in bf16 fp32; do
   done
 done
 echo "An extra untimed step per job times each operation between CUDA events"
-echo "(the row's message column): ms per kernel family."
+echo "(recorded with each row of torch_compile.csv): ms per kernel family."
 if [ "$kn" -gt 0 ]; then
   kmed=$(printf '%s' "$kabs" | sort -n | awk '{ a[NR] = $1 }
     END { printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')

@@ -36,7 +36,7 @@ theirs() {
     --where context="$2" --where precision="$3" --where config="$4" --col "$5"
 }
 if [ -n "$bf16_tflops" ]; then
-  mfu_words="MFU: 6 x parameters x tokens a step against an $FLOORS_KIND's
+  mfu_words="MFU: 6 x parameters x tokens a step over the step's time, against an $FLOORS_KIND's
 dense product rates (reports/anchors/gpu_floors.csv: $bf16_tflops TFLOP/s bf16,
 $fp32_tflops fp32)."
 else
@@ -235,15 +235,15 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     # it reads in words (against this GPU's PyTorch), and at the H100's
     # margin under PyTorch's time
     if is_true "$gi <= 95 && $gim / 1024 <= 50"; then w=met; else w="**not met**"; fi
-    printf '%s' "The goal's numbers are $w: $(f1 "$gi") ms and $(gib "$gim") GiB$gform"
+    printf '%s' "$(f1 "$gi") ms and $(gib "$gim") GiB$gform: the goal's numbers $w"
     if [ "$GPU" != "$README_GPU" ]; then
       if is_true "$gi < $tc && $gim / 1024 <= $tcm"; then w=met; else w="**not met**"; fi
-      printf '%s' "; as worded, against this GPU's PyTorch: $w"
+      printf '%s' "; the goal as worded, against this GPU's PyTorch ($(f1 "$tc") ms, $(calc %.1f "$tcm") GiB): $w"
       if [ -n "$gh" ]; then
         # the margin unrounded: the mark is read against a step to 0.1 ms
         mark=$(calc %.1f "95 / $gh * $tc")
         if is_true "$gi <= $mark"; then w=met; else w="**not met**"; fi
-        printf '%s' "; at the $goal_kind's margin (95 ms is $(as_fast 95 "$gh") as its PyTorch's $(f1 "$gh")), a mark here of $mark ms: $w"
+        printf '%s' ". At the $goal_kind goal's margin ($(as_fast 95 "$gh") as PyTorch) the mark here would be $mark ms: $w"
       fi
     fi
     echo "."
@@ -257,7 +257,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
   imsg=$(ours 2.7B 512 bf16 in_backward message)
   fams=$(families "$amsg" | awk '$1 != "adamw" && $2 >= 1 { print $1 }')
   if [ -n "$fams" ]; then
-    echo "Backward's kernels by family (ms a step):"
+    echo "The step's kernels by family, forward and backward (AdamW's left out; ms a step):"
     echo
     echo "| kernel family | AdamW after backward | AdamW in backward | more |"
     echo "|---|--:|--:|--:|"
@@ -271,7 +271,7 @@ if [ -n "$a" ] && [ -n "$i" ]; then
     done
     echo
     mx=$(fam "$amsg" matmul); my=$(fam "$imsg" matmul)
-    printf '%s' "Backward's kernels take $(f1 "$more") ms more beside the updates"
+    printf '%s' "With the updates beside backward its kernels take $(f1 "$more") ms more"
     if [ -n "$mx" ] && [ -n "$my" ]; then
       num mx "$mx"; num my "$my"
       printf '%s' "; the products slow by $(calc %.0f "($my / $mx - 1) * 100")%, and part of rmsnorm's rise is the rebuild"
@@ -371,7 +371,7 @@ loses=$({ tagged o "$ours_rows"; tagged c "$pt_rows"; tagged m "$tcm_rows"; tagg
 if [ -n "$loses" ]; then
   echo "**Where we lose on time** (PyTorch compiled the faster; step, median ms):"
   echo
-  echo "| size | precision | context | ours, flash attention | PyTorch compiled | ours, materialised attention (section 1.3.1 (b)) |$x3col"
+  echo "| size | precision | context | ours, flash attention | PyTorch compiled | ours, materialised attention (section 1.3.1 (b); mean) |$x3col"
   echo "|---|---|--:|--:|--:|--:|${x3col:+--:|}"
   echo "$loses"
   echo
