@@ -14,7 +14,9 @@
 #   measured), about 1.5 min a job: first the 6 that gather once a group
 #   (the writeup's best time), then the 6 resharded (its best within
 #   PyTorch's memory) while BUDGET lasts; LB_ARGS replaces both
-#   selections with one.
+#   selections with one. Before those, PyTorch's fp32 DDP with and without
+#   CUDA graphs on 1 and 2 GPUs (torch_ddp.py --resume, into a copy of
+#   torch_ddp.csv in .devres, as collectives_torch.csv).
 # Here: PARTIAL=ok sh dev/device/collect.sh on that res.tgz, then make
 # report.
 #   WAIT=540 bash dev/device/bg.sh dev/device/multi_gpu.sh
@@ -41,6 +43,15 @@ for w in ${cws//,/ }; do
     > ".devres/logs/torch_collectives.$w.log" 2>&1
   echo "torch_collectives ws $w: rc $?, $(($(wc -l < "$anchor") - 1)) rows"
 done
+# PyTorch's fp32 DDP in both CUDA-graph forms at the writeup's bucket size
+# (its 2-GPU fp32 step was measured without graphs only)
+ddpa=.devres/torch_ddp.csv
+[ -f "$ddpa" ] || cp reports/anchors/torch_ddp.csv "$ddpa"
+(cd reports/anchors && NCCL_NVLS_ENABLE=0 timeout -s INT -k 15 600 \
+   torchrun --standalone --nproc_per_node=2 torch_ddp.py "../../$ddpa" \
+   --configs compiled,compiled_cudagraphs --precisions fp32 --buckets 25 --resume) \
+  > .devres/logs/torch_ddp.log 2>&1
+echo "torch_ddp fp32: rc $?, $(($(wc -l < "$ddpa") - 1)) rows"
 tar czf "$OUT/res.tgz" .devres
 end=$((SECONDS + ${BUDGET:-1200}))
 keep="--only checkpoint_keep_attention=true"

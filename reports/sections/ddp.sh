@@ -711,7 +711,7 @@ EOF
       w1="$w1, its compiled SDPA step against our op-by-op one with $att attention"
     # a form measured only one way may not be PyTorch's strongest there
     [ -z "$pt_only" ] ||
-      todo "PyTorch's DDP in both CUDA-graph forms where one is missing: \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --configs compiled,compiled_cudagraphs --precisions $(printf '%s' "$pt_only" | grep -o 'fp32\|bf16' | sort -u | paste -sd, -) --resume\`"
+      todo "PyTorch's DDP in both CUDA-graph forms where one is missing: \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --configs compiled,compiled_cudagraphs --precisions $(printf '%s' "$pt_only" | grep -o 'fp32\|bf16' | sort -u | paste -sd, -) --buckets $(printf '%s' "$pt_bm" | tr -d ' ') --resume\`"
     # ours are means, PyTorch's (pt_stat) medians where it says so
     gap=""
     [ -z "$pt_stat" ] ||
