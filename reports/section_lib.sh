@@ -289,16 +289,13 @@ is_true() { awk "BEGIN { exit !($1) }"; }
 # Time A against time B as a speed ratio, "1.31x as fast" (B / A): one
 # convention for every comparison, winning or losing ("0.92x as fast"),
 # where "x% faster" would read as time saved to some and speed gained to
-# others. Near 1, three decimals, so that a loss never reads "1.00x".
-as_fast() {
-  if is_true "$2 / $1 > 0.995 && $2 / $1 < 1.005"; then printf '%sx as fast' "$(calc %.3f "$2 / $1")"
-  else printf '%sx as fast' "$(calc %.2f "$2 / $1")"; fi
-}
+# others (factor's decimals: a loss never reads "1.00x").
+as_fast() { printf '%sx as fast' "$(factor "$2 / $1")"; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
 # "**we lose, 1.04x its time**"; a factor that two decimals would show as
 # 1.00 gets three, so a verdict never reads "1.00x".
-factor() { # RATIO (>= 1)
-  if is_true "$1 < 1.005"; then calc '%.3f' "$1"; else calc '%.2f' "$1"; fi
+factor() { # RATIO: three decimals where two would read 1.00
+  if is_true "$1 > 0.995 && $1 < 1.005"; then calc '%.3f' "$1"; else calc '%.2f' "$1"; fi
 }
 verdict() { # OURS_MS THEIRS_MS
   if is_true "$1 <= $2"; then echo "ours $(factor "$2 / $1")x as fast"
