@@ -294,8 +294,11 @@ as_fast() { printf '%sx as fast' "$(factor "$2 / $1")"; }
 # X as a factor of Y's time, for a verdict: "ours 1.21x as fast" or
 # "**we lose, 1.04x its time**"; a factor that two decimals would show as
 # 1.00 gets three, so a verdict never reads "1.00x".
+# FACTOR_AWK: the same rule as an awk function, for a script that formats
+# its factors inside awk (prepend it to the program).
+FACTOR_AWK='function factor(x) { return sprintf(x > 0.995 && x < 1.005 ? "%.3f" : "%.2f", x) }'
 factor() { # RATIO: three decimals where two would read 1.00
-  if is_true "$1 > 0.995 && $1 < 1.005"; then calc '%.3f' "$1"; else calc '%.2f' "$1"; fi
+  awk "$FACTOR_AWK BEGIN { printf \"%s\", factor($1) }"
 }
 verdict() { # OURS_MS THEIRS_MS
   if is_true "$1 <= $2"; then echo "ours $(factor "$2 / $1")x as fast"

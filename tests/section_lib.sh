@@ -13,8 +13,9 @@
 # gpu_kind finds a device name's kind; test_says quotes a test's header
 # and fails for a test that does not exist, and mkreport.sh refuses a
 # problem list naming one; calc and the awk cells' pct format numbers as
-# printf does, a zero without a sign; dirty_rows names the runner's
-# command for just the rows to measure again.
+# printf does, a zero without a sign; factor gives a ratio near 1 a third
+# decimal; dirty_rows names the runner's command for just the rows to
+# measure again.
 . "${top_srcdir:-.}/tests/lib.sh"
 CSVTOOL="$top_builddir/csvtool"
 [ -x "$CSVTOOL" ] || { echo "missing $CSVTOOL"; exit 99; }
@@ -130,4 +131,14 @@ done
 p=$(awk "$AWK_CELLS"'BEGIN { printf "%s %s %s", pct(100.01, 100), pct(99.99, 100), pct(90, 100) }')
 [ "$p" = "0.0% 0.0% -10.0%" ] || got="$got pct: $p (want 0.0% 0.0% -10.0%);"
 check "calc and pct format as printf does, zero unsigned${got:+:$got}" [ -z "$got" ]
+
+# factor (and FACTOR_AWK, its copy for awk programs): two decimals, three
+# where two would read 1.00, so a loss or a win never prints as a tie
+got=''
+for c in '3 / 2|1.50' '1.0049|1.005' '0.9951|0.995' '0.994|0.99' '1.006|1.01' '1|1.000' '12.345|12.35'; do
+  r=${c%|*} e=${c#*|}
+  v=$(factor "$r") a=$(awk "$FACTOR_AWK"" BEGIN { printf \"%s\", factor($r) }")
+  [ "$v" = "$e" ] && [ "$a" = "$e" ] || got="$got factor $r = $v, awk $a (want $e);"
+done
+check "factor: 1.00 gets a third decimal, in the shell and in awk${got:+:$got}" [ -z "$got" ]
 finish

@@ -558,7 +558,7 @@ EOF
   # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd bf16)
   bn=$1 bw=$2 blo=$3 bhi=$4 bsm=$5
-  text="In bf16 our FlashAttention-2 is faster than materialised attention at $bw of $bn shapes, and $(calc %.1f "$blo")-$(calc %.1f "$bhi") times as fast at the longest, seq $bsm (by head dim): materialised attention moves T^2 values of S and P through memory, the tiled kernel keeps them on chip."
+  text="In bf16 our FlashAttention-2 is faster than materialised attention at $bw of $bn shapes, and $(factor "$blo")x to $(factor "$bhi")x as fast at the longest, seq $bsm (by head dim): materialised attention moves T^2 values of S and P through memory, the tiled kernel keeps them on chip."
   # The bf16 shapes where materialised attention wins, as "d/seq, ...".
   lost=$(tool select "$csv" --cols d_head,seq,impl,fwd_bwd_ms_per_pass --where status=ok --where precision=bf16 --sort d_head,seq |
     awk -F, 'NR > 1 { k = $1 "/" $2; t[k, $3] = $4; if (!(k in seen)) { seen[k] = 1; o[n++] = k } }

@@ -79,15 +79,16 @@ sizes() {
 }
 # spread PREC MODE COL: "n faster lo hi" of PREC against bf16 over the sizes
 # with both (the times as the table shows them): n sizes, in how many PREC
-# is faster, lowest and highest PREC / bf16 - 1 (%)...
+# is faster, the lowest and highest bf16 / PREC time (PREC's speed as a
+# multiple of bf16's).
 spread() {
   sizes | while IFS='|' read -r sz cx; do
     a=$(time_of "$sz" "$cx" bf16 "$2" "$3")
     h=$(time_of "$sz" "$cx" "$1" "$2" "$3")
     if [ -n "$a" ] && [ -n "$h" ]; then printf '%s %s\n' "$a" "$h"; fi
-  done | awk '{ r = 100 * ($2 / $1 - 1); n++; if ($2 < $1) f++
+  done | awk '{ r = $1 / $2; n++; if ($2 < $1) f++
                 if (n == 1 || r < lo) lo = r; if (n == 1 || r > hi) hi = r }
-              END { printf "%d %d %.1f %.1f\n", n, f, lo, hi }'
+              END { printf "%d %d %.6f %.6f\n", n, f, lo, hi }'
 }
 # fp16_vs MODE COL NAME: fp16 against bf16 for one mode, in words
 same16=2   # fp16 and bf16 "about the same": within this many % at every size
@@ -97,15 +98,16 @@ $(spread fp16 "$1" "$2")
 SPREAD
   if [ "$vn" -eq 0 ]; then return; fi
   if [ "$vn" -eq 1 ]; then every="at the one size measured"; else every="at every size"; fi
-  if [ "$vlo" = "$vhi" ]; then vr="$vlo%"; else vr="$vlo% to $vhi%"; fi
-  if is_true "$vlo >= -$same16 && $vhi <= $same16"; then
-    printf '%s: about the same, fp16 within %s%% of bf16 %s, %s' "$3" "$same16" "$every" "$vr"
+  lo=$(factor "$vlo"); hi=$(factor "$vhi")
+  if [ "$lo" = "$hi" ]; then vr="${lo}x as fast as bf16"; else vr="${lo}x to ${hi}x as fast as bf16"; fi
+  if is_true "$vlo >= 1 / (1 + $same16 / 100) && $vhi <= 1 + $same16 / 100"; then
+    printf '%s: about the same, fp16 within %s%% of bf16 %s (%s)' "$3" "$same16" "$every" "$vr"
   elif [ "$vf" -eq 0 ]; then
-    printf '%s: fp16 slower %s, by %s' "$3" "$every" "$vr"
+    printf '%s: fp16 slower %s, %s' "$3" "$every" "$vr"
   elif [ "$vf" -eq "$vn" ]; then
-    printf '%s: fp16 faster %s, by %s' "$3" "$every" "$(if [ "$vlo" = "$vhi" ]; then printf '%s%%' "${vlo#-}"; else printf '%s%% to %s%%' "${vhi#-}" "${vlo#-}"; fi)"
+    printf '%s: fp16 faster %s, %s' "$3" "$every" "$vr"
   else
-    printf '%s: fp16 from %s%% to %s%% against bf16, faster at %s of %s sizes' "$3" "$vlo" "$vhi" "$vf" "$vn"
+    printf '%s: fp16 %s, faster at %s of %s sizes' "$3" "$vr" "$vf" "$vn"
   fi
 }
 fwdw=$(fp16_vs forward fwd_ms_mean forward)
@@ -125,7 +127,7 @@ gh=$(growth fp16)
 gw=$(while read -r gp gfirst glast gup; do
   [ -n "$glast" ] || continue
   if [ "$gup" -eq 1 ]; then w="grows with each size"; else w="does not grow at every size"; fi
-  printf ' %s: it %s, x %s to x %s.' "$gp" "$w" "$gfirst" "$glast"
+  printf ' %s: it %s, %sx to %sx as fast as fp32.' "$gp" "$w" "$gfirst" "$glast"
 done <<GROWTH
 bf16 $gb
 fp16 $gh
@@ -193,7 +195,7 @@ for sz in small 2.7B; do
   if [ "$sz" = small ] && [ -n "$ps" ] && is_true "$ps < $c16"; then
     extra=" ($(calc %.2f "$o16 / $ps") x the stronger $ps ms of reports/anchors/published.csv)"
   fi
-  lines="$lines- $sz: torch.compile x $(calc %.2f "$c32 / $c16") ($(calc %.1f "$c32") -> $(calc %.1f "$c16") ms), ours x $(calc %.2f "$o32 / $o16") ($o32 -> $o16 ms); our bf16 step: $(verdict "$o16" "$c16")$extra.
+  lines="$lines- $sz: torch.compile $(calc %.2f "$c32 / $c16")x ($(calc %.1f "$c32") -> $(calc %.1f "$c16") ms), ours $(calc %.2f "$o32 / $o16")x ($o32 -> $o16 ms); our bf16 step: $(verdict "$o16" "$c16")$extra.
 "
 done
 if [ -n "$lines" ]; then

@@ -111,8 +111,10 @@ kernel_table() { # OUR_COL ANCHOR_COL
 }
 
 # Where ours loses to PyTorch's fastest kernel of the same norm, for one
-# timing column: sentences, or nothing when we never lose.
-losses() { # OUR_COL ANCHOR_COL WHAT
+# timing column, or that it never does: RMSNorm's sentence (left out with
+# SKIP_RMS "skip_rms", where the caller has said ours is fastest), then
+# LayerNorm's.
+losses() { # OUR_COL ANCHOR_COL WHAT [SKIP_RMS]
   rl='' ll=''
   for d in $(widths); do
     r=$(ov rmsnorm "$d" "$1"); l=$(ov layernorm "$d" "$1")
@@ -134,7 +136,8 @@ losses() { # OUR_COL ANCHOR_COL WHAT
     fi
   done
   text=''
-  if [ -n "$rl" ]; then
+  if [ "${4:-}" = skip_rms ]; then :
+  elif [ -n "$rl" ]; then
     # one implementation for every width: name it once
     if [ "$(printf '%s' "$rl" | cut -d'|' -f2 | sort -u | wc -l)" -eq 1 ]; then
       text="Our RMSNorm $3 loses to PyTorch's fastest fused RMSNorm, $(impl_words "$(printf '%s' "$rl" | head -n 1 | cut -d'|' -f2)"), at $(printf '%s' "$rl" | cut -d'|' -f1 | and_list)."
@@ -149,29 +152,19 @@ losses() { # OUR_COL ANCHOR_COL WHAT
   else
     text="$text Our LayerNorm $3 is at least as fast as F.layer_norm at every width."
   fi
-  printf '%s' "$text"
+  printf '%s' "${text# }"
 }
 
-# "from A at D1 to B at D2 OF" for a per-width ratio of OF ($1), with its
-# extremes when it does not move one way; "A OF at every width" when every
-# ratio prints the same.
-trend() { # "d r" lines on stdin
+# "LOx (D) to HIx (D) OF" for a per-width ratio of OF ($1), each extreme
+# with its width; "Rx OF at every width" when every ratio prints the same.
+span() { # "d r" lines on stdin
   awk -v of="$1" 'BEGIN { n = 0 } NF { d[n] = $1; r[n] = $2; n++ }
     END { if (n == 0) exit
       lo = 0; hi = 0
       for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
-      if (sprintf("%.2f", r[lo]) == sprintf("%.2f", r[hi])) {
-        printf "%.2fx %s at every width", r[0], of; exit }
-      up = 1; down = 1
-      for (i = 1; i < n; i++) { if (r[i] < r[i-1]) up = 0; if (r[i] > r[i-1]) down = 0 }
-      printf "from %.2fx at %d to %.2fx at %d %s", r[0], d[0], r[n-1], d[n-1], of
-      # an extreme said only where it is not one of the two ends
-      lo_in = lo > 0 && lo < n - 1; hi_in = hi > 0 && hi < n - 1
-      if (n > 2 && !up && !down && lo_in && hi_in)
-        printf " (not steadily: lowest %.2fx at %d, highest %.2fx at %d)", r[lo], d[lo], r[hi], d[hi]
-      else if (n > 2 && !up && !down && (lo_in || hi_in))
-        printf " (not steadily: %s %.2fx at %d)", lo_in ? "lowest" : "highest", lo_in ? r[lo] : r[hi], lo_in ? d[lo] : d[hi]
-      else if (n > 2 && (up || down)) printf " (%s at every step)", up ? "growing" : "shrinking" }'
+      if (sprintf("%.2f", r[lo]) == sprintf("%.2f", r[hi]))
+        printf "%.2fx %s at every width", r[lo], of
+      else printf "%.2fx (%d) to %.2fx (%d) %s", r[lo], d[lo], r[hi], d[hi], of }'
 }
 
 # Our forward's traffic (x read, y written: 8 bytes an element) over a
@@ -200,11 +193,11 @@ kernels_forward() {
   ours_trend=$(for d in $(widths); do
       r=$(ov rmsnorm "$d" fwd_ms_per_pass); l=$(ov layernorm "$d" fwd_ms_per_pass)
       [ -n "$r" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$l / $r")"
-    done | trend "RMSNorm's time")
+    done | span "RMSNorm's time")
   pt_trend=$(for d in $(widths); do
       e=$(av rmsnorm "$d" fwd_ms); l=$(av layernorm "$d" fwd_ms)
       [ -n "$e" ] && [ -n "$l" ] && echo "$d $(calc %.4f "$e / $l")"
-    done | trend "F.layer_norm's time")
+    done | span "F.layer_norm's time")
   r0=$(ov rmsnorm "$d0" fwd_ms_per_pass); r1=$(ov rmsnorm "$d1" fwd_ms_per_pass)
   c0=$(av rmsnorm_compiled "$d0" fwd_ms); c1=$(av rmsnorm_compiled "$d1" fwd_ms)
   # PyTorch's two fused RMSNorms against F.layer_norm, each counted on its
@@ -228,12 +221,12 @@ kernels_forward() {
     why="RMSNorm does less ($less), but both read and write the same bytes, four floats at a time, and the bytes bound them."
   fi
   if [ "$nfast" -eq 0 ] && [ "$nslow" -eq 0 ]; then
-    which="Our two kernels are within 2% of each other at all $n widths"
+    which="Our two kernels tie, within 2% at all $n widths: LayerNorm takes $ours_trend."
   else
-    which="Of our two kernels RMSNorm is faster by more than 2% at $nfast of $n widths"
+    which="Of our two kernels RMSNorm is faster by more than 2% at $nfast of $n widths; LayerNorm takes $ours_trend."
   fi
   cat <<TEXT
-**Which is faster.** $which; LayerNorm takes $ours_trend. $why Eager PyTorch RMSNorm is several kernels, each a pass
+**Which is faster.** $which $why Eager PyTorch RMSNorm is several kernels, each a pass
 through memory, against F.layer_norm's one, so it takes $pt_trend;
 $fused.
 
@@ -455,22 +448,35 @@ forward_benchmarking_kernels() {
     for v in $r $e $l $f; do num "a forward time at $d" "$v"; done
     echo "| $d | $(cell "$r") | $(cell "$e") | $(ratio "$e" "$r") | $(cell "$l") | $(ratio "$l" "$r") | $(cell "$f") | $(ratio "$f" "$r") |"
     [ -n "$r" ] || continue
-    by() { calc %.1f "100 * (1 - $r / $1)"; }   # ours faster by, %
-    [ -z "$e" ] || ! is_true "$r < $e" || be="$be$d (by $(by "$e")%)
+    [ -z "$e" ] || be="$be$d $(calc %.6f "$e / $r")
 "
-    [ -z "$l" ] || ! is_true "$r < $l" || bl="$bl$d (by $(by "$l")%)
+    [ -z "$l" ] || bl="$bl$d $(calc %.6f "$l / $r")
 "
-    [ -z "$f" ] || ! is_true "$r < $f" || bf="$bf$d (by $(by "$f")%)
+    [ -z "$f" ] || bf="$bf$d $(calc %.6f "$f / $r")
 "
   done
   echo
-  said() { # LIST THING
-    if [ -z "$1" ]; then printf 'at no width faster than %s' "$2"
-    else printf 'faster than %s at %s' "$2" "$(printf '%s' "$1" | and_list)"; fi
+  # "Nx to Mx as fast as THING at every width", or the widths where we win
+  # and lose with each factor, from "d theirs/ours" lines.
+  said() { # LINES THING
+    printf '%s' "$1" | awk -v thing="$2" "$FACTOR_AWK"'
+      BEGIN { n = 0; w = 0 } NF { d[n] = $1; r[n] = $2; t[n] = factor($2); if ($2 > 1) w++; n++ }
+      END { if (n == 0) { printf "not compared with %s", thing; exit }
+        lo = hi = 0
+        for (i = 1; i < n; i++) { if (r[i] < r[lo]) lo = i; if (r[i] > r[hi]) hi = i }
+        if (w == n) {
+          if (t[lo] == t[hi]) printf "%sx as fast as %s at every width", t[lo], thing
+          else printf "%sx to %sx as fast as %s at every width", t[lo], t[hi], thing
+          exit }
+        if (w == 0) { printf "at no width faster than %s (%sx to %sx as fast)", thing, t[lo], t[hi]; exit }
+        printf "faster than %s at ", thing; k = 0
+        for (i = 0; i < n; i++) if (r[i] > 1) printf "%s%d (%sx as fast)", (k++ ? (k == w ? " and " : ", ") : ""), d[i], t[i]
+        printf ", not at "; k = 0
+        for (i = 0; i < n; i++) if (r[i] <= 1) printf "%s%d (%sx)", (k++ ? (k == n - w ? " and " : ", ") : ""), d[i], t[i] }'
   }
-  if [ -n "$be$bl$bf" ]; then yes="Yes" ; else yes="No"; fi
+  if printf '%s' "$be$bl$bf" | awk '$2 > 1 { y = 1 } END { exit !y }'; then yes="Yes"; else yes="No"; fi
   echo "**Answer.** $yes: our kernel is $(said "$be" "the eager RMSNorm"); $(said "$bl" "F.layer_norm");"
-  echo "and $(said "$bf" "PyTorch's fused RMSNorms (compiled, F.rms_norm)")."
+  echo "and $(said "$bf" "PyTorch's fastest fused RMSNorm (compiled or F.rms_norm)")."
   echo "Against the eager module the gain is fusion: one pass over memory."
   echo
 }
@@ -522,7 +528,15 @@ benchmarking_kernels() {
         v=$(ov $i "$d" fwd_bwd_ms_per_pass); [ -z "$v" ] || echo "$d $v ours_$i"
       done
     done | sort -k1,1n -k2,2g | awk '!seen[$1]++ { print $1 ": " $3 }' |
-    sed 's/ours_rmsnorm/our RMSNorm/; s/ours_layernorm/our LayerNorm/; s/rmsnorm_compiled/compiled RMSNorm/; s/rms_norm/F.rms_norm/; s/: layernorm/: F.layer_norm/; s/: rmsnorm$/: eager RMSNorm/' | and_list)
+    sed 's/ours_rmsnorm/our RMSNorm/; s/ours_layernorm/our LayerNorm/; s/rmsnorm_compiled/compiled RMSNorm/; s/rms_norm/F.rms_norm/; s/: layernorm/: F.layer_norm/; s/: rmsnorm$/: eager RMSNorm/')
+  # one name for every width: said once
+  skip=''
+  if [ "$(printf '%s\n' "$best" | sed 's/^[^:]*: //' | sort -u | wc -l)" -eq 1 ]; then
+    best="fastest at every width: $(printf '%s\n' "$best" | head -n 1 | sed 's/^[^:]*: //')"
+    [ "$best" != "fastest at every width: our RMSNorm" ] || skip=skip_rms
+  else
+    best="fastest at each width: $(printf '%s\n' "$best" | and_list)"
+  fi
   # the eager module over the fastest fused RMSNorm; forward+backward over
   # forward, every implementation and width
   eg=$(for d in $(widths); do
@@ -539,7 +553,7 @@ benchmarking_kernels() {
         [ -n "$a" ] && [ -n "$b" ] && calc '%.4f\n' "$b / $a"
       done
     done | range_of %.1f)
-  echo "Fastest at each width: $best. $(losses fwd_bwd_ms_per_pass fwd_bwd_ms "forward+backward")"
+  echo "Forward+backward, $best. $(losses fwd_bwd_ms_per_pass fwd_bwd_ms "forward+backward" "$skip")"
   echo "Eager backward is autograd's chain of elementwise kernels, so eager"
   echo "forward+backward takes $eg times the fastest fused RMSNorm's. Forward+backward"
   echo "costs $fb forwards: backward reads x, dy and g, writes dx, and reduces"
@@ -577,9 +591,9 @@ benchmarking_model() {
   echo
   failed_jobs "$csv" size,mode,status,message "size,mode,status,message"
   [ -n "$sp" ] || return 0
-  printf '%s' "$sp" | awk 'NF { if (!n++ || $2 < fl) { fl = $2; fls = $1 } if ($2 > fh) { fh = $2; fhs = $1 }
+  printf '%s' "$sp" | awk "$FACTOR_AWK"'NF { if (!n++ || $2 < fl) { fl = $2; fls = $1 } if ($2 > fh) { fh = $2; fhs = $1 }
       if (n == 1 || $3 < bl) { bl = $3; bls = $1 } if ($3 > bh) { bh = $3; bhs = $1 } }
-    END { printf "Against op by op the fused path'"'"'s forward is %.2f (%s) to %.2f (%s) times as fast, its backward %.2f (%s) to %.2f (%s) times. ", fl, fls, fh, fhs, bl, bls, bh, bhs }'
+    END { printf "Against op by op the fused path'"'"'s forward is %sx (%s) to %sx (%s) as fast, its backward %sx (%s) to %sx (%s). ", factor(fl), fls, factor(fh), fhs, factor(bl), bls, factor(bh), bhs }'
   shares=$(for s in $(model_sizes "$opbyop"); do
       of=$(mv "$opbyop" "$s" rmsnorm forward_backward step_ms_mean)
       no=$(norm_ms "$opbyop" "$s" rmsnorm forward_backward)
@@ -614,11 +628,11 @@ torch_compile_2024() {
   elif ! has_anchor "$anchor"; then
     for p in a b; do echo "### ($p) Compiled RMSNorm"; echo; no_pt; done
   else
-    sp() { # ANCHOR_COL: compiled's speed-up over eager, "lo to hi"
+    sp() { # ANCHOR_COL: compiled's speed-up over eager, "LOx to HIx"
       for d in $(widths); do
         e=$(av rmsnorm "$d" "$1"); c=$(av rmsnorm_compiled "$d" "$1")
         [ -n "$e" ] && [ -n "$c" ] && calc %.4f "$e / $c" && echo
-      done | awk 'NF { if (!n++ || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { printf "%.1f to %.1f", lo, hi }'
+      done | awk "$FACTOR_AWK"'NF { if (!n++ || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { printf "%sx to %sx", factor(lo), factor(hi) }'
     }
     echo "### (a) Compiled RMSNorm, forward"
     echo
@@ -635,13 +649,13 @@ torch_compile_2024() {
       ! is_true "$c <= $f" || nc=$((nc + 1))
     done
     echo "**Answer.** torch.compile fuses the module into generated Triton code,"
-    echo "$(sp fwd_ms) times as fast as eager and at least as fast as F.rms_norm at"
+    echo "$(sp fwd_ms) as fast as eager and at least as fast as F.rms_norm at"
     echo "$nc of $nw widths; the last column says where ours wins and loses."
     echo
     echo "### (b) Compiled RMSNorm, forward+backward"
     echo
     compile_table fwd_bwd_ms_per_pass fwd_bwd_ms
-    echo "**Answer.** With backward, compiling gains $(sp fwd_bwd_ms) times over eager:"
+    echo "**Answer.** With backward, compiled is $(sp fwd_bwd_ms) as fast as eager:"
     echo "it fuses autograd's chain of elementwise kernels too."
     echo
   fi
@@ -704,8 +718,8 @@ compile_model() {
     done
     echo
     # the answer: compiling's gain by pass, and our forward against compiled
-    printf '%s' "$st" | awk '
-      function rng(lo, hi) { return lo == hi ? sprintf("%.2fx", lo) : sprintf("%.2fx to %.2fx", lo, hi) }
+    printf '%s' "$st" | awk "$FACTOR_AWK"'
+      function rng(lo, hi) { return factor(lo) == factor(hi) ? factor(lo) "x" : factor(lo) "x to " factor(hi) "x" }
       NF == 7 { n++; s[n] = $1; f = $2 / $3; t = $4 / $5
         if (n == 1 || f < flo) { flo = f; fmin = $1 }; if (n == 1 || f > fhi) { fhi = f; fmax = $1 }
         if (n == 1 || t < tlo) tlo = t; if (n == 1 || t > thi) thi = t

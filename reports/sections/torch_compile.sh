@@ -70,15 +70,16 @@ attention (pytorch_attention.csv), one kernel between two cuBLAS products
 already fusing what torch.compile fuses in the handout's module, and
 FlashAttention-2 (torch_compile_attention.csv). PyTorch (same GPU,
 reports/anchors/torch_attention.csv, do_bench medians): the module eager
-and compiled, and SDPA. The ratios ("compiled x": eager over compiled) are
-of a forward+backward pair timed as one loop, not of the columns' sum.
+and compiled, and SDPA. The ratios are speeds, the other's time over
+ours ("compiled x": eager over compiled), of a forward+backward pair timed
+as one loop, not of the columns' sum.
 
 TEXT
   if [ "$nf" -gt 0 ]; then
-    echo "| d_head | seq | $mcol | $fcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised / compiled | ours flash / SDPA |"
+    echo "| d_head | seq | $mcol | $fcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised, x compiled | ours flash, x SDPA |"
     echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   else
-    echo "| d_head | seq | $mcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised / compiled |"
+    echo "| d_head | seq | $mcol | PyTorch eager | PyTorch compiled | PyTorch SDPA | compiled x | ours materialised, x compiled |"
     echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
   fi
   shapes() { # COL: its distinct values over our rows at the shape, ascending
@@ -86,7 +87,8 @@ TEXT
       [ "$nf" -eq 0 ] || tool distinct "$fcsv" $(at flash) --cols "$1"; } | sort -n -u
   }
   # The rows from one csvtool call a file (each shape's newest ok row),
-  # joined by awk; stats: "KEY RATIO D_HEAD SEQ" lines for the answer.
+  # joined by awk; stats: "KEY SPEED D_HEAD SEQ" lines for the answer, a
+  # speed being the other's time over the first's (above 1: the first wins).
   aq="--sort -utc --first-of seq,d_head --cols seq,d_head,fwd_ms_per_pass,bwd_ms_per_pass,fwd_bwd_ms_per_pass --sep |"
   mrows="" frows=""
   [ "$nm" -eq 0 ] || [ ! -f "$acsv" ] || mrows=$(tool select "$acsv" $(at materialized) $aq)
@@ -109,13 +111,13 @@ TEXT
         k = "|" sq[j] "|" dh[i]
         m = "m" k; l = "l" k; e = "eager" k; c = "materialized" k; sd = "sdpa" k
         if (f[m] b[m] f[l] b[l] == "") continue
-        cx = r2(fbk[e], fbk[c]); oc = r2(fbk[m], fbk[c]); fs = r2(fbk[l], fbk[sd]); fm = r2(fbk[l], fbk[m])
-        # the stats keep the unrounded ratio: a shape at x 0.997 is a win
+        cx = r2(fbk[e], fbk[c]); oc = r2(fbk[c], fbk[m]); fs = r2(fbk[sd], fbk[l]); fm = r2(fbk[m], fbk[l])
+        # the stats keep the unrounded speed: a shape at 0.997x is a loss
         # though its cell reads 1.00
         if (cx != "-") print "cx", fbk[e] / fbk[c], dh[i], sq[j] > statf
-        if (oc != "-") print "oc", fbk[m] / fbk[c], dh[i], sq[j] > statf
-        if (fs != "-") print "fs", fbk[l] / fbk[sd], dh[i], sq[j] > statf
-        if (fm != "-") print "fm", fbk[l] / fbk[m], dh[i], sq[j] > statf
+        if (oc != "-") print "oc", fbk[c] / fbk[m], dh[i], sq[j] > statf
+        if (fs != "-") print "fs", fbk[sd] / fbk[l], dh[i], sq[j] > statf
+        if (fm != "-") print "fm", fbk[m] / fbk[l], dh[i], sq[j] > statf
         if (nf > 0)
           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", dh[i], sq[j], fb(f[m], b[m]),
             fb(f[l], b[l]), fb(f[e], b[e]), fb(f[c], b[c]), fb(f[sd], b[sd]), cx, oc, fs
@@ -130,17 +132,18 @@ TEXT
   echo
   [ "$nm" -gt 0 ] || { echo "_Our materialised rows are not yet measured: run \`./runner experiments/pytorch_attention.cfg\` on a GPU._"; echo; }
   [ "$nf" -gt 0 ] || { echo "_Our FlashAttention-2 rows at these shapes are not yet measured: run $frun on a GPU._"; echo; }
-  rng() { # KEY: "N LO HI D_AT_HI SEQ_AT_HI BELOW_1" over the stats of KEY, or nothing
+  rng() { # KEY: "N LO HI D_AT_HI SEQ_AT_HI WINS" over the speeds of KEY, or nothing
     printf '%s' "$stats" | awk -v k="$1" '$1 == k { n++; v = $2 + 0
         if (n == 1 || v < lo) lo = v
         if (n == 1 || v > hi) { hi = v; hd = $3; hs = $4 }
-        if (v < 1) b++ }
-      END { if (n) printf "%d %.2f %.2f %s %s %d\n", n, lo, hi, hd, hs, b }'
+        if (v > 1) w++ }
+      END { if (n) printf "%d %.6f %.6f %s %s %d\n", n, lo, hi, hd, hs, w }'
   }
+  xs() { printf '%sx' "$(factor "$1")"; }   # a speed as written
   ans=""
   set -- $(rng cx)
   if [ $# -eq 6 ]; then
-    n=$1 lo=$2 hi=$3 hd=$4 hs=$5 w=$(($1 - $6))
+    n=$1 lo=$(xs "$2") hi=$(xs "$3") hd=$4 hs=$5 w=$6
     # the shortest sequence where compiling helps, the longest where it does not
     set -- $(printf '%s' "$stats" | awk '$1 == "cx" { if ($2 > 1) { if (!fm || $4 < fm) fm = $4 } else if ($4 > sm) sm = $4 }
       END { printf "%d %d\n", fm, sm }')
@@ -148,27 +151,27 @@ TEXT
     where="at $w of the $n shapes" rest="at the others"
     if [ "$sm" -lt "$fm" ]; then where="at every shape with seq $fm or more ($w of $n)" rest="at shorter ones"; fi
     if [ "$w" -eq 0 ]; then
-      ans="Compiling PyTorch's attention makes forward + backward slower at every one of the $n shapes (x $lo to x $hi)."
+      ans="Compiling PyTorch's attention makes forward + backward slower at every one of the $n shapes ($lo to $hi as fast)."
     elif [ "$w" -eq "$n" ]; then
-      ans="Compiling PyTorch's attention makes forward + backward faster at every one of the $n shapes, by x $lo to x $hi (the most at d_head $hd, seq $hs): it fuses the scaling and the softmax into one kernel, so the scores make fewer round trips through memory."
+      ans="Compiling PyTorch's attention makes forward + backward faster at every one of the $n shapes, $lo to $hi as fast (the most at d_head $hd, seq $hs): it fuses the scaling and the softmax into one kernel, so the scores make fewer round trips through memory."
     else
-      ans="Compiling PyTorch's attention makes forward + backward faster $where, by up to x $hi (d_head $hd, seq $hs), and slower $rest, down to x $lo: fusing the scaling and the softmax saves round trips of large score matrices, while short passes pay the compiled graph's launch costs."
+      ans="Compiling PyTorch's attention makes forward + backward faster $where, up to $hi as fast (d_head $hd, seq $hs), and slower $rest, down to $lo: fusing the scaling and the softmax saves round trips of large score matrices, while short passes pay the compiled graph's launch costs."
     fi
   fi
-  faster() { # N BELOW_1: at how many of the N shapes ours is the faster
+  faster() { # N WINS: at how many of the N shapes ours is the faster
     if [ "$2" -eq 0 ]; then echo "slower at all $1 shapes"
     elif [ "$2" -eq "$1" ]; then echo "faster at all $1 shapes"
     else echo "faster at $2 of the $1 shapes"; fi
   }
   set -- $(rng oc)
   if [ $# -eq 6 ]; then
-    ans="$ans Our materialised attention takes x $2 to x $3 compiled PyTorch's time ($(faster "$1" "$6"))."
+    ans="$ans Our materialised attention is $(xs "$2") to $(xs "$3") as fast as compiled PyTorch ($(faster "$1" "$6"))."
   fi
   set -- $(rng fs)
   if [ $# -eq 6 ]; then
-    f="Our FlashAttention-2 takes x $2 to x $3 SDPA's time ($(faster "$1" "$6"))"
+    f="Our FlashAttention-2 is $(xs "$2") to $(xs "$3") as fast as SDPA ($(faster "$1" "$6"))"
     set -- $(rng fm)
-    [ $# -eq 6 ] && f="$f and x $2 to x $3 our materialised attention's ($(faster "$1" "$6"))"
+    [ $# -eq 6 ] && f="$f and $(xs "$2") to $(xs "$3") as fast as our materialised attention ($(faster "$1" "$6"))"
     ans="$ans $f."
   fi
   if [ -n "$ans" ]; then
@@ -344,9 +347,10 @@ echo "torch.compile: reports/anchors/torch_lm.csv (+ SDPA + fused AdamW, same"
 echo "GPU model; plain or reduce-overhead, the faster by median)$( [ -n "$pt_small_bf16" ] && [ -n "$(sc small bf16 step_ms_mean)" ] && is_true "$pt_small_bf16 < $(sc small bf16 step_ms_mean)" && printf '; small bf16: %s ms, measured side by side with us (reports/anchors/published.csv; torch_lm.py: %s ms)' "$pt_small_bf16" "$(calc %.1f "$(sc small bf16 step_ms_mean)")"). PyTorch eager:"
 echo "reports/anchors/lm_pytorch.csv (materialised attention, unfused AdamW)."
 echo
-rngs() { # MODE PREC: "lo hi" of op by op / best fused
-  printf '%s' "$spd" | awk -v m="$1" -v p="$2" '$1 == m && $2 == p { n++; if (n == 1 || $3 < lo) lo = $3; if (n == 1 || $3 > hi) hi = $3 }
-    END { if (n) printf "x %.2f to x %.2f", lo, hi; else printf "not measured" }'
+rngs() { # MODE PREC: "LOx to HIx" of op by op / best fused
+  set -- $(printf '%s' "$spd" | awk -v m="$1" -v p="$2" '$1 == m && $2 == p { n++; if (n == 1 || $3 < lo) lo = $3; if (n == 1 || $3 > hi) hi = $3 }
+    END { if (n) printf "%.6f %.6f", lo, hi }')
+  if [ $# -eq 2 ]; then printf '%sx to %sx' "$(factor "$1")" "$(factor "$2")"; else printf 'not measured'; fi
 }
 echo "**Answer.** Against op by op, the fused path (its better attention)"
 echo "runs the forward pass $(rngs forward bf16) as fast in bf16 and"

@@ -379,8 +379,8 @@ if [ -n "$loses" ]; then
     printf '%s' "PyTorch's fp32 SDPA multiplies in 3xTF32 (appendix A); so do we in the last column"
     # each pair as as_fast reads it: PyTorch's time over ours
     if [ -s "$REPORT_TMP/x3.rows" ]; then
-      awk '{ n++; r = $2 / $1; if (r > 1) w++; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
-        END { printf ": faster at %d of %d shapes, %.2fx to %.2fx as fast.", w, n, lo, hi }' \
+      awk "$FACTOR_AWK"'{ n++; r = $2 / $1; if (r > 1) w++; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
+        END { printf ": faster at %d of %d shapes, %sx to %sx as fast.", w, n, factor(lo), factor(hi) }' \
         "$REPORT_TMP/x3.rows"
     else printf '.'; fi
     printf '\n\n'
