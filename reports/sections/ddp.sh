@@ -18,7 +18,8 @@
 #   ddp_appendix: how DDP reached its scaling: the strategies against the
 #     strongest PyTorch, why backward slows beside the all-reduces
 #     (ddp_nccl_ctas, ddp_sm_reserve, ddp_contention), the copy-engine forms
-#     (ddp_copy_engine, zero1_copy_engine, zero1_batch_scaling).
+#     (ddp_copy_engine, zero1_copy_engine, both also _fused,
+#     zero1_batch_scaling).
 #
 # Environment (mkreport.sh sets it): PROBLEM, CSV (the problem's own CSV;
 # the others are read from DATA), DATA, OUT, CSVTOOL, GNUPLOT (empty: no
@@ -41,11 +42,14 @@ naive="$DATA/naive_ddp_benchmarking.csv"
 flat="$DATA/minimal_ddp_flat_benchmarking.csv"
 overlap="$DATA/ddp_overlap_individual_parameters_benchmarking.csv"
 csv="$DATA/ddp_bucketed_benchmarking.csv"
+# own: the problem's CSV, exp its experiment; memos: the variables naming
+# the files the problem reads most (vmemo memoises them).
 case ${PROBLEM:-} in
-  naive_ddp_benchmarking) naive=${CSV:-$naive}; own=$naive; exp=$PROBLEM ;;
-  minimal_ddp_flat_benchmarking) flat=${CSV:-$flat}; own=$flat; exp=$PROBLEM ;;
-  ddp_overlap_individual_parameters_benchmarking) overlap=${CSV:-$overlap}; own=$overlap; exp=$PROBLEM ;;
-  ddp_bucketed_benchmarking | ddp_appendix) csv=${CSV:-$csv}; own=$csv; exp=ddp_bucketed_benchmarking ;;
+  naive_ddp_benchmarking) naive=${CSV:-$naive}; own=$naive; exp=$PROBLEM; memos="naive" ;;
+  minimal_ddp_flat_benchmarking) flat=${CSV:-$flat}; own=$flat; exp=$PROBLEM; memos="naive flat" ;;
+  ddp_overlap_individual_parameters_benchmarking) overlap=${CSV:-$overlap}; own=$overlap; exp=$PROBLEM; memos="naive flat overlap" ;;
+  ddp_bucketed_benchmarking) csv=${CSV:-$csv}; own=$csv; exp=$PROBLEM; memos="csv flat overlap" ;;
+  ddp_appendix) csv=${CSV:-$csv}; own=$csv; exp=ddp_bucketed_benchmarking; memos="ce cef z1ce z1cef csv" ;;
   *)
     echo "ddp.sh: unknown PROBLEM \"${PROBLEM:-}\" (naive_ddp_benchmarking, minimal_ddp_flat_benchmarking, ddp_overlap_individual_parameters_benchmarking, ddp_bucketed_benchmarking or ddp_appendix)" >&2
     exit 1 ;;
@@ -64,7 +68,7 @@ zbs="$DATA/zero1_batch_scaling.csv"
 pt_csv="$REPORTS/anchors/ddp_pytorch_compiled.csv"
 pe_csv="$REPORTS/anchors/ddp_pytorch.csv"
 
-require_rows "$own" $exp "on 2 GPUs"
+require_rows "$own" "$exp" "on 2 GPUs"
 for f in "$pt_csv" "$REPORTS/ddp_timeline.gp" "$REPORTS/ddp_buckets.gp"; do
   [ -f "$f" ] || { echo "ddp.sh: $f is missing" >&2; exit 1; }
 done
@@ -73,8 +77,8 @@ done
 # only assigns names of its own prefix (v_, tr_, bb_, ...), never one that
 # a caller or the main script uses.
 # v FILE PREC WS COL [csvtool args]: the latest ok row's value, or empty.
-# From a memo (vmemo) where FILE has one and the args are none or one
-# bucket (--where bucket_mb=B), else from csvtool.
+# From a memo (vmemo) where FILE has one and the args are at most one
+# bucket (--where bucket_mb=B) and one --fmt, else from csvtool.
 v() {
   v_f=$1 v_p=$2 v_w=$3 v_c=$4; shift 4
   [ -f "$v_f" ] || return 0
@@ -115,14 +119,7 @@ vmemo() {
   eval "vm_file_$1=\$2"
   vmemos="$vmemos $1"
 }
-case $PROBLEM in
-  naive_ddp_benchmarking) vm_list="naive" ;;
-  minimal_ddp_flat_benchmarking) vm_list="naive flat" ;;
-  ddp_overlap_individual_parameters_benchmarking) vm_list="naive flat overlap" ;;
-  ddp_bucketed_benchmarking) vm_list="csv flat overlap" ;;
-  *) vm_list="ce cef z1ce z1cef zbs csv" ;;
-esac
-for vm_n in $vm_list; do eval "vmemo V_$vm_n \"\$$vm_n\""; done
+for vm_n in $memos; do eval "vmemo V_$vm_n \"\$$vm_n\""; done
 # two / one FILE PREC COL [BUCKET]: the 2- and 1-GPU values.
 two() { v "$1" "$2" 2 "$3" ${4:+--where bucket_mb="$4"}; }
 one() { v "$1" "$2" 1 "$3" ${4:+--where bucket_mb="$4"}; }
@@ -137,7 +134,14 @@ faster_one() {
     echo "in $1 we are $(as_fast "$2" "$3") ($(f1 "$2") against its $3 ms)"
   fi
 }
-eff() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
+# join(S, N) in awk (prepend "$AWK_JOIN" to the program): S[1..N] as
+# "a", "a and b", "a, b and c".
+AWK_JOIN='
+function join(s, n,   i, r) { r = ""; for (i = 1; i <= n; i++) r = r (i == 1 ? "" : i == n ? " and " : ", ") s[i]; return r }
+'
+# quot A B: A / B to two decimals ("-" without either); the scaling
+# efficiency is quot ONE_GPU_STEP TWO_GPU_STEP.
+quot() { [ -n "$1" ] && [ -n "$2" ] && calc "%.2f" "$1 / $2" || printf -- '-'; }
 # best_bucket PREC [FILE]: the bucket size with the fastest 2-GPU step.
 best_bucket() {
   bb_f=${2:-$csv}
@@ -153,18 +157,6 @@ ratio21() {
   r_2=$(two "$1" "$2" step_ms_mean "$r_b") r_1=$(one "$1" "$2" step_ms_mean "$r_b")
   [ -z "$r_2" ] || [ -z "$r_1" ] || calc %.3f "$r_2 / $r_1"
 }
-# pt PREC WS: PyTorch DDP compiled's step (ms); pe PREC: eager's 2-GPU step;
-# pt_peak PREC: its 2-GPU peak GiB per GPU ("A-B" where the anchor gives a
-# range). pt_how: how its rows were configured, said once (appendix B);
-# pt_stat: its steps' statistic, said beside ours (means).
-pt() { tool value "$pt_csv" --agg first --default "" --where precision="$1" --where world_size="$2" --col step_ms; }
-pe() { [ -f "$pe_csv" ] && tool value "$pe_csv" --agg first --default "" --where precision="$1" --col step_ms_median || true; }
-pt_peak() { echo "$(tool value "$pt_csv" --agg first --default "" --col peak_gib_min)-$(tool value "$pt_csv" --agg first --default "" --col peak_gib_max)"; }
-pt_bm=$(tool value "$pt_csv" --agg first --default "?" --col bucket_mb)
-pt_name="PyTorch DDP + torch.compile + fused AdamW"
-pt_how="$pt_bm MB buckets"
-pt_stat=""
-pt_src="reports/anchors/ddp_pytorch_compiled.csv, the team's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
 # GPU kinds: a comparison across CSVs is made only where both were measured
 # on the same GPU model. gpu_model FILE COL: the models (H100, H200, ...)
 # named in column COL of FILE's rows, joined by "/"; empty if no file.
@@ -185,14 +177,22 @@ kind_tag() {
   printf ', 2 x %s' "$_kt"
 }
 
+# PyTorch's DDP (pt_name), the strongest anchor: pt PREC WS its step (ms);
+# pt_peak PREC its 2-GPU peak GiB per GPU ("A-B" where the anchor gives a
+# range); pt_how how its rows were configured, said once (appendix B);
+# pt_src where they are from; pt_stat its steps' statistic where it is not
+# our mean; pt_bm its buckets (MB); pt_only the precisions and GPU counts it
+# was measured in one CUDA-graph form only; pt_gcol its column that names
+# its GPUs. pt_ok: it was measured on our GPU model (else it is not
+# compared; pt_kind names its model). pe PREC: eager PyTorch's 2-GPU step.
+pt_name="PyTorch DDP + torch.compile + fused AdamW"
+pe() { [ -f "$pe_csv" ] && tool value "$pe_csv" --agg first --default "" --where precision="$1" --col step_ms_median || true; }
+pt_stat="" pt_only="" pt_kind="" pt_ok=0
 # The scripted anchor (reports/anchors/torch_ddp.py, its rows from every GPU
-# in torch_ddp.csv) replaces those copied numbers once it has rows at our
-# shape on our GPU, both precisions on 1 and 2 GPUs: per precision and GPU count its
-# fastest row (one GPU: no DDP) by median step, the anchors' statistic
-# everywhere in the writeup (ours are means; the prose says so). pt_ok: the
-# anchor in use was measured on our GPU model (else it is not compared).
-pt_new=""
-pt_ok=0
+# in torch_ddp.csv) where it has rows at our shape on our GPU, both
+# precisions on 1 and 2 GPUs: per precision and GPU count its fastest row
+# (one GPU: no DDP) by median step, the anchors' statistic everywhere in
+# the writeup (ours are means; the prose says so).
 if [ -f "$ANCHORS/torch_ddp.csv" ]; then
   on_gpu "$own"
   pt_new=$(anchor_rows torch_ddp)
@@ -221,13 +221,13 @@ if [ -f "$ANCHORS/torch_ddp.csv" ]; then
     pt_bm=$(tool distinct "$pt_csv" --cols bucket_mb $pt_w --where world_size=2 --sort bucket_mb | tr '\n' ';' | sed 's/;$//; s/;/, /g')
     # which rows had CUDA graphs: the faster of the two where both were
     # measured (cmp), else the only one (only)
-    pt_cmp="" pt_only=""
+    pt_cmp=""
     for p in fp32 bf16; do
       pt_g="" pt_n=""
       for w in 1 2; do
         case $(pt_col $p $w config) in *cudagraphs) pt_g="$pt_g with" ;; *) pt_g="$pt_g without" ;; esac
         # shellcheck disable=SC2086 # pt_w is a list of arguments
-        pt_n="$pt_n $(tool distinct "$pt_csv" --cols config $pt_w --where precision=$p --where world_size=$w | awk 'NF' | wc -l | tr -d ' ')"
+        pt_n="$pt_n $(tool count "$pt_csv" $pt_w --where precision=$p --where world_size=$w --first-of config)"
       done
       # shellcheck disable=SC2086 # split "g1 g2 n1 n2"
       set -- $pt_g $pt_n
@@ -244,39 +244,56 @@ if [ -f "$ANCHORS/torch_ddp.csv" ]; then
     done
     pt_how="bucket_cap_mb $pt_bm${pt_cmp:+, the faster of with and without CUDA graphs where both were measured ($pt_cmp)}${pt_only:+; $pt_only}"
     pt_src="reports/anchors/torch_ddp.csv, measured by reports/anchors/torch_ddp.py on $(tool value "$pt_csv" --agg first $pt_w --col gpu) GPUs"
+    pt_gcol=gpu
     pt_ok=1
   fi
 fi
-pt_kind=""
+# Else the same configuration's numbers copied into
+# ddp_pytorch_compiled.csv, compared where they come from our GPU model.
 if [ $pt_ok -eq 0 ]; then
+  pt() { tool value "$pt_csv" --agg first --default "" --where precision="$1" --where world_size="$2" --col step_ms; }
+  pt_peak() { echo "$(tool value "$pt_csv" --agg first --default "" --col peak_gib_min)-$(tool value "$pt_csv" --agg first --default "" --col peak_gib_max)"; }
+  pt_bm=$(tool value "$pt_csv" --agg first --default "?" --col bucket_mb)
+  pt_how="$pt_bm MB buckets"
+  pt_src="reports/anchors/ddp_pytorch_compiled.csv, the team's side-by-side measurement on $(tool value "$pt_csv" --agg first --default "?" --col machine)"
+  pt_gcol=machine
   pt_kind=$(gpu_model "$pt_csv" machine)
   [ "$pt_kind" != "$ours" ] || pt_ok=1
 fi
-# Said wherever the PyTorch comparison would stand when it cannot.
-pt_missing="The strongest PyTorch ($pt_name) has not been measured on 2 x $ours at this shape yet (the copied anchor is from 2 x $pt_kind): run \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --precisions fp32\` and then \`bf16\` on that machine."
+# pt_absent: said, with its todo, wherever the PyTorch comparison would
+# stand when it cannot (pt_ok 0).
+pt_absent() {
+  echo "The strongest PyTorch ($pt_name) has not been measured on 2 x $ours at this shape yet (the copied anchor is from 2 x $pt_kind): run \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --precisions fp32\` and then \`bf16\` on that machine."
+  echo
+  todo "PyTorch's DDP on 2 x $ours (reports/anchors/torch_ddp.py)"
+}
 
-# The table of rows: LEAD is the row's first cells ("| naive |"); FILE,
-# PREC, GPUs, bucket (or empty).
-table_head() { # FIRST_HEADERS FIRST_ALIGN
+# The table of rows: table_head FIRST_HEADERS FIRST_ALIGN, then a trow
+# each.
+table_head() {
   echo "$1 GPUs | step (ms) | backward (ms) | grad comm (ms) | after backward (ms) | collectives | collectives busy / step | exposed / step | scaling efficiency |"
   echo "$2--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 }
-# share X STEP: X as a whole percentage of STEP ("-" without X).
-share() { [ -n "$1" ] && calc '%.0f%%' "100 * $1 / $2" || printf -- '-'; }
+# share X [OF]: X as a whole percentage of OF, of 1 without it ("-"
+# without X).
+share() { [ -n "$1" ] && calc '%.0f%%' "100 * $1 / ${2:-1}" || printf -- '-'; }
+# trow LEAD FILE PREC GPUS [BUCKET]: the row of FILE's latest ok row at
+# PREC, GPUS (and BUCKET), nothing where there is none; LEAD is its first
+# cells ("| naive | fp32 |").
 trow() {
   tr_l=$1 tr_f=$2 tr_p=$3 tr_w=$4 tr_b=${5:-}
-  tr_s=$(v "$tr_f" "$tr_p" "$tr_w" step_ms_mean ${tr_b:+--where bucket_mb="$tr_b"})
+  tr_s=$(tr_q step_ms_mean)
   [ -n "$tr_s" ] || return 0
   tr_e="-"
   if [ "$tr_w" -ne 1 ]; then
-    tr_e=$(eff "$(v "$tr_f" "$tr_p" 1 step_ms_mean ${tr_b:+--where bucket_mb="$tr_b"})" "$tr_s")
+    tr_e=$(quot "$(v "$tr_f" "$tr_p" 1 step_ms_mean ${tr_b:+--where bucket_mb="$tr_b"})" "$tr_s")
   fi
-  tr_q() { v "$tr_f" "$tr_p" "$tr_w" "$1" ${tr_b:+--where bucket_mb="$tr_b"} ${2:+--fmt "$2"}; }
-  tr_sh=$(tr_q comm_share)
-  echo "$tr_l $tr_w | $(f1 "$tr_s") | $(d "$(tr_q bwd_ms_mean %.1f)") | $(d "$(tr_q grad_comm_ms_mean %.1f)") | $(d "$(tr_q exposed_comm_ms_mean %.2f)") | $(d "$(tr_q grad_collectives)") | $( [ -n "$tr_sh" ] && calc '%.0f%%' "100 * $tr_sh" || printf -- '-') | $(share "$(tr_q exposed_comm_ms_mean)" "$tr_s") | $tr_e |"
+  echo "$tr_l $tr_w | $(f1 "$tr_s") | $(d "$(tr_q bwd_ms_mean %.1f)") | $(d "$(tr_q grad_comm_ms_mean %.1f)") | $(d "$(tr_q exposed_comm_ms_mean %.2f)") | $(d "$(tr_q grad_collectives)") | $(share "$(tr_q comm_share)") | $(share "$(tr_q exposed_comm_ms_mean)" "$tr_s") | $tr_e |"
 }
-# strategies_table NAME... : rows of the named strategies (naive, flat,
-# overlap), fp32 then bf16, 1 and 2 GPUs.
+# tr_q COL [FMT]: COL of trow's row
+tr_q() { v "$tr_f" "$tr_p" "$tr_w" "$1" ${tr_b:+--where bucket_mb="$tr_b"} ${2:+--fmt "$2"}; }
+# sfile / slabel STRATEGY: the CSV and the table label of naive, flat or
+# overlap.
 sfile() { case $1 in naive) echo "$naive" ;; flat) echo "$flat" ;; overlap) echo "$overlap" ;; esac; }
 slabel() {
   case $1 in
@@ -285,6 +302,7 @@ slabel() {
     overlap) printf 'overlap (per tensor, from the hook)' ;;
   esac
 }
+# strategies_table STRATEGY...: their rows, fp32 then bf16, 1 and 2 GPUs.
 strategies_table() {
   table_head "| strategy | precision |" "|---|---|"
   for st_p in fp32 bf16; do
@@ -296,22 +314,23 @@ strategies_table() {
   done
   echo
 }
-has_all_rows() { # FILE: both precisions at both world sizes
+# has_all_rows FILE: FILE has a step in both precisions on 1 and 2 GPUs.
+has_all_rows() {
   for har_p in fp32 bf16; do
     for har_w in 1 2; do
       [ -n "$(v "$1" $har_p $har_w step_ms_mean)" ] || return 1
     done
   done
 }
-pct() { calc %.0f "100 * $1"; }
 
 # ---- the all-reduce fit: time = o + x / w for x MiB per rank ----------------
 # Least squares through the NCCL 2-rank medians, on relative error (each
 # point weighted by 1 / t^2): unweighted, the 1 GiB point sets the line and
-# o comes out above a whole 1 MiB all-reduce. o in ms, w in MiB/ms; ar_x1,
-# ar_t1 the smallest size and its time (o must not exceed it); ar_err the
-# fit's largest error, percent of a point's time.
-ar_o="" ar_w="" npts=0 sizes="" ar_machine="" ar_x1="" ar_t1="" ar_err=""
+# o comes out above a whole 1 MiB all-reduce. o in ms, w in MiB/ms; npts
+# the points; ar_x1, ar_t1 the smallest size and its time (o must not
+# exceed it), ar_xn the largest size; ar_err the fit's largest error,
+# percent of a point's time; ar_machine the machines measured.
+ar_o="" ar_w="" npts=0 ar_machine="" ar_x1="" ar_t1="" ar_xn="" ar_err=""
 if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl --where world_size=2)" -ge 2 ]; then
   fit=$(tool select "$ar" --cols size_mib,time_ms_median --where status=ok \
           --where backend=nccl --where world_size=2 --sort size_mib |
@@ -319,10 +338,10 @@ if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl 
                           n += q; x += q * $1; y += q * $2; xx += q * $1 * $1; xy += q * $1 * $2 }
           END { a = (n * xy - x * y) / (n * xx - x * x); o = (y - a * x) / n
                 for (i = 1; i <= k; i++) { e = (o + a * xs[i] - ts[i]) / ts[i]; if (e < 0) e = -e; if (e > m) m = e }
-                printf "%.6g %.6g %d %s %s %.6g", o, 1 / a, k, xs[1], ts[1], 100 * m }')
-  # shellcheck disable=SC2086 # split "o w n x1 t1 err"
+                printf "%.6g %.6g %d %s %s %.6g %s", o, 1 / a, k, xs[1], ts[1], 100 * m, xs[k] }')
+  # shellcheck disable=SC2086 # split "o w n x1 t1 err xn"
   set -- $fit
-  ar_o=$1 ar_w=$2 npts=$3 ar_x1=$4 ar_t1=$5 ar_err=$6
+  ar_o=$1 ar_w=$2 npts=$3 ar_x1=$4 ar_t1=$5 ar_err=$6 ar_xn=$7
   num "the fitted per-call overhead" "$ar_o"
   num "the fitted bandwidth" "$ar_w"
   num "the smallest all-reduce's time" "$ar_t1"
@@ -330,8 +349,6 @@ if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl 
     echo "ddp.sh: $ar: the fit gives a per-call overhead of $ar_o ms (not positive): the model has no optimum" >&2
     exit 1
   fi
-  sizes=$(tool distinct "$ar" --cols size_mib --where status=ok --where backend=nccl \
-          --where world_size=2 --sort size_mib | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $1 }')
   ar_machine=$(tool distinct "$ar" --cols machine --where status=ok --where backend=nccl \
           --where world_size=2 --sort machine | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 fi
@@ -341,10 +358,10 @@ naive_section() {
   if has_all_rows "$naive"; then
     cat <<EOF
 Naive DDP takes $(f1 "$(two "$naive" fp32 step_ms_mean)") ms per step in fp32 on 2 GPUs, of which
-$(f1 "$(two "$naive" fp32 grad_comm_ms_mean)") ms ($(pct "$(two "$naive" fp32 comm_share)")%) is spent all-reducing gradients; in bf16 $(f1 "$(two "$naive" bf16 step_ms_mean)") ms, of which $(f1 "$(two "$naive" bf16 grad_comm_ms_mean)") ms
-($(pct "$(two "$naive" bf16 comm_share)")%). None of it overlaps compute: the $(two "$naive" fp32 grad_collectives) all-reduces, one per
+$(f1 "$(two "$naive" fp32 grad_comm_ms_mean)") ms ($(share "$(two "$naive" fp32 comm_share)")) is spent all-reducing gradients; in bf16 $(f1 "$(two "$naive" bf16 step_ms_mean)") ms, of which $(f1 "$(two "$naive" bf16 grad_comm_ms_mean)") ms
+($(share "$(two "$naive" bf16 comm_share)")). None of it overlaps compute: the $(two "$naive" fp32 grad_collectives) all-reduces, one per
 parameter tensor, start after backward, so the 2-GPU step is one GPU's step
-plus the communication (scaling efficiency $(eff "$(one "$naive" fp32 step_ms_mean)" "$(two "$naive" fp32 step_ms_mean)") / $(eff "$(one "$naive" bf16 step_ms_mean)" "$(two "$naive" bf16 step_ms_mean)")).
+plus the communication (scaling efficiency $(quot "$(one "$naive" fp32 step_ms_mean)" "$(two "$naive" fp32 step_ms_mean)") / $(quot "$(one "$naive" bf16 step_ms_mean)" "$(two "$naive" bf16 step_ms_mean)")).
 
 EOF
   fi
@@ -361,7 +378,7 @@ Setup: job kind \`ddp\` (jobs/ddp.c, parallel/ddp.c) trains the $1 model
 (vocabulary $6, context $2), one GPU per rank, on $machines. Each rank
 runs forward and backward on its $3 sequences, the gradients are averaged,
 then every rank runs AdamW. Gradients travel in fp32 in both precisions,
-so bf16 changes the compute, not the $(calc %.0f "$(two "$naive" fp32 grad_comm_mib)") MiB sent per step. The 1-GPU
+so bf16 changes the compute, not the $(f0 "$(two "$naive" fp32 grad_comm_mib)") MiB sent per step. The 1-GPU
 row has the same per-GPU batch; scaling efficiency = 1-GPU step / 2-GPU
 step. $4 untimed and $5 timed steps; columns are means of the maximum over
 ranks: backward up to the wait for the gradients; grad comm the
@@ -385,15 +402,15 @@ flat_section() {
       fbw=$(calc %.4f "$(two "$flat" fp32 grad_comm_mib) / $(two "$flat" fp32 grad_comm_ms_mean)")
       if is_true "$sv > $fc && $fbw > $ar_w"; then
         fixed=". By the all-reduce fit of 2.3.5 (b), $(f1 "$fc") ms of that is the fixed cost of
-the $nd calls it drops ($(calc %.3f "$ar_o") ms a call), the rest the one $(calc %.0f "$(two "$flat" fp32 grad_comm_mib)") MiB message's higher
-bandwidth: $(calc %.0f "$fbw") MiB/ms against the fit's $(calc %.0f "$ar_w")."
+the $nd calls it drops ($(calc %.3f "$ar_o") ms a call), the rest the one $(f0 "$(two "$flat" fp32 grad_comm_mib)") MiB message's higher
+bandwidth: $(f0 "$fbw") MiB/ms against the fit's $(f0 "$ar_w")."
       else
         fixed=". By the all-reduce fit of 2.3.5 (b), the $nd calls it drops have a fixed cost of
 $(f1 "$fc") ms ($(calc %.3f "$ar_o") ms a call)."
       fi
     fi
     cat <<EOF
-With one all-reduce of the flat $(calc %.0f "$(two "$flat" fp32 grad_comm_mib)") MiB gradient buffer the 2-GPU step takes
+With one all-reduce of the flat $(f0 "$(two "$flat" fp32 grad_comm_mib)") MiB gradient buffer the 2-GPU step takes
 $(f1 "$(two "$flat" fp32 step_ms_mean)") ms in fp32 ($(f1 "$(two "$flat" fp32 grad_comm_ms_mean)") ms communicating gradients) and $(f1 "$(two "$flat" bf16 step_ms_mean)") ms in bf16
 ($(f1 "$(two "$flat" bf16 grad_comm_ms_mean)") ms), against $(f1 "$(two "$naive" fp32 step_ms_mean)") and $(f1 "$(two "$naive" bf16 step_ms_mean)") ms for $(two "$naive" fp32 grad_collectives) per-tensor calls: batching
 saves $(f1 "$sv") ms of communication per step (fp32)$fixed
@@ -455,10 +472,11 @@ series() {
 overlap_b() {
   echo "### (b) Timeline: overlapped against not overlapped"
   echo
+  # the figure's rows (reports/ddp_timeline.gp says what they are)
   tl_ok=1 tl_note="" tl_story=""
   tmp="$OUT/ddp_timeline.tmp.csv"
   echo "panel,lane,kind,t0,t1" > "$tmp"
-  xmax=0 xmin=1000000 panel=0
+  panel=0
   for s in naive overlap; do
     panel=$((panel + 1))
     f=$(sfile $s)
@@ -481,12 +499,11 @@ overlap_b() {
         END { print p "," l ",bwd," start "," last }' >> "$tmp"
       printf '%s\n' "$g" | awk -v p=$panel -v l=$lane_c 'NF {
           if (NR % 2) t0 = $1; else print p "," l ",comm," t0 "," $1 }' >> "$tmp"
-      [ $((ngv / 2)) -ge "$hooks" ] ||
+      if [ $((ngv / 2)) -lt "$hooks" ]; then
         printf '%s\n' "$g" | awk -v p=$panel -v l=$lane_c 'NF { e = $1 }
           END { print p "," l ",cut," e "," }' >> "$tmp"
-      xmin=$(printf '%s\n' "$b" | awk -v m="$xmin" 'NR == 1 { print ($1 < m) ? $1 : m }')
-      m=$(printf '%s\n%s\n' "$b" "$g" | awk 'NF && $1 > m { m = $1 } END { print m + 0 }')
-      xmax=$(awk -v a="$xmax" -v b="$m" 'BEGIN { print (b > a) ? b : a }')
+        tl_note="$tl_note${tl_note:+; }$s rank $r: $((ngv / 2)) of $hooks all-reduces recorded"
+      fi
       # Rank 0's story in numbers: backward's end, and how many recorded
       # all-reduces started before it.
       if [ $r -eq 0 ]; then
@@ -494,9 +511,6 @@ overlap_b() {
         under=$(printf '%s\n' "$g" | awk -v e="$be" 'NF && NR % 2 && $1 < e { n++ } END { print n + 0 }')
         f0=$(printf '%s\n' "$g" | awk 'NF { printf "%.1f", $1; exit }')
         tl_story="$tl_story${tl_story:+; }$s: backward ends at $be ms, the first all-reduce starts at ${f0:-?} ms, $under of the $((ngv / 2)) recorded start before backward ends"
-      fi
-      if [ $((ngv / 2)) -lt "$hooks" ]; then
-        tl_note="$tl_note${tl_note:+; }$s rank $r: $((ngv / 2)) of $hooks all-reduces recorded"
       fi
     done
   done
@@ -516,16 +530,18 @@ fp32 step.
 Rank 0, $tl_story.
 
 EOF
-    # Room on the right for the "recording cut here" labels, where a lane
-    # has one.
-    room=0
-    ! grep -q '^[0-9]*,[0-9]*,cut,' "$tmp" || room=18
-    xmax=$(awk -v m="$xmax" -v r=$room 'BEGIN { printf "%d", (int((m + r) / 10) + 1) * 10 }')
-    xmin=$(awk -v m="$xmin" 'BEGIN { printf "%d", int(m / 10) * 10 }')
+    # Both panels' x range, in whole tens of ms: from the earliest
+    # backward start past the latest event, with room on the right for
+    # the "recording cut here" labels where a lane has one.
+    xr=$(awk -F, 'BEGIN { lo = 1000000; hi = 0; room = 0 }
+      NR > 1 { if ($3 == "bwd" && $4 < lo) lo = $4
+               if ($3 == "cut") room = 18
+               for (i = 4; i <= 5; i++) if ($i != "" && $i > hi) hi = $i }
+      END { printf "%d %d", int(lo / 10) * 10, (int((hi + room) / 10) + 1) * 10 }' "$tmp")
     "$GNUPLOT" -c "$REPORTS/ddp_timeline.gp" "$tmp" "$OUT/ddp_timeline.svg" \
       "Naive DDP: $(two "$naive" fp32 grad_collectives) all-reduces after backward (fp32, 2 GPUs, one step)" \
       "Overlapped DDP: each tensor's all-reduce started from its backward hook (fp32, 2 GPUs, one step)" \
-      "$xmin" "$xmax"
+      "${xr% *}" "${xr#* }"
     echo "![Per-rank timeline of backward and the gradient all-reduces, naive DDP above, overlapped DDP below](ddp_timeline.svg)"
     echo
   fi
@@ -579,10 +595,7 @@ settings_runs() {
     fi
     sn_d="$sn_d${sn_d:+|}$(f1 "$sn_x") ms ($sn_n)"
   done
-  sn_d=$(printf '%s\n' "$sn_d" | tr '|' '\n' |
-    awk 'NF { a[++n] = $0 } END { for (i = 1; i <= n; i++) printf "%s%s", (i == 1 ? "" : i == n ? " and " : ", "), a[i] }')
-  sn_cap="capped at $sn_c thread blocks per collective"
-  [ "$sn_c" != 0 ] || sn_cap="with its default thread blocks"
+  sn_d=$(printf '%s\n' "$sn_d" | tr '|' '\n' | awk "$AWK_JOIN"'NF { a[++n] = $0 } END { printf "%s", join(a, n) }')
 }
 # settings_note BUCKET: 2.3.5's settings in a sentence, and the range the
 # default-settings runs took (their files: appendix B, settings_detail).
@@ -612,7 +625,9 @@ settings_detail() {
   [ -n "$sn_d" ] || return 0
   sd_own=$(two "$csv" fp32 step_ms_mean "$1")
   if [ "$sn_c" != 0 ] || [ "$sn_g" != 0 ]; then
-    echo "2.3.5's rows run with NCCL $sn_cap and $sn_g SMs"
+    sd_cap="capped at $sn_c thread blocks per collective"
+    [ "$sn_c" != 0 ] || sd_cap="with its default thread blocks"
+    echo "2.3.5's rows run with NCCL $sd_cap and $sn_g SMs"
     echo "left free, $(f1 "$sd_own") ms for the fp32 2-GPU step at $(calc %g "$1") MiB; with NCCL's defaults and"
     echo "none left free, other runs took $sn_d."
   else
@@ -626,13 +641,13 @@ bucketed_a() {
   [ -z "$bf" ] || kf=$(two "$csv" fp32 step_ms_mean "$bf")
   [ -z "$bh" ] || kh=$(two "$csv" bf16 step_ms_mean "$bh")
   if [ -n "$kf" ] && [ -n "$kh" ] && has_all_rows "$overlap" && has_all_rows "$flat"; then
-    verdict="The"
+    answer="The"
     if same_kind "$overlap" && same_kind "$flat"; then
       if is_true "$kf < $(two "$overlap" fp32 step_ms_mean) && $kf < $(two "$flat" fp32 step_ms_mean)" &&
          is_true "$kh < $(two "$overlap" bf16 step_ms_mean) && $kh < $(two "$flat" bf16 step_ms_mean)"; then
-        verdict="In direction they do: the"
+        answer="In direction they do: the"
       else
-        verdict="Not in every precision here: the"
+        answer="Not in every precision here: the"
       fi
       vs_f=" against
 $(f1 "$(two "$overlap" fp32 step_ms_mean)") ms overlapped per tensor and $(f1 "$(two "$flat" fp32 step_ms_mean)") ms flat"
@@ -657,7 +672,7 @@ compared with these 2 x $ours rows)"
     cat <<EOF
 **Answer.** Buckets keep the overlap and pay the per-call cost fewer
 times, so they should beat per-tensor overlap and the flat buffer, best at
-a middle size. $verdict best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets)$vs_f, and $(f1 "$kh") ms in bf16 ($(calc %g "$bh") MiB)$vs_h.
+a middle size. $answer best 2-GPU step is $(f1 "$kf") ms in fp32 ($(calc %g "$bf") MiB buckets)$vs_f, and $(f1 "$kh") ms in bf16 ($(calc %g "$bh") MiB)$vs_h.
 EOF
     if [ -n "$ar_o" ]; then
       arall=$(calc %.1f "$ar_o + $(two "$csv" fp32 grad_comm_mib "$bf") / $ar_w")
@@ -668,7 +683,7 @@ because one GPU's backward ($(f1 "$b1") ms) outlasts the whole all-reduce ($aral
 (b)'s fit), so even $(calc %g "$blo") MiB buckets hide their per-call costs; the second
 GPU's cost is backward slowing to $(f1 "$b2") ms beside NCCL's kernels (appendix B).
 In bf16 backward ($(f1 "$h1") ms) is $(if is_true "$h1 > 1.1 * $arall"; then printf 'longer than'; elif is_true "$h1 >= 0.9 * $arall"; then printf 'about as long as'; else printf 'shorter than'; fi) the all-reduce, so $(calc %g "$blo") MiB buckets
-leave $(calc %.1f "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed and large ones win.
+leave $(f1 "$(two "$csv" bf16 exposed_comm_ms_mean "$blo")") ms exposed and large ones win.
 EOF
       fi
     fi
@@ -689,9 +704,7 @@ EOF
     "precision,GPUs,bucket (MiB),status,message"
   [ -z "$bf" ] || settings_note "$bf"
   if [ -n "$kf" ] && [ -n "$kh" ] && [ $pt_ok -eq 0 ]; then
-    echo "$pt_missing"
-    echo
-    todo "PyTorch's DDP on 2 x $ours (reports/anchors/torch_ddp.py)"
+    pt_absent
   elif [ -n "$kf" ] && [ -n "$kh" ]; then
     tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
     for x in "$tf2" "$th2" "$tf1" "$th1"; do num "a PyTorch anchor" "$x"; done
@@ -712,11 +725,11 @@ EOF
     # a form measured only one way may not be PyTorch's strongest there
     [ -z "$pt_only" ] ||
       todo "PyTorch's DDP in both CUDA-graph forms where one is missing: \`NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 reports/anchors/torch_ddp.py reports/anchors/torch_ddp.csv --configs compiled,compiled_cudagraphs --precisions $(printf '%s' "$pt_only" | grep -o 'fp32\|bf16' | sort -u | paste -sd, -) --buckets $(printf '%s' "$pt_bm" | tr -d ' ') --resume\`"
-    # ours are means, PyTorch's (pt_stat) medians where it says so
+    # ours are means, PyTorch's (pt_stat) medians where it says so (the
+    # scripted anchor, the only one to set pt_only)
     gap=""
     [ -z "$pt_stat" ] ||
       gap=" (our means, within $(mm_gap "$csv" "fp32:2:$bf" "bf16:2:$bh" "fp32:1:$bf" "bf16:1:$bh") ms of our medians${pt_only:+; not all like for like: appendix B})"
-    [ -n "$gap" ] || [ -z "$pt_only" ] || gap=" (not all like for like: appendix B)"
     cat <<EOF
 $pt_name, the strongest PyTorch
 (appendix B), takes ${pt_stat:+$pt_stat }$tf2 ms (fp32) and $th2 ms (bf16) on 2 GPUs: the best bucketed step
@@ -745,7 +758,6 @@ bucketed_b() {
   # o exceeds the smallest all-reduce (then the fit overstates it)
   ar_on=""
   same_kind "$ar" || ar_on=", $ar_machine"
-  ar_range=$(printf '%s\n' "$sizes" | awk -F', ' '{ print (NF > 1) ? $1 " to " $NF : $1 }')
   ar_warn=""
   is_true "$ar_o <= $ar_t1" ||
     ar_warn="; o is above the $(calc %g "$ar_x1") MiB all-reduce's $(calc %.3f "$ar_t1") ms, so the fit overstates it"
@@ -760,20 +772,19 @@ n_b* = sqrt(s / (o w)), so b* = s / n_b* = sqrt(s o w), overhead
 2 sqrt(s o / w).
 
 Fitting time = o + x / w by least squares on relative error to
-allreduce.csv's $npts NCCL 2-rank medians ($ar_range MiB per rank$ar_on) gives
-o = $(calc %.4f "$ar_o") ms per call and w = $(calc %.1f "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s), within $(calc %.0f "$ar_err")% at every size$ar_warn.
-With s = $(calc %.1f "$s_mib") MiB of fp32 gradients: n_b* = $nstar, **b* = $bstar MiB**, overhead $ostar ms.
+allreduce.csv's $npts NCCL 2-rank medians ($ar_x1 to $ar_xn MiB per rank$ar_on) gives
+o = $(calc %.4f "$ar_o") ms per call and w = $(f1 "$ar_w") MiB/ms ($(calc %.0f "$ar_w * 1.048576") GB/s), within $(f0 "$ar_err")% at every size$ar_warn.
+With s = $(f1 "$s_mib") MiB of fp32 gradients: n_b* = $nstar, **b* = $bstar MiB**, overhead $ostar ms.
 
 EOF
   # Per 2-GPU row: the figure's files (bucket, n_b, 2-GPU - 1-GPU step,
   # left after backward, model), and fit_rows, lines "PREC BUCKET BUSY BWD
   # LEFT MODEL TRANSFER N_B EXTRA" (TRANSFER: the model's s / (n_b w);
   # EXTRA: 2-GPU - 1-GPU step) for the table and the prose under it.
-  tmpf="$OUT/ddp_buckets.fp32.tmp.csv"
-  tmph="$OUT/ddp_buckets.bf16.tmp.csv"
+  tmpb="$OUT/ddp_buckets"
   fit_rows=""
   for p in fp32 bf16; do
-    t=$tmpf; [ $p = fp32 ] || t=$tmph
+    t="$tmpb.$p.tmp.csv"
     echo "bucket_mb,n_b,overhead_ms,exposed_ms,model_ms" > "$t"
     for bm in $(tool distinct "$csv" --cols bucket_mb --where status=ok --where precision=$p --sort bucket_mb); do
       s1=$(one "$csv" $p step_ms_mean "$bm")
@@ -782,10 +793,11 @@ EOF
       ex=$(two "$csv" $p exposed_comm_ms_mean "$bm")
       [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$nb" ] && [ -n "$ex" ] && [ "$nb" -gt 0 ] || continue
       md=$(calc %.6f "$nb * $ar_o + $s_mib / ($nb * $ar_w)")
-      echo "$bm,$nb,$(calc %.4f "$s2 - $s1"),$ex,$md" >> "$t"
+      xt=$(calc %.4f "$s2 - $s1")
+      echo "$bm,$nb,$xt,$ex,$md" >> "$t"
       gc=$(two "$csv" $p grad_comm_ms_mean "$bm") bw=$(two "$csv" $p bwd_ms_mean "$bm")
       [ -n "$gc" ] && [ -n "$bw" ] || continue
-      fit_rows="$fit_rows$p $bm $gc $bw $ex $md $(calc %.6f "$s_mib / ($nb * $ar_w)") $nb $(calc %.4f "$s2 - $s1")
+      fit_rows="$fit_rows$p $bm $gc $bw $ex $md $(calc %.6f "$s_mib / ($nb * $ar_w)") $nb $xt
 "
     done
   done
@@ -794,16 +806,15 @@ EOF
   printf '%s' "$fit_rows" | awk 'NF == 9 { printf "| %s | %g | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f |\n", $1, $2, $8, $6, $5, $5 / $6, $3, $4, $9 }'
   echo
   if [ -n "$GNUPLOT" ]; then
-    "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$tmpf" "$tmph" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
+    "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$tmpb.fp32.tmp.csv" "$tmpb.bf16.tmp.csv" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
     echo "![Overhead against bucket size: model and runs](ddp_buckets.svg)"
     echo
     # The log axis has no place for zero or less: the figure leaves such
     # points out, and says which here.
-    unplotted=$(for t in "$tmpf" "$tmph"; do
-        p=fp32; [ "$t" = "$tmpf" ] || p=bf16
+    unplotted=$(for p in fp32 bf16; do
         awk -F, -v p=$p 'NR > 1 {
             if ($4 <= 0) printf "%s at %g MiB, communication left after backward %.2f ms\n", p, $1, $4
-            if ($3 <= 0) printf "%s at %g MiB, 2-GPU step minus 1-GPU step %.1f ms\n", p, $1, $3 }' "$t"
+            if ($3 <= 0) printf "%s at %g MiB, 2-GPU step minus 1-GPU step %.1f ms\n", p, $1, $3 }' "$tmpb.$p.tmp.csv"
       done | awk 'NF { printf "%s%s", (n++ ? "; " : ""), $0 }')
     if [ -n "$unplotted" ]; then
       echo "_Left out of the figure, whose log axis cannot show zero or less: ${unplotted}._"
@@ -813,13 +824,12 @@ EOF
     echo "_The figure needs gnuplot 5.4 or later, which configure did not find._"
     echo
   fi
-  rm -f "$tmpf" "$tmph"
+  rm -f "$tmpb.fp32.tmp.csv" "$tmpb.bf16.tmp.csv"
   # The model against each 2-GPU row: its premise (communication as long
   # as backward) holds where the collectives are busy at least as long as
   # backward; elsewhere backward hides the calls. The ms are in the table.
   if [ -n "$fit_rows" ]; then
-    printf '%s' "$fit_rows" | awk '
-      function join(s, n,   i, r) { r = ""; for (i = 1; i <= n; i++) r = r (i == 1 ? "" : i == n ? " and " : ", ") s[i]; return r }
+    printf '%s' "$fit_rows" | awk "$AWK_JOIN"'
       # "bf16 at 1 and 10 MiB", "fp32 and bf16 at 1000 MiB": rows (P[i] B[i])
       # grouped by precision, or by bucket where each precision has the same
       function rows(P, B, n,   i, j, k, np, pr, bl, seen, L, g, same) {
@@ -861,6 +871,31 @@ cost_words() {
   elif is_true "$1 < 1.02"; then printf 'about as much as'
   else printf 'more than'; fi
 }
+# ap_row NAME FILE [best]: the first table's row of FILE's strategy (best:
+# each precision at its fastest 2-GPU bucket), none where it has no 1- and
+# 2-GPU step in either precision.
+ap_row() {
+  ap_r="" ap_ok=0
+  for ap_p in fp32 bf16; do
+    ap_b=""
+    [ -z "${3:-}" ] || ap_b=$(best_bucket $ap_p "$2")
+    ap_2=$(two "$2" $ap_p step_ms_mean "$ap_b") ap_1=$(one "$2" $ap_p step_ms_mean "$ap_b")
+    if [ -n "$ap_2" ] && [ -n "$ap_1" ]; then
+      ap_ok=1
+      ap_r="$ap_r | $(f1 "$ap_2")$( [ -z "$ap_b" ] || printf ' (%g MiB)' "$ap_b") | $(calc %.3f "$ap_2 / $ap_1")"
+    else
+      ap_r="$ap_r | - | -"
+    fi
+  done
+  ap_print "$1" "$2" gpu_name
+}
+# ap_print NAME FILE COL: the row of cells ap_r where ap_ok is 1, its GPUs
+# the models in FILE's column COL.
+ap_print() {
+  [ $ap_ok -eq 1 ] || return 0
+  ap_g=$(gpu_model "$2" "$3")
+  echo "| $1 | 2 x ${ap_g:-?}$ap_r |"
+}
 appendix() {
   # The scaling the appendix explains, in words, by precision: the
   # copy-engine form op by op and fused (fp32 by its worse, bf16 by its
@@ -899,66 +934,42 @@ $pt_name ($pt_src; $pt_how$pt_st), and eager PyTorch DDP (reports/anchors/ddp_py
 | strategy | GPUs | fp32 2-GPU step (ms) | fp32 ratio | bf16 2-GPU step (ms) | bf16 ratio |
 |---|---|--:|--:|--:|--:|
 EOF
-  for s in naive flat overlap bucketed copyengine zero1ce copyenginef zero1cef pytorch eager; do
-    row="" ok=0
-    case $s in
-      copyenginef) [ -f "$cef" ] || continue; gk=$(gpu_model "$cef" gpu_name) ;;
-      zero1cef) [ -f "$z1cef" ] || continue; gk=$(gpu_model "$z1cef" gpu_name) ;;
-      naive) gk=$(gpu_model "$naive" gpu_name) ;;
-      flat) gk=$(gpu_model "$flat" gpu_name) ;;
-      overlap) gk=$(gpu_model "$overlap" gpu_name) ;;
-      bucketed) gk=$(gpu_model "$csv" gpu_name) ;;
-      copyengine) gk=$(gpu_model "$ce" gpu_name) ;;
-      zero1ce) gk=$(gpu_model "$z1ce" gpu_name) ;;
-      pytorch) if [ "$pt_csv" = "$pt_new" ]; then gk=$(gpu_model "$pt_csv" gpu); else gk=$(gpu_model "$pt_csv" machine); fi ;;
-      eager) gk=$(gpu_model "$pe_csv" machine) ;;
-    esac
-    for p in fp32 bf16; do
-      case $s in
-        naive) f=$naive; bm=""; name="naive, per tensor after backward" ;;
-        flat) f=$flat; bm=""; name="flat buffer after backward" ;;
-        overlap) f=$overlap; bm=""; name="per tensor from the hook" ;;
-        bucketed) f=$csv; bm=$(best_bucket $p); name="bucketed all-reduce (handout)" ;;
-        copyengine) f=$ce; bm=$(best_bucket $p "$ce"); name="bucketed, gradients all-gathered on the copy engines" ;;
-        zero1ce) f=$z1ce; bm=$(best_bucket $p "$z1ce"); name="ZeRO-1, gradients and weights on the copy engines" ;;
-        copyenginef) f=$cef; bm=$(best_bucket $p "$cef"); name="bucketed on the copy engines, fused + flash" ;;
-        zero1cef) f=$z1cef; bm=$(best_bucket $p "$z1cef"); name="ZeRO-1 on the copy engines, fused + flash" ;;
-        pytorch) name="$pt_name"
-          a=$(pt $p 2); b=$(pt $p 1)
-          [ -n "$a" ] && [ -n "$b" ] && ok=1
-          row="$row | $(d "$a") | $( [ -n "$a" ] && [ -n "$b" ] && calc %.2f "$a / $b" || printf -- '-')"
-          continue ;;
-        eager) name="PyTorch DDP, eager (older anchor)"
-          a=$(pe $p); [ -n "$a" ] && ok=1
-          row="$row | $(d "$a") | -"
-          continue ;;
-      esac
-      a=$(two "$f" $p step_ms_mean "$bm"); b=$(one "$f" $p step_ms_mean "$bm")
-      if [ -n "$a" ] && [ -n "$b" ]; then
-        ok=1
-        row="$row | $(f1 "$a")$( [ -z "$bm" ] || printf ' (%g MiB)' "$bm") | $(calc %.3f "$a / $b")"
-      else
-        row="$row | - | -"
-      fi
-    done
-    [ $ok -eq 0 ] || echo "| $name | 2 x ${gk:-?}$row |"
+  ap_row "naive, per tensor after backward" "$naive"
+  ap_row "flat buffer after backward" "$flat"
+  ap_row "per tensor from the hook" "$overlap"
+  ap_row "bucketed all-reduce (handout)" "$csv" best
+  ap_row "bucketed, gradients all-gathered on the copy engines" "$ce" best
+  ap_row "ZeRO-1, gradients and weights on the copy engines" "$z1ce" best
+  ap_row "bucketed on the copy engines, fused + flash" "$cef" best
+  ap_row "ZeRO-1 on the copy engines, fused + flash" "$z1cef" best
+  ap_r="" ap_ok=0
+  for p in fp32 bf16; do
+    a=$(pt $p 2) b=$(pt $p 1)
+    [ -z "$a" ] || [ -z "$b" ] || ap_ok=1
+    ap_r="$ap_r | $(d "$a") | $(quot "$a" "$b")"
   done
+  ap_print "$pt_name" "$pt_csv" "$pt_gcol"
+  ap_r="" ap_ok=0
+  for p in fp32 bf16; do
+    a=$(pe $p)
+    [ -z "$a" ] || ap_ok=1
+    ap_r="$ap_r | $(d "$a") | -"
+  done
+  ap_print "PyTorch DDP, eager (older anchor)" "$pe_csv" machine
   echo
   # the claim: the copy-engine form's fastest path in bf16 (fused + flash
   # where measured and faster, as the summary takes it)
   cl=$ce cl_path=""
   if [ -f "$cef" ]; then
-    cl16=$(two "$cef" bf16 step_ms_mean "$(best_bucket bf16 "$cef")")
+    fu16=$(two "$cef" bf16 step_ms_mean "$(best_bucket bf16 "$cef")")
     op16=$(two "$ce" bf16 step_ms_mean "$(best_bucket bf16 "$ce")")
-    if [ -n "$cl16" ] && { [ -z "$op16" ] || is_true "$cl16 < $op16"; }; then
+    if [ -n "$fu16" ] && { [ -z "$op16" ] || is_true "$fu16 < $op16"; }; then
       cl=$cef cl_path=", fused + flash"
     fi
   fi
   cf=$(best_bucket fp32 "$cl"); ch=$(best_bucket bf16 "$cl")
   if [ -n "$cf" ] && [ -n "$ch" ] && [ $pt_ok -eq 0 ]; then
-    echo "$pt_missing"
-    echo
-    todo "PyTorch's DDP on 2 x $ours (reports/anchors/torch_ddp.py)"
+    pt_absent
   elif [ -n "$cf" ] && [ -n "$ch" ]; then
     cf2=$(two "$cl" fp32 step_ms_mean "$cf"); ch2=$(two "$cl" bf16 step_ms_mean "$ch")
     cf1=$(one "$cl" fp32 step_ms_mean "$cf"); ch1=$(one "$cl" bf16 step_ms_mean "$ch")
@@ -985,8 +996,8 @@ EOF
       esac
       if [ "$p32" = "$p16" ]; then pmem="$p32 GiB"; else pmem="$p32 and $p16 GiB"; fi
       mem=" The price is memory: the copy-engine form keeps both ranks' fp32
-gradients, $(calc %.1f "$pk / 1024") GiB peak per GPU in fp32 and $(calc %.1f "$pk16 / 1024") GiB in bf16 at those buckets,
-$(calc %.1f "$mdiff / 1024") GiB$why above the same step on one GPU (fp32), $vs PyTorch's $pmem on 2 GPUs."
+gradients, $(gib "$pk") GiB peak per GPU in fp32 and $(gib "$pk16") GiB in bf16 at those buckets,
+$(gib "$mdiff") GiB$why above the same step on one GPU (fp32), $vs PyTorch's $pmem on 2 GPUs."
     fi
     gap=""
     [ -z "$pt_stat" ] ||
@@ -1029,8 +1040,7 @@ EOF
         echo "uncapped collectives and the step $(f1 "$c0s") ms)"
         # caps that speed backward up (F) and those that slow it (S);
         # "most" where the best cap wins back half the gap to one GPU
-        printf '%s\n' "$c_rows" | awk -F, -v c0="$c0" -v g1="$g1" -v rate="$(calc %.0f "$gm / 1024 / $c1 * 1000 / $c_n")" -v cn="$c_n" '
-          function join(s, n,   i, r) { r = ""; for (i = 1; i <= n; i++) r = r (i == 1 ? "" : i == n ? " and " : ", ") s[i]; return r }
+        printf '%s\n' "$c_rows" | awk -F, -v c0="$c0" -v g1="$g1" -v rate="$(calc %.0f "$gm / 1024 / $c1 * 1000 / $c_n")" -v cn="$c_n" "$AWK_JOIN"'
           NF == 4 { if ($2 < c0) { nf++; fc[nf] = $1; fb[nf] = sprintf("%.1f", $2); fa[nf] = sprintf("%.1f", $3); fs[nf] = sprintf("%.1f", $4)
                                    if (nf == 1 || $2 < best) best = $2 }
                     else { ns++; sc[ns] = $1; sb[ns] = sprintf("%.1f", $2) } }
@@ -1067,16 +1077,16 @@ EOF
     fi
     settings_detail "$bf"
     if has_rows "$con"; then
-      # The matrix-product ms of a contention row (rank 0's extra step with
-      # every operation bracketed by events), from its message.
+      # cn_mm CAP GPUS: the matrix products' ms in a contention row's
+      # message (rank 0's extra step with every kernel bracketed by
+      # events: "..., ms per step by kernel family: matmul 89.980; ...").
       cn_mm() {
-        tool value "$con" --agg first --default "" --where status=ok --where precision=fp32 \
-          --where nccl_max_ctas="$1" --where world_size="$2" --col message |
-          sed 's/^.*kernel family: //' | tr ';' '\n' | awk '{ gsub(/^ +/, ""); split($0, f, " "); if (f[1] == "matmul") print f[2] }'
+        cn_m=$(tool value "$con" --agg first --default "" --where status=ok --where precision=fp32 \
+          --where nccl_max_ctas="$1" --where world_size="$2" --col message) || exit 1
+        fam "${cn_m##*kernel family: }" matmul
       }
-      caps=$(tool distinct "$con" --cols nccl_max_ctas --where status=ok --sort nccl_max_ctas)
-      clo=$(printf '%s\n' "$caps" | awk 'NF { print; exit }')
-      chi=$(printf '%s\n' "$caps" | awk 'NF { c = $0 } END { print c }')
+      clo=$(tool value "$con" --where status=ok --agg min --default "" --col nccl_max_ctas)
+      chi=$(tool value "$con" --where status=ok --agg max --default "" --col nccl_max_ctas)
       m1lo=$(cn_mm "$clo" 1); m2lo=$(cn_mm "$clo" 2); m1hi=$(cn_mm "$chi" 1); m2hi=$(cn_mm "$chi" 2)
       if [ -n "$m1lo" ] && [ -n "$m2lo" ] && [ -n "$m1hi" ] && [ -n "$m2hi" ] && [ "$clo" != "$chi" ]; then
         echo "Timing every kernel of one step (ddp_contention.csv$(kind_tag "$con")) shows where: beside the"
@@ -1124,18 +1134,19 @@ EOF
     ce_hi=$(tool value "$ce" --where status=ok --where world_size=2 --where precision=bf16 --agg max --default "" --col bucket_mb)
     if [ -n "$ce_lo" ] && [ -n "$ce_hi" ] && [ "$ce_lo" != "$ch" ] && [ "$ce_hi" != "$ch" ]; then
       echo "In bf16 the bucket size matters, as the model of 2.3.5 (b) says it"
-      echo "should once backward is short: $(calc %g "$ce_lo") MiB buckets leave $(calc %.1f "$(two "$ce" bf16 exposed_comm_ms_mean "$ce_lo")") ms of transfers after"
-      echo "backward, $(calc %g "$ch") MiB $(calc %.1f "$(two "$ce" bf16 exposed_comm_ms_mean "$ch")") ms, and $(calc %g "$ce_hi") MiB leaves the last bucket's AdamW"
+      echo "should once backward is short: $(calc %g "$ce_lo") MiB buckets leave $(f1 "$(two "$ce" bf16 exposed_comm_ms_mean "$ce_lo")") ms of transfers after"
+      echo "backward, $(calc %g "$ch") MiB $(f1 "$(two "$ce" bf16 exposed_comm_ms_mean "$ch")") ms, and $(calc %g "$ce_hi") MiB leaves the last bucket's AdamW"
       echo "($(f1 "$(two "$ce" bf16 opt_ms_mean "$ce_hi")") ms) after it."
       echo
     fi
   fi
 
   # -- the copy-engine forms on the fused path --------------------------------------
-  # FORM: the op-by-op experiment; FORM_fused: the same form fused + flash
-  fused_forms=""
+  # FORM: the op-by-op experiment; FORM_fused: the same form fused + flash,
+  # measured (fused_forms) or not (fused_todo)
+  fused_forms="" fused_todo=""
   for fm in ddp_copy_engine zero1_copy_engine; do
-    has_rows "$DATA/${fm}_fused.csv" && fused_forms="$fused_forms $fm"
+    if has_rows "$DATA/${fm}_fused.csv"; then fused_forms="$fused_forms $fm"; else fused_todo="$fused_todo $fm"; fi
   done
   if [ -n "$fused_forms" ]; then
     echo "#### The copy-engine forms on the fused path ($(for fm in $fused_forms; do printf '%s_fused ' "$fm"; done | sed 's/ $//; s/ /, /g'))"
@@ -1149,9 +1160,16 @@ its fastest 2-GPU bucket:
 | form | precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | op by op, 2 GPUs (ms) | PyTorch compiled, 1 / 2 GPUs (${pt_stat:+$pt_stat }ms) | 2 GPUs against PyTorch |
 |---|---|--:|--:|--:|--:|--:|---|
 EOF
+    # a row a form and precision, and, said under the table, where the
+    # bf16 step's second GPU goes: backward with the transfers beside it,
+    # and what is left of them after it
+    said=""
     for fm in $fused_forms; do
       fu="$DATA/${fm}_fused.csv" op="$DATA/$fm.csv"
-      case $fm in ddp_copy_engine) fname="DDP (all-gather)" ;; *) fname="ZeRO-1 (all-to-all)" ;; esac
+      case $fm in
+        ddp_copy_engine) fname="DDP (all-gather)" fwho="DDP's" ;;
+        *) fname="ZeRO-1 (all-to-all)" fwho="ZeRO-1's" ;;
+      esac
       for p in fp32 bf16; do
         b=$(best_bucket $p "$fu")
         [ -n "$b" ] || continue
@@ -1162,24 +1180,15 @@ EOF
         vs=-
         [ -n "$t2" ] && { num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); }
         echo "| $fname$(kind_tag "$fu") | $p | $(calc %g "$b") | $(f1 "$s1") | $(f1 "$s2") | $(f1 "$o2") | $(f1 "$t1") / $(f1 "$t2") | $vs |"
+        [ $p = bf16 ] || continue
+        b1=$(one "$fu" bf16 bwd_ms_mean "$b") b2=$(two "$fu" bf16 bwd_ms_mean "$b")
+        ex=$(two "$fu" bf16 exposed_comm_ms_mean "$b")
+        [ -n "$b1" ] && [ -n "$b2" ] && [ -n "$ex" ] || continue
+        said="$said${said:+; }$fwho backward takes $(f1 "$b1") ms on one GPU and $(f1 "$b2") ms on two, with $(f1 "$ex") ms of transfers left after it at $(calc %g "$b") MiB"
+        [ -z "$ob" ] || said="$said (op by op $(f1 "$(one "$op" bf16 bwd_ms_mean "$ob")") -> $(f1 "$(two "$op" bf16 bwd_ms_mean "$ob")") ms, $(f1 "$(two "$op" bf16 exposed_comm_ms_mean "$ob")") ms left)"
       done
     done
     echo
-    # Where the fused bf16 step's second GPU goes: backward with the
-    # transfers beside it, and what is left of them after it.
-    said=""
-    for fm in $fused_forms; do
-      fu="$DATA/${fm}_fused.csv"
-      b=$(best_bucket bf16 "$fu")
-      [ -n "$b" ] || continue
-      b1=$(one "$fu" bf16 bwd_ms_mean "$b") b2=$(two "$fu" bf16 bwd_ms_mean "$b")
-      ex=$(two "$fu" bf16 exposed_comm_ms_mean "$b")
-      [ -n "$b1" ] && [ -n "$b2" ] && [ -n "$ex" ] || continue
-      case $fm in ddp_copy_engine) fname="DDP's" ;; *) fname="ZeRO-1's" ;; esac
-      said="$said${said:+; }$fname backward takes $(f1 "$b1") ms on one GPU and $(f1 "$b2") ms on two, with $(f1 "$ex") ms of transfers left after it at $(calc %g "$b") MiB"
-      op="$DATA/$fm.csv" ob=$(best_bucket bf16 "$DATA/$fm.csv")
-      [ -z "$ob" ] || said="$said (op by op $(f1 "$(one "$op" bf16 bwd_ms_mean "$ob")") -> $(f1 "$(two "$op" bf16 bwd_ms_mean "$ob")") ms, $(f1 "$(two "$op" bf16 exposed_comm_ms_mean "$ob")") ms left)"
-    done
     if [ -n "$said" ]; then
       echo "Where the bf16 step's second GPU goes on the fused path, whose"
       echo "backward is the shorter: $said."
@@ -1190,9 +1199,8 @@ EOF
         "precision,GPUs,bucket (MiB),status,message"
     done
   fi
-  for fm in ddp_copy_engine zero1_copy_engine; do
-    has_rows "$DATA/${fm}_fused.csv" ||
-      todo "${fm}_fused.csv on 2 GPUs (\`./runner experiments/${fm}_fused.cfg\`)"
+  for fm in $fused_todo; do
+    todo "${fm}_fused.csv on 2 GPUs (\`./runner experiments/${fm}_fused.cfg\`)"
   done
 
   # -- ZeRO-1 on the copy engines, and larger batches ------------------------------
@@ -1208,7 +1216,7 @@ a rank receives only its own half of the other's bucket; AdamW updates
 that half and the updated weights are all-gathered in place on a second
 zero-CTA communicator, all queued during backward. The same bytes cross
 NVLink as in the all-gather form, but each GPU runs half of AdamW and
-holds half its state ($(calc %.0f "$(two "$z1ce" fp32 optstate_mib "$zf")") MiB against $(calc %.0f "$(one "$z1ce" fp32 optstate_mib "$zf")")). Best: $(f1 "$z2") ms fp32 at $(calc %g "$zf") MiB,
+holds half its state ($(f0 "$(two "$z1ce" fp32 optstate_mib "$zf")") MiB against $(f0 "$(one "$z1ce" fp32 optstate_mib "$zf")")). Best: $(f1 "$z2") ms fp32 at $(calc %g "$zf") MiB,
 $(calc %.3f "$z2 / $z1") x one GPU, and $(f1 "$y2") ms bf16 at $(calc %g "$zh") MiB, $(calc %.3f "$y2 / $y1") x.
 EOF
     if has_rows "$zbs"; then

@@ -1,26 +1,28 @@
 #!/bin/sh
-# Writeup problem nsys_profile (a)-(e): what a kernel-level profile of the
-# forward pass, backward pass and optimizer step would answer, answered
-# from what the lm rows carry, and from the kernel-level profile
-# ($CSV: experiments/nsys_profile.cfg, kernel_profile) where measured; every
-# lm job runs one extra, untimed step with each operation bracketed by CUDA
-# events (eng_profile, kernels/kernels.h) and writes the milliseconds per
-# kernel family (matmul, softmax, rmsnorm, ...; kernels/ops.def names each
-# operation's family) into its row's message. Reads
-# $DATA/benchmarking_script.csv: op-by-op forward and forward_backward rows
-# at every size and context 128..1024, fp32 and bf16, and train_step rows
-# with the family breakdown at context 512. Environment as for every
-# section (mkreport.sh): DATA, CSV (unused: this problem has no experiment
-# of its own), OUT, CSVTOOL. mkreport.sh prints the problem's heading; this
-# prints its parts.
+# Writeup problem nsys_profile (a)-(e): where the LM's GPU time goes,
+# kernel by kernel. Two sources. Every lm job runs one extra, untimed step
+# with each operation bracketed by CUDA events (eng_profile,
+# kernels/kernels.h) and writes the milliseconds per kernel family
+# (matmul, softmax, rmsnorm, ...; kernels/ops.def names each operation's
+# family) into its row's message: $DATA/benchmarking_script.csv holds
+# forward, forward_backward and train_step rows at every size, context
+# 128..1024, fp32 and bf16. Where measured, the kernel-level profile ($CSV:
+# experiments/nsys_profile.cfg, kernel_profile) adds each kernel's calls
+# and GPU time from CUPTI (its NAME.samples.jsonl), and Nsight Compute's
+# launches of the same jobs check it ($DATA/nsys_profile_check.csv against
+# reports/anchors/ncu_kernels.csv). Environment as for every section
+# (mkreport.sh). mkreport.sh prints the problem's heading; this prints its
+# parts.
 set -eu
 . "$REPORT_LIB"
-
 
 renders nsys_profile
 src="$DATA/benchmarking_script.csv"
 require_rows "$src" benchmarking_script "on a GPU"
+kp="${CSV:-$DATA/nsys_profile.csv}"
 
+# wrap: stdin as a paragraph of the writeup's width.
+wrap() { fold -s -w 76 | sed 's/ *$//'; }
 # shape SIZE: "d_model d_ff layers heads" as the runner builds SIZE
 # (model/config.c's table, the handout's Table 1; section 1.1.1 (a) quotes
 # it), "" for a size not there: read, not typed, so that the FLOPs below
@@ -30,14 +32,29 @@ shape() {
   [ -f "$cfgc" ] || return 0
   sed -n "s/^ *{\"$1\", *[0-9]*, *\([0-9]*\), *\([0-9]*\), *\([0-9]*\), *\([0-9]*\)}.*/\1 \2 \3 \4/p" "$cfgc" | head -n 1
 }
+# dims SIZE: D F L H, SIZE's shape, where it gives the parameter count of
+# SIZE's rows; fails otherwise (no shape, or one that is not the model the
+# rows ran), so that no FLOPs are counted for the wrong model.
+dims() {
+  _dsh=$(shape "$1")
+  [ -n "$_dsh" ] || return 1
+  _dp=$(tool value "$src" --agg first --default "" --where status=ok --where size="$1" --col params) || exit 1
+  [ -n "$_dp" ] || return 1
+  # shellcheck disable=SC2086 # one value a word
+  set -- $_dsh
+  D=$1 F=$2 L=$3 H=$4
+  [ "$(calc %.0f "2 * $vocab * $D + $L * (4 * $D * $D + 3 * $D * $F + 2 * $D) + $D")" = "$(calc %.0f "$_dp")" ]
+}
 # v SIZE CTX PREC MODE COL: the latest ok row's value, or "".
 v() {
   tool value "$src" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
     --where context="$2" --where precision="$3" --where mode="$4" --col "$5"
 }
-pct() { calc %.0f "100 * $1 / $2"; }
 sizes=$(tool distinct "$src" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
 ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forward --sort context)
+c1=$(printf '%s\n' "$ctxs" | head -n 1); cn=$(printf '%s\n' "$ctxs" | tail -n 1)
+# (c) to (e) read one context: 512 where measured, else the longest
+case " $(echo $ctxs) " in *" 512 "*) cm=512 ;; *) cm=$cn ;; esac
 vocab=$(tool value "$src" --agg first --where status=ok --col vocab)
 batch=$(tool value "$src" --agg first --where status=ok --col batch)
 gpus=$(tool distinct "$src" --cols gpu_name --where status=ok | tr '\n' ';' | sed 's/;$//; s/;/, /g')
@@ -55,7 +72,7 @@ aux="$REPORT_TMP/nsys_aux"
 # what a part keeps besides its output.
 walk() {
   : > "$aux"
-  awk -F'|' -v aux="$aux" -v sizes="$sizes" -v ctxs="$ctxs" -v cm="${cm:-}" -v me="${0##*/}" "$AWK_FAMILIES"'
+  awk -F'|' -v aux="$aux" -v sizes="$sizes" -v ctxs="$ctxs" -v cm="$cm" -v me="${0##*/}" "$AWK_FAMILIES"'
     function key(s, c, p, mo) { return s SUBSEP c SUBSEP p SUBSEP mo }
     function ms(s, c, p, mo) { return W[key(s, c, p, mo)] }
     function msg(s, c, p, mo) { return M[key(s, c, p, mo)] }
@@ -66,6 +83,21 @@ walk() {
       M[k] = m }
     '"$1" "$rows"
 }
+# The kernel-level profile's entries in a samples line, '"kernel|PASS|RANGE|
+# NAME": [CALLS, MS]' each, for an awk that prepends "$AWK_KERNELS": with
+# kline set to the line, each kern() moves its next entry into kpass,
+# krange, kname, kcalls and kms (0 after the last).
+AWK_KERNELS='
+function kern(   t, a) {
+  if (!match(kline, /"kernel\|[^|"]*\|[^|"]*\|[^"]*": \[[0-9]+, [0-9.e+-]+\]/)) return 0
+  t = substr(kline, RSTART + 8, RLENGTH - 8); kline = substr(kline, RSTART + RLENGTH)
+  kpass = t; sub(/\|.*/, "", kpass); t = substr(t, length(kpass) + 2)
+  krange = t; sub(/\|.*/, "", krange); t = substr(t, length(krange) + 2)
+  kname = t; sub(/": \[[^[]*$/, "", kname)
+  sub(/.*\[/, "", t); split(t, a, /[], ]+/); kcalls = a[1]; kms = a[2]
+  return 1
+}
+'
 
 cat <<TEXT
 Every \`lm\` row also runs one untimed step with CUDA events around each
@@ -86,21 +118,23 @@ ncu_check() {
     echo "Nsight Systems is not on our GPU machines; Nsight Compute has not yet"
     echo "checked this profile (reports/anchors/ncu_kernels.sh)."
     return 0; }
-  _ng=$(tool value "$_nc" --agg first --where status=ok --col gpu_name)
+  _ng=$(gpu_of "$_nc")
   _nr=$(tool select "$_nk" --where gpu="$_ng" --sort -utc --first-of size,kernel \
           --cols size,kernel,launches,ms --sep '|')
-  printf '%s\n' "$_nr" | sed '/^$/d; s/^/n|/' | awk -F'|' '
+  # a line a size Nsight Compute measured: "SIZE OURS MATCHED RATIO SAME
+  # THEIR_MS OUR_MS EXTRA", RATIO its launches of a kernel over ours (SAME 1
+  # when every matched kernel's is RATIO), EXTRA its kernels that are not
+  # ours ("-" for none)
+  tagged n "$_nr" | awk -F'|' "$AWK_KERNELS"'
     function base(k,   b) { b = k; sub(/<.*/, "", b); sub(/.*::/, "", b); return b }
     FILENAME == "-" { nl[$2, $3] = $4; nm[$2, $3] = $5; nk[$2] = nk[$2] SUBSEP $3; next }
     { if (!match($0, /"size": "[^"]*"/)) next
-      sz = substr($0, RSTART + 9, RLENGTH - 10); line = $0
-      while (match(line, /"kernel\|train_step\|[^|"]*\|[^"]*": \[[0-9]+, [0-9.e+-]+\]/)) {
-        t = substr(line, RSTART, RLENGTH); line = substr(line, RSTART + RLENGTH)
-        sub(/^"kernel\|train_step\|[^|"]*\|/, "", t); k = t; sub(/": \[.*/, "", k)
-        sub(/.*\[/, "", t); split(t, v, /[], ]+/)
-        gsub(/true>/, "1>", k); gsub(/true,/, "1,", k); gsub(/false>/, "0>", k); gsub(/false,/, "0,", k)
+      sz = substr($0, RSTART + 9, RLENGTH - 10); kline = $0
+      while (kern()) {
+        if (kpass != "train_step") continue
+        k = kname; gsub(/true>/, "1>", k); gsub(/true,/, "1,", k); gsub(/false>/, "0>", k); gsub(/false,/, "0,", k)
         if (!((FNR, k) in oc)) ok[FNR] = ok[FNR] SUBSEP k
-        oc[FNR, k] += v[1]; om[FNR, k] += v[2]
+        oc[FNR, k] += kcalls; om[FNR, k] += kms
       }
       # a job measured again: its latest line
       if (!(sz in last)) order[++ns] = sz
@@ -113,11 +147,11 @@ ncu_check() {
         delete used; delete bcount_o; delete bcount_n; delete bname
         for (j = 1; j <= n; j++) bcount_o[base(ours[j])]++
         for (j = 1; j <= m; j++) { bcount_n[base(theirs[j])]++; bname[base(theirs[j])] = theirs[j] }
-        matched = byfn = 0; r = ""; same = 1; tm = to = 0
+        matched = 0; r = ""; same = 1; tm = to = 0
         for (j = 1; j <= n; j++) {
           k = ours[j]; b = base(k); q = ""
           if ((sz, k) in nl) q = k
-          else if (bcount_o[b] == 1 && bcount_n[b] == 1 && !((ln, bname[b]) in oc)) { q = bname[b]; byfn++ }
+          else if (bcount_o[b] == 1 && bcount_n[b] == 1 && !((ln, bname[b]) in oc)) q = bname[b]
           if (q == "") continue
           matched++; used[q] = 1; x = nl[sz, q] / oc[ln, k]
           if (r == "") r = x; else if (x != r) same = 0
@@ -125,16 +159,16 @@ ncu_check() {
         }
         extra = ""
         for (j = 1; j <= m; j++) if (!(theirs[j] in used)) extra = extra (extra == "" ? "" : ", ") base(theirs[j])
-        printf "%s %d %d %d %s %d %.4f %.4f %s\n", sz, n, matched, byfn, r, same, tm, to, (extra == "" ? "-" : extra)
+        printf "%s %d %d %s %d %.4f %.4f %s\n", sz, n, matched, r, same, tm, to, (extra == "" ? "-" : extra)
       }
     }' - "${_nc%.csv}.samples.jsonl" > "$REPORT_TMP/ncu_check"
   [ -s "$REPORT_TMP/ncu_check" ] || {
     echo "Nsight Compute has not yet checked this profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)."
     todo "Nsight Compute's check of the kernel profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)"
     return 0; }
-  # (kernels matched by function name alone, _b, are not worth the words)
+  # the sentence quotes the last size's RATIO and EXTRA
   _w=""; _t=""; _r=""; _x=""; _bad=""
-  while read -r _s _n _m _b _rr _same _tm _to _ex; do
+  while read -r _s _n _m _rr _same _tm _to _ex; do
     _w="$_w${_w:+, }$_n at $_s"
     _t="$_t${_t:+ and }$(calc %.2f "$_tm / $_rr / $_to")x ($_s)"
     [ "$_m" = "$_n" ] && [ "$_same" = 1 ] || _bad=1
@@ -160,10 +194,9 @@ ncu_check() {
     echo "Nsight Compute on these jobs (reports/anchors/ncu_kernels.sh) **does not launch each of our step's kernels at one count**: see reports/anchors/ncu_kernels.csv."
   else
     echo "Nsight Systems is not on our GPU machines; Nsight Compute on the same jobs (reports/anchors/ncu_kernels.sh) finds every kernel of our training step ($_w), each launched $_rw$_x. Its GPU time for them is $_t ours: the two kernel summaries agree."
-  fi | fold -s -w 76 | sed 's/ *$//'
+  fi | wrap
 }
 # ---- the kernel-level profile (lm kernel_profile: CUPTI), where measured -----
-kp="${CSV:-$DATA/nsys_profile.csv}"
 if has_rows "$kp"; then
   cat <<'TEXT'
 #### The kernel-level profile
@@ -178,20 +211,17 @@ TEXT
   # a plain string: a note with parentheses inside ${o:+...} defeats shellcheck
   on=""
   [ -z "$o" ] || on=" ($o; (a) to (e) read benchmarking_script's rows, from the $GPU_KIND)"
-  echo "Per row$on: kernel GPU time (ms) and GEMM share (0 to 1); the forward's softmax and attention products (QK^T, scores x V):" | fold -s -w 76 | sed 's/ *$//'
+  echo "Per row$on: kernel GPU time (ms) and GEMM share (0 to 1); the forward's softmax and attention products (QK^T, scores x V):" | wrap
   echo
   tool table "$kp" --cols size,context,precision,fwd_ms_mean,kp_fwd_ms,kp_fwd_gemm_share,kp_step_ms,kp_step_gemm_share,kp_softmax_ms,kp_attn_matmul_ms \
     --head "size,context,precision,forward (wall ms),forward kernels (ms),GEMM share forward,training step kernels (ms),GEMM share step,softmax (ms),attention products (ms)" \
     --where status=ok --fmt fwd_ms_mean=%.2f --fmt kp_fwd_ms=%.2f --fmt kp_fwd_gemm_share=%.2f \
     --fmt kp_step_ms=%.2f --fmt kp_step_gemm_share=%.2f --fmt kp_softmax_ms=%.3f --fmt kp_attn_matmul_ms=%.3f
   echo
-  # each row's top kernels: (b)'s table
-  # the GPU's idle time between kernels (rows since the job records it)
-  idle=
-  case ",$(head -n 1 "$kp")," in *,kp_step_idle_ms,*)
-    idle=$(tool select "$kp" --cols size,context,kp_fwd_idle_ms,kp_fwd_span_ms,kp_step_idle_ms,kp_step_span_ms \
-             --where status=ok | tail -n +2 | awk -F, '$3 != "" && $5 != ""') ;;
-  esac
+  # the GPU's idle time between kernels (empty for rows of a job without
+  # the kernel profile)
+  idle=$(tool select "$kp" --cols size,context,kp_fwd_idle_ms,kp_fwd_span_ms,kp_step_idle_ms,kp_step_span_ms \
+           --where status=ok | tail -n +2 | awk -F, '$3 != "" && $5 != ""')
   if [ -n "$idle" ]; then
     echo "Idle GPU time within the kernels' span (launch gaps), ms:"
     echo
@@ -214,7 +244,7 @@ echo "Forward pass, ms: wall clock and the profiled step's families summed."
 echo
 echo "| size | context | fp32 wall clock | fp32 sum of families | bf16 wall clock | bf16 sum of families |"
 echo "|---|--:|--:|--:|--:|--:|"
-# aux: "PREC DIFF% SIZE CONTEXT WALL" a row, the families' sum against the wall clock
+# aux: "PREC DIFF% SIZE CONTEXT" a row, the families' sum against the wall clock
 walk 'END {
   for (i = 1; i <= nsz; i++) for (j = 1; j <= ncx; j++) {
     s = sz[i]; c = cx[j]; line = "| " s " | " c; any = 0
@@ -225,7 +255,7 @@ walk 'END {
         if (w !~ /^[0-9.eE+-]+$/) {   # num
           printf "%s: : %s %s %s forward is \"%s\", not a number\n", me, s, c, p, w > "/dev/stderr"
           exit 1 }
-        printf "%s %.2f %s %s %.2f\n", p, 100 * (su - w) / w, s, c, w > aux
+        printf "%s %.2f %s %s\n", p, 100 * (su - w) / w, s, c > aux
         line = line sprintf(" | %.2f | %.2f", w, su); any = 1
       } else line = line " | " (w == "" ? "-" : w) " | -"
     }
@@ -233,10 +263,10 @@ walk 'END {
   } }'
 echo
 failed_jobs "$src" size,context,precision,mode,status,message "size,context,precision,mode,status,message"
-rng() { # PREC: "lo hi median n" of the sum-vs-wall differences (%)
+rng() { # PREC: "lo hi median" of the sum-vs-wall differences (%)
   awk -v p="$1" '$1 == p { print $2 }' "$aux" | sort -g |
-    awk '{ a[NR] = $1 } END { if (NR) printf "%.1f %.1f %.1f %d\n", a[1], a[NR],
-      (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), NR }'
+    awk '{ a[NR] = $1 } END { if (NR) printf "%.1f %.1f %.1f\n", a[1], a[NR],
+      (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'
 }
 r32=$(rng fp32); r16=$(rng bf16)
 if [ -n "$r32" ] && [ -n "$r16" ]; then
@@ -244,11 +274,9 @@ if [ -n "$r32" ] && [ -n "$r16" ]; then
   set -- $r16; lo16=$1 hi16=$2 md16=$3
   set -- $(sort -k2,2gr "$aux" | head -n 1)
   xw="$3 $1 at context $4"
-  c1=$(echo $ctxs | cut -d' ' -f1); cn=$(echo $ctxs | tr ' ' '\n' | tail -n 1)
-  { cat <<TEXT
-**Answer.** A forward pass takes $(calc %.1f "$(v small "$c1" bf16 forward fwd_ms_mean)") ms (small, bf16, context $c1) to $(calc %.0f "$(v 2.7B "$cn" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $cn). Summed, its operations' GPU time matches the wall clock: it differs by $lo32% to $hi32% in fp32 (median $md32%) and $lo16% to $hi16% in bf16 (median $md16%), most on $xw, where event overhead weighs most.
+  wrap <<TEXT
+**Answer.** A forward pass takes $(calc %.1f "$(v small "$c1" bf16 forward fwd_ms_mean)") ms (small, bf16, context $c1) to $(calc %.0f "$(v 2.7B "$cn" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $cn). Summed, its operations' GPU time, each bracketed by a pair of events, differs from the wall clock by $lo32% to $hi32% in fp32 (median $md32%) and $lo16% to $hi16% in bf16 (median $md16%): close on long passes, furthest on $xw, where the events' overhead weighs most against short kernels.
 TEXT
-  } | fold -s -w 76 | sed 's/ *$//'
   echo
 fi
 
@@ -289,18 +317,13 @@ kj="${kp%.csv}.samples.jsonl"
 if has_rows "$kp" && [ -f "$kj" ]; then
   kl=$(tool select "$kp" --where status=ok --cols size,context,precision,utc --sep '|' |
   while IFS='|' read -r ks kc kq ku; do
-    awk -v u="$ku" -v pre="$ks|$kc|$kq" '
+    awk -v u="$ku" -v pre="$ks|$kc|$kq" "$AWK_KERNELS"'
       index($0, "\"utc\": \"" u "\"") {
-        line = $0; delete c; delete m; delete nm; n["forward"] = n["train_step"] = 0
-        while (match(line, /"kernel\|(forward|train_step)\|[^|"]*\|[^"]*": \[[0-9]+, [0-9.e+-]+\]/)) {
-          t = substr(line, RSTART + 8, RLENGTH - 8); line = substr(line, RSTART + RLENGTH)
-          ps = t; sub(/\|.*/, "", ps); t = substr(t, length(ps) + 2)
-          rg = t; sub(/\|.*/, "", rg); t = substr(t, length(rg) + 2)
-          k = t; sub(/": \[[^[]*$/, "", k)
-          v = t; sub(/.*\[/, "", v); split(v, a, /[], ]+/)
-          if (ps == "train_step" && rg == "optimizer") continue
-          if (!((ps, k) in m)) nm[ps, ++n[ps]] = k
-          c[ps, k] += a[1]; m[ps, k] += a[2]
+        kline = $0; delete c; delete m; delete nm; n["forward"] = n["train_step"] = 0
+        while (kern()) {
+          if (kpass == "train_step" && krange == "optimizer") continue
+          if (!((kpass, kname) in m)) nm[kpass, ++n[kpass]] = kname
+          c[kpass, kname] += kcalls; m[kpass, kname] += kms
         }
         found = 1
       }
@@ -326,8 +349,8 @@ if [ -n "$kl" ]; then
   # the answer: same kernel or not, size by size, and whether they are all
   # products (GEMM kernels), as the families below say of every row
   printf '%s\n' "$kl" | awk -F'|' '
-    function ord(r) { return r == 2 ? "second" : r == 3 ? "third" : r "th" }
-    function at(l) { return n == 1 ? "at " nsz : n == 2 ? "at either size" : "at any profiled size" }
+    function ord(r) { return r == 1 ? "first" : r == 2 ? "second" : r == 3 ? "third" : r "th" }
+    function at() { return n == 1 ? "at " nsz : n == 2 ? "at either size" : "at any profiled size" }
     { n++; nsz = nsz (n > 1 ? " and " : "") $1
       fc = fc (n > 1 ? " and " : "") $5 " (" $1 ")"
       if (n > 1 && $4 != f1) fdiff = 1; f1 = $4
@@ -341,20 +364,17 @@ if [ -n "$kl" ]; then
       if (same == n) printf "It also leads forward + backward %s.", (n == 2 ? "at both sizes" : at())
       else if (!same) printf "It does not lead forward + backward %s: another%s kernel does, the forward\047s top kernel coming %s.", at(), (notg ? "" : " GEMM"), dl
       else printf "It also leads forward + backward at %s, not elsewhere: it comes %s.", sl, dl
-      print "" }' | fold -s -w 76 | sed 's/ *$//'
+      print "" }' | wrap
   echo
 fi
 lead="**Answer.** The"
 [ -z "$kl" ] || lead="Over every size and context, the"
-{ cat <<TEXT
+wrap <<TEXT
 $lead products (\`matmul\`) take the most GPU time in $ft of $fn forward rows ($flo% to $fhi%), $bt of $bn forward + backward ($blo% to $bhi%) and $tt of $tn training steps ($tlo% to $thi%). The forward makes 9 cuBLAS calls a layer plus the head ($calls)${kl:+, spread over the kernels above}.
 TEXT
-} | fold -s -w 76 | sed 's/ *$//'
 echo
 
 # ---- (c) ---------------------------------------------------------------------
-cm=512
-case " $(echo $ctxs) " in *" 512 "*) ;; *) cm=$(echo $ctxs | tr ' ' '\n' | tail -n 1) ;; esac
 echo "### (c) Other kernels in the forward pass"
 echo
 echo "Forward, context $cm: the other families, ms, largest first."
@@ -413,14 +433,13 @@ if has_rows "$kp"; then
     echo "The kernel-level profile puts $(calc %.2f "$gg") of $gs's $gp forward in GEMMs against this table's $(calc %.0f "100 * $gmm / $gsu")%: it counts kernels' own time, while an event bracket also holds launch gaps, adding $(calc %.0f "100 * ($gmm / $kg - 1)")% to matmul's time but $(calc %.0f "100 * ($eo / $ko - 1)")% to the short other operations'."
     echo
     break
-  done | fold -s -w 76 | sed 's/ *$//'
+  done | wrap
 fi
 if [ -s "$aux" ]; then
   { read -r rank; read -r lohi32; read -r lohi16; } < "$aux"
-  { cat <<TEXT
+  wrap <<TEXT
 **Answer.** After the products, by summed share: $rank (\`rope+heads\`: RoPE and the head split and merge). All but the products take $lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs shrink the products, not these fp32, memory-bound passes.
 TEXT
-  } | fold -s -w 76 | sed 's/ *$//'
   echo
 fi
 
@@ -431,7 +450,10 @@ echo "Context $cm, each family's share of the time, as in (c):"
 echo
 echo "| size | precision | forward: matmul | train step: matmul | train step: adamw | train step: everything else |"
 echo "|---|---|--:|--:|--:|--:|"
-# aux: "PREC SIZE FWD_MATMUL% STEP_MATMUL% STEP_ADAMW%" a row
+# aux: a line a precision with rows, fp32 first: "PREC DL DH AL AS AH HS",
+# the change of the matmul share from the forward to the step (points,
+# lowest and highest over the sizes), and AdamW's share of the step (%),
+# lowest and highest, each with its size
 walk 'END {
   for (q = 1; q <= 2; q++) for (i = 1; i <= nsz; i++) {
     s = sz[i]; p = pr[q]; mf = msg(s, cm, p, "forward"); mt = msg(s, cm, p, "train_step")
@@ -440,22 +462,17 @@ walk 'END {
     fams(mt); st = fsum(); b = sprintf("%.0f", 100 * fv["matmul"] / st) + 0
     c = sprintf("%.0f", 100 * ("adamw" in fv ? fv["adamw"] : 0) / st) + 0
     printf "| %s | %s | %d%% | %d%% | %d%% | %d%% |\n", s, p, a, b, c, 100 - b - c
-    print p, s, a, b, c > aux
-  } }'
+    d = b - a; first = !nr[p]++
+    if (first || d < dl[p]) dl[p] = d; if (first || d > dh[p]) dh[p] = d
+    if (first || c < al[p]) { al[p] = c; as[p] = s }
+    if (first || c > ah[p]) { ah[p] = c; hs[p] = s }
+  }
+  for (q = 1; q <= 2; q++) if (nr[p = pr[q]])
+    printf "%s %d %d %d %s %d %s\n", p, dl[p], dh[p], al[p], as[p], ah[p], hs[p] > aux
+  }'
 echo
-dd=$(cat "$aux")
-if [ -n "$dd" ]; then
-  # fp32 and bf16: the change of the matmul share, and AdamW's share, over the sizes
-  for p in fp32 bf16; do
-    printf '%s' "$dd" | awk -v p="$p" '$1 == p { n++; d = $4 - $3; if (n == 1 || d < dl) dl = d; if (n == 1 || d > dh) dh = d
-      if (n == 1 || $5 < al) { al = $5; as = $2 } if (n == 1 || $5 > ah) { ah = $5; hs = $2 } }
-      END { if (n) printf "%s %d %d %d %s %d %s\n", p, dl, dh, al, as, ah, hs }'
-  done > "$OUT/.nsys_d"
-  read -r _ dl32 dh32 al32 as32 ah32 hs32 < "$OUT/.nsys_d" || true
-  read -r _ dl16 dh16 al16 as16 ah16 hs16 <<X
-$(sed -n 2p "$OUT/.nsys_d")
-X
-  rm -f "$OUT/.nsys_d"
+if [ -s "$aux" ]; then
+  { read -r _ dl32 dh32 al32 as32 ah32 hs32; read -r _ dl16 dh16 al16 as16 ah16 hs16; } < "$aux" || true
   rg() { if [ "$1" = "$3" ]; then printf '%s%%' "$1"; else printf '%s%% (%s) to %s%% (%s)' "$1" "$2" "$3" "$4"; fi; }
   cat <<TEXT
 **Answer.** A training step adds backward, mostly products, and AdamW, one
@@ -484,14 +501,9 @@ if has_rows "$kp"; then
   while IFS='|' read -r as ac asm aam; do
     if [ -z "$asm" ] || [ -z "$aam" ]; then continue; fi
     num "$as kp_softmax_ms" "$asm"; num "$as kp_attn_matmul_ms" "$aam"
-    sh=$(shape "$as"); [ -n "$sh" ] || continue
-    # shellcheck disable=SC2086 # one value a word
-    set -- $sh
-    ap=$(tool value "$src" --agg first --default "" --where status=ok --where size="$as" --col params)
-    [ -n "$ap" ] || continue
-    [ "$(calc %.0f "2 * $vocab * $1 + $3 * (4 * $1 * $1 + 3 * $1 * $2 + 2 * $1) + $1")" = "$(calc %.0f "$ap")" ] || continue
+    dims "$as" || continue
     printf '%s %s %.3f %.3f %.1f %.0f\n' "$as" "$ac" "$asm" "$aam" "$(calc %.4f "$aam / $asm")" \
-      "$(calc %.4f "(4 * $batch * $ac * $ac * $1 * $3) / (5 * $batch * $4 * $ac * $ac * $3)")"
+      "$(calc %.4f "(4 * $batch * $ac * $ac * $D * $L) / (5 * $batch * $H * $ac * $ac * $L)")"
   done)
 fi
 if [ -n "$ea" ]; then
@@ -508,17 +520,9 @@ echo "| size | softmax (ms) | matmul (ms) | time matmul / softmax | FLOPs all pr
 echo "|---|--:|--:|--:|--:|--:|"
 er=""
 for s in $sizes; do
-  sh=$(shape "$s"); [ -n "$sh" ] || continue
   m=$(v "$s" "$cm" fp32 forward message)
-  case $m in 'ms per step by kernel family: '*) ;; *) continue ;; esac
   sm=$(fam "$m" softmax); mm=$(fam "$m" matmul)
-  [ -n "$sm" ] && [ -n "$mm" ] || continue
-  set -- $sh
-  D=$1 F=$2 L=$3 H=$4
-  params=$(v "$s" "$cm" fp32 forward params)
-  # the shapes must give the row's parameter count, else the FLOPs are wrong
-  pc=$(calc %.0f "2 * $vocab * $D + $L * (4 * $D * $D + 3 * $D * $F + 2 * $D) + $D")
-  [ "$pc" = "$(calc %.0f "$params")" ] || continue
+  [ -n "$sm" ] && [ -n "$mm" ] && dims "$s" || continue
   N=$((batch * cm))
   fl_lin=$(calc %.6e "2 * $N * ($L * (4 * $D * $D + 3 * $D * $F) + $D * $vocab)")
   fl_att=$(calc %.6e "4 * $batch * $cm * $cm * $D * $L")
@@ -529,27 +533,35 @@ for s in $sizes; do
 "
 done
 echo
+# span COL...: over stdin's lines, "SIZE VALUE..." each, each COL's lowest
+# and highest value (the first line's on a tie), then the sizes of the
+# first COL's, then the number of lines
+span() {
+  awk -v cols="$*" 'BEGIN { nc = split(cols, c, " ") }
+    { n++; for (i = 1; i <= nc; i++) { x = $(c[i])
+        if (n == 1 || x < lo[i]) { lo[i] = x; if (i == 1) sl = $1 }
+        if (n == 1 || x > hi[i]) { hi[i] = x; if (i == 1) sh = $1 } } }
+    END { for (i = 1; i <= nc; i++) printf "%s %s ", lo[i], hi[i]; print sl, sh, n }'
+}
+ans=""
 if [ -n "$ea" ]; then
-  # "TIME_LO TIME_HI FLOP_LO FLOP_HI (SIZE_LO) (SIZE_HI)" over the profiled rows
+  # "TIME_LO TIME_HI FLOP_LO FLOP_HI SIZE_LO SIZE_HI N" over the profiled rows
   # shellcheck disable=SC2046 # one value a word
-  set -- $(printf '%s\n' "$ea" | awk '{ n++; if (n == 1 || $5 < tl) { tl = $5; sl = $1 } if (n == 1 || $5 > th) { th = $5; sh = $1 }
-    if (n == 1 || $6 < fl) fl = $6; if (n == 1 || $6 > fh) fh = $6 }
-    END { print tl, th, fl, fh, sl, sh, n }')
-  if [ "$7" -gt 1 ]; then aw="$1x ($5) to $2x ($6)"; fw="$3x to $4x"; else aw="$1x ($5)"; fw="$3x"; fi
-  [ "$3" != "$4" ] || fw="$3x"
+  set -- $(printf '%s\n' "$ea" | span 5 6)
+  if [ "$7" -gt 1 ]; then aw="$1x ($5) to $2x ($6)"; else aw="$1x ($5)"; fi
+  fw="$3x"; [ "$3" = "$4" ] || fw="$3x to $4x"
   ans="**Answer.** Within self-attention the two products take $aw softmax's GPU time for $fw its FLOPs: softmax is memory-bound, reading and writing every score for a few FLOPs, while the products reuse each loaded value, so the time gap is a small fraction of the FLOP gap."
 fi
 if [ -n "$er" ]; then
-  set -- $(printf '%s' "$er" | awk '{ n++; if (n == 1 || $2 < tl) tl = $2; if (n == 1 || $2 > th) th = $2
-    if (n == 1 || $3 < fl) fl = $3; if (n == 1 || $3 > fh) fh = $3; if (n == 1 || $4 < al) al = $4; if (n == 1 || $4 > ah) ah = $4 }
-    END { print tl, th, fl, fh, al, ah }')
+  # shellcheck disable=SC2046 # one value a word
+  set -- $(printf '%s' "$er" | span 2 3 4)
   if [ -n "$ea" ]; then
     ans="$ans Over the whole model: $1 to $2 times the time for $3 to $4 times the FLOPs."
   else
     ans="**Answer.** The products take $1 to $2 times softmax's time while doing $3 to $4 times its FLOPs (attention's two alone: $5 to $6 times): softmax reads and writes every score, a few FLOPs per 8 bytes, where the products reuse each loaded value at a far larger arithmetic rate."
   fi
 fi
-if [ -n "${ans:-}" ]; then
-  printf '%s\n' "$ans" | fold -s -w 76 | sed 's/ *$//'
+if [ -n "$ans" ]; then
+  printf '%s\n' "$ans" | wrap
   echo
 fi
