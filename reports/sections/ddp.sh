@@ -1001,7 +1001,7 @@ $(gib "$mdiff") GiB$why above the same step on one GPU (fp32), $vs PyTorch's $pm
     fi
     gap=""
     [ -z "$pt_stat" ] ||
-      gap=" (${pt_stat}s; ours are within $(mm_gap "$cl" "fp32:2:$cf" "bf16:2:$ch" "fp32:1:$cf" "bf16:1:$ch") ms of their medians)"
+      gap=" (${pt_stat}s; our means are within $(mm_gap "$cl" "fp32:2:$cf" "bf16:2:$ch" "fp32:1:$cf" "bf16:1:$ch") ms of our medians)"
     cat <<EOF
 Our DDP claim, against the strongest PyTorch: $(f1 "$cf2") ms (fp32) and $(f1 "$ch2") ms (bf16)
 per 2-GPU step with the gradients on the copy engines ($(calc %g "$cf") / $(calc %g "$ch") MiB buckets,
@@ -1048,7 +1048,7 @@ EOF
             if (nf) {
               printf "gives backward %s of its speed back %swith %s %s: %s ms, against %.1f ms on one GPU (2.3.5).\n",
                 (c0 - best >= (c0 - g1) / 2 ? "most" : "some"), (ns ? "only " : ""), join(fc, nf), (nf == 1 && fc[1] == 1 ? "block" : "blocks"), join(fb, nf), g1
-              printf "But a block moves about %d GiB/s (measured with %d a collective), so the all-reduces then take %s ms\nand the step %s ms.", rate, cn, join(fa, nf), join(fs, nf)
+              printf "But a block moves about %d GiB/s (measured with each collective capped at %d block%s), so the all-reduces then take %s ms\nand the step %s ms.", rate, cn, (cn == 1 ? "" : "s"), join(fa, nf), join(fs, nf)
               if (ns) printf " With %s blocks backward is slower than uncapped: %s ms.", join(sc, ns), join(sb, ns)
             } else
               printf "does not give backward its speed back: with %s blocks it takes %s ms, against %.1f ms on one GPU (2.3.5).", join(sc, ns), join(sb, ns), g1
@@ -1081,7 +1081,7 @@ EOF
       # message (rank 0's extra step with every kernel bracketed by
       # events: "..., ms per step by kernel family: matmul 89.980; ...").
       cn_mm() {
-        cn_m=$(tool value "$con" --agg first --default "" --where status=ok --where precision=fp32 \
+        cn_m=$(tool value "$con" --sort -utc --agg first --default "" --where status=ok --where precision=fp32 \
           --where nccl_max_ctas="$1" --where world_size="$2" --col message) || exit 1
         fam "${cn_m##*kernel family: }" matmul
       }
