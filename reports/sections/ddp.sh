@@ -750,6 +750,12 @@ bucketed_b() {
   fi
   s_mib=$(two "$csv" fp32 grad_comm_mib)
   [ -n "$s_mib" ] || s_mib=$(two "$csv" bf16 grad_comm_mib)
+  # the model's gradient size comes from a 2-GPU row of this section
+  if [ -z "$s_mib" ]; then
+    echo "_Needs this section's 2-GPU rows (the gradients' size): run \`./runner experiments/${csv##*/}\` on 2 GPUs._" | sed 's/\.csv`/.cfg`/'
+    echo
+    return 0
+  fi
   num "the gradient size" "$s_mib"
   bstar=$(calc %.0f "sqrt($s_mib * $ar_o * $ar_w)")
   nstar=$(calc %.1f "sqrt($s_mib / ($ar_o * $ar_w))")
