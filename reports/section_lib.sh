@@ -304,6 +304,9 @@ verdict() { # OURS_MS THEIRS_MS
   if is_true "$1 <= $2"; then echo "ours $(factor "$2 / $1")x as fast"
   else echo "**we lose, $(factor "$1 / $2")x its time**"; fi
 }
+# span_to LO HI: "LO to HI", or "LO" where the two are one value (a range
+# over a single row or equal rows).
+span_to() { if [ "$1" = "$2" ]; then printf '%s' "$1"; else printf '%s to %s' "$1" "$2"; fi; }
 
 # MiB as GiB, and a number, to one decimal; "-" for none (a table cell).
 gib() { [ -n "$1" ] && calc %.1f "$1 / 1024" || printf -- '-'; }

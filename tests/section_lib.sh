@@ -141,4 +141,9 @@ for c in '3 / 2|1.50' '1.0049|1.005' '0.9951|0.995' '0.994|0.99' '1.006|1.01' '1
   [ "$v" = "$e" ] && [ "$a" = "$e" ] || got="$got factor $r = $v, awk $a (want $e);"
 done
 check "factor: 1.00 gets a third decimal, in the shell and in awk${got:+:$got}" [ -z "$got" ]
+
+# span_to: a range of one value reads as the value ("51 times", not "51 to
+# 51 times")
+got="$(span_to 51 51)|$(span_to 42 58)|$(span_to 2% 7.5%)"
+check "span_to: one value alone, two as a range ($got)" [ "$got" = "51|42 to 58|2% to 7.5%" ]
 finish

@@ -331,9 +331,15 @@ has_all_rows() {
 # exceed it), ar_xn the largest size; ar_err the fit's largest error,
 # percent of a point's time; ar_machine the machines measured.
 ar_o="" ar_w="" npts=0 ar_machine="" ar_x1="" ar_t1="" ar_xn="" ar_err=""
-if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl --where world_size=2)" -ge 2 ]; then
-  fit=$(tool select "$ar" --cols size_mib,time_ms_median --where status=ok \
-          --where backend=nccl --where world_size=2 --sort size_mib |
+# ar2 SUBCOMMAND ARG...: csvtool over the NCCL 2-rank rows that count, each
+# size's latest row if ok (a job measured again leaves older rows behind).
+ar2() {
+  ar2_sub=$1; shift
+  tool "$ar2_sub" "$ar" --latest backend,world_size,size_mib --where status=ok \
+    --where backend=nccl --where world_size=2 "$@"
+}
+if [ -f "$ar" ] && [ "$(ar2 count)" -ge 2 ]; then
+  fit=$(ar2 select --cols size_mib,time_ms_median --sort size_mib |
         awk -F, 'NR > 1 { k++; xs[k] = $1; ts[k] = $2; q = 1 / ($2 * $2)
                           n += q; x += q * $1; y += q * $2; xx += q * $1 * $1; xy += q * $1 * $2 }
           END { a = (n * xy - x * y) / (n * xx - x * x); o = (y - a * x) / n
@@ -349,8 +355,7 @@ if [ -f "$ar" ] && [ "$(tool count "$ar" --where status=ok --where backend=nccl 
     echo "ddp.sh: $ar: the fit gives a per-call overhead of $ar_o ms (not positive): the model has no optimum" >&2
     exit 1
   fi
-  ar_machine=$(tool distinct "$ar" --cols machine --where status=ok --where backend=nccl \
-          --where world_size=2 --sort machine | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
+  ar_machine=$(ar2 distinct --cols machine --sort machine | awk 'NF { printf "%s%s", (n++ ? ", " : ""), $0 }')
 fi
 
 # ---- 2.2.2 naive_ddp_benchmarking -------------------------------------------
@@ -903,6 +908,12 @@ ap_print() {
   echo "| $1 | 2 x ${ap_g:-?}$ap_r |"
 }
 appendix() {
+  # the appendix's experiments: each one unmeasured drops its paragraph or
+  # table, so it is listed as still to measure
+  for ap_e in ddp_copy_engine zero1_copy_engine ddp_copy_engine_fused zero1_copy_engine_fused \
+              ddp_nccl_ctas ddp_sm_reserve ddp_contention zero1_batch_scaling; do
+    has_rows "$DATA/$ap_e.csv" || todo "$ap_e.csv on 2 GPUs (\`./runner experiments/$ap_e.cfg\`)"
+  done
   # The scaling the appendix explains, in words, by precision: the
   # copy-engine form op by op and fused (fp32 by its worse, bf16 by its
   # better); the ratios themselves stand in the first table.
@@ -1035,7 +1046,9 @@ EOF
       cq() { tool value "$ctas" --where status=ok --where precision=fp32 --where bucket_mb="$c_bm" --where nccl_max_ctas="$1" --sort -utc --agg first --default "" --col "$2"; }
       c1=$(cq "$c_n" grad_comm_ms_mean); gm=$(v "$ctas" fp32 2 grad_comm_mib --where bucket_mb="$c_bm")
       c0=$(cq 0 bwd_ms_mean); c0s=$(cq 0 step_ms_mean)
-      g1=$(one "$csv" fp32 bwd_ms_mean "$bf")
+      # one GPU's backward at the caps' bucket size (2.3.5's run), else at
+      # 2.3.5's fastest
+      g1=$(one "$csv" fp32 bwd_ms_mean "$c_bm"); [ -n "$g1" ] || g1=$(one "$csv" fp32 bwd_ms_mean "$bf")
       # each cap's latest row: "CAP BACKWARD ALL-REDUCES STEP"
       c_rows=$(tool select "$ctas" --where status=ok --where precision=fp32 --where world_size=2 \
         --where bucket_mb="$c_bm" --where nccl_max_ctas!=0 --sort -utc --first-of nccl_max_ctas \
@@ -1109,10 +1122,13 @@ EOF
   fi
 
   # -- copy engines -------------------------------------------------------------
-  if [ -n "$cf" ] && [ -n "$ch" ]; then
+  # at ddp_copy_engine's own fastest buckets (the claim's may be the fused
+  # file's)
+  ef=$(best_bucket fp32 "$ce"); eh=$(best_bucket bf16 "$ce")
+  if [ -n "$ef" ] && [ -n "$eh" ]; then
     echo "#### Gradients on the copy engines (ddp_copy_engine)"
     echo
-    ce_o1=$(one "$ce" fp32 opt_ms_mean "$cf")
+    ce_o1=$(one "$ce" fp32 opt_ms_mean "$ef")
     num "the 1-GPU AdamW time" "$ce_o1"
     cat <<EOF
 Each bucket's raw fp32 gradients are all-gathered in place, on a NCCL
@@ -1122,7 +1138,7 @@ for two ranks that is the same bytes on NVLink as a ring all-reduce.
 AdamW averages the two copies as it reads them, and each bucket's AdamW
 is queued, on a low-priority stream, right after that bucket's
 all-gather, so the $(f1 "$ce_o1") ms optimizer runs during backward on the
-$(two "$ce" fp32 gemm_sm_reserve "$cf") SMs the products leave free. Backward still grows on two GPUs, but it
+$(two "$ce" fp32 gemm_sm_reserve "$ef") SMs the products leave free. Backward still grows on two GPUs, but it
 now carries AdamW, which no longer follows it:
 
 | precision | bucket (MiB) | 1-GPU step (ms) | 2-GPU step (ms) | ratio | backward 1 -> 2 GPUs (ms) | transfers after backward (ms) | AdamW after backward (ms) |
@@ -1138,10 +1154,10 @@ EOF
     echo
     ce_lo=$(tool value "$ce" --where status=ok --where world_size=2 --where precision=bf16 --agg min --default "" --col bucket_mb)
     ce_hi=$(tool value "$ce" --where status=ok --where world_size=2 --where precision=bf16 --agg max --default "" --col bucket_mb)
-    if [ -n "$ce_lo" ] && [ -n "$ce_hi" ] && [ "$ce_lo" != "$ch" ] && [ "$ce_hi" != "$ch" ]; then
+    if [ -n "$ce_lo" ] && [ -n "$ce_hi" ] && [ "$ce_lo" != "$eh" ] && [ "$ce_hi" != "$eh" ]; then
       echo "In bf16 the bucket size matters, as the model of 2.3.5 (b) says it"
       echo "should once backward is short: $(calc %g "$ce_lo") MiB buckets leave $(f1 "$(two "$ce" bf16 exposed_comm_ms_mean "$ce_lo")") ms of transfers after"
-      echo "backward, $(calc %g "$ch") MiB $(f1 "$(two "$ce" bf16 exposed_comm_ms_mean "$ch")") ms, and $(calc %g "$ce_hi") MiB leaves the last bucket's AdamW"
+      echo "backward, $(calc %g "$eh") MiB $(f1 "$(two "$ce" bf16 exposed_comm_ms_mean "$eh")") ms, and $(calc %g "$ce_hi") MiB leaves the last bucket's AdamW"
       echo "($(f1 "$(two "$ce" bf16 opt_ms_mean "$ce_hi")") ms) after it."
       echo
     fi
@@ -1150,9 +1166,9 @@ EOF
   # -- the copy-engine forms on the fused path --------------------------------------
   # FORM: the op-by-op experiment; FORM_fused: the same form fused + flash,
   # measured (fused_forms) or not (fused_todo)
-  fused_forms="" fused_todo=""
+  fused_forms=""
   for fm in ddp_copy_engine zero1_copy_engine; do
-    if has_rows "$DATA/${fm}_fused.csv"; then fused_forms="$fused_forms $fm"; else fused_todo="$fused_todo $fm"; fi
+    if has_rows "$DATA/${fm}_fused.csv"; then fused_forms="$fused_forms $fm"; fi
   done
   if [ -n "$fused_forms" ]; then
     echo "#### The copy-engine forms on the fused path ($(for fm in $fused_forms; do printf '%s_fused ' "$fm"; done | sed 's/ $//; s/ /, /g'))"
@@ -1181,10 +1197,12 @@ EOF
         [ -n "$b" ] || continue
         s2=$(two "$fu" $p step_ms_mean "$b"); s1=$(one "$fu" $p step_ms_mean "$b")
         ob=$(best_bucket $p "$op")
-        o2=$([ -n "$ob" ] && two "$op" $p step_ms_mean "$ob")
-        t1=$(pt $p 1) t2=$(pt $p 2)
-        vs=-
-        [ -n "$t2" ] && { num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); }
+        o2=""; [ -z "$ob" ] || o2=$(two "$op" $p step_ms_mean "$ob")
+        # PyTorch's steps where measured on our GPU model, a verdict where
+        # this form's rows are from that model too
+        t1="" t2="" vs=-
+        [ $pt_ok -eq 0 ] || { t1=$(pt $p 1); t2=$(pt $p 2); }
+        if [ -n "$t2" ] && same_kind "$fu"; then num "PyTorch's 2-GPU step" "$t2"; vs=$(verdict "$s2" "$t2"); fi
         echo "| $fname$(kind_tag "$fu") | $p | $(calc %g "$b") | $(f1 "$s1") | $(f1 "$s2") | $(f1 "$o2") | $(f1 "$t1") / $(f1 "$t2") | $vs |"
         [ $p = bf16 ] || continue
         b1=$(one "$fu" bf16 bwd_ms_mean "$b") b2=$(two "$fu" bf16 bwd_ms_mean "$b")
@@ -1205,9 +1223,6 @@ EOF
         "precision,GPUs,bucket (MiB),status,message"
     done
   fi
-  for fm in $fused_todo; do
-    todo "${fm}_fused.csv on 2 GPUs (\`./runner experiments/${fm}_fused.cfg\`)"
-  done
 
   # -- ZeRO-1 on the copy engines, and larger batches ------------------------------
   zf=$(best_bucket fp32 "$z1ce"); zh=$(best_bucket bf16 "$z1ce")

@@ -51,8 +51,8 @@ v() {
     --where context="$2" --where precision="$3" --where mode="$4" --col "$5"
 }
 sizes=$(tool distinct "$src" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2)
-ctxs=$(tool distinct "$src" --cols context --where status=ok --where mode=forward --sort context)
-c1=$(printf '%s\n' "$ctxs" | head -n 1); cn=$(printf '%s\n' "$ctxs" | tail -n 1)
+ctxs=$(tool distinct "$src" --cols context --where status=ok --sort context)
+cn=$(printf '%s\n' "$ctxs" | tail -n 1)
 # (c) to (e) read one context: 512 where measured, else the longest
 case " $(echo $ctxs) " in *" 512 "*) cm=512 ;; *) cm=$cn ;; esac
 vocab=$(tool value "$src" --agg first --where status=ok --col vocab)
@@ -166,27 +166,38 @@ ncu_check() {
     echo "Nsight Compute has not yet checked this profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)."
     todo "Nsight Compute's check of the kernel profile on the $(gpu_kind "$_ng") (reports/anchors/ncu_kernels.sh)"
     return 0; }
-  # the sentence quotes the last size's RATIO and EXTRA
-  _w=""; _t=""; _r=""; _x=""; _bad=""
+  # Nsight Compute's run has no kernel profile, so its steps are the job's
+  # warm-up and timed ones plus the event-bracketed one; ours records one.
+  # _rs: each size's RATIO, _run: every RATIO is its run's step count, _x:
+  # every size's EXTRA, once each
+  _w=""; _t=""; _rs=""; _x=""; _bad=""; _run=1
   while read -r _s _n _m _rr _same _tm _to _ex; do
     _w="$_w${_w:+, }$_n at $_s"
     _t="$_t${_t:+ and }$(calc %.2f "$_tm / $_rr / $_to")x ($_s)"
     [ "$_m" = "$_n" ] && [ "$_same" = 1 ] || _bad=1
-    _r=$_rr; _x=$_ex
+    _rr=$(calc %.0f "$_rr")
+    _rs="$_rs${_rs:+, }$_rr ($_s)"
+    _ws=$(tool value "$_nc" --sort -utc --agg first --default "" --where status=ok --where size="$_s" --col warmup)
+    _ss=$(tool value "$_nc" --sort -utc --agg first --default "" --where status=ok --where size="$_s" --col steps)
+    { [ -n "$_ws" ] && [ -n "$_ss" ] && [ "$_rr" = "$((_ws + _ss + 1))" ]; } || _run=""
+    [ "$_ex" = - ] || case ", $_x, " in *", $_ex, "*) ;; *) _x="$_x${_x:+, }$_ex" ;; esac
   done < "$REPORT_TMP/ncu_check"
-  # Nsight Compute's run has no kernel profile, so its steps are the job's
-  # warm-up and timed ones plus the event-bracketed one; ours records one
-  _ws=$(tool value "$_nc" --agg first --default "" --where status=ok --col warmup)
-  _ss=$(tool value "$_nc" --agg first --default "" --where status=ok --col steps)
-  _r=$(calc %.0f "$_r")
-  if [ -n "$_ws" ] && [ -n "$_ss" ] && [ "$_r" = "$((_ws + _ss + 1))" ]; then
+  # one RATIO for every size: say it once
+  _r=$(printf '%s\n' "$_rs" | tr ',' '\n' | sed 's/^ *//; s/ .*//' | sort -u)
+  case $_r in *"
+"*) _r="" ;; esac
+  if [ -n "$_r" ] && [ -n "$_run" ]; then
     _rw="$_r times as often as in our profiled step, once for each step of its $_r-step run"
-  else
+  elif [ -n "$_r" ]; then
     _rw="$_r times as often as our one profiled step"
+  elif [ -n "$_run" ]; then
+    _rw="once for each step of its run ($_rs steps) where ours profiles one"
+  else
+    _rw="$_rs times as often as our one profiled step"
   fi
   # its kernels outside our step, in words where we know them
   case $_x in
-    -) _x="" ;;
+    "") ;;
     init_normal_k) _x=", plus the weights' initialisation" ;;
     *) _x=", plus $_x" ;;
   esac
@@ -268,14 +279,23 @@ rng() { # PREC: "lo hi median" of the sum-vs-wall differences (%)
     awk '{ a[NR] = $1 } END { if (NR) printf "%.1f %.1f %.1f\n", a[1], a[NR],
       (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'
 }
-r32=$(rng fp32); r16=$(rng bf16)
-if [ -n "$r32" ] && [ -n "$r16" ]; then
-  set -- $r32; lo32=$1 hi32=$2 md32=$3
-  set -- $r16; lo16=$1 hi16=$2 md16=$3
+# each precision's clause, "LO% to HI% in PREC (median MD%)"
+by=""
+for p in fp32 bf16; do
+  r=$(rng $p); [ -n "$r" ] || continue
+  set -- $r
+  by="$by${by:+ and }$(span_to "$1%" "$2%") in $p (median $3%)"
+done
+if [ -n "$by" ]; then
   set -- $(sort -k2,2gr "$aux" | head -n 1)
   xw="$3 $1 at context $4"
+  # the shortest and longest forward passes: "MS SIZE PRECISION CONTEXT"
+  fx=$(tool select "$src" --where status=ok --where mode=forward --sort -utc \
+         --first-of size,context,precision --cols fwd_ms_mean,size,precision,context --sep ' ' | sort -g)
+  set -- $(printf '%s\n' "$fx" | head -n 1); flo="$(calc %.1f "$1") ms ($2, $3, context $4)"
+  set -- $(printf '%s\n' "$fx" | tail -n 1); fhi="$(calc %.0f "$1") ms ($2, $3, context $4)"
   wrap <<TEXT
-**Answer.** A forward pass takes $(calc %.1f "$(v small "$c1" bf16 forward fwd_ms_mean)") ms (small, bf16, context $c1) to $(calc %.0f "$(v 2.7B "$cn" fp32 forward fwd_ms_mean)") ms (2.7B, fp32, context $cn). Summed, its operations' GPU time, each bracketed by a pair of events, differs from the wall clock by $lo32% to $hi32% in fp32 (median $md32%) and $lo16% to $hi16% in bf16 (median $md16%): close on long passes, furthest on $xw, where the events' overhead weighs most against short kernels.
+**Answer.** A forward pass takes $flo to $fhi. Summed, its operations' GPU time, each bracketed by a pair of events, differs from the wall clock by $by: close on long passes, furthest on $xw, where the events' overhead weighs most against short kernels.
 TEXT
   echo
 fi
@@ -384,7 +404,7 @@ echo "|---|---|--:|--:|---|"
 # each row: the other families largest first (ties by "name ms"); aux: the
 # four with the most summed share over these rows, then the range of the
 # others' share (100 - matmul's, %) in fp32 and in bf16 ("" without rows)
-walk 'function rg(k) { return nr[k] ? sprintf("%s%% to %s%%", lo[k], hi[k]) : "% to %" }
+walk 'function rg(k) { return nr[k] ? (lo[k] == hi[k] ? lo[k] "%" : sprintf("%s%% to %s%%", lo[k], hi[k])) : "" }
   END {
   for (q = 1; q <= 2; q++) for (i = 1; i <= nsz; i++) {
     s = sz[i]; p = pr[q]; m = msg(s, cm, p, "forward")
@@ -437,8 +457,13 @@ if has_rows "$kp"; then
 fi
 if [ -s "$aux" ]; then
   { read -r rank; read -r lohi32; read -r lohi16; } < "$aux"
+  if [ -n "$lohi32" ] && [ -n "$lohi16" ]; then
+    share="take $lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs shrink the products, not these fp32, memory-bound passes"
+  else
+    share="take ${lohi32:-$lohi16} of the ${lohi32:+fp32}${lohi16:+bf16} forward"
+  fi
   wrap <<TEXT
-**Answer.** After the products, by summed share: $rank (\`rope+heads\`: RoPE and the head split and merge). All but the products take $lohi32 of the fp32 forward and $lohi16 of the bf16 one: 16-bit inputs shrink the products, not these fp32, memory-bound passes.
+**Answer.** After the products, by summed share: $rank (\`rope+heads\`: RoPE and the head split and merge). All but the products $share.
 TEXT
   echo
 fi
@@ -472,15 +497,17 @@ walk 'END {
   }'
 echo
 if [ -s "$aux" ]; then
-  { read -r _ dl32 dh32 al32 as32 ah32 hs32; read -r _ dl16 dh16 al16 as16 ah16 hs16; } < "$aux" || true
+  # the sentence's clauses for each precision measured, fp32 first
+  mv="" aw=""
   rg() { if [ "$1" = "$3" ]; then printf '%s%%' "$1"; else printf '%s%% (%s) to %s%% (%s)' "$1" "$2" "$3" "$4"; fi; }
-  cat <<TEXT
-**Answer.** A training step adds backward, mostly products, and AdamW, one
-memory-bound pass over weights, gradients and both moments: the products'
-share moves $dl32 to $dh32 points from forward-only in fp32 and $dl16 to $dh16 in bf16,
-where AdamW takes $(rg "$al16" "$as16" "$ah16" "$hs16") of the step (fp32: $(rg "$al32" "$as32" "$ah32" "$hs32")).
-
+  while read -r dp ddl ddh dal das dah dhs; do
+    mv="$mv${mv:+ and }$(span_to "$ddl" "$ddh") points in $dp"
+    aw="$aw${aw:+; }$(rg "$dal" "$das" "$dah" "$dhs") of the $dp step"
+  done < "$aux"
+  wrap <<TEXT
+**Answer.** A training step adds backward, mostly products, and AdamW, one memory-bound pass over weights, gradients and both moments: the products' share moves $mv from forward-only, and AdamW takes $aw.
 TEXT
+  echo
 fi
 
 # ---- (e) ---------------------------------------------------------------------
@@ -556,9 +583,9 @@ if [ -n "$er" ]; then
   # shellcheck disable=SC2046 # one value a word
   set -- $(printf '%s' "$er" | span 2 3 4)
   if [ -n "$ea" ]; then
-    ans="$ans Over the whole model: $1 to $2 times the time for $3 to $4 times the FLOPs."
+    ans="$ans Over the whole model: $(span_to "$1" "$2") times the time for $(span_to "$3" "$4") times the FLOPs."
   else
-    ans="**Answer.** The products take $1 to $2 times softmax's time while doing $3 to $4 times its FLOPs (attention's two alone: $5 to $6 times): softmax reads and writes every score, a few FLOPs per 8 bytes, where the products reuse each loaded value at a far larger arithmetic rate."
+    ans="**Answer.** The products take $(span_to "$1" "$2") times softmax's time while doing $(span_to "$3" "$4") times its FLOPs (attention's two alone: $(span_to "$5" "$6") times): softmax reads and writes every score, a few FLOPs per 8 bytes, where the products reuse each loaded value at a far larger arithmetic rate."
   fi
 fi
 if [ -n "$ans" ]; then
