@@ -558,7 +558,10 @@ EOF
   # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd bf16)
   bn=$1 bw=$2 blo=$3 bhi=$4 bsm=$5
-  text="In bf16 our FlashAttention-2 is faster than materialised attention at $bw of $bn shapes, and $(factor "$blo")x to $(factor "$bhi")x as fast at the longest, seq $bsm (by head dim): materialised attention moves T^2 values of S and P through memory, the tiled kernel keeps them on chip."
+  # (none where the sweep left materialised attention out)
+  text=""
+  [ "$bn" -eq 0 ] ||
+    text="In bf16 our FlashAttention-2 is faster than materialised attention at $bw of $bn shapes, and $(span_to "$(factor "$blo")x" "$(factor "$bhi")x") as fast at the longest, seq $bsm (by head dim): materialised attention moves T^2 values of S and P through memory, the tiled kernel keeps them on chip."
   # The bf16 shapes where materialised attention wins, as "d/seq, ...".
   lost=$(tool select "$csv" --cols d_head,seq,impl,fwd_bwd_ms_per_pass --where status=ok --where precision=bf16 --sort d_head,seq |
     awk -F, 'NR > 1 { k = $1 "/" $2; t[k, $3] = $4; if (!(k in seen)) { seen[k] = 1; o[n++] = k } }
@@ -573,7 +576,7 @@ EOF
   # shellcheck disable=SC2046 # five numbers, split on purpose
   set -- $(spd fp32)
   if [ "$1" -gt 0 ]; then
-    text="$text In fp32 we lose: our FlashAttention-2 runs on CUDA cores and beats materialised attention (true-fp32 cuBLAS) at only $2 of $1 shapes; at seq $5 it needs $(calc %.1f "1 / $4") to $(calc %.1f "1 / $3") times materialised attention's time, by head dim."
+    text="$text In fp32 we lose: our FlashAttention-2 runs on CUDA cores and beats materialised attention (true-fp32 cuBLAS) at only $2 of $1 shapes; at seq $5 it needs $(span_to "$(calc %.1f "1 / $4")" "$(calc %.1f "1 / $3")") times materialised attention's time, by head dim."
   fi
   # Against PyTorch's fastest SDPA backend at the sweep's own shapes (one
   # head, bf16, causal) where the anchor has them below seq 65536 (the
@@ -592,7 +595,7 @@ EOF
   if [ -n "$one" ]; then
     # shellcheck disable=SC2086 # six numbers, split on purpose
     set -- $one
-    text="$text At $1 more one-head shapes (seq $5 to $6, the figure's rings at one head) ours is faster than PyTorch's fastest SDPA backend at $2, taking $3 to $4 times its time."
+    text="$text At $1 more one-head shapes (seq $5 to $6, the figure's rings at one head) ours is faster than PyTorch's fastest SDPA backend at $2, taking $(span_to "$3" "$4") times its time."
   fi
   # Against the strongest PyTorch at the anchor's one-head d_head 128 shape.
   o128() { tool value "$csv" --agg first --default "" --where status=ok --where impl=flash --where precision=bf16 \
@@ -625,7 +628,7 @@ EOF
     num "our leaderboard time" "$lbf"; num "the anchor's leaderboard time" "$afb64"
     text="$text At the leaderboard shape (d_head 64, 16 heads) we are $(as_fast "$lbf" "$afb64") as the strongest, $(impl_words "$afbi64") ($(calc %.3f "$lbf") against $(calc %.3f "$afb64") ms; see the leaderboard section)."
   fi
-  printf '%s\n\n' "$text"
+  printf '%s\n\n' "${text# }"
 }
 
 # ---- leaderboard ------------------------------------------------------------------

@@ -169,7 +169,7 @@ SIZES
     { echo "fp16's narrow range needs dynamic loss scaling: before AdamW one pass"
       echo "over every gradient divides it by the scale and checks it for inf/NaN;"
       echo "bf16 needs none. That pass grows the optimizer"
-      echo "phase by $odlo to $odhi ms, at least half of fp16's extra step time at"
+      echo "phase by $(span_to "$odlo" "$odhi") ms, at least half of fp16's extra step time at"
       echo "$nhalf of $nopt sizes (loss scale $(printf '%s' "$scales" | sed 's/ /, /g'), $skips steps skipped)."
     } | fold -s -w 76 | sed 's/ *$//'
   fi

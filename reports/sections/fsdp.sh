@@ -273,6 +273,8 @@ TEXT
     for p in fp32 bf16; do
       w=$(v exposed_gather_ms_mean "$p" 2)
       st=$(v step_ms_median "$p" 2)
+      # a precision the sweep left out
+      [ -n "$w$st" ] || continue
       num "exposed_gather_ms_mean" "$w"
       num "step_ms_median" "$st"
       one=$(calc %.3f "$(v gather_ms_mean "$p" 2) / $(v gathers "$p" 2)")
@@ -285,7 +287,7 @@ TEXT
         is_true "$one > $lay" && printf ': a layer would hide its gather from about %s sequences' "$(calc %.0f "2 * $one / $lay + 0.5")")."
     done
     echo
-  elif [ -n "$f1" ]; then
+  elif [ -n "$f1" ] && [ -n "$(v fwd_ms_mean fp32 1)" ]; then
     lay=$(calc %.0f "(4 * 1600 * 1600 + 3 * 1600 * 6400)")
     ar="$DATA/allreduce.csv"
     bw=''

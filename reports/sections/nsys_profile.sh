@@ -387,10 +387,18 @@ if [ -n "$kl" ]; then
       print "" }' | wrap
   echo
 fi
+# "N of M MODE (LO% to HI%)" for each mode with rows, joined "A, B and C"
+tops=$(for m in "$ft $fn $flo $fhi forward rows" "$bt $bn $blo $bhi forward + backward" \
+                "$tt $tn $tlo $thi training steps"; do
+         set -- $m
+         [ "$2" -gt 0 ] || continue
+         t="$1 of $2" r=$(span_to "$3%" "$4%"); shift 4
+         echo "$t $* ($r)"
+       done | awk '{ a[NR] = $0 } END { for (i = 1; i <= NR; i++) printf "%s%s", (i == 1 ? "" : i == NR ? " and " : ", "), a[i] }')
 lead="**Answer.** The"
 [ -z "$kl" ] || lead="Over every size and context, the"
 wrap <<TEXT
-$lead products (\`matmul\`) take the most GPU time in $ft of $fn forward rows ($flo% to $fhi%), $bt of $bn forward + backward ($blo% to $bhi%) and $tt of $tn training steps ($tlo% to $thi%). The forward makes 9 cuBLAS calls a layer plus the head ($calls)${kl:+, spread over the kernels above}.
+$lead products (\`matmul\`) take the most GPU time in $tops. The forward makes 9 cuBLAS calls a layer plus the head ($calls)${kl:+, spread over the kernels above}.
 TEXT
 echo
 
