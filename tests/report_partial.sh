@@ -1,0 +1,57 @@
+#!/bin/sh
+# The writeup from partial sweeps: a user who cuts an experiment to one
+# precision, one mode, a few sizes or one implementation, or who has
+# measured only some of an appendix's experiments, still gets each section,
+# its answers in words over what was measured. Each case is the committed
+# CSVs with one file cut (csvtool select --where) or removed, and one
+# problem rendered alone (mkreport.sh --only); it must render (exit 0)
+# with no awk or shell error, no range of one value ("51 to 51 times"),
+# no empty range ("% to %") and no count over nothing ("0 of 0").
+#
+# Skipped under the sanitizers, as report_guard.sh is (a render is
+# thousands of csvtool processes; tests/csvtool.sh covers csvtool there).
+if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
+  echo "skipped: the sanitizer build (tests/csvtool.sh covers csvtool there)"
+  exit 77
+fi
+. "${top_srcdir:-.}/tests/lib.sh"
+csvtool="$top_builddir/csvtool"
+[ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
+list="$top_srcdir/reports/problems.def"
+
+# PROBLEM=EXPERIMENT (mkreport.sh --only), the CSV to cut, and the rows
+# kept ("-": the file removed)
+while read -r only file where; do
+  [ -n "$only" ] || continue
+  data="$scratch/data"
+  rm -rf "$data" "$scratch/out"
+  cp -R "$top_srcdir/reports/data" "$data"
+  if [ "$where" = - ]; then
+    rm -f "$data/$file".*
+    cut="$file.csv missing"
+  else
+    "$csvtool" select "$top_srcdir/reports/data/$file.csv" --where "$where" > "$data/$file.csv"
+    cut="$file.csv cut to $where"
+  fi
+  sh "$top_srcdir/reports/mkreport.sh" --data "$data" --out "$scratch/out" --csvtool "$csvtool" \
+    --gnuplot '' --problems "$list" --only "$only" > "$scratch/log" 2>&1
+  rc=$?
+  check "${only%%=*} renders with $cut (exit $rc)" [ $rc -eq 0 ]
+  if [ $rc -ne 0 ]; then tail -n 5 "$scratch/log"; continue; fi
+  md="$scratch/out/writeup.md"
+  errs=$(grep -E 'awk:|[Ss]yntax error|not a number|unexpected' "$scratch/log" | head -n 3)
+  check "${only%%=*} with $cut: no error on the way${errs:+ ($errs)}" [ -z "$errs" ]
+  odd=$(grep -v '^|' "$md" | grep -oE '(^|[ (])(([0-9][0-9.]*[x%]?) to \3([ ,.)]|$)|% to %|0 of 0 )' | head -n 3 | tr '\n' ';')
+  check "${only%%=*} with $cut: no empty or one-value range${odd:+ ($odd)}" [ -z "$odd" ]
+done <<EOF
+nsys_profile=nsys_profile benchmarking_script mode=forward
+nsys_profile=nsys_profile benchmarking_script precision=bf16
+nsys_profile=nsys_profile benchmarking_script size=medium|large
+benchmarking_script=benchmarking_script benchmarking_script context=256
+flash_benchmarking=flash_benchmarking flash_benchmarking impl=flash
+flash_benchmarking=flash_benchmarking flash_benchmarking d_head=64
+fsdp_accounting=fsdp_accounting fsdp_accounting precision=bf16
+ddp_appendix=ddp_bucketed_benchmarking ddp_copy_engine -
+ddp_appendix=ddp_bucketed_benchmarking zero1_copy_engine -
+EOF
+finish
