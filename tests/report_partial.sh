@@ -19,9 +19,10 @@ csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
 list="$top_srcdir/reports/problems.def"
 
-# PROBLEM=EXPERIMENT (mkreport.sh --only), the CSV to cut, and the rows
-# kept ("-": the file removed)
-while read -r only file where; do
+# PROBLEM=EXPERIMENT (mkreport.sh --only), the CSV to cut, the rows kept
+# ("-": the file removed), and words the section must still say, if any
+# (its answer over the precision left)
+while read -r only file where says; do
   [ -n "$only" ] || continue
   data="$scratch/data"
   rm -rf "$data" "$scratch/out"
@@ -43,6 +44,8 @@ while read -r only file where; do
   check "${only%%=*} with $cut: no error on the way${errs:+ ($errs)}" [ -z "$errs" ]
   odd=$(grep -v '^|' "$md" | grep -oE '(^|[ (])(([0-9][0-9.]*[x%]?) to \3([ ,.)]|$)|% to %|0 of 0 )' | head -n 3 | tr '\n' ';')
   check "${only%%=*} with $cut: no empty or one-value range${odd:+ ($odd)}" [ -z "$odd" ]
+  [ -z "$says" ] ||
+    check "${only%%=*} with $cut: says \"$says\"" sh -c 'tr "\n" " " < "$1" | grep -qF "$2"' - "$md" "$says"
 done <<EOF
 nsys_profile=nsys_profile benchmarking_script mode=forward
 nsys_profile=nsys_profile benchmarking_script precision=bf16
@@ -53,5 +56,11 @@ flash_benchmarking=flash_benchmarking flash_benchmarking d_head=64
 fsdp_accounting=fsdp_accounting fsdp_accounting precision=bf16
 ddp_appendix=ddp_bucketed_benchmarking ddp_copy_engine -
 ddp_appendix=ddp_bucketed_benchmarking zero1_copy_engine -
+torch_compile_2024=pytorch_layernorm norm_model -
+naive_ddp_benchmarking=naive_ddp_benchmarking naive_ddp_benchmarking precision=bf16 Naive DDP takes
+minimal_ddp_flat_benchmarking=minimal_ddp_flat_benchmarking minimal_ddp_flat_benchmarking precision=fp32 batching saves
+ddp_overlap_individual_parameters_benchmarking=ddp_overlap_individual_parameters_benchmarking ddp_overlap_individual_parameters_benchmarking precision=bf16 Overlapping takes the 2-GPU step
+ddp_bucketed_benchmarking=ddp_bucketed_benchmarking ddp_bucketed_benchmarking precision=fp32 best 2-GPU step is
+ddp_bucketed_benchmarking=ddp_bucketed_benchmarking ddp_bucketed_benchmarking precision=bf16 the best bucketed step is
 EOF
 finish

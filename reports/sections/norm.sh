@@ -692,7 +692,7 @@ compile_model() {
     for f in "$nm" "$nf"; do
       ! on_this_gpu "$f" || ours="$ours${ours:+ }$f"
     done
-    memo OV "$nm" size,mode,norm fwd_ms_mean --where status=ok --sort -utc
+    [ ! -f "$nm" ] || memo OV "$nm" size,mode,norm fwd_ms_mean --where status=ok --sort -utc
     [ ! -f "$nf" ] || memo OF "$nf" size,mode,norm fwd_ms_mean --where status=ok --sort -utc
     echo "The course's reference module (materialised attention, AdamW) eager and under"
     echo "torch.compile (reports/anchors/lm_pytorch.csv), batch $b, context $t, $p, on"
