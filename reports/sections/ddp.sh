@@ -682,9 +682,9 @@ bucketed_a() {
   bk() { if [ "$1" = fp32 ]; then printf '%s' "$kf"; else printf '%s' "$kh"; fi; }
   bb() { if [ "$1" = fp32 ]; then printf '%s' "$bf"; else printf '%s' "$bh"; fi; }
   kps=""
-  for p in fp32 bf16; do [ -z "$(bk $p)" ] || kps="$kps${kps:+ }$p"; done
+  for p in fp32 bf16; do [ -z "$(bk "$p")" ] || kps="$kps${kps:+ }$p"; done
   ps=""
-  for p in $(precs "$overlap" "$flat"); do [ -z "$(bk $p)" ] || ps="$ps${ps:+ }$p"; done
+  for p in $(precs "$overlap" "$flat"); do [ -z "$(bk "$p")" ] || ps="$ps${ps:+ }$p"; done
   # shellcheck disable=SC2086 # the precisions, one a word
   set -- $ps
   if [ $# -gt 0 ]; then
@@ -693,7 +693,7 @@ bucketed_a() {
     if same_kind "$overlap" && same_kind "$flat"; then
       answer="In direction they do: the"
       for p in $ps; do
-        is_true "$(bk $p) < $(two "$overlap" $p step_ms_mean) && $(bk $p) < $(two "$flat" $p step_ms_mean)" ||
+        is_true "$(bk "$p") < $(two "$overlap" "$p" step_ms_mean) && $(bk "$p") < $(two "$flat" "$p" step_ms_mean)" ||
           answer="Not in every precision here: the"
       done
       [ -n "$p2" ] || [ "$answer" = "In direction they do: the" ] || answer="Not here: the"
@@ -706,7 +706,7 @@ against $(f1 "$(two "$overlap" "$p2" step_ms_mean)") and $(f1 "$(two "$flat" "$p
       vs_1="" vs_2=" (the per-tensor and flat rows come from 2 x $(gpu_model "$overlap" gpu_name), so they are not
 compared with these 2 x $ours rows)"
     fi
-    for p in $ps; do num "a bucketed figure" "$(bk $p)"; done
+    for p in $ps; do num "a bucketed figure" "$(bk "$p")"; done
     best="$(f1 "$(bk "$p1")") ms in $p1 ($(calc %g "$(bb "$p1")") MiB buckets)$vs_1"
     if [ -n "$p2" ]; then
       best="$best, and $(f1 "$(bk "$p2")") ms in $p2 ($(calc %g "$(bb "$p2")") MiB)$vs_2"
@@ -769,7 +769,7 @@ EOF
   # PyTorch in the precisions both were measured in
   pps=""
   if [ -n "$kps" ] && [ $pt_ok -eq 1 ]; then
-    for p in $kps; do [ -z "$(pt $p 2)" ] || [ -z "$(pt $p 1)" ] || pps="$pps${pps:+ }$p"; done
+    for p in $kps; do [ -z "$(pt "$p" 2)" ] || [ -z "$(pt "$p" 1)" ] || pps="$pps${pps:+ }$p"; done
   fi
   if [ -n "$kps" ] && [ $pt_ok -eq 0 ]; then
     pt_absent
@@ -777,16 +777,16 @@ EOF
     # the sentence's lists, "A and B" with a precision each
     t2="" vs="" t1="" o1="" sp="" allpt=1 one_gpu="" gaps=""
     for p in $pps; do
-      a2=$(pt $p 2) a1=$(pt $p 1)
+      a2=$(pt "$p" 2) a1=$(pt "$p" 1)
       num "a PyTorch anchor" "$a2"; num "a PyTorch anchor" "$a1"
-      o=$(one "$csv" $p step_ms_mean "$(bb $p)")
+      o=$(one "$csv" "$p" step_ms_mean "$(bb "$p")")
       t2="$t2${t2:+ and }$a2 ms ($p)"
-      vs="$vs${vs:+ and }$(as_fast "$(bk $p)" "$a2") in $p"
+      vs="$vs${vs:+ and }$(as_fast "$(bk "$p")" "$a2") in $p"
       sp="$sp${sp:+ and }$(as_fast "$a1" "$o") in $p"
       t1="$t1${t1:+ and }$a1" o1="$o1${o1:+ and }$(f1 "$o")"
       is_true "$a1 < $o" || allpt=""
-      one_gpu="$one_gpu${one_gpu:+, and }$(faster_one $p "$o" "$a1")"
-      gaps="$gaps $p:2:$(bb $p) $p:1:$(bb $p)"
+      one_gpu="$one_gpu${one_gpu:+, and }$(faster_one "$p" "$o" "$a1")"
+      gaps="$gaps $p:2:$(bb "$p") $p:1:$(bb "$p")"
     done
     # one GPU: "all scaling" where PyTorch is the faster in each precision
     if [ -n "$allpt" ]; then
