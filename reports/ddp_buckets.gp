@@ -9,7 +9,8 @@
 #
 # FP32.csv, BF16.csv: one precision's rows each, sorted by bucket_mb, with
 # columns bucket_mb, n_b, overhead_ms (2-GPU - 1-GPU step), exposed_ms
-# (after backward), model_ms (the model at n_b). One file per precision.
+# (after backward), model_ms (the model at n_b). One file per precision,
+# "-" for a precision not measured (one of the two at least).
 # A value of zero or less cannot sit on the log axis: that point is left
 # out (ddp.sh says so under the figure).
 #
@@ -60,27 +61,23 @@ set label 1 sprintf("optimal bucket b* = sqrt(s o w) = %.0f MiB", bstar) at bsta
 # The value if positive, else nothing (a gap).
 pos(v) = (v > 0) ? v : NaN
 set style circle radius screen 0.008
-plot ideal(x) with lines lw 1.5 dt (6,4) lc rgb "#555555" notitle, \
-     f32 using "bucket_mb":(pos(column("model_ms"))) with circles lw 1.5 \
-       lc rgb "#000000" fs empty notitle, \
-     f32 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 \
-       dt (2,3) pt 7 lc rgb "#d62728" notitle, \
-     b16 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 \
-       dt (2,3) pt 5 lc rgb "#1f77b4" notitle, \
-     f32 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 \
-       pt 7 lc rgb "#d62728" notitle, \
-     b16 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 \
-       pt 5 lc rgb "#1f77b4" notitle, \
-     NaN with lines lw 1.5 dt (6,4) lc rgb "#555555" \
-       title "model with full buckets (n_b = s / b)", \
-     NaN with circles lw 1.5 lc rgb "#000000" fs empty \
-       title "model at the runs' bucket counts", \
-     NaN with linespoints lw 1.5 dt (2,3) pt 7 lc rgb "#d62728" \
-       title "fp32: communication left after backward", \
-     NaN with linespoints lw 1.5 dt (2,3) pt 5 lc rgb "#1f77b4" \
-       title "bf16: communication left after backward", \
-     NaN with linespoints lw 2 pt 7 lc rgb "#d62728" \
-       title "fp32: 2-GPU step minus 1-GPU step", \
-     NaN with linespoints lw 2 pt 5 lc rgb "#1f77b4" \
-       title "bf16: 2-GPU step minus 1-GPU step"
+# The plot command, one series at a time: a precision given as "-" (no
+# rows) has neither series nor key entries; the model's circles come from
+# either file (n_b is the same in both).
+has32 = ARG1 ne "-"
+has16 = ARG2 ne "-"
+fm = has32 ? f32 : b16
+C = 'ideal(x) with lines lw 1.5 dt (6,4) lc rgb "#555555" notitle'
+C = C . ', fm using "bucket_mb":(pos(column("model_ms"))) with circles lw 1.5 lc rgb "#000000" fs empty notitle'
+if (has32) C = C . ', f32 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 dt (2,3) pt 7 lc rgb "#d62728" notitle'
+if (has16) C = C . ', b16 using "bucket_mb":(pos(column("exposed_ms"))) with linespoints lw 1.5 dt (2,3) pt 5 lc rgb "#1f77b4" notitle'
+if (has32) C = C . ', f32 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 pt 7 lc rgb "#d62728" notitle'
+if (has16) C = C . ', b16 using "bucket_mb":(pos(column("overhead_ms"))) with linespoints lw 2 pt 5 lc rgb "#1f77b4" notitle'
+C = C . ', NaN with lines lw 1.5 dt (6,4) lc rgb "#555555" title "model with full buckets (n_b = s / b)"'
+C = C . ', NaN with circles lw 1.5 lc rgb "#000000" fs empty title "model at the runs'' bucket counts"'
+if (has32) C = C . ', NaN with linespoints lw 1.5 dt (2,3) pt 7 lc rgb "#d62728" title "fp32: communication left after backward"'
+if (has16) C = C . ', NaN with linespoints lw 1.5 dt (2,3) pt 5 lc rgb "#1f77b4" title "bf16: communication left after backward"'
+if (has32) C = C . ', NaN with linespoints lw 2 pt 7 lc rgb "#d62728" title "fp32: 2-GPU step minus 1-GPU step"'
+if (has16) C = C . ', NaN with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "bf16: 2-GPU step minus 1-GPU step"'
+eval 'plot ' . C
 unset output

@@ -892,7 +892,12 @@ EOF
   printf '%s' "$fit_rows" | awk 'NF == 9 { printf "| %s | %g | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f |\n", $1, $2, $8, $6, $5, $5 / $6, $3, $4, $9 }'
   echo
   if [ -n "$GNUPLOT" ]; then
-    "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$tmpb.fp32.tmp.csv" "$tmpb.bf16.tmp.csv" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
+    # a precision without rows as "-" (the script leaves its series out)
+    set --
+    for p in fp32 bf16; do
+      if [ "$(wc -l < "$tmpb.$p.tmp.csv")" -gt 1 ]; then set -- "$@" "$tmpb.$p.tmp.csv"; else set -- "$@" -; fi
+    done
+    "$GNUPLOT" -c "$REPORTS/ddp_buckets.gp" "$1" "$2" "$OUT/ddp_buckets.svg" "$s_mib" "$ar_o" "$ar_w"
     echo "![Overhead against bucket size: model and runs](ddp_buckets.svg)"
     echo
     # The log axis has no place for zero or less: the figure leaves such
