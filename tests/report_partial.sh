@@ -15,6 +15,7 @@ if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
   exit 77
 fi
 . "${top_srcdir:-.}/tests/lib.sh"
+slow
 csvtool="$top_builddir/csvtool"
 [ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
 list="$top_srcdir/reports/problems.def"
@@ -57,6 +58,8 @@ fsdp_accounting=fsdp_accounting fsdp_accounting precision=bf16
 ddp_appendix=ddp_bucketed_benchmarking ddp_copy_engine -
 ddp_appendix=ddp_bucketed_benchmarking zero1_copy_engine -
 torch_compile_2024=pytorch_layernorm norm_model -
+benchmarking_appendix=benchmarking_script flash_fp32_tensor_cores precision=tf32
+communication_accounting=communication_accounting communication_accounting device_gb=80 needs both 80 and 95
 naive_ddp_benchmarking=naive_ddp_benchmarking naive_ddp_benchmarking precision=bf16 Naive DDP takes
 minimal_ddp_flat_benchmarking=minimal_ddp_flat_benchmarking minimal_ddp_flat_benchmarking precision=fp32 batching saves
 ddp_overlap_individual_parameters_benchmarking=ddp_overlap_individual_parameters_benchmarking ddp_overlap_individual_parameters_benchmarking precision=bf16 Overlapping takes the 2-GPU step

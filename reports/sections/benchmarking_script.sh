@@ -499,7 +499,7 @@ TEXT
       x3=$(ftv 3xtf32 flash "$d" "$t")
       echo "| $d | $t | $(f1 "$f32") | $(f1 "$x3") | $(f1 "$(ftv 3xtf32 materialized "$d" "$t")") | $(f1 "$(ftv tf32 flash "$d" "$t")") | $(f1 "$(ftv tf32 materialized "$d" "$t")") | $(f1 "$pt") |"
       # for the answer: "D T X3 F32 PT" where all three are measured
-      [ -n "$x3" ] && printf '%s %s %s %s %s\n' "$d" "$t" "$x3" "${f32:--}" "${pt:--}" >> "$REPORT_TMP/ftc.rows"
+      [ -z "$x3" ] || printf '%s %s %s %s %s\n' "$d" "$t" "$x3" "${f32:--}" "${pt:--}" >> "$REPORT_TMP/ftc.rows"
     done
   echo
   if [ -s "$REPORT_TMP/ftc.rows" ]; then
@@ -507,7 +507,8 @@ TEXT
       $5 != "-" { m++; if ($3 >= $5) w++
                   else { l = l (l ? ", " : "") $1 "/" $2; lr = (!lr || $3 / $5 < lr) ? $3 / $5 : lr } }
       END {
-        if (n) printf "3xTF32 flash runs at %.1f to %.1f times true fp32 flash'"'"'s rate at the same accuracy.", lo, hi
+        a = sprintf("%.1f", lo); b = sprintf("%.1f", hi)
+        if (n) printf "3xTF32 flash runs at %s times true fp32 flash'"'"'s rate at the same accuracy.", (a == b ? a : a " to " b)
         if (m) printf " Against PyTorch'"'"'s fp32 SDPA it is as fast or faster at %d of %d shapes.", w, m
         if (l) printf " It loses at d_head/seq %s, down to %.2f of SDPA'"'"'s rate.", l, lr
         if (n || m) printf "\n\n"

@@ -8,6 +8,13 @@ set -eu
 . "$REPORT_LIB"
 
 require_rows "$CSV" communication_accounting "(no GPU needed)"
+# (a) asks about 80 GB devices, (b) to (d) about 95 GB ones: the
+# experiment's rows for each (a sweep cut to one answers nothing)
+for gb in 80 95; do
+  [ "$(tool count "$CSV" --where status=ok --where device_gb=$gb)" -gt 0 ] ||
+    not_measured communication_accounting "with its device_gb = $gb rows (the handout's question needs both 80 and 95)"
+done
+[ "$(tool count "$CSV" --where status=ok --where 'device_gb=80|95' --first-of device_gb)" -eq 2 ] || exit 0
 v() { # v COL [--where ...]: the first ok row's value
   col=$1; shift
   x=$(tool value "$CSV" --col "$col" --where status=ok "$@")
