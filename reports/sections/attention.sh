@@ -549,10 +549,14 @@ EOF
   [ "$nbf" -gt 0 ] || return 0
   spd() { # precision -> "n_total n_flash_faster min max seq_max" over shapes with both
     tool select "$csv" --cols precision,d_head,seq,impl,fwd_bwd_ms_per_pass --where status=ok --where precision="$1" |
-      awk -F, 'NR > 1 { t[$2 "," $3, $4] = $5; k[$2 "," $3] = 1; if ($3 > sm) sm = $3 }
-        END { for (x in k) if (t[x, "flash"] > 0 && t[x, "materialized"] > 0) { n++
+      awk -F, 'NR > 1 { t[$2 "," $3, $4] = $5; k[$2 "," $3] = 1 }
+        # the longest seq is the longest with both (materialised attention
+        # may have run out of memory there)
+        END { for (x in k) if (t[x, "flash"] > 0 && t[x, "materialized"] > 0) {
+                split(x, p, ","); if (p[2] + 0 > sm) sm = p[2] + 0 }
+              for (x in k) if (t[x, "flash"] > 0 && t[x, "materialized"] > 0) { n++
                 r = t[x, "materialized"] / t[x, "flash"]; if (r > 1) w++
-                split(x, p, ","); if (p[2] == sm) { if (!lo || r < lo) lo = r; if (r > hi) hi = r } }
+                split(x, p, ","); if (p[2] + 0 == sm) { if (!lo || r < lo) lo = r; if (r > hi) hi = r } }
               printf "%d %d %.4f %.4f %d", n, w, lo, hi, sm }'
   }
   # shellcheck disable=SC2046 # five numbers, split on purpose

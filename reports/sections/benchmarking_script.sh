@@ -110,12 +110,30 @@ fv() { # SIZE PREC MODE COL at context 512: the latest ok row's value, or ""
   tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
     --where context=512 --where precision="$2" --where mode="$3" --col "$4"
 }
-sz1=$(printf '%s\n' $(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2) | head -n 1)
-szn=$(printf '%s\n' $(tool distinct "$csv" --cols params,size --where status=ok --sort params --sep '|' | cut -d'|' -f2) | tail -n 1)
+# The answer's forward and backward times: fp32 at context 512 where
+# measured (else bf16, else the longest context), from the smallest to the
+# largest size with both a forward and a forward + backward row there (a
+# size may have run out of memory)
+ap=fp32
+[ "$(tool count "$csv" --where status=ok --where precision=fp32)" -gt 0 ] || ap=bf16
+actx=$(tool value "$csv" --where status=ok --where precision=$ap --agg max --default "" --col context)
+[ "$(tool count "$csv" --where status=ok --where precision=$ap --where context=512)" -eq 0 ] || actx=512
+fva() { # SIZE MODE COL at the answer's precision and context
+  tool value "$csv" --sort -utc --agg first --default "" --where status=ok --where size="$1" \
+    --where context="$actx" --where precision="$ap" --where mode="$2" --col "$3"
+}
+both=$(tool select "$csv" --cols params,size,mode --where status=ok --where precision=$ap \
+         --where context="$actx" --where 'mode=forward|forward_backward' --sep ' ' |
+       sort -u | awk '{ n[$2]++; p[$2] = $1 } END { for (s in n) if (n[s] == 2) print p[s], s }' | sort -g)
+sz1=$(printf '%s\n' "$both" | head -n 1 | cut -d' ' -f2)
+szn=$(printf '%s\n' "$both" | tail -n 1 | cut -d' ' -f2)
 # forward from the forward-only rows, backward from the forward + backward
 # ones (whose forward phase differs a little from the forward-only row's)
-f1=$(fv "$sz1" fp32 forward fwd_ms_mean); fn=$(fv "$szn" fp32 forward fwd_ms_mean)
-b1=$(fv "$sz1" fp32 forward_backward bwd_ms_mean); bn=$(fv "$szn" fp32 forward_backward bwd_ms_mean)
+f1="" fn="" b1="" bn=""
+if [ -n "$sz1" ]; then
+  f1=$(fva "$sz1" forward fwd_ms_mean); fn=$(fva "$szn" forward fwd_ms_mean)
+  b1=$(fva "$sz1" forward_backward bwd_ms_mean); bn=$(fva "$szn" forward_backward bwd_ms_mean)
+fi
 rat=$(tool select "$csv" --cols fwd_ms_mean,bwd_ms_mean --where status=ok --where mode=forward_backward |
         tail -n +2 | awk -F, '$1 > 0 && $2 > 0 { r = $2 / $1; if (!n++ || r < lo) lo = r; if (r > hi) hi = r }
           END { if (n) printf "%.1f %.1f", lo, hi }')
@@ -132,7 +150,7 @@ if [ -n "$f1" ] && [ -n "$fn" ] && [ -n "$b1" ] && [ -n "$bn" ] && [ -n "$rat" ]
   # the worst row's std and mean ($5 $6) are in the table above
   set -- $var; vn=$1 vk=$2 vmed=$3 vmx=$4; shift 6; vw="$*"
   { cat <<TEXT
-**Answer.** At context 512 in fp32 a forward pass takes $(calc %.1f "$f1") ms ($sz1) to $(calc %.1f "$fn") ms ($szn) and a backward pass $(calc %.1f "$b1") to $(calc %.1f "$bn") ms; over every forward + backward row, backward takes $rlo to $rhi times forward (two products per forward product). Variability is small: the step's std is at most 1% of its mean in $vk of $vn rows (median $vmed%), at worst $vmx% ($vw: a few timed steps ran long).
+**Answer.** At context $actx in $ap a forward pass takes $(calc %.1f "$f1") ms ($sz1) to $(calc %.1f "$fn") ms ($szn) and a backward pass $(calc %.1f "$b1") to $(calc %.1f "$bn") ms; over every forward + backward row, backward takes $rlo to $rhi times forward (two products per forward product). Variability is small: the step's std is at most 1% of its mean in $vk of $vn rows (median $vmed%), at worst $vmx% ($vw: a few timed steps ran long).
 TEXT
   } | fold -s -w 76 | sed 's/ *$//'
   echo

@@ -141,7 +141,7 @@ TEXT
     echo
   fi
   if [ -f "$csv" ]; then
-    failed_jobs "$csv" precision,world_size,optimizer "| precision | GPUs | AdamW |"
+    failed_jobs "$csv" precision,world_size,optimizer,status,message "precision,GPUs,AdamW,status,message"
   else
     echo "Not measured yet: \`./runner experiments/fsdp_accounting.cfg\`."
     echo
@@ -607,11 +607,11 @@ ROW
   fi
   if [ -f "$csv" ]; then
     if [ -n "$hc" ]; then
-      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk \
-        "| k | resharded | attention kept | head chunk |"
+      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,head_chunk,status,message \
+        "k,resharded,attention kept,head chunk,status,message"
     else
-      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention \
-        "| k | resharded | attention kept |"
+      failed_jobs "$csv" checkpoint_layers,reshard_after_forward,checkpoint_keep_attention,status,message \
+        "k,resharded,attention kept,status,message"
     fi
   else
     echo "Not measured yet: it needs 2 GPUs (\`./runner experiments/leaderboard_2026.cfg\`)."
