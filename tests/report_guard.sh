@@ -14,20 +14,10 @@
 # anchors: the writeup still renders, and its summary compares with
 # nothing measured on another GPU; and from no data at all.
 #
-# Skipped under the sanitizers (.ci/sanitize sets TRAINLAB_SANITIZE): its
-# two renders start some 10,000 csvtool processes, and each one's
-# sanitizer start-up made this test about half of CI's time. csvtool's code
-# runs under the sanitizers in tests/csvtool.sh; this test runs in every
-# other make check but a quick one (TRAINLAB_QUICK: CI's distcheck).
-if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
-  echo "skipped: the sanitizer build (tests/csvtool.sh covers csvtool there)"
-  exit 77
-fi
+# Skipped under the sanitizers and in a quick check (report_test, in
+# tests/lib.sh).
 . "${top_srcdir:-.}/tests/lib.sh"
-slow
-csvtool="$top_builddir/csvtool"
-[ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
-list="$top_srcdir/reports/problems.def"
+report_test
 out="$scratch/report"
 sh "$top_srcdir/reports/mkreport.sh" --data "$top_srcdir/reports/data" \
   --out "$out" --csvtool "$csvtool" --runner "$top_builddir/runner" --gnuplot "${GNUPLOT:-}" \

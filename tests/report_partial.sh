@@ -10,17 +10,10 @@
 # ("51 to 51 times"), no empty range ("% to %"), no count over nothing
 # ("0 of 0") and no ratio of nothing ("0.00x").
 #
-# Skipped under the sanitizers, as report_guard.sh is (a render is
-# thousands of csvtool processes; tests/csvtool.sh covers csvtool there).
-if [ -n "${TRAINLAB_SANITIZE:-}" ]; then
-  echo "skipped: the sanitizer build (tests/csvtool.sh covers csvtool there)"
-  exit 77
-fi
+# Skipped under the sanitizers and in a quick check (report_test, in
+# tests/lib.sh).
 . "${top_srcdir:-.}/tests/lib.sh"
-slow
-csvtool="$top_builddir/csvtool"
-[ -x "$csvtool" ] || { echo "missing $csvtool"; exit 99; }
-list="$top_srcdir/reports/problems.def"
+report_test
 
 # PROBLEM=EXPERIMENT (mkreport.sh --only), the CSV to cut, the rows kept
 # ("-": the file removed), and words the section must still say, if any
