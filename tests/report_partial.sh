@@ -75,5 +75,6 @@ minimal_ddp_flat_benchmarking=minimal_ddp_flat_benchmarking minimal_ddp_flat_ben
 ddp_overlap_individual_parameters_benchmarking=ddp_overlap_individual_parameters_benchmarking ddp_overlap_individual_parameters_benchmarking precision=bf16 Overlapping takes the 2-GPU step
 ddp_bucketed_benchmarking=ddp_bucketed_benchmarking ddp_bucketed_benchmarking precision=fp32 best 2-GPU step is
 ddp_bucketed_benchmarking=ddp_bucketed_benchmarking ddp_bucketed_benchmarking precision=bf16 the best bucketed step is
+ddp_appendix=ddp_bucketed_benchmarking ddp_bucketed_benchmarking precision=bf16 the second GPU's cost is backward itself growing
 EOF
 finish

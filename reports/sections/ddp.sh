@@ -1111,13 +1111,22 @@ EOF
 
   # -- why backward slows ------------------------------------------------------
   bf=$(best_bucket fp32); bh=$(best_bucket bf16)
-  if [ -n "$bf" ] && [ -n "$bh" ]; then
+  # the precisions with a fastest 2-GPU bucket and a 1-GPU row there, and
+  # their clauses: what is left after backward, and backward's growth
+  wex="" wgr=""
+  for p in fp32 bf16; do
+    if [ "$p" = fp32 ]; then b=$bf; else b=$bh; fi
+    [ -n "$b" ] && [ -n "$(one "$csv" "$p" bwd_ms_mean "$b")" ] || continue
+    wex="$wex${wex:+, }$(calc %.2f "$(two "$csv" "$p" exposed_comm_ms_mean "$b")") ms $p"
+    wgr="$wgr${wgr:+ and }$(f1 "$(one "$csv" "$p" bwd_ms_mean "$b")") to $(f1 "$(two "$csv" "$p" bwd_ms_mean "$b")") ms ($p)"
+  done
+  if [ -n "$wex" ]; then
     echo "#### Why backward slows beside the all-reduces"
     echo
     cat <<EOF
 With the handout's bucketed all-reduce little communication is left after
-backward ($(calc %.2f "$(two "$csv" fp32 exposed_comm_ms_mean "$bf")") ms fp32, $(calc %.2f "$(two "$csv" bf16 exposed_comm_ms_mean "$bh")") ms bf16); the second GPU's cost is backward
-itself growing from $(f1 "$(one "$csv" fp32 bwd_ms_mean "$bf")") to $(f1 "$(two "$csv" fp32 bwd_ms_mean "$bf")") ms (fp32) and $(f1 "$(one "$csv" bf16 bwd_ms_mean "$bh")") to $(f1 "$(two "$csv" bf16 bwd_ms_mean "$bh")") ms (bf16)
+backward ($wex); the second GPU's cost is backward
+itself growing from $wgr
 while NCCL's kernels run beside it.
 EOF
     if has_rows "$ctas"; then
@@ -1174,7 +1183,7 @@ EOF
         fi
       fi
     fi
-    settings_detail "$bf"
+    [ -z "$bf" ] || settings_detail "$bf"
     if has_rows "$con"; then
       # cn_mm CAP GPUS: the matrix products' ms in a contention row's
       # message (rank 0's extra step with every kernel bracketed by
