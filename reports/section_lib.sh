@@ -304,6 +304,11 @@ verdict() { # OURS_MS THEIRS_MS
   if is_true "$1 <= $2"; then echo "ours $(factor "$2 / $1")x as fast"
   else echo "**we lose, $(factor "$1 / $2")x its time**"; fi
 }
+# A list "a, b and c" from its items, one a line on stdin.
+and_list() {
+  awk 'NF { w[n++] = $0 } END { for (i = 0; i < n; i++)
+    printf "%s%s", w[i], (i == n - 1 ? "" : i == n - 2 ? " and " : ", ") }'
+}
 # span_to LO HI: "LO to HI", or "LO" where the two are one value (a range
 # over a single row or equal rows).
 span_to() { if [ "$1" = "$2" ]; then printf '%s' "$1"; else printf '%s to %s' "$1" "$2"; fi; }

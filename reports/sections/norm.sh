@@ -58,11 +58,6 @@ impl_words() {
 }
 cell() { [ -n "$1" ] && calc %.3f "$1" || printf -- '-'; }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && calc %.2f "$1 / $2" || printf -- '-'; }
-# A list "a, b and c" from its words, one a line on stdin.
-and_list() {
-  awk 'NF { w[n++] = $0 } END { for (i = 0; i < n; i++)
-    printf "%s%s", w[i], (i == n - 1 ? "" : i == n - 2 ? " and " : ", ") }'
-}
 # "LO to HI" of the numbers on stdin (one a line), in FMT.
 range_of() { # FMT
   awk -v f="$1" 'NF { if (!n++ || $1 < lo) lo = $1; if (!hi || $1 > hi) hi = $1 }

@@ -394,7 +394,7 @@ tops=$(for m in "$ft $fn $flo $fhi forward rows" "$bt $bn $blo $bhi forward + ba
          [ "$2" -gt 0 ] || continue
          t="$1 of $2" r=$(span_to "$3%" "$4%"); shift 4
          echo "$t $* ($r)"
-       done | awk '{ a[NR] = $0 } END { for (i = 1; i <= NR; i++) printf "%s%s", (i == 1 ? "" : i == NR ? " and " : ", "), a[i] }')
+       done | and_list)
 lead="**Answer.** The"
 [ -z "$kl" ] || lead="Over every size and context, the"
 wrap <<TEXT
