@@ -1055,60 +1055,101 @@ EOF
   ap_print "PyTorch DDP, eager (older anchor)" "$pe_csv" machine
   echo
   # the claim: the copy-engine form's fastest path in bf16 (fused + flash
-  # where measured and faster, as the summary takes it)
+  # where measured and faster, as the summary takes it); in fp32 where the
+  # fused path has no bf16 rows
   cl=$ce cl_path=""
   if [ -f "$cef" ]; then
-    fu16=$(two "$cef" bf16 step_ms_mean "$(best_bucket bf16 "$cef")")
-    op16=$(two "$ce" bf16 step_ms_mean "$(best_bucket bf16 "$ce")")
-    if [ -n "$fu16" ] && { [ -z "$op16" ] || is_true "$fu16 < $op16"; }; then
-      cl=$cef cl_path=", fused + flash"
-    fi
+    for p in bf16 fp32; do
+      fu=$(two "$cef" $p step_ms_mean "$(best_bucket $p "$cef")")
+      [ -n "$fu" ] || continue
+      op=$(two "$ce" $p step_ms_mean "$(best_bucket $p "$ce")")
+      if [ -z "$op" ] || is_true "$fu < $op"; then
+        cl=$cef cl_path=", fused + flash"
+      fi
+      break
+    done
   fi
-  cf=$(best_bucket fp32 "$cl"); ch=$(best_bucket bf16 "$cl")
-  if [ -n "$cf" ] && [ -n "$ch" ] && [ $pt_ok -eq 0 ]; then
-    pt_absent
-  elif [ -n "$cf" ] && [ -n "$ch" ]; then
-    cf2=$(two "$cl" fp32 step_ms_mean "$cf"); ch2=$(two "$cl" bf16 step_ms_mean "$ch")
-    cf1=$(one "$cl" fp32 step_ms_mean "$cf"); ch1=$(one "$cl" bf16 step_ms_mean "$ch")
-    tf2=$(pt fp32 2); th2=$(pt bf16 2); tf1=$(pt fp32 1); th1=$(pt bf16 1)
-    for x in "$cf2" "$ch2" "$cf1" "$ch1" "$tf2" "$th2" "$tf1" "$th1"; do num "an appendix figure" "$x"; done
-    one_gpu="on one GPU, $(faster_one fp32 "$cf1" "$tf1"), and $(faster_one bf16 "$ch1" "$th1")"
-    # memory of the claim's own rows, against the same step on one GPU
-    # (like for like: the difference is what the form keeps) and PyTorch's
-    pk=$(two "$cl" fp32 engine_peak_mib "$cf") pk16=$(two "$cl" bf16 engine_peak_mib "$ch")
-    pk1=$(one "$cl" fp32 engine_peak_mib "$cf")
-    gd=$(two "$cl" fp32 grads_mib "$cf") gd1=$(one "$cl" fp32 grads_mib "$cf")
-    p32=$(pt_peak fp32) p16=$(pt_peak bf16)
-    mem=""
-    if [ -n "$pk" ] && [ -n "$pk16" ] && [ -n "$pk1" ] && [ -n "$p32" ] && [ -n "$p16" ]; then
-      mdiff=$(calc %.4f "$pk - $pk1")
-      why=""
-      [ -z "$gd" ] || [ -z "$gd1" ] || ! is_true "$mdiff > 0.99 * ($gd - $gd1) && $mdiff < 1.01 * ($gd - $gd1)" ||
-        why=" (one more copy of the gradients)"
-      vs="against"
-      case $p32$p16 in
-        *-*) ;;
-        *) if is_true "$pk / 1024 > $p32 && $pk16 / 1024 > $p16"; then vs="more than"
-           elif is_true "$pk / 1024 < $p32 && $pk16 / 1024 < $p16"; then vs="less than"; fi ;;
+  # the precisions with a fastest 2-GPU bucket, a 1-GPU row there and
+  # PyTorch's steps on 1 and 2 GPUs: each clause lists them in that order
+  cl_p="" cl_b="" cl_2="" cl_fast="" cl_pt="" cl_pts="" cl_ours="" cl_one=""
+  cl_gap="" cl_pk="" cl_ptpk="" cl_over="" cl_under="" cl_first="" cl_nopt=""
+  for p in fp32 bf16; do
+    b=$(best_bucket $p "$cl")
+    [ -n "$b" ] || continue
+    s2=$(two "$cl" $p step_ms_mean "$b") s1=$(one "$cl" $p step_ms_mean "$b")
+    [ -n "$s1" ] || continue
+    if [ $pt_ok -eq 0 ]; then cl_nopt=1; continue; fi
+    t2=$(pt $p 2) t1=$(pt $p 1)
+    [ -n "$t2" ] && [ -n "$t1" ] || continue
+    for x in "$s2" "$s1" "$t2" "$t1"; do num "an appendix figure" "$x"; done
+    cl_p="$cl_p${cl_p:+ }$p"
+    cl_b="$cl_b${cl_b:+ / }$(calc %g "$b")"
+    cl_2="$cl_2$(f1 "$s2") ms ($p)
+"
+    cl_fast="$cl_fast$(as_fast "$s2" "$t2")
+"
+    cl_pt="$cl_pt$t2
+"
+    cl_pts="$cl_pts$(calc %.2f "$t2 / $t1") ($p)
+"
+    cl_ours="$cl_ours$(calc %.3f "$s2 / $s1")
+"
+    cl_one="$cl_one$(faster_one $p "$s1" "$t1")
+"
+    cl_gap="$cl_gap $p:2:$b $p:1:$b"
+    # memory of the claim's own rows, against PyTorch's (x: not comparable)
+    pk=$(two "$cl" $p engine_peak_mib "$b") pp=$(pt_peak $p)
+    if [ -n "$pk" ] && [ -n "$pp" ]; then
+      cl_pk="$cl_pk$(gib "$pk") GiB in $p
+"
+      cl_ptpk="$cl_ptpk$pp
+"
+      case $pp in
+        *-*) cl_over=x ;;
+        *) if is_true "$pk / 1024 > $pp"; then cl_over="${cl_over}1"; else cl_under="${cl_under}1"; fi ;;
       esac
-      if [ "$p32" = "$p16" ]; then pmem="$p32 GiB"; else pmem="$p32 and $p16 GiB"; fi
-      mem=" The price is memory: the copy-engine form keeps both ranks' fp32
-gradients, $(gib "$pk") GiB peak per GPU in fp32 and $(gib "$pk16") GiB in bf16 at those buckets,
-$(gib "$mdiff") GiB$why above the same step on one GPU (fp32), $vs PyTorch's $pmem on 2 GPUs."
+    else
+      cl_pk="-"
     fi
+    # and against the same step on one GPU, in the first precision (like
+    # for like: the difference is what the form keeps)
+    [ -n "$cl_first" ] ||
+      cl_first="$p $pk $(one "$cl" $p engine_peak_mib "$b") $(two "$cl" $p grads_mib "$b") $(one "$cl" $p grads_mib "$b")"
+  done
+  [ -z "$cl_nopt" ] || pt_absent
+  if [ -n "$cl_p" ]; then
+    mem=""
+    # shellcheck disable=SC2086 # "PREC PEAK PEAK1 GRADS GRADS1"
+    set -- $cl_first
+    case $cl_pk in
+      -*) ;;
+      *) if [ $# -ge 3 ]; then
+           mdiff=$(calc %.4f "$2 - $3")
+           why=""
+           [ $# -lt 5 ] || ! is_true "$mdiff > 0.99 * ($4 - $5) && $mdiff < 1.01 * ($4 - $5)" ||
+             why=" (one more copy of the gradients)"
+           vs="against"
+           case $cl_over in
+             *x*) ;;
+             *) if [ -z "$cl_under" ]; then vs="more than"; elif [ -z "$cl_over" ]; then vs="less than"; fi ;;
+           esac
+           mem=" The price is memory: the copy-engine form keeps both ranks' fp32
+gradients, a peak per GPU of $(printf '%s' "$cl_pk" | and_list) at those buckets,
+$(gib "$mdiff") GiB$why above the same step on one GPU ($1), $vs PyTorch's $(printf '%s' "$cl_ptpk" | awk '!seen[$0]++' | and_list) GiB on 2 GPUs."
+         fi ;;
+    esac
     gap=""
+    # shellcheck disable=SC2086 # cl_gap is a list of PREC:GPUS:BUCKET
     [ -z "$pt_stat" ] ||
-      gap=" (${pt_stat}s; our means are within $(mm_gap "$cl" "fp32:2:$cf" "bf16:2:$ch" "fp32:1:$cf" "bf16:1:$ch") ms of our medians)"
+      gap=" (${pt_stat}s; our means are within $(mm_gap "$cl" $cl_gap) ms of our medians)"
     cat <<EOF
-Our DDP claim, against the strongest PyTorch: $(f1 "$cf2") ms (fp32) and $(f1 "$ch2") ms (bf16)
-per 2-GPU step with the gradients on the copy engines ($(calc %g "$cf") / $(calc %g "$ch") MiB buckets,
-$(basename "$cl")$cl_path), $(as_fast "$cf2" "$tf2") and $(as_fast "$ch2" "$th2") as its $tf2 and $th2 ms$gap. Almost
-all of it is scaling: PyTorch's second GPU multiplies its step by $(calc %.2f "$tf2 / $tf1")
-(fp32) and $(calc %.2f "$th2 / $th1") (bf16), ours by $(calc %.3f "$cf2 / $cf1") and $(calc %.3f "$ch2 / $ch1"), while $one_gpu.$mem
+Our DDP claim, against the strongest PyTorch: $(printf '%s' "$cl_2" | and_list)
+per 2-GPU step with the gradients on the copy engines ($cl_b MiB buckets,
+$(basename "$cl")$cl_path), $(printf '%s' "$cl_fast" | and_list) as its $(printf '%s' "$cl_pt" | and_list) ms$gap. Almost
+all of it is scaling: PyTorch's second GPU multiplies its step by $(printf '%s' "$cl_pts" | and_list), ours by $(printf '%s' "$cl_ours" | and_list), while on one GPU, $(printf '%s' "$cl_one" | and_list).$mem
 
 EOF
   fi
-
   # -- why backward slows ------------------------------------------------------
   bf=$(best_bucket fp32); bh=$(best_bucket bf16)
   # the precisions with a fastest 2-GPU bucket and a 1-GPU row there, and
@@ -1353,7 +1394,7 @@ EOF
   # -- settled choices ------------------------------------------------------------
   # Conclusions of runs of patched builds outside the runner (git history
   # keeps the patches and outputs): words only, no numbers.
-  [ -n "$cf" ] && [ -n "$ch" ] || return 0
+  [ -n "$cl_p" ] || return 0
   cat <<'EOF'
 #### Choices the copy-engine rows are measured with
 
