@@ -79,6 +79,10 @@ static void usage(FILE *f) {
 "                         allocation its GPUs, else those of this machine)\n"
 "  -k, --kinds [KIND...]  list the job kinds (or those named) and their\n"
 "                         settings\n"
+"  -p, --provenance       print the provenance columns a row ends with\n"
+"                         (utc, machine, versions, git commit and dirty\n"
+"                         flag), a CSV header and one line, for records\n"
+"                         made outside a sweep; run nothing\n"
 "  -h, --help             this help\n"
 "  -V, --version          the version\n"
 "\n"
@@ -119,6 +123,8 @@ static void list_kinds(char *const *names, int n) {
   }
 }
 
+static int print_provenance(void);
+
 static void parse_options(int argc, char **argv, options *o) {
   static const struct option longopts[] = {
       {"dry-run", no_argument, 0, 'n'},   {"set", required_argument, 0, 's'},
@@ -127,6 +133,7 @@ static void parse_options(int argc, char **argv, options *o) {
       {"out-dir", required_argument, 0, 'd'},
       {"launcher", required_argument, 0, 'l'},
       {"gpus", required_argument, 0, 'g'}, {"kinds", no_argument, 0, 'k'},
+      {"provenance", no_argument, 0, 'p'},
       {"help", no_argument, 0, 'h'},      {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -134,8 +141,8 @@ static void parse_options(int argc, char **argv, options *o) {
   o->out_dir = "reports/data";
   o->launcher = getenv("TRAINLAB_LAUNCHER");
   if (!o->launcher) o->launcher = TL_DEFAULT_LAUNCHER;
-  int c, kinds = 0;
-  while ((c = getopt_long(argc, argv, "ns:o:fwd:l:g:khV", longopts, NULL)) != -1) {
+  int c, kinds = 0, provenance = 0;
+  while ((c = getopt_long(argc, argv, "ns:o:fwd:l:g:kphV", longopts, NULL)) != -1) {
     switch (c) {
       case 'n': o->dry_run = 1; break;
       case 'f': o->force = 1; break;
@@ -168,6 +175,7 @@ static void parse_options(int argc, char **argv, options *o) {
         break;
       }
       case 'k': kinds = 1; break;
+      case 'p': provenance = 1; break;
       case 'h': usage(stdout); exit(0);
       case 'V': printf("runner (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); exit(0);
       default: usage(stderr); exit(2);
@@ -176,6 +184,13 @@ static void parse_options(int argc, char **argv, options *o) {
   if (kinds) {
     list_kinds(argv + optind, argc - optind);
     exit(0);
+  }
+  if (provenance) {
+    if (optind != argc) {
+      fprintf(stderr, "runner: --provenance takes no experiment file\n");
+      exit(2);
+    }
+    exit(print_provenance());
   }
   o->slurm = -1;
   if (o->gpus < 0) {
@@ -408,6 +423,30 @@ static void plain_cell(char *dst, size_t n, const char *s) {
   }
 }
 
+/* The provenance cells that end a row (rows_provenance_column's),
+ * strdup'd into cells; returns their count, ROWS_NPROVENANCE. The
+ * worker's own view of the machine (rf: what the job actually loaded)
+ * wins over env's. */
+static int provenance_cells(char **cells, const resultfile *rf,
+                            const env_info *env, const char *commit,
+                            const char *dirty) {
+  char buf[2048];
+  int c = 0;
+  utc_now(buf, sizeof buf);
+  cells[c++] = strdup(buf);
+  for (int i = 0; i < ENV_NCOLS; i++) {
+    char key[128], num[32];
+    snprintf(key, sizeof key, "env.%s", env_columns[i]);
+    const char *v = rf ? resultfile_get(rf, key) : NULL;
+    plain_cell(buf, sizeof buf, v ? v : env_value(env, i, num, sizeof num));
+    cells[c++] = strdup(buf);
+  }
+  cells[c++] = strdup(commit);
+  cells[c++] = strdup(dirty);
+  cells[c++] = strdup(PACKAGE_VERSION);
+  return c;
+}
+
 static int write_row(rows *rw, const job *j, const char *status,
                      const char *message, const resultfile *rf,
                      const env_info *env, const char *commit,
@@ -430,19 +469,7 @@ static int write_row(rows *rw, const job *j, const char *status,
   cells[c++] = strdup(status);
   plain_cell(buf, sizeof buf, message);
   cells[c++] = strdup(buf);
-  utc_now(buf, sizeof buf);
-  cells[c++] = strdup(buf);
-  for (int i = 0; i < ENV_NCOLS; i++) {
-    char key[128], num[32];
-    snprintf(key, sizeof key, "env.%s", env_columns[i]);
-    /* The worker's own view (what the job actually loaded) wins. */
-    const char *v = rf ? resultfile_get(rf, key) : NULL;
-    plain_cell(buf, sizeof buf, v ? v : env_value(env, i, num, sizeof num));
-    cells[c++] = strdup(buf);
-  }
-  cells[c++] = strdup(commit);
-  cells[c++] = strdup(dirty);
-  cells[c++] = strdup(PACKAGE_VERSION);
+  c += provenance_cells(cells + c, rf, env, commit, dirty);
   int rc = 0;
   for (int i = 0; i < c; i++)
     if (!cells[i]) rc = err_set(ERR_OOM, __FILE__, __LINE__, "out of memory");
@@ -450,6 +477,29 @@ static int write_row(rows *rw, const job *j, const char *status,
   for (int i = 0; i < c; i++) free(cells[i]);
   free(cells);
   if (rc < 0) err_trace(__FILE__, __LINE__);
+  return rc;
+}
+
+/* --provenance: the header of the provenance columns and this machine's
+ * and build's values, as a sweep's rows would end; 0, or 1 if a value
+ * could not be made. */
+static int print_provenance(void) {
+  char worker[PATH_MAX], commit[128], dirty[16];
+  char *cells[ROWS_NPROVENANCE];
+  env_info env;
+  find_worker(worker, sizeof worker);
+  (void)env_probe_worker(worker, &env); /* on failure: the host's, a warning */
+  git_info(commit, sizeof commit, dirty, sizeof dirty);
+  int n = provenance_cells(cells, NULL, &env, commit, dirty), rc = 0;
+  for (int i = 0; i < n; i++) printf("%s%s", i ? "," : "", rows_provenance_column(i));
+  printf("\n");
+  for (int i = 0; i < n; i++) {
+    if (!cells[i]) rc = 1;
+    printf("%s%s", i ? "," : "", cells[i] ? cells[i] : "");
+    free(cells[i]);
+  }
+  printf("\n");
+  if (rc) fprintf(stderr, "runner: --provenance: out of memory\n");
   return rc;
 }
 

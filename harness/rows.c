@@ -17,11 +17,17 @@
 static const char *const tail_cols[] = {"git_commit", "git_dirty",
                                         "runner_version"};
 
+const char *rows_provenance_column(int i) {
+  if (i == 0) return "utc";
+  if (i <= ENV_NCOLS) return env_columns[i - 1];
+  return tail_cols[i - 1 - ENV_NCOLS];
+}
+
 int rows_columns(const experiment *e, rows *r) {
   const kind_def *k = e->kind;
   int nmetrics = 0;
   while (k->metrics[nmetrics]) nmetrics++;
-  r->ncols = k->nparams + nmetrics + 3 + ENV_NCOLS + 3;
+  r->ncols = k->nparams + nmetrics + 2 + ROWS_NPROVENANCE;
   r->cols = calloc((size_t)r->ncols, sizeof *r->cols);
   CHECK_ALLOC(r->cols, (size_t)r->ncols * sizeof *r->cols);
   int c = 0;
@@ -29,9 +35,8 @@ int rows_columns(const experiment *e, rows *r) {
   for (int i = 0; i < nmetrics; i++) r->cols[c++] = strdup(k->metrics[i]);
   r->cols[c++] = strdup("status");
   r->cols[c++] = strdup("message");
-  r->cols[c++] = strdup("utc");
-  for (int i = 0; i < ENV_NCOLS; i++) r->cols[c++] = strdup(env_columns[i]);
-  for (int i = 0; i < 3; i++) r->cols[c++] = strdup(tail_cols[i]);
+  for (int i = 0; i < ROWS_NPROVENANCE; i++)
+    r->cols[c++] = strdup(rows_provenance_column(i));
   for (int i = 0; i < c; i++) CHECK_ALLOC(r->cols[i], 32);
   /* A metric named like a parameter would make two columns of one name. */
   for (int i = 0; i < c; i++)

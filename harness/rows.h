@@ -14,8 +14,14 @@
 
 #include <stddef.h>
 
+#include "common/env.h"
 #include "harness/csv.h"
 #include "harness/experiment.h"
+
+/* The columns that end every row, after status and message: utc, the
+ * machine's (env_columns), git_commit, git_dirty, runner_version. */
+#define ROWS_NPROVENANCE (1 + ENV_NCOLS + 3)
+const char *rows_provenance_column(int i);
 
 typedef struct rows {
   char *path;
