@@ -1,7 +1,9 @@
 #!/bin/sh
 # Records a test run: one CSV row a test, its automake result (TEST.trs:
-# PASS, FAIL, SKIP, ERROR...), its own count of checks (the last "N passed,
-# M failed" line of TEST.log, where it prints one) and the provenance every
+# PASS, FAIL, SKIP, ERROR...), its count of checks (its "N passed, M
+# failed" line in TEST.log, where it prints one; a script that runs a test
+# program several times prints one a run, then its own count of runs: the
+# runs' lines are summed) and the provenance every
 # runner row ends with (`runner --provenance`: when, which machine and GPU,
 # library versions, git commit and dirty flag), all rows of one run sharing
 # it. Appended to OUT (created with its header); appendix C of the writeup
@@ -48,9 +50,13 @@ for t in "$@"; do
   fi
   result=$(sed -n 's/^:global-test-result: *//p' "$t.trs" | tail -n 1)
   [ -n "$result" ] || die "$t.trs has no :global-test-result: line"
+  # one count line: the test's; several: a wrapper's runs of a program
+  # (test_ddp on 1, 2, 4 ranks...), each run's line, then the wrapper's
+  # count of runs, left out
   counts=$( { [ ! -f "$t.log" ] || grep -E '^[0-9]+ passed, [0-9]+ failed' "$t.log" || true; } |
-    tail -n 1 | sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1,\2/')
-  [ -n "$counts" ] || counts=,
+    awk '{ p[NR] = $1; f[NR] = $3 + 0 }
+      END { if (NR == 0) { print ","; exit } m = NR > 1 ? NR - 1 : 1
+            for (i = 1; i <= m; i++) { sp += p[i]; sf += f[i] } print sp "," sf }')
   rows="$rows$t,$result,$counts,$values
 "
 done

@@ -11,29 +11,32 @@ ct="$top_builddir/csvtool"
 rec="$top_srcdir/reports/record_checks.sh"
 w="$scratch/build"
 mkdir -p "$w/tests"
-# three tests as automake leaves them: passed with a count, skipped, and
-# failed without one (a count line earlier in its log is not its last)
+# four tests as automake leaves them: passed with a count line a run of
+# its program then the script's count of runs (summed: 12 + 30, 1 + 0),
+# skipped, failed without one, and passed with its one count
 printf ':test-result: PASS\n:global-test-result: PASS\n:recheck: no\n' > "$w/tests/a.trs"
-printf 'ok   one\n3 passed, 1 failed\nok   two\n12 passed, 0 failed\nPASS tests/a (exit status: 0)\n' > "$w/tests/a.log"
+printf 'ok   one\n12 passed, 1 failed\nok   two\n30 passed, 0 failed\n2 passed, 0 failed\nPASS tests/a (exit status: 0)\n' > "$w/tests/a.log"
 printf ':test-result: SKIP\n:global-test-result: SKIP\n' > "$w/tests/b.sh.trs"
 printf 'skip: no GPU\n' > "$w/tests/b.sh.log"
 printf ':test-result: FAIL\n:global-test-result: FAIL\n' > "$w/tests/c.trs"
 printf 'Segmentation fault\n' > "$w/tests/c.log"
+printf ':test-result: PASS\n:global-test-result: PASS\n' > "$w/tests/d.trs"
+printf 'ok   one\n7 passed, 0 failed\n' > "$w/tests/d.log"
 out="$scratch/checks.csv"
 
-(cd "$w" && sh "$rec" --out "$out" --runner "$RUNNER" tests/a tests/b.sh tests/c tests/gone) \
+(cd "$w" && sh "$rec" --out "$out" --runner "$RUNNER" tests/a tests/b.sh tests/c tests/gone tests/d) \
   > "$scratch/log" 2>&1
 rc=$?
 check "records a run (exit $rc)" [ $rc -eq 0 ]
-check "says so: 3 tests recorded" grep -q '3 tests recorded' "$scratch/log"
+check "says so: 4 tests recorded" grep -q '4 tests recorded' "$scratch/log"
 check "a test without a .trs is left out with a warning" \
   grep -q 'warning: tests/gone did not run' "$scratch/log"
 check "the CSV reads (csvtool check)" "$ct" check "$out"
 check "its columns: the test's four, then runner --provenance's header" \
   [ "$(head -n 1 "$out")" = "test,result,checks_passed,checks_failed,$("$RUNNER" --provenance | head -n 1)" ]
-check "one row a test that ran, in order, with its result and last count" \
+check "one row a test that ran, in order, with its result and its runs' counts summed" \
   [ "$("$ct" select "$out" --cols test,result,checks_passed,checks_failed --sep ' ' | tr '\n' '|')" = \
-    "tests/a PASS 12 0|tests/b.sh SKIP  |tests/c FAIL  |" ]
+    "tests/a PASS 42 1|tests/b.sh SKIP  |tests/c FAIL  |tests/d PASS 7 0|" ]
 "$RUNNER" --provenance > "$scratch/prov.csv"
 check "runner --provenance's columns are those that end a sweep's rows (allreduce.csv's)" \
   [ "$(head -n 1 "$scratch/prov.csv")" = "$(head -n 1 "$top_srcdir/reports/data/allreduce.csv" | sed 's/.*,utc,/utc,/')" ]
@@ -45,7 +48,7 @@ check "and one provenance: one utc, one machine for the run" \
 
 (cd "$w" && sh "$rec" --out "$out" --runner "$RUNNER" tests/a) > "$scratch/log" 2>&1
 check "a second run appends under the same header" \
-  [ "$("$ct" count "$out") $(grep -c '^test,' "$out")" = "4 1" ]
+  [ "$("$ct" count "$out") $(grep -c '^test,' "$out")" = "5 1" ]
 
 cp "$out" "$scratch/before.csv"
 (cd "$w" && sh "$rec" --out "$out" --runner "$RUNNER" tests/gone) > "$scratch/log" 2>&1
