@@ -15,6 +15,14 @@ rec="$DATA/checks.csv"
 # day COMMIT DIRTY UTC: "1a2b3c4, 2026-12-03" ("1a2b3c4 plus uncommitted
 # changes, ..." where the tree was dirty)
 day() { printf '%.7s%s, %s' "$1" "$([ "$2" != 1 ] || printf ' plus uncommitted changes')" "${3%%T*}"; }
+# result_word RESULT: automake's result in words
+result_word() {
+  case $1 in
+    PASS) echo passed ;; FAIL) echo failed ;; ERROR) echo "stopped with a hard error" ;;
+    SKIP) echo skipped ;; XFAIL) echo "failed as expected" ;; XPASS) echo "passed unexpectedly" ;;
+    *) echo "$1" ;;
+  esac
+}
 echo "Every claim of correctness in the sections above rests on these tests,"
 echo "run by \`make check\` (the GPU ones skip without a GPU); \`make"
 echo "check-record\` also appends each test's outcome, with the machine and"
@@ -24,12 +32,8 @@ if [ -n "$rec" ]; then
   # the last run: the rows of the utc written last
   last=$(tool select "$rec" --cols utc --sep ' ' | tail -n 1)
   n=$(tool count "$rec" --where utc="$last")
-  counts=$(for r in PASS FAIL ERROR SKIP XFAIL XPASS; do
-      k=$(tool count "$rec" --where utc="$last" --where result=$r)
-      [ "$k" -eq 0 ] || case $r in
-        PASS) echo "$k passed" ;; FAIL) echo "$k failed" ;; ERROR) echo "$k stopped with a hard error" ;;
-        SKIP) echo "$k skipped" ;; XFAIL) echo "$k failed as expected" ;; XPASS) echo "$k passed unexpectedly" ;;
-      esac
+  counts=$(tool distinct "$rec" --cols result --where utc="$last" | while read -r r; do
+      echo "$(tool count "$rec" --where utc="$last" --where result="$r") $(result_word "$r")"
     done | and_list)
   IFS='|' read -r m c g <<EOF
 $(tool select "$rec" --where utc="$last" --latest utc --cols machine,git_commit,git_dirty --sep '|')
@@ -54,7 +58,8 @@ EOF
     case $r in
       "") if [ "$(tool count "$rec" --where test="tests/$t")" -eq 0 ]; then run="; no recorded run"
           else run="; skipped in every recorded run"; fi ;;
-      *) case $r in PASS) w=passed ;; FAIL) w="**failed**" ;; ERROR) w="**hard error**" ;; *) w=$r ;; esac
+      *) w=$(result_word "$r")
+         [ "$r" = PASS ] || w="**$w**"
          [ -z "$p" ] || w="$w ($p of $((p + f)) checks)"
          run="; last run: $w, $m, $(day "$c" "$g" "$u")" ;;
     esac
